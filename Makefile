@@ -1,0 +1,151 @@
+# lsmfs — build, test, mount.
+#
+#   make                 build everything into bin/
+#   make test            build and run every test (unit, integration, crash)
+#   make test SAN=1      the same under AddressSanitizer + UBSan (build-asan/)
+#   make test SAN=thread the same under ThreadSanitizer (build-tsan/)
+#   make mount / umount  mount the default store ./lsmfs-data at ./mnt
+#   make install PREFIX=/usr/local
+#   make format          clang-format the tree
+#
+# Every source file is picked up by wildcard: add a file to store/ and it is
+# part of libstore; add tests/unit/test_foo.c and it is a test program.
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+SAN     ?=
+
+ifeq ($(SAN),)
+  BUILD   ?= build
+  BIN     ?= bin
+  OPT     := -O2
+else ifeq ($(SAN),thread)
+  BUILD   ?= build-tsan
+  BIN     ?= $(BUILD)/bin
+  OPT     := -O1 -fsanitize=thread
+  SANLD   := -fsanitize=thread
+else
+  BUILD   ?= build-asan
+  BIN     ?= $(BUILD)/bin
+  OPT     := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  SANLD   := -fsanitize=address,undefined
+endif
+
+# Check (and on Debian as root, install) the libraries we build against.
+# Skipped for targets that need no compiler.
+NODEPS_GOALS := clean format umount
+ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+  DEPS_OK := $(shell tools/deps.sh >&2 && echo ok)
+  ifneq ($(DEPS_OK),ok)
+    $(error missing build dependencies (see the message above))
+  endif
+endif
+
+PKGS     := fuse3 liblz4 cmocka
+PKG_CF   := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+FUSE_LIB := $(shell pkg-config --libs fuse3 2>/dev/null)
+LZ4_LIB  := $(shell pkg-config --libs liblz4 2>/dev/null)
+CMOCKA   := $(shell pkg-config --libs cmocka 2>/dev/null)
+
+# LevelDB is optional: only lsmbench --engine=leveldb uses it.
+HAVE_LEVELDB := $(shell test -f /usr/include/leveldb/c.h && echo 1)
+ifeq ($(HAVE_LEVELDB),1)
+  LEVELDB_CF  := -DHAVE_LEVELDB=1
+  LEVELDB_LIB := -lleveldb
+endif
+
+CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+           -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -MMD -MP \
+           -Istore -Ifs $(PKG_CF) $(EXTRA_CFLAGS)
+LDFLAGS := -pthread $(SANLD) $(EXTRA_LDFLAGS)
+
+STORE_SRC := $(wildcard store/*.c)
+FS_SRC    := $(filter-out fs/main.c,$(wildcard fs/*.c))
+STORE_OBJ := $(STORE_SRC:%.c=$(BUILD)/%.o)
+FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
+LIBSTORE  := $(BUILD)/libstore.a
+LIBFS     := $(BUILD)/libfs.a
+STORE_LIBS := $(LIBSTORE) $(LZ4_LIB)
+FS_LIBS    := $(LIBFS) $(LIBSTORE) $(FUSE_LIB) $(LZ4_LIB)
+
+PROGS := $(BIN)/lsmfs $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(BIN)/lsmctl \
+         $(BIN)/lsmbench $(BIN)/nowork-fs
+UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
+INTEG_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
+INTEG_LIB   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/integration/test_%,$(wildcard tests/integration/*.c)))
+
+.PHONY: all test unit-test integration-test clean install format mount umount
+all: $(PROGS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIBSTORE): $(STORE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(LIBFS): $(FS_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/lsmfs: $(BUILD)/fs/main.o $(LIBFS) $(LIBSTORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(FS_LIBS)
+$(BIN)/mkfs.lsmfs: $(BUILD)/mkfs/mkfs.o $(LIBFS) $(LIBSTORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(FS_LIBS)
+$(BIN)/fsck.lsmfs: $(BUILD)/mkfs/fsck.o $(LIBFS) $(LIBSTORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(FS_LIBS)
+$(BIN)/lsmctl: $(BUILD)/tools/lsmctl.o $(LIBFS) $(LIBSTORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(FS_LIBS)
+$(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(FUSE_LIB)
+
+$(BUILD)/tools/lsmbench_leveldb.o: CFLAGS += $(LEVELDB_CF)
+$(BIN)/lsmbench: $(BUILD)/tools/lsmbench.o $(BUILD)/tools/lsmbench_leveldb.o $(LIBSTORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STORE_LIBS) $(LEVELDB_LIB)
+
+$(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIBFS) $(LIBSTORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(FS_LIBS) $(CMOCKA)
+$(BUILD)/tests/test_%: $(BUILD)/tests/integration/test_%.o $(INTEG_LIB) $(LIBFS) $(LIBSTORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(INTEG_LIB) $(FS_LIBS) $(CMOCKA)
+
+# Test programs run one after another (integration tests mount FUSE
+# filesystems and must not fight over the two CPUs), each under a timeout.
+test: all $(UNIT_TESTS) $(INTEG_TESTS)
+	@LSMFS_BIN=$(abspath $(BIN)) tests/run.sh $(UNIT_TESTS) $(INTEG_TESTS)
+unit-test: $(UNIT_TESTS)
+	@tests/run.sh $(UNIT_TESTS)
+integration-test: all $(INTEG_TESTS)
+	@LSMFS_BIN=$(abspath $(BIN)) tests/run.sh $(INTEG_TESTS)
+
+STORE_DIR ?= lsmfs-data
+MOUNT_DIR ?= mnt
+mount: all
+	@tools/mount.sh $(BIN) $(STORE_DIR) $(MOUNT_DIR)
+umount:
+	@if grep -qs " $(abspath $(MOUNT_DIR)) " /proc/mounts; then \
+	  fusermount3 -u $(MOUNT_DIR) && echo "unmounted $(MOUNT_DIR)"; \
+	else echo "$(MOUNT_DIR) is not mounted"; fi
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)/sbin
+	install -m 755 $(BIN)/lsmfs $(BIN)/lsmctl $(BIN)/lsmbench $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(DESTDIR)/sbin/
+	ln -sf $(PREFIX)/bin/lsmfs $(DESTDIR)/sbin/mount.lsmfs
+	install -d $(DESTDIR)$(PREFIX)/share/man/man8
+	for m in docs/*.8; do [ -f "$$m" ] && install -m 644 "$$m" $(DESTDIR)$(PREFIX)/share/man/man8/ || true; done
+
+format:
+	clang-format -i $(wildcard store/*.[ch] fs/*.[ch] mkfs/*.[ch] tools/*.[ch] tests/*/*.[ch])
+
+clean:
+	rm -rf build build-asan build-tsan bin
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,95 @@
+/*
+ * env.h — every file and OS call the store makes goes through an lsm_env, so
+ * tests can slow, fail or "power-cut" them (see fault_env.h).
+ *
+ * An env is a table of function pointers; files are objects whose first
+ * member points at their own table. The POSIX env is lsm_env_default().
+ * All env functions are thread-safe; a single file object is used by one
+ * thread at a time unless its comment says otherwise.
+ */
+#ifndef LSM_ENV_H
+#define LSM_ENV_H
+
+#include "lsm.h"
+
+#include <stdint.h>
+#include <stddef.h>
+
+/* An append-only file (WAL, table, MANIFEST being written). */
+typedef struct lsm_wfile lsm_wfile;
+struct lsm_wfile_ops {
+    /* Buffers or writes data at the end of the file. */
+    lsm_status *(*append)(lsm_wfile *f, const void *data, size_t n);
+    /* Hands everything appended to the OS (a process crash no longer loses it). */
+    lsm_status *(*flush)(lsm_wfile *f);
+    /* flush, then make the file's data durable (fdatasync). */
+    lsm_status *(*sync)(lsm_wfile *f);
+    /* Reserve `len` bytes from the current end so later appends do not grow
+     * the file's allocation (may be a no-op). */
+    lsm_status *(*preallocate)(lsm_wfile *f, uint64_t len);
+    /* flush and close (no sync); frees f in every case. */
+    lsm_status *(*close)(lsm_wfile *f);
+};
+struct lsm_wfile {
+    const struct lsm_wfile_ops *ops;
+};
+
+/* A file read front to back (WAL and MANIFEST replay). */
+typedef struct lsm_sfile lsm_sfile;
+struct lsm_sfile_ops {
+    /* Reads up to n bytes; *got < n only at end of file. */
+    lsm_status *(*read)(lsm_sfile *f, void *buf, size_t n, size_t *got);
+    lsm_status *(*skip)(lsm_sfile *f, uint64_t n);
+    void (*close)(lsm_sfile *f);
+};
+struct lsm_sfile {
+    const struct lsm_sfile_ops *ops;
+};
+
+/* A file read at offsets (tables). pread is safe from many threads at once. */
+typedef struct lsm_rfile lsm_rfile;
+struct lsm_rfile_ops {
+    /* Reads up to n bytes at off; *got < n only at end of file. */
+    lsm_status *(*pread)(lsm_rfile *f, uint64_t off, void *buf, size_t n, size_t *got);
+    void (*close)(lsm_rfile *f);
+};
+struct lsm_rfile {
+    const struct lsm_rfile_ops *ops;
+};
+
+typedef struct lsm_filelock lsm_filelock;
+
+struct lsm_env {
+    /* Creates (truncating) a file for appending. */
+    lsm_status *(*new_wfile)(lsm_env *env, const char *path, lsm_wfile **out);
+    lsm_status *(*new_sfile)(lsm_env *env, const char *path, lsm_sfile **out);
+    lsm_status *(*new_rfile)(lsm_env *env, const char *path, lsm_rfile **out);
+    bool (*file_exists)(lsm_env *env, const char *path);
+    /* *names is a malloc'd array of *n malloc'd names (not "." or ".."). */
+    lsm_status *(*get_children)(lsm_env *env, const char *dir, char ***names, int *n);
+    lsm_status *(*remove_file)(lsm_env *env, const char *path);
+    lsm_status *(*rename_file)(lsm_env *env, const char *from, const char *to);
+    lsm_status *(*create_dir)(lsm_env *env, const char *path); /* ok if it exists */
+    lsm_status *(*remove_dir)(lsm_env *env, const char *path);
+    lsm_status *(*file_size)(lsm_env *env, const char *path, uint64_t *size);
+    /* Makes the directory's entries (files created, renamed, removed) durable. */
+    lsm_status *(*sync_dir)(lsm_env *env, const char *path);
+    /* Exclusive advisory lock (flock) on path, created if needed. Fails with
+     * LSM_BUSY if another process or another lock in this process holds it. */
+    lsm_status *(*lock_file)(lsm_env *env, const char *path, lsm_filelock **out);
+    lsm_status *(*unlock_file)(lsm_env *env, lsm_filelock *lock);
+    /* Free bytes on the filesystem holding path (for statfs and ENOSPC care). */
+    lsm_status *(*disk_free)(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail);
+    uint64_t (*now_micros)(lsm_env *env); /* monotonic */
+    void (*sleep_micros)(lsm_env *env, uint64_t us);
+};
+
+/* Convenience: frees a get_children() result. */
+void env_free_children(char **names, int n);
+/* Writes data to a new file at path and syncs it (used for CURRENT and
+ * similar small files; the caller syncs the directory). */
+lsm_status *env_write_file_sync(lsm_env *env, const char *path, const void *data, size_t n);
+/* Reads a whole (small) file into a malloc'd buffer. */
+lsm_status *env_read_file(lsm_env *env, const char *path, char **data, size_t *n);
+
+#endif

@@ -1,0 +1,202 @@
+/*
+ * lsm.h — the public face of the lsmfs store: an LSM key-value store.
+ *
+ * Keys and values are arbitrary byte strings, ordered bytewise (memcmp, then
+ * length). Every function here is safe to call from any number of threads at
+ * once on the same lsm_db without outside locking. Iterators and batches are
+ * not shared objects: one thread uses one at a time.
+ *
+ * Errors: functions return an lsm_status pointer. NULL means success; anything
+ * else carries a code and a message and must be released with
+ * lsm_status_free() (which accepts NULL). Nothing here aborts on I/O errors.
+ *
+ * Durability: a write with sync=true returns only after it, and every write
+ * acknowledged before it, is on stable storage. A write without sync is in the
+ * operating system (it survives a crash of the process, not a power cut) once
+ * it returns. A failed WAL write or sync puts the store into a sticky error
+ * state: every later write fails with LSM_IO_ERROR; reads keep working.
+ */
+#ifndef LSM_H
+#define LSM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+
+enum lsm_code {
+    LSM_OK = 0,
+    LSM_NOT_FOUND,
+    LSM_CORRUPTION,
+    LSM_NOT_SUPPORTED,
+    LSM_INVALID_ARGUMENT,
+    LSM_IO_ERROR,
+    LSM_BUSY,     /* the store is locked by another process or handle */
+    LSM_NO_SPACE, /* the disk is full (ENOSPC, EDQUOT) */
+};
+
+typedef struct lsm_status lsm_status;
+
+int lsm_status_code(const lsm_status *s);        /* LSM_OK for NULL */
+const char *lsm_status_message(const lsm_status *s); /* "OK" for NULL */
+/* The errno that best describes the status (0 for NULL; EIO, ENOSPC, ...). */
+int lsm_status_errno(const lsm_status *s);
+void lsm_status_free(lsm_status *s);
+
+/* ------------------------------------------------------------------ env */
+
+/* All file and OS access goes through an env (see store/env.h for its
+ * definition and store/fault_env.h for the fault-injecting one). */
+typedef struct lsm_env lsm_env;
+lsm_env *lsm_env_default(void); /* POSIX; lives for the whole process */
+
+/* -------------------------------------------------------------- options */
+
+typedef struct lsm_options {
+    bool create_if_missing; /* default false */
+    bool error_if_exists;   /* default false */
+    /* Treat any corruption found (WAL middle, table block) as an error
+     * instead of skipping it. Default false. */
+    bool paranoid_checks;
+    /* Bytes of memtable before it is switched and a new WAL started.
+     * Default 8 MiB. */
+    size_t write_buffer_size;
+    /* Upper bound on memory used by all memtables (active + immutable);
+     * writers are slowed, then stopped, as it is approached. Default 64 MiB. */
+    size_t max_memtable_bytes;
+    /* Table options (used once tables exist). */
+    size_t block_size;         /* default 4096 */
+    size_t block_cache_size;   /* bytes; default 32 MiB */
+    int bloom_bits_per_key;    /* default 10; 0 disables */
+    bool compression;          /* lz4; default true */
+    size_t target_file_size;   /* default 4 MiB */
+    int max_open_files;        /* table cache capacity; default 1000 */
+    /* Group commit: how long a leader whose group needs a sync may wait for
+     * more writers to join before it writes (microseconds; 0 disables). The
+     * wait ends early once no new writer arrived for a short while. */
+    uint32_t group_commit_delay_us; /* default 40 */
+    lsm_env *env;                   /* default lsm_env_default() */
+} lsm_options;
+
+void lsm_options_init(lsm_options *o);
+
+typedef struct lsm_snapshot lsm_snapshot;
+
+typedef struct lsm_read_options {
+    const lsm_snapshot *snapshot; /* NULL: the latest state */
+    bool verify_checksums;        /* default false */
+    bool fill_cache;              /* default true */
+} lsm_read_options;
+
+void lsm_read_options_init(lsm_read_options *o);
+
+typedef struct lsm_write_options {
+    bool sync; /* default false */
+} lsm_write_options;
+
+/* ---------------------------------------------------------------- batch */
+
+/* A WriteBatch: an ordered set of puts and deletes applied atomically — after
+ * a crash either all of it is there or none of it. */
+typedef struct lsm_batch lsm_batch;
+
+lsm_batch *lsm_batch_new(void); /* NULL only if out of memory */
+void lsm_batch_free(lsm_batch *b);
+void lsm_batch_clear(lsm_batch *b);
+/* put/delete/append return false only if out of memory (the batch is then
+ * unchanged). */
+bool lsm_batch_put(lsm_batch *b, const void *key, size_t klen, const void *val, size_t vlen);
+bool lsm_batch_delete(lsm_batch *b, const void *key, size_t klen);
+bool lsm_batch_append(lsm_batch *dst, const lsm_batch *src);
+uint32_t lsm_batch_count(const lsm_batch *b);
+size_t lsm_batch_size(const lsm_batch *b); /* encoded bytes */
+
+typedef struct lsm_batch_handler {
+    void *ctx;
+    void (*put)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen);
+    void (*del)(void *ctx, const void *key, size_t klen);
+} lsm_batch_handler;
+/* Calls the handler for each record in order. */
+lsm_status *lsm_batch_iterate(const lsm_batch *b, const lsm_batch_handler *h);
+
+/* ------------------------------------------------------------------- db */
+
+typedef struct lsm_db lsm_db;
+
+/* Opens (recovering after a crash if needed) the store in directory `dir`.
+ * Fails with LSM_BUSY if another process or handle has it open. */
+lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out);
+/* Waits for background work, syncs, closes. Returns the first error seen
+ * (the db is freed in every case). NULL db is allowed. */
+lsm_status *lsm_close(lsm_db *db);
+
+lsm_status *lsm_put(lsm_db *db, const lsm_write_options *wo, const void *key, size_t klen,
+                    const void *val, size_t vlen);
+lsm_status *lsm_delete(lsm_db *db, const lsm_write_options *wo, const void *key, size_t klen);
+/* Applies the batch atomically. A NULL or empty batch is a barrier: with
+ * sync=true it returns once every write acknowledged before it is durable. */
+lsm_status *lsm_write(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch);
+/* Everything acknowledged so far is made durable (a sync barrier). */
+lsm_status *lsm_sync(lsm_db *db);
+
+/* On success *val is a malloc'd copy (free() it) of *vlen bytes; a missing
+ * key returns a status with code LSM_NOT_FOUND. */
+lsm_status *lsm_get(lsm_db *db, const lsm_read_options *ro, const void *key, size_t klen,
+                    char **val, size_t *vlen);
+
+const lsm_snapshot *lsm_snapshot_new(lsm_db *db);
+void lsm_snapshot_release(lsm_db *db, const lsm_snapshot *snap);
+
+/* ------------------------------------------------------------- iterator */
+
+typedef struct lsm_iter lsm_iter;
+
+/* An iterator sees a consistent state: ro->snapshot, or the state when it was
+ * created. It keeps what it reads alive until freed. */
+lsm_iter *lsm_iter_new(lsm_db *db, const lsm_read_options *ro); /* NULL if OOM */
+void lsm_iter_free(lsm_iter *it);
+bool lsm_iter_valid(const lsm_iter *it);
+void lsm_iter_seek_first(lsm_iter *it);
+void lsm_iter_seek_last(lsm_iter *it);
+void lsm_iter_seek(lsm_iter *it, const void *key, size_t klen); /* first key >= key */
+void lsm_iter_next(lsm_iter *it);                               /* REQUIRES: valid */
+void lsm_iter_prev(lsm_iter *it);                               /* REQUIRES: valid */
+/* The returned pointers stay valid until the iterator moves or is freed. */
+const char *lsm_iter_key(const lsm_iter *it, size_t *klen);
+const char *lsm_iter_value(const lsm_iter *it, size_t *vlen);
+/* NULL while no error was met; the caller frees a non-NULL status. */
+lsm_status *lsm_iter_status(const lsm_iter *it);
+
+/* ----------------------------------------------------------- properties */
+
+/* Properties (names as LevelDB's where they exist):
+ *   "lsm.stats"                      human-readable stats text
+ *   "lsm.num-files-at-level<N>"
+ *   "lsm.writes" "lsm.write-groups" "lsm.wal-syncs" "lsm.wal-bytes"
+ *   "lsm.sequence"                   last sequence number
+ *   "lsm.background-error"           "" or the sticky error's message
+ *   "lsm.mem-usage"                  bytes in memtables
+ * Returns a malloc'd string, or NULL for an unknown name. */
+char *lsm_property(lsm_db *db, const char *name);
+/* Numeric form; false if the name is unknown or not numeric. */
+bool lsm_property_u64(lsm_db *db, const char *name, uint64_t *out);
+
+/* Compacts the key range [begin, end] (NULL: unbounded) down the tree. */
+lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const void *end,
+                              size_t elen);
+/* Approximate bytes on disk used by keys in [begin, end). */
+uint64_t lsm_approximate_size(lsm_db *db, const void *begin, size_t blen, const void *end,
+                              size_t elen);
+
+/* Removes every file of the store in dir (which must not be open). */
+lsm_status *lsm_destroy(const lsm_options *o, const char *dir);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LSM_H */

@@ -1,0 +1,46 @@
+/*
+ * memtable.h — the in-memory write buffer: an arena skiplist of internal keys.
+ *
+ * Concurrency: one writer at a time (the caller serialises memtable_add; in
+ * the store, the writer-queue leader), any number of readers at once without
+ * locks — a reader never sees a half-linked node (nodes are published with
+ * release stores and read with acquire loads). Reference counting is atomic.
+ * Memory comes from an arena: no malloc per insert; it is freed all at once
+ * when the last reference goes.
+ */
+#ifndef LSM_MEMTABLE_H
+#define LSM_MEMTABLE_H
+
+#include "dbformat.h"
+#include "iter.h"
+
+typedef struct memtable memtable;
+
+memtable *memtable_new(void); /* refcount 1; NULL if out of memory */
+void memtable_ref(memtable *m);
+void memtable_unref(memtable *m);
+
+/* Inserts (user key, seq, type) -> value. REQUIRES: external serialisation
+ * of writers; seq not already present for this key. Returns false only if
+ * the arena could not grow (out of memory); the memtable is then unchanged. */
+bool memtable_add(memtable *m, uint64_t seq, enum value_type type, const void *key, size_t klen,
+                  const void *val, size_t vlen);
+
+enum memtable_get_result {
+    MEMTABLE_ABSENT = 0,  /* no entry for the key at or below seq */
+    MEMTABLE_FOUND = 1,   /* *val is a malloc'd copy of the value */
+    MEMTABLE_DELETED = 2, /* the newest visible entry is a deletion */
+    MEMTABLE_NOMEM = 3,   /* found, but the copy could not be allocated */
+};
+/* Looks up the newest entry for key with sequence <= seq. */
+enum memtable_get_result memtable_get(memtable *m, const void *key, size_t klen, uint64_t seq,
+                                      char **val, size_t *vlen);
+
+/* Bytes of arena in use (what write_buffer_size is compared against). */
+size_t memtable_memory_usage(const memtable *m);
+uint64_t memtable_entries(const memtable *m);
+
+/* An iterator over internal keys; holds a reference to m until freed. */
+iter *memtable_iter_new(memtable *m);
+
+#endif

@@ -1,0 +1,36 @@
+#!/bin/bash
+# Run test programs one by one, each under a timeout, and print a summary.
+# Exits non-zero if any program failed, timed out or crashed.
+set -u
+TEST_TIMEOUT=${TEST_TIMEOUT:-600}
+passed=0
+failed=0
+failed_names=""
+for t in "$@"; do
+    name=$(basename "$t")
+    echo "=== $name"
+    start=$(date +%s.%N)
+    timeout -k 10 "$TEST_TIMEOUT" "$t"
+    rc=$?
+    secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')
+    if [ $rc -eq 0 ]; then
+        passed=$((passed + 1))
+        printf '=== %s: ok (%.1fs)\n' "$name" "$secs"
+    else
+        failed=$((failed + 1))
+        failed_names="$failed_names $name"
+        [ $rc -eq 124 ] && why="timed out after ${TEST_TIMEOUT}s" || why="exit $rc"
+        printf '=== %s: FAILED (%s, %.1fs)\n' "$name" "$why" "$secs"
+    fi
+done
+# Integration tests must never leave a mount behind.
+if awk '$3 ~ /^fuse/ && $2 ~ /lsmfs-test/ {found=1} END {exit !found}' /proc/mounts; then
+    echo "=== leftover test mounts in /proc/mounts:"
+    awk '$3 ~ /^fuse/ && $2 ~ /lsmfs-test/ {print $2}' /proc/mounts
+    failed=$((failed + 1))
+    failed_names="$failed_names (leftover-mounts)"
+fi
+echo
+[ -n "$failed_names" ] && echo "failed programs:$failed_names"
+echo "programs: $passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,28 @@
+#!/bin/sh
+# Check the build dependencies; on Debian as root, install what is missing.
+# Silent and quick when everything is present.
+set -u
+missing=""
+pkg-config --version >/dev/null 2>&1 || missing="$missing pkg-config"
+if command -v pkg-config >/dev/null 2>&1; then
+    pkg-config --exists fuse3 || missing="$missing libfuse3-dev"
+    pkg-config --exists liblz4 || missing="$missing liblz4-dev"
+    pkg-config --exists cmocka || missing="$missing libcmocka-dev"
+else
+    missing="$missing libfuse3-dev liblz4-dev libcmocka-dev"
+fi
+command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "deps: installing$missing with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get update -q && apt-get install -y -q $missing; } >/tmp/lsmfs-deps.log 2>&1 || {
+        echo "deps: apt-get failed, see /tmp/lsmfs-deps.log" >&2
+        exit 1
+    }
+    exit 0
+fi
+echo "deps: missing packages:$missing" >&2
+echo "deps: install them (as root: apt-get install$missing) and run make again" >&2
+exit 1
