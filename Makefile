@@ -109,9 +109,13 @@ $(BIN)/lsmbench: $(BUILD)/tools/lsmbench.o $(BUILD)/tools/lsmbench_leveldb.o $(L
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STORE_LIBS) $(LEVELDB_LIB)
 
-$(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIBFS) $(LIBSTORE)
+# Unit tests of fs/ modules (test_fs_*) link libfs; the store's only libstore.
+$(BUILD)/tests/test_fs_%: $(BUILD)/tests/unit/test_fs_%.o $(LIBFS) $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(FS_LIBS) $(CMOCKA)
+$(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIBSTORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(STORE_LIBS) $(CMOCKA)
 $(BUILD)/tests/test_%: $(BUILD)/tests/integration/test_%.o $(INTEG_LIB) $(LIBFS) $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(INTEG_LIB) $(FS_LIBS) $(CMOCKA)

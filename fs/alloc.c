@@ -1,0 +1,108 @@
+/*
+ * alloc.c — inode numbers from synchronously reserved ranges.
+ */
+#include "alloc.h"
+
+#include "schema.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+int alloc_highest_inode(lsm_db *db, uint64_t *ino)
+{
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    lsm_iter *it = lsm_iter_new(db, &ro);
+    if (it == NULL)
+        return ENOMEM;
+    char after[1] = {(char)(K_INODE + 1)};
+    *ino = 0;
+    /* The last 'I' key is the one just before the first key past the kind. */
+    lsm_iter_seek(it, after, 1);
+    if (lsm_iter_valid(it))
+        lsm_iter_prev(it);
+    else
+        lsm_iter_seek_last(it);
+    if (lsm_iter_valid(it)) {
+        size_t klen;
+        const char *k = lsm_iter_key(it, &klen);
+        uint64_t v;
+        if (key_parse_ino(k, klen, K_INODE, &v))
+            *ino = v;
+    }
+    lsm_status *s = lsm_iter_status(it);
+    int err = s ? EIO : 0;
+    lsm_status_free(s);
+    lsm_iter_free(it);
+    return err;
+}
+
+int alloc_init(ino_alloc *a, lsm_db *db)
+{
+    a->db = db;
+    pthread_mutex_init(&a->mu, NULL);
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    schema_key k;
+    key_alloc(&k);
+    char *v = NULL;
+    size_t vlen = 0;
+    lsm_status *s = lsm_get(db, &ro, k.b, k.len, &v, &vlen);
+    uint64_t next = SCHEMA_FIRST_INO;
+    int err = 0;
+    if (s == NULL) {
+        if (!alloc_decode(v, vlen, &next))
+            err = EIO;
+    } else if (lsm_status_code(s) != LSM_NOT_FOUND) {
+        err = EIO;
+    }
+    lsm_status_free(s);
+    free(v);
+    if (err != 0)
+        return err;
+    uint64_t high;
+    err = alloc_highest_inode(db, &high);
+    if (err != 0)
+        return err;
+    if (high >= next) /* only a damaged store gets here; never reuse anyway */
+        next = high + 1;
+    a->next = next;
+    a->limit = next; /* nothing reserved by this mount yet */
+    return 0;
+}
+
+void alloc_destroy(ino_alloc *a)
+{
+    pthread_mutex_destroy(&a->mu);
+}
+
+/* REQUIRES: a->mu held. */
+static int reserve(ino_alloc *a)
+{
+    uint64_t limit = a->next + ALLOC_RANGE;
+    char v[SCHEMA_ALLOC_LEN];
+    alloc_encode(limit, v);
+    schema_key k;
+    key_alloc(&k);
+    lsm_write_options wo = {.sync = true};
+    lsm_status *s = lsm_put(a->db, &wo, k.b, k.len, v, sizeof v);
+    if (s != NULL) {
+        int err = lsm_status_errno(s);
+        lsm_status_free(s);
+        return err ? err : EIO;
+    }
+    a->limit = limit;
+    return 0;
+}
+
+int alloc_ino(ino_alloc *a, uint64_t *ino)
+{
+    pthread_mutex_lock(&a->mu);
+    int err = 0;
+    if (a->next >= a->limit)
+        err = reserve(a);
+    if (err == 0)
+        *ino = a->next++;
+    pthread_mutex_unlock(&a->mu);
+    return err;
+}

@@ -1,0 +1,294 @@
+/*
+ * icache.c — sharded hash table of inodes (see icache.h for the locking).
+ */
+#include "icache.h"
+
+#include "inode.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#define SHARDS 64
+#define INITIAL_BUCKETS 64
+
+typedef struct shard {
+    pthread_mutex_t mu;
+    inode **buckets; /* [mu] */
+    size_t nbuckets; /* [mu] a power of two */
+    size_t count;    /* [mu] */
+} shard;
+
+struct icache {
+    shard shards[SHARDS];
+};
+
+static uint64_t hash_ino(uint64_t ino)
+{
+    return ino * 0x9E3779B97F4A7C15ULL;
+}
+
+static shard *shard_of(icache *c, uint64_t ino)
+{
+    return &c->shards[(hash_ino(ino) >> 58) % SHARDS];
+}
+
+static size_t bucket_of(const shard *s, uint64_t ino)
+{
+    return (size_t)(hash_ino(ino) >> 16) & (s->nbuckets - 1);
+}
+
+icache *icache_new(void)
+{
+    icache *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    for (int i = 0; i < SHARDS; i++) {
+        shard *s = &c->shards[i];
+        pthread_mutex_init(&s->mu, NULL);
+        s->nbuckets = INITIAL_BUCKETS;
+        s->buckets = calloc(s->nbuckets, sizeof *s->buckets);
+        if (s->buckets == NULL) {
+            s->nbuckets = 0;
+            icache_free(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+static void inode_free(inode *n)
+{
+    pthread_rwlock_destroy(&n->lock);
+    free(n);
+}
+
+void icache_free(icache *c)
+{
+    if (c == NULL)
+        return;
+    for (int i = 0; i < SHARDS; i++) {
+        shard *s = &c->shards[i];
+        for (size_t b = 0; b < s->nbuckets; b++) {
+            inode *n = s->buckets[b];
+            while (n != NULL) {
+                inode *next = n->next;
+                inode_free(n);
+                n = next;
+            }
+        }
+        free(s->buckets);
+        pthread_mutex_destroy(&s->mu);
+    }
+    free(c);
+}
+
+/* REQUIRES: s->mu held. */
+static inode *find(shard *s, uint64_t ino)
+{
+    for (inode *n = s->buckets[bucket_of(s, ino)]; n != NULL; n = n->next)
+        if (n->ino == ino)
+            return n;
+    return NULL;
+}
+
+/* REQUIRES: s->mu held. Doubling is best effort: without memory the
+ * chains just get longer. */
+static void maybe_grow(shard *s)
+{
+    if (s->count < s->nbuckets * 2)
+        return;
+    size_t nb = s->nbuckets * 2;
+    inode **buckets = calloc(nb, sizeof *buckets);
+    if (buckets == NULL)
+        return;
+    inode **old = s->buckets;
+    size_t oldn = s->nbuckets;
+    s->buckets = buckets;
+    s->nbuckets = nb;
+    for (size_t b = 0; b < oldn; b++) {
+        inode *n = old[b];
+        while (n != NULL) {
+            inode *next = n->next;
+            size_t i = bucket_of(s, n->ino);
+            n->next = buckets[i];
+            buckets[i] = n;
+            n = next;
+        }
+    }
+    free(old);
+}
+
+/* REQUIRES: s->mu held. */
+static void unlink_entry(shard *s, inode *n)
+{
+    inode **pp = &s->buckets[bucket_of(s, n->ino)];
+    while (*pp != n)
+        pp = &(*pp)->next;
+    *pp = n->next;
+    s->count--;
+}
+
+/* Finds or creates the entry and pins it. */
+static inode *pin(icache *c, uint64_t ino)
+{
+    shard *s = shard_of(c, ino);
+    pthread_mutex_lock(&s->mu);
+    inode *n = find(s, ino);
+    if (n == NULL && (n = calloc(1, sizeof *n)) != NULL) {
+        n->ino = ino;
+        pthread_rwlock_init(&n->lock, NULL);
+        size_t b = bucket_of(s, ino);
+        n->next = s->buckets[b];
+        s->buckets[b] = n;
+        s->count++;
+        maybe_grow(s);
+    }
+    if (n != NULL)
+        n->refs++;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int icache_get(lsmfs *fs, uint64_t ino, inode **out)
+{
+    inode *n = pin(fs->icache, ino);
+    if (n == NULL)
+        return ENOMEM;
+    int err = 0;
+    if (!atomic_load_explicit(&n->loaded, memory_order_acquire)) {
+        pthread_rwlock_wrlock(&n->lock);
+        if (!atomic_load_explicit(&n->loaded, memory_order_relaxed)) {
+            err = inode_load(fs, ino, &n->rec, NULL, NULL);
+            if (err == 0)
+                atomic_store_explicit(&n->loaded, true, memory_order_release);
+        }
+        pthread_rwlock_unlock(&n->lock);
+    }
+    if (err != 0) {
+        icache_put(fs->icache, n);
+        return err;
+    }
+    *out = n;
+    return 0;
+}
+
+int icache_insert(lsmfs *fs, uint64_t ino, const inode_rec *rec, inode **out)
+{
+    inode *n = pin(fs->icache, ino);
+    if (n == NULL)
+        return ENOMEM;
+    pthread_rwlock_wrlock(&n->lock);
+    n->rec = *rec;
+    n->gone = false;
+    atomic_store_explicit(&n->loaded, true, memory_order_release);
+    pthread_rwlock_unlock(&n->lock);
+    *out = n;
+    return 0;
+}
+
+/* REQUIRES: s->mu held. */
+static void maybe_evict(shard *s, inode *n)
+{
+    if (n->refs == 0 && n->nlookup == 0 && n->nopen == 0) {
+        unlink_entry(s, n);
+        inode_free(n);
+    }
+}
+
+void icache_put(icache *c, inode *n)
+{
+    if (n == NULL)
+        return;
+    shard *s = shard_of(c, n->ino);
+    pthread_mutex_lock(&s->mu);
+    assert(n->refs > 0);
+    n->refs--;
+    maybe_evict(s, n);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void icache_lookup_inc(icache *c, inode *n)
+{
+    shard *s = shard_of(c, n->ino);
+    pthread_mutex_lock(&s->mu);
+    n->nlookup++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void icache_forget(icache *c, uint64_t ino, uint64_t count)
+{
+    shard *s = shard_of(c, ino);
+    pthread_mutex_lock(&s->mu);
+    inode *n = find(s, ino);
+    if (n != NULL) {
+        n->nlookup = count > n->nlookup ? 0 : n->nlookup - count;
+        maybe_evict(s, n);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void icache_open_inc(icache *c, inode *n)
+{
+    shard *s = shard_of(c, n->ino);
+    pthread_mutex_lock(&s->mu);
+    n->nopen++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+uint64_t icache_open_dec(icache *c, inode *n)
+{
+    shard *s = shard_of(c, n->ino);
+    pthread_mutex_lock(&s->mu);
+    assert(n->nopen > 0);
+    if (n->nopen > 0)
+        n->nopen--;
+    uint64_t left = n->nopen;
+    pthread_mutex_unlock(&s->mu);
+    return left;
+}
+
+uint64_t icache_nopen(icache *c, inode *n)
+{
+    shard *s = shard_of(c, n->ino);
+    pthread_mutex_lock(&s->mu);
+    uint64_t v = n->nopen;
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
+static int cmp_inode(const void *a, const void *b)
+{
+    const inode *x = *(inode *const *)a, *y = *(inode *const *)b;
+    if (x == NULL || y == NULL)
+        return (x == NULL) - (y == NULL);
+    return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* Sorts a copy; NULLs sort last. */
+static int sorted(inode **v, int n, inode **out)
+{
+    assert(n <= 4);
+    for (int i = 0; i < n; i++)
+        out[i] = v[i];
+    qsort(out, (size_t)n, sizeof *out, cmp_inode);
+    return n;
+}
+
+void icache_lock_many(inode **v, int n)
+{
+    inode *s[4];
+    sorted(v, n, s);
+    for (int i = 0; i < n; i++)
+        if (s[i] != NULL && (i == 0 || s[i] != s[i - 1]))
+            pthread_rwlock_wrlock(&s[i]->lock);
+}
+
+void icache_unlock_many(inode **v, int n)
+{
+    inode *s[4];
+    sorted(v, n, s);
+    for (int i = 0; i < n; i++)
+        if (s[i] != NULL && (i == 0 || s[i] != s[i - 1]))
+            pthread_rwlock_unlock(&s[i]->lock);
+}

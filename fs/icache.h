@@ -1,0 +1,71 @@
+/*
+ * icache.h — the in-memory inode cache: a cache of the store's inode
+ * records plus the counts the kernel and open files hold on each inode.
+ *
+ * Locking (lock order: any number of inode locks in ascending inode number,
+ * then at most one shard mutex; never a shard mutex while taking an inode
+ * lock):
+ *   - a shard mutex guards its hash chains and, for each inode in it, the
+ *     fields `next`, `refs`, `nlookup` and `nopen`;
+ *   - an inode's `lock` (rwlock) guards `rec` and `gone`; every change to
+ *     the inode's record in the store is made with it held for writing, so
+ *     the cached record always equals the stored one. Operations that read
+ *     file data hold it for reading, so writers of the same file are
+ *     serialized with them while different files proceed in parallel;
+ *   - `ino` is constant; `loaded` is an atomic set once, after `rec` is
+ *     filled, under `lock`.
+ * An entry lives while refs (in-flight operations pinning it), nlookup
+ * (kernel references) or nopen (open file handles) is non-zero.
+ */
+#ifndef FS_ICACHE_H
+#define FS_ICACHE_H
+
+#include "schema.h"
+#include "super.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct inode {
+    uint64_t ino;          /* [const] */
+    pthread_rwlock_t lock;
+    inode_rec rec;         /* [lock] */
+    bool gone;             /* [lock] the record was deleted from the store */
+    _Atomic bool loaded;   /* rec is valid */
+    struct inode *next;    /* [shard] */
+    uint64_t refs;         /* [shard] */
+    uint64_t nlookup;      /* [shard] */
+    uint64_t nopen;        /* [shard] */
+} inode;
+
+icache *icache_new(void);
+/* REQUIRES: no operation in flight. Frees every entry. */
+void icache_free(icache *c);
+
+/* Pins the inode, loading its record from the store if it is not cached.
+ * Returns 0, ENOENT (no such inode) or EIO. */
+int icache_get(lsmfs *fs, uint64_t ino, inode **out);
+/* Pins a just-created inode (whose record is in the store) with `rec`. */
+int icache_insert(lsmfs *fs, uint64_t ino, const inode_rec *rec, inode **out);
+/* Drops a pin; the entry is freed once nothing references it. */
+void icache_put(icache *c, inode *n);
+
+/* Kernel lookup references (an entry reply adds one; forget removes n). */
+void icache_lookup_inc(icache *c, inode *n);
+void icache_forget(icache *c, uint64_t ino, uint64_t n);
+
+/* Open handles. The increment is made with n->lock held for writing so it
+ * cannot race an unlink deciding whether the file is still open. */
+void icache_open_inc(icache *c, inode *n);
+/* Returns the number of handles left. */
+uint64_t icache_open_dec(icache *c, inode *n);
+uint64_t icache_nopen(icache *c, inode *n);
+
+/* Locks several distinct pinned inodes for writing in ascending inode
+ * order (duplicates and NULLs allowed; each inode is locked once). */
+void icache_lock_many(inode **v, int n);
+void icache_unlock_many(inode **v, int n);
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * inode.c — inode records in the store.
+ */
+#include "inode.h"
+
+#include "commit.h"
+#include "fuse_api.h"
+#include "icache.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+ts ts_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return ts_from_timespec(t);
+}
+
+int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **payload, size_t *plen)
+{
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    schema_key k;
+    key_inode(&k, ino);
+    char *v = NULL;
+    size_t vlen = 0;
+    lsm_status *s = lsm_get(fs->db, &ro, k.b, k.len, &v, &vlen);
+    if (s != NULL)
+        return fs_read_errno(fs, s, "inode");
+    const char *p;
+    size_t pl;
+    int err = 0;
+    if (!inode_decode(v, vlen, r, &p, &pl)) {
+        fuse_log(FUSE_LOG_ERR, "lsmfs: inode %llu: damaged record\n", (unsigned long long)ino);
+        err = EIO;
+    } else if (payload != NULL) {
+        *payload = NULL;
+        *plen = pl;
+        if (pl > 0 && (*payload = malloc(pl)) == NULL)
+            err = ENOMEM;
+        else if (pl > 0)
+            memcpy(*payload, p, pl);
+    }
+    free(v);
+    return err;
+}
+
+int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *payload,
+                    size_t plen)
+{
+    char stackbuf[INODE_HDR_LEN + 512];
+    char *v = stackbuf;
+    size_t vlen = INODE_HDR_LEN + plen;
+    if (vlen > sizeof stackbuf) {
+        v = malloc(vlen);
+        if (v == NULL)
+            return ENOMEM;
+    }
+    inode_encode_hdr(r, v);
+    if (plen > 0)
+        memcpy(v + INODE_HDR_LEN, payload, plen);
+    schema_key k;
+    key_inode(&k, ino);
+    bool ok = lsm_batch_put(b, k.b, k.len, v, vlen);
+    if (v != stackbuf)
+        free(v);
+    return ok ? 0 : ENOMEM;
+}
+
+bool inode_has_payload(const inode_rec *r)
+{
+    if (S_ISLNK(r->mode))
+        return true;
+    return S_ISREG(r->mode) && (r->flags & INODE_F_INLINE) && r->size > 0;
+}
+
+int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r)
+{
+    if (!inode_has_payload(&n->rec))
+        return inode_batch_put(b, n->ino, r, NULL, 0);
+    inode_rec old;
+    char *payload;
+    size_t plen;
+    int err = inode_load(fs, n->ino, &old, &payload, &plen);
+    if (err == ENOENT)
+        err = EIO; /* a cached inode must have its record */
+    if (err != 0)
+        return err;
+    err = inode_batch_put(b, n->ino, r, payload, plen);
+    free(payload);
+    return err;
+}
+
+void inode_init(inode_rec *r, uint32_t mode, uint32_t uid, uint32_t gid, uint64_t rdev,
+                const inode_rec *parent)
+{
+    memset(r, 0, sizeof *r);
+    if (parent != NULL && (parent->mode & S_ISGID)) {
+        gid = parent->gid;
+        if (S_ISDIR(mode))
+            mode |= S_ISGID;
+    }
+    r->mode = mode;
+    r->uid = uid;
+    r->gid = gid;
+    r->rdev = rdev;
+    r->nlink = S_ISDIR(mode) ? 2 : 1;
+    r->generation = 1;
+    r->atime = r->mtime = r->ctime = ts_now();
+    if (S_ISDIR(mode))
+        r->next_cookie = SCHEMA_FIRST_COOKIE;
+}
+
+void inode_to_stat(uint64_t ino, const inode_rec *r, uint32_t chunk_size, struct stat *st)
+{
+    memset(st, 0, sizeof *st);
+    st->st_ino = ino;
+    st->st_mode = r->mode;
+    st->st_nlink = r->nlink;
+    st->st_uid = r->uid;
+    st->st_gid = r->gid;
+    st->st_rdev = r->rdev;
+    st->st_blksize = chunk_size;
+    if (S_ISDIR(r->mode)) {
+        /* Directories report a size that grows with their entry count, as
+         * ext4's do, but in bytes of a nominal 32-byte entry. */
+        st->st_size = (off_t)(4096 + r->size * 32);
+        st->st_blocks = (blkcnt_t)((st->st_size + 511) / 512);
+    } else {
+        st->st_size = (off_t)r->size;
+        /* Holes are not charged, but we do not track them: report the size
+         * rounded to 512-byte units, what a dense file would use. */
+        st->st_blocks = (blkcnt_t)((r->size + 511) / 512);
+    }
+    st->st_atim.tv_sec = r->atime.sec;
+    st->st_atim.tv_nsec = r->atime.nsec;
+    st->st_mtim.tv_sec = r->mtime.sec;
+    st->st_mtim.tv_nsec = r->mtime.nsec;
+    st->st_ctim.tv_sec = r->ctime.sec;
+    st->st_ctim.tv_nsec = r->ctime.nsec;
+}

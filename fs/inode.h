@@ -1,0 +1,47 @@
+/*
+ * inode.h — inode records: reading and writing them in the store, turning
+ * them into struct stat, and the rules for new inodes and timestamps.
+ */
+#ifndef FS_INODE_H
+#define FS_INODE_H
+
+#include "schema.h"
+#include "super.h"
+
+#include <stdbool.h>
+#include <sys/stat.h>
+
+typedef struct inode inode;
+
+ts ts_now(void);
+static inline ts ts_from_timespec(struct timespec t)
+{
+    return (ts){.sec = t.tv_sec, .nsec = (uint32_t)t.tv_nsec};
+}
+
+/* Reads an inode record from the store. When payload is non-NULL it gets a
+ * malloc'd copy of the payload (NULL when empty). Returns 0, ENOENT or EIO. */
+int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **payload, size_t *plen);
+
+/* Adds a put of the record (header + payload) to b. Returns 0 or ENOMEM. */
+int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *payload,
+                    size_t plen);
+/* Adds a put of `r` as n's new record, keeping the payload now in the store.
+ * REQUIRES: n->lock held for writing. Returns 0, ENOMEM or EIO. */
+int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r);
+/* Does the record carry a payload that an update must preserve? */
+bool inode_has_payload(const inode_rec *r);
+
+/* A new inode's record: owner from the caller, setgid-directory
+ * inheritance from the parent, all times now. */
+void inode_init(inode_rec *r, uint32_t mode, uint32_t uid, uint32_t gid, uint64_t rdev,
+                const inode_rec *parent);
+
+void inode_to_stat(uint64_t ino, const inode_rec *r, uint32_t chunk_size, struct stat *st);
+
+static inline uint8_t inode_type(const inode_rec *r)
+{
+    return (uint8_t)((r->mode & S_IFMT) >> 12);
+}
+
+#endif

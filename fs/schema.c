@@ -1,0 +1,320 @@
+/*
+ * schema.c — key and value encodings of the lsmfs on-disk format.
+ */
+#include "schema.h"
+
+#include <assert.h>
+#include <string.h>
+
+static inline void le32_put(char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++, v >>= 8)
+        p[i] = (char)(v & 0xff);
+}
+static inline void le64_put(char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        p[i] = (char)(v & 0xff);
+}
+static inline uint32_t le32_get(const char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | (unsigned char)p[i];
+    return v;
+}
+static inline uint64_t le64_get(const char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | (unsigned char)p[i];
+    return v;
+}
+
+/* ------------------------------------------------------------------ keys */
+
+static void key_ino(schema_key *k, char kind, uint64_t ino)
+{
+    k->b[0] = kind;
+    be64_put(k->b + 1, ino);
+    k->len = 9;
+}
+
+void key_super(schema_key *k)
+{
+    k->b[0] = K_SUPER;
+    k->len = 1;
+}
+
+void key_alloc(schema_key *k)
+{
+    k->b[0] = K_ALLOC;
+    k->len = 1;
+}
+
+void key_inode(schema_key *k, uint64_t ino)
+{
+    key_ino(k, K_INODE, ino);
+}
+
+void key_orphan(schema_key *k, uint64_t ino)
+{
+    key_ino(k, K_ORPHAN, ino);
+}
+
+void key_dirent(schema_key *k, uint64_t parent, const char *name, size_t nlen)
+{
+    assert(nlen <= SCHEMA_NAME_MAX);
+    key_ino(k, K_DIRENT, parent);
+    memcpy(k->b + 9, name, nlen);
+    k->len = 9 + nlen;
+}
+
+void key_cookie(schema_key *k, uint64_t parent, uint64_t cookie)
+{
+    key_ino(k, K_COOKIE, parent);
+    be64_put(k->b + 9, cookie);
+    k->len = 17;
+}
+
+void key_chunk(schema_key *k, uint64_t ino, uint64_t index)
+{
+    key_ino(k, K_CHUNK, ino);
+    be64_put(k->b + 9, index);
+    k->len = 17;
+}
+
+void key_xattr(schema_key *k, uint64_t ino, const char *name, size_t nlen)
+{
+    assert(nlen <= SCHEMA_XATTR_NAME_MAX);
+    key_ino(k, K_XATTR, ino);
+    memcpy(k->b + 9, name, nlen);
+    k->len = 9 + nlen;
+}
+
+void key_range(schema_key *start, schema_key *end, char kind, uint64_t ino)
+{
+    key_ino(start, kind, ino);
+    if (ino == UINT64_MAX) { /* no next inode: the range ends with the kind */
+        end->b[0] = (char)(kind + 1);
+        end->len = 1;
+    } else {
+        key_ino(end, kind, ino + 1);
+    }
+}
+
+bool key_parse_ino(const char *k, size_t klen, char kind, uint64_t *ino)
+{
+    if (klen != 9 || k[0] != kind)
+        return false;
+    *ino = be64_get(k + 1);
+    return true;
+}
+
+bool key_parse_dirent(const char *k, size_t klen, uint64_t *parent, const char **name,
+                      size_t *nlen)
+{
+    if (klen < 10 || klen > 9 + SCHEMA_NAME_MAX || k[0] != K_DIRENT)
+        return false;
+    *parent = be64_get(k + 1);
+    *name = k + 9;
+    *nlen = klen - 9;
+    return true;
+}
+
+bool key_parse_cookie(const char *k, size_t klen, uint64_t *parent, uint64_t *cookie)
+{
+    if (klen != 17 || k[0] != K_COOKIE)
+        return false;
+    *parent = be64_get(k + 1);
+    *cookie = be64_get(k + 9);
+    return true;
+}
+
+bool key_parse_chunk(const char *k, size_t klen, uint64_t *ino, uint64_t *index)
+{
+    if (klen != 17 || k[0] != K_CHUNK)
+        return false;
+    *ino = be64_get(k + 1);
+    *index = be64_get(k + 9);
+    return true;
+}
+
+bool key_parse_xattr(const char *k, size_t klen, uint64_t *ino, const char **name, size_t *nlen)
+{
+    if (klen < 10 || klen > 9 + SCHEMA_XATTR_NAME_MAX || k[0] != K_XATTR)
+        return false;
+    *ino = be64_get(k + 1);
+    *name = k + 9;
+    *nlen = klen - 9;
+    return true;
+}
+
+/* ------------------------------------------------------------ superblock */
+
+void super_encode(const schema_super *s, char out[SCHEMA_SUPER_LEN])
+{
+    char *p = out;
+    memcpy(p, SCHEMA_MAGIC, SCHEMA_MAGIC_LEN);
+    p += SCHEMA_MAGIC_LEN;
+    le32_put(p, s->version);
+    le32_put(p + 4, s->chunk_size);
+    le32_put(p + 8, s->inline_limit);
+    le64_put(p + 12, (uint64_t)s->ctime_sec);
+    le32_put(p + 20, s->ctime_nsec);
+}
+
+enum super_check super_decode(const char *v, size_t len, schema_super *s)
+{
+    if (len < SCHEMA_MAGIC_LEN + 4 || memcmp(v, SCHEMA_MAGIC, SCHEMA_MAGIC_LEN) != 0)
+        return SUPER_NOT_LSMFS;
+    const char *p = v + SCHEMA_MAGIC_LEN;
+    s->version = le32_get(p);
+    if (s->version > SCHEMA_VERSION)
+        return SUPER_NEWER;
+    if (s->version == 0 || len < SCHEMA_SUPER_LEN)
+        return SUPER_BAD;
+    s->chunk_size = le32_get(p + 4);
+    s->inline_limit = le32_get(p + 8);
+    s->ctime_sec = (int64_t)le64_get(p + 12);
+    s->ctime_nsec = le32_get(p + 20);
+    const char *why;
+    if (!super_params_valid(s->chunk_size, s->inline_limit, &why))
+        return SUPER_BAD;
+    return SUPER_OK;
+}
+
+bool super_params_valid(uint32_t chunk_size, uint32_t inline_limit, const char **errmsg)
+{
+    if (chunk_size < SCHEMA_MIN_CHUNK || chunk_size > SCHEMA_MAX_CHUNK ||
+        (chunk_size & (chunk_size - 1)) != 0) {
+        *errmsg = "chunk size must be a power of two from 4 KiB to 1 MiB";
+        return false;
+    }
+    /* An inline file converts to chunks by moving its data to chunk 0. */
+    if (inline_limit > chunk_size) {
+        *errmsg = "inline limit must not exceed the chunk size";
+        return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ allocator */
+
+void alloc_encode(uint64_t next, char out[SCHEMA_ALLOC_LEN])
+{
+    le64_put(out, next);
+}
+
+bool alloc_decode(const char *v, size_t len, uint64_t *next)
+{
+    if (len != SCHEMA_ALLOC_LEN)
+        return false;
+    *next = le64_get(v);
+    return *next >= SCHEMA_FIRST_INO;
+}
+
+/* ---------------------------------------------------------------- inode */
+
+static char *put_ts(char *p, ts t)
+{
+    le64_put(p, (uint64_t)t.sec);
+    le32_put(p + 8, t.nsec);
+    return p + 12;
+}
+
+static const char *get_ts(const char *p, ts *t)
+{
+    t->sec = (int64_t)le64_get(p);
+    t->nsec = le32_get(p + 8);
+    return p + 12;
+}
+
+void inode_encode_hdr(const inode_rec *r, char out[INODE_HDR_LEN])
+{
+    char *p = out;
+    *p++ = INODE_REC_VERSION;
+    le32_put(p, r->mode);
+    le32_put(p + 4, r->uid);
+    le32_put(p + 8, r->gid);
+    le32_put(p + 12, r->flags);
+    le32_put(p + 16, r->nlink);
+    p += 20;
+    le64_put(p, r->size);
+    le64_put(p + 8, r->rdev);
+    le64_put(p + 16, r->generation);
+    p += 24;
+    p = put_ts(p, r->atime);
+    p = put_ts(p, r->mtime);
+    p = put_ts(p, r->ctime);
+    le64_put(p, r->parent);
+    le64_put(p + 8, r->next_cookie);
+    assert(p + 16 == out + INODE_HDR_LEN);
+}
+
+bool inode_decode(const char *v, size_t len, inode_rec *r, const char **payload, size_t *plen)
+{
+    if (len < INODE_HDR_LEN || v[0] != INODE_REC_VERSION)
+        return false;
+    const char *p = v + 1;
+    r->mode = le32_get(p);
+    r->uid = le32_get(p + 4);
+    r->gid = le32_get(p + 8);
+    r->flags = le32_get(p + 12);
+    r->nlink = le32_get(p + 16);
+    p += 20;
+    r->size = le64_get(p);
+    r->rdev = le64_get(p + 8);
+    r->generation = le64_get(p + 16);
+    p += 24;
+    p = get_ts(p, &r->atime);
+    p = get_ts(p, &r->mtime);
+    p = get_ts(p, &r->ctime);
+    r->parent = le64_get(p);
+    r->next_cookie = le64_get(p + 8);
+    if (r->atime.nsec >= 1000000000u || r->mtime.nsec >= 1000000000u ||
+        r->ctime.nsec >= 1000000000u)
+        return false;
+    *payload = v + INODE_HDR_LEN;
+    *plen = len - INODE_HDR_LEN;
+    return true;
+}
+
+/* --------------------------------------------------------------- dirent */
+
+void dirent_encode(const dirent_val *d, char out[DIRENT_VAL_LEN])
+{
+    le64_put(out, d->ino);
+    out[8] = (char)d->type;
+    le64_put(out + 9, d->cookie);
+}
+
+bool dirent_decode(const char *v, size_t len, dirent_val *d)
+{
+    if (len != DIRENT_VAL_LEN)
+        return false;
+    d->ino = le64_get(v);
+    d->type = (uint8_t)v[8];
+    d->cookie = le64_get(v + 9);
+    return d->ino != 0 && d->type <= 017;
+}
+
+size_t cookie_encode(uint64_t ino, uint8_t type, const char *name, size_t nlen, char *out)
+{
+    le64_put(out, ino);
+    out[8] = (char)type;
+    memcpy(out + COOKIE_VAL_HDR, name, nlen);
+    return COOKIE_VAL_HDR + nlen;
+}
+
+bool cookie_decode(const char *v, size_t len, uint64_t *ino, uint8_t *type, const char **name,
+                   size_t *nlen)
+{
+    if (len <= COOKIE_VAL_HDR || len > COOKIE_VAL_HDR + SCHEMA_NAME_MAX)
+        return false;
+    *ino = le64_get(v);
+    *type = (uint8_t)v[8];
+    *name = v + COOKIE_VAL_HDR;
+    *nlen = len - COOKIE_VAL_HDR;
+    return *ino != 0 && *type <= 017;
+}

@@ -1,0 +1,184 @@
+/*
+ * schema.h — how a filesystem is laid out as keys and values in the store.
+ * Shared by the daemon, mkfs.lsmfs and fsck.lsmfs; the single source of
+ * truth for the on-disk format (documented in ARCHITECTURE.md).
+ *
+ * Keys start with a one-byte kind prefix. Inode numbers and indexes inside
+ * keys are big-endian so that bytewise key order is numeric order: a file's
+ * chunks, a directory's entries and an inode's xattrs are contiguous ranges.
+ *
+ *   'S'                         superblock
+ *   'A'                         inode allocator high-water mark
+ *   'I' ino                     inode record (+ inline data / symlink target)
+ *   'D' parent name             directory entry, by name (lookup)
+ *   'C' parent cookie           directory entry, by cookie (readdir order)
+ *   'F' ino index               file data chunk
+ *   'X' ino name                extended attribute
+ *   'O' ino                     orphan: nlink 0, data still to be reclaimed
+ *
+ * Values use little-endian fixed-width integers. Every decoder bounds-checks
+ * and returns false on malformed input: data read from disk is untrusted.
+ */
+#ifndef FS_SCHEMA_H
+#define FS_SCHEMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SCHEMA_VERSION 1
+#define SCHEMA_MAGIC "LSMFS\0fs"
+#define SCHEMA_MAGIC_LEN 8
+#define SCHEMA_ROOT_INO 1ULL
+#define SCHEMA_FIRST_INO 2ULL
+#define SCHEMA_NAME_MAX 255
+#define SCHEMA_SYMLINK_MAX 4095
+#define SCHEMA_XATTR_NAME_MAX 255
+#define SCHEMA_XATTR_VALUE_MAX 65536
+/* Readdir offsets 0..2 are ".", ".." and the start; entry cookies begin here. */
+#define SCHEMA_FIRST_COOKIE 3ULL
+
+#define SCHEMA_DEFAULT_CHUNK (64u * 1024)
+#define SCHEMA_DEFAULT_INLINE 4096u
+#define SCHEMA_MIN_CHUNK 4096u
+#define SCHEMA_MAX_CHUNK (1u << 20)
+
+enum schema_kind {
+    K_SUPER = 'S',
+    K_ALLOC = 'A',
+    K_INODE = 'I',
+    K_DIRENT = 'D',
+    K_COOKIE = 'C',
+    K_CHUNK = 'F',
+    K_XATTR = 'X',
+    K_ORPHAN = 'O',
+};
+
+/* Longest key: prefix + ino + a 255-byte name. */
+#define SCHEMA_KEY_MAX (1 + 8 + 255)
+
+typedef struct schema_key {
+    char b[SCHEMA_KEY_MAX];
+    size_t len;
+} schema_key;
+
+static inline void be64_put(char *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (char)(v & 0xff);
+        v >>= 8;
+    }
+}
+static inline uint64_t be64_get(const char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | (unsigned char)p[i];
+    return v;
+}
+
+void key_super(schema_key *k);
+void key_alloc(schema_key *k);
+void key_inode(schema_key *k, uint64_t ino);
+void key_orphan(schema_key *k, uint64_t ino);
+/* REQUIRES: nlen <= SCHEMA_NAME_MAX */
+void key_dirent(schema_key *k, uint64_t parent, const char *name, size_t nlen);
+void key_cookie(schema_key *k, uint64_t parent, uint64_t cookie);
+void key_chunk(schema_key *k, uint64_t ino, uint64_t index);
+void key_xattr(schema_key *k, uint64_t ino, const char *name, size_t nlen);
+/* The prefix shared by every key of `kind` under `ino` (1 + 8 bytes): the
+ * start of a range scan. `end` gets the first key after the range. */
+void key_range(schema_key *start, schema_key *end, char kind, uint64_t ino);
+
+/* Parsers for scans: check the kind and length, extract the parts. Name
+ * pointers point into the key. */
+bool key_parse_ino(const char *k, size_t klen, char kind, uint64_t *ino);
+bool key_parse_dirent(const char *k, size_t klen, uint64_t *parent, const char **name,
+                      size_t *nlen);
+bool key_parse_cookie(const char *k, size_t klen, uint64_t *parent, uint64_t *cookie);
+bool key_parse_chunk(const char *k, size_t klen, uint64_t *ino, uint64_t *index);
+bool key_parse_xattr(const char *k, size_t klen, uint64_t *ino, const char **name,
+                     size_t *nlen);
+
+/* ------------------------------------------------------------ superblock */
+
+typedef struct schema_super {
+    uint32_t version;
+    uint32_t chunk_size;
+    uint32_t inline_limit;
+    int64_t ctime_sec;
+    uint32_t ctime_nsec;
+} schema_super;
+
+#define SCHEMA_SUPER_LEN (SCHEMA_MAGIC_LEN + 4 + 4 + 4 + 8 + 4)
+
+void super_encode(const schema_super *s, char out[SCHEMA_SUPER_LEN]);
+/* Result of decoding a superblock value. */
+enum super_check { SUPER_OK, SUPER_NOT_LSMFS, SUPER_NEWER, SUPER_BAD };
+enum super_check super_decode(const char *v, size_t len, schema_super *s);
+/* Are these mkfs parameters acceptable? (errmsg set when not) */
+bool super_params_valid(uint32_t chunk_size, uint32_t inline_limit, const char **errmsg);
+
+/* ------------------------------------------------------------ allocator */
+
+#define SCHEMA_ALLOC_LEN 8
+void alloc_encode(uint64_t next, char out[SCHEMA_ALLOC_LEN]);
+bool alloc_decode(const char *v, size_t len, uint64_t *next);
+
+/* ---------------------------------------------------------------- inode */
+
+/* Inode flags. */
+#define INODE_F_INLINE 0x1u /* regular file data lives in the record payload */
+#define INODE_F_XATTR 0x2u  /* the inode may have xattr keys */
+
+typedef struct ts {
+    int64_t sec;
+    uint32_t nsec;
+} ts;
+
+/* The fixed part of an inode record. The payload after it is the inline
+ * data of an INLINE regular file (bytes past its end up to `size` read as
+ * zeros) or a symlink's target; other inodes have none. */
+typedef struct inode_rec {
+    uint32_t mode;
+    uint32_t uid;
+    uint32_t gid;
+    uint32_t flags;
+    uint32_t nlink;
+    uint64_t size; /* bytes for files/symlinks; entry count for directories */
+    uint64_t rdev;
+    uint64_t generation;
+    ts atime, mtime, ctime;
+    uint64_t parent;      /* directories: the directory naming this one */
+    uint64_t next_cookie; /* directories: the cookie the next entry gets */
+} inode_rec;
+
+#define INODE_REC_VERSION 1
+#define INODE_HDR_LEN (1 + 5 * 4 + 3 * 8 + 3 * 12 + 2 * 8)
+
+void inode_encode_hdr(const inode_rec *r, char out[INODE_HDR_LEN]);
+/* Parses a record value; *payload/*plen get the bytes after the header. */
+bool inode_decode(const char *v, size_t len, inode_rec *r, const char **payload,
+                  size_t *plen);
+
+/* --------------------------------------------------------------- dirent */
+
+/* Value of a 'D' key: the entry's inode, its type and its cookie. */
+typedef struct dirent_val {
+    uint64_t ino;
+    uint8_t type; /* mode >> 12 */
+    uint64_t cookie;
+} dirent_val;
+
+#define DIRENT_VAL_LEN 17
+void dirent_encode(const dirent_val *d, char out[DIRENT_VAL_LEN]);
+bool dirent_decode(const char *v, size_t len, dirent_val *d);
+
+/* Value of a 'C' key: inode, type, then the name (so readdir is one scan). */
+#define COOKIE_VAL_HDR 9
+/* out must hold COOKIE_VAL_HDR + nlen bytes; returns the length. */
+size_t cookie_encode(uint64_t ino, uint8_t type, const char *name, size_t nlen, char *out);
+bool cookie_decode(const char *v, size_t len, uint64_t *ino, uint8_t *type, const char **name,
+                   size_t *nlen);
+
+#endif

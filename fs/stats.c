@@ -1,0 +1,50 @@
+/*
+ * stats.c — fs request counters rendered as text.
+ */
+#include "stats.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const op_names[OP_COUNT] = {
+    "lookup",   "forget",     "getattr", "setattr",     "readlink",   "mknod",    "mkdir",
+    "unlink",   "rmdir",      "symlink", "rename",      "link",       "open",     "read",
+    "write",    "flush",      "release", "fsync",       "opendir",    "readdir",  "readdirplus",
+    "releasedir", "fsyncdir", "statfs",  "setxattr",    "getxattr",   "listxattr", "removexattr",
+    "access",   "create",     "fallocate", "lseek",
+};
+
+const char *stats_op_name(enum fs_op op)
+{
+    return op < OP_COUNT ? op_names[op] : "?";
+}
+
+char *stats_text(const fs_stats *s, const char *head)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    if (f == NULL)
+        return NULL;
+    if (head != NULL)
+        fputs(head, f);
+    fputs("fs requests:\n", f);
+    for (int i = 0; i < OP_COUNT; i++) {
+        uint64_t v = atomic_load_explicit(&s->ops[i], memory_order_relaxed);
+        if (v != 0)
+            fprintf(f, "  %-12s %" PRIu64 "\n", op_names[i], v);
+    }
+    fprintf(f, "fs store writes: %" PRIu64 "\n",
+            atomic_load_explicit(&s->store_writes, memory_order_relaxed));
+    fprintf(f, "fs sync barriers: %" PRIu64 "\n",
+            atomic_load_explicit(&s->store_syncs, memory_order_relaxed));
+    fprintf(f, "fs orphans reclaimed: %" PRIu64 "\n",
+            atomic_load_explicit(&s->reclaimed, memory_order_relaxed));
+    if (fclose(f) != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}

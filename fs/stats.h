@@ -1,0 +1,38 @@
+/*
+ * stats.h — request counters per FUSE operation and the stats text shown by
+ * the root's `user.lsmfs.stats` xattr. Counters are relaxed atomics: they
+ * are read for reporting only, so no lock guards them.
+ */
+#ifndef FS_STATS_H
+#define FS_STATS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+enum fs_op {
+    OP_LOOKUP, OP_FORGET, OP_GETATTR, OP_SETATTR, OP_READLINK, OP_MKNOD, OP_MKDIR,
+    OP_UNLINK, OP_RMDIR, OP_SYMLINK, OP_RENAME, OP_LINK, OP_OPEN, OP_READ, OP_WRITE,
+    OP_FLUSH, OP_RELEASE, OP_FSYNC, OP_OPENDIR, OP_READDIR, OP_READDIRPLUS,
+    OP_RELEASEDIR, OP_FSYNCDIR, OP_STATFS, OP_SETXATTR, OP_GETXATTR, OP_LISTXATTR,
+    OP_REMOVEXATTR, OP_ACCESS, OP_CREATE, OP_FALLOCATE, OP_LSEEK,
+    OP_COUNT
+};
+
+typedef struct fs_stats {
+    _Atomic uint64_t ops[OP_COUNT];
+    _Atomic uint64_t store_writes; /* lsm_write calls made by the fs */
+    _Atomic uint64_t store_syncs;  /* sync barriers asked of the store */
+    _Atomic uint64_t reclaimed;    /* orphan inodes whose data was freed */
+} fs_stats;
+
+static inline void stats_inc(_Atomic uint64_t *c)
+{
+    atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+const char *stats_op_name(enum fs_op op);
+/* Appends the counters as "name value" lines to a malloc'd string that
+ * starts with `head` (which may be NULL); returns NULL if out of memory. */
+char *stats_text(const fs_stats *s, const char *head);
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * super.h — a mounted filesystem: the store, its superblock and the
+ * in-memory state built on them. Also the store-opening helpers that
+ * mkfs.lsmfs and fsck.lsmfs share with the daemon.
+ */
+#ifndef FS_SUPER_H
+#define FS_SUPER_H
+
+#include "alloc.h"
+#include "lsm.h"
+#include "schema.h"
+#include "stats.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+typedef struct icache icache;
+typedef struct reclaimer reclaimer;
+
+typedef struct lsmfs_config {
+    const char *store_dir;
+    bool sync_all;  /* -o sync: every operation durable before it returns */
+    double timeout; /* entry/attr cache timeout given to the kernel, seconds */
+} lsmfs_config;
+
+/* Fields marked [const] are set by lsmfs_open and never change; the others
+ * say what guards them. */
+typedef struct lsmfs {
+    lsm_db *db;           /* [const] */
+    schema_super sb;      /* [const] */
+    lsmfs_config cfg;     /* [const] (store_dir points at `dir`) */
+    char *dir;            /* [const] absolute store directory */
+    icache *icache;       /* [const] pointer; the cache has its own locks */
+    ino_alloc alloc;      /* its own mutex */
+    reclaimer *reclaim;   /* [const] pointer; its own mutex */
+    fs_stats stats;       /* atomics */
+    _Atomic int64_t inodes;         /* live inode records (statfs) */
+    _Atomic bool write_error;       /* a store write failed: logged once */
+} lsmfs;
+
+/* Opens the store at cfg->store_dir, checks the superblock, loads the
+ * allocator, counts inodes and starts the orphan reclaimer (which also
+ * picks up orphans left by a crash). On failure returns an errno and a
+ * message for the user in err. */
+int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen);
+/* Stops background work, drops the inode cache and closes the store.
+ * Returns 0 or EIO if the store reported an error while closing. */
+int lsmfs_close(lsmfs *fs);
+
+/* Opens an existing store (no creation) for the fs tools; a store in use
+ * gives a "mounted or in use" message. Returns an errno. */
+int super_open_store(const char *dir, lsm_db **db, char *err, size_t errlen);
+/* Reads and checks the superblock; err explains a refusal. Returns 0,
+ * EINVAL (not lsmfs), EPROTONOSUPPORT (newer format) or EIO. */
+int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,616 @@
+/*
+ * db.c — opening (with recovery), closing, reads, snapshots and properties of
+ * an lsm_db. Writes are in db_write.c, user iterators in db_iter.c.
+ */
+#include "db_impl.h"
+#include "filename.h"
+#include "status.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void lsm_options_init(lsm_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->write_buffer_size = 8u << 20;
+    o->max_memtable_bytes = 64u << 20;
+    o->block_size = 4096;
+    o->block_cache_size = 32u << 20;
+    o->bloom_bits_per_key = 10;
+    o->compression = true;
+    o->target_file_size = 4u << 20;
+    o->max_open_files = 1000;
+    o->group_commit_delay_us = 40;
+    o->env = NULL;
+}
+
+void lsm_read_options_init(lsm_read_options *o)
+{
+    o->snapshot = NULL;
+    o->verify_checksums = false;
+    o->fill_cache = true;
+}
+
+/* ------------------------------------------------------------- read views */
+
+static void view_free(lsm_db *db, struct readview *rv)
+{
+    memtable_unref(rv->mem);
+    for (int i = 0; i < rv->nimm; i++)
+        memtable_unref(rv->imm[i]);
+    free(rv->imm);
+    if (rv->version) {
+        bool held = mutex_held(&db->mu);
+        if (!held)
+            mutex_lock(&db->mu);
+        version_unref(rv->version);
+        if (!held)
+            mutex_unlock(&db->mu);
+    }
+    free(rv);
+}
+
+bool db_install_view(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    struct readview *rv = calloc(1, sizeof(*rv));
+    if (rv == NULL)
+        return false;
+    if (db->nimm && (rv->imm = malloc((size_t)db->nimm * sizeof(*rv->imm))) == NULL) {
+        free(rv);
+        return false;
+    }
+    atomic_init(&rv->refs, 1);
+    rv->mem = db->mem;
+    memtable_ref(rv->mem);
+    for (int i = 0; i < db->nimm; i++) { /* db->imm is oldest first */
+        rv->imm[i] = db->imm[db->nimm - 1 - i];
+        memtable_ref(rv->imm[i]);
+    }
+    rv->nimm = db->nimm;
+    rv->version = db->vs.current;
+    version_ref(rv->version);
+    struct readview *old = db->view;
+    db->view = rv;
+    if (old)
+        db_unref_view(db, old);
+    return true;
+}
+
+struct readview *db_ref_view(lsm_db *db, uint64_t *seq, const lsm_read_options *ro)
+{
+    mutex_lock(&db->mu);
+    struct readview *rv = db->view;
+    atomic_fetch_add_explicit(&rv->refs, 1, memory_order_relaxed);
+    *seq = (ro && ro->snapshot) ? ro->snapshot->seq : db->last_seq;
+    mutex_unlock(&db->mu);
+    return rv;
+}
+
+void db_unref_view(lsm_db *db, struct readview *rv)
+{
+    if (atomic_fetch_sub_explicit(&rv->refs, 1, memory_order_acq_rel) == 1)
+        view_free(db, rv);
+}
+
+void db_set_bg_error(lsm_db *db, lsm_status *s)
+{
+    assert(mutex_held(&db->mu));
+    if (db->bg_error == NULL)
+        db->bg_error = s;
+    else
+        lsm_status_free(s);
+}
+
+/* --------------------------------------------------------------- recovery */
+
+typedef struct log_list {
+    uint64_t *numbers;
+    int n;
+} log_list;
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Finds the live logs (number >= the MANIFEST's log number), oldest first,
+ * and marks every file number seen as used. REQUIRES: mu held. */
+static lsm_status *find_logs(lsm_db *db, log_list *logs)
+{
+    char **names;
+    int n;
+    lsm_status *s = db->env->get_children(db->env, db->dir, &names, &n);
+    if (s)
+        return s;
+    logs->numbers = malloc((size_t)(n + 1) * sizeof(uint64_t));
+    logs->n = 0;
+    if (logs->numbers == NULL) {
+        env_free_children(names, n);
+        return status_new(LSM_IO_ERROR, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        uint64_t number;
+        enum file_type type;
+        if (!parse_file_name(names[i], &number, &type))
+            continue;
+        vset_mark_file_number_used(&db->vs, number);
+        if (type == FILE_LOG && number >= db->vs.log_number)
+            logs->numbers[logs->n++] = number;
+    }
+    env_free_children(names, n);
+    qsort(logs->numbers, (size_t)logs->n, sizeof(uint64_t), cmp_u64);
+    return NULL;
+}
+
+/* Moves a full recovered memtable to the immutable list. REQUIRES: mu held. */
+static lsm_status *retire_recovered_mem(lsm_db *db, uint64_t next_log)
+{
+    if (db->nimm == db->cap_imm) {
+        int cap = db->cap_imm ? db->cap_imm * 2 : 4;
+        memtable **imm = realloc(db->imm, (size_t)cap * sizeof(*imm));
+        uint64_t *ilog = imm ? realloc(db->imm_log, (size_t)cap * sizeof(*ilog)) : NULL;
+        if (imm)
+            db->imm = imm;
+        if (ilog == NULL)
+            return status_new(LSM_IO_ERROR, "out of memory during recovery");
+        db->imm_log = ilog;
+        db->cap_imm = cap;
+    }
+    memtable *fresh = memtable_new();
+    if (fresh == NULL)
+        return status_new(LSM_IO_ERROR, "out of memory during recovery");
+    db->imm[db->nimm] = db->mem;
+    db->imm_log[db->nimm++] = db->mem_log;
+    db->mem = fresh;
+    db->mem_log = next_log;
+    return NULL;
+}
+
+static lsm_status *replay_record(lsm_db *db, uint64_t log, const char *rec, size_t n,
+                                 lsm_batch *b)
+{
+    lsm_status *s = batch_set_contents(b, rec, n);
+    if (s)
+        return s;
+    if (memtable_entries(db->mem) == 0)
+        db->mem_log = log;
+    uint64_t seq = batch_sequence(b);
+    uint32_t count = lsm_batch_count(b);
+    if (seq == 0 || seq > MAX_SEQUENCE - count)
+        return status_new(LSM_CORRUPTION, "bad sequence number %" PRIu64, seq);
+    if ((s = batch_insert_into(b, db->mem)) != NULL)
+        return s;
+    if (count && seq + count - 1 > db->last_seq)
+        db->last_seq = seq + count - 1;
+    db->stats.recovered_records++;
+    if (memtable_memory_usage(db->mem) >= db->opt.write_buffer_size)
+        return retire_recovered_mem(db, log);
+    return NULL;
+}
+
+/* Replays one log into the memtables. REQUIRES: mu held. */
+static lsm_status *replay_log(lsm_db *db, uint64_t number)
+{
+    char *name = log_file_name(db->dir, number);
+    lsm_sfile *f = NULL;
+    wal_reader *r = NULL;
+    lsm_batch b;
+    if (name == NULL || !batch_init(&b)) {
+        free(name);
+        return status_new(LSM_IO_ERROR, "out of memory");
+    }
+    lsm_status *s = db->env->new_sfile(db->env, name, &f);
+    if (s == NULL && (r = wal_reader_new(f, name, db->opt.paranoid_checks)) == NULL)
+        s = status_new(LSM_IO_ERROR, "out of memory");
+    while (s == NULL) {
+        const char *rec;
+        size_t n;
+        bool eof;
+        s = wal_read_record(r, &rec, &n, &eof);
+        if (s || eof)
+            break;
+        s = replay_record(db, number, rec, n, &b);
+        if (s)
+            s = status_wrap(s, "%s", name);
+    }
+    if (r) {
+        const wal_reader_stats *st = wal_reader_stats_get(r);
+        db->stats.recovered_dropped_bytes += st->dropped_bytes;
+        db->stats.recovered_torn_bytes += st->torn_tail_bytes;
+        wal_reader_free(r);
+    }
+    batch_destroy(&b);
+    free(name);
+    return s;
+}
+
+/* Deletes logs, manifests and temp files no longer needed.
+ * REQUIRES: mu held. */
+static void delete_obsolete_files(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    char **names;
+    int n;
+    lsm_status *s = db->env->get_children(db->env, db->dir, &names, &n);
+    if (s) {
+        lsm_status_free(s);
+        return;
+    }
+    uint64_t oldest_log = db->nimm ? db->imm_log[0] : db->mem_log;
+    for (int i = 0; i < n; i++) {
+        uint64_t number;
+        enum file_type type;
+        if (!parse_file_name(names[i], &number, &type))
+            continue;
+        bool keep = true;
+        if (type == FILE_LOG)
+            keep = number >= oldest_log || number >= db->vs.log_number;
+        else if (type == FILE_MANIFEST)
+            keep = number >= db->vs.manifest_number;
+        else if (type == FILE_TEMP)
+            keep = false;
+        if (!keep) {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/%s", db->dir, names[i]);
+            lsm_status_free(db->env->remove_file(db->env, path));
+        }
+    }
+    env_free_children(names, n);
+}
+
+/* Opens or creates the MANIFEST. REQUIRES: mu held. */
+static lsm_status *open_manifest(lsm_db *db)
+{
+    char *cur = current_file_name(db->dir);
+    if (cur == NULL)
+        return status_new(LSM_IO_ERROR, "out of memory");
+    bool exists = db->env->file_exists(db->env, cur);
+    free(cur);
+    if (exists && db->opt.error_if_exists)
+        return status_new(LSM_INVALID_ARGUMENT, "%s: store exists (error_if_exists)", db->dir);
+    if (exists)
+        return vset_recover(&db->vs);
+    if (!db->opt.create_if_missing)
+        return status_new(LSM_INVALID_ARGUMENT, "%s: not an lsmfs store (no CURRENT file)",
+                          db->dir);
+    return vset_create(&db->vs);
+}
+
+static lsm_status *recover(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    lsm_status *s = open_manifest(db);
+    log_list logs = {NULL, 0};
+    if (s == NULL)
+        s = find_logs(db, &logs);
+    db->last_seq = db->vs.last_seq;
+    for (int i = 0; s == NULL && i < logs.n; i++)
+        s = replay_log(db, logs.numbers[i]);
+    free(logs.numbers);
+    if (s)
+        return s;
+    /* Every write goes to a fresh log; the replayed ones stay live until
+     * their memtables are written out. */
+    uint64_t number = vset_new_file_number(&db->vs);
+    if ((s = db_new_wal(db, number, &db->wal)) != NULL)
+        return s;
+    db->wal_number = number;
+    if (memtable_entries(db->mem) == 0)
+        db->mem_log = number;
+    version_edit e;
+    version_edit_init(&e);
+    version_edit_set_log_number(&e, db->nimm ? db->imm_log[0] : db->mem_log);
+    version_edit_set_last_seq(&e, db->last_seq);
+    s = vset_log_and_apply(&db->vs, &e);
+    version_edit_destroy(&e);
+    if (s == NULL)
+        delete_obsolete_files(db);
+    return s;
+}
+
+/* ------------------------------------------------------------- open/close */
+
+static lsm_status *lock_store(lsm_db *db)
+{
+    char *name = lock_file_name(db->dir);
+    if (name == NULL)
+        return status_new(LSM_IO_ERROR, "out of memory");
+    lsm_status *s = db->env->lock_file(db->env, name, &db->lock);
+    free(name);
+    if (s && lsm_status_code(s) == LSM_BUSY) {
+        lsm_status_free(s);
+        s = status_new(LSM_BUSY, "%s: the store is in use by another process (or is mounted)",
+                       db->dir);
+    }
+    return s;
+}
+
+static void free_memtables(lsm_db *db)
+{
+    if (db->view)
+        db_unref_view(db, db->view);
+    db->view = NULL;
+    if (db->mem)
+        memtable_unref(db->mem);
+    for (int i = 0; i < db->nimm; i++)
+        memtable_unref(db->imm[i]);
+    free(db->imm);
+    free(db->imm_log);
+}
+
+static void db_free(lsm_db *db)
+{
+    mutex_lock(&db->mu);
+    free_memtables(db);
+    if (db->wal)
+        lsm_status_free(wal_writer_close(db->wal));
+    vset_destroy(&db->vs);
+    mutex_unlock(&db->mu);
+    if (db->lock)
+        lsm_status_free(db->env->unlock_file(db->env, db->lock));
+    batch_destroy(&db->group);
+    lsm_status_free(db->bg_error);
+    pthread_cond_destroy(&db->gather_cv);
+    mutex_destroy(&db->mu);
+    free(db->dir);
+    free(db);
+}
+
+static lsm_status *check_options(const lsm_options *o)
+{
+    if (o->write_buffer_size < (64u << 10))
+        return status_new(LSM_INVALID_ARGUMENT, "write_buffer_size must be at least 64 KiB");
+    if (o->block_size < 256 || o->block_size > (4u << 20))
+        return status_new(LSM_INVALID_ARGUMENT, "block_size must be in [256, 4 MiB]");
+    return NULL;
+}
+
+static lsm_db *db_alloc(const lsm_options *o, const char *dir)
+{
+    lsm_db *db = calloc(1, sizeof(*db));
+    if (db == NULL)
+        return NULL;
+    db->opt = *o;
+    db->env = o->env ? o->env : lsm_env_default();
+    db->opt.env = db->env;
+    db->dir = strdup(dir);
+    db->expected_group = 1;
+    db->snapshots.next = db->snapshots.prev = &db->snapshots;
+    mutex_init(&db->mu);
+    cond_init_monotonic(&db->gather_cv);
+    bool ok = db->dir && batch_init(&db->group) && (db->mem = memtable_new()) != NULL;
+    lsm_status *s = ok ? vset_init(&db->vs, db->env, db->dir, &db->mu) : NULL;
+    if (!ok || s) {
+        lsm_status_free(s);
+        free(db->dir);
+        if (db->mem)
+            memtable_unref(db->mem);
+        batch_destroy(&db->group);
+        free(db);
+        return NULL;
+    }
+    return db;
+}
+
+lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out)
+{
+    *out = NULL;
+    lsm_status *s = check_options(o);
+    if (s)
+        return s;
+    lsm_db *db = db_alloc(o, dir);
+    if (db == NULL)
+        return status_new(LSM_IO_ERROR, "out of memory opening %s", dir);
+    if (o->create_if_missing)
+        s = db->env->create_dir(db->env, dir);
+    if (s == NULL)
+        s = lock_store(db);
+    if (s == NULL) {
+        mutex_lock(&db->mu);
+        s = recover(db);
+        if (s == NULL && !db_install_view(db))
+            s = status_new(LSM_IO_ERROR, "out of memory");
+        mutex_unlock(&db->mu);
+    }
+    if (s) {
+        db_free(db);
+        return s;
+    }
+    *out = db;
+    return NULL;
+}
+
+lsm_status *lsm_close(lsm_db *db)
+{
+    if (db == NULL)
+        return NULL;
+    mutex_lock(&db->mu);
+    assert(db->head == NULL); /* no write may be in flight at close */
+    lsm_status *s = status_copy(db->bg_error);
+    if (s == NULL && db->wal && db->wal_synced < wal_offset(db->wal))
+        s = wal_sync(db->wal);
+    mutex_unlock(&db->mu);
+    db_free(db);
+    return s;
+}
+
+lsm_status *lsm_destroy(const lsm_options *o, const char *dir)
+{
+    lsm_env *env = o->env ? o->env : lsm_env_default();
+    char **names;
+    int n;
+    lsm_status *s = env->get_children(env, dir, &names, &n);
+    if (s) {
+        lsm_status_free(s);
+        return NULL; /* nothing there */
+    }
+    char path[4096];
+    lsm_filelock *lock = NULL;
+    snprintf(path, sizeof(path), "%s/LOCK", dir);
+    s = env->lock_file(env, path, &lock);
+    for (int i = 0; s == NULL && i < n; i++) {
+        uint64_t number;
+        enum file_type type;
+        if (!parse_file_name(names[i], &number, &type) || type == FILE_LOCK)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        s = env->remove_file(env, path);
+    }
+    env_free_children(names, n);
+    if (lock) {
+        lsm_status_free(env->unlock_file(env, lock));
+        snprintf(path, sizeof(path), "%s/LOCK", dir);
+        lsm_status_free(env->remove_file(env, path));
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------------ writes */
+
+lsm_status *lsm_write(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch)
+{
+    return db_write(db, batch, wo && wo->sync);
+}
+
+lsm_status *lsm_put(lsm_db *db, const lsm_write_options *wo, const void *key, size_t klen,
+                    const void *val, size_t vlen)
+{
+    lsm_batch b;
+    if (!batch_init(&b))
+        return status_new(LSM_IO_ERROR, "out of memory");
+    lsm_status *s = lsm_batch_put(&b, key, klen, val, vlen)
+                        ? db_write(db, &b, wo && wo->sync)
+                        : status_new(LSM_IO_ERROR, "out of memory");
+    batch_destroy(&b);
+    return s;
+}
+
+lsm_status *lsm_delete(lsm_db *db, const lsm_write_options *wo, const void *key, size_t klen)
+{
+    lsm_batch b;
+    if (!batch_init(&b))
+        return status_new(LSM_IO_ERROR, "out of memory");
+    lsm_status *s = lsm_batch_delete(&b, key, klen) ? db_write(db, &b, wo && wo->sync)
+                                                    : status_new(LSM_IO_ERROR, "out of memory");
+    batch_destroy(&b);
+    return s;
+}
+
+lsm_status *lsm_sync(lsm_db *db)
+{
+    return db_write(db, NULL, true);
+}
+
+/* ------------------------------------------------------------------- reads */
+
+/* Looks key up in the memtables of rv, newest first. */
+static enum memtable_get_result get_from_memtables(struct readview *rv, const void *key,
+                                                   size_t klen, uint64_t seq, char **val,
+                                                   size_t *vlen)
+{
+    enum memtable_get_result r = memtable_get(rv->mem, key, klen, seq, val, vlen);
+    for (int i = 0; r == MEMTABLE_ABSENT && i < rv->nimm; i++)
+        r = memtable_get(rv->imm[i], key, klen, seq, val, vlen);
+    return r;
+}
+
+lsm_status *lsm_get(lsm_db *db, const lsm_read_options *ro, const void *key, size_t klen,
+                    char **val, size_t *vlen)
+{
+    uint64_t seq;
+    struct readview *rv = db_ref_view(db, &seq, ro);
+    enum memtable_get_result r = get_from_memtables(rv, key, klen, seq, val, vlen);
+    db_unref_view(db, rv);
+    switch (r) {
+    case MEMTABLE_FOUND:
+        return NULL;
+    case MEMTABLE_NOMEM:
+        return status_new(LSM_IO_ERROR, "out of memory reading a value");
+    default:
+        return status_not_found();
+    }
+}
+
+lsm_iter *lsm_iter_new(lsm_db *db, const lsm_read_options *ro)
+{
+    uint64_t seq;
+    struct readview *rv = db_ref_view(db, &seq, ro);
+    int n = 1 + rv->nimm;
+    iter **children = malloc((size_t)n * sizeof(*children));
+    if (children == NULL) {
+        db_unref_view(db, rv);
+        return NULL;
+    }
+    int k = 0;
+    children[k++] = memtable_iter_new(rv->mem);
+    for (int i = 0; i < rv->nimm; i++)
+        children[k++] = memtable_iter_new(rv->imm[i]);
+    bool ok = true;
+    for (int i = 0; i < k; i++)
+        ok = ok && children[i] != NULL;
+    iter *merged = ok ? iter_new_merging(children, k, ikey_compare) : NULL;
+    if (merged == NULL) {
+        for (int i = 0; i < k; i++)
+            iter_free(children[i]);
+    }
+    free(children);
+    if (merged == NULL) {
+        db_unref_view(db, rv);
+        return NULL;
+    }
+    return db_iter_new(db, rv, merged, seq);
+}
+
+/* ---------------------------------------------------------------- snapshots */
+
+const lsm_snapshot *lsm_snapshot_new(lsm_db *db)
+{
+    struct lsm_snapshot *s = malloc(sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    mutex_lock(&db->mu);
+    s->seq = db->last_seq;
+    s->next = &db->snapshots;
+    s->prev = db->snapshots.prev;
+    s->prev->next = s;
+    db->snapshots.prev = s;
+    mutex_unlock(&db->mu);
+    return s;
+}
+
+void lsm_snapshot_release(lsm_db *db, const lsm_snapshot *snap)
+{
+    if (snap == NULL)
+        return;
+    struct lsm_snapshot *s = (struct lsm_snapshot *)snap;
+    mutex_lock(&db->mu);
+    s->prev->next = s->next;
+    s->next->prev = s->prev;
+    mutex_unlock(&db->mu);
+    free(s);
+}
+
+/* -------------------------------------------------------------- properties */
+
+lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const void *end,
+                              size_t elen)
+{
+    (void)begin, (void)blen, (void)end, (void)elen;
+    /* Until memtables are flushed to tables there is nothing on disk to
+     * compact; report the sticky error if there is one. */
+    mutex_lock(&db->mu);
+    lsm_status *s = status_copy(db->bg_error);
+    mutex_unlock(&db->mu);
+    return s;
+}
+
+uint64_t lsm_approximate_size(lsm_db *db, const void *begin, size_t blen, const void *end,
+                              size_t elen)
+{
+    (void)db, (void)begin, (void)blen, (void)end, (void)elen;
+    return 0; /* no tables yet: nothing of the range is in table files */
+}

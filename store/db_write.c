@@ -1,0 +1,360 @@
+/*
+ * db_write.c — the write queue and group commit.
+ *
+ * No writer thread: each caller puts a `struct writer` on its own stack into
+ * the queue. The writer at the head is the leader: it merges the batches of
+ * the writers queued behind it into one group, appends the group to the WAL
+ * as one record, syncs if any member asked for it, inserts the group into the
+ * memtable — all with mu released — then hands every member its status and
+ * makes the next writer the head.
+ *
+ * Rules that make this correct and durable:
+ *  - A writer that asked for sync never joins a group whose leader did not:
+ *    that leader will not sync. (A non-sync writer may ride in a sync group.)
+ *  - A group is one WAL record and one range of sequence numbers, published
+ *    to readers (last_seq) only after every member is in the memtable, so a
+ *    batch is visible all at once or not at all.
+ *  - Before a WAL is left behind it is synced if it holds unsynced writes,
+ *    and a new WAL's directory entry is synced before it is used, so a sync
+ *    covers every write acknowledged before it, whatever log it went to.
+ *  - Any WAL write or sync failure is sticky (db->bg_error): the page cache
+ *    may have dropped what we wrote, so nothing later can be promised.
+ *
+ * Gathering: when the leader is going to sync and recent sync groups were
+ * larger than the queue now is, it waits (at most group_commit_delay_us) for
+ * the usual crowd to arrive, so one fdatasync serves all of them instead of
+ * splitting them into a small group and a large one (PostgreSQL's
+ * commit_delay idea, self-tuned: one writer alone never waits).
+ */
+#include "db_impl.h"
+#include "status.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_GROUP_BYTES (1u << 20)
+#define SMALL_BATCH (128u << 10)
+
+static size_t writer_bytes(const struct writer *w)
+{
+    return w->batch ? w->batch->rep.len - BATCH_HEADER : 0;
+}
+
+/* REQUIRES: mu held. */
+static void enqueue(lsm_db *db, struct writer *w)
+{
+    assert(mutex_held(&db->mu));
+    w->next = NULL;
+    if (db->tail)
+        db->tail->next = w;
+    else
+        db->head = w;
+    db->tail = w;
+    db->queue_len++;
+    if (db->gathering && db->queue_len >= db->expected_group)
+        pthread_cond_signal(&db->gather_cv);
+}
+
+/* Waits for followers to gather behind the leader `w` (see the file comment).
+ * REQUIRES: mu held; w is the head. */
+static void gather(lsm_db *db, struct writer *w)
+{
+    assert(mutex_held(&db->mu) && db->head == w);
+    uint32_t delay = db->opt.group_commit_delay_us;
+    if (!w->sync || delay == 0 || db->queue_len >= db->expected_group)
+        return;
+    uint64_t t0 = db->env->now_micros(db->env);
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_nsec += (long)delay * 1000;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    db->gathering = true;
+    while (db->queue_len < db->expected_group &&
+           cond_timedwait(&db->gather_cv, &db->mu, &deadline) != ETIMEDOUT) {
+    }
+    db->gathering = false;
+    db->stats.gather_wait_us += db->env->now_micros(db->env) - t0;
+}
+
+/* After a sync group of n writers: expect as many next time, forgetting
+ * slowly (one per group) so a crowd that thinned is not waited for long. */
+static void learn_group_size(lsm_db *db, int n)
+{
+    if (n >= db->expected_group)
+        db->expected_group = n;
+    else if (db->expected_group > 1)
+        db->expected_group--;
+}
+
+/* Picks the writers that join the leader's group: returns the last one, and
+ * whether the group must be synced. REQUIRES: mu held; leader at the head. */
+static struct writer *pick_group(lsm_db *db, bool *need_sync, int *count)
+{
+    assert(mutex_held(&db->mu));
+    struct writer *first = db->head, *last = first;
+    size_t size = writer_bytes(first);
+    size_t max = MAX_GROUP_BYTES;
+    if (size <= SMALL_BATCH)
+        max = size + SMALL_BATCH;
+    *need_sync = first->sync;
+    *count = 1;
+    for (struct writer *w = first->next; w != NULL; w = w->next) {
+        if (w->sync && !first->sync)
+            break; /* this leader will not sync: w must lead its own group */
+        if (size + writer_bytes(w) > max)
+            break;
+        size += writer_bytes(w);
+        last = w;
+        (*count)++;
+    }
+    return last;
+}
+
+/* Builds the group's WAL record: the leader's own batch when it is alone,
+ * else the scratch batch with every member's records appended. Sequence
+ * numbers start at seq. [leader] */
+static lsm_status *build_group(lsm_db *db, struct writer *first, struct writer *last,
+                               uint64_t seq, lsm_batch **out)
+{
+    lsm_batch *only = NULL;
+    int with_data = 0;
+    for (struct writer *w = first;; w = w->next) {
+        if (w->batch) {
+            only = w->batch;
+            with_data++;
+        }
+        if (w == last)
+            break;
+    }
+    if (with_data <= 1) {
+        *out = only; /* NULL: a group of barriers writes nothing */
+    } else {
+        lsm_batch_clear(&db->group);
+        for (struct writer *w = first;; w = w->next) {
+            if (w->batch && !lsm_batch_append(&db->group, w->batch))
+                return status_new(LSM_IO_ERROR, "out of memory merging a write group");
+            if (w == last)
+                break;
+        }
+        *out = &db->group;
+    }
+    if (*out)
+        batch_set_sequence(*out, seq);
+    return NULL;
+}
+
+/* Appends the group to the WAL, syncs it if asked, inserts it into mem.
+ * Runs with mu released. [leader] */
+static lsm_status *commit_group(lsm_db *db, lsm_batch *group, bool need_sync, wal_writer *wal,
+                                memtable *mem, uint64_t *bytes, bool *synced)
+{
+    lsm_status *s = NULL;
+    *bytes = 0;
+    *synced = false;
+    if (group) {
+        size_t n;
+        const char *data = batch_contents(group, &n);
+        s = wal_add_record(wal, data, n);
+        if (s == NULL)
+            s = wal_flush(wal);
+        *bytes = n;
+    }
+    if (s == NULL && need_sync && db->wal_synced < wal_offset(wal)) {
+        s = wal_sync(wal);
+        if (s == NULL) {
+            db->wal_synced = wal_offset(wal);
+            *synced = true;
+        }
+    }
+    if (s != NULL)
+        return status_wrap(s, "write-ahead log %06llu", (unsigned long long)db->wal_number);
+    if (group)
+        s = batch_insert_into(group, mem);
+    return s;
+}
+
+lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out)
+{
+    char name[4096];
+    snprintf(name, sizeof(name), "%s/%06llu.log", db->dir, (unsigned long long)number);
+    lsm_wfile *f;
+    lsm_status *s = db->env->new_wfile(db->env, name, &f);
+    if (s)
+        return s;
+    *out = wal_writer_new(f, 0);
+    if (*out == NULL)
+        return status_new(LSM_IO_ERROR, "out of memory");
+    s = db->env->sync_dir(db->env, db->dir);
+    if (s) {
+        lsm_status_free(wal_writer_close(*out));
+        lsm_status_free(db->env->remove_file(db->env, name));
+        *out = NULL;
+    }
+    return s;
+}
+
+/* REQUIRES: mu held. */
+static bool grow_imm(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    int cap = db->cap_imm ? db->cap_imm * 2 : 4;
+    memtable **imm = realloc(db->imm, (size_t)cap * sizeof(*imm));
+    if (imm == NULL)
+        return false;
+    db->imm = imm;
+    uint64_t *logs = realloc(db->imm_log, (size_t)cap * sizeof(*logs));
+    if (logs == NULL)
+        return false;
+    db->imm_log = logs;
+    db->cap_imm = cap;
+    return true;
+}
+
+/* Switches to a new memtable and a new WAL; the old memtable becomes
+ * immutable. REQUIRES: mu held; caller is the leader (mu is released while
+ * the old log is synced and the new one created). */
+static lsm_status *switch_memtable(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t number = vset_new_file_number(&db->vs);
+    wal_writer *old = db->wal;
+    memtable *fresh = memtable_new();
+    if (fresh == NULL || (db->nimm == db->cap_imm && !grow_imm(db))) {
+        if (fresh)
+            memtable_unref(fresh);
+        return status_new(LSM_IO_ERROR, "out of memory switching memtables");
+    }
+    mutex_unlock(&db->mu);
+    lsm_status *sync_err = NULL;
+    if (db->wal_synced < wal_offset(old))
+        sync_err = wal_sync(old);
+    wal_writer *neu = NULL;
+    lsm_status *s = sync_err ? status_copy(sync_err) : db_new_wal(db, number, &neu);
+    mutex_lock(&db->mu);
+    if (sync_err) /* the old log's writes may be lost: sticky */
+        db_set_bg_error(db, status_wrap(sync_err, "syncing the write-ahead log"));
+    if (s) {
+        /* A failed create is not sticky: the old log is intact and the next
+         * write tries again. */
+        memtable_unref(fresh);
+        return s;
+    }
+    lsm_status_free(wal_writer_close(old));
+    db->imm[db->nimm] = db->mem;
+    db->imm_log[db->nimm] = db->mem_log;
+    db->nimm++;
+    db->mem = fresh;
+    db->mem_log = number;
+    db->wal = neu;
+    db->wal_number = number;
+    db->wal_synced = 0;
+    db->stats.rotations++;
+    db_install_view(db);
+    return NULL;
+}
+
+/* REQUIRES: mu held; the caller is the leader. */
+static lsm_status *make_room_for_write(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (db->bg_error)
+        return status_copy(db->bg_error);
+    if (memtable_memory_usage(db->mem) < db->opt.write_buffer_size)
+        return NULL;
+    return switch_memtable(db);
+}
+
+/* Pops the group [head, last], handing each follower its status; wakes the
+ * next head. REQUIRES: mu held. */
+static void finish_group(lsm_db *db, struct writer *leader, struct writer *last, lsm_status *s)
+{
+    assert(mutex_held(&db->mu));
+    for (;;) {
+        struct writer *w = db->head;
+        db->head = w->next;
+        db->queue_len--;
+        if (w != leader) {
+            w->status = status_copy(s);
+            w->done = true;
+            pthread_cond_signal(&w->cv);
+        }
+        if (w == last)
+            break;
+    }
+    if (db->head == NULL)
+        db->tail = NULL;
+    else
+        pthread_cond_signal(&db->head->cv);
+}
+
+static void count_group(lsm_db *db, int count, uint64_t bytes, bool synced)
+{
+    struct db_stats *st = &db->stats;
+    int followers = count - 1;
+    st->followers[followers < FOLLOWER_BUCKETS - 1 ? followers : FOLLOWER_BUCKETS - 1]++;
+    if (bytes) {
+        st->groups++;
+        st->wal_bytes += bytes;
+    }
+    if (synced)
+        st->syncs++;
+}
+
+/* Leads one group. REQUIRES: mu held; w is the head. */
+static lsm_status *lead(lsm_db *db, struct writer *w)
+{
+    lsm_status *s = make_room_for_write(db);
+    struct writer *last = w;
+    int count = 1;
+    uint64_t bytes = 0;
+    bool need_sync = false, synced = false;
+    if (s == NULL) {
+        gather(db, w);
+        last = pick_group(db, &need_sync, &count);
+        uint64_t seq = db->last_seq + 1;
+        lsm_batch *group = NULL;
+        s = build_group(db, w, last, seq, &group);
+        wal_writer *wal = db->wal;
+        memtable *mem = db->mem;
+        mutex_unlock(&db->mu);
+        if (s == NULL)
+            s = commit_group(db, group, need_sync, wal, mem, &bytes, &synced);
+        mutex_lock(&db->mu);
+        if (s == NULL && group)
+            db->last_seq = seq + lsm_batch_count(group) - 1;
+        else if (s != NULL)
+            db_set_bg_error(db, status_copy(s));
+        count_group(db, count, bytes, synced);
+        if (need_sync)
+            learn_group_size(db, count);
+    }
+    finish_group(db, w, last, s);
+    return s;
+}
+
+lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync)
+{
+    struct writer w = {.batch = batch, .sync = sync};
+    if (batch && lsm_batch_count(batch) == 0)
+        w.batch = NULL;
+    pthread_cond_init(&w.cv, NULL);
+    uint64_t t0 = db->env->now_micros(db->env);
+    mutex_lock(&db->mu);
+    db->stats.writes++;
+    if (w.batch == NULL)
+        db->stats.barriers++;
+    enqueue(db, &w);
+    while (!w.done && db->head != &w)
+        cond_wait(&w.cv, &db->mu);
+    db->stats.queue_wait_us += db->env->now_micros(db->env) - t0;
+    lsm_status *s = w.done ? w.status : lead(db, &w);
+    mutex_unlock(&db->mu);
+    pthread_cond_destroy(&w.cv);
+    return s;
+}

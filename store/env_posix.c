@@ -1,0 +1,639 @@
+/*
+ * env_posix.c — the POSIX env behind lsm_env_default().
+ *
+ * The env is one static object whose function table never changes. Its only
+ * mutable state is the set of files this process has locked (see lock_file):
+ * flock() locks belong to open file descriptions, so they alone would not
+ * stop a second handle in this process from reusing a lock it already holds
+ * through the same descriptor (or after fork). That set is part of this env
+ * object, guarded by its mutex, and is inherently process-wide, as the locks
+ * themselves are.
+ *
+ * Write errors are sticky per file: after a failed write or fdatasync the
+ * file's contents and what the kernel still holds dirty are unknown (Linux
+ * may drop dirty pages after a failed fsync), so every later append, flush or
+ * sync of that file fails too rather than claim something it cannot know.
+ */
+#include "env.h"
+
+#include "status.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WFILE_BUF_SIZE (64 * 1024)
+
+/* "what path" in messages, bounded. */
+static lsm_status *posix_error(int err, const char *what, const char *path)
+{
+    char msg[PATH_MAX + 64];
+    snprintf(msg, sizeof(msg), "%s %s", what, path);
+    return status_from_errno(err, msg);
+}
+
+/* ------------------------------------------------------------- wfile */
+
+struct posix_wfile {
+    lsm_wfile base;
+    int fd;
+    int err;     /* errno of the first failed write/sync; 0 if none */
+    size_t len;  /* bytes waiting in buf */
+    char *path;
+    char buf[WFILE_BUF_SIZE];
+};
+
+/* write(2) until all n bytes are out, across EINTR and short writes.
+ * Returns 0 or an errno. */
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        if (w == 0)
+            return EIO; /* cannot happen for regular files; do not spin */
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static lsm_status *wfile_failed(struct posix_wfile *f)
+{
+    char msg[PATH_MAX + 64];
+    snprintf(msg, sizeof(msg), "write %s (an earlier write or sync failed)", f->path);
+    return status_from_errno(f->err, msg);
+}
+
+/* Writes n bytes to the fd, making the file fail for good on error. */
+static lsm_status *wfile_write(struct posix_wfile *f, const char *p, size_t n)
+{
+    int err = write_all(f->fd, p, n);
+    if (err == 0)
+        return NULL;
+    f->err = err;
+    return posix_error(err, "write", f->path);
+}
+
+static lsm_status *wfile_flush_buf(struct posix_wfile *f)
+{
+    if (f->len == 0)
+        return NULL;
+    size_t n = f->len;
+    f->len = 0;
+    return wfile_write(f, f->buf, n);
+}
+
+static lsm_status *wfile_append(lsm_wfile *base, const void *data, size_t n)
+{
+    struct posix_wfile *f = (struct posix_wfile *)base;
+    if (f->err)
+        return wfile_failed(f);
+    const char *p = data;
+    if (n <= WFILE_BUF_SIZE - f->len) {
+        memcpy(f->buf + f->len, p, n);
+        f->len += n;
+        return NULL;
+    }
+    /* Top the buffer up so it goes out as one full write, then buffer the
+     * rest if it is small or write it straight through if it is large. */
+    size_t fill = WFILE_BUF_SIZE - f->len;
+    memcpy(f->buf + f->len, p, fill);
+    f->len += fill;
+    p += fill;
+    n -= fill;
+    lsm_status *s = wfile_flush_buf(f);
+    if (s != NULL)
+        return s;
+    if (n < WFILE_BUF_SIZE) {
+        memcpy(f->buf, p, n);
+        f->len = n;
+        return NULL;
+    }
+    return wfile_write(f, p, n);
+}
+
+static lsm_status *wfile_flush(lsm_wfile *base)
+{
+    struct posix_wfile *f = (struct posix_wfile *)base;
+    if (f->err)
+        return wfile_failed(f);
+    return wfile_flush_buf(f);
+}
+
+static lsm_status *wfile_sync(lsm_wfile *base)
+{
+    struct posix_wfile *f = (struct posix_wfile *)base;
+    lsm_status *s = wfile_flush(base);
+    if (s != NULL)
+        return s;
+    int r;
+    do {
+        r = fdatasync(f->fd);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0) {
+        f->err = errno;
+        return posix_error(errno, "fdatasync", f->path);
+    }
+    return NULL;
+}
+
+static lsm_status *wfile_preallocate(lsm_wfile *base, uint64_t len)
+{
+    struct posix_wfile *f = (struct posix_wfile *)base;
+    if (f->err)
+        return wfile_failed(f);
+    if (len == 0)
+        return NULL;
+    /* KEEP_SIZE: the file's visible size stays at its data, so readers and
+     * file_size() never see the reserved space. */
+    off_t end = lseek(f->fd, 0, SEEK_CUR);
+    if (end < 0)
+        return posix_error(errno, "lseek", f->path);
+    end += (off_t)f->len;
+    int r;
+    do {
+        r = fallocate(f->fd, FALLOC_FL_KEEP_SIZE, end, (off_t)len);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0 && errno != EOPNOTSUPP && errno != ENOSYS)
+        return posix_error(errno, "fallocate", f->path);
+    return NULL;
+}
+
+static lsm_status *wfile_close(lsm_wfile *base)
+{
+    struct posix_wfile *f = (struct posix_wfile *)base;
+    lsm_status *s = wfile_flush(base);
+    if (close(f->fd) < 0 && s == NULL && errno != EINTR)
+        s = posix_error(errno, "close", f->path);
+    free(f->path);
+    free(f);
+    return s;
+}
+
+static const struct lsm_wfile_ops posix_wfile_ops = {
+    .append = wfile_append,
+    .flush = wfile_flush,
+    .sync = wfile_sync,
+    .preallocate = wfile_preallocate,
+    .close = wfile_close,
+};
+
+static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **out)
+{
+    (void)env;
+    *out = NULL;
+    int fd;
+    do {
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return posix_error(errno, "open", path);
+    struct posix_wfile *f = malloc(sizeof(*f));
+    char *p = strdup(path);
+    if (f == NULL || p == NULL) {
+        free(f);
+        free(p);
+        close(fd);
+        return posix_error(ENOMEM, "open", path);
+    }
+    f->base.ops = &posix_wfile_ops;
+    f->fd = fd;
+    f->err = 0;
+    f->len = 0;
+    f->path = p;
+    *out = &f->base;
+    return NULL;
+}
+
+/* ------------------------------------------------------ sfile, rfile */
+
+struct posix_rfile {
+    union {
+        lsm_sfile s;
+        lsm_rfile r;
+    } base;
+    int fd;
+    char *path;
+};
+
+/* Reads until n bytes or end of file. *got < n only at end of file. */
+static lsm_status *read_fully(struct posix_rfile *f, bool positional, uint64_t off, void *buf,
+                              size_t n, size_t *got)
+{
+    char *p = buf;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = positional ? pread(f->fd, p + done, n - done, (off_t)(off + done))
+                               : read(f->fd, p + done, n - done);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            *got = done;
+            return posix_error(errno, "read", f->path);
+        }
+        if (r == 0)
+            break;
+        done += (size_t)r;
+    }
+    *got = done;
+    return NULL;
+}
+
+static lsm_status *sfile_read(lsm_sfile *base, void *buf, size_t n, size_t *got)
+{
+    return read_fully((struct posix_rfile *)base, false, 0, buf, n, got);
+}
+
+static lsm_status *sfile_skip(lsm_sfile *base, uint64_t n)
+{
+    struct posix_rfile *f = (struct posix_rfile *)base;
+    if (n > (uint64_t)INT64_MAX || lseek(f->fd, (off_t)n, SEEK_CUR) < 0)
+        return posix_error(n > (uint64_t)INT64_MAX ? EINVAL : errno, "lseek", f->path);
+    return NULL;
+}
+
+static void rfile_free(struct posix_rfile *f)
+{
+    close(f->fd);
+    free(f->path);
+    free(f);
+}
+
+static void sfile_close(lsm_sfile *base)
+{
+    rfile_free((struct posix_rfile *)base);
+}
+
+static lsm_status *rfile_pread(lsm_rfile *base, uint64_t off, void *buf, size_t n, size_t *got)
+{
+    return read_fully((struct posix_rfile *)base, true, off, buf, n, got);
+}
+
+static void rfile_close(lsm_rfile *base)
+{
+    rfile_free((struct posix_rfile *)base);
+}
+
+static const struct lsm_sfile_ops posix_sfile_ops = {
+    .read = sfile_read,
+    .skip = sfile_skip,
+    .close = sfile_close,
+};
+
+static const struct lsm_rfile_ops posix_rfile_ops = {
+    .pread = rfile_pread,
+    .close = rfile_close,
+};
+
+static lsm_status *open_for_read(const char *path, struct posix_rfile **out)
+{
+    *out = NULL;
+    int fd;
+    do {
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return posix_error(errno, "open", path);
+    struct posix_rfile *f = malloc(sizeof(*f));
+    char *p = strdup(path);
+    if (f == NULL || p == NULL) {
+        free(f);
+        free(p);
+        close(fd);
+        return posix_error(ENOMEM, "open", path);
+    }
+    f->fd = fd;
+    f->path = p;
+    *out = f;
+    return NULL;
+}
+
+static lsm_status *posix_new_sfile(lsm_env *env, const char *path, lsm_sfile **out)
+{
+    (void)env;
+    struct posix_rfile *f;
+    lsm_status *s = open_for_read(path, &f);
+    *out = NULL;
+    if (s != NULL)
+        return s;
+    f->base.s.ops = &posix_sfile_ops;
+    *out = &f->base.s;
+    return NULL;
+}
+
+static lsm_status *posix_new_rfile(lsm_env *env, const char *path, lsm_rfile **out)
+{
+    (void)env;
+    struct posix_rfile *f;
+    lsm_status *s = open_for_read(path, &f);
+    *out = NULL;
+    if (s != NULL)
+        return s;
+    f->base.r.ops = &posix_rfile_ops;
+    *out = &f->base.r;
+    return NULL;
+}
+
+/* -------------------------------------------------- directory and files */
+
+static bool posix_file_exists(lsm_env *env, const char *path)
+{
+    (void)env;
+    return access(path, F_OK) == 0;
+}
+
+static lsm_status *posix_get_children(lsm_env *env, const char *dir, char ***names, int *n)
+{
+    (void)env;
+    *names = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return posix_error(errno, "opendir", dir);
+    char **v = NULL;
+    int count = 0, cap = 0;
+    int err = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *e = readdir(d);
+        if (e == NULL) {
+            err = errno;
+            break;
+        }
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (count == cap) {
+            int ncap = cap ? cap * 2 : 16;
+            char **nv = realloc(v, (size_t)ncap * sizeof(*nv));
+            if (nv == NULL) {
+                err = ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        if ((v[count] = strdup(e->d_name)) == NULL) {
+            err = ENOMEM;
+            break;
+        }
+        count++;
+    }
+    closedir(d);
+    if (err != 0) {
+        env_free_children(v, count);
+        return posix_error(err, "readdir", dir);
+    }
+    *names = v;
+    *n = count;
+    return NULL;
+}
+
+static lsm_status *posix_remove_file(lsm_env *env, const char *path)
+{
+    (void)env;
+    return unlink(path) == 0 ? NULL : posix_error(errno, "unlink", path);
+}
+
+static lsm_status *posix_rename_file(lsm_env *env, const char *from, const char *to)
+{
+    (void)env;
+    if (rename(from, to) == 0)
+        return NULL;
+    char what[PATH_MAX + 16];
+    snprintf(what, sizeof(what), "rename %s to", from);
+    return posix_error(errno, what, to);
+}
+
+static lsm_status *posix_create_dir(lsm_env *env, const char *path)
+{
+    (void)env;
+    if (mkdir(path, 0755) == 0)
+        return NULL;
+    int err = errno;
+    struct stat st;
+    if (err == EEXIST && stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return NULL;
+        err = ENOTDIR;
+    }
+    return posix_error(err, "mkdir", path);
+}
+
+static lsm_status *posix_remove_dir(lsm_env *env, const char *path)
+{
+    (void)env;
+    return rmdir(path) == 0 ? NULL : posix_error(errno, "rmdir", path);
+}
+
+static lsm_status *posix_file_size(lsm_env *env, const char *path, uint64_t *size)
+{
+    (void)env;
+    struct stat st;
+    if (stat(path, &st) < 0) {
+        *size = 0;
+        return posix_error(errno, "stat", path);
+    }
+    *size = (uint64_t)st.st_size;
+    return NULL;
+}
+
+static lsm_status *posix_sync_dir(lsm_env *env, const char *path)
+{
+    (void)env;
+    int fd;
+    do {
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return posix_error(errno, "open directory", path);
+    int r;
+    do {
+        r = fsync(fd);
+    } while (r < 0 && errno == EINTR);
+    int err = errno;
+    close(fd);
+    return r == 0 ? NULL : posix_error(err, "fsync directory", path);
+}
+
+static lsm_status *posix_disk_free(lsm_env *env, const char *path, uint64_t *total,
+                                   uint64_t *avail)
+{
+    (void)env;
+    struct statvfs sv;
+    if (statvfs(path, &sv) < 0) {
+        *total = *avail = 0;
+        return posix_error(errno, "statvfs", path);
+    }
+    *total = (uint64_t)sv.f_blocks * sv.f_frsize;
+    *avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    return NULL;
+}
+
+static uint64_t posix_now_micros(lsm_env *env)
+{
+    (void)env;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void posix_sleep_micros(lsm_env *env, uint64_t us)
+{
+    (void)env;
+    struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* --------------------------------------------------------------- locks */
+
+/* A held lock. Identified by device and inode, not by spelling, so that
+ * "dir/LOCK" and "./dir/LOCK" are the same lock. */
+struct lsm_filelock {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+    char *path;
+    struct lsm_filelock *next;
+};
+
+static lsm_status *posix_lock_file(lsm_env *env, const char *path, lsm_filelock **out);
+static lsm_status *posix_unlock_file(lsm_env *env, lsm_filelock *lock);
+
+static struct posix_env {
+    lsm_env env; /* first: lsm_env_default() hands out &env */
+    pthread_mutex_t mu;
+    struct lsm_filelock *locks; /* GUARDED_BY(mu): every lock held via this env */
+} posix_env = {
+    .env =
+        {
+            .new_wfile = posix_new_wfile,
+            .new_sfile = posix_new_sfile,
+            .new_rfile = posix_new_rfile,
+            .file_exists = posix_file_exists,
+            .get_children = posix_get_children,
+            .remove_file = posix_remove_file,
+            .rename_file = posix_rename_file,
+            .create_dir = posix_create_dir,
+            .remove_dir = posix_remove_dir,
+            .file_size = posix_file_size,
+            .sync_dir = posix_sync_dir,
+            .lock_file = posix_lock_file,
+            .unlock_file = posix_unlock_file,
+            .disk_free = posix_disk_free,
+            .now_micros = posix_now_micros,
+            .sleep_micros = posix_sleep_micros,
+        },
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .locks = NULL,
+};
+
+lsm_env *lsm_env_default(void)
+{
+    return &posix_env.env;
+}
+
+/* REQUIRES: posix_env.mu held. */
+static bool lock_held(dev_t dev, ino_t ino)
+{
+    for (struct lsm_filelock *l = posix_env.locks; l != NULL; l = l->next)
+        if (l->dev == dev && l->ino == ino)
+            return true;
+    return false;
+}
+
+static lsm_status *busy(const char *path, const char *who)
+{
+    return status_new(LSM_BUSY, "lock %s: the store is in use (%s)", path, who);
+}
+
+/* REQUIRES: posix_env.mu held. Takes the flock and records the lock. */
+static lsm_status *lock_locked(int fd, const char *path, const struct stat *st,
+                               lsm_filelock **out)
+{
+    if (lock_held(st->st_dev, st->st_ino))
+        return busy(path, "already locked by this process");
+    int r;
+    do {
+        r = flock(fd, LOCK_EX | LOCK_NB);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0)
+        return errno == EWOULDBLOCK ? busy(path, "locked by another process")
+                                    : posix_error(errno, "flock", path);
+    struct lsm_filelock *l = malloc(sizeof(*l));
+    char *p = strdup(path);
+    if (l == NULL || p == NULL) {
+        free(l);
+        free(p);
+        flock(fd, LOCK_UN);
+        return posix_error(ENOMEM, "lock", path);
+    }
+    *l = (struct lsm_filelock){fd, st->st_dev, st->st_ino, p, posix_env.locks};
+    posix_env.locks = l;
+    *out = l;
+    return NULL;
+}
+
+static lsm_status *posix_lock_file(lsm_env *env, const char *path, lsm_filelock **out)
+{
+    (void)env;
+    *out = NULL;
+    int fd;
+    do {
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return posix_error(errno, "open", path);
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int err = errno;
+        close(fd);
+        return posix_error(err, "fstat", path);
+    }
+    pthread_mutex_lock(&posix_env.mu);
+    lsm_status *s = lock_locked(fd, path, &st, out);
+    pthread_mutex_unlock(&posix_env.mu);
+    if (s != NULL)
+        close(fd);
+    return s;
+}
+
+static lsm_status *posix_unlock_file(lsm_env *env, lsm_filelock *lock)
+{
+    (void)env;
+    if (lock == NULL)
+        return NULL;
+    pthread_mutex_lock(&posix_env.mu);
+    struct lsm_filelock **pp = &posix_env.locks;
+    while (*pp != NULL && *pp != lock)
+        pp = &(*pp)->next;
+    assert(*pp == lock); /* a lock not taken through this env */
+    if (*pp == lock)
+        *pp = lock->next;
+    /* Unlock before leaving the mutex so no one sees the file unlisted
+     * while the flock is still held. */
+    lsm_status *s = NULL;
+    if (flock(lock->fd, LOCK_UN) < 0)
+        s = posix_error(errno, "unlock", lock->path);
+    pthread_mutex_unlock(&posix_env.mu);
+    close(lock->fd);
+    free(lock->path);
+    free(lock);
+    return s;
+}

@@ -1,0 +1,1212 @@
+/*
+ * fault_env.c — an env that injects faults and simulates power cuts; see
+ * fault_env.h.
+ *
+ * What a power cut is modelled as:
+ *  - File data: each file written through this env has a node recording the
+ *    bytes handed to the base file (size) and the bytes made durable by a
+ *    wfile sync (synced). At the cut every tracked file is truncated to its
+ *    synced length. Opening a file for writing truncates it, and that counts
+ *    as unsynced too (the cut leaves it empty until it is synced).
+ *  - Directory entries: every create (new_wfile of a path that did not
+ *    exist), rename and remove is logged, per directory, as an undo record
+ *    until sync_dir of that directory. The cut undoes each directory's log,
+ *    newest first: created files are deleted, renames are reversed and
+ *    removed files come back (with their synced data). To make that possible
+ *    without copying, a remove is done as a rename to a hidden name
+ *    (".fault-env-N.bak" in the same directory), and a rename over an
+ *    existing file first moves the old file to such a name; sync_dir deletes
+ *    the hidden files of the records it makes durable. get_children never
+ *    lists them.
+ *  - A rename is logged in the destination's directory only: a sync of that
+ *    directory makes it durable (the store renames within one directory).
+ *  - Directories themselves (create_dir, remove_dir) are durable at once;
+ *    remove_dir first deletes the directory's hidden files and forgets its log.
+ *  - Files opened before the cut (written or read) are dead: every operation
+ *    on them fails with EIO and writes nothing. Files that existed before this
+ *    env was made, and were not written through it, are durable as they are.
+ *  - Nothing is lost that a real disk would keep; a real disk may keep more
+ *    (ext4 usually persists a new file's entry along with its fsync). That is
+ *    the point: the store must not rely on it.
+ *
+ * Appends go straight through to the base file and are flushed there, so the
+ * base file's own buffer is always empty between calls: closing a dead file
+ * can write nothing.
+ *
+ * Locking. `cut` is a read-write lock: every operation holds it for reading
+ * from start to end, and the power cut holds it for writing, so the cut never
+ * sees an operation half done (no byte lands after the truncation). `mu`
+ * guards the bookkeeping (fields marked below); it is held across the base
+ * calls of directory operations, so the log and the disk agree, but never
+ * across a file's data writes, syncs or the sync delay. Lock order: cut, then mu.
+ */
+#include "fault_env.h"
+
+#include "status.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HIDDEN_PREFIX ".fault-env-"
+
+/* What is known about the data of one file written through the env. */
+struct fe_node {
+    char *path;      /* its current name (NULL once out of the table) */
+    uint64_t size;   /* bytes handed to the base file */
+    uint64_t synced; /* bytes durable; a cut truncates the file to this */
+    int refs;        /* 1 for the table + 1 per open wfile */
+    struct fe_node *next;
+};
+
+enum undo_kind { UNDO_CREATE, UNDO_RENAME, UNDO_REMOVE };
+
+/* One directory change not yet made durable. */
+struct undo {
+    enum undo_kind kind;
+    char *name;   /* the created, renamed-to or removed path */
+    char *from;   /* RENAME: where it came from */
+    char *backup; /* RENAME: the replaced file, REMOVE: the removed one; or NULL */
+    struct undo *next; /* older record */
+};
+
+struct dirlog {
+    char *dir;
+    struct undo *ops; /* newest first */
+    struct dirlog *next;
+};
+
+struct rule {
+    unsigned ops;
+    char *substr; /* NULL: any path */
+    int err;
+    int skip;
+    int count; /* < 0: forever */
+    struct rule *next;
+};
+
+/* The part every open file shares: its place in the list of open files. */
+struct fe_handle {
+    struct fe_handle *prev, *next; /* GUARDED_BY(mu) */
+    /* Set by the power cut (with `cut` held for writing); read by the file's
+     * operations with `cut` held for reading, so it needs no other lock. */
+    bool dead;
+    char *path;
+};
+
+struct fault_env {
+    lsm_env env;    /* first: fault_env_env() hands out &env */
+    lsm_env *base;  /* immutable */
+    pthread_rwlock_t cut;
+    pthread_mutex_t mu;
+    pthread_t mu_owner;       /* GUARDED_BY(mu): for assertions */
+    bool mu_owned;            /* GUARDED_BY(mu) */
+    struct fe_node *nodes;    /* GUARDED_BY(mu) */
+    struct dirlog *dirs;      /* GUARDED_BY(mu) */
+    struct fe_handle open;    /* GUARDED_BY(mu): sentinel of the open files */
+    struct rule *rules;       /* GUARDED_BY(mu): oldest first */
+    uint64_t sync_delay_us;   /* GUARDED_BY(mu) */
+    uint64_t syncs;           /* GUARDED_BY(mu) */
+    uint64_t dir_syncs;       /* GUARDED_BY(mu) */
+    uint64_t hidden_seq;      /* GUARDED_BY(mu): names hidden files */
+};
+
+static fault_env *fe_of(lsm_env *env)
+{
+    return (fault_env *)env;
+}
+
+static void fe_lock(fault_env *fe)
+{
+    pthread_mutex_lock(&fe->mu);
+    fe->mu_owner = pthread_self();
+    fe->mu_owned = true;
+}
+
+static void fe_unlock(fault_env *fe)
+{
+    fe->mu_owned = false;
+    pthread_mutex_unlock(&fe->mu);
+}
+
+static void assert_held(const fault_env *fe)
+{
+    assert(fe->mu_owned && pthread_equal(fe->mu_owner, pthread_self()));
+    (void)fe;
+}
+
+static void op_begin(fault_env *fe)
+{
+    pthread_rwlock_rdlock(&fe->cut);
+}
+
+static void op_end(fault_env *fe)
+{
+    pthread_rwlock_unlock(&fe->cut);
+}
+
+static lsm_status *oom(const char *what, const char *path)
+{
+    return status_new(LSM_IO_ERROR, "%s %s: out of memory", what, path);
+}
+
+static lsm_status *injected(int err, const char *what, const char *path)
+{
+    char msg[PATH_MAX + 64];
+    snprintf(msg, sizeof(msg), "%s %s (injected fault)", what, path);
+    return status_from_errno(err, msg);
+}
+
+static lsm_status *dead_error(const char *what, const char *path)
+{
+    char msg[PATH_MAX + 64];
+    snprintf(msg, sizeof(msg), "%s %s (file open at a simulated power cut)", what, path);
+    return status_from_errno(EIO, msg);
+}
+
+/* The directory part of path: "a/b" -> "a", "b" -> ".", "/b" -> "/". */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        return strdup(".");
+    while (slash > path && slash[-1] == '/')
+        slash--;
+    if (slash == path)
+        return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+/* A directory path without trailing slashes. */
+static char *dir_norm(const char *dir)
+{
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    return strndup(dir, n);
+}
+
+/* ---------------------------------------------------------- injection */
+
+/* Returns the errno to inject for this operation, or 0. */
+static int should_fail(fault_env *fe, unsigned op, const char *path, const char *path2)
+{
+    int err = 0;
+    fe_lock(fe);
+    for (struct rule *r = fe->rules; r != NULL; r = r->next) {
+        if (!(r->ops & op) || r->count == 0)
+            continue;
+        if (r->substr != NULL && strstr(path, r->substr) == NULL &&
+            (path2 == NULL || strstr(path2, r->substr) == NULL))
+            continue;
+        if (r->skip > 0) {
+            r->skip--;
+        } else {
+            if (r->count > 0)
+                r->count--;
+            err = r->err;
+        }
+        break;
+    }
+    fe_unlock(fe);
+    return err;
+}
+
+void fault_env_fail(fault_env *fe, unsigned ops, const char *path_substr, int err, int skip,
+                    int count)
+{
+    struct rule *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return;
+    if (path_substr != NULL && (r->substr = strdup(path_substr)) == NULL) {
+        free(r);
+        return;
+    }
+    r->ops = ops;
+    r->err = err;
+    r->skip = skip;
+    r->count = count;
+    fe_lock(fe);
+    struct rule **pp = &fe->rules;
+    while (*pp != NULL)
+        pp = &(*pp)->next;
+    *pp = r;
+    fe_unlock(fe);
+}
+
+void fault_env_clear_failures(fault_env *fe)
+{
+    fe_lock(fe);
+    struct rule *r = fe->rules;
+    fe->rules = NULL;
+    fe_unlock(fe);
+    while (r != NULL) {
+        struct rule *next = r->next;
+        free(r->substr);
+        free(r);
+        r = next;
+    }
+}
+
+void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us)
+{
+    fe_lock(fe);
+    fe->sync_delay_us = us;
+    fe_unlock(fe);
+}
+
+uint64_t fault_env_syncs(fault_env *fe)
+{
+    fe_lock(fe);
+    uint64_t n = fe->syncs;
+    fe_unlock(fe);
+    return n;
+}
+
+uint64_t fault_env_dir_syncs(fault_env *fe)
+{
+    fe_lock(fe);
+    uint64_t n = fe->dir_syncs;
+    fe_unlock(fe);
+    return n;
+}
+
+/* -------------------------------------------------------------- nodes */
+
+/* REQUIRES: mu held. */
+static struct fe_node *node_find(fault_env *fe, const char *path)
+{
+    assert_held(fe);
+    for (struct fe_node *n = fe->nodes; n != NULL; n = n->next)
+        if (strcmp(n->path, path) == 0)
+            return n;
+    return NULL;
+}
+
+/* REQUIRES: mu held. */
+static void node_unref(fault_env *fe, struct fe_node *n)
+{
+    assert_held(fe);
+    if (--n->refs == 0) {
+        free(n->path);
+        free(n);
+    }
+}
+
+/* Takes n out of the table. REQUIRES: mu held. */
+static void node_drop(fault_env *fe, struct fe_node *n)
+{
+    assert_held(fe);
+    struct fe_node **pp = &fe->nodes;
+    while (*pp != n)
+        pp = &(*pp)->next;
+    *pp = n->next;
+    node_unref(fe, n);
+}
+
+/* Renames the node at `from` (if any) to `to`. REQUIRES: mu held. */
+static void node_move(fault_env *fe, const char *from, char *to_owned)
+{
+    assert_held(fe);
+    struct fe_node *n = node_find(fe, from);
+    if (n == NULL) {
+        free(to_owned);
+        return;
+    }
+    if (to_owned == NULL) { /* out of memory: stop tracking it */
+        node_drop(fe, n);
+        return;
+    }
+    free(n->path);
+    n->path = to_owned;
+}
+
+/* ------------------------------------------------------- directory log */
+
+/* REQUIRES: mu held. NULL if out of memory. */
+static struct dirlog *dirlog_get(fault_env *fe, const char *dir)
+{
+    assert_held(fe);
+    for (struct dirlog *d = fe->dirs; d != NULL; d = d->next)
+        if (strcmp(d->dir, dir) == 0)
+            return d;
+    struct dirlog *d = calloc(1, sizeof(*d));
+    if (d == NULL || (d->dir = strdup(dir)) == NULL) {
+        free(d);
+        return NULL;
+    }
+    d->next = fe->dirs;
+    fe->dirs = d;
+    return d;
+}
+
+static void undo_free(struct undo *u)
+{
+    free(u->name);
+    free(u->from);
+    free(u->backup);
+    free(u);
+}
+
+/* Detaches dir's log (newest first); NULL if it has none. REQUIRES: mu held. */
+static struct undo *dirlog_take(fault_env *fe, const char *dir)
+{
+    assert_held(fe);
+    for (struct dirlog **pp = &fe->dirs; *pp != NULL; pp = &(*pp)->next) {
+        struct dirlog *d = *pp;
+        if (strcmp(d->dir, dir) == 0) {
+            struct undo *ops = d->ops;
+            *pp = d->next;
+            free(d->dir);
+            free(d);
+            return ops;
+        }
+    }
+    return NULL;
+}
+
+/* Forgets records made durable: their hidden files go for good.
+ * REQUIRES: mu held. */
+static void undo_commit(fault_env *fe, struct undo *u)
+{
+    assert_held(fe);
+    while (u != NULL) {
+        struct undo *next = u->next;
+        if (u->backup != NULL) {
+            lsm_status_free(fe->base->remove_file(fe->base, u->backup));
+            struct fe_node *n = node_find(fe, u->backup);
+            if (n != NULL)
+                node_drop(fe, n);
+        }
+        undo_free(u);
+        u = next;
+    }
+}
+
+/* A fresh hidden name in path's directory. REQUIRES: mu held. */
+static char *hidden_name(fault_env *fe, const char *path)
+{
+    assert_held(fe);
+    char *dir = dir_of(path);
+    if (dir == NULL)
+        return NULL;
+    char *name = NULL;
+    if (asprintf(&name, "%s/" HIDDEN_PREFIX "%llu.bak", dir,
+                 (unsigned long long)++fe->hidden_seq) < 0)
+        name = NULL;
+    free(dir);
+    return name;
+}
+
+/* The log of the directory holding path, made ready before a change so
+ * that recording the change cannot fail. NULL if out of memory.
+ * REQUIRES: mu held. */
+static struct dirlog *dirlog_for(fault_env *fe, const char *path)
+{
+    assert_held(fe);
+    char *dir = dir_of(path);
+    struct dirlog *d = dir != NULL ? dirlog_get(fe, dir) : NULL;
+    free(dir);
+    return d;
+}
+
+static void dirlog_push(struct dirlog *d, struct undo *u)
+{
+    u->next = d->ops;
+    d->ops = u;
+}
+
+static struct undo *undo_new(enum undo_kind kind, const char *name, const char *from)
+{
+    struct undo *u = calloc(1, sizeof(*u));
+    if (u == NULL)
+        return NULL;
+    u->kind = kind;
+    u->name = strdup(name);
+    u->from = from != NULL ? strdup(from) : NULL;
+    if (u->name == NULL || (from != NULL && u->from == NULL)) {
+        undo_free(u);
+        return NULL;
+    }
+    return u;
+}
+
+/* ------------------------------------------------------ open file list */
+
+static bool handle_init(struct fe_handle *h, const char *path)
+{
+    h->dead = false;
+    h->prev = h->next = NULL;
+    h->path = strdup(path);
+    return h->path != NULL;
+}
+
+/* REQUIRES: mu held. */
+static void handle_link(fault_env *fe, struct fe_handle *h)
+{
+    assert_held(fe);
+    h->next = fe->open.next;
+    h->prev = &fe->open;
+    fe->open.next->prev = h;
+    fe->open.next = h;
+}
+
+/* REQUIRES: mu held. */
+static void handle_unlink(fault_env *fe, struct fe_handle *h)
+{
+    assert_held(fe);
+    h->prev->next = h->next;
+    h->next->prev = h->prev;
+    free(h->path);
+}
+
+/* -------------------------------------------------------------- wfile */
+
+struct fe_wfile {
+    lsm_wfile base;
+    struct fe_handle h;
+    fault_env *fe;
+    lsm_wfile *file;      /* the base env's file */
+    struct fe_node *node; /* holds a reference */
+};
+
+static lsm_status *fw_append(lsm_wfile *wf, const void *data, size_t n)
+{
+    struct fe_wfile *f = (struct fe_wfile *)wf;
+    fault_env *fe = f->fe;
+    op_begin(fe);
+    lsm_status *s = NULL;
+    int err;
+    if (f->h.dead) {
+        s = dead_error("append", f->h.path);
+    } else if ((err = should_fail(fe, FAULT_WRITE, f->h.path, NULL)) != 0) {
+        s = injected(err, "append", f->h.path);
+    } else {
+        s = f->file->ops->append(f->file, data, n);
+        if (s == NULL)
+            s = f->file->ops->flush(f->file);
+        if (s == NULL) {
+            fe_lock(fe);
+            f->node->size += n;
+            fe_unlock(fe);
+        }
+    }
+    op_end(fe);
+    return s;
+}
+
+static lsm_status *fw_flush(lsm_wfile *wf)
+{
+    struct fe_wfile *f = (struct fe_wfile *)wf;
+    fault_env *fe = f->fe;
+    op_begin(fe);
+    lsm_status *s = NULL;
+    int err;
+    if (f->h.dead)
+        s = dead_error("flush", f->h.path);
+    else if ((err = should_fail(fe, FAULT_WRITE, f->h.path, NULL)) != 0)
+        s = injected(err, "flush", f->h.path);
+    else
+        s = f->file->ops->flush(f->file);
+    op_end(fe);
+    return s;
+}
+
+static lsm_status *fw_sync(lsm_wfile *wf)
+{
+    struct fe_wfile *f = (struct fe_wfile *)wf;
+    fault_env *fe = f->fe;
+    op_begin(fe);
+    lsm_status *s = NULL;
+    int err;
+    if (f->h.dead) {
+        s = dead_error("sync", f->h.path);
+    } else if ((err = should_fail(fe, FAULT_SYNC, f->h.path, NULL)) != 0) {
+        s = injected(err, "sync", f->h.path);
+    } else {
+        fe_lock(fe);
+        uint64_t delay = fe->sync_delay_us;
+        uint64_t size = f->node->size; /* only this thread appends to f */
+        fe_unlock(fe);
+        if (delay > 0)
+            fe->base->sleep_micros(fe->base, delay);
+        s = f->file->ops->sync(f->file);
+        if (s == NULL) {
+            fe_lock(fe);
+            f->node->synced = size;
+            fe->syncs++;
+            fe_unlock(fe);
+        }
+    }
+    op_end(fe);
+    return s;
+}
+
+static lsm_status *fw_preallocate(lsm_wfile *wf, uint64_t len)
+{
+    struct fe_wfile *f = (struct fe_wfile *)wf;
+    op_begin(f->fe);
+    lsm_status *s = f->h.dead ? dead_error("preallocate", f->h.path)
+                              : f->file->ops->preallocate(f->file, len);
+    op_end(f->fe);
+    return s;
+}
+
+static lsm_status *fw_close(lsm_wfile *wf)
+{
+    struct fe_wfile *f = (struct fe_wfile *)wf;
+    fault_env *fe = f->fe;
+    op_begin(fe);
+    /* A dead file's base buffer is empty (appends flush at once), so this
+     * close writes nothing; it still reports that the file died. */
+    lsm_status *s = f->file->ops->close(f->file);
+    if (f->h.dead && s == NULL)
+        s = dead_error("close", f->h.path);
+    fe_lock(fe);
+    handle_unlink(fe, &f->h);
+    node_unref(fe, f->node);
+    fe_unlock(fe);
+    op_end(fe);
+    free(f);
+    return s;
+}
+
+static const struct lsm_wfile_ops fw_ops = {
+    .append = fw_append,
+    .flush = fw_flush,
+    .sync = fw_sync,
+    .preallocate = fw_preallocate,
+    .close = fw_close,
+};
+
+/* Creates or resets the node of a file just opened for writing (empty,
+ * nothing synced) and takes a reference for the open file.
+ * REQUIRES: mu held. */
+static struct fe_node *node_open(fault_env *fe, const char *path, struct fe_node *spare)
+{
+    assert_held(fe);
+    struct fe_node *n = node_find(fe, path);
+    if (n == NULL) {
+        n = spare;
+        n->refs = 1;
+        n->next = fe->nodes;
+        fe->nodes = n;
+    } else {
+        free(spare->path);
+        free(spare);
+    }
+    n->size = n->synced = 0;
+    n->refs++;
+    return n;
+}
+
+/* The directory-side half of new_wfile. REQUIRES: mu held. */
+static lsm_status *create_locked(fault_env *fe, const char *path, struct fe_wfile *f,
+                                 struct fe_node *spare, struct undo *u)
+{
+    assert_held(fe);
+    struct dirlog *d = dirlog_for(fe, path);
+    if (d == NULL)
+        return oom("create", path);
+    bool existed = fe->base->file_exists(fe->base, path);
+    lsm_status *s = fe->base->new_wfile(fe->base, path, &f->file);
+    if (s != NULL)
+        return s;
+    if (existed)
+        undo_free(u);
+    else
+        dirlog_push(d, u);
+    f->node = node_open(fe, path, spare);
+    handle_link(fe, &f->h);
+    return NULL;
+}
+
+static lsm_status *fe_new_wfile(lsm_env *env, const char *path, lsm_wfile **out)
+{
+    fault_env *fe = fe_of(env);
+    *out = NULL;
+    int err = should_fail(fe, FAULT_CREATE, path, NULL);
+    if (err != 0)
+        return injected(err, "create", path);
+    struct fe_wfile *f = calloc(1, sizeof(*f));
+    struct fe_node *spare = calloc(1, sizeof(*spare));
+    struct undo *u = undo_new(UNDO_CREATE, path, NULL);
+    if (f == NULL || spare == NULL || u == NULL || !handle_init(&f->h, path) ||
+        (spare->path = strdup(path)) == NULL) {
+        if (f != NULL)
+            free(f->h.path);
+        free(f);
+        if (spare != NULL)
+            free(spare->path);
+        free(spare);
+        if (u != NULL)
+            undo_free(u);
+        return oom("create", path);
+    }
+    f->base.ops = &fw_ops;
+    f->fe = fe;
+    op_begin(fe);
+    fe_lock(fe);
+    lsm_status *s = create_locked(fe, path, f, spare, u);
+    fe_unlock(fe);
+    op_end(fe);
+    if (s != NULL) {
+        free(f->h.path);
+        free(f);
+        free(spare->path);
+        free(spare);
+        undo_free(u);
+        return s;
+    }
+    *out = &f->base;
+    return NULL;
+}
+
+/* ------------------------------------------------------- sfile, rfile */
+
+struct fe_sfile {
+    lsm_sfile base;
+    struct fe_handle h;
+    fault_env *fe;
+    lsm_sfile *file;
+};
+
+struct fe_rfile {
+    lsm_rfile base;
+    struct fe_handle h;
+    fault_env *fe;
+    lsm_rfile *file;
+};
+
+/* The checks before a read; NULL if it may go ahead. */
+static lsm_status *read_check(fault_env *fe, struct fe_handle *h)
+{
+    if (h->dead)
+        return dead_error("read", h->path);
+    int err = should_fail(fe, FAULT_READ, h->path, NULL);
+    return err != 0 ? injected(err, "read", h->path) : NULL;
+}
+
+static lsm_status *fs_read(lsm_sfile *sf, void *buf, size_t n, size_t *got)
+{
+    struct fe_sfile *f = (struct fe_sfile *)sf;
+    *got = 0;
+    op_begin(f->fe);
+    lsm_status *s = read_check(f->fe, &f->h);
+    if (s == NULL)
+        s = f->file->ops->read(f->file, buf, n, got);
+    op_end(f->fe);
+    return s;
+}
+
+static lsm_status *fs_skip(lsm_sfile *sf, uint64_t n)
+{
+    struct fe_sfile *f = (struct fe_sfile *)sf;
+    op_begin(f->fe);
+    lsm_status *s = f->h.dead ? dead_error("skip", f->h.path) : f->file->ops->skip(f->file, n);
+    op_end(f->fe);
+    return s;
+}
+
+static void fs_close(lsm_sfile *sf)
+{
+    struct fe_sfile *f = (struct fe_sfile *)sf;
+    op_begin(f->fe);
+    f->file->ops->close(f->file);
+    fe_lock(f->fe);
+    handle_unlink(f->fe, &f->h);
+    fe_unlock(f->fe);
+    op_end(f->fe);
+    free(f);
+}
+
+static lsm_status *fr_pread(lsm_rfile *rf, uint64_t off, void *buf, size_t n, size_t *got)
+{
+    struct fe_rfile *f = (struct fe_rfile *)rf;
+    *got = 0;
+    op_begin(f->fe);
+    lsm_status *s = read_check(f->fe, &f->h);
+    if (s == NULL)
+        s = f->file->ops->pread(f->file, off, buf, n, got);
+    op_end(f->fe);
+    return s;
+}
+
+static void fr_close(lsm_rfile *rf)
+{
+    struct fe_rfile *f = (struct fe_rfile *)rf;
+    op_begin(f->fe);
+    f->file->ops->close(f->file);
+    fe_lock(f->fe);
+    handle_unlink(f->fe, &f->h);
+    fe_unlock(f->fe);
+    op_end(f->fe);
+    free(f);
+}
+
+static const struct lsm_sfile_ops fs_ops = {.read = fs_read, .skip = fs_skip, .close = fs_close};
+static const struct lsm_rfile_ops fr_ops = {.pread = fr_pread, .close = fr_close};
+
+static lsm_status *fe_new_sfile(lsm_env *env, const char *path, lsm_sfile **out)
+{
+    fault_env *fe = fe_of(env);
+    *out = NULL;
+    struct fe_sfile *f = calloc(1, sizeof(*f));
+    if (f == NULL || !handle_init(&f->h, path)) {
+        free(f);
+        return oom("open", path);
+    }
+    f->base.ops = &fs_ops;
+    f->fe = fe;
+    op_begin(fe);
+    lsm_status *s = fe->base->new_sfile(fe->base, path, &f->file);
+    if (s == NULL) {
+        fe_lock(fe);
+        handle_link(fe, &f->h);
+        fe_unlock(fe);
+    }
+    op_end(fe);
+    if (s != NULL) {
+        free(f->h.path);
+        free(f);
+        return s;
+    }
+    *out = &f->base;
+    return NULL;
+}
+
+static lsm_status *fe_new_rfile(lsm_env *env, const char *path, lsm_rfile **out)
+{
+    fault_env *fe = fe_of(env);
+    *out = NULL;
+    struct fe_rfile *f = calloc(1, sizeof(*f));
+    if (f == NULL || !handle_init(&f->h, path)) {
+        free(f);
+        return oom("open", path);
+    }
+    f->base.ops = &fr_ops;
+    f->fe = fe;
+    op_begin(fe);
+    lsm_status *s = fe->base->new_rfile(fe->base, path, &f->file);
+    if (s == NULL) {
+        fe_lock(fe);
+        handle_link(fe, &f->h);
+        fe_unlock(fe);
+    }
+    op_end(fe);
+    if (s != NULL) {
+        free(f->h.path);
+        free(f);
+        return s;
+    }
+    *out = &f->base;
+    return NULL;
+}
+
+/* ---------------------------------------------------- directory ops */
+
+static bool fe_file_exists(lsm_env *env, const char *path)
+{
+    fault_env *fe = fe_of(env);
+    return fe->base->file_exists(fe->base, path);
+}
+
+static bool is_hidden(const char *name)
+{
+    return strncmp(name, HIDDEN_PREFIX, strlen(HIDDEN_PREFIX)) == 0;
+}
+
+static lsm_status *fe_get_children(lsm_env *env, const char *dir, char ***names, int *n)
+{
+    fault_env *fe = fe_of(env);
+    lsm_status *s = fe->base->get_children(fe->base, dir, names, n);
+    if (s != NULL)
+        return s;
+    int kept = 0;
+    for (int i = 0; i < *n; i++) {
+        if (is_hidden((*names)[i]))
+            free((*names)[i]);
+        else
+            (*names)[kept++] = (*names)[i];
+    }
+    *n = kept;
+    return NULL;
+}
+
+/* REQUIRES: mu held. */
+static lsm_status *remove_locked(fault_env *fe, const char *path, struct undo *u)
+{
+    assert_held(fe);
+    if (!fe->base->file_exists(fe->base, path))
+        return fe->base->remove_file(fe->base, path); /* the base's own error */
+    struct dirlog *d = dirlog_for(fe, path);
+    u->backup = hidden_name(fe, path);
+    char *node_name = u->backup != NULL ? strdup(u->backup) : NULL;
+    if (d == NULL || node_name == NULL) {
+        free(node_name);
+        return oom("remove", path);
+    }
+    lsm_status *s = fe->base->rename_file(fe->base, path, u->backup);
+    if (s != NULL) {
+        free(node_name);
+        return status_wrap(s, "remove %s", path);
+    }
+    node_move(fe, path, node_name);
+    dirlog_push(d, u);
+    return NULL;
+}
+
+static lsm_status *fe_remove_file(lsm_env *env, const char *path)
+{
+    fault_env *fe = fe_of(env);
+    struct undo *u = undo_new(UNDO_REMOVE, path, NULL);
+    if (u == NULL)
+        return oom("remove", path);
+    op_begin(fe);
+    fe_lock(fe);
+    lsm_status *s = remove_locked(fe, path, u);
+    bool logged = s == NULL;
+    fe_unlock(fe);
+    op_end(fe);
+    if (!logged)
+        undo_free(u);
+    return s;
+}
+
+/* REQUIRES: mu held. */
+static lsm_status *rename_locked(fault_env *fe, const char *from, const char *to, struct undo *u)
+{
+    assert_held(fe);
+    struct dirlog *d = dirlog_for(fe, to);
+    char *to_name = strdup(to);
+    if (d == NULL || to_name == NULL) {
+        free(to_name);
+        return oom("rename", from);
+    }
+    if (fe->base->file_exists(fe->base, to)) {
+        char *node_name = NULL;
+        if ((u->backup = hidden_name(fe, to)) == NULL ||
+            (node_name = strdup(u->backup)) == NULL) {
+            free(to_name);
+            return oom("rename", from);
+        }
+        lsm_status *s = fe->base->rename_file(fe->base, to, u->backup);
+        if (s != NULL) {
+            free(to_name);
+            free(node_name);
+            return s;
+        }
+        node_move(fe, to, node_name);
+    }
+    lsm_status *s = fe->base->rename_file(fe->base, from, to);
+    if (s != NULL) {
+        if (u->backup != NULL) { /* put the destination back as it was */
+            lsm_status_free(fe->base->rename_file(fe->base, u->backup, to));
+            node_move(fe, u->backup, strdup(to));
+        }
+        free(to_name);
+        return s;
+    }
+    node_move(fe, from, to_name);
+    dirlog_push(d, u);
+    return NULL;
+}
+
+static lsm_status *fe_rename_file(lsm_env *env, const char *from, const char *to)
+{
+    fault_env *fe = fe_of(env);
+    int err = should_fail(fe, FAULT_RENAME, from, to);
+    if (err != 0)
+        return injected(err, "rename", from);
+    if (strcmp(from, to) == 0)
+        return fe->base->rename_file(fe->base, from, to);
+    struct undo *u = undo_new(UNDO_RENAME, to, from);
+    if (u == NULL)
+        return oom("rename", from);
+    op_begin(fe);
+    fe_lock(fe);
+    lsm_status *s = rename_locked(fe, from, to, u);
+    fe_unlock(fe);
+    op_end(fe);
+    if (s != NULL)
+        undo_free(u);
+    return s;
+}
+
+static lsm_status *fe_create_dir(lsm_env *env, const char *path)
+{
+    fault_env *fe = fe_of(env);
+    return fe->base->create_dir(fe->base, path);
+}
+
+static lsm_status *fe_remove_dir(lsm_env *env, const char *path)
+{
+    fault_env *fe = fe_of(env);
+    char *dir = dir_norm(path);
+    if (dir == NULL)
+        return oom("rmdir", path);
+    op_begin(fe);
+    fe_lock(fe);
+    undo_commit(fe, dirlog_take(fe, dir));
+    lsm_status *s = fe->base->remove_dir(fe->base, path);
+    fe_unlock(fe);
+    op_end(fe);
+    free(dir);
+    return s;
+}
+
+static lsm_status *fe_file_size(lsm_env *env, const char *path, uint64_t *size)
+{
+    fault_env *fe = fe_of(env);
+    return fe->base->file_size(fe->base, path, size);
+}
+
+/* Puts records that did not become durable back at the old end of dir's log.
+ * REQUIRES: mu held. */
+static void dirlog_restore(fault_env *fe, const char *dir, struct undo *ops)
+{
+    assert_held(fe);
+    if (ops == NULL)
+        return;
+    struct dirlog *d = dirlog_get(fe, dir);
+    if (d == NULL) {
+        undo_commit(fe, ops); /* out of memory: treat them as durable */
+        return;
+    }
+    struct undo **pp = &d->ops;
+    while (*pp != NULL)
+        pp = &(*pp)->next;
+    *pp = ops;
+}
+
+static lsm_status *fe_sync_dir(lsm_env *env, const char *path)
+{
+    fault_env *fe = fe_of(env);
+    int err = should_fail(fe, FAULT_SYNC_DIR, path, NULL);
+    if (err != 0)
+        return injected(err, "sync directory", path);
+    char *dir = dir_norm(path);
+    if (dir == NULL)
+        return oom("sync directory", path);
+    op_begin(fe);
+    /* The records logged so far become durable with this sync; ones logged
+     * while it runs wait for the next. */
+    fe_lock(fe);
+    struct undo *ops = dirlog_take(fe, dir);
+    fe_unlock(fe);
+    lsm_status *s = fe->base->sync_dir(fe->base, path);
+    fe_lock(fe);
+    if (s == NULL) {
+        undo_commit(fe, ops);
+        fe->dir_syncs++;
+    } else {
+        dirlog_restore(fe, dir, ops);
+    }
+    fe_unlock(fe);
+    op_end(fe);
+    free(dir);
+    return s;
+}
+
+static lsm_status *fe_lock_file(lsm_env *env, const char *path, lsm_filelock **out)
+{
+    fault_env *fe = fe_of(env);
+    return fe->base->lock_file(fe->base, path, out);
+}
+
+static lsm_status *fe_unlock_file(lsm_env *env, lsm_filelock *lock)
+{
+    fault_env *fe = fe_of(env);
+    return fe->base->unlock_file(fe->base, lock);
+}
+
+static lsm_status *fe_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail)
+{
+    fault_env *fe = fe_of(env);
+    return fe->base->disk_free(fe->base, path, total, avail);
+}
+
+static uint64_t fe_now_micros(lsm_env *env)
+{
+    fault_env *fe = fe_of(env);
+    return fe->base->now_micros(fe->base);
+}
+
+static void fe_sleep_micros(lsm_env *env, uint64_t us)
+{
+    fault_env *fe = fe_of(env);
+    fe->base->sleep_micros(fe->base, us);
+}
+
+/* ----------------------------------------------------------- power cut */
+
+/* Cuts the file at path down to len bytes using only base env calls
+ * (read the prefix, rewrite the file). */
+static lsm_status *truncate_file(lsm_env *base, const char *path, uint64_t len)
+{
+    uint64_t size;
+    if (base->file_size(base, path, &size) != NULL || size <= len)
+        return NULL; /* gone already, or nothing unsynced reached it */
+    char *data = malloc(len > 0 ? (size_t)len : 1);
+    if (data == NULL)
+        return oom("power cut: truncate", path);
+    lsm_rfile *rf;
+    size_t got = 0;
+    lsm_status *s = base->new_rfile(base, path, &rf);
+    if (s == NULL) {
+        s = rf->ops->pread(rf, 0, data, (size_t)len, &got);
+        rf->ops->close(rf);
+    }
+    if (s == NULL && got != len)
+        s = status_new(LSM_IO_ERROR, "power cut: %s shrank behind the fault env", path);
+    if (s == NULL)
+        s = env_write_file_sync(base, path, data, (size_t)len);
+    free(data);
+    return s;
+}
+
+/* Reverses one directory change on the base. */
+static lsm_status *undo_apply(lsm_env *base, const struct undo *u)
+{
+    lsm_status *s = NULL;
+    switch (u->kind) {
+    case UNDO_CREATE:
+        if (base->file_exists(base, u->name))
+            s = base->remove_file(base, u->name);
+        break;
+    case UNDO_RENAME:
+        if (base->file_exists(base, u->name))
+            s = base->rename_file(base, u->name, u->from);
+        if (s == NULL && u->backup != NULL)
+            s = base->rename_file(base, u->backup, u->name);
+        break;
+    case UNDO_REMOVE:
+        s = base->rename_file(base, u->backup, u->name);
+        break;
+    }
+    return s;
+}
+
+static void keep_first(lsm_status **first, lsm_status *s)
+{
+    if (*first == NULL)
+        *first = s;
+    else
+        lsm_status_free(s);
+}
+
+/* REQUIRES: mu held, cut held for writing. */
+static lsm_status *power_cut_locked(fault_env *fe)
+{
+    assert_held(fe);
+    lsm_status *first = NULL;
+    for (struct fe_handle *h = fe->open.next; h != &fe->open; h = h->next)
+        h->dead = true;
+    for (struct fe_node *n = fe->nodes; n != NULL; n = n->next)
+        keep_first(&first, truncate_file(fe->base, n->path, n->synced));
+    while (fe->dirs != NULL) {
+        struct dirlog *d = fe->dirs;
+        fe->dirs = d->next;
+        for (struct undo *u = d->ops; u != NULL;) {
+            struct undo *next = u->next;
+            keep_first(&first, undo_apply(fe->base, u));
+            undo_free(u);
+            u = next;
+        }
+        free(d->dir);
+        free(d);
+    }
+    /* What is on the disk now is all durable. */
+    while (fe->nodes != NULL)
+        node_drop(fe, fe->nodes);
+    return status_wrap(first, "power cut");
+}
+
+lsm_status *fault_env_power_cut(fault_env *fe)
+{
+    pthread_rwlock_wrlock(&fe->cut);
+    fe_lock(fe);
+    lsm_status *s = power_cut_locked(fe);
+    fe_unlock(fe);
+    pthread_rwlock_unlock(&fe->cut);
+    return s;
+}
+
+/* ------------------------------------------------------- construction */
+
+static const lsm_env fault_env_ops = {
+    .new_wfile = fe_new_wfile,
+    .new_sfile = fe_new_sfile,
+    .new_rfile = fe_new_rfile,
+    .file_exists = fe_file_exists,
+    .get_children = fe_get_children,
+    .remove_file = fe_remove_file,
+    .rename_file = fe_rename_file,
+    .create_dir = fe_create_dir,
+    .remove_dir = fe_remove_dir,
+    .file_size = fe_file_size,
+    .sync_dir = fe_sync_dir,
+    .lock_file = fe_lock_file,
+    .unlock_file = fe_unlock_file,
+    .disk_free = fe_disk_free,
+    .now_micros = fe_now_micros,
+    .sleep_micros = fe_sleep_micros,
+};
+
+fault_env *fault_env_new(lsm_env *base)
+{
+    fault_env *fe = calloc(1, sizeof(*fe));
+    if (fe == NULL)
+        return NULL;
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    /* A power cut must not wait forever behind a stream of operations. */
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int r = pthread_rwlock_init(&fe->cut, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    if (r != 0) {
+        free(fe);
+        return NULL;
+    }
+    if (pthread_mutex_init(&fe->mu, NULL) != 0) {
+        pthread_rwlock_destroy(&fe->cut);
+        free(fe);
+        return NULL;
+    }
+    fe->env = fault_env_ops;
+    fe->base = base;
+    fe->open.next = fe->open.prev = &fe->open;
+    return fe;
+}
+
+lsm_env *fault_env_env(fault_env *fe)
+{
+    return &fe->env;
+}
+
+void fault_env_free(fault_env *fe)
+{
+    if (fe == NULL)
+        return;
+    fault_env_clear_failures(fe);
+    fe_lock(fe);
+    assert(fe->open.next == &fe->open); /* every file closed */
+    /* No power cut came: pending removes and replaced files go for good. */
+    while (fe->dirs != NULL) {
+        struct dirlog *d = fe->dirs;
+        fe->dirs = d->next;
+        undo_commit(fe, d->ops);
+        free(d->dir);
+        free(d);
+    }
+    while (fe->nodes != NULL)
+        node_drop(fe, fe->nodes);
+    fe_unlock(fe);
+    pthread_mutex_destroy(&fe->mu);
+    pthread_rwlock_destroy(&fe->cut);
+    free(fe);
+}

@@ -1,0 +1,104 @@
+/* filename.c — naming and recognising the store's files; see filename.h. */
+#include "filename.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + 1 + strlen(name) + 1;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static char *make_name(const char *dir, const char *fmt, uint64_t number)
+{
+    char name[64];
+    snprintf(name, sizeof(name), fmt, number);
+    return join(dir, name);
+}
+
+char *log_file_name(const char *dir, uint64_t number)
+{
+    return make_name(dir, "%06" PRIu64 ".log", number);
+}
+
+char *table_file_name(const char *dir, uint64_t number)
+{
+    return make_name(dir, "%06" PRIu64 ".ldb", number);
+}
+
+char *manifest_file_name(const char *dir, uint64_t number)
+{
+    return make_name(dir, "MANIFEST-%06" PRIu64, number);
+}
+
+char *temp_file_name(const char *dir, uint64_t number)
+{
+    return make_name(dir, "%06" PRIu64 ".dbtmp", number);
+}
+
+char *current_file_name(const char *dir)
+{
+    return join(dir, "CURRENT");
+}
+
+char *lock_file_name(const char *dir)
+{
+    return join(dir, "LOCK");
+}
+
+/* Parses a decimal number filling all of [s, end); false on overflow. */
+static bool parse_number(const char *s, const char *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (s == end)
+        return false;
+    for (; s < end; s++) {
+        if (*s < '0' || *s > '9')
+            return false;
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+bool parse_file_name(const char *name, uint64_t *number, enum file_type *type)
+{
+    *number = 0;
+    if (strcmp(name, "CURRENT") == 0) {
+        *type = FILE_CURRENT;
+        return true;
+    }
+    if (strcmp(name, "LOCK") == 0) {
+        *type = FILE_LOCK;
+        return true;
+    }
+    if (strcmp(name, "LOG") == 0 || strcmp(name, "LOG.old") == 0) {
+        *type = FILE_INFO_LOG;
+        return true;
+    }
+    if (strncmp(name, "MANIFEST-", 9) == 0) {
+        *type = FILE_MANIFEST;
+        return parse_number(name + 9, name + strlen(name), number);
+    }
+    const char *dot = strchr(name, '.');
+    if (dot == NULL || !parse_number(name, dot, number))
+        return false;
+    if (strcmp(dot, ".log") == 0)
+        *type = FILE_LOG;
+    else if (strcmp(dot, ".ldb") == 0)
+        *type = FILE_TABLE;
+    else if (strcmp(dot, ".dbtmp") == 0)
+        *type = FILE_TEMP;
+    else
+        return false;
+    return true;
+}

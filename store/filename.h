@@ -1,0 +1,38 @@
+/*
+ * filename.h — the names of the files in a store directory:
+ *   NNNNNN.log       write-ahead logs
+ *   NNNNNN.ldb       tables
+ *   MANIFEST-NNNNNN  version edits (which tables make up the store)
+ *   CURRENT          the name of the live MANIFEST
+ *   LOCK             held (flock) by the process that has the store open
+ *   NNNNNN.dbtmp     temporary files (renamed into place)
+ * File numbers come from one counter and are never reused.
+ */
+#ifndef LSM_FILENAME_H
+#define LSM_FILENAME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum file_type {
+    FILE_LOG,
+    FILE_TABLE,
+    FILE_MANIFEST,
+    FILE_CURRENT,
+    FILE_LOCK,
+    FILE_TEMP,
+    FILE_INFO_LOG,
+};
+
+/* A malloc'd path "dir/<name>" (NULL if out of memory). */
+char *log_file_name(const char *dir, uint64_t number);
+char *table_file_name(const char *dir, uint64_t number);
+char *manifest_file_name(const char *dir, uint64_t number);
+char *temp_file_name(const char *dir, uint64_t number);
+char *current_file_name(const char *dir);
+char *lock_file_name(const char *dir);
+
+/* Recognises a bare file name; false for names that are not the store's. */
+bool parse_file_name(const char *name, uint64_t *number, enum file_type *type);
+
+#endif

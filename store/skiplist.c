@@ -1,0 +1,237 @@
+/* skiplist.c — arena skiplist with lock-free readers; see skiplist.h. */
+#include "skiplist.h"
+
+#include <assert.h>
+#include <stdalign.h>
+
+typedef _Atomic(sl_node *) sl_link;
+
+/* A node's memory: [link h-1] ... [link 1] [link 0] [entry bytes].
+ * A node pointer addresses link 0, so the entry follows it directly and
+ * link i sits i slots below: the height need not be stored, which keeps
+ * each entry's overhead to its links. */
+struct sl_node {
+    sl_link link0;
+};
+
+static inline sl_link *link_at(const sl_node *x, int level)
+{
+    return (sl_link *)(uintptr_t)x - level;
+}
+
+static inline sl_node *next_of(const sl_node *x, int level)
+{
+    return atomic_load_explicit(link_at(x, level), memory_order_acquire);
+}
+
+static inline char *entry_of(const sl_node *x)
+{
+    return (char *)(uintptr_t)x + sizeof(sl_link);
+}
+
+static inline sl_node *node_of(char *entry)
+{
+    return (sl_node *)(void *)(entry - sizeof(sl_link));
+}
+
+/* Compares x's key with key. */
+static inline int node_cmp(const skiplist *sl, const sl_node *x, const char *key, size_t n)
+{
+    size_t xn;
+    const char *xk = skiplist_entry_key(entry_of(x), &xn);
+    return sl->cmp(xk, xn, key, n);
+}
+
+static inline int list_height(const skiplist *sl)
+{
+    /* Relaxed: a stale height only makes a search start lower, and a new
+     * one may show head links still NULL, which read as "end of level". */
+    return atomic_load_explicit(&sl->height, memory_order_relaxed);
+}
+
+/* Memory for a node of height h with `extra` entry bytes; NULL if OOM. */
+static sl_node *node_alloc(skiplist *sl, int h, size_t extra)
+{
+    size_t links = (size_t)h * sizeof(sl_link);
+    if (extra > SIZE_MAX - links)
+        return NULL;
+    char *base = arena_alloc_aligned(sl->arena, links + extra, alignof(sl_link));
+    if (base == NULL)
+        return NULL;
+    return (sl_node *)(void *)(base + links - sizeof(sl_link));
+}
+
+bool skiplist_init(skiplist *sl, arena *a, iter_cmp_fn cmp)
+{
+    sl->cmp = cmp;
+    sl->arena = a;
+    sl->rnd = UINT64_C(0x9e3779b97f4a7c15);
+    atomic_init(&sl->height, 1);
+    sl->head = node_alloc(sl, SKIPLIST_MAX_HEIGHT, 0);
+    if (sl->head == NULL)
+        return false;
+    for (int i = 0; i < SKIPLIST_MAX_HEIGHT; i++)
+        atomic_init(link_at(sl->head, i), NULL);
+    return true;
+}
+
+/* xorshift64*: only the writer draws, so the state needs no atomics. */
+static uint32_t next_random(skiplist *sl)
+{
+    uint64_t x = sl->rnd;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    sl->rnd = x;
+    return (uint32_t)((x * UINT64_C(0x2545f4914f6cdd1d)) >> 32);
+}
+
+static int random_height(skiplist *sl)
+{
+    int h = 1;
+    while (h < SKIPLIST_MAX_HEIGHT && next_random(sl) % SKIPLIST_BRANCHING == 0)
+        h++;
+    return h;
+}
+
+char *skiplist_alloc(skiplist *sl, size_t n)
+{
+    assert(n > 0);
+    int h = random_height(sl);
+    sl_node *x = node_alloc(sl, h, n);
+    if (x == NULL)
+        return NULL;
+    /* Until insert links it, link 0 is unused: it carries the height there,
+     * so the node needs no height field. */
+    atomic_store_explicit(link_at(x, 0), (sl_node *)(uintptr_t)h, memory_order_relaxed);
+    return entry_of(x);
+}
+
+/* First node with key >= key (NULL if none); prev[] gets, per level below
+ * the list height, the last node before it. */
+static sl_node *find_ge(const skiplist *sl, const char *key, size_t n, sl_node **prev)
+{
+    sl_node *x = sl->head;
+    int level = list_height(sl) - 1;
+    for (;;) {
+        sl_node *next = next_of(x, level);
+        if (next != NULL && node_cmp(sl, next, key, n) < 0) {
+            x = next;
+            continue;
+        }
+        if (prev != NULL)
+            prev[level] = x;
+        if (level == 0)
+            return next;
+        level--;
+    }
+}
+
+/* Last node with key < key, or the head. */
+static const sl_node *find_lt(const skiplist *sl, const char *key, size_t n)
+{
+    const sl_node *x = sl->head;
+    int level = list_height(sl) - 1;
+    for (;;) {
+        const sl_node *next = next_of(x, level);
+        if (next != NULL && node_cmp(sl, next, key, n) < 0) {
+            x = next;
+            continue;
+        }
+        if (level == 0)
+            return x;
+        level--;
+    }
+}
+
+/* Last node, or the head if the list is empty. */
+static const sl_node *find_last(const skiplist *sl)
+{
+    const sl_node *x = sl->head;
+    int level = list_height(sl) - 1;
+    for (;;) {
+        const sl_node *next = next_of(x, level);
+        if (next != NULL) {
+            x = next;
+            continue;
+        }
+        if (level == 0)
+            return x;
+        level--;
+    }
+}
+
+void skiplist_insert(skiplist *sl, char *entry)
+{
+    sl_node *x = node_of(entry);
+    int h = (int)(uintptr_t)atomic_load_explicit(link_at(x, 0), memory_order_relaxed);
+    assert(h >= 1 && h <= SKIPLIST_MAX_HEIGHT);
+    size_t n;
+    const char *key = skiplist_entry_key(entry, &n);
+    sl_node *prev[SKIPLIST_MAX_HEIGHT];
+    sl_node *at = find_ge(sl, key, n, prev);
+    assert(at == NULL || node_cmp(sl, at, key, n) != 0);
+    (void)at;
+    int height = list_height(sl);
+    if (h > height) {
+        for (int i = height; i < h; i++)
+            prev[i] = sl->head;
+        atomic_store_explicit(&sl->height, h, memory_order_relaxed);
+    }
+    /* Bottom up: a reader reaching x through level i then walks x's links
+     * below i, which the release store of level i has published. */
+    for (int i = 0; i < h; i++) {
+        sl_node *succ = atomic_load_explicit(link_at(prev[i], i), memory_order_relaxed);
+        atomic_store_explicit(link_at(x, i), succ, memory_order_relaxed);
+        atomic_store_explicit(link_at(prev[i], i), x, memory_order_release);
+    }
+}
+
+bool skiplist_contains(const skiplist *sl, const char *key, size_t n)
+{
+    const sl_node *x = find_ge(sl, key, n, NULL);
+    return x != NULL && node_cmp(sl, x, key, n) == 0;
+}
+
+void skiplist_pos_init(skiplist_pos *p, const skiplist *sl)
+{
+    p->list = sl;
+    p->node = NULL;
+}
+
+const char *skiplist_pos_entry(const skiplist_pos *p)
+{
+    assert(p->node != NULL);
+    return entry_of(p->node);
+}
+
+void skiplist_pos_next(skiplist_pos *p)
+{
+    assert(p->node != NULL);
+    p->node = next_of(p->node, 0);
+}
+
+void skiplist_pos_prev(skiplist_pos *p)
+{
+    assert(p->node != NULL);
+    size_t n;
+    const char *key = skiplist_entry_key(entry_of(p->node), &n);
+    const sl_node *x = find_lt(p->list, key, n);
+    p->node = (x == p->list->head) ? NULL : x;
+}
+
+void skiplist_pos_seek(skiplist_pos *p, const char *key, size_t n)
+{
+    p->node = find_ge(p->list, key, n, NULL);
+}
+
+void skiplist_pos_seek_first(skiplist_pos *p)
+{
+    p->node = next_of(p->list->head, 0);
+}
+
+void skiplist_pos_seek_last(skiplist_pos *p)
+{
+    const sl_node *x = find_last(p->list);
+    p->node = (x == p->list->head) ? NULL : x;
+}

@@ -1,0 +1,74 @@
+/*
+ * version_edit.h — one change to the set of files that make up the store, as
+ * recorded in the MANIFEST: tables added to and removed from levels, the
+ * oldest live log, the next file number, the last sequence number.
+ *
+ * Encoding: a sequence of (varint32 tag, fields) pairs; unknown tags are a
+ * corruption error, so an older binary never misreads a newer store.
+ */
+#ifndef LSM_VERSION_EDIT_H
+#define LSM_VERSION_EDIT_H
+
+#include "dbformat.h"
+#include "lsm.h"
+
+#define NUM_LEVELS 7
+/* Written as the first edit of every MANIFEST; a store without it, or with
+ * another string, is not ours (or is of another format version). */
+#define STORE_FORMAT "lsmfs-store-1"
+
+typedef struct file_meta {
+    int refs; /* versions holding this file; guarded by the db mutex */
+    uint64_t number;
+    uint64_t size;
+    buf smallest; /* internal keys */
+    buf largest;
+} file_meta;
+
+file_meta *file_meta_new(uint64_t number, uint64_t size, const char *smallest, size_t slen,
+                         const char *largest, size_t llen); /* refs = 0; NULL if OOM */
+void file_meta_unref(file_meta *f);                         /* frees at 0 */
+
+typedef struct new_file {
+    int level;
+    file_meta *f; /* owned (one reference) by the edit */
+} new_file;
+
+typedef struct deleted_file {
+    int level;
+    uint64_t number;
+} deleted_file;
+
+typedef struct version_edit {
+    bool has_format;
+    char format[32];
+    bool has_log_number;
+    uint64_t log_number; /* logs older than this are no longer needed */
+    bool has_next_file;
+    uint64_t next_file;
+    bool has_last_seq;
+    uint64_t last_seq;
+    new_file *added;
+    int nadded, cap_added;
+    deleted_file *deleted;
+    int ndeleted, cap_deleted;
+    bool has_compact_pointer[NUM_LEVELS];
+    buf compact_pointer[NUM_LEVELS];
+} version_edit;
+
+void version_edit_init(version_edit *e);
+void version_edit_destroy(version_edit *e);
+void version_edit_set_log_number(version_edit *e, uint64_t n);
+void version_edit_set_next_file(version_edit *e, uint64_t n);
+void version_edit_set_last_seq(version_edit *e, uint64_t s);
+void version_edit_set_format(version_edit *e);
+/* Takes a reference on f. false if out of memory. */
+bool version_edit_add_file(version_edit *e, int level, file_meta *f);
+bool version_edit_delete_file(version_edit *e, int level, uint64_t number);
+bool version_edit_set_compact_pointer(version_edit *e, int level, const char *ikey, size_t n);
+
+bool version_edit_encode(const version_edit *e, buf *out);
+/* Parses into a fresh edit (initialised here); LSM_CORRUPTION on bad input. */
+lsm_status *version_edit_decode(version_edit *e, const char *data, size_t n);
+
+#endif

@@ -1,0 +1,76 @@
+/*
+ * version_set.h — which tables make up the store, and the MANIFEST that
+ * records it.
+ *
+ * A version is an immutable list of table files per level. The version set
+ * holds the current version and the counters (next file number, oldest live
+ * log, last sequence) and persists every change as a version edit appended
+ * to the MANIFEST, synced before the change takes effect. CURRENT names the
+ * live MANIFEST and is switched atomically (temp file, sync, rename, sync
+ * the directory).
+ *
+ * Locking: every field is guarded by the db mutex passed to
+ * vset_log_and_apply (the version set has no lock of its own); that function
+ * releases the mutex while it writes the MANIFEST. Version reference counts
+ * are guarded by the same mutex.
+ */
+#ifndef LSM_VERSION_SET_H
+#define LSM_VERSION_SET_H
+
+#include "env.h"
+#include "version_edit.h"
+#include "wal.h"
+
+#include "mutex.h"
+
+typedef struct version_set version_set;
+
+typedef struct version {
+    int refs; /* guarded by the db mutex */
+    version_set *vset;
+    /* Level 0: newest file first (files may overlap). Levels >= 1: sorted by
+     * smallest key, disjoint. */
+    file_meta **files[NUM_LEVELS];
+    int nfiles[NUM_LEVELS];
+} version;
+
+struct version_set {
+    lsm_env *env;
+    const char *dir;         /* not owned */
+    mutex *mu;               /* the db mutex that guards everything here */
+    uint64_t next_file;      /* next file number to hand out */
+    uint64_t log_number;     /* logs numbered below this are obsolete */
+    uint64_t last_seq;       /* as last recorded in the MANIFEST */
+    uint64_t manifest_number;
+    wal_writer *manifest;    /* NULL until vset_recover/vset_create */
+    bool manifest_busy;      /* a log_and_apply is writing; others wait on cv */
+    pthread_cond_t cv;
+    version *current;        /* holds one reference */
+    buf compact_pointer[NUM_LEVELS];
+};
+
+lsm_status *vset_init(version_set *vs, lsm_env *env, const char *dir, mutex *mu);
+void vset_destroy(version_set *vs);
+
+/* Creates a brand-new store's MANIFEST and CURRENT. REQUIRES: mu held. */
+lsm_status *vset_create(version_set *vs);
+/* Reads CURRENT and the MANIFEST it names. LSM_INVALID_ARGUMENT if the
+ * directory is not a store of ours (message says why). REQUIRES: mu held. */
+lsm_status *vset_recover(version_set *vs);
+/* Applies the edit to the current version and persists it; fills in
+ * next_file and log_number/last_seq where the edit lacks them.
+ * REQUIRES: mu held (released while writing, held again on return). */
+lsm_status *vset_log_and_apply(version_set *vs, version_edit *e);
+
+static inline uint64_t vset_new_file_number(version_set *vs)
+{
+    return vs->next_file++;
+}
+/* Makes sure `number` is never handed out (found on disk during recovery). */
+void vset_mark_file_number_used(version_set *vs, uint64_t number);
+
+void version_ref(version *v);   /* REQUIRES: mu held */
+void version_unref(version *v); /* REQUIRES: mu held */
+uint64_t version_level_bytes(const version *v, int level);
+
+#endif
