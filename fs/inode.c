@@ -94,6 +94,13 @@ int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r)
     return err;
 }
 
+int inode_batch_finish(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl)
+{
+    if (pl != NULL && pl->replace)
+        return inode_batch_put(b, n->ino, r, pl->data, pl->len);
+    return inode_batch_update(fs, b, n, r);
+}
+
 void inode_init(inode_rec *r, uint32_t mode, uint32_t uid, uint32_t gid, uint64_t rdev,
                 const inode_rec *parent)
 {

@@ -9,6 +9,7 @@
 #include "super.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
 typedef struct inode inode;
@@ -29,6 +30,26 @@ int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *
 /* Adds a put of `r` as n's new record, keeping the payload now in the store.
  * REQUIRES: n->lock held for writing. Returns 0, ENOMEM or EIO. */
 int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r);
+/* What a data operation decided about an inline record's payload: keep
+ * the stored one, or replace it (data is malloc'd; NULL when len is 0). */
+typedef struct payload {
+    bool replace;
+    char *data;
+    size_t len;
+} payload;
+
+static inline void payload_free(payload *p)
+{
+    free(p->data);
+    p->data = NULL;
+    p->len = 0;
+    p->replace = false;
+}
+
+/* Adds the put of n's new record `r` with the payload decision pl.
+ * REQUIRES: n->lock held for writing. */
+int inode_batch_finish(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl);
+
 /* Does the record carry a payload that an update must preserve? */
 bool inode_has_payload(const inode_rec *r);
 

@@ -51,10 +51,10 @@ bool block_builder_add(block_builder *b, const char *key, size_t klen, const cha
 /* Appends the restart array; the block's bytes stay valid until the next
  * reset. false if out of memory. */
 bool block_builder_finish(block_builder *b, const char **data, size_t *n);
-/* The size the block would have if finished now. */
+/* The size the block has (once finished) or would have if finished now. */
 static inline size_t block_builder_size(const block_builder *b)
 {
-    return b->data.len + b->restarts.len + 4;
+    return b->finished ? b->data.len : b->data.len + b->restarts.len + 4;
 }
 static inline bool block_builder_empty(const block_builder *b)
 {

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SHARD_BITS 4
-#define NUM_SHARDS (1 << SHARD_BITS)
+#define DEFAULT_SHARD_BITS 4
+#define MAX_SHARD_BITS 8
 #define MIN_BUCKETS 16
 
 typedef struct lru_link {
@@ -53,9 +53,11 @@ typedef struct shard {
 } shard;
 
 struct cache {
-    shard shards[NUM_SHARDS];
     size_t capacity;
+    int shard_bits;
+    int nshards;
     _Atomic uint64_t last_id;
+    shard shards[];
 };
 
 /* Not stored anywhere: only has to spread keys over shards and buckets. */
@@ -83,7 +85,7 @@ static uint32_t hash_key(const char *k, size_t n)
 
 static shard *shard_for(cache *c, uint32_t hash)
 {
-    return &c->shards[hash >> (32 - SHARD_BITS)];
+    return c->shard_bits ? &c->shards[hash >> (32 - c->shard_bits)] : &c->shards[0];
 }
 
 static void list_init(lru_link *l)
@@ -229,15 +231,24 @@ static void evict_over_capacity(shard *s, entry **dead)
 
 cache *cache_new(size_t capacity)
 {
-    size_t size = (sizeof(cache) + 63) & ~(size_t)63;
+    return cache_new_sharded(capacity, DEFAULT_SHARD_BITS);
+}
+
+cache *cache_new_sharded(size_t capacity, int shard_bits)
+{
+    assert(shard_bits >= 0 && shard_bits <= MAX_SHARD_BITS);
+    int nshards = 1 << shard_bits;
+    size_t size = (sizeof(cache) + (size_t)nshards * sizeof(shard) + 63) & ~(size_t)63;
     cache *c = aligned_alloc(64, size);
     if (c == NULL)
         return NULL;
     memset(c, 0, size);
     c->capacity = capacity;
+    c->shard_bits = shard_bits;
+    c->nshards = nshards;
     atomic_init(&c->last_id, 0);
-    size_t per_shard = (capacity + NUM_SHARDS - 1) / NUM_SHARDS;
-    for (int i = 0; i < NUM_SHARDS; i++) {
+    size_t per_shard = capacity / (size_t)nshards + (capacity % (size_t)nshards != 0);
+    for (int i = 0; i < nshards; i++) {
         shard *s = &c->shards[i];
         s->buckets = calloc(MIN_BUCKETS, sizeof(*s->buckets));
         if (s->buckets == NULL) {
@@ -262,7 +273,7 @@ void cache_free(cache *c)
     if (c == NULL)
         return;
     entry *dead = NULL;
-    for (int i = 0; i < NUM_SHARDS; i++) {
+    for (int i = 0; i < c->nshards; i++) {
         shard *s = &c->shards[i];
         mutex_lock(&s->mu);
         assert(s->in_use.next == &s->in_use); /* a handle is still outstanding */
@@ -359,7 +370,7 @@ void cache_erase(cache *c, const char *key, size_t klen)
 
 void cache_prune(cache *c)
 {
-    for (int i = 0; i < NUM_SHARDS; i++) {
+    for (int i = 0; i < c->nshards; i++) {
         shard *s = &c->shards[i];
         entry *dead = NULL;
         mutex_lock(&s->mu);
@@ -386,7 +397,7 @@ size_t cache_capacity(const cache *c)
 size_t cache_total_charge(cache *c)
 {
     size_t total = 0;
-    for (int i = 0; i < NUM_SHARDS; i++) {
+    for (int i = 0; i < c->nshards; i++) {
         mutex_lock(&c->shards[i].mu);
         total += c->shards[i].usage;
         mutex_unlock(&c->shards[i].mu);
@@ -397,7 +408,7 @@ size_t cache_total_charge(cache *c)
 void cache_stats(cache *c, uint64_t *hits, uint64_t *misses)
 {
     uint64_t h = 0, m = 0;
-    for (int i = 0; i < NUM_SHARDS; i++) {
+    for (int i = 0; i < c->nshards; i++) {
         mutex_lock(&c->shards[i].mu);
         h += c->shards[i].hits;
         m += c->shards[i].misses;

@@ -26,7 +26,10 @@ typedef struct cache cache;
 typedef struct cache_handle cache_handle;
 typedef void (*cache_deleter)(const char *key, size_t klen, void *value);
 
-cache *cache_new(size_t capacity); /* NULL if out of memory */
+cache *cache_new(size_t capacity); /* 16 shards; NULL if out of memory */
+/* 2^shard_bits shards (0..8), each with capacity/2^shard_bits. One shard
+ * makes the LRU order exact across all keys (tests). */
+cache *cache_new_sharded(size_t capacity, int shard_bits);
 /* REQUIRES: no handle is outstanding. Deletes every entry still cached. */
 void cache_free(cache *c);
 

@@ -4,6 +4,7 @@
  */
 #include "db_impl.h"
 #include "filename.h"
+#include "version.h"
 #include "status.h"
 
 #include <inttypes.h>
@@ -228,40 +229,6 @@ static lsm_status *replay_log(lsm_db *db, uint64_t number)
     return s;
 }
 
-/* Deletes logs, manifests and temp files no longer needed.
- * REQUIRES: mu held. */
-static void delete_obsolete_files(lsm_db *db)
-{
-    assert(mutex_held(&db->mu));
-    char **names;
-    int n;
-    lsm_status *s = db->env->get_children(db->env, db->dir, &names, &n);
-    if (s) {
-        lsm_status_free(s);
-        return;
-    }
-    uint64_t oldest_log = db->nimm ? db->imm_log[0] : db->mem_log;
-    for (int i = 0; i < n; i++) {
-        uint64_t number;
-        enum file_type type;
-        if (!parse_file_name(names[i], &number, &type))
-            continue;
-        bool keep = true;
-        if (type == FILE_LOG)
-            keep = number >= oldest_log || number >= db->vs.log_number;
-        else if (type == FILE_MANIFEST)
-            keep = number >= db->vs.manifest_number;
-        else if (type == FILE_TEMP)
-            keep = false;
-        if (!keep) {
-            char path[4096];
-            snprintf(path, sizeof(path), "%s/%s", db->dir, names[i]);
-            lsm_status_free(db->env->remove_file(db->env, path));
-        }
-    }
-    env_free_children(names, n);
-}
-
 /* Opens or creates the MANIFEST. REQUIRES: mu held. */
 static lsm_status *open_manifest(lsm_db *db)
 {
@@ -308,7 +275,7 @@ static lsm_status *recover(lsm_db *db)
     s = vset_log_and_apply(&db->vs, &e);
     version_edit_destroy(&e);
     if (s == NULL)
-        delete_obsolete_files(db);
+        db_delete_obsolete_files(db);
     return s;
 }
 
@@ -354,7 +321,12 @@ static void db_free(lsm_db *db)
         lsm_status_free(db->env->unlock_file(db->env, db->lock));
     batch_destroy(&db->group);
     lsm_status_free(db->bg_error);
+    table_cache_free(db->tables);
+    cache_free(db->block_cache);
+    free(db->pending);
     pthread_cond_destroy(&db->gather_cv);
+    pthread_cond_destroy(&db->work_cv);
+    pthread_cond_destroy(&db->room_cv);
     mutex_destroy(&db->mu);
     free(db->dir);
     free(db);
@@ -382,17 +354,29 @@ static lsm_db *db_alloc(const lsm_options *o, const char *dir)
     db->snapshots.next = db->snapshots.prev = &db->snapshots;
     mutex_init(&db->mu);
     cond_init_monotonic(&db->gather_cv);
-    bool ok = db->dir && batch_init(&db->group) && (db->mem = memtable_new()) != NULL;
+    pthread_cond_init(&db->work_cv, NULL);
+    pthread_cond_init(&db->room_cv, NULL);
+    db->block_cache = cache_new(o->block_cache_size);
+    db->tables = db->dir ? table_cache_new(db->env, db->dir, db->block_cache,
+                                           o->max_open_files > 10 ? o->max_open_files - 10 : 10)
+                         : NULL;
+    bool ok = db->dir && db->block_cache && db->tables && batch_init(&db->group) &&
+              (db->mem = memtable_new()) != NULL;
     lsm_status *s = ok ? vset_init(&db->vs, db->env, db->dir, &db->mu) : NULL;
     if (!ok || s) {
         lsm_status_free(s);
         free(db->dir);
         if (db->mem)
             memtable_unref(db->mem);
+        if (db->tables)
+            table_cache_free(db->tables);
+        if (db->block_cache)
+            cache_free(db->block_cache);
         batch_destroy(&db->group);
         free(db);
         return NULL;
     }
+    db->vs.l0_compaction_trigger = L0_COMPACTION_TRIGGER;
     return db;
 }
 
@@ -416,6 +400,8 @@ lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out)
             s = status_new(LSM_IO_ERROR, "out of memory");
         mutex_unlock(&db->mu);
     }
+    if (s == NULL)
+        s = db_start_background(db);
     if (s) {
         db_free(db);
         return s;
@@ -428,6 +414,7 @@ lsm_status *lsm_close(lsm_db *db)
 {
     if (db == NULL)
         return NULL;
+    db_stop_background(db);
     mutex_lock(&db->mu);
     assert(db->head == NULL); /* no write may be in flight at close */
     lsm_status *s = status_copy(db->bg_error);
@@ -524,7 +511,19 @@ lsm_status *lsm_get(lsm_db *db, const lsm_read_options *ro, const void *key, siz
     uint64_t seq;
     struct readview *rv = db_ref_view(db, &seq, ro);
     enum memtable_get_result r = get_from_memtables(rv, key, klen, seq, val, vlen);
+    lsm_status *err = NULL;
+    if (r == MEMTABLE_ABSENT) {
+        buf ik;
+        buf_init(&ik);
+        if (buf_put_ikey(&ik, key, klen, seq, TYPE_SEEK))
+            r = version_get(rv->version, db->tables, ro, ik.data, ik.len, val, vlen, &err);
+        else
+            err = status_new(LSM_IO_ERROR, "out of memory");
+        buf_free(&ik);
+    }
     db_unref_view(db, rv);
+    if (err)
+        return err;
     switch (r) {
     case MEMTABLE_FOUND:
         return NULL;
@@ -539,8 +538,8 @@ lsm_iter *lsm_iter_new(lsm_db *db, const lsm_read_options *ro)
 {
     uint64_t seq;
     struct readview *rv = db_ref_view(db, &seq, ro);
-    int n = 1 + rv->nimm;
-    iter **children = malloc((size_t)n * sizeof(*children));
+    int cap = 1 + rv->nimm + rv->version->nfiles[0] + NUM_LEVELS;
+    iter **children = malloc((size_t)cap * sizeof(*children));
     if (children == NULL) {
         db_unref_view(db, rv);
         return NULL;
@@ -552,6 +551,7 @@ lsm_iter *lsm_iter_new(lsm_db *db, const lsm_read_options *ro)
     bool ok = true;
     for (int i = 0; i < k; i++)
         ok = ok && children[i] != NULL;
+    ok = ok && version_add_iters(rv->version, db->tables, ro, &children, &k, &cap);
     iter *merged = ok ? iter_new_merging(children, k, ikey_compare) : NULL;
     if (merged == NULL) {
         for (int i = 0; i < k; i++)
@@ -596,21 +596,40 @@ void lsm_snapshot_release(lsm_db *db, const lsm_snapshot *snap)
 
 /* -------------------------------------------------------------- properties */
 
-lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const void *end,
-                              size_t elen)
+/* Bytes of the tables of v before user key k (NULL: the end of each). */
+static uint64_t offset_in_version(lsm_db *db, version *v, const void *k, size_t kn)
 {
-    (void)begin, (void)blen, (void)end, (void)elen;
-    /* Until memtables are flushed to tables there is nothing on disk to
-     * compact; report the sticky error if there is one. */
-    mutex_lock(&db->mu);
-    lsm_status *s = status_copy(db->bg_error);
-    mutex_unlock(&db->mu);
-    return s;
+    buf ik;
+    buf_init(&ik);
+    if (k && !buf_put_ikey(&ik, k, kn, MAX_SEQUENCE, TYPE_SEEK))
+        return 0;
+    uint64_t sum = 0;
+    for (int l = 0; l < NUM_LEVELS; l++) {
+        for (int i = 0; i < v->nfiles[l]; i++) {
+            file_meta *f = v->files[l][i];
+            if (k == NULL ||
+                ikey_compare(f->largest.data, f->largest.len, ik.data, ik.len) < 0) {
+                sum += f->size; /* entirely before k */
+            } else if (ikey_compare(f->smallest.data, f->smallest.len, ik.data, ik.len) < 0) {
+                uint64_t off = 0;
+                lsm_status *s = table_cache_approximate_offset(db->tables, f->number, f->size,
+                                                               ik.data, ik.len, &off);
+                lsm_status_free(s);
+                sum += off;
+            }
+        }
+    }
+    buf_free(&ik);
+    return sum;
 }
 
 uint64_t lsm_approximate_size(lsm_db *db, const void *begin, size_t blen, const void *end,
                               size_t elen)
 {
-    (void)db, (void)begin, (void)blen, (void)end, (void)elen;
-    return 0; /* no tables yet: nothing of the range is in table files */
+    uint64_t seq;
+    struct readview *rv = db_ref_view(db, &seq, NULL);
+    uint64_t lo = begin ? offset_in_version(db, rv->version, begin, blen) : 0;
+    uint64_t hi = offset_in_version(db, rv->version, end, elen);
+    db_unref_view(db, rv);
+    return hi > lo ? hi - lo : 0;
 }

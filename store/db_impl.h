@@ -12,6 +12,8 @@
 #define LSM_DB_IMPL_H
 
 #include "batch.h"
+#include "cache.h"
+#include "table_cache.h"
 #include "env.h"
 #include "memtable.h"
 #include "mutex.h"
@@ -48,6 +50,18 @@ struct lsm_snapshot {
 
 #define FOLLOWER_BUCKETS 17 /* 0..15 followers, and 16 or more */
 
+/* Level-0 file counts that shape the write rate (see db_compact.c). */
+#define L0_COMPACTION_TRIGGER 4
+#define L0_SLOWDOWN 8
+#define L0_STOP 24
+
+struct level_stats {
+    uint64_t compactions;
+    uint64_t read_bytes;    /* input bytes of compactions into this level */
+    uint64_t written_bytes; /* bytes written into this level */
+    uint64_t micros;
+};
+
 struct db_stats {
     uint64_t writes;          /* calls to lsm_write (incl. put/delete) */
     uint64_t barriers;        /* writers that carried no batch */
@@ -61,6 +75,13 @@ struct db_stats {
     uint64_t recovered_records;
     uint64_t recovered_dropped_bytes;
     uint64_t recovered_torn_bytes;
+    uint64_t flushes;
+    uint64_t flush_bytes;     /* table bytes written by flushes */
+    uint64_t user_bytes;      /* key + value bytes written by users */
+    uint64_t slowdown_us;     /* time writers were delayed to pace compaction */
+    uint64_t stop_us;         /* time writers waited for room */
+    uint64_t stops;
+    struct level_stats levels[NUM_LEVELS];
 };
 
 struct lsm_db {
@@ -93,6 +114,21 @@ struct lsm_db {
     struct lsm_snapshot snapshots; /* [mu] list head (dummy) */
     version_set vs;         /* [mu] (see version_set.h) */
     struct db_stats stats;  /* [mu] */
+
+    /* Background work (db_compact.c): one thread flushes immutable
+     * memtables, another compacts, so a flush never waits behind a long
+     * compaction. */
+    cache *block_cache;     /* [const] thread-safe */
+    table_cache *tables;    /* [const] thread-safe */
+    pthread_t flush_thread, compact_thread;
+    bool threads_started;   /* [const after open] */
+    bool shutting_down;     /* [mu] */
+    pthread_cond_t work_cv; /* background threads wait for work [mu] */
+    pthread_cond_t room_cv; /* writers wait for a flush/compaction [mu] */
+    bool compacting;        /* [mu] a compaction (background or manual) runs */
+    uint64_t *pending;      /* [mu] numbers of tables being written */
+    int npending, cap_pending;
+    double delay_owed_us;   /* [leader] write pacing not yet slept */
 };
 
 /* db.c */
@@ -110,6 +146,24 @@ lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync);
 /* Opens a new WAL numbered `number` and makes its directory entry durable.
  * No lock needed. */
 lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out);
+
+/* db_compact.c */
+lsm_status *db_start_background(lsm_db *db);
+/* Stops the background threads. REQUIRES: mu not held. */
+void db_stop_background(lsm_db *db);
+/* Deletes files no live version, pending output or live log needs.
+ * REQUIRES: mu held (released while deleting). */
+void db_delete_obsolete_files(lsm_db *db);
+/* Decides whether a write may go ahead, delays it to pace compaction, or
+ * waits for room; switches the memtable when full. REQUIRES: mu held; the
+ * caller leads the write queue. */
+lsm_status *db_make_room_for_write(lsm_db *db, bool force_switch);
+/* After a group of `bytes` was written: accrue pacing delay. [leader] */
+void db_account_write(lsm_db *db, uint64_t bytes);
+/* Flushes every memtable holding data and waits for it. */
+lsm_status *db_flush_memtables(lsm_db *db);
+/* The oldest sequence any snapshot can see. REQUIRES: mu held. */
+uint64_t db_smallest_snapshot(lsm_db *db);
 
 /* db_iter.c: an iterator over user keys at sequence `seq`, taking
  * ownership of `internal` (a merge of everything in rv) and of the rv ref. */

@@ -259,15 +259,89 @@ static lsm_status *switch_memtable(lsm_db *db)
     return NULL;
 }
 
-/* REQUIRES: mu held; the caller is the leader. */
-static lsm_status *make_room_for_write(lsm_db *db)
+/* Bytes of all memtables. REQUIRES: mu held. */
+static size_t memtables_bytes(lsm_db *db)
+{
+    size_t n = memtable_memory_usage(db->mem);
+    for (int i = 0; i < db->nimm; i++)
+        n += memtable_memory_usage(db->imm[i]);
+    return n;
+}
+
+/* The write rate (bytes/s) allowed while compaction is behind: full speed
+ * below the slowdown point, falling linearly to a trickle at the stop point.
+ * Smooth pacing instead of LevelDB's 1 ms per write and then a hard stop. */
+static double paced_rate(lsm_db *db)
+{
+    int l0 = db->vs.current->nfiles[0];
+    double mem_fill = (double)memtables_bytes(db) / (double)db->opt.max_memtable_bytes;
+    double f = 0; /* 0: no pacing, 1: stopped */
+    if (l0 >= L0_SLOWDOWN)
+        f = (double)(l0 - L0_SLOWDOWN + 1) / (double)(L0_STOP - L0_SLOWDOWN + 1);
+    if (mem_fill > 0.75 && (mem_fill - 0.75) * 4 > f)
+        f = (mem_fill - 0.75) * 4;
+    if (f <= 0)
+        return 0;
+    if (f >= 1)
+        f = 0.99;
+    return 64e6 * (1 - f); /* bytes per second */
+}
+
+void db_account_write(lsm_db *db, uint64_t bytes)
+{
+    double rate = paced_rate(db);
+    if (rate > 0)
+        db->delay_owed_us += (double)bytes * 1e6 / rate;
+    else
+        db->delay_owed_us = 0;
+}
+
+/* Waits for background work to make room. REQUIRES: mu held. */
+static void wait_for_room(lsm_db *db)
+{
+    uint64_t t0 = db->env->now_micros(db->env);
+    db->stats.stops++;
+    pthread_cond_broadcast(&db->work_cv);
+    cond_wait(&db->room_cv, &db->mu);
+    db->stats.stop_us += db->env->now_micros(db->env) - t0;
+}
+
+lsm_status *db_make_room_for_write(lsm_db *db, bool force)
 {
     assert(mutex_held(&db->mu));
-    if (db->bg_error)
-        return status_copy(db->bg_error);
-    if (memtable_memory_usage(db->mem) < db->opt.write_buffer_size)
-        return NULL;
-    return switch_memtable(db);
+    for (;;) {
+        if (db->bg_error)
+            return status_copy(db->bg_error);
+        if (db->delay_owed_us >= 1000) {
+            /* Sleep off the pacing debt with mu released (others keep
+             * queueing behind us and join the next group). */
+            uint64_t us = (uint64_t)db->delay_owed_us;
+            db->delay_owed_us = 0;
+            mutex_unlock(&db->mu);
+            db->env->sleep_micros(db->env, us);
+            mutex_lock(&db->mu);
+            db->stats.slowdown_us += us;
+            continue;
+        }
+        bool full = memtable_memory_usage(db->mem) >= db->opt.write_buffer_size;
+        if (!force && !full)
+            return NULL;
+        if (force && memtable_entries(db->mem) == 0)
+            return NULL;
+        if (memtables_bytes(db) + db->opt.write_buffer_size > db->opt.max_memtable_bytes &&
+            db->nimm > 0) {
+            wait_for_room(db); /* no memory for another memtable: flush first */
+            continue;
+        }
+        if (db->vs.current->nfiles[0] >= L0_STOP) {
+            wait_for_room(db);
+            continue;
+        }
+        lsm_status *s = switch_memtable(db);
+        if (s == NULL)
+            pthread_cond_broadcast(&db->work_cv); /* wake the flush thread */
+        return s;
+    }
 }
 
 /* Pops the group [head, last], handing each follower its status; wakes the
@@ -309,7 +383,7 @@ static void count_group(lsm_db *db, int count, uint64_t bytes, bool synced)
 /* Leads one group. REQUIRES: mu held; w is the head. */
 static lsm_status *lead(lsm_db *db, struct writer *w)
 {
-    lsm_status *s = make_room_for_write(db);
+    lsm_status *s = db_make_room_for_write(db, false);
     struct writer *last = w;
     int count = 1;
     uint64_t bytes = 0;
@@ -326,8 +400,10 @@ static lsm_status *lead(lsm_db *db, struct writer *w)
         if (s == NULL)
             s = commit_group(db, group, need_sync, wal, mem, &bytes, &synced);
         mutex_lock(&db->mu);
-        if (s == NULL && group)
+        if (s == NULL && group) {
             db->last_seq = seq + lsm_batch_count(group) - 1;
+            db_account_write(db, bytes);
+        }
         else if (s != NULL)
             db_set_bg_error(db, status_copy(s));
         count_group(db, count, bytes, synced);

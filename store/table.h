@@ -96,17 +96,17 @@ const char *table_builder_largest(const table_builder *b, size_t *n);
 /* ------------------------------------------------------------- reader */
 
 /* An open table. Thread-safe: any number of gets and iterators at once. */
-typedef struct table table;
+typedef struct sstable sstable;
 
 /* Reads and checks the footer, index and filter. Takes ownership of file
  * (closed on failure too). `number` names the table in error messages;
  * block_cache (may be NULL) caches its decoded data blocks. */
 lsm_status *table_open(lsm_rfile *file, uint64_t file_size, uint64_t number, cache *block_cache,
-                       table **out);
-void table_free(table *t); /* REQUIRES: no iterator over t is left */
+                       sstable **out);
+void table_free(sstable *t); /* REQUIRES: no iterator over t is left */
 
 /* Memory the table holds while open (index and filter). */
-size_t table_memory_usage(const table *t);
+size_t table_memory_usage(const sstable *t);
 
 /* Called by table_get with the entry found; key and value are valid only
  * during the call. */
@@ -119,18 +119,18 @@ typedef void (*table_get_fn)(void *ctx, const char *ikey, size_t klen, const cha
  * type). The bloom filter is checked on the user key before any data block
  * is read. Returns NULL when no error occurred, whether found or not.
  * ro may be NULL (defaults: fill the cache). */
-lsm_status *table_get(table *t, const lsm_read_options *ro, const char *ikey, size_t n,
+lsm_status *table_get(sstable *t, const lsm_read_options *ro, const char *ikey, size_t n,
                       table_get_fn fn, void *ctx);
 
 /* An iterator over the table's internal keys, both directions. `cleanup`
  * (may be NULL) is called with `arg` when it is freed (the table cache uses
  * it to unpin the table). NULL if out of memory (cleanup not called). */
-iter *table_iter_new(table *t, const lsm_read_options *ro, void (*cleanup)(void *arg),
+iter *table_iter_new(sstable *t, const lsm_read_options *ro, void (*cleanup)(void *arg),
                      void *arg);
 
 /* The file offset where the entries >= ikey begin (for size estimates):
  * the offset of the block that would hold ikey, or the end of the data for
  * a key past the last. */
-uint64_t table_approximate_offset(table *t, const char *ikey, size_t n);
+uint64_t table_approximate_offset(sstable *t, const char *ikey, size_t n);
 
 #endif

@@ -251,7 +251,7 @@ lsm_status *table_builder_finish(table_builder *b)
     assert(!b->finished);
     if (b->status != NULL)
         return status_copy(b->status);
-    uint64_t foff, fsize, ioff, isize;
+    uint64_t foff = 0, fsize = 0, ioff = 0, isize = 0;
     lsm_status *st = flush_data_block(b);
     if (st == NULL)
         st = write_filter(b, &foff, &fsize);

@@ -1,6 +1,7 @@
 /* version_set.c — versions, the MANIFEST and CURRENT; see version_set.h. */
 #include "version_set.h"
 #include "filename.h"
+#include "version.h"
 #include "status.h"
 
 #include <inttypes.h>
@@ -11,13 +12,17 @@
 static version *version_new(version_set *vs)
 {
     version *v = calloc(1, sizeof(*v));
-    if (v)
-        v->vset = vs;
+    if (v == NULL)
+        return NULL;
+    v->vset = vs;
+    v->prev = v->next = v;
     return v;
 }
 
 static void version_free(version *v)
 {
+    v->prev->next = v->next; /* unlink from the live list (or itself) */
+    v->next->prev = v->prev;
     for (int l = 0; l < NUM_LEVELS; l++) {
         for (int i = 0; i < v->nfiles[l]; i++)
             file_meta_unref(v->files[l][i]);
@@ -55,6 +60,8 @@ lsm_status *vset_init(version_set *vs, lsm_env *env, const char *dir, mutex *mu)
     vs->dir = dir;
     vs->mu = mu;
     vs->next_file = 2;
+    vs->live.prev = vs->live.next = &vs->live;
+    vs->l0_compaction_trigger = 4;
     if (pthread_cond_init(&vs->cv, NULL) != 0)
         return status_new(LSM_IO_ERROR, "pthread_cond_init failed");
     vs->current = version_new(vs);
@@ -63,7 +70,30 @@ lsm_status *vset_init(version_set *vs, lsm_env *env, const char *dir, mutex *mu)
         return status_new(LSM_IO_ERROR, "out of memory");
     }
     vs->current->refs = 1;
+    version *v = vs->current;
+    v->next = &vs->live;
+    v->prev = vs->live.prev;
+    v->prev->next = v;
+    vs->live.prev = v;
     return NULL;
+}
+
+bool vset_live_files(version_set *vs, uint64_t **numbers, int *n)
+{
+    assert(mutex_held(vs->mu));
+    int total = 0;
+    for (version *v = vs->live.next; v != &vs->live; v = v->next)
+        for (int l = 0; l < NUM_LEVELS; l++)
+            total += v->nfiles[l];
+    *numbers = malloc((size_t)(total + 1) * sizeof(uint64_t));
+    if (*numbers == NULL)
+        return false;
+    *n = 0;
+    for (version *v = vs->live.next; v != &vs->live; v = v->next)
+        for (int l = 0; l < NUM_LEVELS; l++)
+            for (int i = 0; i < v->nfiles[l]; i++)
+                (*numbers)[(*n)++] = v->files[l][i]->number;
+    return true;
 }
 
 void vset_destroy(version_set *vs)
@@ -150,6 +180,11 @@ static lsm_status *apply_edit(version_set *vs, const version_edit *e, version **
 
 static void install_version(version_set *vs, version *v)
 {
+    version_compute_score(v, vs->l0_compaction_trigger);
+    v->next = &vs->live; /* join the list of live versions */
+    v->prev = vs->live.prev;
+    v->prev->next = v;
+    vs->live.prev = v;
     v->refs++;
     version_unref(vs->current);
     vs->current = v;

@@ -32,6 +32,11 @@ typedef struct version {
      * smallest key, disjoint. */
     file_meta **files[NUM_LEVELS];
     int nfiles[NUM_LEVELS];
+    /* The level most in need of compaction and how much (>= 1: needed);
+     * computed when the version is built (version.h). */
+    int compaction_level;
+    double compaction_score;
+    struct version *prev, *next; /* the list of live versions [mu] */
 } version;
 
 struct version_set {
@@ -46,6 +51,8 @@ struct version_set {
     bool manifest_busy;      /* a log_and_apply is writing; others wait on cv */
     pthread_cond_t cv;
     version *current;        /* holds one reference */
+    version live;            /* dummy head of the list of live versions */
+    int l0_compaction_trigger; /* for version scores */
     buf compact_pointer[NUM_LEVELS];
 };
 
@@ -68,6 +75,10 @@ static inline uint64_t vset_new_file_number(version_set *vs)
 }
 /* Makes sure `number` is never handed out (found on disk during recovery). */
 void vset_mark_file_number_used(version_set *vs, uint64_t number);
+
+/* Adds the number of every table in a live version to *numbers (malloc'd).
+ * REQUIRES: mu held. */
+bool vset_live_files(version_set *vs, uint64_t **numbers, int *n);
 
 void version_ref(version *v);   /* REQUIRES: mu held */
 void version_unref(version *v); /* REQUIRES: mu held */

@@ -7,6 +7,7 @@
 #define BENCH_COMMON_H
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

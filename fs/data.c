@@ -1,0 +1,525 @@
+/*
+ * data.c — inline data, chunks, holes and truncation.
+ */
+#include "data.h"
+
+#include "commit.h"
+#include "fuse_api.h"
+#include "icache.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+static bool is_inline(const inode_rec *r)
+{
+    return (r->flags & INODE_F_INLINE) != 0;
+}
+
+/* Reads chunk idx of ino (NULL/0 for a hole). A stored chunk longer than
+ * the chunk size is damage. */
+static int chunk_get(lsmfs *fs, uint64_t ino, uint64_t idx, char **v, size_t *vlen)
+{
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    schema_key k;
+    key_chunk(&k, ino, idx);
+    *v = NULL;
+    *vlen = 0;
+    lsm_status *s = lsm_get(fs->db, &ro, k.b, k.len, v, vlen);
+    if (s != NULL) {
+        int err = fs_read_errno(fs, s, "chunk");
+        return err == ENOENT ? 0 : err;
+    }
+    if (*vlen > fs->sb.chunk_size) {
+        fuse_log(FUSE_LOG_ERR, "lsmfs: inode %llu chunk %llu: oversized\n",
+                 (unsigned long long)ino, (unsigned long long)idx);
+        free(*v);
+        *v = NULL;
+        return EIO;
+    }
+    return 0;
+}
+
+static int chunk_put(lsm_batch *b, uint64_t ino, uint64_t idx, const char *v, size_t vlen)
+{
+    schema_key k;
+    key_chunk(&k, ino, idx);
+    return lsm_batch_put(b, k.b, k.len, v, vlen) ? 0 : ENOMEM;
+}
+
+static int chunk_del(lsm_batch *b, uint64_t ino, uint64_t idx)
+{
+    schema_key k;
+    key_chunk(&k, ino, idx);
+    return lsm_batch_delete(b, k.b, k.len) ? 0 : ENOMEM;
+}
+
+/* Copies the overlap of stored bytes [base, base+vlen) with the window
+ * [off, off+len) into out (which maps the window). */
+static void copy_overlap(char *out, uint64_t off, uint64_t len, uint64_t base, const char *v,
+                         size_t vlen)
+{
+    uint64_t lo = max_u64(off, base), hi = min_u64(off + len, base + vlen);
+    if (lo < hi)
+        memcpy(out + (lo - off), v + (lo - base), hi - lo);
+}
+
+static int read_inline(lsmfs *fs, inode *n, uint64_t off, uint64_t len, char *out)
+{
+    inode_rec r;
+    char *p;
+    size_t plen;
+    int err = inode_load(fs, n->ino, &r, &p, &plen);
+    if (err == 0)
+        copy_overlap(out, off, len, 0, p, plen);
+    free(p);
+    return err == ENOENT ? EIO : err;
+}
+
+/* A consistent scan over the chunks touching [off, off+len). */
+static int read_chunks(lsmfs *fs, inode *n, uint64_t off, uint64_t len, char *out)
+{
+    uint64_t cs = fs->sb.chunk_size;
+    uint64_t first = off / cs, last = (off + len - 1) / cs;
+    if (first == last) {
+        char *v;
+        size_t vlen;
+        int err = chunk_get(fs, n->ino, first, &v, &vlen);
+        if (err == 0)
+            copy_overlap(out, off, len, first * cs, v, vlen);
+        free(v);
+        return err;
+    }
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    lsm_iter *it = lsm_iter_new(fs->db, &ro);
+    if (it == NULL)
+        return ENOMEM;
+    schema_key k;
+    key_chunk(&k, n->ino, first);
+    int err = 0;
+    for (lsm_iter_seek(it, k.b, k.len); lsm_iter_valid(it); lsm_iter_next(it)) {
+        size_t klen, vlen;
+        const char *key = lsm_iter_key(it, &klen);
+        uint64_t ino, idx;
+        if (!key_parse_chunk(key, klen, &ino, &idx) || ino != n->ino || idx > last)
+            break;
+        const char *v = lsm_iter_value(it, &vlen);
+        if (vlen > cs) {
+            err = EIO;
+            break;
+        }
+        copy_overlap(out, off, len, idx * cs, v, vlen);
+    }
+    lsm_status *s = lsm_iter_status(it);
+    if (s != NULL && err == 0)
+        err = fs_read_errno(fs, s, "read");
+    else
+        lsm_status_free(s);
+    lsm_iter_free(it);
+    return err;
+}
+
+int data_read(lsmfs *fs, inode *n, uint64_t off, size_t size, char **out, size_t *outlen)
+{
+    *out = NULL;
+    *outlen = 0;
+    const inode_rec *r = &n->rec;
+    if (off >= r->size || size == 0)
+        return 0;
+    uint64_t len = min_u64(size, r->size - off);
+    char *buf = calloc(1, len);
+    if (buf == NULL)
+        return ENOMEM;
+    int err = is_inline(r) ? read_inline(fs, n, off, len, buf) : read_chunks(fs, n, off, len, buf);
+    if (err != 0) {
+        free(buf);
+        return err;
+    }
+    *out = buf;
+    *outlen = len;
+    return 0;
+}
+
+/* Writes into an inline payload that stays within the inline limit. */
+static int write_inline(lsmfs *fs, inode *n, payload *pl, const char *buf, size_t size,
+                        uint64_t off)
+{
+    inode_rec old;
+    char *p = NULL;
+    size_t plen = 0;
+    if (pl->replace) { /* an earlier step of this operation already decided */
+        p = pl->data;
+        plen = pl->len;
+        pl->data = NULL;
+    } else {
+        int err = inode_load(fs, n->ino, &old, &p, &plen);
+        if (err != 0)
+            return err == ENOENT ? EIO : err;
+    }
+    size_t newlen = (size_t)max_u64(plen, off + size);
+    char *np = realloc(p, newlen);
+    if (np == NULL) {
+        free(p);
+        return ENOMEM;
+    }
+    if (off > plen)
+        memset(np + plen, 0, off - plen);
+    memcpy(np + off, buf, size);
+    payload_free(pl);
+    *pl = (payload){.replace = true, .data = np, .len = newlen};
+    return 0;
+}
+
+/* Moves an inline file's payload to chunk 0 (within this batch); returns
+ * the payload in *base so that a write in the same batch builds on it. */
+static int uninline(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, char **base,
+                    size_t *blen)
+{
+    inode_rec old;
+    char *p = NULL;
+    size_t plen = 0;
+    if (pl->replace) {
+        p = pl->data;
+        plen = pl->len;
+        pl->data = NULL;
+    } else {
+        int err = inode_load(fs, n->ino, &old, &p, &plen);
+        if (err != 0)
+            return err == ENOENT ? EIO : err;
+    }
+    int err = plen > 0 ? chunk_put(b, n->ino, 0, p, plen) : 0;
+    if (err != 0) {
+        free(p);
+        return err;
+    }
+    payload_free(pl);
+    pl->replace = true; /* the record keeps no payload */
+    r->flags &= ~INODE_F_INLINE;
+    *base = p;
+    *blen = plen;
+    return 0;
+}
+
+/* Writes the part of buf falling in chunk idx. base0 is chunk 0's content
+ * when it is not in the store yet (just un-inlined). */
+static int write_chunk(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t idx, const char *buf,
+                       uint64_t off, size_t size, const char *base0, size_t base0len,
+                       bool have_base0)
+{
+    uint64_t cs = fs->sb.chunk_size, cstart = idx * cs;
+    uint64_t lo = max_u64(off, cstart) - cstart, hi = min_u64(off + size, cstart + cs) - cstart;
+    const char *src = buf + (cstart + lo - off);
+    if (lo == 0 && hi == cs)
+        return chunk_put(b, ino, idx, src, cs);
+    char *v = NULL;
+    size_t vlen = 0;
+    int err = 0;
+    if (idx == 0 && have_base0) {
+        if (base0len > 0 && (v = malloc(base0len)) == NULL)
+            return ENOMEM;
+        if (base0len > 0)
+            memcpy(v, base0, base0len);
+        vlen = base0len;
+    } else if ((err = chunk_get(fs, ino, idx, &v, &vlen)) != 0) {
+        return err;
+    }
+    size_t newlen = (size_t)max_u64(vlen, hi);
+    char *nv = realloc(v, newlen);
+    if (nv == NULL) {
+        free(v);
+        return ENOMEM;
+    }
+    if (lo > vlen)
+        memset(nv + vlen, 0, lo - vlen);
+    memcpy(nv + lo, src, hi - lo);
+    err = chunk_put(b, ino, idx, nv, newlen);
+    free(nv);
+    return err;
+}
+
+int data_write(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, const char *buf,
+               size_t size, uint64_t off)
+{
+    if (size == 0)
+        return 0;
+    if (off >= DATA_MAX_SIZE || size > DATA_MAX_SIZE - off)
+        return EFBIG;
+    uint64_t end = off + size;
+    if (is_inline(r) && end <= fs->sb.inline_limit) {
+        int err = write_inline(fs, n, pl, buf, size, off);
+        if (err == 0)
+            r->size = max_u64(r->size, end);
+        return err;
+    }
+    char *base0 = NULL;
+    size_t base0len = 0;
+    bool have_base0 = false;
+    if (is_inline(r)) {
+        int err = uninline(fs, b, n, r, pl, &base0, &base0len);
+        if (err != 0)
+            return err;
+        have_base0 = true;
+    }
+    uint64_t cs = fs->sb.chunk_size;
+    int err = 0;
+    for (uint64_t idx = off / cs; idx <= (end - 1) / cs && err == 0; idx++)
+        err = write_chunk(fs, b, n->ino, idx, buf, off, size, base0, base0len, have_base0);
+    free(base0);
+    if (err == 0)
+        r->size = max_u64(r->size, end);
+    return err;
+}
+
+int data_delete_chunks(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t first, uint64_t max,
+                       bool *more)
+{
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    ro.fill_cache = false;
+    lsm_iter *it = lsm_iter_new(fs->db, &ro);
+    if (it == NULL)
+        return ENOMEM;
+    schema_key k;
+    key_chunk(&k, ino, first);
+    int err = 0;
+    uint64_t n = 0;
+    *more = false;
+    for (lsm_iter_seek(it, k.b, k.len); lsm_iter_valid(it); lsm_iter_next(it)) {
+        size_t klen;
+        const char *key = lsm_iter_key(it, &klen);
+        uint64_t kino, idx;
+        if (!key_parse_chunk(key, klen, &kino, &idx) || kino != ino)
+            break;
+        if (n == max) {
+            *more = true;
+            break;
+        }
+        if (!lsm_batch_delete(b, key, klen)) {
+            err = ENOMEM;
+            break;
+        }
+        n++;
+    }
+    lsm_status *s = lsm_iter_status(it);
+    if (s != NULL && err == 0)
+        err = fs_read_errno(fs, s, "chunk scan");
+    else
+        lsm_status_free(s);
+    lsm_iter_free(it);
+    return err;
+}
+
+static int truncate_inline(lsmfs *fs, inode *n, inode_rec *r, payload *pl, uint64_t newsize)
+{
+    if (newsize < r->size) {
+        char *p = NULL;
+        size_t plen = 0;
+        if (pl->replace) {
+            p = pl->data;
+            plen = pl->len;
+            pl->data = NULL;
+        } else {
+            inode_rec old;
+            int err = inode_load(fs, n->ino, &old, &p, &plen);
+            if (err != 0)
+                return err == ENOENT ? EIO : err;
+        }
+        if (plen > newsize)
+            plen = (size_t)newsize;
+        if (plen == 0) {
+            free(p);
+            p = NULL;
+        }
+        payload_free(pl);
+        *pl = (payload){.replace = true, .data = p, .len = plen};
+    }
+    r->size = newsize;
+    return 0;
+}
+
+/* Trims the chunk that now holds the end of the file. */
+static int trim_boundary(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t newsize)
+{
+    uint64_t cs = fs->sb.chunk_size;
+    uint64_t idx = newsize / cs, keep = newsize % cs;
+    if (keep == 0)
+        return 0;
+    char *v;
+    size_t vlen;
+    int err = chunk_get(fs, ino, idx, &v, &vlen);
+    if (err == 0 && vlen > keep)
+        err = chunk_put(b, ino, idx, v, keep);
+    free(v);
+    return err;
+}
+
+int data_truncate(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl,
+                  uint64_t newsize)
+{
+    if (newsize > DATA_MAX_SIZE)
+        return EFBIG;
+    if (is_inline(r))
+        return truncate_inline(fs, n, r, pl, newsize);
+    if (newsize < r->size) {
+        uint64_t cs = fs->sb.chunk_size;
+        bool more;
+        int err = data_delete_chunks(fs, b, n->ino, (newsize + cs - 1) / cs, UINT64_MAX, &more);
+        if (err == 0)
+            err = trim_boundary(fs, b, n->ino, newsize);
+        if (err != 0)
+            return err;
+        if (newsize == 0 && fs->sb.inline_limit > 0) {
+            r->flags |= INODE_F_INLINE; /* an emptied file starts over inline */
+            payload_free(pl);
+            pl->replace = true;
+        }
+    }
+    r->size = newsize;
+    return 0;
+}
+
+static int zero_inline(lsmfs *fs, inode *n, payload *pl, uint64_t off, uint64_t end)
+{
+    char *p = NULL;
+    size_t plen = 0;
+    if (pl->replace) {
+        p = pl->data;
+        plen = pl->len;
+        pl->data = NULL;
+    } else {
+        inode_rec old;
+        int err = inode_load(fs, n->ino, &old, &p, &plen);
+        if (err != 0)
+            return err == ENOENT ? EIO : err;
+    }
+    if (off < plen)
+        memset(p + off, 0, (size_t)(min_u64(end, plen) - off));
+    payload_free(pl);
+    *pl = (payload){.replace = true, .data = p, .len = plen};
+    return 0;
+}
+
+/* Zeroes part of one stored chunk, or deletes it when wholly covered. */
+static int zero_chunk(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t idx, uint64_t off,
+                      uint64_t end)
+{
+    uint64_t cs = fs->sb.chunk_size, cstart = idx * cs;
+    uint64_t lo = max_u64(off, cstart) - cstart, hi = min_u64(end, cstart + cs) - cstart;
+    char *v;
+    size_t vlen;
+    int err = chunk_get(fs, ino, idx, &v, &vlen);
+    if (err != 0 || v == NULL)
+        return err;
+    if (lo == 0 && hi >= vlen)
+        err = chunk_del(b, ino, idx);
+    else if (lo < vlen) {
+        memset(v + lo, 0, (size_t)(min_u64(hi, vlen) - lo));
+        err = chunk_put(b, ino, idx, v, vlen);
+    }
+    free(v);
+    return err;
+}
+
+/* The indexes of stored chunks of ino in [first, last], in order. */
+static int list_chunks(lsmfs *fs, uint64_t ino, uint64_t first, uint64_t last, uint64_t **out,
+                       size_t *count)
+{
+    *out = NULL;
+    *count = 0;
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    lsm_iter *it = lsm_iter_new(fs->db, &ro);
+    if (it == NULL)
+        return ENOMEM;
+    schema_key k;
+    key_chunk(&k, ino, first);
+    int err = 0;
+    size_t cap = 0;
+    for (lsm_iter_seek(it, k.b, k.len); lsm_iter_valid(it); lsm_iter_next(it)) {
+        size_t klen;
+        const char *key = lsm_iter_key(it, &klen);
+        uint64_t kino, idx;
+        if (!key_parse_chunk(key, klen, &kino, &idx) || kino != ino || idx > last)
+            break;
+        if (*count == cap) {
+            cap = cap ? cap * 2 : 16;
+            uint64_t *nv = realloc(*out, cap * sizeof *nv);
+            if (nv == NULL) {
+                err = ENOMEM;
+                break;
+            }
+            *out = nv;
+        }
+        (*out)[(*count)++] = idx;
+    }
+    lsm_status *s = lsm_iter_status(it);
+    if (s != NULL && err == 0)
+        err = fs_read_errno(fs, s, "chunk scan");
+    else
+        lsm_status_free(s);
+    lsm_iter_free(it);
+    if (err != 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return err;
+}
+
+int data_zero(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint64_t off,
+              uint64_t len)
+{
+    uint64_t end = len > r->size - min_u64(off, r->size) ? r->size : off + len;
+    if (off >= end)
+        return 0;
+    if (is_inline(r))
+        return zero_inline(fs, n, pl, off, end);
+    uint64_t cs = fs->sb.chunk_size, *idx;
+    size_t count;
+    int err = list_chunks(fs, n->ino, off / cs, (end - 1) / cs, &idx, &count);
+    for (size_t i = 0; i < count && err == 0; i++)
+        err = zero_chunk(fs, b, n->ino, idx[i], off, end);
+    free(idx);
+    return err;
+}
+
+int data_seek(lsmfs *fs, inode *n, uint64_t off, int whence, uint64_t *result)
+{
+    const inode_rec *r = &n->rec;
+    if (off >= r->size)
+        return ENXIO;
+    if (is_inline(r)) {
+        *result = whence == SEEK_DATA ? off : r->size;
+        return 0;
+    }
+    uint64_t cs = fs->sb.chunk_size, *idx;
+    size_t count;
+    uint64_t first = off / cs;
+    int err = list_chunks(fs, n->ino, first, (r->size - 1) / cs, &idx, &count);
+    if (err != 0)
+        return err;
+    if (whence == SEEK_DATA) {
+        if (count == 0)
+            err = ENXIO;
+        else
+            *result = max_u64(off, idx[0] * cs);
+    } else {
+        uint64_t expect = first;
+        for (size_t i = 0; i < count && idx[i] == expect; i++)
+            expect++;
+        *result = min_u64(max_u64(off, expect * cs), r->size);
+    }
+    free(idx);
+    return err;
+}

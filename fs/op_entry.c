@@ -1,0 +1,179 @@
+/*
+ * op_entry.c — lookup, forget, getattr, setattr, readlink.
+ */
+#include "commit.h"
+#include "data.h"
+#include "dir.h"
+#include "inode.h"
+#include "ops.h"
+
+#include <errno.h>
+#include <string.h>
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_LOOKUP]);
+    dirent_val d;
+    int err = dir_lookup(fs, parent, name, &d);
+    if (err == ENOENT) {
+        /* Negative entry: nothing changes the store behind the kernel. */
+        struct fuse_entry_param e = {.ino = 0, .entry_timeout = fs->cfg.timeout};
+        fuse_reply_entry(req, &e);
+        return;
+    }
+    inode *n = NULL;
+    if (err == 0)
+        err = icache_get(fs, d.ino, &n);
+    if (err != 0) {
+        fuse_reply_err(req, err == ENOENT ? EIO : err); /* entry without inode */
+        return;
+    }
+    inode_rec r;
+    op_read_rec(n, &r);
+    op_reply_entry(req, fs, n, &r);
+    icache_put(fs->icache, n);
+}
+
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_FORGET]);
+    icache_forget(fs->icache, ino, nlookup);
+    fuse_reply_none(req);
+}
+
+void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_FORGET]);
+    for (size_t i = 0; i < count; i++)
+        icache_forget(fs->icache, forgets[i].ino, forgets[i].nlookup);
+    fuse_reply_none(req);
+}
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_GETATTR]);
+    inode *n;
+    int err = icache_get(fs, ino, &n);
+    if (err != 0) {
+        fuse_reply_err(req, err);
+        return;
+    }
+    inode_rec r;
+    op_read_rec(n, &r);
+    icache_put(fs->icache, n);
+    op_reply_attr(req, fs, ino, &r);
+}
+
+static ts time_arg(int to_set, int now_flag, struct timespec t, ts now)
+{
+    return (to_set & now_flag) ? now : ts_from_timespec(t);
+}
+
+/* Applies the non-size attributes of a setattr to r. */
+static void apply_attrs(inode_rec *r, const struct stat *attr, int to_set, ts now)
+{
+    if (to_set & FUSE_SET_ATTR_MODE)
+        r->mode = (r->mode & S_IFMT) | (attr->st_mode & 07777);
+    if (to_set & FUSE_SET_ATTR_UID)
+        r->uid = attr->st_uid;
+    if (to_set & FUSE_SET_ATTR_GID)
+        r->gid = attr->st_gid;
+    if (to_set & FUSE_SET_ATTR_ATIME)
+        r->atime = time_arg(to_set, FUSE_SET_ATTR_ATIME_NOW, attr->st_atim, now);
+    if (to_set & FUSE_SET_ATTR_MTIME)
+        r->mtime = time_arg(to_set, FUSE_SET_ATTR_MTIME_NOW, attr->st_mtim, now);
+    r->ctime = (to_set & FUSE_SET_ATTR_CTIME) ? ts_from_timespec(attr->st_ctim) : now;
+}
+
+/* REQUIRES: n->lock held for writing. */
+static int setattr_locked(lsmfs *fs, inode *n, const struct stat *attr, int to_set,
+                          inode_rec *out)
+{
+    if (n->gone)
+        return ENOENT;
+    inode_rec r = n->rec;
+    payload pl = {0};
+    lsm_batch *b = lsm_batch_new();
+    if (b == NULL)
+        return ENOMEM;
+    ts now = ts_now();
+    int err = 0;
+    if (to_set & FUSE_SET_ATTR_SIZE) {
+        if (S_ISDIR(r.mode))
+            err = EISDIR;
+        else if (!S_ISREG(r.mode))
+            err = EINVAL;
+        else if (attr->st_size < 0)
+            err = EINVAL;
+        else if ((uint64_t)attr->st_size != r.size) {
+            err = data_truncate(fs, b, n, &r, &pl, (uint64_t)attr->st_size);
+            r.mtime = now;
+        }
+    }
+    if (err == 0) {
+        apply_attrs(&r, attr, to_set, now);
+        err = inode_batch_finish(fs, b, n, &r, &pl);
+    }
+    if (err == 0)
+        err = fs_commit(fs, b);
+    if (err == 0)
+        n->rec = r;
+    *out = r;
+    payload_free(&pl);
+    lsm_batch_free(b);
+    return err;
+}
+
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                struct fuse_file_info *fi)
+{
+    (void)fi;
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_SETATTR]);
+    inode *n;
+    int err = icache_get(fs, ino, &n);
+    if (err != 0) {
+        fuse_reply_err(req, err);
+        return;
+    }
+    inode_rec r;
+    pthread_rwlock_wrlock(&n->lock);
+    err = setattr_locked(fs, n, attr, to_set, &r);
+    pthread_rwlock_unlock(&n->lock);
+    icache_put(fs->icache, n);
+    if (err == 0)
+        err = fs_durable(fs);
+    if (err != 0)
+        fuse_reply_err(req, err);
+    else
+        op_reply_attr(req, fs, ino, &r);
+}
+
+void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_READLINK]);
+    inode_rec r;
+    char *p = NULL;
+    size_t plen = 0;
+    int err = inode_load(fs, ino, &r, &p, &plen);
+    if (err == 0 && !S_ISLNK(r.mode))
+        err = EINVAL;
+    if (err == 0 && (plen == 0 || plen > SCHEMA_SYMLINK_MAX || memchr(p, 0, plen)))
+        err = EIO;
+    if (err != 0) {
+        free(p);
+        fuse_reply_err(req, err);
+        return;
+    }
+    char target[SCHEMA_SYMLINK_MAX + 1];
+    memcpy(target, p, plen);
+    target[plen] = '\0';
+    free(p);
+    fuse_reply_readlink(req, target);
+}

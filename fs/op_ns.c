@@ -1,0 +1,331 @@
+/*
+ * op_ns.c — operations on names: mknod, mkdir, symlink, create, link,
+ * unlink, rmdir. (rename lives in op_rename.c.)
+ */
+#include "commit.h"
+#include "dir.h"
+#include "inode.h"
+#include "ops.h"
+#include "orphan.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* ext4's limit: beyond it link() fails with EMLINK. */
+#define LINK_MAX_COUNT 65000u
+
+/* What a new inode is. */
+typedef struct new_node {
+    mode_t mode;
+    dev_t rdev;
+    const char *target; /* symlinks */
+    struct fuse_file_info *fi; /* create: open it too */
+} new_node;
+
+/* Adds the entry (parent, name) -> ino to b and updates *p (the parent's
+ * new record) for it. */
+static int add_entry(lsm_batch *b, inode *parent, inode_rec *p, const char *name, uint64_t ino,
+                     const inode_rec *child, ts now)
+{
+    int err = dir_batch_add(b, parent->ino, name, ino, inode_type(child), p->next_cookie);
+    p->next_cookie++;
+    p->size++;
+    if (S_ISDIR(child->mode))
+        p->nlink++;
+    p->mtime = p->ctime = now;
+    return err;
+}
+
+/* Is the locked directory able to take a new entry `name`? */
+static int check_new_name(lsmfs *fs, inode *parent, const char *name)
+{
+    if (parent->gone || parent->rec.nlink == 0)
+        return ENOENT;
+    if (!S_ISDIR(parent->rec.mode))
+        return ENOTDIR;
+    dirent_val d;
+    int err = dir_lookup(fs, parent->ino, name, &d);
+    return err == 0 ? EEXIST : err == ENOENT ? 0 : err;
+}
+
+/* REQUIRES: parent->lock held for writing. On success *out is the new
+ * pinned inode and *rec its record. */
+static int make_locked(fuse_req_t req, lsmfs *fs, inode *parent, const char *name, uint64_t ino,
+                       const new_node *nn, inode **out, inode_rec *rec)
+{
+    int err = check_new_name(fs, parent, name);
+    if (err != 0)
+        return err;
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    inode_rec r;
+    inode_init(&r, nn->mode, ctx->uid, ctx->gid, nn->rdev, &parent->rec);
+    size_t plen = 0;
+    if (S_ISLNK(nn->mode))
+        r.size = plen = strlen(nn->target);
+    if (S_ISREG(nn->mode) && fs->sb.inline_limit > 0)
+        r.flags |= INODE_F_INLINE;
+    if (S_ISDIR(nn->mode))
+        r.parent = parent->ino;
+    inode_rec p = parent->rec;
+    lsm_batch *b = lsm_batch_new();
+    if (b == NULL)
+        return ENOMEM;
+    err = inode_batch_put(b, ino, &r, nn->target, plen);
+    if (err == 0)
+        err = add_entry(b, parent, &p, name, ino, &r, r.ctime);
+    if (err == 0)
+        err = inode_batch_update(fs, b, parent, &p);
+    if (err == 0)
+        err = fs_commit(fs, b);
+    lsm_batch_free(b);
+    if (err != 0)
+        return err;
+    parent->rec = p;
+    atomic_fetch_add(&fs->inodes, 1);
+    err = icache_insert(fs, ino, &r, out);
+    if (err == 0 && nn->fi != NULL) {
+        /* Opened before the parent unlocks: no unlink can see it closed. */
+        pthread_rwlock_wrlock(&(*out)->lock);
+        op_file_opened(fs, *out, nn->fi);
+        pthread_rwlock_unlock(&(*out)->lock);
+    }
+    *rec = r;
+    return err;
+}
+
+static void make_node(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
+                      const new_node *nn)
+{
+    lsmfs *fs = op_fs(req);
+    int err = dir_check_name(name);
+    inode *parent = NULL, *n = NULL;
+    uint64_t ino = 0;
+    if (err == 0)
+        err = icache_get(fs, parent_ino, &parent);
+    if (err == 0)
+        err = alloc_ino(&fs->alloc, &ino);
+    inode_rec r;
+    if (err == 0) {
+        pthread_rwlock_wrlock(&parent->lock);
+        err = make_locked(req, fs, parent, name, ino, nn, &n, &r);
+        pthread_rwlock_unlock(&parent->lock);
+    }
+    icache_put(fs->icache, parent);
+    if (err == 0)
+        err = fs_durable(fs);
+    if (err != 0) {
+        if (n != NULL && nn->fi != NULL)
+            icache_open_dec(fs->icache, n);
+        icache_put(fs->icache, n);
+        fuse_reply_err(req, err);
+        return;
+    }
+    if (nn->fi != NULL) {
+        struct fuse_entry_param e;
+        op_fill_entry(fs, ino, &r, &e);
+        icache_lookup_inc(fs->icache, n);
+        if (fuse_reply_create(req, &e, nn->fi) != 0) {
+            icache_forget(fs->icache, ino, 1);
+            icache_open_dec(fs->icache, n);
+        }
+    } else {
+        op_reply_entry(req, fs, n, &r);
+    }
+    icache_put(fs->icache, n);
+}
+
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+    stats_inc(&op_fs(req)->stats.ops[OP_MKNOD]);
+    mode_t type = mode & S_IFMT;
+    if (type != S_IFREG && type != S_IFIFO && type != S_IFSOCK && type != S_IFCHR &&
+        type != S_IFBLK) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    new_node nn = {.mode = mode, .rdev = (type == S_IFCHR || type == S_IFBLK) ? rdev : 0};
+    make_node(req, parent, name, &nn);
+}
+
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    stats_inc(&op_fs(req)->stats.ops[OP_MKDIR]);
+    new_node nn = {.mode = S_IFDIR | (mode & 07777)};
+    make_node(req, parent, name, &nn);
+}
+
+void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    stats_inc(&op_fs(req)->stats.ops[OP_SYMLINK]);
+    size_t len = strlen(link);
+    if (len == 0 || len > SCHEMA_SYMLINK_MAX) {
+        fuse_reply_err(req, len == 0 ? ENOENT : ENAMETOOLONG);
+        return;
+    }
+    new_node nn = {.mode = S_IFLNK | 0777, .target = link};
+    make_node(req, parent, name, &nn);
+}
+
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+               struct fuse_file_info *fi)
+{
+    stats_inc(&op_fs(req)->stats.ops[OP_CREATE]);
+    new_node nn = {.mode = S_IFREG | (mode & 07777), .fi = fi};
+    make_node(req, parent, name, &nn);
+}
+
+/* REQUIRES: n and parent locked for writing. */
+static int link_locked(lsmfs *fs, inode *n, inode *parent, const char *name, inode_rec *out)
+{
+    if (S_ISDIR(n->rec.mode))
+        return EPERM;
+    if (n->gone || n->rec.nlink == 0)
+        return ENOENT;
+    if (n->rec.nlink >= LINK_MAX_COUNT)
+        return EMLINK;
+    int err = check_new_name(fs, parent, name);
+    if (err != 0)
+        return err;
+    lsm_batch *b = lsm_batch_new();
+    if (b == NULL)
+        return ENOMEM;
+    ts now = ts_now();
+    inode_rec r = n->rec, p = parent->rec;
+    r.nlink++;
+    r.ctime = now;
+    err = add_entry(b, parent, &p, name, n->ino, &r, now);
+    if (err == 0)
+        err = inode_batch_update(fs, b, n, &r);
+    if (err == 0)
+        err = inode_batch_update(fs, b, parent, &p);
+    if (err == 0)
+        err = fs_commit(fs, b);
+    lsm_batch_free(b);
+    if (err == 0) {
+        n->rec = r;
+        parent->rec = p;
+        *out = r;
+    }
+    return err;
+}
+
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_LINK]);
+    inode *v[2] = {NULL, NULL};
+    int err = dir_check_name(newname);
+    if (err == 0)
+        err = icache_get(fs, ino, &v[0]);
+    if (err == 0)
+        err = icache_get(fs, newparent, &v[1]);
+    inode_rec r;
+    if (err == 0) {
+        icache_lock_many(v, 2);
+        err = link_locked(fs, v[0], v[1], newname, &r);
+        icache_unlock_many(v, 2);
+    }
+    if (err == 0)
+        err = fs_durable(fs);
+    if (err != 0)
+        fuse_reply_err(req, err);
+    else
+        op_reply_entry(req, fs, v[0], &r);
+    icache_put(fs->icache, v[0]);
+    icache_put(fs->icache, v[1]);
+}
+
+/* REQUIRES: parent and child locked for writing; d is the entry as read
+ * under those locks. */
+static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *name,
+                         const dirent_val *d, bool dir, bool *reclaim)
+{
+    *reclaim = false;
+    if (dir && !S_ISDIR(child->rec.mode))
+        return ENOTDIR;
+    if (!dir && S_ISDIR(child->rec.mode))
+        return EISDIR;
+    if (dir && child->rec.size != 0)
+        return ENOTEMPTY;
+    lsm_batch *b = lsm_batch_new();
+    if (b == NULL)
+        return ENOMEM;
+    ts now = ts_now();
+    inode_rec p = parent->rec, c = child->rec;
+    p.size--;
+    p.mtime = p.ctime = now;
+    if (dir)
+        p.nlink--;
+    c.nlink = dir ? 0 : c.nlink - 1;
+    c.ctime = now;
+    bool destroyed = false;
+    int err = dir_batch_remove(b, parent->ino, name, d->cookie);
+    if (err == 0)
+        err = inode_batch_update(fs, b, parent, &p);
+    if (err == 0 && c.nlink == 0)
+        err = op_drop_inode(fs, b, child, &c, reclaim, &destroyed);
+    else if (err == 0)
+        err = inode_batch_update(fs, b, child, &c);
+    if (err == 0)
+        err = fs_commit(fs, b);
+    lsm_batch_free(b);
+    if (err != 0) {
+        *reclaim = false;
+        return err;
+    }
+    parent->rec = p;
+    child->rec = c;
+    op_dropped(fs, child, destroyed);
+    return 0;
+}
+
+static void remove_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name, bool dir)
+{
+    lsmfs *fs = op_fs(req);
+    if (strlen(name) > SCHEMA_NAME_MAX) {
+        fuse_reply_err(req, ENAMETOOLONG);
+        return;
+    }
+    inode *v[2] = {NULL, NULL};
+    int err = icache_get(fs, parent_ino, &v[0]);
+    bool reclaim = false;
+    for (int tries = 0; err == 0; tries++) {
+        dirent_val d, d2;
+        if ((err = dir_lookup(fs, parent_ino, name, &d)) != 0)
+            break;
+        if ((err = icache_get(fs, d.ino, &v[1])) != 0) {
+            err = err == ENOENT ? EIO : err;
+            break;
+        }
+        icache_lock_many(v, 2);
+        err = dir_lookup(fs, parent_ino, name, &d2);
+        bool same = err == 0 && d2.ino == d.ino;
+        if (same)
+            err = remove_locked(fs, v[0], v[1], name, &d2, dir, &reclaim);
+        icache_unlock_many(v, 2);
+        if (same || err != 0 || tries > 100)
+            break;
+        icache_put(fs->icache, v[1]); /* the name moved meanwhile: again */
+        v[1] = NULL;
+    }
+    uint64_t child = v[1] ? v[1]->ino : 0;
+    icache_put(fs->icache, v[0]);
+    icache_put(fs->icache, v[1]);
+    if (reclaim)
+        reclaimer_enqueue(fs->reclaim, child);
+    if (err == 0)
+        err = fs_durable(fs);
+    fuse_reply_err(req, err);
+}
+
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    stats_inc(&op_fs(req)->stats.ops[OP_UNLINK]);
+    remove_entry(req, parent, name, false);
+}
+
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    stats_inc(&op_fs(req)->stats.ops[OP_RMDIR]);
+    remove_entry(req, parent, name, true);
+}

@@ -1,0 +1,156 @@
+/*
+ * ops.c — the fuse_lowlevel_ops table, session setup (init), and the
+ * helpers the op_*.c files share.
+ */
+#include "ops.h"
+
+#include "commit.h"
+#include "inode.h"
+#include "orphan.h"
+
+#include <errno.h>
+#include <string.h>
+
+ops_state *op_state(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+lsmfs *op_fs(fuse_req_t req)
+{
+    return op_state(req)->fs;
+}
+
+void op_read_rec(inode *n, inode_rec *r)
+{
+    pthread_rwlock_rdlock(&n->lock);
+    *r = n->rec;
+    pthread_rwlock_unlock(&n->lock);
+}
+
+void op_fill_entry(lsmfs *fs, uint64_t ino, const inode_rec *r, struct fuse_entry_param *e)
+{
+    memset(e, 0, sizeof *e);
+    e->ino = ino;
+    e->generation = r->generation;
+    e->attr_timeout = fs->cfg.timeout;
+    e->entry_timeout = fs->cfg.timeout;
+    inode_to_stat(ino, r, fs->sb.chunk_size, &e->attr);
+}
+
+void op_reply_entry(fuse_req_t req, lsmfs *fs, inode *n, const inode_rec *r)
+{
+    struct fuse_entry_param e;
+    op_fill_entry(fs, n->ino, r, &e);
+    icache_lookup_inc(fs->icache, n);
+    /* A reply the kernel never got leaves it holding no reference. */
+    if (fuse_reply_entry(req, &e) != 0)
+        icache_forget(fs->icache, n->ino, 1);
+}
+
+void op_reply_attr(fuse_req_t req, lsmfs *fs, uint64_t ino, const inode_rec *r)
+{
+    struct stat st;
+    inode_to_stat(ino, r, fs->sb.chunk_size, &st);
+    fuse_reply_attr(req, &st, fs->cfg.timeout);
+}
+
+int op_drop_inode(lsmfs *fs, lsm_batch *b, inode *child, inode_rec *r, bool *reclaim_after,
+                  bool *destroyed)
+{
+    *reclaim_after = false;
+    *destroyed = false;
+    bool open = !S_ISDIR(r->mode) && icache_nopen(fs->icache, child) > 0;
+    if (open || orphan_needs_reclaim(r)) {
+        /* Keep the record (nlink 0) until the last close / the reclaimer. */
+        int err = inode_batch_update(fs, b, child, r);
+        if (err == 0)
+            err = orphan_batch_mark(b, child->ino);
+        *reclaim_after = !open && err == 0;
+        return err;
+    }
+    *destroyed = true;
+    return orphan_batch_destroy(fs, b, child->ino, r);
+}
+
+void op_dropped(lsmfs *fs, inode *child, bool destroyed)
+{
+    if (destroyed) {
+        child->gone = true;
+        atomic_fetch_sub(&fs->inodes, 1);
+    }
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    ops_state *st = userdata;
+    /* The kernel clears set-user-ID/set-group-ID bits itself (sending a
+     * mode change) on write, truncate and chown, exactly as for ext4. */
+    conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+    /* Truncation on open arrives as a setattr (keeps suid clearing exact). */
+    conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+    if (conn->capable & FUSE_CAP_READDIRPLUS)
+        conn->want |= FUSE_CAP_READDIRPLUS;
+    if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+        conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+    /* Directory handles carry no state: readdir offsets are cookies. */
+    if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) {
+        conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
+        st->no_opendir = true;
+    }
+    conn->max_write = 1u << 20;
+    if (conn->max_readahead < (1u << 20))
+        conn->max_readahead = 1u << 20;
+    conn->time_gran = 1;
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+    (void)ino;
+    (void)mask;
+    stats_inc(&op_fs(req)->stats.ops[OP_ACCESS]);
+    /* default_permissions: the kernel has checked already. */
+    fuse_reply_err(req, 0);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+    .init = op_init,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
+    .getattr = op_getattr,
+    .setattr = op_setattr,
+    .readlink = op_readlink,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .unlink = op_unlink,
+    .rmdir = op_rmdir,
+    .symlink = op_symlink,
+    .rename = op_rename,
+    .link = op_link,
+    .open = op_open,
+    .read = op_read,
+    .write = op_write,
+    .flush = op_flush,
+    .release = op_release,
+    .fsync = op_fsync,
+    .opendir = op_opendir,
+    .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
+    .releasedir = op_releasedir,
+    .fsyncdir = op_fsyncdir,
+    .statfs = op_statfs,
+    .setxattr = op_setxattr,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
+    .removexattr = op_removexattr,
+    .access = op_access,
+    .create = op_create,
+    .fallocate = op_fallocate,
+    .lseek = op_lseek,
+};
+
+const struct fuse_lowlevel_ops *lsmfs_ops(void)
+{
+    return &ops;
+}

@@ -1,0 +1,102 @@
+/*
+ * ops.h — the FUSE low-level operations of lsmfs. Each op_*.c file
+ * implements one group; ops.c assembles the table and holds the helpers
+ * they share. The session's userdata is the lsmfs.
+ *
+ * Pattern of a state-changing op: pin the inodes (icache_get), lock them
+ * in inode order, re-check what was looked up before locking, build ONE
+ * batch, fs_commit it, update the cached records, unlock, then fs_durable
+ * (a sync barrier under -o sync, taken with no lock held) and reply.
+ */
+#ifndef FS_OPS_H
+#define FS_OPS_H
+
+#include "fuse_api.h"
+#include "icache.h"
+#include "super.h"
+
+/* Session-wide settings negotiated in init (written once before any other
+ * request is served, read-only afterwards). */
+typedef struct ops_state {
+    lsmfs *fs;
+    bool no_opendir; /* the kernel accepted FUSE_CAP_NO_OPENDIR_SUPPORT */
+} ops_state;
+
+const struct fuse_lowlevel_ops *lsmfs_ops(void);
+
+/* Helpers shared by the op files. */
+ops_state *op_state(fuse_req_t req);
+lsmfs *op_fs(fuse_req_t req);
+void op_fill_entry(lsmfs *fs, uint64_t ino, const inode_rec *r, struct fuse_entry_param *e);
+/* Replies with an entry for pinned n (a copy of whose record is r) and
+ * counts the kernel's new lookup reference. */
+void op_reply_entry(fuse_req_t req, lsmfs *fs, inode *n, const inode_rec *r);
+void op_reply_attr(fuse_req_t req, lsmfs *fs, uint64_t ino, const inode_rec *r);
+/* Takes a snapshot of n->rec under its read lock. */
+void op_read_rec(inode *n, inode_rec *r);
+/* Drops the last link of child (whose new record r has nlink 0) inside the
+ * batch: deletes it now, or marks it an orphan. *reclaim_after says the
+ * caller must queue it for the reclaimer after committing; *destroyed that
+ * its record is deleted. REQUIRES: child->lock held for writing. */
+int op_drop_inode(lsmfs *fs, lsm_batch *b, inode *child, inode_rec *r, bool *reclaim_after,
+                  bool *destroyed);
+/* After a commit that ran op_drop_inode. REQUIRES: child->lock held. */
+void op_dropped(lsmfs *fs, inode *child, bool destroyed);
+
+/* op_entry.c */
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                struct fuse_file_info *fi);
+void op_readlink(fuse_req_t req, fuse_ino_t ino);
+
+/* op_ns.c: names */
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+               struct fuse_file_info *fi);
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+
+/* op_rename.c */
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+               const char *newname, unsigned int flags);
+
+/* op_file.c */
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+              struct fuse_file_info *fi);
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                  struct fuse_file_info *fi);
+void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi);
+/* The open-file bookkeeping shared with create. REQUIRES: n->lock held. */
+void op_file_opened(lsmfs *fs, inode *n, struct fuse_file_info *fi);
+
+/* op_dir.c */
+void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                struct fuse_file_info *fi);
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi);
+void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+
+/* op_xattr.c */
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                 size_t size, int flags);
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+/* op_statfs.c */
+void op_statfs(fuse_req_t req, fuse_ino_t ino);
+
+#endif

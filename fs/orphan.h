@@ -1,0 +1,37 @@
+/*
+ * orphan.h — inodes whose last name is gone. An 'O' ino record marks an
+ * inode with nlink 0 whose keys still have to be deleted: it is written in
+ * the same batch that drops the last link (when the file is still open or
+ * has chunks to free), and deleted in the batch that removes the inode
+ * record. A background thread reclaims chunked files in bounded batches so
+ * unlink never waits for a large file's chunks; orphans left by a crash or
+ * an unmount are picked up again at the next mount.
+ */
+#ifndef FS_ORPHAN_H
+#define FS_ORPHAN_H
+
+#include "schema.h"
+#include "super.h"
+
+/* Chunks deleted per background batch. */
+#define ORPHAN_BATCH_CHUNKS 256
+
+/* Starts the reclaimer thread and queues every orphan found in the store. */
+int reclaimer_start(lsmfs *fs, reclaimer **out);
+/* Queues ino (whose orphan record is committed) for reclaim. If memory
+ * runs out the orphan just waits for the next mount. */
+void reclaimer_enqueue(reclaimer *r, uint64_t ino);
+/* Waits until the queue is empty (tests and fsync-before-unmount). */
+void reclaimer_drain(reclaimer *r);
+/* Stops after the batch in progress; queued orphans stay for next mount. */
+void reclaimer_stop(reclaimer *r);
+
+/* Must the data of an unlinked inode with record r be freed in the
+ * background (it has chunks), or can its keys go in one batch? */
+bool orphan_needs_reclaim(const inode_rec *r);
+/* Adds to b the deletes of ino's record, its xattrs and its orphan record.
+ * REQUIRES: the inode has no chunks. */
+int orphan_batch_destroy(lsmfs *fs, lsm_batch *b, uint64_t ino, const inode_rec *r);
+int orphan_batch_mark(lsm_batch *b, uint64_t ino);
+
+#endif

@@ -1,0 +1,172 @@
+/*
+ * super.c — opening and closing a filesystem: store, superblock, allocator,
+ * inode cache, orphan reclaimer.
+ */
+#include "super.h"
+
+#include "icache.h"
+#include "orphan.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int super_open_store(const char *dir, lsm_db **db, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        return errno;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a directory", dir);
+        return ENOTDIR;
+    }
+    lsm_options o;
+    lsm_options_init(&o);
+    o.create_if_missing = false;
+    lsm_status *s = lsm_open(&o, dir, db);
+    if (s == NULL)
+        return 0;
+    int code = lsm_status_code(s);
+    int e = EIO;
+    if (code == LSM_BUSY) {
+        snprintf(err, errlen, "%s: store is mounted or in use by another process", dir);
+        e = EBUSY;
+    } else if (code == LSM_INVALID_ARGUMENT || code == LSM_NOT_FOUND) {
+        snprintf(err, errlen, "%s: not an lsmfs filesystem (no store: %s)", dir,
+                 lsm_status_message(s));
+        e = EINVAL;
+    } else {
+        snprintf(err, errlen, "%s: cannot open the store: %s", dir, lsm_status_message(s));
+    }
+    lsm_status_free(s);
+    return e;
+}
+
+int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t errlen)
+{
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    schema_key k;
+    key_super(&k);
+    char *v = NULL;
+    size_t vlen = 0;
+    lsm_status *s = lsm_get(db, &ro, k.b, k.len, &v, &vlen);
+    if (s != NULL) {
+        int notfound = lsm_status_code(s) == LSM_NOT_FOUND;
+        if (notfound)
+            snprintf(err, errlen, "%s: not an lsmfs filesystem (store has no superblock)", dir);
+        else
+            snprintf(err, errlen, "%s: reading the superblock: %s", dir, lsm_status_message(s));
+        lsm_status_free(s);
+        return notfound ? EINVAL : EIO;
+    }
+    enum super_check c = super_decode(v, vlen, sb);
+    free(v);
+    switch (c) {
+    case SUPER_OK:
+        return 0;
+    case SUPER_NOT_LSMFS:
+        snprintf(err, errlen, "%s: not an lsmfs filesystem (bad superblock magic)", dir);
+        return EINVAL;
+    case SUPER_NEWER:
+        snprintf(err, errlen,
+                 "%s: lsmfs format version %u is newer than this lsmfs supports (%u)", dir,
+                 sb->version, SCHEMA_VERSION);
+        return EPROTONOSUPPORT;
+    case SUPER_BAD:
+        break;
+    }
+    snprintf(err, errlen, "%s: damaged superblock", dir);
+    return EIO;
+}
+
+/* Counts inode records (statfs reports it as files in use). */
+static int count_inodes(lsm_db *db, int64_t *count)
+{
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    ro.fill_cache = false;
+    lsm_iter *it = lsm_iter_new(db, &ro);
+    if (it == NULL)
+        return ENOMEM;
+    char prefix = K_INODE;
+    *count = 0;
+    for (lsm_iter_seek(it, &prefix, 1); lsm_iter_valid(it); lsm_iter_next(it)) {
+        size_t klen;
+        const char *key = lsm_iter_key(it, &klen);
+        if (klen == 0 || key[0] != K_INODE)
+            break;
+        (*count)++;
+    }
+    lsm_status *s = lsm_iter_status(it);
+    int err = s ? EIO : 0;
+    lsm_status_free(s);
+    lsm_iter_free(it);
+    return err;
+}
+
+static void fail_close(lsmfs *fs)
+{
+    reclaimer_stop(fs->reclaim);
+    icache_free(fs->icache);
+    if (fs->alloc.db != NULL)
+        alloc_destroy(&fs->alloc);
+    lsm_status_free(lsm_close(fs->db));
+    free(fs->dir);
+    free(fs);
+}
+
+int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
+{
+    lsmfs *fs = calloc(1, sizeof *fs);
+    if (fs == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return ENOMEM;
+    }
+    fs->cfg = *cfg;
+    fs->dir = realpath(cfg->store_dir, NULL);
+    if (fs->dir == NULL) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", cfg->store_dir, strerror(e));
+        free(fs);
+        return e;
+    }
+    fs->cfg.store_dir = fs->dir;
+    int e = super_open_store(fs->dir, &fs->db, err, errlen);
+    if (e == 0)
+        e = super_read(fs->db, fs->dir, &fs->sb, err, errlen);
+    if (e == 0 && (e = alloc_init(&fs->alloc, fs->db)) != 0)
+        snprintf(err, errlen, "%s: damaged inode allocator record", fs->dir);
+    int64_t n = 0;
+    if (e == 0 && (e = count_inodes(fs->db, &n)) != 0)
+        snprintf(err, errlen, "%s: cannot scan inodes", fs->dir);
+    atomic_store(&fs->inodes, n);
+    if (e == 0 && (fs->icache = icache_new()) == NULL)
+        e = ENOMEM;
+    if (e == 0 && (e = reclaimer_start(fs, &fs->reclaim)) != 0)
+        snprintf(err, errlen, "cannot start the orphan reclaimer: %s", strerror(e));
+    if (e != 0) {
+        fail_close(fs);
+        return e;
+    }
+    *out = fs;
+    return 0;
+}
+
+int lsmfs_close(lsmfs *fs)
+{
+    reclaimer_stop(fs->reclaim);
+    icache_free(fs->icache);
+    alloc_destroy(&fs->alloc);
+    lsm_status *s = lsm_close(fs->db);
+    int e = s ? EIO : 0;
+    lsm_status_free(s);
+    free(fs->dir);
+    free(fs);
+    return e;
+}

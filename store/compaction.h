@@ -1,0 +1,57 @@
+/*
+ * compaction.h — choosing what to compact, and the rules applied while
+ * compacting (LevelDB's leveled scheme).
+ *
+ * Level 0 is compacted when it holds l0_compaction_trigger files, deeper
+ * levels when their bytes exceed 10 MiB * 10^(level-1). A compaction of
+ * level L takes one file of L (the one after the level's compact pointer, so
+ * successive compactions rotate through the key space) — for level 0 every
+ * file overlapping it — plus the overlapping files of L+1, and writes new
+ * files into L+1, split at the target file size and wherever an output would
+ * overlap too much of L+2 (so the next compaction stays small).
+ */
+#ifndef LSM_COMPACTION_H
+#define LSM_COMPACTION_H
+
+#include "version.h"
+
+typedef struct compaction {
+    int level;                  /* inputs from level and level + 1 */
+    uint64_t max_output_file_size;
+    version *input_version;     /* holds a reference */
+    file_meta **inputs[2];
+    int ninputs[2];
+    file_meta **grandparents;   /* files of level + 2 overlapping the inputs */
+    int ngrandparents;
+    int grand_index;            /* [compacting thread] should_stop_before state */
+    bool seen_key;
+    uint64_t overlapped_bytes;
+    int level_ptrs[NUM_LEVELS]; /* [compacting thread] is_base_level state */
+    version_edit edit;          /* what the compaction does, filled as it runs */
+} compaction;
+
+/* The compaction the current version most needs, or NULL. REQUIRES: mu. */
+compaction *compaction_pick(version_set *vs, uint64_t target_file_size);
+/* A compaction of `level` restricted to user keys [begin, end] (NULL:
+ * unbounded), or NULL if nothing there. REQUIRES: mu. */
+compaction *compaction_pick_range(version_set *vs, int level, const char *begin, size_t blen,
+                                  const char *end, size_t elen, uint64_t target_file_size);
+/* REQUIRES: mu (drops the version reference). */
+void compaction_free(compaction *c);
+
+/* A single input file that can just move down a level (nothing to merge,
+ * little overlap below). */
+bool compaction_is_trivial_move(const compaction *c);
+/* Records the deletion of every input file in c->edit. */
+bool compaction_add_input_deletions(compaction *c);
+/* True if no level below the output level holds user key ukey, so a
+ * deletion of it can be dropped. Calls must come in ascending key order. */
+bool compaction_is_base_level_for_key(compaction *c, const char *ukey, size_t ulen);
+/* True if the output file should end before internal key ikey (it would
+ * overlap too much of level + 2). Calls in ascending order. */
+bool compaction_should_stop_before(compaction *c, const char *ikey, size_t n);
+/* A merging iterator over every input. NULL if out of memory. */
+iter *compaction_input_iter(compaction *c, table_cache *tc);
+uint64_t compaction_input_bytes(const compaction *c);
+
+#endif

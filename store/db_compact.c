@@ -1,0 +1,602 @@
+/*
+ * db_compact.c — background work: flushing immutable memtables to level-0
+ * tables, leveled compaction, deleting obsolete files, manual compaction.
+ *
+ * Two threads: the flush thread turns the oldest immutable memtable into a
+ * table as soon as there is one; the compaction thread runs whatever
+ * compaction the current version most needs. Keeping them apart means a
+ * long level-0 -> level-1 compaction never delays a flush, so writers wait
+ * for memory only when the disk truly cannot keep up (and the pacing in
+ * db_write.c slows them gradually well before that).
+ *
+ * Both threads do their I/O with mu released and take it to install the
+ * result (vset_log_and_apply serialises MANIFEST writes). Flushes always
+ * write to level 0, so a flush can never place newer data below older data
+ * that a running compaction is still moving.
+ */
+#include "compaction.h"
+#include "db_impl.h"
+#include "filename.h"
+#include "status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------- pending outputs */
+
+/* REQUIRES: mu held. */
+static bool add_pending(lsm_db *db, uint64_t number)
+{
+    assert(mutex_held(&db->mu));
+    if (db->npending == db->cap_pending) {
+        int cap = db->cap_pending ? db->cap_pending * 2 : 16;
+        uint64_t *p = realloc(db->pending, (size_t)cap * sizeof(*p));
+        if (p == NULL)
+            return false;
+        db->pending = p;
+        db->cap_pending = cap;
+    }
+    db->pending[db->npending++] = number;
+    return true;
+}
+
+/* REQUIRES: mu held. */
+static void remove_pending(lsm_db *db, uint64_t number)
+{
+    assert(mutex_held(&db->mu));
+    for (int i = 0; i < db->npending; i++) {
+        if (db->pending[i] == number) {
+            db->pending[i] = db->pending[--db->npending];
+            return;
+        }
+    }
+}
+
+/* ----------------------------------------------------------- table output */
+
+/* One table being written. */
+typedef struct output {
+    uint64_t number;
+    char *path;
+    lsm_wfile *file;
+    table_builder *builder;
+} output;
+
+/* REQUIRES: mu held (to allocate the number). */
+static lsm_status *output_open(lsm_db *db, output *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->number = vset_new_file_number(&db->vs);
+    if (!add_pending(db, o->number) || (o->path = table_file_name(db->dir, o->number)) == NULL)
+        return status_new(LSM_IO_ERROR, "out of memory");
+    lsm_status *s = db->env->new_wfile(db->env, o->path, &o->file);
+    if (s)
+        return s;
+    table_options to;
+    table_options_from(&to, &db->opt);
+    if ((o->builder = table_builder_new(&to, o->file)) == NULL)
+        return status_new(LSM_IO_ERROR, "out of memory");
+    return NULL;
+}
+
+/* Finishes, syncs and closes the table; on success *meta describes it (NULL
+ * if it holds no entry: then the file is removed). No lock needed. */
+static lsm_status *output_finish(lsm_db *db, output *o, file_meta **meta)
+{
+    *meta = NULL;
+    uint64_t entries = table_builder_entries(o->builder);
+    lsm_status *s = entries ? table_builder_finish(o->builder) : NULL;
+    if (s == NULL && entries)
+        s = o->file->ops->sync(o->file);
+    lsm_status *c = o->file->ops->close(o->file);
+    o->file = NULL;
+    if (s == NULL)
+        s = c;
+    else
+        lsm_status_free(c);
+    if (s == NULL && entries) {
+        size_t sn, ln;
+        const char *sm = table_builder_smallest(o->builder, &sn);
+        const char *lg = table_builder_largest(o->builder, &ln);
+        *meta = file_meta_new(o->number, table_builder_file_size(o->builder), sm, sn, lg, ln);
+        if (*meta == NULL)
+            s = status_new(LSM_IO_ERROR, "out of memory");
+    }
+    if (s || entries == 0)
+        lsm_status_free(db->env->remove_file(db->env, o->path));
+    return s;
+}
+
+/* Releases what output_open took; the file is removed unless kept. */
+static void output_cleanup(lsm_db *db, output *o, bool keep)
+{
+    if (o->builder)
+        table_builder_free(o->builder);
+    if (o->file) {
+        lsm_status_free(o->file->ops->close(o->file));
+        keep = false;
+    }
+    if (!keep && o->path)
+        lsm_status_free(db->env->remove_file(db->env, o->path));
+    free(o->path);
+    o->builder = NULL;
+    o->path = NULL;
+}
+
+/* ------------------------------------------------------------------ flush */
+
+/* Writes memtable m to a new table. REQUIRES: mu held (released inside). */
+static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit)
+{
+    uint64_t t0 = db->env->now_micros(db->env);
+    output o;
+    lsm_status *s = output_open(db, &o);
+    file_meta *meta = NULL;
+    mutex_unlock(&db->mu);
+    iter *it = s ? NULL : memtable_iter_new(m);
+    if (s == NULL && it == NULL)
+        s = status_new(LSM_IO_ERROR, "out of memory");
+    for (it ? iter_seek_first(it) : (void)0; s == NULL && iter_valid(it); iter_next(it)) {
+        size_t kn, vn;
+        const char *k = iter_key(it, &kn);
+        const char *v = iter_value(it, &vn);
+        s = table_builder_add(o.builder, k, kn, v, vn);
+    }
+    iter_free(it);
+    if (s == NULL)
+        s = output_finish(db, &o, &meta);
+    /* The MANIFEST will name the table: its directory entry must be durable
+     * first. */
+    if (s == NULL && meta)
+        s = db->env->sync_dir(db->env, db->dir);
+    output_cleanup(db, &o, s == NULL);
+    mutex_lock(&db->mu);
+    remove_pending(db, o.number);
+    if (s == NULL && meta) {
+        if (!version_edit_add_file(edit, 0, meta))
+            s = status_new(LSM_IO_ERROR, "out of memory");
+        db->stats.flush_bytes += meta->size;
+        db->stats.levels[0].written_bytes += meta->size;
+    }
+    if (meta && s)
+        meta->refs++, file_meta_unref(meta);
+    db->stats.levels[0].micros += db->env->now_micros(db->env) - t0;
+    return s;
+}
+
+/* Flushes the oldest immutable memtable. REQUIRES: mu held. */
+static lsm_status *flush_one(lsm_db *db)
+{
+    assert(mutex_held(&db->mu) && db->nimm > 0);
+    memtable *m = db->imm[0];
+    memtable_ref(m);
+    version_edit edit;
+    version_edit_init(&edit);
+    lsm_status *s = write_level0(db, m, &edit);
+    if (s == NULL) {
+        /* Logs before the next memtable's first log are no longer needed. */
+        uint64_t next_log = db->nimm > 1 ? db->imm_log[1] : db->mem_log;
+        version_edit_set_log_number(&edit, next_log);
+        s = vset_log_and_apply(&db->vs, &edit);
+    }
+    version_edit_destroy(&edit);
+    memtable_unref(m);
+    if (s)
+        return s;
+    memtable_unref(db->imm[0]);
+    memmove(db->imm, db->imm + 1, (size_t)(db->nimm - 1) * sizeof(*db->imm));
+    memmove(db->imm_log, db->imm_log + 1, (size_t)(db->nimm - 1) * sizeof(*db->imm_log));
+    db->nimm--;
+    db->stats.flushes++;
+    db_install_view(db);
+    db_delete_obsolete_files(db);
+    return NULL;
+}
+
+static void *flush_main(void *arg)
+{
+    lsm_db *db = arg;
+    mutex_lock(&db->mu);
+    for (;;) {
+        while (!db->shutting_down && (db->nimm == 0 || db->bg_error))
+            cond_wait(&db->work_cv, &db->mu);
+        if (db->shutting_down)
+            break;
+        lsm_status *s = flush_one(db);
+        if (s)
+            db_set_bg_error(db, status_wrap(s, "flushing a memtable"));
+        pthread_cond_broadcast(&db->room_cv);
+        pthread_cond_broadcast(&db->work_cv); /* the compactor may have work */
+    }
+    mutex_unlock(&db->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------- compaction */
+
+typedef struct compaction_run {
+    compaction *c;
+    uint64_t smallest_snapshot;
+    output out;
+    bool out_open;
+    file_meta **done; /* finished outputs */
+    int ndone, cap_done;
+    buf user_key; /* the user key of the previous entry */
+    bool has_user_key;
+    uint64_t last_seq_for_key;
+    uint64_t written;
+} compaction_run;
+
+uint64_t db_smallest_snapshot(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (db->snapshots.next != &db->snapshots)
+        return db->snapshots.next->seq; /* the list is oldest first */
+    return db->last_seq;
+}
+
+/* Whether the entry can be dropped: shadowed by a newer entry every
+ * snapshot sees, or a deletion with nothing below it to delete. */
+static bool should_drop(compaction_run *r, const parsed_ikey *pk)
+{
+    if (!r->has_user_key ||
+        bytes_compare(pk->user_key, pk->user_len, r->user_key.data, r->user_key.len) != 0) {
+        r->user_key.len = 0;
+        r->has_user_key = buf_append(&r->user_key, pk->user_key, pk->user_len);
+        r->last_seq_for_key = UINT64_MAX;
+    }
+    bool drop = false;
+    if (r->last_seq_for_key <= r->smallest_snapshot)
+        drop = true;
+    else if (pk->type == TYPE_DELETION && pk->seq <= r->smallest_snapshot &&
+             compaction_is_base_level_for_key(r->c, pk->user_key, pk->user_len))
+        drop = true;
+    r->last_seq_for_key = pk->seq;
+    return drop;
+}
+
+/* Finishes the current output. REQUIRES: mu not held. */
+static lsm_status *close_output(lsm_db *db, compaction_run *r)
+{
+    file_meta *meta = NULL;
+    lsm_status *s = output_finish(db, &r->out, &meta);
+    output_cleanup(db, &r->out, s == NULL);
+    r->out_open = false;
+    if (s || meta == NULL)
+        return s;
+    if (r->ndone == r->cap_done) {
+        int cap = r->cap_done ? r->cap_done * 2 : 8;
+        file_meta **p = realloc(r->done, (size_t)cap * sizeof(*p));
+        if (p == NULL) {
+            meta->refs++, file_meta_unref(meta);
+            return status_new(LSM_IO_ERROR, "out of memory");
+        }
+        r->done = p;
+        r->cap_done = cap;
+    }
+    meta->refs++; /* the run's reference */
+    r->done[r->ndone++] = meta;
+    r->written += meta->size;
+    return NULL;
+}
+
+static lsm_status *add_entry(lsm_db *db, compaction_run *r, const char *k, size_t kn,
+                             const char *v, size_t vn)
+{
+    lsm_status *s = NULL;
+    if (r->out_open && compaction_should_stop_before(r->c, k, kn))
+        s = close_output(db, r);
+    if (s == NULL && !r->out_open) {
+        mutex_lock(&db->mu);
+        s = output_open(db, &r->out);
+        mutex_unlock(&db->mu);
+        r->out_open = true;
+    }
+    if (s == NULL)
+        s = table_builder_add(r->out.builder, k, kn, v, vn);
+    if (s == NULL && table_builder_file_size(r->out.builder) >= r->c->max_output_file_size)
+        s = close_output(db, r);
+    return s;
+}
+
+/* Merges the inputs into new tables. REQUIRES: mu not held. */
+static lsm_status *merge_inputs(lsm_db *db, compaction_run *r)
+{
+    iter *in = compaction_input_iter(r->c, db->tables);
+    if (in == NULL)
+        return status_new(LSM_IO_ERROR, "out of memory");
+    lsm_status *s = NULL;
+    for (iter_seek_first(in); s == NULL && iter_valid(in); iter_next(in)) {
+        if (db->shutting_down) /* racy read is fine: only shortens the run */
+            break;
+        size_t kn, vn;
+        const char *k = iter_key(in, &kn);
+        const char *v = iter_value(in, &vn);
+        parsed_ikey pk;
+        if (!parse_ikey(k, kn, &pk)) {
+            s = status_new(LSM_CORRUPTION, "malformed key in a table during compaction");
+            break;
+        }
+        if (!should_drop(r, &pk))
+            s = add_entry(db, r, k, kn, v, vn);
+    }
+    if (s == NULL)
+        s = iter_status(in);
+    iter_free(in);
+    if (s == NULL && db->shutting_down)
+        s = status_new(LSM_IO_ERROR, "compaction interrupted by close");
+    if (s == NULL && r->out_open)
+        s = close_output(db, r);
+    if (r->out_open)
+        output_cleanup(db, &r->out, false);
+    if (s == NULL && r->ndone) /* outputs must be durable before the MANIFEST names them */
+        s = db->env->sync_dir(db->env, db->dir);
+    return s;
+}
+
+/* Installs the outputs in place of the inputs. REQUIRES: mu held. */
+static lsm_status *install_compaction(lsm_db *db, compaction_run *r)
+{
+    compaction *c = r->c;
+    if (!compaction_add_input_deletions(c))
+        return status_new(LSM_IO_ERROR, "out of memory");
+    for (int i = 0; i < r->ndone; i++)
+        if (!version_edit_add_file(&c->edit, c->level + 1, r->done[i]))
+            return status_new(LSM_IO_ERROR, "out of memory");
+    return vset_log_and_apply(&db->vs, &c->edit);
+}
+
+static lsm_status *trivial_move(lsm_db *db, compaction *c)
+{
+    file_meta *f = c->inputs[0][0];
+    if (!version_edit_delete_file(&c->edit, c->level, f->number) ||
+        !version_edit_add_file(&c->edit, c->level + 1, f))
+        return status_new(LSM_IO_ERROR, "out of memory");
+    return vset_log_and_apply(&db->vs, &c->edit);
+}
+
+/* Runs compaction c. REQUIRES: mu held (released while merging). */
+static lsm_status *run_compaction(lsm_db *db, compaction *c)
+{
+    assert(mutex_held(&db->mu));
+    if (compaction_is_trivial_move(c))
+        return trivial_move(db, c);
+    uint64_t t0 = db->env->now_micros(db->env);
+    compaction_run r = {.c = c, .smallest_snapshot = db_smallest_snapshot(db)};
+    mutex_unlock(&db->mu);
+    lsm_status *s = merge_inputs(db, &r);
+    mutex_lock(&db->mu);
+    for (int i = 0; i < r.ndone; i++)
+        remove_pending(db, r.done[i]->number);
+    if (r.out.number)
+        remove_pending(db, r.out.number);
+    if (s == NULL)
+        s = install_compaction(db, &r);
+    struct level_stats *ls = &db->stats.levels[c->level + 1];
+    ls->compactions++;
+    ls->read_bytes += compaction_input_bytes(c);
+    ls->written_bytes += r.written;
+    ls->micros += db->env->now_micros(db->env) - t0;
+    for (int i = 0; i < r.ndone; i++)
+        file_meta_unref(r.done[i]);
+    free(r.done);
+    buf_free(&r.user_key);
+    db_delete_obsolete_files(db);
+    return s;
+}
+
+static bool needs_compaction(lsm_db *db)
+{
+    return db->vs.current->compaction_score >= 1;
+}
+
+static void *compact_main(void *arg)
+{
+    lsm_db *db = arg;
+    mutex_lock(&db->mu);
+    for (;;) {
+        while (!db->shutting_down &&
+               (db->bg_error || db->compacting || !needs_compaction(db)))
+            cond_wait(&db->work_cv, &db->mu);
+        if (db->shutting_down)
+            break;
+        db->compacting = true;
+        compaction *c = compaction_pick(&db->vs, db->opt.target_file_size);
+        lsm_status *s = c ? run_compaction(db, c) : NULL;
+        compaction_free(c);
+        db->compacting = false;
+        if (s && !db->shutting_down)
+            db_set_bg_error(db, status_wrap(s, "compaction"));
+        else
+            lsm_status_free(s);
+        pthread_cond_broadcast(&db->room_cv);
+        pthread_cond_broadcast(&db->work_cv);
+    }
+    mutex_unlock(&db->mu);
+    return NULL;
+}
+
+/* ---------------------------------------------------------- file deletion */
+
+static bool contains(const uint64_t *a, int n, uint64_t x)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] == x)
+            return true;
+    return false;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether a file of the store is still needed. REQUIRES: mu held. */
+static bool keep_file(lsm_db *db, enum file_type type, uint64_t number, const uint64_t *live,
+                      int nlive)
+{
+    uint64_t oldest_log = db->nimm ? db->imm_log[0] : db->mem_log;
+    switch (type) {
+    case FILE_LOG:
+        return number >= oldest_log || number >= db->vs.log_number;
+    case FILE_MANIFEST:
+        return number >= db->vs.manifest_number;
+    case FILE_TABLE:
+        return bsearch(&number, live, (size_t)nlive, sizeof(*live), cmp_u64) != NULL ||
+               contains(db->pending, db->npending, number);
+    case FILE_TEMP:
+        return contains(db->pending, db->npending, number);
+    default:
+        return true;
+    }
+}
+
+void db_delete_obsolete_files(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t *live = NULL;
+    int nlive = 0;
+    char **names = NULL;
+    int n = 0;
+    lsm_status *s = db->env->get_children(db->env, db->dir, &names, &n);
+    if (s || !vset_live_files(&db->vs, &live, &nlive)) {
+        lsm_status_free(s);
+        env_free_children(names, n);
+        return;
+    }
+    qsort(live, (size_t)nlive, sizeof(*live), cmp_u64);
+    const char **del = malloc((size_t)(n + 1) * sizeof(*del));
+    int ndel = 0;
+    for (int i = 0; del && i < n; i++) {
+        uint64_t number;
+        enum file_type type;
+        if (!parse_file_name(names[i], &number, &type) || keep_file(db, type, number, live, nlive))
+            continue;
+        if (type == FILE_TABLE)
+            table_cache_evict(db->tables, number);
+        del[ndel++] = names[i];
+    }
+    free(live);
+    mutex_unlock(&db->mu); /* unlink outside the lock */
+    char path[4096];
+    for (int i = 0; i < ndel; i++) {
+        snprintf(path, sizeof(path), "%s/%s", db->dir, del[i]);
+        lsm_status_free(db->env->remove_file(db->env, path));
+    }
+    mutex_lock(&db->mu);
+    free(del);
+    env_free_children(names, n);
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+lsm_status *db_start_background(lsm_db *db)
+{
+    if (pthread_create(&db->flush_thread, NULL, flush_main, db) != 0)
+        return status_new(LSM_IO_ERROR, "cannot start the flush thread");
+    if (pthread_create(&db->compact_thread, NULL, compact_main, db) != 0) {
+        mutex_lock(&db->mu);
+        db->shutting_down = true;
+        pthread_cond_broadcast(&db->work_cv);
+        mutex_unlock(&db->mu);
+        pthread_join(db->flush_thread, NULL);
+        return status_new(LSM_IO_ERROR, "cannot start the compaction thread");
+    }
+    db->threads_started = true;
+    mutex_lock(&db->mu);
+    pthread_cond_broadcast(&db->work_cv); /* recovered memtables to flush? */
+    mutex_unlock(&db->mu);
+    return NULL;
+}
+
+void db_stop_background(lsm_db *db)
+{
+    if (!db->threads_started)
+        return;
+    mutex_lock(&db->mu);
+    db->shutting_down = true;
+    pthread_cond_broadcast(&db->work_cv);
+    pthread_cond_broadcast(&db->room_cv);
+    mutex_unlock(&db->mu);
+    pthread_join(db->flush_thread, NULL);
+    pthread_join(db->compact_thread, NULL);
+    db->threads_started = false;
+}
+
+/* ------------------------------------------------------ manual compaction */
+
+lsm_status *db_flush_memtables(lsm_db *db)
+{
+    lsm_status *s = NULL;
+    mutex_lock(&db->mu);
+    /* Take the write-queue head so the switch does not race a leader. */
+    struct writer w = {.batch = NULL, .sync = false};
+    pthread_cond_init(&w.cv, NULL);
+    w.next = NULL;
+    if (db->tail)
+        db->tail->next = &w;
+    else
+        db->head = &w;
+    db->tail = &w;
+    db->queue_len++;
+    while (db->head != &w)
+        cond_wait(&w.cv, &db->mu);
+    s = db_make_room_for_write(db, true);
+    db->head = w.next;
+    db->queue_len--;
+    if (db->head == NULL)
+        db->tail = NULL;
+    else
+        pthread_cond_signal(&db->head->cv);
+    while (s == NULL && db->nimm > 0 && db->bg_error == NULL) {
+        pthread_cond_broadcast(&db->work_cv);
+        cond_wait(&db->room_cv, &db->mu);
+    }
+    if (s == NULL && db->bg_error)
+        s = status_copy(db->bg_error);
+    mutex_unlock(&db->mu);
+    pthread_cond_destroy(&w.cv);
+    return s;
+}
+
+/* Compacts [begin, end] at `level` until nothing there is left to move.
+ * REQUIRES: mu held; db->compacting owned by the caller. */
+static lsm_status *compact_level_range(lsm_db *db, int level, const char *begin, size_t blen,
+                                       const char *end, size_t elen)
+{
+    lsm_status *s = NULL;
+    for (int rounds = 0; s == NULL && rounds < 100000; rounds++) {
+        compaction *c = compaction_pick_range(&db->vs, level, begin, blen, end, elen,
+                                              db->opt.target_file_size);
+        if (c == NULL)
+            break;
+        s = run_compaction(db, c);
+        compaction_free(c);
+    }
+    return s;
+}
+
+lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const void *end,
+                              size_t elen)
+{
+    lsm_status *s = db_flush_memtables(db);
+    if (s)
+        return s;
+    mutex_lock(&db->mu);
+    while (db->compacting)
+        cond_wait(&db->room_cv, &db->mu);
+    db->compacting = true;
+    int max_level = 1;
+    for (int l = 1; l < NUM_LEVELS; l++)
+        if (version_overlaps_level(db->vs.current, l, begin, blen, end, elen))
+            max_level = l;
+    for (int l = 0; s == NULL && l < max_level; l++)
+        s = compact_level_range(db, l, begin, blen, end, elen);
+    db->compacting = false;
+    pthread_cond_broadcast(&db->work_cv);
+    pthread_cond_broadcast(&db->room_cv);
+    mutex_unlock(&db->mu);
+    return s;
+}

@@ -1,0 +1,591 @@
+/* table_reader.c — opening, looking up and iterating a table; the format
+ * is described in table.h. */
+#include "table.h"
+
+#include "block.h"
+#include "bloom.h"
+#include "crc32c.h"
+#include "dbformat.h"
+#include "status.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <lz4.h>
+#include <stdlib.h>
+
+/* A block's contents after checksum and decompression; what the block
+ * cache holds. One allocation: header, then the bytes. */
+typedef struct table_block {
+    block b;       /* parsed view of data (data and index blocks) */
+    size_t len;    /* bytes in data */
+    size_t charge; /* allocation size, for the cache */
+    char data[];
+} table_block;
+
+struct sstable {
+    lsm_rfile *file;
+    uint64_t number;
+    uint64_t file_size;
+    uint64_t data_end; /* where the data blocks end and metadata begins */
+    cache *cache;      /* may be NULL */
+    uint64_t cache_id; /* key prefix of this table's blocks in cache */
+    table_block *index;
+    table_block *filter; /* NULL: no filter */
+};
+
+/* A block in use: pinned in the cache (h) or owned (h NULL). */
+typedef struct block_ref {
+    table_block *tb;
+    cache_handle *h;
+} block_ref;
+
+/* Internal-key order, made safe for keys of any length: data read from a
+ * damaged file may hold keys shorter than the 8-byte trailer. */
+static int table_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+    if (alen < IKEY_TRAILER || blen < IKEY_TRAILER)
+        return bytes_compare(a, alen, b, blen);
+    return ikey_compare(a, alen, b, blen);
+}
+
+static lsm_status *corruption(const sstable *t, uint64_t offset, const char *what)
+{
+    return status_new(LSM_CORRUPTION, "table %06" PRIu64 ": %s at offset %" PRIu64, t->number,
+                      what, offset);
+}
+
+/* ------------------------------------------------------- reading blocks */
+
+/* Decompresses an lz4 block whose stored bytes are tb->data[0..n). */
+static lsm_status *decompress(const sstable *t, uint64_t offset, table_block **tbp, size_t n)
+{
+    table_block *tb = *tbp;
+    uint32_t raw_len;
+    const char *p = decode_varint32(tb->data, tb->data + n, &raw_len);
+    size_t clen = p ? (size_t)(tb->data + n - p) : 0;
+    /* LZ4 cannot expand more than ~255x: a larger claim is damage, and
+     * must not become a huge allocation. */
+    if (p == NULL || clen > INT_MAX || raw_len > INT_MAX || (uint64_t)raw_len > clen * 256 + 64)
+        return corruption(t, offset, "bad compressed block header");
+    size_t charge = sizeof(table_block) + raw_len;
+    table_block *out = malloc(charge);
+    if (out == NULL)
+        return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", t->number);
+    int got = LZ4_decompress_safe(p, out->data, (int)clen, (int)raw_len);
+    if (got < 0 || (uint32_t)got != raw_len) {
+        free(out);
+        return corruption(t, offset, "bad compressed block");
+    }
+    out->len = raw_len;
+    out->charge = charge;
+    free(tb);
+    *tbp = out;
+    return NULL;
+}
+
+/* Reads the block at [offset, offset + size + trailer), verifies its
+ * checksum and decompresses it. REQUIRES: the handle was bounds-checked. */
+static lsm_status *read_block(const sstable *t, uint64_t offset, uint64_t size, table_block **out)
+{
+    size_t n = (size_t)size + TABLE_TRAILER_SIZE;
+    size_t charge = sizeof(table_block) + n;
+    table_block *tb = malloc(charge);
+    if (tb == NULL)
+        return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", t->number);
+    size_t got = 0;
+    lsm_status *st = t->file->ops->pread(t->file, offset, tb->data, n, &got);
+    if (st == NULL && got != n)
+        st = corruption(t, offset, "truncated block");
+    if (st == NULL) {
+        const char *trailer = tb->data + size;
+        uint32_t crc = crc32c_extend(crc32c(tb->data, (size_t)size), trailer, 1);
+        if (crc != crc32c_unmask(decode_fixed32(trailer + 1)))
+            st = corruption(t, offset, "block checksum mismatch");
+        else if (trailer[0] == TABLE_BLOCK_LZ4)
+            st = decompress(t, offset, &tb, (size_t)size);
+        else if (trailer[0] != TABLE_BLOCK_RAW)
+            st = corruption(t, offset, "unknown block type");
+        else {
+            tb->len = (size_t)size;
+            tb->charge = charge;
+        }
+    }
+    if (st != NULL) {
+        free(tb);
+        return status_wrap(st, "read table %06" PRIu64, t->number);
+    }
+    *out = tb;
+    return NULL;
+}
+
+/* read_block + parse as a key/value block. */
+static lsm_status *read_kv_block(const sstable *t, uint64_t offset, uint64_t size,
+                                 table_block **out)
+{
+    lsm_status *st = read_block(t, offset, size, out);
+    if (st == NULL && !block_parse(&(*out)->b, (*out)->data, (*out)->len)) {
+        free(*out);
+        *out = NULL;
+        st = corruption(t, offset, "malformed block");
+    }
+    return st;
+}
+
+static void delete_cached_block(const char *key, size_t klen, void *value)
+{
+    (void)key;
+    (void)klen;
+    free(value);
+}
+
+/* The data block at offset, from the cache or the file. */
+static lsm_status *get_block(sstable *t, uint64_t offset, uint64_t size, bool fill_cache,
+                             block_ref *ref)
+{
+    char key[16];
+    ref->h = NULL;
+    if (t->cache != NULL) {
+        encode_fixed64(key, t->cache_id);
+        encode_fixed64(key + 8, offset);
+        ref->h = cache_lookup(t->cache, key, sizeof(key));
+        if (ref->h != NULL) {
+            ref->tb = cache_value(ref->h);
+            return NULL;
+        }
+    }
+    lsm_status *st = read_kv_block(t, offset, size, &ref->tb);
+    if (st != NULL)
+        return st;
+    if (t->cache != NULL && fill_cache)
+        ref->h = cache_insert(t->cache, key, sizeof(key), ref->tb, ref->tb->charge,
+                              delete_cached_block); /* NULL (no memory): stays owned */
+    return NULL;
+}
+
+static void release_block(sstable *t, block_ref *ref)
+{
+    if (ref->h != NULL)
+        cache_release(t->cache, ref->h);
+    else
+        free(ref->tb);
+    ref->tb = NULL;
+    ref->h = NULL;
+}
+
+/* Decodes an index value into a data block handle that lies inside the
+ * data region. */
+static bool decode_handle(const sstable *t, const char *v, size_t n, uint64_t *offset,
+                          uint64_t *size)
+{
+    const char *limit = v + n;
+    v = decode_varint64(v, limit, offset);
+    if (v == NULL || decode_varint64(v, limit, size) == NULL)
+        return false;
+    return *size <= t->data_end && t->data_end - *size >= TABLE_TRAILER_SIZE &&
+           *offset <= t->data_end - *size - TABLE_TRAILER_SIZE;
+}
+
+/* ---------------------------------------------------------------- open */
+
+static bool handle_fits(uint64_t offset, uint64_t size, uint64_t limit)
+{
+    return size <= limit && limit - size >= TABLE_TRAILER_SIZE &&
+           offset <= limit - size - TABLE_TRAILER_SIZE;
+}
+
+static lsm_status *read_footer(sstable *t, uint64_t *foff, uint64_t *fsize, uint64_t *ioff,
+                               uint64_t *isize)
+{
+    if (t->file_size < TABLE_FOOTER_SIZE)
+        return corruption(t, 0, "file too short to be a table");
+    uint64_t at = t->file_size - TABLE_FOOTER_SIZE;
+    char f[TABLE_FOOTER_SIZE];
+    size_t got = 0;
+    lsm_status *st = t->file->ops->pread(t->file, at, f, sizeof(f), &got);
+    if (st != NULL)
+        return status_wrap(st, "read table %06" PRIu64 " footer", t->number);
+    if (got != sizeof(f))
+        return corruption(t, at, "truncated footer");
+    if (decode_fixed64(f + 40) != TABLE_MAGIC)
+        return corruption(t, at, "bad magic number (not a table, or truncated)");
+    if (crc32c_unmask(decode_fixed32(f + 36)) != crc32c(f, 36))
+        return corruption(t, at, "footer checksum mismatch");
+    if (decode_fixed32(f + 32) != TABLE_FORMAT_VERSION)
+        return status_new(LSM_NOT_SUPPORTED, "table %06" PRIu64 ": format version %u unknown",
+                          t->number, decode_fixed32(f + 32));
+    *foff = decode_fixed64(f);
+    *fsize = decode_fixed64(f + 8);
+    *ioff = decode_fixed64(f + 16);
+    *isize = decode_fixed64(f + 24);
+    if (!handle_fits(*ioff, *isize, at) || (*fsize != 0 && !handle_fits(*foff, *fsize, at)))
+        return corruption(t, at, "footer points outside the file");
+    return NULL;
+}
+
+lsm_status *table_open(lsm_rfile *file, uint64_t file_size, uint64_t number, cache *block_cache,
+                       sstable **out)
+{
+    *out = NULL;
+    sstable *t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        file->ops->close(file);
+        return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", number);
+    }
+    t->file = file;
+    t->number = number;
+    t->file_size = file_size;
+    t->cache = block_cache;
+    uint64_t foff = 0, fsize = 0, ioff = 0, isize = 0;
+    lsm_status *st = read_footer(t, &foff, &fsize, &ioff, &isize);
+    if (st == NULL)
+        st = read_kv_block(t, ioff, isize, &t->index);
+    if (st == NULL && fsize != 0)
+        st = read_block(t, foff, fsize, &t->filter);
+    if (st != NULL) {
+        table_free(t);
+        return st;
+    }
+    t->data_end = fsize != 0 && foff < ioff ? foff : ioff;
+    if (block_cache != NULL)
+        t->cache_id = cache_new_id(block_cache);
+    *out = t;
+    return NULL;
+}
+
+void table_free(sstable *t)
+{
+    if (t == NULL)
+        return;
+    t->file->ops->close(t->file);
+    free(t->index);
+    free(t->filter);
+    free(t);
+}
+
+size_t table_memory_usage(const sstable *t)
+{
+    return sizeof(*t) + (t->index ? t->index->charge : 0) + (t->filter ? t->filter->charge : 0);
+}
+
+/* ----------------------------------------------------------------- get */
+
+static bool want_fill(const lsm_read_options *ro)
+{
+    return ro == NULL || ro->fill_cache;
+}
+
+/* Looks in the data block named by the index entry idx is on. Sets *done
+ * once the answer is known (found, or the key is absent). */
+static lsm_status *get_in_block(sstable *t, const lsm_read_options *ro, block_iter *idx,
+                                block_iter *data, const char *ikey, size_t n, table_get_fn fn,
+                                void *ctx, bool *done)
+{
+    uint64_t offset, size;
+    if (!decode_handle(t, idx->val, idx->val_len, &offset, &size))
+        return corruption(t, t->data_end, "bad block handle in index");
+    block_ref ref;
+    lsm_status *st = get_block(t, offset, size, want_fill(ro), &ref);
+    if (st != NULL)
+        return st;
+    block_iter_set_block(data, &ref.tb->b);
+    block_iter_seek(data, ikey, n);
+    *done = false;
+    if (block_iter_valid(data)) {
+        *done = true;
+        if (data->key_len < IKEY_TRAILER)
+            st = corruption(t, offset, "short key in block");
+        else if (bytes_compare(data->key, data->key_len - IKEY_TRAILER, ikey,
+                               n - IKEY_TRAILER) == 0)
+            fn(ctx, data->key, data->key_len, data->val, data->val_len);
+    } else if (block_iter_error(data) != NULL) {
+        st = status_wrap(status_copy(block_iter_error(data)), "table %06" PRIu64 " block %" PRIu64,
+                         t->number, offset);
+    }
+    block_iter_set_block(data, NULL); /* before the block may go */
+    release_block(t, &ref);
+    return st;
+}
+
+lsm_status *table_get(sstable *t, const lsm_read_options *ro, const char *ikey, size_t n,
+                      table_get_fn fn, void *ctx)
+{
+    assert(n >= IKEY_TRAILER);
+    if (t->filter != NULL &&
+        !bloom_may_match(t->filter->data, t->filter->len, ikey, n - IKEY_TRAILER))
+        return NULL;
+    block_iter idx, data;
+    block_iter_init(&idx, table_cmp);
+    block_iter_init(&data, table_cmp);
+    block_iter_set_block(&idx, &t->index->b);
+    block_iter_seek(&idx, ikey, n);
+    lsm_status *st = NULL;
+    bool done = false;
+    /* The first block normally answers; the loop only matters when the key
+     * sorts after a block's last entry but before its separator. */
+    while (st == NULL && !done && block_iter_valid(&idx)) {
+        st = get_in_block(t, ro, &idx, &data, ikey, n, fn, ctx, &done);
+        if (st == NULL && !done)
+            block_iter_next(&idx);
+    }
+    if (st == NULL && block_iter_error(&idx) != NULL)
+        st = status_wrap(status_copy(block_iter_error(&idx)), "table %06" PRIu64 " index",
+                         t->number);
+    block_iter_destroy(&idx);
+    block_iter_destroy(&data);
+    return st;
+}
+
+uint64_t table_approximate_offset(sstable *t, const char *ikey, size_t n)
+{
+    block_iter idx;
+    block_iter_init(&idx, table_cmp);
+    block_iter_set_block(&idx, &t->index->b);
+    block_iter_seek(&idx, ikey, n);
+    uint64_t offset = t->data_end, size;
+    if (!block_iter_valid(&idx) || !decode_handle(t, idx.val, idx.val_len, &offset, &size))
+        offset = t->data_end;
+    block_iter_destroy(&idx);
+    return offset;
+}
+
+/* ------------------------------------------------------------ iterator */
+
+/* Two levels: `index` walks the index block; `data` walks the data block
+ * its current entry names. Both block iterators live inside this struct
+ * and are re-pointed, not reallocated, as the iterator crosses blocks. */
+typedef struct table_iter {
+    iter base;
+    sstable *t;
+    bool fill_cache;
+    block_iter index;
+    block_iter data;
+    block_ref cur;       /* the block data walks; cur.tb NULL: none */
+    uint64_t cur_offset; /* its offset */
+    lsm_status *status;  /* first error; the iterator then stays invalid */
+    void (*cleanup)(void *arg);
+    void *cleanup_arg;
+} table_iter;
+
+static void drop_block(table_iter *ti)
+{
+    block_iter_set_block(&ti->data, NULL);
+    if (ti->cur.tb != NULL)
+        release_block(ti->t, &ti->cur);
+}
+
+static void set_error(table_iter *ti, lsm_status *st)
+{
+    if (ti->status == NULL)
+        ti->status = st;
+    else
+        lsm_status_free(st);
+    drop_block(ti);
+    block_iter_set_block(&ti->index, NULL);
+}
+
+static bool on_entry(const table_iter *ti)
+{
+    return ti->cur.tb != NULL && block_iter_valid(&ti->data);
+}
+
+/* Points `data` at the block of the index entry (none if the index is
+ * exhausted). */
+static void load_block(table_iter *ti)
+{
+    sstable *t = ti->t;
+    if (!block_iter_valid(&ti->index)) {
+        if (block_iter_error(&ti->index) != NULL)
+            set_error(ti, status_wrap(status_copy(block_iter_error(&ti->index)),
+                                      "table %06" PRIu64 " index", t->number));
+        drop_block(ti);
+        return;
+    }
+    uint64_t offset, size;
+    if (!decode_handle(t, ti->index.val, ti->index.val_len, &offset, &size)) {
+        set_error(ti, corruption(t, t->data_end, "bad block handle in index"));
+        return;
+    }
+    if (ti->cur.tb != NULL && ti->cur_offset == offset)
+        return;
+    drop_block(ti);
+    lsm_status *st = get_block(t, offset, size, ti->fill_cache, &ti->cur);
+    if (st != NULL) {
+        set_error(ti, st);
+        return;
+    }
+    ti->cur_offset = offset;
+    block_iter_set_block(&ti->data, &ti->cur.tb->b);
+}
+
+/* After a move: turn a data block error into the iterator's, and refuse
+ * keys too short to be internal keys (the merge above compares them). */
+static bool check_data(table_iter *ti)
+{
+    if (ti->cur.tb == NULL)
+        return false;
+    if (block_iter_error(&ti->data) != NULL) {
+        set_error(ti, status_wrap(status_copy(block_iter_error(&ti->data)),
+                                  "table %06" PRIu64 " block %" PRIu64, ti->t->number,
+                                  ti->cur_offset));
+        return false;
+    }
+    if (block_iter_valid(&ti->data) && ti->data.key_len < IKEY_TRAILER) {
+        set_error(ti, corruption(ti->t, ti->cur_offset, "short key in block"));
+        return false;
+    }
+    return true;
+}
+
+static void skip_forward(table_iter *ti)
+{
+    while (ti->status == NULL && !on_entry(ti)) {
+        if (ti->cur.tb != NULL && !check_data(ti))
+            return;
+        if (!block_iter_valid(&ti->index)) {
+            load_block(ti); /* reports an index error, drops the block */
+            return;
+        }
+        block_iter_next(&ti->index);
+        load_block(ti);
+        if (ti->cur.tb != NULL)
+            block_iter_seek_first(&ti->data);
+    }
+    if (ti->status == NULL)
+        check_data(ti);
+}
+
+static void skip_backward(table_iter *ti)
+{
+    while (ti->status == NULL && !on_entry(ti)) {
+        if (ti->cur.tb != NULL && !check_data(ti))
+            return;
+        if (!block_iter_valid(&ti->index)) {
+            load_block(ti);
+            return;
+        }
+        block_iter_prev(&ti->index);
+        load_block(ti);
+        if (ti->cur.tb != NULL)
+            block_iter_seek_last(&ti->data);
+    }
+    if (ti->status == NULL)
+        check_data(ti);
+}
+
+static bool ti_valid(const iter *i)
+{
+    const table_iter *ti = (const table_iter *)i;
+    return ti->status == NULL && on_entry(ti);
+}
+
+static void ti_seek(iter *i, const char *key, size_t n)
+{
+    table_iter *ti = (table_iter *)i;
+    if (ti->status != NULL)
+        return;
+    block_iter_seek(&ti->index, key, n);
+    load_block(ti);
+    if (ti->cur.tb != NULL)
+        block_iter_seek(&ti->data, key, n);
+    skip_forward(ti);
+}
+
+static void ti_seek_first(iter *i)
+{
+    table_iter *ti = (table_iter *)i;
+    if (ti->status != NULL)
+        return;
+    block_iter_seek_first(&ti->index);
+    load_block(ti);
+    if (ti->cur.tb != NULL)
+        block_iter_seek_first(&ti->data);
+    skip_forward(ti);
+}
+
+static void ti_seek_last(iter *i)
+{
+    table_iter *ti = (table_iter *)i;
+    if (ti->status != NULL)
+        return;
+    block_iter_seek_last(&ti->index);
+    load_block(ti);
+    if (ti->cur.tb != NULL)
+        block_iter_seek_last(&ti->data);
+    skip_backward(ti);
+}
+
+static void ti_next(iter *i)
+{
+    table_iter *ti = (table_iter *)i;
+    assert(ti_valid(i));
+    block_iter_next(&ti->data);
+    skip_forward(ti);
+}
+
+static void ti_prev(iter *i)
+{
+    table_iter *ti = (table_iter *)i;
+    assert(ti_valid(i));
+    block_iter_prev(&ti->data);
+    skip_backward(ti);
+}
+
+static const char *ti_key(const iter *i, size_t *n)
+{
+    const table_iter *ti = (const table_iter *)i;
+    assert(ti_valid(i));
+    *n = ti->data.key_len;
+    return ti->data.key;
+}
+
+static const char *ti_value(const iter *i, size_t *n)
+{
+    const table_iter *ti = (const table_iter *)i;
+    assert(ti_valid(i));
+    *n = ti->data.val_len;
+    return ti->data.val;
+}
+
+static lsm_status *ti_status(const iter *i)
+{
+    return status_copy(((const table_iter *)i)->status);
+}
+
+static void ti_free(iter *i)
+{
+    table_iter *ti = (table_iter *)i;
+    drop_block(ti);
+    block_iter_destroy(&ti->data);
+    block_iter_destroy(&ti->index);
+    lsm_status_free(ti->status);
+    if (ti->cleanup != NULL)
+        ti->cleanup(ti->cleanup_arg);
+    free(ti);
+}
+
+static const struct iter_ops table_iter_ops = {
+    ti_valid, ti_seek_first, ti_seek_last, ti_seek, ti_next,
+    ti_prev,  ti_key,        ti_value,     ti_status, ti_free,
+};
+
+iter *table_iter_new(sstable *t, const lsm_read_options *ro, void (*cleanup)(void *arg),
+                     void *arg)
+{
+    table_iter *ti = malloc(sizeof(*ti));
+    if (ti == NULL)
+        return NULL;
+    ti->base.ops = &table_iter_ops;
+    ti->t = t;
+    ti->fill_cache = want_fill(ro);
+    block_iter_init(&ti->index, table_cmp);
+    block_iter_init(&ti->data, table_cmp);
+    block_iter_set_block(&ti->index, &t->index->b);
+    ti->cur.tb = NULL;
+    ti->cur.h = NULL;
+    ti->cur_offset = 0;
+    ti->status = NULL;
+    ti->cleanup = cleanup;
+    ti->cleanup_arg = arg;
+    return &ti->base;
+}

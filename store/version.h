@@ -1,0 +1,53 @@
+/*
+ * version.h — reading a version: point lookups across the levels, iterators
+ * over them, and the overlap queries compaction needs.
+ *
+ * A version is immutable once installed; everything here only reads it, and
+ * the caller keeps it pinned (a reference, see version_set.h) meanwhile.
+ */
+#ifndef LSM_VERSION_H
+#define LSM_VERSION_H
+
+#include "memtable.h"
+#include "table_cache.h"
+#include "version_set.h"
+
+/* Looks up the internal seek key (user key, seq, TYPE_SEEK) in v's tables:
+ * level 0 newest first, then at most one file per deeper level, stopping at
+ * the first entry found. Same results as memtable_get; *err is set (and
+ * MEMTABLE_ABSENT returned) if a table could not be read. */
+enum memtable_get_result version_get(version *v, table_cache *tc, const lsm_read_options *ro,
+                                     const char *ikey, size_t n, char **val, size_t *vlen,
+                                     lsm_status **err);
+
+/* Index of the first file in a sorted level whose largest key >= ikey
+ * (n when there is none). */
+int level_find_file(file_meta *const *files, int n, const char *ikey, size_t klen);
+
+/* Appends to *its (growing it with realloc) one iterator per level-0 file and
+ * one concatenating iterator per deeper non-empty level. false if out of
+ * memory (what was appended is still owned by the caller). */
+bool version_add_iters(version *v, table_cache *tc, const lsm_read_options *ro, iter ***its,
+                       int *n, int *cap);
+
+/* An iterator over the files of a sorted level (disjoint, ascending), opening
+ * each table only when reached. `files` must stay valid while it lives (it
+ * belongs to a pinned version or a compaction). */
+iter *level_iter_new(table_cache *tc, const lsm_read_options *ro, file_meta *const *files,
+                     int n);
+
+/* Files of `level` whose user-key range intersects [begin, end] (NULL:
+ * unbounded). For level 0 the range is widened to cover every overlapping
+ * file transitively, as level-0 files overlap each other. *out is malloc'd. */
+bool version_overlapping(const version *v, int level, const char *begin, size_t blen,
+                         const char *end, size_t elen, file_meta ***out, int *n);
+/* Whether any file of `level` intersects the user-key range [begin, end]. */
+bool version_overlaps_level(const version *v, int level, const char *begin, size_t blen,
+                            const char *end, size_t elen);
+
+/* The byte size that triggers compaction of `level` (>= 1). */
+uint64_t version_max_bytes_for_level(int level);
+/* Sets v->compaction_level and v->compaction_score (>= 1 means needed). */
+void version_compute_score(version *v, int l0_trigger);
+
+#endif
