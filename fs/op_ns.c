@@ -303,7 +303,9 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name
         if (same)
             err = remove_locked(fs, v[0], v[1], name, &d2, dir, &reclaim);
         icache_unlock_many(v, 2);
-        if (same || err != 0 || tries > 100)
+        if (!same && err == 0 && tries > 100)
+            err = EAGAIN; /* the name keeps moving under us */
+        if (same || err != 0)
             break;
         icache_put(fs->icache, v[1]); /* the name moved meanwhile: again */
         v[1] = NULL;

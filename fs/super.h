@@ -11,6 +11,7 @@
 #include "schema.h"
 #include "stats.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -36,6 +37,10 @@ typedef struct lsmfs {
     fs_stats stats;       /* atomics */
     _Atomic int64_t inodes;         /* live inode records (statfs) */
     _Atomic bool write_error;       /* a store write failed: logged once */
+    /* Held by every cross-directory rename (taken before any inode lock):
+     * directories' parent fields change only under it, so the "into its
+     * own subtree" walk sees a stable tree. */
+    pthread_mutex_t rename_mu;
 } lsmfs;
 
 /* Opens the store at cfg->store_dir, checks the superblock, loads the

@@ -16,6 +16,65 @@ static size_t memtable_bytes(lsm_db *db)
     return n;
 }
 
+/* REQUIRES: mu held. */
+static uint64_t total_table_bytes(lsm_db *db)
+{
+    uint64_t n = 0;
+    for (int l = 0; l < NUM_LEVELS; l++)
+        n += version_level_bytes(db->vs.current, l);
+    return n;
+}
+
+static uint64_t cache_hits(lsm_db *db)
+{
+    uint64_t h, m;
+    cache_stats(db->block_cache, &h, &m);
+    return h;
+}
+
+static uint64_t cache_misses(lsm_db *db)
+{
+    uint64_t h, m;
+    cache_stats(db->block_cache, &h, &m);
+    return m;
+}
+
+/* Appends s with bytes outside printable ASCII escaped as \xHH. */
+static bool append_escaped(buf *b, const char *s, size_t n)
+{
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char t[8];
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            ok = buf_append(b, &s[i], 1);
+        else
+            ok = buf_append(b, t, (size_t)snprintf(t, sizeof(t), "\\x%02x", c));
+    }
+    return ok;
+}
+
+/* One line per table. REQUIRES: mu held. */
+static bool tables_text(lsm_db *db, buf *b)
+{
+    const version *v = db->vs.current;
+    bool ok = true;
+    for (int l = 0; ok && l < NUM_LEVELS; l++) {
+        for (int i = 0; ok && i < v->nfiles[l]; i++) {
+            const file_meta *f = v->files[l][i];
+            char line[128];
+            int n = snprintf(line, sizeof(line), "level %d  %06" PRIu64 ".ldb  %10" PRIu64 " bytes  [", l,
+                             f->number, f->size);
+            ok = buf_append(b, line, (size_t)n) &&
+                 append_escaped(b, f->smallest.data, ikey_user_len(f->smallest.len)) &&
+                 buf_append(b, " .. ", 4) &&
+                 append_escaped(b, f->largest.data, ikey_user_len(f->largest.len)) &&
+                 buf_append(b, "]\n", 2);
+        }
+    }
+    return ok;
+}
+
 /* Numeric properties. REQUIRES: mu held. */
 static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
 {
@@ -46,6 +105,12 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         {"lsm.recovered-records", st->recovered_records},
         {"lsm.recovered-dropped-bytes", st->recovered_dropped_bytes},
         {"lsm.recovered-torn-bytes", st->recovered_torn_bytes},
+        {"lsm.total-table-bytes", total_table_bytes(db)},
+        {"lsm.flushes", st->flushes},
+        {"lsm.stall-us", st->stop_us + st->slowdown_us},
+        {"lsm.block-cache-hits", cache_hits(db)},
+        {"lsm.block-cache-misses", cache_misses(db)},
+        {"lsm.user-bytes", st->user_bytes},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (strcmp(name, table[i].name) == 0) {
@@ -99,13 +164,32 @@ static bool stats_text(lsm_db *db, buf *b)
                  st->recovered_records, st->recovered_dropped_bytes, st->recovered_torn_bytes,
                  db->bg_error ? lsm_status_message(db->bg_error) : "none");
     ok = ok && buf_append(b, line, (size_t)n);
+    uint64_t hits, misses, written = 0;
+    cache_stats(db->block_cache, &hits, &misses);
+    n = snprintf(line, sizeof(line),
+                 "tables\n  level  files        MiB  compactions  read MiB  written MiB    secs\n");
+    ok = ok && buf_append(b, line, (size_t)n);
     for (int l = 0; ok && l < NUM_LEVELS; l++) {
-        if (db->vs.current->nfiles[l] == 0)
+        const struct level_stats *ls = &st->levels[l];
+        written += ls->written_bytes;
+        if (db->vs.current->nfiles[l] == 0 && ls->written_bytes == 0)
             continue;
-        n = snprintf(line, sizeof(line), "level %d: %d files, %" PRIu64 " bytes\n", l,
-                     db->vs.current->nfiles[l], version_level_bytes(db->vs.current, l));
+        n = snprintf(line, sizeof(line), "  %5d %6d %10.1f %12" PRIu64 " %9.1f %12.1f %7.1f\n", l,
+                     db->vs.current->nfiles[l],
+                     (double)version_level_bytes(db->vs.current, l) / 1048576.0,
+                     ls->compactions, (double)ls->read_bytes / 1048576.0,
+                     (double)ls->written_bytes / 1048576.0, (double)ls->micros / 1e6);
         ok = buf_append(b, line, (size_t)n);
     }
+    n = snprintf(line, sizeof(line),
+                 "  flushes %" PRIu64 ", write amplification %.2f (table bytes written / user bytes)\n"
+                 "  writer stalls: %.3f s paced, %.3f s stopped (%" PRIu64 " stops)\n"
+                 "  block cache: %.1f%% hits (%" PRIu64 " of %" PRIu64 ")\n",
+                 st->flushes, st->user_bytes ? (double)written / (double)st->user_bytes : 0.0,
+                 (double)st->slowdown_us / 1e6, (double)st->stop_us / 1e6, st->stops,
+                 hits + misses ? 100.0 * (double)hits / (double)(hits + misses) : 0.0, hits,
+                 hits + misses);
+    ok = ok && buf_append(b, line, (size_t)n);
     return ok;
 }
 
@@ -118,6 +202,8 @@ char *lsm_property(lsm_db *db, const char *name)
     mutex_lock(&db->mu);
     if (strcmp(name, "lsm.stats") == 0) {
         ok = stats_text(db, &b);
+    } else if (strcmp(name, "lsm.tables") == 0) {
+        ok = tables_text(db, &b);
     } else if (strcmp(name, "lsm.background-error") == 0) {
         const char *m = db->bg_error ? lsm_status_message(db->bg_error) : "";
         ok = buf_append(&b, m, strlen(m));

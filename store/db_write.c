@@ -375,6 +375,7 @@ static void count_group(lsm_db *db, int count, uint64_t bytes, bool synced)
     if (bytes) {
         st->groups++;
         st->wal_bytes += bytes;
+        st->user_bytes += bytes - BATCH_HEADER;
     }
     if (synced)
         st->syncs++;

@@ -181,6 +181,9 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *   "lsm.sequence"                   last sequence number
  *   "lsm.background-error"           "" or the sticky error's message
  *   "lsm.mem-usage"                  bytes in memtables
+ *   "lsm.tables"                     one line per table: level, number, size, key range
+ *   "lsm.total-table-bytes"          bytes of all tables
+ *   "lsm.block-cache-hits" / "lsm.block-cache-misses"
  * Returns a malloc'd string, or NULL for an unknown name. */
 char *lsm_property(lsm_db *db, const char *name);
 /* Numeric form; false if the name is unknown or not numeric. */
@@ -192,6 +195,11 @@ lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const 
 /* Approximate bytes on disk used by keys in [begin, end). */
 uint64_t lsm_approximate_size(lsm_db *db, const void *begin, size_t blen, const void *end,
                               size_t elen);
+
+/* Reads every block of every table, verifying checksums. Each problem found
+ * is passed to report (file and offset in the message); returns the first
+ * problem (or NULL when the store is sound). */
+lsm_status *lsm_verify(lsm_db *db, void (*report)(void *ctx, const char *msg), void *ctx);
 
 /* Removes every file of the store in dir (which must not be open). */
 lsm_status *lsm_destroy(const lsm_options *o, const char *dir);

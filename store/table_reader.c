@@ -95,7 +95,9 @@ static lsm_status *read_block(const sstable *t, uint64_t offset, uint64_t size, 
         return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", t->number);
     size_t got = 0;
     lsm_status *st = t->file->ops->pread(t->file, offset, tb->data, n, &got);
-    if (st == NULL && got != n)
+    if (st != NULL)
+        st = status_wrap(st, "read table %06" PRIu64 " block %" PRIu64, t->number, offset);
+    else if (got != n)
         st = corruption(t, offset, "truncated block");
     if (st == NULL) {
         const char *trailer = tb->data + size;
@@ -113,7 +115,7 @@ static lsm_status *read_block(const sstable *t, uint64_t offset, uint64_t size, 
     }
     if (st != NULL) {
         free(tb);
-        return status_wrap(st, "read table %06" PRIu64, t->number);
+        return st;
     }
     *out = tb;
     return NULL;

@@ -847,8 +847,8 @@ static gc_counters read_counters(bench_ctx *c)
 
 static void print_counter_delta(const gc_counters *before, const gc_counters *after)
 {
-    if (!before->have || !after->have)
-        return;
+    if (!before->have || !after->have || after->writes == before->writes)
+        return; /* no counters, or a read-only benchmark: nothing to say */
     uint64_t w = after->writes - before->writes;
     uint64_t g = after->groups - before->groups;
     uint64_t s = after->syncs - before->syncs;
@@ -917,21 +917,40 @@ static bool fresh_db(bench_ctx *c)
     return close_db(c) && destroy_db(c) && open_db(c, true);
 }
 
-/* Bytes of the regular files in dir (stores keep their files flat). */
-static uint64_t dir_bytes(const char *dir)
+/* Bytes of the regular files in dir (stores keep their files flat), split
+ * into logs (*.log), tables (*.ldb, *.sst) and the rest. */
+typedef struct dir_usage {
+    uint64_t total, logs, tables, other;
+} dir_usage;
+
+static bool has_suffix(const char *name, const char *suffix)
 {
+    size_t n = strlen(name), k = strlen(suffix);
+    return n >= k && strcmp(name + n - k, suffix) == 0;
+}
+
+static dir_usage dir_bytes(const char *dir)
+{
+    dir_usage u = {0};
     DIR *d = opendir(dir);
     if (d == NULL)
-        return 0;
-    uint64_t total = 0;
+        return u;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         struct stat st;
-        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-            total += (uint64_t)st.st_size;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        uint64_t sz = (uint64_t)st.st_size;
+        u.total += sz;
+        if (has_suffix(de->d_name, ".log"))
+            u.logs += sz;
+        else if (has_suffix(de->d_name, ".ldb") || has_suffix(de->d_name, ".sst"))
+            u.tables += sz;
+        else
+            u.other += sz;
     }
     closedir(d);
-    return total;
+    return u;
 }
 
 /* =========================================================== benchmarks */
@@ -1079,10 +1098,11 @@ static bool bench_compact(bench_ctx *c)
     uint64_t keys, live;
     if (!live_bytes(c, &keys, &live))
         return false;
-    uint64_t disk = dir_bytes(c->dir);
+    dir_usage u = dir_bytes(c->dir);
     printf("space: store_bytes=%" PRIu64 " live_keys=%" PRIu64 " live_bytes=%" PRIu64
-           " store/live=%.3f\n",
-           disk, keys, live, live > 0 ? (double)disk / (double)live : 0.0);
+           " store/live=%.3f (logs %" PRIu64 ", tables %" PRIu64 ", other %" PRIu64 ")\n",
+           u.total, keys, live, live > 0 ? (double)u.total / (double)live : 0.0, u.logs,
+           u.tables, u.other);
     return true;
 }
 
@@ -1274,10 +1294,12 @@ int main(int argc, char **argv)
     flags f;
     flags_init(&f);
     int rc = parse_flags(&f, argc, argv);
-    if (rc != 0) {
-        usage(rc == 2 ? stdout : stderr);
+    if (rc == 2)
+        usage(stdout);
+    if (rc == 1)
+        fprintf(stderr, "lsmbench: --help lists the flags\n");
+    if (rc != 0)
         return rc == 2 ? 0 : 1;
-    }
     if (!validate(&f))
         return 1;
     const bench_engine *engines[8];
@@ -1298,7 +1320,10 @@ int main(int argc, char **argv)
     if (n == 1)
         return run_engine(&f, engines[0], false);
     rc = 0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        if (i > 0)
+            printf("\n");
         rc |= run_forked(&f, engines[i]);
+    }
     return rc;
 }

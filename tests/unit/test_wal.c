@@ -774,12 +774,16 @@ static lsm_status *read_joined(const buf *b, bool paranoid, char *out, size_t ca
 }
 
 /* Checks a hand-made log with damage followed by good records. */
-static void check_hand_middle(const buf *b, const char *want, uint64_t dropped)
+static void check_hand_middle(const buf *b, const char *want, uint64_t dropped, int at)
 {
     char out[256];
     wal_reader_stats st;
     lsm_status *s = read_joined(b, true, out, sizeof(out), &st);
     assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
+    char where[32];
+    snprintf(where, sizeof(where), "byte %d ", at);
+    if (strstr(lsm_status_message(s), where) == NULL)
+        fail_msg("want \"%s\" in: %s", where, lsm_status_message(s));
     lsm_status_free(s);
     assert_null(read_joined(b, false, out, sizeof(out), &st));
     assert_string_equal(out, want);
@@ -810,7 +814,7 @@ static void test_orphan_and_unfinished_fragments(void **state)
     put_frag(&b, WAL_FULL, "a", 1);
     put_frag(&b, WAL_MIDDLE, "xx", 2);
     put_frag(&b, WAL_FULL, "b", 1);
-    check_hand_middle(&b, "a|b|", HDR + 2);
+    check_hand_middle(&b, "a|b|", HDR + 2, HDR + 1);
     buf_free(&b);
     /* An orphan LAST in the middle. */
     buf_init(&b);
@@ -818,7 +822,7 @@ static void test_orphan_and_unfinished_fragments(void **state)
     put_frag(&b, WAL_LAST, "xyz", 3);
     put_frag(&b, WAL_FIRST, "b", 1);
     put_frag(&b, WAL_LAST, "c", 1);
-    check_hand_middle(&b, "a|bc|", HDR + 3);
+    check_hand_middle(&b, "a|bc|", HDR + 3, HDR + 1);
     buf_free(&b);
     /* A FIRST without LAST, then a new FIRST. */
     buf_init(&b);
@@ -826,21 +830,21 @@ static void test_orphan_and_unfinished_fragments(void **state)
     put_frag(&b, WAL_MIDDLE, "p2", 2);
     put_frag(&b, WAL_FIRST, "q1", 2);
     put_frag(&b, WAL_LAST, "q2", 2);
-    check_hand_middle(&b, "q1q2|", 2 * (HDR + 2));
+    check_hand_middle(&b, "q1q2|", 2 * (HDR + 2), 0);
     buf_free(&b);
     /* A FIRST without LAST, then a FULL. */
     buf_init(&b);
     put_frag(&b, WAL_FULL, "a", 1);
     put_frag(&b, WAL_FIRST, "p", 1);
     put_frag(&b, WAL_FULL, "b", 1);
-    check_hand_middle(&b, "a|b|", HDR + 1);
+    check_hand_middle(&b, "a|b|", HDR + 1, HDR + 1);
     buf_free(&b);
     /* An unknown type with a good checksum. */
     buf_init(&b);
     put_frag(&b, WAL_FULL, "a", 1);
     put_frag(&b, 9, "zz", 2);
     put_frag(&b, WAL_FULL, "b", 1);
-    check_hand_middle(&b, "a|b|", HDR + 2);
+    check_hand_middle(&b, "a|b|", HDR + 2, HDR + 1);
     buf_free(&b);
     /* At the end instead: torn tails. */
     buf_init(&b);
@@ -854,6 +858,41 @@ static void test_orphan_and_unfinished_fragments(void **state)
     put_frag(&b, WAL_LAST, "p", 1);
     check_hand_tail(&b, "a|", HDR + 1);
     buf_free(&b);
+}
+
+static void test_fragment_one_past_block(void **state)
+{
+    (void)state;
+    /* Block 0: a filler, then a fragment claiming one byte more than the
+     * block holds, with a checksum that is right if that byte (the first of
+     * block 1) is included. It must be rejected; block 1 still read. */
+    buf next;
+    buf_init(&next);
+    put_frag(&next, WAL_FULL, "after", 5);
+    buf b;
+    buf_init(&b);
+    char *filler = malloc(BLOCK);
+    assert_non_null(filler);
+    memset(filler, 'f', BLOCK);
+    put_frag(&b, WAL_FULL, filler, BLOCK - 20 - HDR);
+    assert_int_equal(b.len, BLOCK - 20);
+    char payload[14];
+    memset(payload, 'x', 13);
+    payload[13] = next.data[0];
+    put_frag(&b, WAL_FULL, payload, 14);
+    b.len -= 1; /* the last payload byte is the next block's first */
+    assert_int_equal(b.len, BLOCK);
+    assert_true(buf_append(&b, next.data, next.len));
+    char out[BLOCK + 64];
+    wal_reader_stats st;
+    assert_null(read_joined(&b, false, out, sizeof(out), &st));
+    assert_int_equal(strlen(out), BLOCK - 20 - HDR + 1 + 6);
+    assert_string_equal(out + BLOCK - 20 - HDR, "|after|");
+    assert_int_equal(st.corruptions, 1);
+    assert_int_equal(st.dropped_bytes, 20);
+    free(filler);
+    buf_free(&b);
+    buf_free(&next);
 }
 
 static void test_zero_filled_tail(void **state)
@@ -1038,6 +1077,7 @@ int main(void)
         cmocka_unit_test(test_bit_flips_in_middle),
         cmocka_unit_test(test_zeroed_block_in_middle),
         cmocka_unit_test(test_orphan_and_unfinished_fragments),
+        cmocka_unit_test(test_fragment_one_past_block),
         cmocka_unit_test(test_zero_filled_tail),
         cmocka_unit_test(test_random_garbage_never_crashes),
         cmocka_unit_test(test_real_file_round_trip),

@@ -1,0 +1,278 @@
+/*
+ * op_file.c — open files: open, read, write, flush, release, fsync,
+ * fallocate, lseek.
+ */
+#include "commit.h"
+#include "data.h"
+#include "inode.h"
+#include "ops.h"
+#include "orphan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <string.h>
+#include <unistd.h>
+
+void op_file_opened(lsmfs *fs, inode *n, struct fuse_file_info *fi)
+{
+    icache_open_inc(fs->icache, n);
+    fi->fh = 0;
+    /* Nothing changes a file's data behind the kernel: keep its pages. */
+    fi->keep_cache = 1;
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_OPEN]);
+    inode *n;
+    int err = icache_get(fs, ino, &n);
+    if (err != 0) {
+        fuse_reply_err(req, err);
+        return;
+    }
+    pthread_rwlock_wrlock(&n->lock);
+    if (n->gone)
+        err = ENOENT;
+    else if (S_ISDIR(n->rec.mode))
+        err = EISDIR;
+    else
+        op_file_opened(fs, n, fi);
+    pthread_rwlock_unlock(&n->lock);
+    if (err == 0 && fuse_reply_open(req, fi) != 0)
+        icache_open_dec(fs->icache, n); /* the kernel will send no release */
+    else if (err != 0)
+        fuse_reply_err(req, err);
+    icache_put(fs->icache, n);
+}
+
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+    (void)fi;
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_READ]);
+    inode *n;
+    int err = off < 0 ? EINVAL : icache_get(fs, ino, &n);
+    if (err != 0) {
+        fuse_reply_err(req, err);
+        return;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    pthread_rwlock_rdlock(&n->lock);
+    err = data_read(fs, n, (uint64_t)off, size, &buf, &len);
+    pthread_rwlock_unlock(&n->lock);
+    icache_put(fs->icache, n);
+    if (err != 0)
+        fuse_reply_err(req, err);
+    else
+        fuse_reply_buf(req, buf, len);
+    free(buf);
+}
+
+/* REQUIRES: n->lock held for writing. */
+static int write_locked(lsmfs *fs, inode *n, const char *buf, size_t size, uint64_t off)
+{
+    if (n->gone)
+        return EIO;
+    inode_rec r = n->rec;
+    payload pl = {0};
+    lsm_batch *b = lsm_batch_new();
+    if (b == NULL)
+        return ENOMEM;
+    int err = data_write(fs, b, n, &r, &pl, buf, size, off);
+    if (err == 0) {
+        r.mtime = r.ctime = ts_now();
+        err = inode_batch_finish(fs, b, n, &r, &pl);
+    }
+    if (err == 0)
+        err = fs_commit(fs, b);
+    if (err == 0)
+        n->rec = r;
+    payload_free(&pl);
+    lsm_batch_free(b);
+    return err;
+}
+
+void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+              struct fuse_file_info *fi)
+{
+    (void)fi;
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_WRITE]);
+    inode *n;
+    int err = off < 0 ? EINVAL : icache_get(fs, ino, &n);
+    if (err != 0) {
+        fuse_reply_err(req, err);
+        return;
+    }
+    pthread_rwlock_wrlock(&n->lock);
+    err = write_locked(fs, n, buf, size, (uint64_t)off);
+    pthread_rwlock_unlock(&n->lock);
+    icache_put(fs->icache, n);
+    if (err == 0)
+        err = fs_durable(fs);
+    if (err != 0)
+        fuse_reply_err(req, err);
+    else
+        fuse_reply_write(req, size);
+}
+
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)fi;
+    stats_inc(&op_fs(req)->stats.ops[OP_FLUSH]);
+    /* Nothing is buffered here; ENOSYS tells the kernel to stop asking. */
+    fuse_reply_err(req, ENOSYS);
+}
+
+/* The last close of an unlinked file frees it. REQUIRES: n locked. */
+static int release_locked(lsmfs *fs, inode *n, bool *reclaim)
+{
+    *reclaim = false;
+    if (icache_open_dec(fs->icache, n) != 0 || n->rec.nlink != 0 || n->gone)
+        return 0;
+    if (orphan_needs_reclaim(&n->rec)) {
+        *reclaim = true; /* its orphan record is already committed */
+        return 0;
+    }
+    lsm_batch *b = lsm_batch_new();
+    if (b == NULL)
+        return ENOMEM;
+    int err = orphan_batch_destroy(fs, b, n->ino, &n->rec);
+    if (err == 0)
+        err = fs_commit(fs, b);
+    lsm_batch_free(b);
+    if (err == 0)
+        op_dropped(fs, n, true);
+    return err;
+}
+
+void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_RELEASE]);
+    inode *n;
+    int err = icache_get(fs, ino, &n);
+    if (err != 0) {
+        fuse_reply_err(req, err);
+        return;
+    }
+    bool reclaim;
+    pthread_rwlock_wrlock(&n->lock);
+    err = release_locked(fs, n, &reclaim);
+    pthread_rwlock_unlock(&n->lock);
+    icache_put(fs->icache, n);
+    if (reclaim)
+        reclaimer_enqueue(fs->reclaim, ino);
+    /* A failed delete leaves the orphan for the next mount; the close
+     * itself succeeded. */
+    (void)err;
+    fuse_reply_err(req, 0);
+}
+
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)datasync;
+    (void)fi;
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_FSYNC]);
+    fuse_reply_err(req, fs_sync(fs));
+}
+
+/* REQUIRES: n->lock held for writing. */
+static int fallocate_locked(lsmfs *fs, inode *n, int mode, uint64_t off, uint64_t len)
+{
+    if (n->gone)
+        return EIO;
+    if (!S_ISREG(n->rec.mode))
+        return ENODEV;
+    if (off >= DATA_MAX_SIZE || len > DATA_MAX_SIZE - off)
+        return EFBIG;
+    inode_rec r = n->rec;
+    payload pl = {0};
+    lsm_batch *b = lsm_batch_new();
+    if (b == NULL)
+        return ENOMEM;
+    int err = 0;
+    ts now = ts_now();
+    bool changed = false;
+    if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
+        err = data_zero(fs, b, n, &r, &pl, off, len);
+        changed = true;
+    }
+    if (err == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > r.size) {
+        err = data_truncate(fs, b, n, &r, &pl, off + len);
+        changed = true;
+    }
+    if (err == 0 && changed) {
+        r.mtime = r.ctime = now;
+        err = inode_batch_finish(fs, b, n, &r, &pl);
+        if (err == 0)
+            err = fs_commit(fs, b);
+        if (err == 0)
+            n->rec = r;
+    }
+    payload_free(&pl);
+    lsm_batch_free(b);
+    return err;
+}
+
+void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                  struct fuse_file_info *fi)
+{
+    (void)fi;
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_FALLOCATE]);
+    const int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+    int err = 0;
+    if ((mode & ~known) != 0)
+        err = EOPNOTSUPP;
+    else if ((mode & FALLOC_FL_PUNCH_HOLE) &&
+             ((mode & FALLOC_FL_ZERO_RANGE) || !(mode & FALLOC_FL_KEEP_SIZE)))
+        err = EOPNOTSUPP;
+    else if (off < 0 || len <= 0)
+        err = EINVAL;
+    inode *n = NULL;
+    if (err == 0)
+        err = icache_get(fs, ino, &n);
+    if (err == 0) {
+        pthread_rwlock_wrlock(&n->lock);
+        err = fallocate_locked(fs, n, mode, (uint64_t)off, (uint64_t)len);
+        pthread_rwlock_unlock(&n->lock);
+        icache_put(fs->icache, n);
+    }
+    if (err == 0)
+        err = fs_durable(fs);
+    fuse_reply_err(req, err);
+}
+
+void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+    (void)fi;
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_LSEEK]);
+    if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    inode *n;
+    int err = off < 0 ? ENXIO : icache_get(fs, ino, &n);
+    if (err != 0) {
+        fuse_reply_err(req, err);
+        return;
+    }
+    uint64_t result = 0;
+    pthread_rwlock_rdlock(&n->lock);
+    err = data_seek(fs, n, (uint64_t)off, whence, &result);
+    pthread_rwlock_unlock(&n->lock);
+    icache_put(fs->icache, n);
+    if (err != 0)
+        fuse_reply_err(req, err);
+    else
+        fuse_reply_lseek(req, (off_t)result);
+}

@@ -1,0 +1,259 @@
+/*
+ * op_rename.c — rename, with RENAME_NOREPLACE and RENAME_EXCHANGE, as one
+ * batch: the old entry goes, the new one comes, a replaced target loses a
+ * link (and becomes an orphan or is deleted when that was its last).
+ */
+#include "commit.h"
+#include "dir.h"
+#include "inode.h"
+#include "ops.h"
+#include "orphan.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Deepest directory chain walked before calling the tree damaged. */
+#define MAX_DEPTH 100000
+
+typedef struct rename_op {
+    lsmfs *fs;
+    inode *op, *np, *s, *d; /* old/new parent, source, replaced target */
+    dirent_val sd, dd;      /* the source and target entries */
+    const char *name, *newname;
+    unsigned int flags;
+    bool reclaim; /* the replaced target must go to the reclaimer */
+} rename_op;
+
+/* Is directory `dir` equal to or below directory `top`? Parents are
+ * stable: cross-directory renames hold fs->rename_mu. */
+static int is_within(lsmfs *fs, uint64_t dir, uint64_t top, bool *within)
+{
+    *within = false;
+    for (int depth = 0; depth < MAX_DEPTH; depth++) {
+        if (dir == top) {
+            *within = true;
+            return 0;
+        }
+        if (dir == SCHEMA_ROOT_INO)
+            return 0;
+        inode_rec r;
+        int err = inode_load(fs, dir, &r, NULL, NULL);
+        if (err != 0)
+            return err == ENOENT ? EIO : err;
+        dir = r.parent;
+    }
+    return EIO;
+}
+
+/* The checks POSIX and Linux make before a rename; 0 to go ahead. */
+static int check(rename_op *x)
+{
+    const inode_rec *S = &x->s->rec, *D = x->d ? &x->d->rec : NULL;
+    if (x->op->gone || x->np->gone || x->np->rec.nlink == 0)
+        return ENOENT;
+    if ((x->flags & RENAME_NOREPLACE) && D != NULL)
+        return EEXIST;
+    if ((x->flags & RENAME_EXCHANGE) && D == NULL)
+        return ENOENT;
+    if (!(x->flags & RENAME_EXCHANGE) && D != NULL) {
+        if (S_ISDIR(S->mode) && !S_ISDIR(D->mode))
+            return ENOTDIR;
+        if (!S_ISDIR(S->mode) && S_ISDIR(D->mode))
+            return EISDIR;
+        if (S_ISDIR(D->mode) && D->size != 0)
+            return ENOTEMPTY;
+    }
+    if (x->op == x->np)
+        return 0;
+    bool within = false;
+    int err = 0;
+    if (S_ISDIR(S->mode))
+        err = is_within(x->fs, x->np->ino, x->s->ino, &within);
+    if (err == 0 && !within && D != NULL && (x->flags & RENAME_EXCHANGE) && S_ISDIR(D->mode))
+        err = is_within(x->fs, x->op->ino, x->d->ino, &within);
+    return err != 0 ? err : within ? EINVAL : 0;
+}
+
+/* Entries and link counts for an exchange of two names. */
+static int exchange(rename_op *x, lsm_batch *b, inode_rec *po, inode_rec *pn, inode_rec *S,
+                    inode_rec *D)
+{
+    int err = dir_batch_add(b, x->op->ino, x->name, x->d->ino, inode_type(D), x->sd.cookie);
+    if (err == 0)
+        err = dir_batch_add(b, x->np->ino, x->newname, x->s->ino, inode_type(S), x->dd.cookie);
+    if (x->op != x->np) {
+        bool sdir = S_ISDIR(S->mode), ddir = S_ISDIR(D->mode);
+        if (sdir && !ddir) {
+            po->nlink--;
+            pn->nlink++;
+        } else if (!sdir && ddir) {
+            po->nlink++;
+            pn->nlink--;
+        }
+        if (sdir)
+            S->parent = x->np->ino;
+        if (ddir)
+            D->parent = x->op->ino;
+    }
+    return err;
+}
+
+/* Entries and link counts for a move (replacing the target if any). */
+static int move(rename_op *x, lsm_batch *b, inode_rec *po, inode_rec *pn, inode_rec *S,
+                inode_rec *D)
+{
+    int err = dir_batch_remove(b, x->op->ino, x->name, x->sd.cookie);
+    po->size--;
+    if (err == 0 && x->d != NULL) {
+        err = dir_batch_remove(b, x->np->ino, x->newname, x->dd.cookie);
+        pn->size--;
+        if (S_ISDIR(D->mode)) {
+            pn->nlink--; /* the replaced directory's ".." */
+            D->nlink = 0;
+        } else {
+            D->nlink--;
+        }
+    }
+    if (err == 0)
+        err = dir_batch_add(b, x->np->ino, x->newname, x->s->ino, inode_type(S), pn->next_cookie);
+    pn->next_cookie++;
+    pn->size++;
+    if (S_ISDIR(S->mode) && x->op != x->np) {
+        po->nlink--;
+        pn->nlink++;
+        S->parent = x->np->ino;
+    }
+    return err;
+}
+
+/* REQUIRES: op, np, s, d locked for writing; entries re-read under them. */
+static int rename_locked(rename_op *x)
+{
+    if (x->d != NULL && x->d == x->s)
+        return 0; /* two names of one inode: POSIX says do nothing */
+    int err = check(x);
+    if (err != 0)
+        return err;
+    bool cross = x->op != x->np;
+    inode_rec po = x->op->rec, pn_own = x->np->rec, *pn = cross ? &pn_own : &po;
+    inode_rec S = x->s->rec, D = x->d ? x->d->rec : (inode_rec){0};
+    lsm_batch *b = lsm_batch_new();
+    if (b == NULL)
+        return ENOMEM;
+    ts now = ts_now();
+    if (x->flags & RENAME_EXCHANGE)
+        err = exchange(x, b, &po, pn, &S, &D);
+    else
+        err = move(x, b, &po, pn, &S, &D);
+    S.ctime = D.ctime = now;
+    po.mtime = po.ctime = pn->mtime = pn->ctime = now;
+    if (err == 0)
+        err = inode_batch_update(x->fs, b, x->op, &po);
+    if (err == 0 && cross)
+        err = inode_batch_update(x->fs, b, x->np, pn);
+    if (err == 0)
+        err = inode_batch_update(x->fs, b, x->s, &S);
+    bool destroyed = false;
+    if (err == 0 && x->d != NULL && D.nlink == 0)
+        err = op_drop_inode(x->fs, b, x->d, &D, &x->reclaim, &destroyed);
+    else if (err == 0 && x->d != NULL)
+        err = inode_batch_update(x->fs, b, x->d, &D);
+    if (err == 0)
+        err = fs_commit(x->fs, b);
+    lsm_batch_free(b);
+    if (err != 0) {
+        x->reclaim = false;
+        return err;
+    }
+    x->op->rec = po;
+    if (cross)
+        x->np->rec = *pn;
+    x->s->rec = S;
+    if (x->d != NULL) {
+        x->d->rec = D;
+        op_dropped(x->fs, x->d, destroyed);
+    }
+    return 0;
+}
+
+/* Looks the two names up, pins their inodes, locks all four and checks
+ * the names still point where they did; loops if they moved. */
+static int rename_pinned(rename_op *x)
+{
+    lsmfs *fs = x->fs;
+    for (int tries = 0; tries < 100; tries++) {
+        int err = dir_lookup(fs, x->op->ino, x->name, &x->sd);
+        if (err != 0)
+            return err;
+        err = dir_lookup(fs, x->np->ino, x->newname, &x->dd);
+        bool have_d = err == 0;
+        if (err != 0 && err != ENOENT)
+            return err;
+        if ((err = icache_get(fs, x->sd.ino, &x->s)) != 0)
+            return err == ENOENT ? EIO : err;
+        if (have_d && (err = icache_get(fs, x->dd.ino, &x->d)) != 0)
+            return err == ENOENT ? EIO : err;
+        inode *v[4] = {x->op, x->np, x->s, x->d};
+        icache_lock_many(v, 4);
+        dirent_val s2, d2;
+        bool same = dir_lookup(fs, x->op->ino, x->name, &s2) == 0 && s2.ino == x->sd.ino &&
+                    s2.cookie == x->sd.cookie;
+        int derr = dir_lookup(fs, x->np->ino, x->newname, &d2);
+        same = same && (have_d ? derr == 0 && d2.ino == x->dd.ino && d2.cookie == x->dd.cookie
+                               : derr == ENOENT);
+        if (same)
+            err = rename_locked(x);
+        icache_unlock_many(v, 4);
+        if (same)
+            return err;
+        icache_put(fs->icache, x->s);
+        icache_put(fs->icache, x->d);
+        x->s = x->d = NULL;
+    }
+    return EAGAIN;
+}
+
+static int check_args(const char *name, const char *newname, unsigned int flags)
+{
+    if (flags & ~(unsigned int)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+        return EINVAL;
+    if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+        return EINVAL;
+    if (strlen(name) > SCHEMA_NAME_MAX)
+        return ENAMETOOLONG;
+    return dir_check_name(newname);
+}
+
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+               const char *newname, unsigned int flags)
+{
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_RENAME]);
+    rename_op x = {.fs = fs, .name = name, .newname = newname, .flags = flags};
+    int err = check_args(name, newname, flags);
+    if (err != 0) {
+        fuse_reply_err(req, err);
+        return;
+    }
+    bool cross = parent != newparent;
+    if (cross)
+        pthread_mutex_lock(&fs->rename_mu);
+    err = icache_get(fs, parent, &x.op);
+    if (err == 0)
+        err = icache_get(fs, newparent, &x.np);
+    if (err == 0)
+        err = rename_pinned(&x);
+    uint64_t target = x.d ? x.d->ino : 0;
+    icache_put(fs->icache, x.op);
+    icache_put(fs->icache, x.np);
+    icache_put(fs->icache, x.s);
+    icache_put(fs->icache, x.d);
+    if (cross)
+        pthread_mutex_unlock(&fs->rename_mu);
+    if (x.reclaim)
+        reclaimer_enqueue(fs->reclaim, target);
+    if (err == 0)
+        err = fs_durable(fs);
+    fuse_reply_err(req, err);
+}

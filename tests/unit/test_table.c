@@ -1,0 +1,968 @@
+/* test_table.c — tables: build/read round trips (random keys and versions,
+ * empty to 100 KiB values, compressible and incompressible data, several
+ * block sizes, with and without filter, cache and compression); gets,
+ * seeks and iteration both ways; a byte flipped anywhere (data blocks and
+ * their trailers, filter, index, footer) and every truncation give a
+ * corruption status, never a crash or a wrong answer; write errors stick;
+ * the table cache over real files; concurrent readers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "crc32c.h"
+#include "dbformat.h"
+#include "env.h"
+#include "filename.h"
+#include "status.h"
+#include "table.h"
+#include "table_cache.h"
+
+static uint64_t rng_state = 0x853c49e6748fea9bull;
+static uint64_t rnd(void)
+{
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return rng_state = x;
+}
+
+/* ------------------------------------------------------ in-memory files */
+
+typedef struct mem_wfile {
+    lsm_wfile base;
+    buf *out;
+    long fail_after; /* appends that succeed before every later one fails; <0: never */
+} mem_wfile;
+
+static lsm_status *mw_append(lsm_wfile *f, const void *d, size_t n)
+{
+    mem_wfile *m = (mem_wfile *)f;
+    if (m->fail_after == 0)
+        return status_from_errno(ENOSPC, "append (injected)");
+    if (m->fail_after > 0)
+        m->fail_after--;
+    assert_true(buf_append(m->out, d, n));
+    return NULL;
+}
+static lsm_status *mw_nop(lsm_wfile *f)
+{
+    (void)f;
+    return NULL;
+}
+static lsm_status *mw_prealloc(lsm_wfile *f, uint64_t n)
+{
+    (void)f;
+    (void)n;
+    return NULL;
+}
+static lsm_status *mw_close(lsm_wfile *f)
+{
+    free(f);
+    return NULL;
+}
+static const struct lsm_wfile_ops mw_ops = {mw_append, mw_nop, mw_nop, mw_prealloc, mw_close};
+
+static lsm_wfile *mem_wfile_new(buf *out, long fail_after)
+{
+    mem_wfile *m = malloc(sizeof(*m));
+    m->base.ops = &mw_ops;
+    m->out = out;
+    m->fail_after = fail_after;
+    return &m->base;
+}
+
+/* Reads a private copy of the bytes (so a test can damage its own copy). */
+typedef struct mem_rfile {
+    lsm_rfile base;
+    char *data;
+    size_t n;
+    bool fail_reads; /* every pread fails with EIO */
+} mem_rfile;
+
+static lsm_status *mr_pread(lsm_rfile *f, uint64_t off, void *dst, size_t n, size_t *got)
+{
+    mem_rfile *m = (mem_rfile *)f;
+    if (m->fail_reads)
+        return status_from_errno(EIO, "pread (injected)");
+    *got = 0;
+    if (off >= m->n)
+        return NULL;
+    size_t k = m->n - off < n ? m->n - off : n;
+    memcpy(dst, m->data + off, k);
+    *got = k;
+    return NULL;
+}
+static void mr_close(lsm_rfile *f)
+{
+    mem_rfile *m = (mem_rfile *)f;
+    free(m->data);
+    free(m);
+}
+static const struct lsm_rfile_ops mr_ops = {mr_pread, mr_close};
+
+static mem_rfile *mem_rfile_new(const char *data, size_t n)
+{
+    mem_rfile *m = malloc(sizeof(*m));
+    m->base.ops = &mr_ops;
+    m->data = malloc(n ? n : 1);
+    memcpy(m->data, data, n);
+    m->n = n;
+    m->fail_reads = false;
+    return m;
+}
+
+/* ------------------------------------------------------------- model */
+
+typedef struct entry {
+    char *ikey;
+    size_t klen;
+    char *val;
+    size_t vlen;
+} entry;
+
+typedef struct model {
+    entry *e;
+    size_t n;
+    size_t raw_bytes; /* keys + values */
+    size_t val_bytes;
+} model;
+
+enum value_kind { COMPRESSIBLE, INCOMPRESSIBLE };
+
+static int entry_cmp(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    return ikey_compare(x->ikey, x->klen, y->ikey, y->klen);
+}
+
+static char *make_ikey(const char *u, size_t ulen, uint64_t seq, enum value_type t, size_t *n)
+{
+    char *k = malloc(ulen + IKEY_TRAILER);
+    memcpy(k, u, ulen);
+    encode_fixed64(k + ulen, pack_seq_type(seq, t));
+    *n = ulen + IKEY_TRAILER;
+    return k;
+}
+
+static size_t value_size(void)
+{
+    uint64_t r = rnd() % 1000;
+    if (r < 100)
+        return 0;
+    if (r < 104)
+        return 100 * 1024;
+    return (size_t)(1 + rnd() % 300);
+}
+
+static void fill_value(char *v, size_t n, enum value_kind kind)
+{
+    if (kind == COMPRESSIBLE) {
+        uint64_t seed = rnd() % 4;
+        for (size_t i = 0; i < n; i++)
+            v[i] = (char)("abcdefgh"[(i / 7 + seed) % 8]);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            v[i] = (char)rnd();
+    }
+}
+
+/* nkeys random user keys (from a small alphabet, so they share prefixes),
+ * each with 1..3 versions (newest first; some deletions). */
+static model gen_model(size_t nkeys, enum value_kind kind)
+{
+    model m = {calloc(nkeys * 3 + 1, sizeof(entry)), 0, 0, 0};
+    uint64_t seq = 1;
+    for (size_t i = 0; i < nkeys; i++) {
+        char u[64];
+        size_t ulen = 1 + (size_t)(rnd() % 24);
+        for (size_t j = 0; j < ulen; j++)
+            u[j] = (char)('a' + rnd() % 4);
+        int versions = 1 + (int)(rnd() % 3);
+        for (int v = 0; v < versions; v++) {
+            entry *e = &m.e[m.n++];
+            bool del = rnd() % 8 == 0;
+            e->ikey = make_ikey(u, ulen, seq++, del ? TYPE_DELETION : TYPE_VALUE, &e->klen);
+            e->vlen = del ? 0 : value_size();
+            e->val = malloc(e->vlen + 1);
+            fill_value(e->val, e->vlen, kind);
+            m.raw_bytes += e->klen + e->vlen;
+            m.val_bytes += e->vlen;
+        }
+    }
+    qsort(m.e, m.n, sizeof(entry), entry_cmp);
+    /* Drop duplicate user keys generated twice (keep the sorted order valid:
+     * identical internal keys cannot happen as seqs are unique). */
+    return m;
+}
+
+static void free_model(model *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        free(m->e[i].ikey);
+        free(m->e[i].val);
+    }
+    free(m->e);
+}
+
+static void build_table(const model *m, const table_options *o, buf *file)
+{
+    file->len = 0;
+    lsm_wfile *w = mem_wfile_new(file, -1);
+    table_builder *b = table_builder_new(o, w);
+    assert_non_null(b);
+    for (size_t i = 0; i < m->n; i++)
+        assert_null(table_builder_add(b, m->e[i].ikey, m->e[i].klen, m->e[i].val, m->e[i].vlen));
+    assert_null(table_builder_finish(b));
+    assert_int_equal(table_builder_entries(b), m->n);
+    assert_int_equal(table_builder_file_size(b), file->len);
+    if (m->n > 0) {
+        size_t n;
+        const char *k = table_builder_smallest(b, &n);
+        assert_int_equal(n, m->e[0].klen);
+        assert_memory_equal(k, m->e[0].ikey, n);
+        k = table_builder_largest(b, &n);
+        assert_int_equal(n, m->e[m->n - 1].klen);
+        assert_memory_equal(k, m->e[m->n - 1].ikey, n);
+    }
+    table_builder_free(b);
+    assert_null(w->ops->close(w));
+}
+
+static lsm_status *open_mem(const char *data, size_t n, cache *c, sstable **t)
+{
+    mem_rfile *f = mem_rfile_new(data, n);
+    return table_open(&f->base, n, 7, c, t);
+}
+
+/* ------------------------------------------------------------- checks */
+
+static void assert_entry(iter *it, const entry *e)
+{
+    assert_true(iter_valid(it));
+    size_t kn, vn;
+    const char *k = iter_key(it, &kn), *v = iter_value(it, &vn);
+    assert_int_equal(kn, e->klen);
+    assert_memory_equal(k, e->ikey, kn);
+    assert_int_equal(vn, e->vlen);
+    if (vn)
+        assert_memory_equal(v, e->val, vn);
+}
+
+static size_t lower_bound(const model *m, const char *k, size_t n)
+{
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ikey_compare(m->e[mid].ikey, m->e[mid].klen, k, n) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void check_iteration(sstable *t, const model *m, const lsm_read_options *ro)
+{
+    iter *it = table_iter_new(t, ro, NULL, NULL);
+    assert_non_null(it);
+    iter_seek_first(it);
+    for (size_t i = 0; i < m->n; i++) {
+        assert_entry(it, &m->e[i]);
+        iter_next(it);
+    }
+    assert_false(iter_valid(it));
+    iter_seek_last(it);
+    for (size_t i = m->n; i-- > 0;) {
+        assert_entry(it, &m->e[i]);
+        iter_prev(it);
+    }
+    assert_false(iter_valid(it));
+    /* Seeks to every key, with a step back and forth across blocks. */
+    for (size_t i = 0; i < m->n; i++) {
+        iter_seek(it, m->e[i].ikey, m->e[i].klen);
+        assert_entry(it, &m->e[i]);
+        if (i > 0) {
+            iter_prev(it);
+            assert_entry(it, &m->e[i - 1]);
+            iter_next(it);
+            assert_entry(it, &m->e[i]);
+        }
+    }
+    /* Random targets: (random user key, random seq). */
+    for (int r = 0; r < 300; r++) {
+        char u[32];
+        size_t ulen = (size_t)(rnd() % 26);
+        for (size_t j = 0; j < ulen; j++)
+            u[j] = (char)('a' + rnd() % 4);
+        size_t n;
+        char *k = make_ikey(u, ulen, rnd() % (m->n * 2 + 2), TYPE_SEEK, &n);
+        size_t want = lower_bound(m, k, n);
+        iter_seek(it, k, n);
+        if (want == m->n)
+            assert_false(iter_valid(it));
+        else
+            assert_entry(it, &m->e[want]);
+        free(k);
+    }
+    assert_null(iter_status(it));
+    iter_free(it);
+}
+
+typedef struct found {
+    int calls;
+    char *key, *val;
+    size_t klen, vlen;
+} found;
+
+static void on_found(void *ctx, const char *k, size_t kn, const char *v, size_t vn)
+{
+    found *f = ctx;
+    f->calls++;
+    free(f->key);
+    free(f->val);
+    f->key = malloc(kn);
+    memcpy(f->key, k, kn);
+    f->klen = kn;
+    f->val = malloc(vn + 1);
+    memcpy(f->val, v, vn);
+    f->vlen = vn;
+}
+
+static void found_reset(found *f)
+{
+    free(f->key);
+    free(f->val);
+    memset(f, 0, sizeof(*f));
+}
+
+/* Gets at every entry's own sequence and just below it. */
+static void check_gets(sstable *t, const model *m, const lsm_read_options *ro)
+{
+    found f = {0};
+    for (size_t i = 0; i < m->n; i++) {
+        const entry *e = &m->e[i];
+        size_t ulen = e->klen - IKEY_TRAILER;
+        uint64_t seq = ikey_tag(e->ikey, e->klen) >> 8;
+        size_t n;
+        char *k = make_ikey(e->ikey, ulen, seq, TYPE_SEEK, &n);
+        assert_null(table_get(t, ro, k, n, on_found, &f));
+        assert_int_equal(f.calls, 1);
+        assert_int_equal(f.klen, e->klen);
+        assert_memory_equal(f.key, e->ikey, e->klen);
+        assert_int_equal(f.vlen, e->vlen);
+        if (e->vlen)
+            assert_memory_equal(f.val, e->val, e->vlen);
+        found_reset(&f);
+        free(k);
+        /* Below this version: the next (older) version of the same key,
+         * or nothing. */
+        k = make_ikey(e->ikey, ulen, seq - 1, TYPE_SEEK, &n);
+        assert_null(table_get(t, ro, k, n, on_found, &f));
+        bool older = i + 1 < m->n &&
+                     bytes_compare(m->e[i + 1].ikey, m->e[i + 1].klen - IKEY_TRAILER, e->ikey,
+                                   ulen) == 0;
+        assert_int_equal(f.calls, older ? 1 : 0);
+        if (older)
+            assert_memory_equal(f.key, m->e[i + 1].ikey, m->e[i + 1].klen);
+        found_reset(&f);
+        free(k);
+    }
+    /* Absent user keys (digits never appear in generated keys). */
+    for (int r = 0; r < 1000; r++) {
+        char u[16];
+        int ulen = snprintf(u, sizeof(u), "%d", r);
+        size_t n;
+        char *k = make_ikey(u, (size_t)ulen, MAX_SEQUENCE, TYPE_SEEK, &n);
+        assert_null(table_get(t, ro, k, n, on_found, &f));
+        assert_int_equal(f.calls, 0);
+        free(k);
+    }
+}
+
+static void check_offsets(sstable *t, const model *m, size_t file_size)
+{
+    uint64_t prev = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        uint64_t off = table_approximate_offset(t, m->e[i].ikey, m->e[i].klen);
+        assert_true(off >= prev);
+        assert_true(off < file_size);
+        prev = off;
+    }
+    size_t n;
+    char *k = make_ikey("zzzzzzzzzzzzzzzzzzzzzzzzzzzzz", 29, 1, TYPE_SEEK, &n);
+    uint64_t end = table_approximate_offset(t, k, n);
+    assert_true(end >= prev && end < file_size);
+    if (m->raw_bytes > 100000)
+        assert_true(end > file_size / 2);
+    free(k);
+}
+
+static void round_trip(size_t nkeys, enum value_kind kind, const table_options *o, bool use_cache)
+{
+    model m = gen_model(nkeys, kind);
+    buf file;
+    buf_init(&file);
+    build_table(&m, o, &file);
+    if (o->compression && kind == COMPRESSIBLE)
+        assert_true(file.len < m.raw_bytes / 2);
+    if (kind == INCOMPRESSIBLE)
+        assert_true(file.len >= m.val_bytes); /* stored raw, not inflated by lz4 */
+    cache *c = use_cache ? cache_new(1 << 20) : NULL;
+    sstable *t;
+    assert_null(open_mem(file.data, file.len, c, &t));
+    lsm_read_options ro = {NULL, false, true};
+    check_iteration(t, &m, &ro);
+    check_gets(t, &m, &ro);
+    check_offsets(t, &m, file.len);
+    if (c != NULL) {
+        uint64_t hits, misses;
+        cache_stats(c, &hits, &misses);
+        assert_true(hits > 0);
+        assert_true(cache_total_charge(c) > 0);
+        /* fill_cache = false reads around the cache */
+        cache_prune(c);
+        lsm_read_options nofill = {NULL, true, false};
+        check_iteration(t, &m, &nofill);
+        assert_int_equal(cache_total_charge(c), 0);
+    }
+    check_iteration(t, &m, NULL);
+    table_free(t);
+    cache_free(c);
+    buf_free(&file);
+    free_model(&m);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    table_options o = {4096, 10, true};
+    round_trip(2000, COMPRESSIBLE, &o, true);
+    round_trip(2000, INCOMPRESSIBLE, &o, true);
+    o.compression = false;
+    round_trip(1000, COMPRESSIBLE, &o, false);
+    o = (table_options){1, 10, true}; /* one entry per block */
+    round_trip(300, COMPRESSIBLE, &o, true);
+    o = (table_options){64 << 10, 0, true}; /* big blocks, no filter */
+    round_trip(2000, INCOMPRESSIBLE, &o, true);
+    o = (table_options){200, 4, false};
+    round_trip(500, INCOMPRESSIBLE, &o, false);
+}
+
+static void test_empty_and_single(void **state)
+{
+    (void)state;
+    table_options o = {4096, 10, true};
+    model m = {calloc(2, sizeof(entry)), 0, 0, 0};
+    buf file;
+    buf_init(&file);
+    build_table(&m, &o, &file);
+    sstable *t;
+    assert_null(open_mem(file.data, file.len, NULL, &t));
+    check_iteration(t, &m, NULL);
+    check_gets(t, &m, NULL);
+    table_free(t);
+
+    m.e[0].ikey = make_ikey("only", 4, 5, TYPE_VALUE, &m.e[0].klen);
+    m.e[0].val = malloc(1);
+    m.e[0].vlen = 0;
+    m.n = 1;
+    build_table(&m, &o, &file);
+    assert_null(open_mem(file.data, file.len, NULL, &t));
+    check_iteration(t, &m, NULL);
+    check_gets(t, &m, NULL);
+    table_free(t);
+    buf_free(&file);
+    free_model(&m);
+}
+
+/* Keys of all 0xff bytes and keys where the separator cannot be shortened. */
+static void test_separator_edges(void **state)
+{
+    (void)state;
+    static const char *users[] = {"a", "a\x01", "a\xfe", "a\xff", "a\xff\xff", "ab", "b", "\xff",
+                                  "\xff\xff", "\xff\xff\xff"};
+    size_t nu = sizeof(users) / sizeof(users[0]);
+    model m = {calloc(nu, sizeof(entry)), nu, 0, 0};
+    for (size_t i = 0; i < nu; i++) {
+        m.e[i].ikey = make_ikey(users[i], strlen(users[i]), 100 + i, TYPE_VALUE, &m.e[i].klen);
+        m.e[i].val = malloc(200);
+        m.e[i].vlen = 200;
+        memset(m.e[i].val, (int)i, 200);
+    }
+    qsort(m.e, m.n, sizeof(entry), entry_cmp);
+    table_options o = {1, 10, false};
+    buf file;
+    buf_init(&file);
+    build_table(&m, &o, &file);
+    sstable *t;
+    assert_null(open_mem(file.data, file.len, NULL, &t));
+    check_iteration(t, &m, NULL);
+    check_gets(t, &m, NULL);
+    table_free(t);
+    buf_free(&file);
+    free_model(&m);
+}
+
+/* --------------------------------------------------------- corruption */
+
+typedef struct layout {
+    uint64_t filter_off, filter_size, index_off, index_size, footer_off;
+} layout;
+
+static layout read_layout(const buf *file)
+{
+    const char *f = file->data + file->len - TABLE_FOOTER_SIZE;
+    layout l = {decode_fixed64(f), decode_fixed64(f + 8), decode_fixed64(f + 16),
+                decode_fixed64(f + 24), file->len - TABLE_FOOTER_SIZE};
+    return l;
+}
+
+/* Uses a damaged table every way. Nothing may crash or return data that is
+ * not the model's; something must report corruption. Returns true if the
+ * damage was reported. */
+static bool exercise_damaged(const char *data, size_t n, const model *m, cache *c)
+{
+    sstable *t;
+    lsm_status *st = open_mem(data, n, c, &t);
+    if (st != NULL) {
+        assert_int_equal(lsm_status_code(st), LSM_CORRUPTION);
+        lsm_status_free(st);
+        return true;
+    }
+    bool reported = false;
+    iter *it = table_iter_new(t, NULL, NULL, NULL);
+    size_t i = 0;
+    for (iter_seek_first(it); iter_valid(it); iter_next(it), i++) {
+        assert_true(i < m->n);
+        assert_entry(it, &m->e[i]); /* whatever is yielded is right */
+    }
+    st = iter_status(it);
+    if (st != NULL) {
+        assert_int_equal(lsm_status_code(st), LSM_CORRUPTION);
+        lsm_status_free(st);
+        reported = true;
+    } else {
+        assert_int_equal(i, m->n);
+    }
+    size_t j = m->n;
+    for (iter_seek_last(it); iter_valid(it); iter_prev(it)) {
+        assert_true(j > 0);
+        assert_entry(it, &m->e[--j]);
+    }
+    iter_free(it);
+
+    found f = {0};
+    for (size_t k = 0; k < m->n; k++) {
+        const entry *e = &m->e[k];
+        st = table_get(t, NULL, e->ikey, e->klen, on_found, &f);
+        if (st != NULL) {
+            assert_int_equal(lsm_status_code(st), LSM_CORRUPTION);
+            lsm_status_free(st);
+            reported = true;
+        } else {
+            assert_int_equal(f.calls, 1); /* the filter still has it */
+            assert_int_equal(f.vlen, e->vlen);
+            if (e->vlen)
+                assert_memory_equal(f.val, e->val, e->vlen);
+        }
+        found_reset(&f);
+    }
+    table_free(t);
+    if (c != NULL)
+        cache_prune(c); /* the next copy must be read, not found cached */
+    return reported;
+}
+
+static void flip_everywhere(bool compression)
+{
+    model m = gen_model(60, COMPRESSIBLE);
+    for (size_t i = 0; i < m.n; i++) { /* keep it small: no 100 KiB values */
+        if (m.e[i].vlen > 64) {
+            m.e[i].vlen = 64;
+        }
+    }
+    table_options o = {256, 10, compression};
+    buf file;
+    buf_init(&file);
+    build_table(&m, &o, &file);
+    if (compression) { /* lz4 blocks are among those damaged */
+        buf plain;
+        buf_init(&plain);
+        table_options po = o;
+        po.compression = false;
+        build_table(&m, &po, &plain);
+        assert_true(file.len < plain.len * 3 / 4);
+        buf_free(&plain);
+    }
+    layout l = read_layout(&file);
+    assert_true(l.filter_size > 0 && l.index_off > l.filter_off);
+    cache *c = cache_new(1 << 16);
+    size_t regions[4] = {0};
+    char *copy = malloc(file.len);
+    for (size_t off = 0; off < file.len; off++) {
+        memcpy(copy, file.data, file.len);
+        copy[off] ^= (char)(1u << (off % 8));
+        int region = off < l.filter_off ? 0 : off < l.index_off ? 1 : off < l.footer_off ? 2 : 3;
+        /* Every flipped byte is caught: checksums cover all of it. */
+        if (exercise_damaged(copy, file.len, &m, c))
+            regions[region]++;
+        else
+            fail_msg("flip at offset %zu (region %d) went unnoticed", off, region);
+    }
+    assert_true(regions[0] > 0 && regions[1] > 0 && regions[2] > 0 && regions[3] == 48);
+    free(copy);
+    cache_free(c);
+    buf_free(&file);
+    free_model(&m);
+}
+
+static void test_flip_every_byte(void **state)
+{
+    (void)state;
+    flip_everywhere(true);
+    flip_everywhere(false);
+}
+
+static void test_truncated(void **state)
+{
+    (void)state;
+    model m = gen_model(50, INCOMPRESSIBLE);
+    for (size_t i = 0; i < m.n; i++)
+        if (m.e[i].vlen > 50)
+            m.e[i].vlen = 50;
+    table_options o = {512, 10, true};
+    buf file;
+    buf_init(&file);
+    build_table(&m, &o, &file);
+    for (size_t len = 0; len < file.len; len++) {
+        sstable *t;
+        lsm_status *st = open_mem(file.data, len, NULL, &t);
+        assert_non_null(st); /* the footer is not where it should be */
+        assert_int_equal(lsm_status_code(st), LSM_CORRUPTION);
+        lsm_status_free(st);
+        /* The version says the file is whole, but it is short: reads of
+         * the missing part come back short. */
+        mem_rfile *f = mem_rfile_new(file.data, len);
+        st = table_open(&f->base, file.len, 9, NULL, &t);
+        if (st == NULL) {
+            fail_msg("open of a table cut to %zu bytes succeeded", len);
+        }
+        assert_int_equal(lsm_status_code(st), LSM_CORRUPTION);
+        lsm_status_free(st);
+    }
+    buf_free(&file);
+    free_model(&m);
+}
+
+/* Data blocks lost after open: iteration and gets report it. */
+static void test_read_errors(void **state)
+{
+    (void)state;
+    model m = gen_model(200, COMPRESSIBLE);
+    table_options o = {1024, 10, true};
+    buf file;
+    buf_init(&file);
+    build_table(&m, &o, &file);
+    mem_rfile *f = mem_rfile_new(file.data, file.len);
+    sstable *t;
+    assert_null(table_open(&f->base, file.len, 3, NULL, &t));
+    f->fail_reads = true;
+    iter *it = table_iter_new(t, NULL, NULL, NULL);
+    iter_seek_first(it);
+    assert_false(iter_valid(it));
+    lsm_status *st = iter_status(it);
+    assert_int_equal(lsm_status_code(st), LSM_IO_ERROR);
+    lsm_status_free(st);
+    iter_seek_first(it); /* errors stick */
+    assert_false(iter_valid(it));
+    iter_free(it);
+    found fd = {0};
+    st = table_get(t, NULL, m.e[0].ikey, m.e[0].klen, on_found, &fd);
+    assert_int_equal(lsm_status_code(st), LSM_IO_ERROR);
+    assert_int_equal(fd.calls, 0);
+    lsm_status_free(st);
+    /* Truncated under an open table: short reads are corruption. */
+    f->fail_reads = false;
+    f->n = f->n / 2;
+    it = table_iter_new(t, NULL, NULL, NULL);
+    size_t i = 0;
+    for (iter_seek_first(it); iter_valid(it); iter_next(it))
+        assert_entry(it, &m.e[i++]);
+    st = iter_status(it);
+    assert_int_equal(lsm_status_code(st), LSM_CORRUPTION);
+    assert_non_null(strstr(lsm_status_message(st), "table 000003"));
+    lsm_status_free(st);
+    iter_free(it);
+    table_free(t);
+    buf_free(&file);
+    free_model(&m);
+}
+
+static void test_not_a_table(void **state)
+{
+    (void)state;
+    char junk[4096];
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (char)rnd();
+    sstable *t;
+    lsm_status *st = open_mem(junk, sizeof(junk), NULL, &t);
+    assert_int_equal(lsm_status_code(st), LSM_CORRUPTION);
+    lsm_status_free(st);
+    /* A well-formed footer of a future format version. */
+    model m = gen_model(10, COMPRESSIBLE);
+    table_options o = {4096, 10, true};
+    buf file;
+    buf_init(&file);
+    build_table(&m, &o, &file);
+    char *f = file.data + file.len - TABLE_FOOTER_SIZE;
+    encode_fixed32(f + 32, TABLE_FORMAT_VERSION + 1);
+    encode_fixed32(f + 36, crc32c_mask(crc32c(f, 36)));
+    st = open_mem(file.data, file.len, NULL, &t);
+    assert_int_equal(lsm_status_code(st), LSM_NOT_SUPPORTED);
+    lsm_status_free(st);
+    buf_free(&file);
+    free_model(&m);
+}
+
+static void test_write_errors_stick(void **state)
+{
+    (void)state;
+    model m = gen_model(500, INCOMPRESSIBLE);
+    table_options o = {1024, 10, true};
+    buf file;
+    buf_init(&file);
+    lsm_wfile *w = mem_wfile_new(&file, 3);
+    table_builder *b = table_builder_new(&o, w);
+    lsm_status *first = NULL;
+    size_t i;
+    for (i = 0; i < m.n && first == NULL; i++)
+        first = table_builder_add(b, m.e[i].ikey, m.e[i].klen, m.e[i].val, m.e[i].vlen);
+    assert_non_null(first);
+    assert_int_equal(lsm_status_code(first), LSM_NO_SPACE);
+    lsm_status_free(first);
+    if (i < m.n) {
+        lsm_status *again = table_builder_add(b, m.e[i].ikey, m.e[i].klen, m.e[i].val, 1);
+        assert_int_equal(lsm_status_code(again), LSM_NO_SPACE);
+        lsm_status_free(again);
+    }
+    lsm_status *fin = table_builder_finish(b);
+    assert_int_equal(lsm_status_code(fin), LSM_NO_SPACE);
+    lsm_status_free(fin);
+    table_builder_free(b);
+    w->ops->close(w);
+
+    /* Failing while finishing (filter, index or footer write). */
+    for (long ok = 0; ok < 8; ok++) {
+        model s = gen_model(3, COMPRESSIBLE);
+        file.len = 0;
+        w = mem_wfile_new(&file, 1000);
+        b = table_builder_new(&o, w);
+        for (i = 0; i < s.n; i++)
+            assert_null(table_builder_add(b, s.e[i].ikey, s.e[i].klen, s.e[i].val,
+                                          s.e[i].vlen < 10 ? s.e[i].vlen : 10));
+        ((mem_wfile *)w)->fail_after = ok;
+        fin = table_builder_finish(b);
+        if (fin == NULL) {
+            assert_true(ok >= 7); /* data, filter, index: 2 appends each; footer 1 */
+        } else {
+            assert_int_equal(lsm_status_code(fin), LSM_NO_SPACE);
+            lsm_status_free(fin);
+        }
+        table_builder_free(b);
+        w->ops->close(w);
+        free_model(&s);
+    }
+    buf_free(&file);
+    free_model(&m);
+}
+
+/* ------------------------------------------------- table cache, threads */
+
+static char tmpdir[] = "/tmp/test_table.XXXXXX";
+
+static void write_file(const char *path, const buf *data)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data->data, 1, data->len, f), data->len);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_table_cache(void **state)
+{
+    (void)state;
+    assert_non_null(mkdtemp(tmpdir));
+    table_options o = {4096, 10, true};
+    model m[3];
+    buf file;
+    buf_init(&file);
+    for (int i = 0; i < 3; i++) {
+        m[i] = gen_model(300, i == 1 ? INCOMPRESSIBLE : COMPRESSIBLE);
+        build_table(&m[i], &o, &file);
+        char *path = table_file_name(tmpdir, (uint64_t)i + 1);
+        write_file(path, &file);
+        free(path);
+    }
+    cache *bc = cache_new(1 << 20);
+    table_cache *tc = table_cache_new(lsm_env_default(), tmpdir, bc, 1); /* one open at a time */
+    assert_non_null(tc);
+    found f = {0};
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 3; i++) {
+            const entry *e = &m[i].e[m[i].n / 2];
+            uint64_t fsize = 0; /* round 0: ask the env */
+            if (round == 1) {
+                char *path = table_file_name(tmpdir, (uint64_t)i + 1);
+                assert_null(lsm_env_default()->file_size(lsm_env_default(), path, &fsize));
+                free(path);
+            }
+            assert_null(table_cache_get(tc, NULL, (uint64_t)i + 1, fsize, e->ikey, e->klen,
+                                        on_found, &f));
+            assert_int_equal(f.calls, 1);
+            assert_int_equal(f.vlen, e->vlen);
+            found_reset(&f);
+        }
+    }
+    /* Iterators pin their tables even past the capacity of 1. */
+    iter *its[3];
+    for (int i = 0; i < 3; i++)
+        its[i] = table_cache_iter(tc, NULL, (uint64_t)i + 1, 0);
+    for (int i = 0; i < 3; i++) {
+        size_t k = 0;
+        for (iter_seek_first(its[i]); iter_valid(its[i]); iter_next(its[i]))
+            assert_entry(its[i], &m[i].e[k++]);
+        assert_int_equal(k, m[i].n);
+        assert_null(iter_status(its[i]));
+    }
+    /* Evicting a table in use: the iterator keeps working. */
+    table_cache_evict(tc, 1);
+    iter_seek_last(its[0]);
+    assert_entry(its[0], &m[0].e[m[0].n - 1]);
+    for (int i = 0; i < 3; i++)
+        iter_free(its[i]);
+
+    uint64_t off;
+    assert_null(table_cache_approximate_offset(tc, 2, 0, m[1].e[m[1].n - 1].ikey,
+                                               m[1].e[m[1].n - 1].klen, &off));
+    assert_true(off > 0);
+
+    /* A missing table: an error, and an empty iterator carrying it. */
+    lsm_status *st = table_cache_get(tc, NULL, 99, 0, m[0].e[0].ikey, m[0].e[0].klen, on_found, &f);
+    assert_non_null(st);
+    lsm_status_free(st);
+    iter *it = table_cache_iter(tc, NULL, 99, 1000);
+    iter_seek_first(it);
+    assert_false(iter_valid(it));
+    st = iter_status(it);
+    assert_non_null(st);
+    lsm_status_free(st);
+    iter_free(it);
+    /* A damaged file: corruption through the cache too. */
+    char *path = table_file_name(tmpdir, 4);
+    file.len = 100;
+    memset(file.data, 0, 100);
+    write_file(path, &file);
+    st = table_cache_get(tc, NULL, 4, 0, m[0].e[0].ikey, m[0].e[0].klen, on_found, &f);
+    assert_int_equal(lsm_status_code(st), LSM_CORRUPTION);
+    lsm_status_free(st);
+    unlink(path);
+    free(path);
+
+    table_cache_free(tc);
+    cache_free(bc);
+    for (int i = 0; i < 3; i++) {
+        path = table_file_name(tmpdir, (uint64_t)i + 1);
+        unlink(path);
+        free(path);
+        free_model(&m[i]);
+    }
+    rmdir(tmpdir);
+    buf_free(&file);
+}
+
+typedef struct reader {
+    sstable *t;
+    const model *m;
+    uint64_t seed;
+    long wrong;
+} reader;
+
+static void *read_work(void *arg)
+{
+    reader *r = arg;
+    uint64_t x = r->seed;
+    found f = {0};
+    for (int i = 0; i < 3000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const entry *e = &r->m->e[x % r->m->n];
+        lsm_status *st = table_get(r->t, NULL, e->ikey, e->klen, on_found, &f);
+        if (st != NULL || f.calls != 1 || f.vlen != e->vlen ||
+            (e->vlen && memcmp(f.val, e->val, e->vlen) != 0))
+            r->wrong++;
+        lsm_status_free(st);
+        found_reset(&f);
+        if (i % 500 == 0) { /* and a short scan */
+            iter *it = table_iter_new(r->t, NULL, NULL, NULL);
+            iter_seek(it, e->ikey, e->klen);
+            for (int k = 0; k < 50 && iter_valid(it); k++)
+                iter_next(it);
+            lsm_status *s2 = iter_status(it);
+            if (s2 != NULL)
+                r->wrong++;
+            lsm_status_free(s2);
+            iter_free(it);
+        }
+    }
+    return NULL;
+}
+
+static void test_concurrent_readers(void **state)
+{
+    (void)state;
+    model m = gen_model(1000, COMPRESSIBLE);
+    table_options o = {2048, 10, true};
+    buf file;
+    buf_init(&file);
+    build_table(&m, &o, &file);
+    cache *c = cache_new(64 << 10); /* small: constant eviction */
+    sstable *t;
+    assert_null(open_mem(file.data, file.len, c, &t));
+    pthread_t th[4];
+    reader r[4];
+    for (int i = 0; i < 4; i++) {
+        r[i] = (reader){t, &m, 0x9e3779b97f4a7c15ull * (uint64_t)(i + 7), 0};
+        assert_int_equal(pthread_create(&th[i], NULL, read_work, &r[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(r[i].wrong, 0);
+    }
+    table_free(t);
+    cache_free(c);
+    buf_free(&file);
+    free_model(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),         cmocka_unit_test(test_empty_and_single),
+        cmocka_unit_test(test_separator_edges),    cmocka_unit_test(test_flip_every_byte),
+        cmocka_unit_test(test_truncated),          cmocka_unit_test(test_read_errors),
+        cmocka_unit_test(test_not_a_table),        cmocka_unit_test(test_write_errors_stick),
+        cmocka_unit_test(test_table_cache),        cmocka_unit_test(test_concurrent_readers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
