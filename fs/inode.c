@@ -19,7 +19,7 @@ ts ts_now(void)
     return ts_from_timespec(t);
 }
 
-int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **payload, size_t *plen)
+int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **pay, size_t *plen)
 {
     lsm_read_options ro;
     lsm_read_options_init(&ro);
@@ -36,19 +36,19 @@ int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **payload, size_t *pl
     if (!inode_decode(v, vlen, r, &p, &pl)) {
         fuse_log(FUSE_LOG_ERR, "lsmfs: inode %llu: damaged record\n", (unsigned long long)ino);
         err = EIO;
-    } else if (payload != NULL) {
-        *payload = NULL;
+    } else if (pay != NULL) {
+        *pay = NULL;
         *plen = pl;
-        if (pl > 0 && (*payload = malloc(pl)) == NULL)
+        if (pl > 0 && (*pay = malloc(pl)) == NULL)
             err = ENOMEM;
         else if (pl > 0)
-            memcpy(*payload, p, pl);
+            memcpy(*pay, p, pl);
     }
     free(v);
     return err;
 }
 
-int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *payload,
+int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *data,
                     size_t plen)
 {
     char stackbuf[INODE_HDR_LEN + 512];
@@ -61,7 +61,7 @@ int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *
     }
     inode_encode_hdr(r, v);
     if (plen > 0)
-        memcpy(v + INODE_HDR_LEN, payload, plen);
+        memcpy(v + INODE_HDR_LEN, data, plen);
     schema_key k;
     key_inode(&k, ino);
     bool ok = lsm_batch_put(b, k.b, k.len, v, vlen);
@@ -82,15 +82,15 @@ int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r)
     if (!inode_has_payload(&n->rec))
         return inode_batch_put(b, n->ino, r, NULL, 0);
     inode_rec old;
-    char *payload;
+    char *data;
     size_t plen;
-    int err = inode_load(fs, n->ino, &old, &payload, &plen);
+    int err = inode_load(fs, n->ino, &old, &data, &plen);
     if (err == ENOENT)
         err = EIO; /* a cached inode must have its record */
     if (err != 0)
         return err;
-    err = inode_batch_put(b, n->ino, r, payload, plen);
-    free(payload);
+    err = inode_batch_put(b, n->ino, r, data, plen);
+    free(data);
     return err;
 }
 

@@ -22,10 +22,10 @@ static inline ts ts_from_timespec(struct timespec t)
 
 /* Reads an inode record from the store. When payload is non-NULL it gets a
  * malloc'd copy of the payload (NULL when empty). Returns 0, ENOENT or EIO. */
-int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **payload, size_t *plen);
+int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **pay, size_t *plen);
 
 /* Adds a put of the record (header + payload) to b. Returns 0 or ENOMEM. */
-int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *payload,
+int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *data,
                     size_t plen);
 /* Adds a put of `r` as n's new record, keeping the payload now in the store.
  * REQUIRES: n->lock held for writing. Returns 0, ENOMEM or EIO. */

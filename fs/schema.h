@@ -157,7 +157,7 @@ typedef struct inode_rec {
 #define INODE_HDR_LEN (1 + 5 * 4 + 3 * 8 + 3 * 12 + 2 * 8)
 
 void inode_encode_hdr(const inode_rec *r, char out[INODE_HDR_LEN]);
-/* Parses a record value; *payload/*plen get the bytes after the header. */
+/* Parses a record value; payload and plen get the bytes after the header. */
 bool inode_decode(const char *v, size_t len, inode_rec *r, const char **payload,
                   size_t *plen);
 

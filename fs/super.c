@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int super_open_store(const char *dir, lsm_db **db, char *err, size_t errlen)
 {
@@ -24,6 +25,14 @@ int super_open_store(const char *dir, lsm_db **db, char *err, size_t errlen)
     if (!S_ISDIR(st.st_mode)) {
         snprintf(err, errlen, "%s: not a directory", dir);
         return ENOTDIR;
+    }
+    /* Check before lsm_open, which would leave a LOCK file behind in a
+     * directory that is no store at all. */
+    char current[PATH_MAX];
+    snprintf(current, sizeof current, "%s/CURRENT", dir);
+    if (access(current, F_OK) != 0) {
+        snprintf(err, errlen, "%s: not an lsmfs filesystem (no store found)", dir);
+        return EINVAL;
     }
     lsm_options o;
     lsm_options_init(&o);

@@ -53,8 +53,7 @@ static size_t common_prefix(const char *a, size_t alen, const char *b, size_t bl
     return i;
 }
 
-bool block_builder_add(block_builder *b, const char *key, size_t klen, const char *val,
-                       size_t vlen)
+bool block_builder_add(block_builder *b, const char *key, size_t klen, const char *val, size_t vlen)
 {
     assert(!b->finished);
     assert(klen <= UINT32_MAX && vlen <= UINT32_MAX);
@@ -78,13 +77,15 @@ bool block_builder_add(block_builder *b, const char *key, size_t klen, const cha
     p = encode_varint32(p, (uint32_t)shared);
     p = encode_varint32(p, (uint32_t)unshared);
     p = encode_varint32(p, (uint32_t)vlen);
-    memcpy(p, key + shared, unshared);
+    if (unshared) { /* an empty key may come with NULL pointers */
+        memcpy(p, key + shared, unshared);
+        memcpy(b->last_key.data + shared, key + shared, unshared);
+    }
     p += unshared;
     if (vlen)
         memcpy(p, val, vlen);
     b->data.len = (size_t)(p + vlen - b->data.data);
 
-    memcpy(b->last_key.data + shared, key + shared, unshared);
     b->last_key.len = klen;
     b->counter++;
     b->entries++;
@@ -382,11 +383,11 @@ static void op_free_heap(iter *i)
 }
 
 static const struct iter_ops embedded_ops = {
-    op_valid, op_seek_first, op_seek_last, op_seek, op_next,
+    op_valid, op_seek_first, op_seek_last, op_seek,   op_next,
     op_prev,  op_key,        op_value,     op_status, op_free_embedded,
 };
 static const struct iter_ops heap_ops = {
-    op_valid, op_seek_first, op_seek_last, op_seek, op_next,
+    op_valid, op_seek_first, op_seek_last, op_seek,   op_next,
     op_prev,  op_key,        op_value,     op_status, op_free_heap,
 };
 

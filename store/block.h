@@ -30,11 +30,11 @@
 /* ------------------------------------------------------------ builder */
 
 typedef struct block_builder {
-    buf data;      /* entries; finish appends the restart array */
-    buf restarts;  /* fixed32 offsets of the restart points */
+    buf data;     /* entries; finish appends the restart array */
+    buf restarts; /* fixed32 offsets of the restart points */
     buf last_key;
-    int interval;  /* entries per restart point */
-    int counter;   /* entries since the last restart point */
+    int interval; /* entries per restart point */
+    int counter;  /* entries since the last restart point */
     uint32_t entries;
     bool finished;
 } block_builder;
@@ -87,16 +87,16 @@ typedef struct block_iter {
     const char *restarts;    /* its restart array */
     uint32_t restart_offset; /* end of the entries */
     uint32_t num_restarts;
-    uint32_t cur;            /* offset of the current entry; restart_offset: invalid */
-    uint32_t next;           /* offset of the entry after it */
-    uint32_t restart_index;  /* the restart point at or before cur */
-    const char *key;         /* into data (restart points) or into kbuf */
+    uint32_t cur;           /* offset of the current entry; restart_offset: invalid */
+    uint32_t next;          /* offset of the entry after it */
+    uint32_t restart_index; /* the restart point at or before cur */
+    const char *key;        /* into data (restart points) or into kbuf */
     size_t key_len;
     const char *val;
     uint32_t val_len;
-    char *kbuf;              /* rebuilt keys; kspace until one does not fit */
+    char *kbuf; /* rebuilt keys; kspace until one does not fit */
     size_t kcap;
-    lsm_status *status;      /* first error met; the iterator stays invalid */
+    lsm_status *status; /* first error met; the iterator stays invalid */
     char kspace[48];
 } block_iter;
 

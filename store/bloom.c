@@ -113,7 +113,9 @@ bool bloom_builder_finish(bloom_builder *b, buf *dst)
 {
     uint64_t bits = (uint64_t)b->n * (uint64_t)b->bits_per_key;
     uint64_t nblocks64 = (bits + BLOCK_BITS - 1) / BLOCK_BITS;
-    uint32_t nblocks = nblocks64 == 0 ? 1 : nblocks64 > UINT32_MAX ? UINT32_MAX : (uint32_t)nblocks64;
+    uint32_t nblocks = nblocks64 == 0           ? 1
+                       : nblocks64 > UINT32_MAX ? UINT32_MAX
+                                                : (uint32_t)nblocks64;
     size_t bytes = (size_t)nblocks * BLOCK_BYTES;
     int k = probes_for(b->bits_per_key);
     if (!buf_reserve(dst, bytes + 1))
@@ -130,8 +132,7 @@ bool bloom_builder_finish(bloom_builder *b, buf *dst)
     return true;
 }
 
-bool bloom_create(int bits_per_key, const char *const *keys, const size_t *lens, size_t n,
-                  buf *dst)
+bool bloom_create(int bits_per_key, const char *const *keys, const size_t *lens, size_t n, buf *dst)
 {
     bloom_builder b;
     bloom_builder_init(&b, bits_per_key);

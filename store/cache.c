@@ -25,10 +25,10 @@ typedef struct lru_link {
 
 /* A cache entry. `node` must stay first: list links are cast back to it. */
 struct cache_handle {
-    lru_link node;                     /* in lru or in_use while in_cache (shard mu) */
+    lru_link node;                  /* in lru or in_use while in_cache (shard mu) */
     struct cache_handle *next_hash; /* bucket chain; the dead list once freed (shard mu) */
-    uint32_t refs;                 /* handles, plus one while in_cache (shard mu) */
-    bool in_cache;                 /* reachable through the hash table (shard mu) */
+    uint32_t refs;                  /* handles, plus one while in_cache (shard mu) */
+    bool in_cache;                  /* reachable through the hash table (shard mu) */
     /* Immutable after insert: */
     uint32_t hash;
     void *value;
@@ -43,11 +43,11 @@ typedef struct shard {
     _Alignas(64) mutex mu; /* own cache line: shards must not false-share */
     size_t capacity;       /* immutable after cache_new */
     /* Guarded by mu: */
-    size_t usage;          /* summed charge of entries in_cache */
-    lru_link lru;              /* refs == 1 && in_cache; oldest first */
-    lru_link in_use;           /* refs >= 2 && in_cache */
+    size_t usage;    /* summed charge of entries in_cache */
+    lru_link lru;    /* refs == 1 && in_cache; oldest first */
+    lru_link in_use; /* refs >= 2 && in_cache */
     entry **buckets;
-    uint32_t nbuckets;     /* a power of two */
+    uint32_t nbuckets; /* a power of two */
     uint32_t elems;
     uint64_t hits, misses;
 } shard;

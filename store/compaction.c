@@ -51,7 +51,8 @@ void compaction_free(compaction *c)
 {
     if (c == NULL)
         return;
-    version_unref(c->input_version);
+    if (c->input_version)
+        version_unref(c->input_version);
     free(c->inputs[0]);
     free(c->inputs[1]);
     free(c->grandparents);

@@ -272,7 +272,7 @@ static lsm_status *recover(lsm_db *db)
     version_edit_init(&e);
     version_edit_set_log_number(&e, db->nimm ? db->imm_log[0] : db->mem_log);
     version_edit_set_last_seq(&e, db->last_seq);
-    s = vset_log_and_apply(&db->vs, &e);
+    s = vset_log_and_apply(&db->vs, &e, db->last_seq);
     version_edit_destroy(&e);
     if (s == NULL)
         db_delete_obsolete_files(db);

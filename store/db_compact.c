@@ -127,7 +127,7 @@ static void output_cleanup(lsm_db *db, output *o, bool keep)
 /* ------------------------------------------------------------------ flush */
 
 /* Writes memtable m to a new table. REQUIRES: mu held (released inside). */
-static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit)
+static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, uint64_t *number)
 {
     uint64_t t0 = db->env->now_micros(db->env);
     output o;
@@ -152,7 +152,7 @@ static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit)
         s = db->env->sync_dir(db->env, db->dir);
     output_cleanup(db, &o, s == NULL);
     mutex_lock(&db->mu);
-    remove_pending(db, o.number);
+    *number = o.number; /* stays pending until the MANIFEST names it */
     if (s == NULL && meta) {
         if (!version_edit_add_file(edit, 0, meta))
             s = status_new(LSM_IO_ERROR, "out of memory");
@@ -173,13 +173,15 @@ static lsm_status *flush_one(lsm_db *db)
     memtable_ref(m);
     version_edit edit;
     version_edit_init(&edit);
-    lsm_status *s = write_level0(db, m, &edit);
+    uint64_t number = 0;
+    lsm_status *s = write_level0(db, m, &edit, &number);
     if (s == NULL) {
         /* Logs before the next memtable's first log are no longer needed. */
         uint64_t next_log = db->nimm > 1 ? db->imm_log[1] : db->mem_log;
         version_edit_set_log_number(&edit, next_log);
-        s = vset_log_and_apply(&db->vs, &edit);
+        s = vset_log_and_apply(&db->vs, &edit, db->last_seq);
     }
+    remove_pending(db, number);
     version_edit_destroy(&edit);
     memtable_unref(m);
     if (s)
@@ -203,7 +205,9 @@ static void *flush_main(void *arg)
             cond_wait(&db->work_cv, &db->mu);
         if (db->shutting_down)
             break;
+        db->flushing = true;
         lsm_status *s = flush_one(db);
+        db->flushing = false;
         if (s)
             db_set_bg_error(db, status_wrap(s, "flushing a memtable"));
         pthread_cond_broadcast(&db->room_cv);
@@ -225,6 +229,9 @@ typedef struct compaction_run {
     buf user_key; /* the user key of the previous entry */
     bool has_user_key;
     uint64_t last_seq_for_key;
+    buf last_added; /* the user key of the last entry written */
+    bool has_last_added;
+    bool close_wanted; /* the output is full: cut it at the next user key */
     uint64_t written;
 } compaction_run;
 
@@ -281,22 +288,35 @@ static lsm_status *close_output(lsm_db *db, compaction_run *r)
     return NULL;
 }
 
+/* Whether k starts a new user key in the current output. Outputs are only
+ * ever cut between user keys: if two files of a level shared a user key, a
+ * later compaction could move the newer version of it below the older one. */
+static bool new_user_key(compaction_run *r, const char *k, size_t kn)
+{
+    return !r->has_last_added || bytes_compare(k, ikey_user_len(kn), r->last_added.data,
+                                               r->last_added.len) != 0;
+}
+
 static lsm_status *add_entry(lsm_db *db, compaction_run *r, const char *k, size_t kn,
                              const char *v, size_t vn)
 {
     lsm_status *s = NULL;
-    if (r->out_open && compaction_should_stop_before(r->c, k, kn))
+    if (r->out_open && new_user_key(r, k, kn) &&
+        (compaction_should_stop_before(r->c, k, kn) || r->close_wanted))
         s = close_output(db, r);
     if (s == NULL && !r->out_open) {
         mutex_lock(&db->mu);
         s = output_open(db, &r->out);
         mutex_unlock(&db->mu);
         r->out_open = true;
+        r->close_wanted = false;
     }
     if (s == NULL)
         s = table_builder_add(r->out.builder, k, kn, v, vn);
     if (s == NULL && table_builder_file_size(r->out.builder) >= r->c->max_output_file_size)
-        s = close_output(db, r);
+        r->close_wanted = true; /* at the next user key */
+    r->last_added.len = 0;
+    r->has_last_added = buf_append(&r->last_added, k, ikey_user_len(kn));
     return s;
 }
 
@@ -344,7 +364,7 @@ static lsm_status *install_compaction(lsm_db *db, compaction_run *r)
     for (int i = 0; i < r->ndone; i++)
         if (!version_edit_add_file(&c->edit, c->level + 1, r->done[i]))
             return status_new(LSM_IO_ERROR, "out of memory");
-    return vset_log_and_apply(&db->vs, &c->edit);
+    return vset_log_and_apply(&db->vs, &c->edit, db->last_seq);
 }
 
 static lsm_status *trivial_move(lsm_db *db, compaction *c)
@@ -353,7 +373,10 @@ static lsm_status *trivial_move(lsm_db *db, compaction *c)
     if (!version_edit_delete_file(&c->edit, c->level, f->number) ||
         !version_edit_add_file(&c->edit, c->level + 1, f))
         return status_new(LSM_IO_ERROR, "out of memory");
-    return vset_log_and_apply(&db->vs, &c->edit);
+    lsm_status *s = vset_log_and_apply(&db->vs, &c->edit, db->last_seq);
+    if (s == NULL)
+        db_install_view(db);
+    return s;
 }
 
 /* Runs compaction c. REQUIRES: mu held (released while merging). */
@@ -367,12 +390,16 @@ static lsm_status *run_compaction(lsm_db *db, compaction *c)
     mutex_unlock(&db->mu);
     lsm_status *s = merge_inputs(db, &r);
     mutex_lock(&db->mu);
+    if (s == NULL)
+        s = install_compaction(db, &r);
+    if (s == NULL)
+        db_install_view(db);
+    /* Only now, with the outputs named by the MANIFEST (or abandoned), may
+     * the obsolete-file sweep see them. */
     for (int i = 0; i < r.ndone; i++)
         remove_pending(db, r.done[i]->number);
     if (r.out.number)
         remove_pending(db, r.out.number);
-    if (s == NULL)
-        s = install_compaction(db, &r);
     struct level_stats *ls = &db->stats.levels[c->level + 1];
     ls->compactions++;
     ls->read_bytes += compaction_input_bytes(c);
@@ -382,6 +409,11 @@ static lsm_status *run_compaction(lsm_db *db, compaction *c)
         file_meta_unref(r.done[i]);
     free(r.done);
     buf_free(&r.user_key);
+    buf_free(&r.last_added);
+    /* The inputs stay alive while the compaction pins its version: let go
+     * first, so the sweep can delete them. */
+    version_unref(c->input_version);
+    c->input_version = NULL;
     db_delete_obsolete_files(db);
     return s;
 }
@@ -550,7 +582,7 @@ lsm_status *db_flush_memtables(lsm_db *db)
         db->tail = NULL;
     else
         pthread_cond_signal(&db->head->cv);
-    while (s == NULL && db->nimm > 0 && db->bg_error == NULL) {
+    while (s == NULL && (db->nimm > 0 || db->flushing) && db->bg_error == NULL) {
         pthread_cond_broadcast(&db->work_cv);
         cond_wait(&db->room_cv, &db->mu);
     }

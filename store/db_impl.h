@@ -126,6 +126,7 @@ struct lsm_db {
     pthread_cond_t work_cv; /* background threads wait for work [mu] */
     pthread_cond_t room_cv; /* writers wait for a flush/compaction [mu] */
     bool compacting;        /* [mu] a compaction (background or manual) runs */
+    bool flushing;          /* [mu] the flush thread is flushing (or sweeping) */
     uint64_t *pending;      /* [mu] numbers of tables being written */
     int npending, cap_pending;
     double delay_owed_us;   /* [leader] write pacing not yet slept */

@@ -125,8 +125,7 @@ lsm_status *table_get(sstable *t, const lsm_read_options *ro, const char *ikey, 
 /* An iterator over the table's internal keys, both directions. `cleanup`
  * (may be NULL) is called with `arg` when it is freed (the table cache uses
  * it to unpin the table). NULL if out of memory (cleanup not called). */
-iter *table_iter_new(sstable *t, const lsm_read_options *ro, void (*cleanup)(void *arg),
-                     void *arg);
+iter *table_iter_new(sstable *t, const lsm_read_options *ro, void (*cleanup)(void *arg), void *arg);
 
 /* The file offset where the entries >= ikey begin (for size estimates):
  * the offset of the block that would hold ikey, or the end of the data for

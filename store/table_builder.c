@@ -202,8 +202,7 @@ lsm_status *table_builder_add(table_builder *b, const char *ikey, size_t klen, c
     assert(klen >= IKEY_TRAILER);
     if (b->status != NULL)
         return status_copy(b->status);
-    assert(b->entries == 0 ||
-           ikey_compare(ikey, klen, b->last_key.data, b->last_key.len) > 0);
+    assert(b->entries == 0 || ikey_compare(ikey, klen, b->last_key.data, b->last_key.len) > 0);
     lsm_status *st;
     if (b->pending_index && (st = add_index_entry(b, ikey, klen)) != NULL)
         return st;

@@ -51,8 +51,8 @@ static int table_cmp(const char *a, size_t alen, const char *b, size_t blen)
 
 static lsm_status *corruption(const sstable *t, uint64_t offset, const char *what)
 {
-    return status_new(LSM_CORRUPTION, "table %06" PRIu64 ": %s at offset %" PRIu64, t->number,
-                      what, offset);
+    return status_new(LSM_CORRUPTION, "table %06" PRIu64 ": %s at offset %" PRIu64, t->number, what,
+                      offset);
 }
 
 /* ------------------------------------------------------- reading blocks */
@@ -277,34 +277,45 @@ static bool want_fill(const lsm_read_options *ro)
     return ro == NULL || ro->fill_cache;
 }
 
-/* Looks in the data block named by the index entry idx is on. Sets *done
- * once the answer is known (found, or the key is absent). */
-static lsm_status *get_in_block(sstable *t, const lsm_read_options *ro, block_iter *idx,
-                                block_iter *data, const char *ikey, size_t n, table_get_fn fn,
-                                void *ctx, bool *done)
+/* One table_get in progress. */
+typedef struct lookup {
+    sstable *t;
+    bool fill_cache;
+    const char *ikey;
+    size_t n;
+    table_get_fn fn;
+    void *ctx;
+    block_iter index; /* over t's index block */
+    block_iter data;  /* over the data block being searched */
+    bool done;        /* the answer is known: found, or certainly absent */
+} lookup;
+
+/* Searches the data block the index iterator is on. */
+static lsm_status *search_block(lookup *lk)
 {
+    sstable *t = lk->t;
     uint64_t offset, size;
-    if (!decode_handle(t, idx->val, idx->val_len, &offset, &size))
+    if (!decode_handle(t, lk->index.val, lk->index.val_len, &offset, &size))
         return corruption(t, t->data_end, "bad block handle in index");
     block_ref ref;
-    lsm_status *st = get_block(t, offset, size, want_fill(ro), &ref);
+    lsm_status *st = get_block(t, offset, size, lk->fill_cache, &ref);
     if (st != NULL)
         return st;
-    block_iter_set_block(data, &ref.tb->b);
-    block_iter_seek(data, ikey, n);
-    *done = false;
-    if (block_iter_valid(data)) {
-        *done = true;
-        if (data->key_len < IKEY_TRAILER)
+    block_iter *d = &lk->data;
+    block_iter_set_block(d, &ref.tb->b);
+    block_iter_seek(d, lk->ikey, lk->n);
+    if (block_iter_valid(d)) {
+        lk->done = true;
+        if (d->key_len < IKEY_TRAILER)
             st = corruption(t, offset, "short key in block");
-        else if (bytes_compare(data->key, data->key_len - IKEY_TRAILER, ikey,
-                               n - IKEY_TRAILER) == 0)
-            fn(ctx, data->key, data->key_len, data->val, data->val_len);
-    } else if (block_iter_error(data) != NULL) {
-        st = status_wrap(status_copy(block_iter_error(data)), "table %06" PRIu64 " block %" PRIu64,
+        else if (bytes_compare(d->key, d->key_len - IKEY_TRAILER, lk->ikey, lk->n - IKEY_TRAILER) ==
+                 0)
+            lk->fn(lk->ctx, d->key, d->key_len, d->val, d->val_len);
+    } else if (block_iter_error(d) != NULL) {
+        st = status_wrap(status_copy(block_iter_error(d)), "table %06" PRIu64 " block %" PRIu64,
                          t->number, offset);
     }
-    block_iter_set_block(data, NULL); /* before the block may go */
+    block_iter_set_block(d, NULL); /* before the block may go */
     release_block(t, &ref);
     return st;
 }
@@ -316,25 +327,24 @@ lsm_status *table_get(sstable *t, const lsm_read_options *ro, const char *ikey, 
     if (t->filter != NULL &&
         !bloom_may_match(t->filter->data, t->filter->len, ikey, n - IKEY_TRAILER))
         return NULL;
-    block_iter idx, data;
-    block_iter_init(&idx, table_cmp);
-    block_iter_init(&data, table_cmp);
-    block_iter_set_block(&idx, &t->index->b);
-    block_iter_seek(&idx, ikey, n);
+    lookup lk = {.t = t, .fill_cache = want_fill(ro), .ikey = ikey, .n = n, .fn = fn, .ctx = ctx};
+    block_iter_init(&lk.index, table_cmp);
+    block_iter_init(&lk.data, table_cmp);
+    block_iter_set_block(&lk.index, &t->index->b);
+    block_iter_seek(&lk.index, ikey, n);
     lsm_status *st = NULL;
-    bool done = false;
     /* The first block normally answers; the loop only matters when the key
      * sorts after a block's last entry but before its separator. */
-    while (st == NULL && !done && block_iter_valid(&idx)) {
-        st = get_in_block(t, ro, &idx, &data, ikey, n, fn, ctx, &done);
-        if (st == NULL && !done)
-            block_iter_next(&idx);
+    while (st == NULL && !lk.done && block_iter_valid(&lk.index)) {
+        st = search_block(&lk);
+        if (st == NULL && !lk.done)
+            block_iter_next(&lk.index);
     }
-    if (st == NULL && block_iter_error(&idx) != NULL)
-        st = status_wrap(status_copy(block_iter_error(&idx)), "table %06" PRIu64 " index",
+    if (st == NULL && block_iter_error(&lk.index) != NULL)
+        st = status_wrap(status_copy(block_iter_error(&lk.index)), "table %06" PRIu64 " index",
                          t->number);
-    block_iter_destroy(&idx);
-    block_iter_destroy(&data);
+    block_iter_destroy(&lk.index);
+    block_iter_destroy(&lk.data);
     return st;
 }
 
@@ -427,9 +437,9 @@ static bool check_data(table_iter *ti)
     if (ti->cur.tb == NULL)
         return false;
     if (block_iter_error(&ti->data) != NULL) {
-        set_error(ti, status_wrap(status_copy(block_iter_error(&ti->data)),
-                                  "table %06" PRIu64 " block %" PRIu64, ti->t->number,
-                                  ti->cur_offset));
+        set_error(ti,
+                  status_wrap(status_copy(block_iter_error(&ti->data)),
+                              "table %06" PRIu64 " block %" PRIu64, ti->t->number, ti->cur_offset));
         return false;
     }
     if (block_iter_valid(&ti->data) && ti->data.key_len < IKEY_TRAILER) {
@@ -567,12 +577,11 @@ static void ti_free(iter *i)
 }
 
 static const struct iter_ops table_iter_ops = {
-    ti_valid, ti_seek_first, ti_seek_last, ti_seek, ti_next,
+    ti_valid, ti_seek_first, ti_seek_last, ti_seek,   ti_next,
     ti_prev,  ti_key,        ti_value,     ti_status, ti_free,
 };
 
-iter *table_iter_new(sstable *t, const lsm_read_options *ro, void (*cleanup)(void *arg),
-                     void *arg)
+iter *table_iter_new(sstable *t, const lsm_read_options *ro, void (*cleanup)(void *arg), void *arg)
 {
     table_iter *ti = malloc(sizeof(*ti));
     if (ti == NULL)

@@ -311,21 +311,20 @@ lsm_status *vset_create(version_set *vs)
     return s;
 }
 
-static void fill_counters(version_set *vs, version_edit *e)
+static void fill_counters(version_set *vs, version_edit *e, uint64_t last_seq)
 {
     if (!e->has_log_number)
         version_edit_set_log_number(e, vs->log_number);
-    if (!e->has_last_seq)
-        version_edit_set_last_seq(e, vs->last_seq);
+    version_edit_set_last_seq(e, last_seq);
     version_edit_set_next_file(e, vs->next_file);
 }
 
-lsm_status *vset_log_and_apply(version_set *vs, version_edit *e)
+lsm_status *vset_log_and_apply(version_set *vs, version_edit *e, uint64_t last_seq)
 {
     assert(mutex_held(vs->mu));
     while (vs->manifest_busy)
         cond_wait(&vs->cv, vs->mu);
-    fill_counters(vs, e);
+    fill_counters(vs, e, last_seq);
     version *v = NULL;
     lsm_status *s = apply_edit(vs, e, &v);
     if (s)

@@ -64,10 +64,12 @@ lsm_status *vset_create(version_set *vs);
 /* Reads CURRENT and the MANIFEST it names. LSM_INVALID_ARGUMENT if the
  * directory is not a store of ours (message says why). REQUIRES: mu held. */
 lsm_status *vset_recover(version_set *vs);
-/* Applies the edit to the current version and persists it; fills in
- * next_file and log_number/last_seq where the edit lacks them.
+/* Applies the edit to the current version and persists it, recording
+ * next_file, the log number (where the edit lacks one) and last_seq — the
+ * db's last sequence now, which every table written so far is below, so a
+ * reopen never hands out a sequence number already used.
  * REQUIRES: mu held (released while writing, held again on return). */
-lsm_status *vset_log_and_apply(version_set *vs, version_edit *e);
+lsm_status *vset_log_and_apply(version_set *vs, version_edit *e, uint64_t last_seq);
 
 static inline uint64_t vset_new_file_number(version_set *vs)
 {

@@ -39,8 +39,8 @@ typedef struct writer {
     const config *cfg;
     int id;
     pthread_barrier_t *start;
-    uint64_t *lat_ns; /* per_writer entries; owned by this writer while it runs */
-    uint64_t bad;     /* read-back mismatches */
+    uint64_t *lat_ns;        /* per_writer entries; owned by this writer while it runs */
+    uint64_t bad;            /* read-back mismatches */
     uint64_t t_start, t_end; /* the writer's own clock readings */
 } writer;
 
@@ -50,8 +50,9 @@ static size_t message(const config *c, int w, int i, char *buf)
 {
     uint64_t st = ((uint64_t)w << 32) ^ (uint64_t)i ^ 0x6d61696c64697200ull;
     size_t size = c->min_size + bench_rng(&st) % (c->max_size - c->min_size + 1);
-    size_t len = (size_t)snprintf(buf, size, "From: bench@example.org\nTo: user%d@example.org\n"
-                                             "Subject: delivery %d of writer %d\n\n",
+    size_t len = (size_t)snprintf(buf, size,
+                                  "From: bench@example.org\nTo: user%d@example.org\n"
+                                  "Subject: delivery %d of writer %d\n\n",
                                   w, i, w);
     size_t col = 0;
     while (len < size) {
@@ -257,13 +258,26 @@ static void parse(int argc, char **argv, config *c)
     int opt;
     while ((opt = getopt(argc, argv, "w:n:m:M:x:k")) != -1) {
         switch (opt) {
-        case 'w': c->writers = atoi(optarg); break;
-        case 'n': c->per_writer = atoi(optarg); break;
-        case 'm': c->min_size = bench_parse_size(optarg); break;
-        case 'M': c->max_size = bench_parse_size(optarg); break;
-        case 'x': c->stats_path = optarg; break;
-        case 'k': c->keep_dirfd = true; break;
-        default: usage();
+        case 'w':
+            c->writers = atoi(optarg);
+            break;
+        case 'n':
+            c->per_writer = atoi(optarg);
+            break;
+        case 'm':
+            c->min_size = bench_parse_size(optarg);
+            break;
+        case 'M':
+            c->max_size = bench_parse_size(optarg);
+            break;
+        case 'x':
+            c->stats_path = optarg;
+            break;
+        case 'k':
+            c->keep_dirfd = true;
+            break;
+        default:
+            usage();
         }
     }
     if (optind != argc - 1 || c->writers < 1 || c->per_writer < 1 || c->min_size < 128 ||

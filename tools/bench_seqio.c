@@ -90,14 +90,21 @@ int main(int argc, char **argv)
     int opt;
     while ((opt = getopt(argc, argv, "s:b:p:r")) != -1) {
         switch (opt) {
-        case 's': c.size = bench_parse_size(optarg); break;
-        case 'b': c.block = (size_t)bench_parse_size(optarg); break;
+        case 's':
+            c.size = bench_parse_size(optarg);
+            break;
+        case 'b':
+            c.block = (size_t)bench_parse_size(optarg);
+            break;
         case 'p':
             c.do_write = strcmp(optarg, "read") != 0;
             c.do_read = strcmp(optarg, "write") != 0;
             break;
-        case 'r': c.remove_after = true; break;
-        default: usage();
+        case 'r':
+            c.remove_after = true;
+            break;
+        default:
+            usage();
         }
     }
     if (optind != argc - 1 || c.size == 0 || c.block == 0)

@@ -120,9 +120,15 @@ static void *worker_main(void *arg)
     for (size_t i = (size_t)w->id; i < total; i += (size_t)c->threads) {
         file_path(c, i, path, sizeof(path));
         switch (w->phase) {
-        case P_CREATE: do_create(w, i, path); break;
-        case P_STAT: do_stat(w, path); break;
-        case P_READ: do_read(w, i, path); break;
+        case P_CREATE:
+            do_create(w, i, path);
+            break;
+        case P_STAT:
+            do_stat(w, path);
+            break;
+        case P_READ:
+            do_read(w, i, path);
+            break;
         default:
             if (unlink(path) != 0)
                 BENCH_DIE("unlink %s: %s", path, strerror(errno));
@@ -191,8 +197,8 @@ static void parse_phases(config *c, const char *list)
     for (int p = 0; p < P_COUNT; p++) {
         const char *hit = strstr(list, phase_names[p]);
         size_t n = strlen(phase_names[p]);
-        c->run[p] = hit != NULL && (hit == list || hit[-1] == ',') &&
-                    (hit[n] == '\0' || hit[n] == ',');
+        c->run[p] =
+            hit != NULL && (hit == list || hit[-1] == ',') && (hit[n] == '\0' || hit[n] == ',');
     }
 }
 
@@ -204,13 +210,26 @@ static void parse(int argc, char **argv, config *c)
     int opt;
     while ((opt = getopt(argc, argv, "d:f:s:t:kp:")) != -1) {
         switch (opt) {
-        case 'd': c->dirs = atoi(optarg); break;
-        case 'f': c->files_per_dir = atoi(optarg); break;
-        case 's': c->size = bench_parse_size(optarg); break;
-        case 't': c->threads = atoi(optarg); break;
-        case 'k': c->run[P_UNLINK] = false; break;
-        case 'p': parse_phases(c, optarg); break;
-        default: usage();
+        case 'd':
+            c->dirs = atoi(optarg);
+            break;
+        case 'f':
+            c->files_per_dir = atoi(optarg);
+            break;
+        case 's':
+            c->size = bench_parse_size(optarg);
+            break;
+        case 't':
+            c->threads = atoi(optarg);
+            break;
+        case 'k':
+            c->run[P_UNLINK] = false;
+            break;
+        case 'p':
+            parse_phases(c, optarg);
+            break;
+        default:
+            usage();
         }
     }
     if (optind != argc - 1 || c->dirs < 1 || c->files_per_dir < 1 || c->threads < 1 ||
@@ -241,8 +260,8 @@ int main(int argc, char **argv)
             continue;
         double secs, rate = run_phase(ws, &c, (enum phase)p, &secs);
         printf("  %-8s %10.0f ops/s  (%.3f s)\n", phase_names[p], rate, secs);
-        len += snprintf(result + len, sizeof(result) - (size_t)len, " %s=%.0f", phase_names[p],
-                        rate);
+        len +=
+            snprintf(result + len, sizeof(result) - (size_t)len, " %s=%.0f", phase_names[p], rate);
     }
     if (c.run[P_UNLINK])
         tree_dirs(&c, false);

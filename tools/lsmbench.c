@@ -45,8 +45,8 @@ typedef struct flags {
     int threads;
     int value_size;
     int key_size;
-    int batch;       /* entries per write batch (db_bench's entries_per_batch) */
-    const char *db;  /* NULL: /tmp/lsmbench/<engine> */
+    int batch;      /* entries per write batch (db_bench's entries_per_batch) */
+    const char *db; /* NULL: /tmp/lsmbench/<engine> */
     bool use_existing_db;
     bool sync;
     const char *engines;
@@ -449,8 +449,7 @@ static void e_batch_clear(bench_batch *b)
     lsm_batch_clear((lsm_batch *)b);
 }
 
-static bool e_batch_put(bench_batch *b, const char *key, size_t klen, const char *val,
-                        size_t vlen)
+static bool e_batch_put(bench_batch *b, const char *key, size_t klen, const char *val, size_t vlen)
 {
     return lsm_batch_put((lsm_batch *)b, key, klen, val, vlen);
 }
@@ -753,8 +752,7 @@ static void merge_threads(thread_state *ts, int n, run_result *r)
 }
 
 /* Runs method on nthreads threads released together; false on any error. */
-static bool run_threads(bench_ctx *c, void (*method)(thread_state *), int nthreads,
-                        run_result *r)
+static bool run_threads(bench_ctx *c, void (*method)(thread_state *), int nthreads, run_result *r)
 {
     thread_state *ts = calloc((size_t)nthreads, sizeof(*ts));
     pthread_t *tids = calloc((size_t)nthreads, sizeof(*tids));
@@ -1101,8 +1099,8 @@ static bool bench_compact(bench_ctx *c)
     dir_usage u = dir_bytes(c->dir);
     printf("space: store_bytes=%" PRIu64 " live_keys=%" PRIu64 " live_bytes=%" PRIu64
            " store/live=%.3f (logs %" PRIu64 ", tables %" PRIu64 ", other %" PRIu64 ")\n",
-           u.total, keys, live, live > 0 ? (double)u.total / (double)live : 0.0, u.logs,
-           u.tables, u.other);
+           u.total, keys, live, live > 0 ? (double)u.total / (double)live : 0.0, u.logs, u.tables,
+           u.other);
     return true;
 }
 
@@ -1123,11 +1121,16 @@ typedef struct bench_def {
 } bench_def;
 
 static const bench_def bench_defs[] = {
-    {"fillseq", m_fillseq, true},         {"fillrandom", m_fillrandom, true},
-    {"overwrite", m_fillrandom, false},   {"fillsync", m_fillsync, true},
-    {"readrandom", m_readrandom, false},  {"readseq", m_readseq, false},
-    {"readreverse", m_readreverse, false}, {"stallwatch", NULL, true},
-    {"compact", NULL, false},             {"stats", NULL, false},
+    {"fillseq", m_fillseq, true},
+    {"fillrandom", m_fillrandom, true},
+    {"overwrite", m_fillrandom, false},
+    {"fillsync", m_fillsync, true},
+    {"readrandom", m_readrandom, false},
+    {"readseq", m_readseq, false},
+    {"readreverse", m_readreverse, false},
+    {"stallwatch", NULL, true},
+    {"compact", NULL, false},
+    {"stats", NULL, false},
 };
 
 static const bench_def *find_bench(const char *name, size_t len)

@@ -34,15 +34,14 @@ typedef struct bench_engine {
     const char *prop_prefix; /* "lsm." / "leveldb." for property names */
 
     char *(*open)(const bench_open_options *o, const char *dir, bench_db **out);
-    char *(*close)(bench_db *db);        /* NULL db allowed */
-    char *(*destroy)(const char *dir);   /* removes the store in dir */
+    char *(*close)(bench_db *db);      /* NULL db allowed */
+    char *(*destroy)(const char *dir); /* removes the store in dir */
 
-    bench_batch *(*batch_new)(void);     /* NULL only if out of memory */
+    bench_batch *(*batch_new)(void); /* NULL only if out of memory */
     void (*batch_free)(bench_batch *b);
     void (*batch_clear)(bench_batch *b);
     /* false only if out of memory */
-    bool (*batch_put)(bench_batch *b, const char *key, size_t klen, const char *val,
-                      size_t vlen);
+    bool (*batch_put)(bench_batch *b, const char *key, size_t klen, const char *val, size_t vlen);
     char *(*write)(bench_db *db, bench_batch *b, bool sync);
 
     /* *found tells whether the key exists; the value is read and dropped. */

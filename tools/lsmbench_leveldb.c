@@ -83,7 +83,7 @@ static void apply_options(ldb *h, const bench_open_options *o)
     }
     if (o->compression >= 0)
         leveldb_options_set_compression(h->options, o->compression ? leveldb_snappy_compression
-                                                                    : leveldb_no_compression);
+                                                                   : leveldb_no_compression);
 }
 
 static char *l_open(const bench_open_options *o, const char *dir, bench_db **out)
@@ -140,8 +140,7 @@ static void l_batch_clear(bench_batch *b)
     leveldb_writebatch_clear((leveldb_writebatch_t *)b);
 }
 
-static bool l_batch_put(bench_batch *b, const char *key, size_t klen, const char *val,
-                        size_t vlen)
+static bool l_batch_put(bench_batch *b, const char *key, size_t klen, const char *val, size_t vlen)
 {
     leveldb_writebatch_put((leveldb_writebatch_t *)b, key, klen, val, vlen);
     return true;

@@ -56,19 +56,19 @@ typedef struct dirtab {
 typedef struct node {
     fuse_ino_t ino;
     struct stat st;
-    uint64_t nlookup;   /* kernel references (lookup/create minus forget) */
-    unsigned open;      /* open file or directory handles */
-    char *data;         /* regular file contents, or a symlink's target */
-    size_t cap;         /* bytes allocated at data */
-    fuse_ino_t parent;  /* directories only */
-    dirtab dir;         /* directories only */
+    uint64_t nlookup;  /* kernel references (lookup/create minus forget) */
+    unsigned open;     /* open file or directory handles */
+    char *data;        /* regular file contents, or a symlink's target */
+    size_t cap;        /* bytes allocated at data */
+    fuse_ino_t parent; /* directories only */
+    dirtab dir;        /* directories only */
 } node;
 
 typedef struct nowork {
     pthread_mutex_t lock;
-    node **nodes;      /* GUARDED_BY(lock); indexed by inode number, NULL if free */
-    size_t nnodes;     /* GUARDED_BY(lock) */
-    size_t cap_nodes;  /* GUARDED_BY(lock) */
+    node **nodes;     /* GUARDED_BY(lock); indexed by inode number, NULL if free */
+    size_t nnodes;    /* GUARDED_BY(lock) */
+    size_t cap_nodes; /* GUARDED_BY(lock) */
 } nowork;
 
 static nowork *fs_of(fuse_req_t req)
@@ -291,8 +291,7 @@ static void nw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     nowork *fs = fs_of(req);
     pthread_mutex_lock(&fs->lock);
     node *p = get_node(fs, parent);
-    node *n = p != NULL && S_ISDIR(p->st.st_mode) ? get_node(fs, dir_lookup(&p->dir, name))
-                                                  : NULL;
+    node *n = p != NULL && S_ISDIR(p->st.st_mode) ? get_node(fs, dir_lookup(&p->dir, name)) : NULL;
     if (n != NULL)
         reply_entry_for(req, n);
     else
@@ -478,8 +477,7 @@ static void reply_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode
     pthread_mutex_unlock(&fs->lock);
 }
 
-static void nw_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                     dev_t rdev)
+static void nw_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
     (void)rdev;
     if (!S_ISREG(mode) && !S_ISFIFO(mode) && !S_ISSOCK(mode)) {
@@ -611,8 +609,9 @@ static void nw_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
     nowork *fs = fs_of(req);
     pthread_mutex_lock(&fs->lock);
     node *n = get_node(fs, ino), *p = NULL;
-    int err = n == NULL ? ENOENT : S_ISDIR(n->st.st_mode) ? EPERM
-                                                         : check_new_name(fs, newparent, newname, &p);
+    int err = n == NULL                ? ENOENT
+              : S_ISDIR(n->st.st_mode) ? EPERM
+                                       : check_new_name(fs, newparent, newname, &p);
     if (err == 0)
         err = link_in(p, newname, n);
     if (err == 0) {

@@ -398,7 +398,7 @@ static void test_corrupt_every_byte(void **state)
             free(copy);
         }
     }
-    assert_true(detected > 0); /* the restart array is checked */
+    assert_true(detected > 0);                /* the restart array is checked */
     for (size_t len = 0; len < size; len++) { /* every truncation */
         char *copy = malloc(len ? len : 1);
         memcpy(copy, data, len);
@@ -446,9 +446,9 @@ static void test_corruption_status(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip_random),  cmocka_unit_test(test_restart_edges),
-        cmocka_unit_test(test_no_iterator_block),  cmocka_unit_test(test_iter_interface),
-        cmocka_unit_test(test_parse_rejects),      cmocka_unit_test(test_corrupt_every_byte),
+        cmocka_unit_test(test_round_trip_random), cmocka_unit_test(test_restart_edges),
+        cmocka_unit_test(test_no_iterator_block), cmocka_unit_test(test_iter_interface),
+        cmocka_unit_test(test_parse_rejects),     cmocka_unit_test(test_corrupt_every_byte),
         cmocka_unit_test(test_corruption_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

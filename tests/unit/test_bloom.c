@@ -160,9 +160,9 @@ static void test_hash_is_stable(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_false_negatives),   cmocka_unit_test(test_false_positive_rate),
-        cmocka_unit_test(test_empty_filter),         cmocka_unit_test(test_duplicates_collapse),
-        cmocka_unit_test(test_one_shot_create),      cmocka_unit_test(test_unknown_filters_match),
+        cmocka_unit_test(test_no_false_negatives), cmocka_unit_test(test_false_positive_rate),
+        cmocka_unit_test(test_empty_filter),       cmocka_unit_test(test_duplicates_collapse),
+        cmocka_unit_test(test_one_shot_create),    cmocka_unit_test(test_unknown_filters_match),
         cmocka_unit_test(test_hash_is_stable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -370,9 +370,9 @@ static void check_gets(sstable *t, const model *m, const lsm_read_options *ro)
          * or nothing. */
         k = make_ikey(e->ikey, ulen, seq - 1, TYPE_SEEK, &n);
         assert_null(table_get(t, ro, k, n, on_found, &f));
-        bool older = i + 1 < m->n &&
-                     bytes_compare(m->e[i + 1].ikey, m->e[i + 1].klen - IKEY_TRAILER, e->ikey,
-                                   ulen) == 0;
+        bool older =
+            i + 1 < m->n &&
+            bytes_compare(m->e[i + 1].ikey, m->e[i + 1].klen - IKEY_TRAILER, e->ikey, ulen) == 0;
         assert_int_equal(f.calls, older ? 1 : 0);
         if (older)
             assert_memory_equal(f.key, m->e[i + 1].ikey, m->e[i + 1].klen);
@@ -491,8 +491,8 @@ static void test_empty_and_single(void **state)
 static void test_separator_edges(void **state)
 {
     (void)state;
-    static const char *users[] = {"a", "a\x01", "a\xfe", "a\xff", "a\xff\xff", "ab", "b", "\xff",
-                                  "\xff\xff", "\xff\xff\xff"};
+    static const char *users[] = {"a",  "a\x01", "a\xfe", "a\xff",    "a\xff\xff",
+                                  "ab", "b",     "\xff",  "\xff\xff", "\xff\xff\xff"};
     size_t nu = sizeof(users) / sizeof(users[0]);
     model m = {calloc(nu, sizeof(entry)), nu, 0, 0};
     for (size_t i = 0; i < nu; i++) {
@@ -828,8 +828,8 @@ static void test_table_cache(void **state)
                 assert_null(lsm_env_default()->file_size(lsm_env_default(), path, &fsize));
                 free(path);
             }
-            assert_null(table_cache_get(tc, NULL, (uint64_t)i + 1, fsize, e->ikey, e->klen,
-                                        on_found, &f));
+            assert_null(
+                table_cache_get(tc, NULL, (uint64_t)i + 1, fsize, e->ikey, e->klen, on_found, &f));
             assert_int_equal(f.calls, 1);
             assert_int_equal(f.vlen, e->vlen);
             found_reset(&f);
@@ -958,11 +958,11 @@ static void test_concurrent_readers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),         cmocka_unit_test(test_empty_and_single),
-        cmocka_unit_test(test_separator_edges),    cmocka_unit_test(test_flip_every_byte),
-        cmocka_unit_test(test_truncated),          cmocka_unit_test(test_read_errors),
-        cmocka_unit_test(test_not_a_table),        cmocka_unit_test(test_write_errors_stick),
-        cmocka_unit_test(test_table_cache),        cmocka_unit_test(test_concurrent_readers),
+        cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_empty_and_single),
+        cmocka_unit_test(test_separator_edges), cmocka_unit_test(test_flip_every_byte),
+        cmocka_unit_test(test_truncated),       cmocka_unit_test(test_read_errors),
+        cmocka_unit_test(test_not_a_table),     cmocka_unit_test(test_write_errors_stick),
+        cmocka_unit_test(test_table_cache),     cmocka_unit_test(test_concurrent_readers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

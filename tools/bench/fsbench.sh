@@ -8,6 +8,7 @@
 #   nowork     nowork-fs, the no-work FUSE ceiling (in memory)
 #   loopext4   a journaled ext4 made with mkfs.ext4 on a loop device
 #   looplsmfs  lsmfs with its store on that loop ext4
+#   dir        any directory given with --dir=PATH (e.g. a filesystem mounted by hand)
 # Workloads (--workloads, default all):
 #   maildir smallfile space seq tar postmark
 #
@@ -24,6 +25,7 @@ targets="ext4,lsmfs,nowork,loopext4,looplsmfs"
 workloads="maildir,smallfile,space,seq,tar,postmark"
 bindir=${LSMFS_BIN:-$repo/bin}
 work=""
+custom_dir=""
 keep=0
 drop=1
 repeat=1
@@ -35,7 +37,8 @@ usage() {
     cat <<EOF
 usage: $0 [options]
   --quick | --full         sizes: quick (default, < 2 min) or the issue's full sizes
-  --targets=LIST           ext4,lsmfs,nowork,loopext4,looplsmfs (default all)
+  --targets=LIST           ext4,lsmfs,nowork,loopext4,looplsmfs,dir (default all but dir)
+  --dir=PATH               the directory of target "dir" (added to the targets if given)
   --workloads=LIST         maildir,smallfile,space,seq,tar,postmark (default all)
   --bin=DIR                where lsmfs, mkfs.lsmfs, nowork-fs are (default \$LSMFS_BIN or bin/)
   --work=DIR               work directory on the root fs (default a new /tmp/fsbench.XXXX)
@@ -62,6 +65,7 @@ for arg in "$@"; do
     --workloads=*) workloads=${arg#*=} ;;
     --bin=*) bindir=${arg#*=} ;;
     --work=*) work=${arg#*=} ;;
+    --dir=*) custom_dir=${arg#*=} ;;
     --keep) keep=1 ;;
     --no-drop) drop=0 ;;
     --repeat=*) repeat=${arg#*=} ;;
@@ -94,6 +98,12 @@ else
 fi
 
 has() { case ",$1," in *",$2,"*) return 0 ;; *) return 1 ;; esac; }
+all_targets="ext4 lsmfs nowork loopext4 looplsmfs dir"
+if [ -n "$custom_dir" ]; then
+    [ -d "$custom_dir" ] || { echo "fsbench: --dir=$custom_dir is not a directory" >&2; exit 2; }
+    custom_dir=$(cd "$custom_dir" && pwd)
+    has "$targets" dir || targets="$targets,dir"
+fi
 log() { printf '%s\n' "$*" >&2; }
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.6f", b - a }'; }
@@ -115,6 +125,8 @@ mkdir -p "$work/mnt" "$work/bin" "$work/logs"
 
 # Mounts we made, unmounted in reverse order on exit: "fuse:MNT:PID" or "loop:MNT".
 mounts=()
+declare -A dir_of pid_of store_of # target -> benchmark dir / daemon pid / store dir
+declare -A note                    # target -> why it is missing
 
 umount_fuse() { # MNT PID
     local mnt=$1 pid=$2 i
@@ -155,6 +167,7 @@ cleanup() {
         esac
     done
     mounts=()
+    [ -n "${dir_of[dir]:-}" ] && rm -rf "${dir_of[dir]}"
     if [ "$keep" = 1 ]; then
         log "fsbench: work directory kept: $work"
     else
@@ -226,8 +239,6 @@ if has "$workloads" postmark && ! command -v postmark >/dev/null; then
 fi
 
 # ---------------------------------------------------------------- targets
-declare -A dir_of pid_of store_of # target -> benchmark dir / daemon pid / store dir
-declare -A note                    # target -> why it is missing
 active=()
 loopdev=""
 
@@ -248,10 +259,14 @@ setup_loop() {
 
 setup_targets() {
     local t pid
-    for t in ext4 lsmfs nowork loopext4 looplsmfs; do has "$targets" "$t" || continue
+    for t in $all_targets; do has "$targets" "$t" || continue
         case $t in
         ext4)
             mkdir -p "$work/ext4" && dir_of[$t]=$work/ext4 ;;
+        dir)
+            if [ -z "$custom_dir" ]; then note[$t]="no --dir given"; continue; fi
+            dir_of[$t]=$(mktemp -d "$custom_dir/fsbench.XXXXXX") || { note[$t]="cannot write to $custom_dir"; continue; }
+            ;;
         nowork)
             if [ ! -x "$bindir/nowork-fs" ]; then note[$t]="$bindir/nowork-fs not built"; continue; fi
             pid=$(mount_fuse "$work/mnt/nowork" "$work/logs/nowork.log" \
@@ -319,7 +334,7 @@ written_for() {
 }
 
 # The xattr lsmfs reports its counters in, for syncs per delivery.
-stats_path() { case $1 in lsmfs | looplsmfs) echo "-x ${dir_of[$1]}" ;; *) echo "" ;; esac; }
+stats_path() { case $1 in lsmfs | looplsmfs) echo "-x ${dir_of[$1]}" ;; dir) echo "-x $custom_dir" ;; *) echo "" ;; esac; }
 
 run_logged() { # NAME CMD... — runs CMD, keeps its output, prints its RESULT line
     local name=$1 out
@@ -374,7 +389,7 @@ wl_space() {
     drop_caches
     case $t in
     nowork) return 0 ;;
-    ext4 | loopext4)
+    ext4 | loopext4 | dir)
         r=$(run_logged "space-$t" "$work/bin/bench_smallfile" "${dir_of[$t]}/space" \
             -d 10 -f "$per" -s "$sf_size" -k -p create) || { record "space bytes/file" "$t" ERR; return; }
         sync
@@ -491,13 +506,17 @@ ratio() { # A B
 
 print_table() {
     local cols=() t m
-    for t in ext4 lsmfs nowork loopext4 looplsmfs; do has "$targets" "$t" && cols+=("$t"); done
-    local pairs=("lsmfs/ext4" "lsmfs/nowork" "looplsmfs/loopext4" "looplsmfs/nowork" "nowork/ext4")
+    for t in $all_targets; do has "$targets" "$t" && cols+=("$t"); done
+    local pairs=() p
+    for p in lsmfs/ext4 lsmfs/nowork looplsmfs/loopext4 looplsmfs/nowork nowork/ext4 \
+        dir/ext4 dir/nowork; do
+        has "$targets" "${p%/*}" && has "$targets" "${p#*/}" && pairs+=("$p")
+    done
     echo
     echo "fsbench ($mode, median of $repeat): $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, kernel $(uname -r)"
     printf '%-40s' "metric"
     for t in "${cols[@]}"; do printf ' %11s' "$t"; done
-    for p in "${pairs[@]}"; do printf ' %18s' "$p"; done
+    for p in "${pairs[@]:+${pairs[@]}}"; do printf ' %18s' "$p"; done
     echo
     local v
     declare -A val
@@ -505,7 +524,7 @@ print_table() {
         for t in "${cols[@]}"; do val[$t]=$(value "$m" "$t"); done
         printf '%-40s' "$m"
         for t in "${cols[@]}"; do v=${val[$t]}; printf ' %11s' "${v:--}"; done
-        for p in "${pairs[@]}"; do
+        for p in "${pairs[@]:+${pairs[@]}}"; do
             printf ' %18s' "$(ratio "${val[${p%/*}]:-}" "${val[${p#*/}]:-}")"
         done
         echo

@@ -1,0 +1,276 @@
+/*
+ * main.c — the lsmfs daemon: lsmfs STORE MOUNTPOINT [-f] [-d] [-s] [-o opt,...]
+ *
+ * Opens the store, mounts, and serves requests with libfuse's multithreaded
+ * loop. Unless run in the foreground it forks first; the parent waits until
+ * the child has opened the store and mounted (or failed), so that errors are
+ * printed and reflected in the exit status, and the child then detaches and
+ * logs to syslog. SIGTERM/SIGINT/SIGHUP or an unmount end the loop; in-flight
+ * requests finish (the loop joins its workers) and the store is closed.
+ */
+#include "fuse_api.h"
+#include "ops.h"
+#include "super.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#define LSMFS_VERSION "0.1"
+#define DEFAULT_THREADS 64
+
+struct options {
+    char *store;
+    int npos;         /* positional arguments seen */
+    int sync_all;     /* -o sync */
+    int nonempty;     /* -o nonempty */
+    double timeout;   /* -o cache_timeout=SEC */
+};
+
+enum { KEY_SYNC, KEY_NONEMPTY, KEY_DISCARD };
+
+static const struct fuse_opt option_spec[] = {
+    FUSE_OPT_KEY("sync", KEY_SYNC),
+    FUSE_OPT_KEY("nonempty", KEY_NONEMPTY),
+    FUSE_OPT_KEY("defaults", KEY_DISCARD),
+    {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
+    FUSE_OPT_END,
+};
+
+/* Takes the first positional argument as the store; the second stays for
+ * fuse_parse_cmdline as the mount point. */
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+    (void)outargs;
+    struct options *o = data;
+    switch (key) {
+    case FUSE_OPT_KEY_NONOPT:
+        if (o->npos++ == 0) {
+            o->store = strdup(arg);
+            return 0;
+        }
+        return 1;
+    case KEY_SYNC:
+        o->sync_all = 1;
+        return 0;
+    case KEY_NONEMPTY:
+        o->nonempty = 1;
+        return 0;
+    case KEY_DISCARD:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+static void usage(const char *prog)
+{
+    printf("usage: %s STORE MOUNTPOINT [options]\n\n"
+           "Mounts the lsmfs filesystem kept in the store directory STORE (made by\n"
+           "mkfs.lsmfs) at MOUNTPOINT.\n\n"
+           "lsmfs options:\n"
+           "    -o sync                every operation is durable before it returns\n"
+           "    -o nonempty            allow a non-empty mount point\n"
+           "    -o cache_timeout=SEC   kernel entry/attribute cache timeout (default 3600)\n\n",
+           prog);
+}
+
+/* Where startup errors go: stderr, or the pipe to the waiting parent. */
+static int report_fd = -1;
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (report_fd >= 0) {
+        char status = 1;
+        if (write(report_fd, &status, 1) == 1 && write(report_fd, msg, strlen(msg)) < 0)
+            status = 2; /* nothing more to do: the parent reports what it got */
+    } else {
+        fprintf(stderr, "lsmfs: %s\n", msg);
+    }
+    exit(1);
+}
+
+/* Forks; the parent waits for the child's verdict and exits with it. */
+static void daemon_begin(void)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        fail("pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0)
+        fail("fork: %s", strerror(errno));
+    if (pid > 0) {
+        close(p[1]);
+        char buf[1100];
+        size_t len = 0;
+        ssize_t r;
+        while (len < sizeof buf - 1 && (r = read(p[0], buf + len, sizeof buf - 1 - len)) != 0) {
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                break;
+            len += (size_t)r;
+        }
+        if (len >= 1 && buf[0] == 0)
+            exit(0);
+        buf[len] = '\0';
+        fprintf(stderr, "lsmfs: %s\n", len > 1 ? buf + 1 : "the daemon exited during startup");
+        exit(1);
+    }
+    close(p[0]);
+    report_fd = p[1];
+    setsid();
+}
+
+static void syslog_logger(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+    vsyslog((int)level, fmt, ap);
+}
+
+/* The child is mounted: release the parent, detach from the terminal. */
+static void daemon_detach(void)
+{
+    openlog("lsmfs", LOG_PID, LOG_DAEMON);
+    fuse_set_log_func(syslog_logger);
+    char ok = 0;
+    if (write(report_fd, &ok, 1) != 1)
+        syslog(LOG_WARNING, "could not notify the parent process");
+    close(report_fd);
+    report_fd = -1;
+    if (chdir("/") != 0)
+        syslog(LOG_WARNING, "chdir /: %m");
+    int fd = open("/dev/null", O_RDWR);
+    if (fd >= 0) {
+        dup2(fd, 0);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        if (fd > 2)
+            close(fd);
+    }
+}
+
+static void check_mountpoint(const char *mnt, bool nonempty)
+{
+    DIR *d = opendir(mnt);
+    if (d == NULL)
+        fail("mount point %s: %s", mnt, strerror(errno));
+    struct dirent *e;
+    bool empty = true;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            empty = false;
+    closedir(d);
+    if (!empty && !nonempty)
+        fail("mount point %s is not empty (use -o nonempty to mount over it)", mnt);
+}
+
+/* -o fsname=STORE,subtype=lsmfs,default_permissions for the kernel. */
+static void add_mount_options(struct fuse_args *args, const char *store)
+{
+    char *opt = malloc(strlen(store) * 2 + 64);
+    if (opt == NULL)
+        fail("out of memory");
+    char *p = opt + sprintf(opt, "-ofsname=");
+    for (const char *s = store; *s; s++) { /* escape ',' and '\' for fuse_opt */
+        if (*s == ',' || *s == '\\')
+            *p++ = '\\';
+        *p++ = *s;
+    }
+    strcpy(p, ",subtype=lsmfs,default_permissions");
+    if (fuse_opt_add_arg(args, opt) != 0)
+        fail("out of memory");
+    free(opt);
+}
+
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co)
+{
+    if (co->singlethread)
+        return fuse_session_loop(se);
+    struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+    if (cfg == NULL)
+        return -ENOMEM;
+    fuse_loop_cfg_set_clone_fd(cfg, (unsigned int)co->clone_fd);
+    /* Enough workers that many concurrent fsyncs all reach the store's
+     * writer queue together and share a WAL sync. */
+    unsigned int threads = co->max_threads > DEFAULT_THREADS ? co->max_threads : DEFAULT_THREADS;
+    fuse_loop_cfg_set_max_threads(cfg, threads);
+    fuse_loop_cfg_set_idle_threads(cfg, co->max_idle_threads < threads ? co->max_idle_threads
+                                                                       : threads / 4);
+    int r = fuse_session_loop_mt(se, cfg);
+    fuse_loop_cfg_destroy(cfg);
+    return r;
+}
+
+int main(int argc, char *argv[])
+{
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct options o = {.timeout = 3600};
+    struct fuse_cmdline_opts co;
+    if (fuse_opt_parse(&args, &o, option_spec, opt_proc) != 0 ||
+        fuse_parse_cmdline(&args, &co) != 0)
+        return 1;
+    if (co.show_help) {
+        usage(argv[0]);
+        fuse_cmdline_help();
+        fuse_lowlevel_help();
+        return 0;
+    }
+    if (co.show_version) {
+        printf("lsmfs version %s (format %d)\n", LSMFS_VERSION, SCHEMA_VERSION);
+        fuse_lowlevel_version();
+        return 0;
+    }
+    if (o.store == NULL || co.mountpoint == NULL) {
+        fprintf(stderr, "usage: %s STORE MOUNTPOINT [options] (--help for more)\n", argv[0]);
+        return 1;
+    }
+    check_mountpoint(co.mountpoint, o.nonempty);
+    char *store = realpath(o.store, NULL);
+    if (store == NULL)
+        fail("%s: %s", o.store, strerror(errno));
+    add_mount_options(&args, store);
+    if (!co.foreground)
+        daemon_begin();
+
+    lsmfs_config cfg = {.store_dir = store, .sync_all = o.sync_all, .timeout = o.timeout};
+    lsmfs *fs;
+    char err[512];
+    if (lsmfs_open(&cfg, &fs, err, sizeof err) != 0)
+        fail("%s", err);
+    ops_state st = {.fs = fs};
+    struct fuse_session *se = fuse_session_new(&args, lsmfs_ops(), sizeof(struct fuse_lowlevel_ops), &st);
+    if (se == NULL || fuse_set_signal_handlers(se) != 0 ||
+        fuse_session_mount(se, co.mountpoint) != 0) {
+        lsmfs_close(fs);
+        fail("cannot mount %s", co.mountpoint);
+    }
+    if (!co.foreground)
+        daemon_detach();
+    int r = serve(se, &co);
+    fuse_session_unmount(se);
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    int cerr = lsmfs_close(fs);
+    if (cerr != 0)
+        fuse_log(FUSE_LOG_ERR, "lsmfs: closing the store failed: %s\n", strerror(cerr));
+    free(store);
+    free(o.store);
+    free(co.mountpoint);
+    fuse_opt_free_args(&args);
+    return (r != 0 || cerr != 0) ? 1 : 0;
+}

@@ -1,0 +1,165 @@
+/*
+ * op_dir.c — opendir, readdir, readdirplus, releasedir, fsyncdir.
+ *
+ * Offsets: "." is returned with next offset 1, ".." with 2, and an entry
+ * with cookie c (>= SCHEMA_FIRST_COOKIE) with c + 1; a listing at offset o
+ * resumes with the entries whose cookie is >= o. Cookies only grow, so an
+ * offset stays meaningful however the directory changes in between.
+ */
+#include "commit.h"
+#include "dir.h"
+#include "inode.h"
+#include "ops.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    ops_state *st = op_state(req);
+    stats_inc(&st->fs->stats.ops[OP_OPENDIR]);
+    if (st->no_opendir) {
+        fuse_reply_err(req, ENOSYS); /* the kernel stops sending opendir */
+        return;
+    }
+    fi->fh = 0;
+    fuse_reply_open(req, fi);
+}
+
+typedef struct listing {
+    fuse_req_t req;
+    lsmfs *fs;
+    bool plus;
+    char *buf;
+    size_t size, pos;
+    int err;
+} listing;
+
+/* Adds one entry; returns false when it did not fit. */
+static bool add(listing *l, const char *name, uint64_t ino, uint8_t type, uint64_t next_off,
+                inode *n)
+{
+    size_t room = l->size - l->pos;
+    size_t used;
+    if (!l->plus) {
+        struct stat st = {.st_ino = ino, .st_mode = (mode_t)type << 12};
+        used = fuse_add_direntry(l->req, l->buf + l->pos, room, name, &st, (off_t)next_off);
+    } else {
+        struct fuse_entry_param e;
+        if (n != NULL) {
+            inode_rec r;
+            op_read_rec(n, &r);
+            op_fill_entry(l->fs, ino, &r, &e);
+        } else { /* "." and "..": attributes only, no lookup reference */
+            memset(&e, 0, sizeof e);
+            e.attr.st_ino = ino;
+            e.attr.st_mode = (mode_t)type << 12;
+        }
+        used = fuse_add_direntry_plus(l->req, l->buf + l->pos, room, name, &e,
+                                      (off_t)next_off);
+        if (used <= room && n != NULL)
+            icache_lookup_inc(l->fs->icache, n);
+    }
+    if (used > room)
+        return false;
+    l->pos += used;
+    return true;
+}
+
+static int visit(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type, const char *name,
+                 size_t nlen)
+{
+    listing *l = ctx;
+    char cname[SCHEMA_NAME_MAX + 1];
+    memcpy(cname, name, nlen);
+    cname[nlen] = '\0';
+    inode *n = NULL;
+    if (l->plus) {
+        int err = icache_get(l->fs, ino, &n);
+        if (err == ENOENT)
+            return 0; /* deleted since the snapshot: skip it */
+        if (err != 0) {
+            l->err = err;
+            return 1;
+        }
+    }
+    bool fit = add(l, cname, ino, type, cookie + 1, n);
+    icache_put(l->fs->icache, n);
+    return fit ? 0 : 1;
+}
+
+static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[plus ? OP_READDIRPLUS : OP_READDIR]);
+    inode *d;
+    int err = off < 0 ? EINVAL : icache_get(fs, ino, &d);
+    if (err != 0) {
+        fuse_reply_err(req, err);
+        return;
+    }
+    inode_rec r;
+    op_read_rec(d, &r);
+    icache_put(fs->icache, d);
+    listing l = {.req = req, .fs = fs, .plus = plus, .size = size};
+    if (!S_ISDIR(r.mode)) {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    if ((l.buf = malloc(size)) == NULL) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    uint64_t parent = ino == SCHEMA_ROOT_INO ? ino : r.parent;
+    bool fit = true;
+    if (off < 1)
+        fit = add(&l, ".", ino, S_IFDIR >> 12, 1, NULL);
+    if (fit && off < 2)
+        fit = add(&l, "..", parent, S_IFDIR >> 12, 2, NULL);
+    uint64_t from = (uint64_t)off < SCHEMA_FIRST_COOKIE ? SCHEMA_FIRST_COOKIE : (uint64_t)off;
+    if (fit)
+        err = dir_scan(fs, ino, from, visit, &l);
+    if (err == 0)
+        err = l.err;
+    /* Entries already packed were counted as lookups: send them even when
+     * the scan failed part way, unless nothing was packed. */
+    if (err != 0 && l.pos == 0)
+        fuse_reply_err(req, err);
+    else
+        fuse_reply_buf(req, l.buf, l.pos);
+    free(l.buf);
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                struct fuse_file_info *fi)
+{
+    (void)fi;
+    list(req, ino, size, off, false);
+}
+
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    (void)fi;
+    list(req, ino, size, off, true);
+}
+
+void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)fi;
+    stats_inc(&op_fs(req)->stats.ops[OP_RELEASEDIR]);
+    fuse_reply_err(req, 0);
+}
+
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)datasync;
+    (void)fi;
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_FSYNCDIR]);
+    fuse_reply_err(req, fs_sync(fs));
+}

@@ -1,0 +1,144 @@
+/*
+ * op_xattr.c — setxattr, getxattr, listxattr, removexattr, and the
+ * read-only root attribute user.lsmfs.stats.
+ */
+#include "commit.h"
+#include "inode.h"
+#include "ops.h"
+#include "xattr.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#define STATS_XATTR "user.lsmfs.stats"
+
+static bool is_stats(fuse_ino_t ino, const char *name)
+{
+    return ino == SCHEMA_ROOT_INO && strcmp(name, STATS_XATTR) == 0;
+}
+
+/* The store's and the fs's stats as one text. */
+static char *stats_value(lsmfs *fs)
+{
+    char *store = lsm_property(fs->db, "lsm.stats");
+    char *text = stats_text(&fs->stats, store != NULL ? store : "(no store stats)\n");
+    free(store);
+    return text;
+}
+
+/* Replies to a get/list request for `len` bytes of `val`. */
+static void reply_sized(fuse_req_t req, const char *val, size_t len, size_t size)
+{
+    if (size == 0)
+        fuse_reply_xattr(req, len);
+    else if (len > size)
+        fuse_reply_err(req, ERANGE);
+    else
+        fuse_reply_buf(req, val, len);
+}
+
+/* REQUIRES: n->lock held for writing. value NULL means remove. */
+static int change_locked(lsmfs *fs, inode *n, const char *name, const char *value, size_t size,
+                         int flags)
+{
+    if (n->gone)
+        return ENOENT;
+    int err = xattr_exists(fs, n->ino, name);
+    if (err != 0 && err != ENODATA)
+        return err;
+    bool exists = err == 0;
+    if (value == NULL && !exists)
+        return ENODATA;
+    if ((flags & XATTR_CREATE) && exists)
+        return EEXIST;
+    if ((flags & XATTR_REPLACE) && !exists)
+        return ENODATA;
+    lsm_batch *b = lsm_batch_new();
+    if (b == NULL)
+        return ENOMEM;
+    inode_rec r = n->rec;
+    r.ctime = ts_now();
+    if (value != NULL)
+        r.flags |= INODE_F_XATTR;
+    err = value != NULL ? xattr_batch_set(b, n->ino, name, value, size)
+                        : xattr_batch_remove(b, n->ino, name);
+    if (err == 0)
+        err = inode_batch_update(fs, b, n, &r);
+    if (err == 0)
+        err = fs_commit(fs, b);
+    if (err == 0)
+        n->rec = r;
+    lsm_batch_free(b);
+    return err;
+}
+
+static void change(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                   size_t size, int flags)
+{
+    lsmfs *fs = op_fs(req);
+    int err = is_stats(ino, name) ? EPERM : xattr_check(name, size);
+    if (err == 0 && (flags & ~(XATTR_CREATE | XATTR_REPLACE)))
+        err = EINVAL;
+    inode *n = NULL;
+    if (err == 0)
+        err = icache_get(fs, ino, &n);
+    if (err == 0) {
+        pthread_rwlock_wrlock(&n->lock);
+        err = change_locked(fs, n, name, value, size, flags);
+        pthread_rwlock_unlock(&n->lock);
+        icache_put(fs->icache, n);
+    }
+    if (err == 0)
+        err = fs_durable(fs);
+    fuse_reply_err(req, err);
+}
+
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                 size_t size, int flags)
+{
+    stats_inc(&op_fs(req)->stats.ops[OP_SETXATTR]);
+    change(req, ino, name, value != NULL ? value : "", size, flags);
+}
+
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    stats_inc(&op_fs(req)->stats.ops[OP_REMOVEXATTR]);
+    change(req, ino, name, NULL, 0, 0);
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_GETXATTR]);
+    char *val = NULL;
+    size_t len = 0;
+    int err = 0;
+    if (is_stats(ino, name)) {
+        val = stats_value(fs);
+        len = val != NULL ? strlen(val) : 0;
+        err = val != NULL ? 0 : ENOMEM;
+    } else {
+        err = xattr_get(fs, ino, name, &val, &len);
+    }
+    if (err != 0)
+        fuse_reply_err(req, err);
+    else
+        reply_sized(req, val, len, size);
+    free(val);
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_LISTXATTR]);
+    char *list = NULL;
+    size_t len = 0;
+    int err = xattr_list(fs, ino, &list, &len);
+    if (err != 0)
+        fuse_reply_err(req, err);
+    else
+        reply_sized(req, list, len, size);
+    free(list);
+}

@@ -1,0 +1,176 @@
+/*
+ * Integration-test harness: a real lsmfs mounted in a temporary directory.
+ *
+ * tm_new() makes /tmp/lsmfs-test-XXXXXX/{store,mnt}, runs mkfs.lsmfs on
+ * store/ and starts `lsmfs store mnt -f` as a child of the test, so a test
+ * can SIGKILL it.  Every mount is unmounted and its directory removed on
+ * every way out: tm_free(), exit (atexit), SIGINT/SIGTERM/SIGHUP/SIGQUIT,
+ * SIGABRT, and the watchdog (tm_watchdog) that fails a test whose FUSE
+ * request hangs -- a hung request cannot be interrupted by an ordinary
+ * signal, so the watchdog thread kills the daemon to unblock it.
+ *
+ * Environment:
+ *   LSMFS_BIN             directory holding lsmfs, mkfs.lsmfs, fsck.lsmfs
+ *                         (default: ./bin)
+ *   LSMFS_TEST_DIR=DIR    run the tests against a plain directory under DIR
+ *                         instead of a mount (to check the tests themselves
+ *                         on ext4/tmpfs): mount, unmount and crash do
+ *                         nothing and fsck reports clean.
+ *   LSMFS_TEST_OPTS=o,..  extra -o options for every mount (e.g. "sync")
+ *   LSMFS_TEST_KEEP=1     keep the temp directory (store and daemon.log)
+ *                         of a test for inspection; mounts are still undone
+ *   LSMFS_TEST_SEED=N     seed for tests that draw random numbers
+ *
+ * Call tm_init() first thing in main(), before any thread exists: it blocks
+ * the termination signals in every thread so the watchdog thread receives
+ * them, even when the main thread is stuck inside a FUSE request.
+ * Mount, unmount, remount and crash from the main thread only.
+ */
+#ifndef LSMFS_TEST_MOUNT_H
+#define LSMFS_TEST_MOUNT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
+
+struct tmount {
+    char root[PATH_MAX];  /* the temp dir holding the two below */
+    char store[PATH_MAX]; /* the store directory given to mkfs and lsmfs */
+    char mnt[PATH_MAX];   /* the mount point */
+    char log[PATH_MAX];   /* daemon stdout+stderr, appended per mount */
+    char opts[256];       /* -o options for every mount of this store */
+    pid_t daemon;         /* the foreground daemon; 0 when not mounted */
+    bool plain;           /* LSMFS_TEST_DIR mode: mnt is a plain dir */
+};
+
+/* Block termination signals, start the watchdog, register atexit cleanup. */
+void tm_init(void);
+
+/* A fresh store, mounted.  opts: extra -o options ("" or NULL for none).
+ * NULL (after saying why on stderr) if anything failed. */
+struct tmount *tm_new(const char *opts);
+
+/* Unmount (cleanly if possible, by force otherwise), remove the temp dir
+ * (unless LSMFS_TEST_KEEP), free.  0 if the unmount was clean: no file left
+ * open on the mount, and the daemon exited with status 0.  NULL is fine. */
+int tm_free(struct tmount *m);
+
+/* Start the daemon and wait (10 s at most) for the mount to appear.
+ * 0 on success, -1 (after printing the daemon's log) on failure. */
+int tm_mount(struct tmount *m);
+
+/* fusermount3 -u, then wait for the daemon to exit.  0 only if the mount is
+ * gone from /proc/mounts and the daemon exited with status 0. */
+int tm_unmount(struct tmount *m);
+
+/* tm_unmount + tm_mount. */
+int tm_remount(struct tmount *m);
+
+/* SIGKILL the daemon, reap it, unmount the dead mount (lazily as a last
+ * resort).  0 if the mount is gone.  Close every file on the mount first. */
+int tm_crash(struct tmount *m);
+
+/* Run `fsck.lsmfs -n store` on the unmounted store: its exit code (0 =
+ * clean), or -1 if it could not be run or was killed.  Output goes to
+ * stderr only when the code is non-zero. */
+int tm_fsck(struct tmount *m);
+
+/* Is the daemon still running (not exited or crashed)? */
+bool tm_daemon_alive(struct tmount *m);
+
+/* Print the last part of the daemon's log to stderr. */
+void tm_dump_log(const struct tmount *m);
+
+/* Arm the watchdog: if not re-armed or disarmed (seconds = 0) within
+ * `seconds`, print `what`, kill every daemon, undo every mount, _exit(1). */
+void tm_watchdog(unsigned seconds, const char *what);
+
+/* mnt/<fmt...>: a path under the mount point in a thread-local ring of 8
+ * buffers, so up to 8 results may be used in one expression. */
+const char *tm_path(const struct tmount *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* LSMFS_BIN/<prog> (static storage, valid until the next call). */
+const char *tm_bin(const char *prog);
+
+/* Run argv (argv[0] a path), output appended to `log` (NULL: inherited),
+ * waiting `timeout_s` seconds at most (then SIGKILL).  The exit code, or
+ * -1 if it could not be started or died by a signal. */
+int tm_run(char *const argv[], const char *log, unsigned timeout_s);
+
+/* Whether LSMFS_TEST_DIR mode is on. */
+bool tm_plain(void);
+
+/* LSMFS_TEST_SEED, or a seed from the clock; printed once. */
+uint64_t tm_seed(void);
+
+/* ---- data helpers ---- */
+
+/* Deterministic bytes: buf[i] is a function of (seed, off + i) only, so any
+ * range of a "virtual file" can be regenerated on its own. */
+void tm_fill(void *buf, size_t n, uint64_t seed, uint64_t off);
+
+/* 64-bit FNV-1a over buf, continuing from h (start with TM_HASH_INIT). */
+#define TM_HASH_INIT 0xcbf29ce484222325ULL
+uint64_t tm_hash(const void *buf, size_t n, uint64_t h);
+
+/* pwrite/pread loops.  tm_pwrite_all: 0 or -errno.  tm_pread_all: bytes
+ * read (short only at end of file) or -errno. */
+int tm_pwrite_all(int fd, const void *buf, size_t n, off_t off);
+ssize_t tm_pread_all(int fd, void *buf, size_t n, off_t off);
+
+/* Whole-file helpers: 0 / bytes read, or -errno. */
+int tm_write_file(const char *path, const void *buf, size_t n, mode_t mode);
+ssize_t tm_read_file(const char *path, void *buf, size_t cap);
+
+/* Monotonic seconds. */
+double tm_now(void);
+
+/* Sleep for ms milliseconds (nanosleep; restarted on EINTR). */
+void tm_sleep_ms(unsigned ms);
+
+/* ---- cmocka assertion helpers (include cmocka.h before using them) ---- */
+
+/* expr must not return -1 (or a negative value); reports errno by name. */
+#define TM_OK(expr)                                                         \
+    do {                                                                    \
+        errno = 0;                                                          \
+        long tm_r_ = (long)(expr);                                          \
+        if (tm_r_ < 0)                                                      \
+            fail_msg("%s:%d: %s = %ld, errno %s", __FILE__, __LINE__,       \
+                     #expr, tm_r_, tm_errname(errno));                      \
+    } while (0)
+
+/* expr must return -1 with errno == err. */
+#define TM_ERR(expr, err)                                                   \
+    do {                                                                    \
+        errno = 0;                                                          \
+        long tm_r_ = (long)(expr);                                          \
+        int tm_e_ = errno;                                                  \
+        if (tm_r_ != -1 || tm_e_ != (err))                                  \
+            fail_msg("%s:%d: %s = %ld, errno %s; expected -1, errno %s",    \
+                     __FILE__, __LINE__, #expr, tm_r_,                      \
+                     tm_r_ == -1 ? tm_errname(tm_e_) : "-",                 \
+                     tm_errname(err));                                      \
+    } while (0)
+
+/* Like TM_ERR but either of two errnos is right (when POSIX allows both). */
+#define TM_ERR2(expr, err1, err2)                                           \
+    do {                                                                    \
+        errno = 0;                                                          \
+        long tm_r_ = (long)(expr);                                          \
+        int tm_e_ = errno;                                                  \
+        if (tm_r_ != -1 || (tm_e_ != (err1) && tm_e_ != (err2)))            \
+            fail_msg("%s:%d: %s = %ld, errno %s; expected -1, errno %s "    \
+                     "or %s", __FILE__, __LINE__, #expr, tm_r_,             \
+                     tm_r_ == -1 ? tm_errname(tm_e_) : "-",                 \
+                     tm_errname(err1), tm_errname(err2));                   \
+    } while (0)
+
+/* "ENOENT" for ENOENT (never NULL). */
+const char *tm_errname(int err);
+
+#endif

@@ -1,0 +1,407 @@
+/*
+ * test_db_model.c — the store against an in-memory model: random puts,
+ * deletes, overwrites, snapshots and iterators in both directions, through
+ * many flushes, compactions and reopens; power cuts and I/O failures during
+ * background work; obsolete files disappearing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "fault_env.h"
+#include "lsm.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NKEYS 1500
+
+static char dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/lsm-test-model-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    return 0;
+}
+
+/* A model state: the value of each key (NULL = absent). */
+typedef struct model {
+    char *val[NKEYS];
+} model;
+
+static void model_copy(model *dst, const model *src)
+{
+    for (int i = 0; i < NKEYS; i++)
+        dst->val[i] = src->val[i] ? strdup(src->val[i]) : NULL;
+}
+
+static void model_free(model *m)
+{
+    for (int i = 0; i < NKEYS; i++) {
+        free(m->val[i]);
+        m->val[i] = NULL;
+    }
+}
+
+static void key_of(int i, char *k)
+{
+    sprintf(k, "key%06d", i * 7919 % 1000003); /* spread over the key space */
+}
+
+static int cur_op; /* for failure messages */
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static lsm_db *open_db(lsm_env *env)
+{
+    lsm_options o;
+    lsm_options_init(&o);
+    o.create_if_missing = true;
+    o.write_buffer_size = 64 << 10;
+    o.target_file_size = 32 << 10;
+    o.block_size = 1024;
+    o.block_cache_size = 256 << 10;
+    o.env = env;
+    lsm_db *db = NULL;
+    lsm_status *s = lsm_open(&o, dir, &db);
+    if (s)
+        fail_msg("open: %s", lsm_status_message(s));
+    return db;
+}
+
+static void random_value(char *v, int op)
+{
+    int len = (int)(next_rand() % 300);
+    int n = sprintf(v, "v%d:", op);
+    for (int i = n; i < len; i++)
+        v[i] = (char)('a' + (i * 31 + op) % 26);
+    v[len > n ? len : n] = '\0';
+}
+
+static void apply_random_op(lsm_db *db, model *m, int op)
+{
+    char k[32], v[400];
+    int i = (int)(next_rand() % NKEYS);
+    key_of(i, k);
+    if (next_rand() % 4 == 0) {
+        lsm_status *s = lsm_delete(db, NULL, k, strlen(k));
+        if (s)
+            fail_msg("op %d delete: %s", op, lsm_status_message(s));
+        free(m->val[i]);
+        m->val[i] = NULL;
+        return;
+    }
+    random_value(v, op);
+    lsm_status *s = lsm_put(db, NULL, k, strlen(k), v, strlen(v));
+    if (s)
+        fail_msg("op %d put: %s", op, lsm_status_message(s));
+    free(m->val[i]);
+    m->val[i] = strdup(v);
+}
+
+static void check_gets(lsm_db *db, const model *m, const lsm_snapshot *snap)
+{
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    ro.snapshot = snap;
+    for (int i = 0; i < NKEYS; i++) {
+        char k[32], *v;
+        size_t n;
+        key_of(i, k);
+        lsm_status *s = lsm_get(db, &ro, k, strlen(k), &v, &n);
+        if (m->val[i] == NULL) {
+            if (lsm_status_code(s) != LSM_NOT_FOUND)
+                fail_msg("%s: expected absent, got %s", k, s ? lsm_status_message(s) : "a value");
+            lsm_status_free(s);
+            continue;
+        }
+        if (s)
+            fail_msg("op %d, %s: %s", cur_op, k, lsm_status_message(s));
+        if (n != strlen(m->val[i]) || memcmp(v, m->val[i], n) != 0)
+            fail_msg("%s: wrong value", k);
+        free(v);
+    }
+}
+
+static int cmp_idx(const void *a, const void *b)
+{
+    char ka[32], kb[32];
+    key_of(*(const int *)a, ka);
+    key_of(*(const int *)b, kb);
+    return strcmp(ka, kb);
+}
+
+/* Walks the iterator forward and backward and compares with the model. */
+static void check_iter(lsm_db *db, const model *m, const lsm_snapshot *snap)
+{
+    static int order[NKEYS];
+    int n = 0;
+    for (int i = 0; i < NKEYS; i++)
+        if (m->val[i])
+            order[n++] = i;
+    qsort(order, (size_t)n, sizeof(int), cmp_idx);
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    ro.snapshot = snap;
+    lsm_iter *it = lsm_iter_new(db, &ro);
+    assert_non_null(it);
+    int j = 0;
+    for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it), j++) {
+        char k[32];
+        assert_true(j < n);
+        key_of(order[j], k);
+        size_t kn, vn;
+        const char *ik = lsm_iter_key(it, &kn);
+        const char *iv = lsm_iter_value(it, &vn);
+        assert_int_equal(kn, strlen(k));
+        assert_memory_equal(ik, k, kn);
+        assert_int_equal(vn, strlen(m->val[order[j]]));
+        assert_memory_equal(iv, m->val[order[j]], vn);
+    }
+    assert_int_equal(j, n);
+    j = n - 1;
+    for (lsm_iter_seek_last(it); lsm_iter_valid(it); lsm_iter_prev(it), j--) {
+        char k[32];
+        assert_true(j >= 0);
+        key_of(order[j], k);
+        size_t kn;
+        const char *ik = lsm_iter_key(it, &kn);
+        assert_memory_equal(ik, k, kn);
+    }
+    assert_int_equal(j, -1);
+    /* Seeks to random keys, then a step each way. */
+    for (int t = 0; t < 50 && n > 2; t++) {
+        int x = 1 + (int)(next_rand() % (unsigned)(n - 2));
+        char k[32];
+        key_of(order[x], k);
+        lsm_iter_seek(it, k, strlen(k));
+        assert_true(lsm_iter_valid(it));
+        lsm_iter_prev(it);
+        size_t kn;
+        char kp[32];
+        key_of(order[x - 1], kp);
+        assert_true(lsm_iter_valid(it));
+        assert_memory_equal(lsm_iter_key(it, &kn), kp, strlen(kp));
+        lsm_iter_next(it);
+        lsm_iter_next(it);
+        key_of(order[x + 1], kp);
+        assert_true(lsm_iter_valid(it));
+        assert_memory_equal(lsm_iter_key(it, &kn), kp, strlen(kp));
+    }
+    assert_null(lsm_iter_status(it));
+    lsm_iter_free(it);
+}
+
+static int count_files(const char *suffix)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name), sl = strlen(suffix);
+        if (len > sl && strcmp(e->d_name + len - sl, suffix) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static uint64_t prop(lsm_db *db, const char *name)
+{
+    uint64_t v = 0;
+    assert_true(lsm_property_u64(db, name, &v));
+    return v;
+}
+
+static void test_model_through_flushes_compactions_reopens(void **state)
+{
+    (void)state;
+    model m = {{0}}, snapm = {{0}};
+    lsm_db *db = open_db(NULL);
+    const lsm_snapshot *snap = NULL;
+    for (int op = 1; op <= 40000; op++) {
+        cur_op = op;
+        apply_random_op(db, &m, op);
+        if (op % 5000 == 0) {
+            check_gets(db, &m, NULL);
+            check_iter(db, &m, NULL);
+            if (snap) {
+                check_gets(db, &snapm, snap);
+                check_iter(db, &snapm, snap);
+                lsm_snapshot_release(db, snap);
+                model_free(&snapm);
+                snap = NULL;
+            }
+        }
+        if (op % 7000 == 0) {
+            snap = lsm_snapshot_new(db);
+            model_copy(&snapm, &m);
+        }
+        if (op % 11000 == 0)
+            assert_null(lsm_compact_range(db, NULL, 0, NULL, 0));
+        if (op % 13000 == 0 && snap == NULL) {
+            assert_null(lsm_close(db));
+            db = open_db(NULL);
+            check_gets(db, &m, NULL);
+        }
+    }
+    if (snap) {
+        lsm_snapshot_release(db, snap);
+        model_free(&snapm);
+    }
+    assert_true(prop(db, "lsm.flushes") > 10);
+    assert_null(lsm_compact_range(db, NULL, 0, NULL, 0));
+    check_gets(db, &m, NULL);
+    check_iter(db, &m, NULL);
+    char *verify = NULL;
+    assert_null(lsm_verify(db, NULL, verify));
+    /* Obsolete files are gone: only the tables of the current version stay,
+     * and only the live log(s). */
+    char *tables = lsm_property(db, "lsm.tables");
+    int listed = 0;
+    for (char *p = tables; (p = strstr(p, ".ldb")) != NULL; p++)
+        listed++;
+    free(tables);
+    assert_int_equal(count_files(".ldb"), listed);
+    if (count_files(".log") > 2) {
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "ls -l %s >&2", dir);
+        assert_int_equal(system(cmd), 0);
+        char *st = lsm_property(db, "lsm.stats");
+        fprintf(stderr, "%s\n", st);
+        free(st);
+        fail_msg("obsolete logs left behind");
+    }
+    assert_null(lsm_close(db));
+    db = open_db(NULL);
+    check_gets(db, &m, NULL);
+    assert_null(lsm_close(db));
+    model_free(&m);
+}
+
+/* Writes with periodic sync writes, cuts the power while flushes and
+ * compactions run, reopens: every synced write and everything before it is
+ * there. Repeated with cuts at different moments. */
+static void test_power_cut_during_background_work(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 4; round++) {
+        fault_env *fe = fault_env_new(lsm_env_default());
+        lsm_db *db = open_db(fault_env_env(fe));
+        char k[32], v[64];
+        int synced_upto = -1;
+        int n = 6000 + round * 3000;
+        for (int i = 0; i < n; i++) {
+            snprintf(k, sizeof(k), "r%d-%06d", round, i);
+            snprintf(v, sizeof(v), "value %d %0*d", i, 40, i);
+            bool sync = (i % 1000 == 999);
+            lsm_write_options wo = {.sync = sync};
+            assert_null(lsm_put(db, &wo, k, strlen(k), v, strlen(v)));
+            if (sync)
+                synced_upto = i;
+        }
+        usleep((useconds_t)(round * 3000)); /* let background work get going */
+        assert_null(fault_env_power_cut(fe));
+        lsm_status_free(lsm_close(db));
+        db = open_db(fault_env_env(fe));
+        bool gap = false;
+        for (int i = 0; i < n; i++) {
+            snprintf(k, sizeof(k), "r%d-%06d", round, i);
+            char *got;
+            size_t gn;
+            lsm_status *s = lsm_get(db, NULL, k, strlen(k), &got, &gn);
+            if (i <= synced_upto && s)
+                fail_msg("round %d: synced %s lost: %s", round, k, lsm_status_message(s));
+            if (s == NULL && gap)
+                fail_msg("round %d: %s present after a gap", round, k);
+            if (s == NULL) {
+                snprintf(v, sizeof(v), "value %d %0*d", i, 40, i);
+                assert_int_equal(gn, strlen(v));
+                assert_memory_equal(got, v, gn);
+                free(got);
+            } else {
+                gap = true;
+            }
+            lsm_status_free(s);
+        }
+        assert_null(lsm_verify(db, NULL, NULL));
+        assert_null(lsm_close(db));
+        fault_env_free(fe);
+        teardown(NULL);
+        setup(NULL);
+    }
+}
+
+/* A MANIFEST write that fails puts the store into the error state; it
+ * reopens consistent with every acknowledged write. */
+static void test_manifest_failure(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_db(fault_env_env(fe));
+    fault_env_fail(fe, FAULT_SYNC, "MANIFEST", EIO, 0, -1);
+    char k[32];
+    int acked = 0;
+    for (int i = 0; i < 20000; i++) {
+        snprintf(k, sizeof(k), "m%06d", i);
+        lsm_status *s = lsm_put(db, NULL, k, strlen(k), k, strlen(k));
+        if (s) {
+            assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
+            lsm_status_free(s);
+            break;
+        }
+        acked = i + 1;
+    }
+    assert_true(acked < 20000); /* the flush's MANIFEST sync failed, writes stopped */
+    char *err = lsm_property(db, "lsm.background-error");
+    assert_non_null(strstr(err, "MANIFEST"));
+    free(err);
+    lsm_status_free(lsm_close(db));
+    fault_env_clear_failures(fe);
+    db = open_db(fault_env_env(fe));
+    for (int i = 0; i < acked; i++) {
+        snprintf(k, sizeof(k), "m%06d", i);
+        char *got;
+        size_t gn;
+        lsm_status *s = lsm_get(db, NULL, k, strlen(k), &got, &gn);
+        if (s)
+            fail_msg("%s lost: %s", k, lsm_status_message(s));
+        free(got);
+    }
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_model_through_flushes_compactions_reopens, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_power_cut_during_background_work, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manifest_failure, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("db_model", tests, NULL, NULL);
+}

@@ -1,0 +1,956 @@
+/* test_env.c — the POSIX env (files, directories, locks, errors) and the
+ * fault-injecting env (power cuts, injected errors, dead files). */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+/* cmocka defines skip(); the sfile member is called as (ops->skip)(...). */
+
+#include "env.h"
+#include "fault_env.h"
+#include "status.h"
+
+/* ------------------------------------------------------------ helpers */
+
+struct tdir {
+    char path[64];
+};
+
+static void tdir_make(struct tdir *d)
+{
+    strcpy(d->path, "/tmp/lsm-test-env-XXXXXX");
+    assert_non_null(mkdtemp(d->path));
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static void tdir_remove(struct tdir *d)
+{
+    assert_int_equal(nftw(d->path, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+/* dir/name in a static-free caller buffer. */
+static const char *in(const struct tdir *d, const char *name, char *out)
+{
+    snprintf(out, 256, "%s/%s", d->path, name);
+    return out;
+}
+
+#define ASSERT_OK(expr)                                                                            \
+    do {                                                                                           \
+        lsm_status *s_ = (expr);                                                                   \
+        if (s_ != NULL)                                                                            \
+            fail_msg("%s: %s", #expr, lsm_status_message(s_));                                     \
+    } while (0)
+
+static bool mentions(const lsm_status *s, const char *needle)
+{
+    return needle == NULL || strstr(lsm_status_message(s), needle) != NULL;
+}
+
+/* Asserts expr fails with `code` and a message containing `needle`. */
+#define ASSERT_FAILS(expr, code, needle)                                                           \
+    do {                                                                                           \
+        lsm_status *s_ = (expr);                                                                   \
+        if (lsm_status_code(s_) != (code))                                                         \
+            fail_msg("%s: want code %d, got %d (%s)", #expr, (code), lsm_status_code(s_),          \
+                     lsm_status_message(s_));                                                      \
+        if (!mentions(s_, (needle)))                                                               \
+            fail_msg("%s: \"%s\" not in \"%s\"", #expr, (const char *)(needle),                    \
+                     lsm_status_message(s_));                                                      \
+        lsm_status_free(s_);                                                                       \
+    } while (0)
+
+/* The file's bytes read directly (not through an env). */
+static size_t slurp(const char *path, char *out, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return (size_t)-1;
+    size_t n = fread(out, 1, cap, f);
+    fclose(f);
+    return n;
+}
+
+static bool exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+static void write_file(lsm_env *env, const char *path, const char *text, bool sync)
+{
+    lsm_wfile *f;
+    ASSERT_OK(env->new_wfile(env, path, &f));
+    ASSERT_OK(f->ops->append(f, text, strlen(text)));
+    if (sync)
+        ASSERT_OK(f->ops->sync(f));
+    ASSERT_OK(f->ops->close(f));
+}
+
+static bool has_child(lsm_env *env, const char *dir, const char *name)
+{
+    char **names;
+    int n;
+    ASSERT_OK(env->get_children(env, dir, &names, &n));
+    bool found = false;
+    for (int i = 0; i < n; i++)
+        found |= strcmp(names[i], name) == 0;
+    env_free_children(names, n);
+    return found;
+}
+
+/* Entries in dir as the base filesystem has them (hidden ones included). */
+static int count_entries(const char *dir)
+{
+    char **names;
+    int n;
+    ASSERT_OK(lsm_env_default()->get_children(lsm_env_default(), dir, &names, &n));
+    env_free_children(names, n);
+    return n;
+}
+
+/* ----------------------------------------------------------- POSIX env */
+
+static void test_posix_write_read(void **state)
+{
+    (void)state;
+    lsm_env *env = lsm_env_default();
+    assert_ptr_equal(env, lsm_env_default());
+    struct tdir d;
+    tdir_make(&d);
+    char p[256];
+    in(&d, "data", p);
+    /* Small appends (buffered), one larger than the buffer (straight
+     * through), then small again. */
+    enum { BIG = 200000 };
+    char *big = malloc(BIG);
+    for (int i = 0; i < BIG; i++)
+        big[i] = (char)(i * 7);
+    lsm_wfile *f;
+    ASSERT_OK(env->new_wfile(env, p, &f));
+    for (int i = 0; i < 1000; i++)
+        ASSERT_OK(f->ops->append(f, "0123456789", 10));
+    ASSERT_OK(f->ops->append(f, big, BIG));
+    ASSERT_OK(f->ops->append(f, "tail", 4));
+    ASSERT_OK(f->ops->append(f, "", 0));
+    /* Flush hands the bytes to the OS: visible to other readers. */
+    ASSERT_OK(f->ops->flush(f));
+    uint64_t size;
+    ASSERT_OK(env->file_size(env, p, &size));
+    assert_int_equal(size, 10000 + BIG + 4);
+    ASSERT_OK(f->ops->sync(f));
+    ASSERT_OK(f->ops->close(f));
+
+    char *got = malloc(BIG + 20000);
+    assert_int_equal(slurp(p, got, BIG + 20000), 10000 + BIG + 4);
+    assert_memory_equal(got + 9990, "0123456789", 10);
+    assert_memory_equal(got + 10000, big, BIG);
+    assert_memory_equal(got + 10000 + BIG, "tail", 4);
+
+    /* Sequential reads, with a skip. */
+    lsm_sfile *sf;
+    ASSERT_OK(env->new_sfile(env, p, &sf));
+    size_t n;
+    ASSERT_OK(sf->ops->read(sf, got, 10, &n));
+    assert_int_equal(n, 10);
+    assert_memory_equal(got, "0123456789", 10);
+    ASSERT_OK((sf->ops->skip)(sf, 9990));
+    ASSERT_OK(sf->ops->read(sf, got, BIG + 100, &n));
+    assert_int_equal(n, BIG + 4); /* short only at end of file */
+    assert_memory_equal(got, big, BIG);
+    ASSERT_OK(sf->ops->read(sf, got, 10, &n));
+    assert_int_equal(n, 0);
+    sf->ops->close(sf);
+
+    /* Positional reads. */
+    lsm_rfile *rf;
+    ASSERT_OK(env->new_rfile(env, p, &rf));
+    ASSERT_OK(rf->ops->pread(rf, 10000 + 12345, got, 100, &n));
+    assert_int_equal(n, 100);
+    assert_memory_equal(got, big + 12345, 100);
+    ASSERT_OK(rf->ops->pread(rf, size - 2, got, 100, &n));
+    assert_int_equal(n, 2);
+    assert_memory_equal(got, "il", 2);
+    ASSERT_OK(rf->ops->pread(rf, size + 1000, got, 100, &n));
+    assert_int_equal(n, 0);
+    rf->ops->close(rf);
+
+    /* new_wfile truncates. */
+    write_file(env, p, "new", false);
+    assert_int_equal(slurp(p, got, 100), 3);
+    free(got);
+    free(big);
+    tdir_remove(&d);
+}
+
+struct pread_arg {
+    lsm_rfile *rf;
+    const char *want;
+    size_t len;
+    unsigned seed;
+    int bad;
+};
+
+static void *pread_worker(void *p)
+{
+    struct pread_arg *a = p;
+    char b[512];
+    for (int i = 0; i < 2000; i++) {
+        a->seed = a->seed * 1103515245u + 12345u;
+        size_t off = a->seed % (a->len - sizeof(b));
+        size_t n;
+        lsm_status *s = a->rf->ops->pread(a->rf, off, b, sizeof(b), &n);
+        if (s != NULL || n != sizeof(b) || memcmp(b, a->want + off, n) != 0)
+            a->bad++;
+        lsm_status_free(s);
+    }
+    return NULL;
+}
+
+static void test_posix_pread_threads(void **state)
+{
+    (void)state;
+    lsm_env *env = lsm_env_default();
+    struct tdir d;
+    tdir_make(&d);
+    char p[256];
+    in(&d, "table", p);
+    enum { LEN = 1 << 20 };
+    char *data = malloc(LEN);
+    for (int i = 0; i < LEN; i++)
+        data[i] = (char)(i ^ (i >> 8));
+    ASSERT_OK(env_write_file_sync(env, p, data, LEN));
+    lsm_rfile *rf;
+    ASSERT_OK(env->new_rfile(env, p, &rf));
+    pthread_t th[4];
+    struct pread_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (struct pread_arg){rf, data, LEN, (unsigned)i + 1, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, pread_worker, &args[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(args[i].bad, 0);
+    }
+    rf->ops->close(rf);
+    free(data);
+    tdir_remove(&d);
+}
+
+static void test_posix_dirs_and_names(void **state)
+{
+    (void)state;
+    lsm_env *env = lsm_env_default();
+    struct tdir d;
+    tdir_make(&d);
+    char a[256], b[256], sub[256], x[256];
+    in(&d, "a", a);
+    in(&d, "b", b);
+    in(&d, "sub", sub);
+    write_file(env, a, "hello", true);
+    assert_true(env->file_exists(env, a));
+    assert_false(env->file_exists(env, b));
+    ASSERT_OK(env->create_dir(env, sub));
+    ASSERT_OK(env->create_dir(env, sub)); /* fine if it exists */
+    ASSERT_FAILS(env->create_dir(env, a), LSM_IO_ERROR, a); /* a file is there */
+
+    char **names;
+    int n;
+    ASSERT_OK(env->get_children(env, d.path, &names, &n));
+    assert_int_equal(n, 2);
+    bool saw_a = false, saw_sub = false;
+    for (int i = 0; i < n; i++) {
+        saw_a |= strcmp(names[i], "a") == 0;
+        saw_sub |= strcmp(names[i], "sub") == 0;
+    }
+    env_free_children(names, n);
+    assert_true(saw_a && saw_sub);
+
+    ASSERT_OK(env->rename_file(env, a, b));
+    assert_false(exists(a));
+    assert_true(exists(b));
+    uint64_t size;
+    ASSERT_OK(env->file_size(env, b, &size));
+    assert_int_equal(size, 5);
+    ASSERT_OK(env->sync_dir(env, d.path));
+    ASSERT_OK(env->remove_file(env, b));
+    assert_false(exists(b));
+    ASSERT_FAILS(env->remove_file(env, b), LSM_IO_ERROR, b);
+    ASSERT_FAILS(env->rename_file(env, a, b), LSM_IO_ERROR, a);
+    ASSERT_FAILS(env->file_size(env, b, &size), LSM_IO_ERROR, b);
+    ASSERT_OK(env->remove_dir(env, sub));
+    ASSERT_FAILS(env->remove_dir(env, sub), LSM_IO_ERROR, sub);
+    ASSERT_FAILS(env->sync_dir(env, sub), LSM_IO_ERROR, sub);
+    ASSERT_FAILS(env->get_children(env, sub, &names, &n), LSM_IO_ERROR, sub);
+
+    /* Opening in a missing directory: an I/O error naming the path. */
+    in(&d, "missing/000001.log", x);
+    lsm_wfile *wf;
+    ASSERT_FAILS(env->new_wfile(env, x, &wf), LSM_IO_ERROR, x);
+    assert_null(wf);
+    lsm_sfile *sf;
+    ASSERT_FAILS(env->new_sfile(env, x, &sf), LSM_IO_ERROR, x);
+    lsm_rfile *rf;
+    ASSERT_FAILS(env->new_rfile(env, x, &rf), LSM_IO_ERROR, x);
+    tdir_remove(&d);
+}
+
+static void test_posix_small_file_helpers(void **state)
+{
+    (void)state;
+    lsm_env *env = lsm_env_default();
+    struct tdir d;
+    tdir_make(&d);
+    char p[256];
+    in(&d, "CURRENT", p);
+    ASSERT_OK(env_write_file_sync(env, p, "MANIFEST-000005\n", 16));
+    char *data;
+    size_t n;
+    ASSERT_OK(env_read_file(env, p, &data, &n));
+    assert_int_equal(n, 16);
+    assert_string_equal(data, "MANIFEST-000005\n"); /* NUL-terminated */
+    free(data);
+    ASSERT_OK(env_write_file_sync(env, p, "", 0));
+    ASSERT_OK(env_read_file(env, p, &data, &n));
+    assert_int_equal(n, 0);
+    assert_string_equal(data, "");
+    free(data);
+    /* Larger than the read chunk. */
+    enum { LEN = 100000 };
+    char *big = malloc(LEN);
+    for (int i = 0; i < LEN; i++)
+        big[i] = (char)('a' + i % 26);
+    ASSERT_OK(env_write_file_sync(env, p, big, LEN));
+    ASSERT_OK(env_read_file(env, p, &data, &n));
+    assert_int_equal(n, LEN);
+    assert_memory_equal(data, big, LEN);
+    free(data);
+    free(big);
+    in(&d, "nope", p);
+    ASSERT_FAILS(env_read_file(env, p, &data, &n), LSM_IO_ERROR, p);
+    assert_null(data);
+    in(&d, "no/such/dir", p);
+    ASSERT_FAILS(env_write_file_sync(env, p, "x", 1), LSM_IO_ERROR, p);
+    tdir_remove(&d);
+}
+
+static void test_posix_preallocate(void **state)
+{
+    (void)state;
+    lsm_env *env = lsm_env_default();
+    struct tdir d;
+    tdir_make(&d);
+    char p[256];
+    in(&d, "log", p);
+    lsm_wfile *f;
+    ASSERT_OK(env->new_wfile(env, p, &f));
+    ASSERT_OK(f->ops->append(f, "abc", 3));
+    ASSERT_OK(f->ops->preallocate(f, 1 << 20));
+    ASSERT_OK(f->ops->append(f, "def", 3));
+    ASSERT_OK(f->ops->sync(f));
+    /* The visible size is the data only; the space is reserved. */
+    uint64_t size;
+    ASSERT_OK(env->file_size(env, p, &size));
+    assert_int_equal(size, 6);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_true((uint64_t)st.st_blocks * 512 >= (1 << 20));
+    ASSERT_OK(f->ops->close(f));
+    char got[16];
+    assert_int_equal(slurp(p, got, sizeof(got)), 6);
+    assert_memory_equal(got, "abcdef", 6);
+    tdir_remove(&d);
+}
+
+static void test_posix_no_space(void **state)
+{
+    (void)state;
+    /* /dev/full fails every write with ENOSPC. */
+    if (access("/dev/full", W_OK) != 0)
+        fail_msg("/dev/full is not writable here; cannot test ENOSPC");
+    lsm_env *env = lsm_env_default();
+    lsm_wfile *f;
+    ASSERT_OK(env->new_wfile(env, "/dev/full", &f));
+    ASSERT_OK(f->ops->append(f, "abc", 3)); /* buffered */
+    ASSERT_FAILS(f->ops->flush(f), LSM_NO_SPACE, "/dev/full");
+    /* The failure sticks: nothing later may claim success. */
+    ASSERT_FAILS(f->ops->append(f, "d", 1), LSM_NO_SPACE, "/dev/full");
+    ASSERT_FAILS(f->ops->flush(f), LSM_NO_SPACE, "/dev/full");
+    ASSERT_FAILS(f->ops->sync(f), LSM_NO_SPACE, "/dev/full");
+    ASSERT_FAILS(f->ops->close(f), LSM_NO_SPACE, "/dev/full");
+    /* An append larger than the buffer goes straight to the device. */
+    ASSERT_OK(env->new_wfile(env, "/dev/full", &f));
+    char *big = calloc(1, 1 << 20);
+    ASSERT_FAILS(f->ops->append(f, big, 1 << 20), LSM_NO_SPACE, "/dev/full");
+    ASSERT_FAILS(f->ops->close(f), LSM_NO_SPACE, "/dev/full");
+    free(big);
+}
+
+static void test_posix_lock(void **state)
+{
+    (void)state;
+    lsm_env *env = lsm_env_default();
+    struct tdir d;
+    tdir_make(&d);
+    char p[256], alias[256];
+    in(&d, "LOCK", p);
+    snprintf(alias, sizeof(alias), "%s/./LOCK", d.path);
+    lsm_filelock *l1, *l2;
+    ASSERT_OK(env->lock_file(env, p, &l1));
+    assert_true(exists(p));
+    /* Same process, same path or another spelling of it: busy. */
+    ASSERT_FAILS(env->lock_file(env, p, &l2), LSM_BUSY, "in use");
+    ASSERT_FAILS(env->lock_file(env, alias, &l2), LSM_BUSY, "this process");
+    /* The lock is a real flock: another process cannot take it. (A forked
+     * child inherits this env's set of held locks, so it uses flock itself.) */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(p, O_RDWR | O_CLOEXEC);
+        _exit(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK ? 0 : 1);
+    }
+    int wst;
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+    /* After unlocking, it can be taken again. */
+    ASSERT_OK(env->unlock_file(env, l1));
+    ASSERT_OK(env->lock_file(env, alias, &l2));
+    ASSERT_OK(env->unlock_file(env, l2));
+    /* Held by another process: busy. */
+    int up[2], down[2];
+    assert_int_equal(pipe(up), 0);
+    assert_int_equal(pipe(down), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(p, O_RDWR | O_CLOEXEC);
+        char c = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 ? 'y' : 'n';
+        if (write(up[1], &c, 1) != 1 || read(down[0], &c, 1) != 1)
+            _exit(2);
+        _exit(0);
+    }
+    char c = 0;
+    assert_int_equal(read(up[0], &c, 1), 1);
+    assert_int_equal(c, 'y');
+    ASSERT_FAILS(env->lock_file(env, p, &l2), LSM_BUSY, "another process");
+    assert_int_equal(write(down[1], "x", 1), 1);
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+    for (int i = 0; i < 2; i++) {
+        close(up[i]);
+        close(down[i]);
+    }
+    ASSERT_OK(env->lock_file(env, p, &l2)); /* the child is gone */
+    ASSERT_OK(env->unlock_file(env, l2));
+    /* Locking in a missing directory is an I/O error, not busy. */
+    in(&d, "missing/LOCK", p);
+    ASSERT_FAILS(env->lock_file(env, p, &l2), LSM_IO_ERROR, p);
+    tdir_remove(&d);
+}
+
+static void test_posix_misc(void **state)
+{
+    (void)state;
+    lsm_env *env = lsm_env_default();
+    uint64_t total, avail;
+    ASSERT_OK(env->disk_free(env, "/tmp", &total, &avail));
+    assert_true(total > 0 && avail <= total);
+    ASSERT_FAILS(env->disk_free(env, "/no/such/dir", &total, &avail), LSM_IO_ERROR,
+                 "/no/such/dir");
+    uint64_t t0 = env->now_micros(env);
+    env->sleep_micros(env, 2000);
+    uint64_t t1 = env->now_micros(env);
+    assert_true(t1 - t0 >= 2000); /* a lower bound only: never flaky */
+}
+
+/* ----------------------------------------------------------- fault env */
+
+struct fx {
+    struct tdir d;
+    fault_env *fe;
+    lsm_env *env;
+};
+
+static int fx_setup(void **state)
+{
+    struct fx *x = calloc(1, sizeof(*x));
+    tdir_make(&x->d);
+    x->fe = fault_env_new(lsm_env_default());
+    assert_non_null(x->fe);
+    x->env = fault_env_env(x->fe);
+    *state = x;
+    return 0;
+}
+
+static int fx_teardown(void **state)
+{
+    struct fx *x = *state;
+    fault_env_free(x->fe);
+    tdir_remove(&x->d);
+    free(x);
+    return 0;
+}
+
+static void test_fault_power_cut_data(void **state)
+{
+    struct fx *x = *state;
+    lsm_env *env = x->env;
+    char p[256], q[256], got[64];
+    in(&x->d, "log", p);
+    in(&x->d, "never-synced", q);
+    lsm_wfile *f, *g;
+    ASSERT_OK(env->new_wfile(env, p, &f));
+    ASSERT_OK(env->new_wfile(env, q, &g));
+    ASSERT_OK(env->sync_dir(env, x->d.path)); /* both names durable */
+    ASSERT_OK(f->ops->append(f, "AAAA", 4));
+    ASSERT_OK(f->ops->sync(f));
+    ASSERT_OK(f->ops->append(f, "BBBB", 4));
+    ASSERT_OK(f->ops->flush(f));
+    ASSERT_OK(g->ops->append(g, "gone", 4));
+    ASSERT_OK(g->ops->flush(g));
+    assert_int_equal(slurp(p, got, sizeof(got)), 8); /* in the OS before the cut */
+    assert_int_equal(fault_env_syncs(x->fe), 1);
+
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    assert_int_equal(slurp(p, got, sizeof(got)), 4);
+    assert_memory_equal(got, "AAAA", 4);
+    assert_int_equal(slurp(q, got, sizeof(got)), 0); /* exists, empty */
+
+    /* Files open at the cut are dead: everything fails, nothing is written. */
+    ASSERT_FAILS(f->ops->append(f, "CCCC", 4), LSM_IO_ERROR, "power cut");
+    ASSERT_FAILS(f->ops->flush(f), LSM_IO_ERROR, p);
+    ASSERT_FAILS(f->ops->sync(f), LSM_IO_ERROR, p);
+    ASSERT_FAILS(f->ops->preallocate(f, 100), LSM_IO_ERROR, p);
+    ASSERT_FAILS(f->ops->close(f), LSM_IO_ERROR, p);
+    ASSERT_FAILS(g->ops->close(g), LSM_IO_ERROR, q);
+    assert_int_equal(slurp(p, got, sizeof(got)), 4);
+    assert_int_equal(fault_env_syncs(x->fe), 1);
+
+    /* Life goes on with new files. */
+    ASSERT_OK(env->new_wfile(env, p, &f));
+    ASSERT_OK(f->ops->append(f, "new", 3));
+    ASSERT_OK(f->ops->close(f));
+    assert_int_equal(slurp(p, got, sizeof(got)), 3);
+}
+
+static void test_fault_power_cut_new_files(void **state)
+{
+    struct fx *x = *state;
+    lsm_env *env = x->env;
+    char a[256], b[256], c[256], sub[256], s1[256];
+    in(&x->d, "synced-data-unsynced-dir", a);
+    in(&x->d, "synced-both", b);
+    in(&x->d, "after-dir-sync", c);
+    in(&x->d, "sub", sub);
+    in(&x->d, "sub/inner", s1);
+    write_file(env, a, "aaa", true);
+    write_file(env, b, "bbb", true);
+    ASSERT_OK(env->create_dir(env, sub));
+    write_file(env, s1, "sss", true);
+    ASSERT_OK(env->sync_dir(env, x->d.path));
+    write_file(env, c, "ccc", true); /* created after the sync */
+    /* A sync of another directory does not help this one... */
+    ASSERT_OK(env->sync_dir(env, sub));
+    /* ...and the sub dir's own sync kept sub/inner. */
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    char got[16];
+    assert_int_equal(slurp(a, got, sizeof(got)), 3);
+    assert_int_equal(slurp(b, got, sizeof(got)), 3);
+    assert_false(exists(c));
+    assert_int_equal(slurp(s1, got, sizeof(got)), 3);
+    assert_int_equal(fault_env_dir_syncs(x->fe), 2);
+
+    /* An unsynced new file in an unsynced directory is gone too, even with
+     * its data synced; and a path spelled with a trailing slash counts. */
+    write_file(env, c, "ccc", true);
+    char slash[300];
+    snprintf(slash, sizeof(slash), "%s/", x->d.path);
+    ASSERT_OK(env->sync_dir(env, slash));
+    write_file(env, a, "rewritten", false); /* truncating an old file */
+    write_file(env, c, "cc", true);
+    write_file(env, c, "longer but unsynced", false); /* and a tracked one */
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    assert_int_equal(slurp(c, got, sizeof(got)), 0);
+    /* Truncation is modelled pessimistically: unsynced, so empty. */
+    assert_int_equal(slurp(a, got, sizeof(got)), 0);
+}
+
+static void test_fault_power_cut_rename(void **state)
+{
+    struct fx *x = *state;
+    lsm_env *env = x->env;
+    char cur[256], tmp[256], got[64];
+    in(&x->d, "CURRENT", cur);
+    in(&x->d, "CURRENT.tmp", tmp);
+    write_file(env, cur, "old", true);
+    ASSERT_OK(env->sync_dir(env, x->d.path));
+    /* The classic: write tmp, sync it, rename over CURRENT, no dir sync. */
+    write_file(env, tmp, "new", true);
+    ASSERT_OK(env->rename_file(env, tmp, cur));
+    assert_int_equal(slurp(cur, got, sizeof(got)), 3);
+    assert_memory_equal(got, "new", 3);
+    assert_false(has_child(env, x->d.path, "CURRENT.tmp"));
+    assert_int_equal(slurp(cur, got, sizeof(got)), 3);
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    assert_int_equal(slurp(cur, got, sizeof(got)), 3);
+    assert_memory_equal(got, "old", 3);
+    assert_false(exists(tmp));
+    assert_int_equal(count_entries(x->d.path), 1); /* no hidden helpers left */
+
+    /* With the directory synced, the rename sticks. */
+    write_file(env, tmp, "new", true);
+    ASSERT_OK(env->rename_file(env, tmp, cur));
+    ASSERT_OK(env->sync_dir(env, x->d.path));
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    assert_int_equal(slurp(cur, got, sizeof(got)), 3);
+    assert_memory_equal(got, "new", 3);
+    assert_false(exists(tmp));
+    assert_int_equal(count_entries(x->d.path), 1);
+
+    /* A durable file renamed to a new name, unsynced: back to the old name. */
+    ASSERT_OK(env->rename_file(env, cur, tmp));
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    assert_false(exists(tmp));
+    assert_int_equal(slurp(cur, got, sizeof(got)), 3);
+    assert_memory_equal(got, "new", 3);
+    /* A chain of renames, unsynced, unwinds completely. */
+    char third[256];
+    in(&x->d, "third", third);
+    ASSERT_OK(env->rename_file(env, cur, tmp));
+    ASSERT_OK(env->rename_file(env, tmp, third));
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    assert_false(exists(tmp));
+    assert_false(exists(third));
+    assert_int_equal(slurp(cur, got, sizeof(got)), 3);
+}
+
+static void test_fault_power_cut_remove(void **state)
+{
+    struct fx *x = *state;
+    lsm_env *env = x->env;
+    char a[256], b[256], got[64];
+    in(&x->d, "old.log", a);
+    in(&x->d, "other", b);
+    lsm_wfile *f;
+    ASSERT_OK(env->new_wfile(env, a, &f));
+    ASSERT_OK(f->ops->append(f, "durable", 7));
+    ASSERT_OK(f->ops->sync(f));
+    ASSERT_OK(f->ops->append(f, "-not", 4));
+    ASSERT_OK(f->ops->close(f));
+    ASSERT_OK(env->sync_dir(env, x->d.path));
+    ASSERT_OK(env->remove_file(env, a));
+    assert_false(env->file_exists(env, a));
+    assert_false(has_child(env, x->d.path, "old.log"));
+    assert_int_equal(count_entries(x->d.path), 1); /* the hidden copy... */
+    char **names;
+    int n;
+    ASSERT_OK(env->get_children(env, x->d.path, &names, &n));
+    assert_int_equal(n, 0); /* ...which the env never lists */
+    env_free_children(names, n);
+    ASSERT_FAILS(env->remove_file(env, a), LSM_IO_ERROR, a);
+    /* Unsynced remove: the file comes back, with its synced data only. */
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    assert_int_equal(slurp(a, got, sizeof(got)), 7);
+    assert_memory_equal(got, "durable", 7);
+    assert_int_equal(count_entries(x->d.path), 1);
+    /* Synced remove: gone for good, hidden copy deleted. */
+    ASSERT_OK(env->remove_file(env, a));
+    ASSERT_OK(env->sync_dir(env, x->d.path));
+    assert_int_equal(count_entries(x->d.path), 0);
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    assert_false(exists(a));
+    /* Remove of a never-durable file, then a re-create: both undone. */
+    write_file(env, b, "one", true);
+    ASSERT_OK(env->remove_file(env, b));
+    write_file(env, b, "two", true);
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    assert_false(exists(b));
+    assert_int_equal(count_entries(x->d.path), 0);
+}
+
+static void test_fault_remove_dir_and_free(void **state)
+{
+    struct fx *x = *state;
+    lsm_env *env = x->env;
+    char sub[256], f1[256];
+    in(&x->d, "store", sub);
+    in(&x->d, "store/000001.log", f1);
+    ASSERT_OK(env->create_dir(env, sub));
+    write_file(env, f1, "x", true);
+    ASSERT_OK(env->sync_dir(env, sub));
+    /* A destroy: remove every file, then the directory, with no sync. */
+    ASSERT_OK(env->remove_file(env, f1));
+    ASSERT_OK(env->remove_dir(env, sub));
+    assert_false(exists(sub));
+    /* Pending removes become real when the env is freed. */
+    in(&x->d, "kept", f1);
+    write_file(env, f1, "x", true);
+    ASSERT_OK(env->sync_dir(env, x->d.path));
+    ASSERT_OK(env->remove_file(env, f1));
+    fault_env_free(x->fe);
+    assert_int_equal(count_entries(x->d.path), 0);
+    x->fe = fault_env_new(lsm_env_default());
+    x->env = fault_env_env(x->fe);
+}
+
+static void test_fault_dead_readers(void **state)
+{
+    struct fx *x = *state;
+    lsm_env *env = x->env;
+    char p[256];
+    in(&x->d, "f", p);
+    write_file(env, p, "abcdef", true);
+    ASSERT_OK(env->sync_dir(env, x->d.path));
+    lsm_sfile *sf;
+    lsm_rfile *rf;
+    ASSERT_OK(env->new_sfile(env, p, &sf));
+    ASSERT_OK(env->new_rfile(env, p, &rf));
+    char b[8];
+    size_t n;
+    ASSERT_OK(sf->ops->read(sf, b, 2, &n));
+    assert_int_equal(n, 2);
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    ASSERT_FAILS(sf->ops->read(sf, b, 2, &n), LSM_IO_ERROR, p);
+    ASSERT_FAILS((sf->ops->skip)(sf, 1), LSM_IO_ERROR, p);
+    ASSERT_FAILS(rf->ops->pread(rf, 0, b, 2, &n), LSM_IO_ERROR, p);
+    sf->ops->close(sf);
+    rf->ops->close(rf);
+    /* New readers see the surviving data. */
+    ASSERT_OK(env->new_rfile(env, p, &rf));
+    ASSERT_OK(rf->ops->pread(rf, 0, b, 8, &n));
+    assert_int_equal(n, 6);
+    rf->ops->close(rf);
+}
+
+static void test_fault_inject_writes(void **state)
+{
+    struct fx *x = *state;
+    lsm_env *env = x->env;
+    char p[256], q[256], got[64];
+    in(&x->d, "000003.log", p);
+    in(&x->d, "MANIFEST", q);
+    lsm_wfile *f, *g;
+    ASSERT_OK(env->new_wfile(env, p, &f));
+    ASSERT_OK(env->new_wfile(env, q, &g));
+    /* Two more writes to .log files succeed, then one fails with EIO. */
+    fault_env_fail(x->fe, FAULT_WRITE, ".log", EIO, 2, 1);
+    ASSERT_OK(g->ops->append(g, "m", 1)); /* other paths unaffected */
+    ASSERT_OK(f->ops->append(f, "1", 1));
+    ASSERT_OK(f->ops->append(f, "2", 1));
+    ASSERT_FAILS(f->ops->append(f, "3", 1), LSM_IO_ERROR, "injected");
+    ASSERT_OK(f->ops->append(f, "4", 1)); /* the count is used up */
+    assert_int_equal(slurp(p, got, sizeof(got)), 3);
+    assert_memory_equal(got, "124", 3); /* the failed append wrote nothing */
+    /* ENOSPC, forever until cleared; flushes count as writes. */
+    fault_env_fail(x->fe, FAULT_WRITE, NULL, ENOSPC, 0, -1);
+    for (int i = 0; i < 5; i++) {
+        ASSERT_FAILS(f->ops->append(f, "x", 1), LSM_NO_SPACE, p);
+        ASSERT_FAILS(g->ops->flush(g), LSM_NO_SPACE, q);
+    }
+    ASSERT_OK(f->ops->sync(f)); /* syncs are another operation */
+    fault_env_clear_failures(x->fe);
+    ASSERT_OK(f->ops->append(f, "5", 1));
+    ASSERT_OK(f->ops->close(f));
+    ASSERT_OK(g->ops->close(g));
+    assert_int_equal(slurp(p, got, sizeof(got)), 4);
+    assert_memory_equal(got, "1245", 4);
+}
+
+static void test_fault_inject_sync(void **state)
+{
+    struct fx *x = *state;
+    lsm_env *env = x->env;
+    char p[256], got[64];
+    in(&x->d, "log", p);
+    lsm_wfile *f;
+    ASSERT_OK(env->new_wfile(env, p, &f));
+    ASSERT_OK(env->sync_dir(env, x->d.path));
+    ASSERT_OK(f->ops->append(f, "abc", 3));
+    ASSERT_OK(f->ops->sync(f));
+    ASSERT_OK(f->ops->append(f, "def", 3));
+    fault_env_fail(x->fe, FAULT_SYNC, NULL, EIO, 0, 1);
+    ASSERT_FAILS(f->ops->sync(f), LSM_IO_ERROR, "injected");
+    assert_int_equal(fault_env_syncs(x->fe), 1); /* only successes count */
+    /* The failed sync made nothing durable. */
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    assert_int_equal(slurp(p, got, sizeof(got)), 3);
+    lsm_status_free(f->ops->close(f));
+}
+
+static void test_fault_inject_dir_ops(void **state)
+{
+    struct fx *x = *state;
+    lsm_env *env = x->env;
+    char a[256], b[256], got[16];
+    in(&x->d, "alpha", a);
+    in(&x->d, "beta", b);
+    lsm_wfile *f;
+    fault_env_fail(x->fe, FAULT_CREATE, "alpha", ENOSPC, 1, 1);
+    write_file(env, b, "b", true); /* does not match */
+    write_file(env, a, "a", true); /* skipped */
+    ASSERT_FAILS(env->new_wfile(env, a, &f), LSM_NO_SPACE, a);
+    assert_null(f);
+    fault_env_fail(x->fe, FAULT_RENAME, NULL, EIO, 0, 1);
+    ASSERT_FAILS(env->rename_file(env, a, b), LSM_IO_ERROR, a);
+    assert_true(exists(a));
+    fault_env_fail(x->fe, FAULT_SYNC_DIR, NULL, EIO, 0, 1);
+    ASSERT_FAILS(env->sync_dir(env, x->d.path), LSM_IO_ERROR, x->d.path);
+    assert_int_equal(fault_env_dir_syncs(x->fe), 0);
+    /* The failed dir sync made nothing durable. */
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    assert_false(exists(a));
+    assert_false(exists(b));
+    /* Reads: sfile and rfile. */
+    write_file(env, a, "data", true);
+    ASSERT_OK(env->sync_dir(env, x->d.path));
+    fault_env_fail(x->fe, FAULT_READ, NULL, EIO, 1, 2);
+    lsm_sfile *sf;
+    lsm_rfile *rf;
+    size_t n;
+    ASSERT_OK(env->new_sfile(env, a, &sf));
+    ASSERT_OK(env->new_rfile(env, a, &rf));
+    ASSERT_OK(sf->ops->read(sf, got, 2, &n));
+    ASSERT_FAILS(sf->ops->read(sf, got, 2, &n), LSM_IO_ERROR, a);
+    ASSERT_FAILS(rf->ops->pread(rf, 0, got, 2, &n), LSM_IO_ERROR, a);
+    ASSERT_OK(rf->ops->pread(rf, 0, got, 4, &n));
+    assert_int_equal(n, 4);
+    sf->ops->close(sf);
+    rf->ops->close(rf);
+}
+
+static void test_fault_sync_delay(void **state)
+{
+    struct fx *x = *state;
+    lsm_env *env = x->env;
+    char p[256];
+    in(&x->d, "slow", p);
+    lsm_wfile *f;
+    ASSERT_OK(env->new_wfile(env, p, &f));
+    fault_env_set_sync_delay_us(x->fe, 20000);
+    uint64_t t0 = env->now_micros(env);
+    ASSERT_OK(f->ops->sync(f));
+    assert_true(env->now_micros(env) - t0 >= 20000); /* a lower bound only */
+    fault_env_set_sync_delay_us(x->fe, 0);
+    ASSERT_OK(f->ops->close(f));
+}
+
+/* Writers append and sync their own files while the main thread cuts the
+ * power: each file must end exactly at its last successful sync. */
+struct cut_arg {
+    lsm_wfile *f;
+    uint64_t last_synced; /* written by the thread; read after join */
+    uint64_t appended;
+    int ops_after_death;
+};
+
+static void *cut_writer(void *p)
+{
+    struct cut_arg *a = p;
+    char rec[100];
+    for (int i = 0;; i++) {
+        memset(rec, 'a' + i % 26, sizeof(rec));
+        lsm_status *s = a->f->ops->append(a->f, rec, sizeof(rec));
+        if (s != NULL) {
+            lsm_status_free(s);
+            break;
+        }
+        a->appended += sizeof(rec);
+        if (i % 3 == 0) {
+            s = a->f->ops->sync(a->f);
+            if (s != NULL) {
+                lsm_status_free(s);
+                break;
+            }
+            a->last_synced = a->appended;
+        }
+    }
+    /* Dead from now on. */
+    for (int i = 0; i < 10; i++) {
+        lsm_status *s = a->f->ops->append(a->f, "z", 1);
+        a->ops_after_death += s == NULL;
+        lsm_status_free(s);
+    }
+    return NULL;
+}
+
+static void test_fault_power_cut_concurrent(void **state)
+{
+    struct fx *x = *state;
+    lsm_env *env = x->env;
+    enum { T = 4 };
+    pthread_t th[T];
+    struct cut_arg args[T];
+    char paths[T][256];
+    for (int i = 0; i < T; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "w%d", i);
+        in(&x->d, name, paths[i]);
+        memset(&args[i], 0, sizeof(args[i]));
+        ASSERT_OK(env->new_wfile(env, paths[i], &args[i].f));
+    }
+    ASSERT_OK(env->sync_dir(env, x->d.path));
+    for (int i = 0; i < T; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, cut_writer, &args[i]), 0);
+    /* Let them run until each has synced something. */
+    for (int spins = 0; spins < 100000; spins++) {
+        if (fault_env_syncs(x->fe) >= 4 * T)
+            break;
+        env->sleep_micros(env, 100);
+    }
+    ASSERT_OK(fault_env_power_cut(x->fe));
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(args[i].ops_after_death, 0);
+        struct stat st;
+        assert_int_equal(stat(paths[i], &st), 0);
+        assert_int_equal((uint64_t)st.st_size, args[i].last_synced);
+        lsm_status_free(args[i].f->ops->close(args[i].f));
+        assert_int_equal(stat(paths[i], &st), 0);
+        assert_int_equal((uint64_t)st.st_size, args[i].last_synced);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_posix_write_read),
+        cmocka_unit_test(test_posix_pread_threads),
+        cmocka_unit_test(test_posix_dirs_and_names),
+        cmocka_unit_test(test_posix_small_file_helpers),
+        cmocka_unit_test(test_posix_preallocate),
+        cmocka_unit_test(test_posix_no_space),
+        cmocka_unit_test(test_posix_lock),
+        cmocka_unit_test(test_posix_misc),
+        cmocka_unit_test_setup_teardown(test_fault_power_cut_data, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_power_cut_new_files, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_power_cut_rename, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_power_cut_remove, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_remove_dir_and_free, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_dead_readers, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_inject_writes, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_inject_sync, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_inject_dir_ops, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_sync_delay, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_power_cut_concurrent, fx_setup, fx_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
