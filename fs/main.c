@@ -232,6 +232,7 @@ int main(int argc, char *argv[])
     }
     if (co.show_version) {
         printf("lsmfs version %s (format %d)\n", LSMFS_VERSION, SCHEMA_VERSION);
+        fflush(stdout);
         fuse_lowlevel_version();
         return 0;
     }

@@ -21,9 +21,9 @@ typedef struct arena_block arena_block;
 
 typedef struct arena {
     /* Guarded by the single-writer rule (only the allocating thread). */
-    char *ptr;            /* next free byte in the current block */
-    size_t remaining;     /* bytes left after ptr in the current block */
-    arena_block *blocks;  /* every block, newest first */
+    char *ptr;           /* next free byte in the current block */
+    size_t remaining;    /* bytes left after ptr in the current block */
+    arena_block *blocks; /* every block, newest first */
     size_t block_size;
     /* Written by the allocating thread, read by anyone. */
     _Atomic size_t usage; /* bytes obtained from malloc, headers included */

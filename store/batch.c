@@ -224,8 +224,8 @@ lsm_status *batch_insert_into(const lsm_batch *b, memtable *m)
     uint64_t seq = batch_sequence(b);
     uint32_t count = lsm_batch_count(b);
     if (count > 0 && (seq > MAX_SEQUENCE || count - 1 > MAX_SEQUENCE - seq))
-        return status_new(LSM_CORRUPTION, "batch sequence %" PRIu64 " + %u records overflows",
-                          seq, count);
+        return status_new(LSM_CORRUPTION, "batch sequence %" PRIu64 " + %u records overflows", seq,
+                          count);
     const char *p = b->rep.data + BATCH_HEADER, *limit = b->rep.data + b->rep.len;
     record r;
     while (p < limit && parse_record(&p, limit, &r)) {

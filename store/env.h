@@ -24,8 +24,9 @@ struct lsm_wfile_ops {
     lsm_status *(*flush)(lsm_wfile *f);
     /* flush, then make the file's data durable (fdatasync). */
     lsm_status *(*sync)(lsm_wfile *f);
-    /* Reserve `len` bytes from the current end so later appends do not grow
-     * the file's allocation (may be a no-op). */
+    /* Reserves `len` bytes from the current end and makes them part of the
+     * file (reading as zeros), so later appends change no metadata (may be a
+     * no-op where the filesystem cannot). For the WAL only. */
     lsm_status *(*preallocate)(lsm_wfile *f, uint64_t len);
     /* flush and close (no sync); frees f in every case. */
     lsm_status *(*close)(lsm_wfile *f);

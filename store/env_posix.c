@@ -574,7 +574,7 @@ static lsm_status *lock_locked(int fd, const char *path, const struct stat *st,
         r = flock(fd, LOCK_EX | LOCK_NB);
     } while (r < 0 && errno == EINTR);
     if (r < 0)
-return errno == EWOULDBLOCK ? NULL
+        return errno == EWOULDBLOCK ? busy(path, "locked by another process")
                                     : posix_error(errno, "flock", path);
     struct lsm_filelock *l = malloc(sizeof(*l));
     char *p = strdup(path);

@@ -20,14 +20,18 @@
  *    lists them.
  *  - A rename is logged in the destination's directory only: a sync of that
  *    directory makes it durable (the store renames within one directory).
+ *  - Directories are known by their spelling in the paths given (trailing
+ *    slashes aside): "d/x" belongs to "d", which sync_dir("d/") syncs, but not
+ *    sync_dir("./d"). Use one spelling per directory.
  *  - Directories themselves (create_dir, remove_dir) are durable at once;
  *    remove_dir first deletes the directory's hidden files and forgets its log.
  *  - Files opened before the cut (written or read) are dead: every operation
  *    on them fails with EIO and writes nothing. Files that existed before this
  *    env was made, and were not written through it, are durable as they are.
- *  - Nothing is lost that a real disk would keep; a real disk may keep more
- *    (ext4 usually persists a new file's entry along with its fsync). That is
- *    the point: the store must not rely on it.
+ *  - This is the pessimistic end of what POSIX allows: a real disk may keep
+ *    more (ext4 usually persists a new file's entry along with its fsync),
+ *    and the store must not rely on that. It never keeps less than what was
+ *    synced.
  *
  * Appends go straight through to the base file and are flushed there, so the
  * base file's own buffer is always empty between calls: closing a dead file

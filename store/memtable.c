@@ -13,8 +13,8 @@
 #include <stdlib.h>
 
 struct memtable {
-    arena arena;   /* allocation: writer only; usage: read by anyone */
-    skiplist list; /* one writer (caller-serialised), lock-free readers */
+    arena arena;              /* allocation: writer only; usage: read by anyone */
+    skiplist list;            /* one writer (caller-serialised), lock-free readers */
     _Atomic uint64_t entries; /* written by the writer, read by anyone */
     atomic_int refs;
 };
@@ -77,8 +77,7 @@ bool memtable_add(memtable *m, uint64_t seq, enum value_type type, const void *k
     if (vlen)
         memcpy(p, val, vlen);
     skiplist_insert(&m->list, e);
-    atomic_store_explicit(&m->entries,
-                          atomic_load_explicit(&m->entries, memory_order_relaxed) + 1,
+    atomic_store_explicit(&m->entries, atomic_load_explicit(&m->entries, memory_order_relaxed) + 1,
                           memory_order_relaxed);
     return true;
 }

@@ -28,9 +28,9 @@
 typedef struct sl_node sl_node;
 
 typedef struct skiplist {
-    iter_cmp_fn cmp; /* immutable after init */
-    arena *arena;    /* writer only */
-    sl_node *head;   /* immutable after init; links as any node's */
+    iter_cmp_fn cmp;    /* immutable after init */
+    arena *arena;       /* writer only */
+    sl_node *head;      /* immutable after init; links as any node's */
     _Atomic int height; /* tallest node so far; a stale read is harmless */
     uint64_t rnd;       /* writer only: this list's own height generator */
 } skiplist;
@@ -74,9 +74,9 @@ static inline bool skiplist_pos_valid(const skiplist_pos *p)
 {
     return p->node != NULL;
 }
-const char *skiplist_pos_entry(const skiplist_pos *p); /* REQUIRES: valid */
-void skiplist_pos_next(skiplist_pos *p);                /* REQUIRES: valid */
-void skiplist_pos_prev(skiplist_pos *p);                /* REQUIRES: valid */
+const char *skiplist_pos_entry(const skiplist_pos *p);              /* REQUIRES: valid */
+void skiplist_pos_next(skiplist_pos *p);                            /* REQUIRES: valid */
+void skiplist_pos_prev(skiplist_pos *p);                            /* REQUIRES: valid */
 void skiplist_pos_seek(skiplist_pos *p, const char *key, size_t n); /* first >= key */
 void skiplist_pos_seek_first(skiplist_pos *p);
 void skiplist_pos_seek_last(skiplist_pos *p);

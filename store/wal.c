@@ -416,7 +416,7 @@ lsm_status *wal_read_record(wal_reader *r, const char **rec, size_t *n, bool *eo
         return NULL;
     }
     for (;;) {
-        struct fragment fr;
+        struct fragment fr = {0, NULL, 0, 0};
         bool end = false;
         lsm_status *s = next_fragment(r, &fr, &end);
         if (s == NULL && end) {

@@ -210,10 +210,11 @@ static double run_all(writer *ws, int n, void *(*fn)(void *))
     return secs;
 }
 
-/* The WAL sync counter from lsmfs's stats xattr; false when not lsmfs. */
+/* The WAL sync counter from lsmfs's stats xattr (the store's stats text has
+ * "wal syncs N"); false when not lsmfs. */
 static bool read_syncs(const char *path, uint64_t *out)
 {
-    static const char *const keys[] = {"wal-syncs", "wal_syncs", "walsyncs"};
+    static const char *const keys[] = {"wal syncs", "wal-syncs", "wal_syncs"};
     char buf[8192];
     ssize_t n = path != NULL ? getxattr(path, "user.lsmfs.stats", buf, sizeof(buf) - 1) : -1;
     if (n <= 0)

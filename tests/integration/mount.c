@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -48,6 +49,18 @@ static struct {
     sigset_t sigs; /* termination signals, received by the watchdog */
     bool inited;
 } H = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Set when an emergency cleanup starts.  Killing the daemon unblocks the
+ * test, which must not then go on to unmount twice or exit with success:
+ * every harness entry point stops dead instead, until the emergency path
+ * ends the process with a failure status. */
+static atomic_bool dying;
+
+static void stop_if_dying(void)
+{
+    while (atomic_load(&dying))
+        pause();
+}
 
 /* ---------------------------------------------------------------- misc */
 
@@ -238,6 +251,7 @@ static void child_exec(const char *path, char *const argv[], int logfd,
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGABRT, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
     /* Its own process group: a signal for the test's group (Ctrl-C,
      * timeout(1)) must not kill the daemon behind the harness's back. */
     setpgid(0, 0);
@@ -323,7 +337,9 @@ int tm_run(char *const argv[], const char *log, unsigned timeout_s)
 
 static void describe_status(const char *who, int status)
 {
-    if (WIFEXITED(status))
+    if (status == -1)
+        fprintf(stderr, "[harness] %s: lost track of the process\n", who);
+    else if (WIFEXITED(status))
         fprintf(stderr, "[harness] %s exited with status %d\n", who,
                 WEXITSTATUS(status));
     else if (WIFSIGNALED(status))
@@ -393,6 +409,7 @@ bool tm_daemon_alive(struct tmount *m)
 
 int tm_mount(struct tmount *m)
 {
+    stop_if_dying();
     if (m->plain)
         return 0;
     if (m->daemon > 0 || is_mounted(m->mnt)) {
@@ -460,6 +477,7 @@ static int reap_daemon(struct tmount *m)
 
 int tm_unmount(struct tmount *m)
 {
+    stop_if_dying();
     if (m->plain)
         return 0;
     if (m->daemon <= 0) {
@@ -481,6 +499,35 @@ int tm_unmount(struct tmount *m)
     return rc;
 }
 
+int tm_stop(struct tmount *m, int sig)
+{
+    stop_if_dying();
+    if (m->plain)
+        return 0;
+    if (m->daemon <= 0) {
+        fprintf(stderr, "[harness] stop: %s has no daemon\n", m->mnt);
+        return -1;
+    }
+    kill(m->daemon, sig);
+    int rc = reap_daemon(m);
+    if (is_mounted(m->mnt)) {
+        fprintf(stderr, "[harness] lsmfs exited on signal %d but left %s "
+                "mounted\n", sig, m->mnt);
+        tm_umount_path(m->mnt);
+        rc = -1;
+    }
+    return rc;
+}
+
+bool tm_is_mounted(const char *path) { return is_mounted(path); }
+
+int tm_umount_path(const char *path)
+{
+    if (is_mounted(path) && fusermount(path, false) != 0)
+        fusermount(path, true);
+    return is_mounted(path) ? -1 : 0;
+}
+
 int tm_remount(struct tmount *m)
 {
     if (tm_unmount(m) != 0)
@@ -488,23 +535,37 @@ int tm_remount(struct tmount *m)
     return tm_mount(m);
 }
 
+int tm_kill(struct tmount *m)
+{
+    stop_if_dying();
+    if (m->plain)
+        return 0;
+    if (m->daemon <= 0) {
+        fprintf(stderr, "[harness] kill: %s has no daemon\n", m->mnt);
+        return -1;
+    }
+    int rc = 0;
+    kill(m->daemon, SIGKILL);
+    int status;
+    while (waitpid(m->daemon, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) {
+        describe_status("lsmfs died before it was killed:", status);
+        tm_dump_log(m);
+        rc = -1;
+    }
+    m->daemon = 0;
+    return rc;
+}
+
 int tm_crash(struct tmount *m)
 {
+    stop_if_dying();
     if (m->plain)
         return 0;
     int rc = 0;
-    if (m->daemon > 0) {
-        kill(m->daemon, SIGKILL);
-        int status;
-        while (waitpid(m->daemon, &status, 0) < 0 && errno == EINTR)
-            ;
-        if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) {
-            describe_status("lsmfs died before the crash:", status);
-            tm_dump_log(m);
-            rc = -1;
-        }
-        m->daemon = 0;
-    }
+    if (m->daemon > 0)
+        rc = tm_kill(m);
     if (is_mounted(m->mnt) && fusermount(m->mnt, false) != 0) {
         fprintf(stderr, "[harness] fusermount3 -u of the crashed %s failed; "
                 "detaching lazily\n", m->mnt);
@@ -520,6 +581,7 @@ int tm_crash(struct tmount *m)
 
 int tm_fsck(struct tmount *m)
 {
+    stop_if_dying();
     if (m->plain)
         return 0;
     if (m->daemon > 0) {
@@ -584,6 +646,8 @@ static int make_dirs(struct tmount *m)
         fprintf(stderr, "[harness] mkdtemp %s: %s\n", tmpl, strerror(errno));
         return -1;
     }
+    /* mkdtemp makes it 0700: other users' tests must reach the mount. */
+    chmod(m->root, 0755);
     snprintf(m->store, sizeof m->store, "%.4000s/store", m->root);
     snprintf(m->mnt, sizeof m->mnt, "%.4000s/mnt", m->root);
     snprintf(m->log, sizeof m->log, "%.4000s/daemon.log", m->root);
@@ -699,6 +763,7 @@ static void remove_tree(const struct tmount *m)
 
 int tm_free(struct tmount *m)
 {
+    stop_if_dying();
     if (!m)
         return 0;
     int rc = 0;
@@ -754,6 +819,7 @@ static void run_as_safe(const char *path, char *const argv[])
  * every mount, remove the temp dirs.  Async-signal-safe. */
 static void emergency_cleanup(void)
 {
+    atomic_store(&dying, true);
     for (int i = 0; i < TM_MAX_MOUNTS; i++) {
         struct tmount *m = H.mounts[i];
         if (!m || m->plain)
@@ -821,6 +887,7 @@ void tm_watchdog(unsigned seconds, const char *what)
 
 static void cleanup_at_exit(void)
 {
+    stop_if_dying();
     for (int i = 0; i < TM_MAX_MOUNTS; i++) {
         pthread_mutex_lock(&H.mu);
         struct tmount *m = H.mounts[i];
@@ -855,6 +922,9 @@ void tm_init(void)
     sigaddset(&H.sigs, SIGQUIT);
     pthread_sigmask(SIG_BLOCK, &H.sigs, NULL);
     signal(SIGABRT, on_abort);
+    /* A closed output pipe must fail a write, not kill the test before it
+     * has unmounted. */
+    signal(SIGPIPE, SIG_IGN);
     pthread_t t;
     if (pthread_create(&t, NULL, watchdog, NULL) != 0) {
         fprintf(stderr, "[harness] cannot start the watchdog thread\n");

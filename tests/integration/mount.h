@@ -66,11 +66,28 @@ int tm_mount(struct tmount *m);
  * gone from /proc/mounts and the daemon exited with status 0. */
 int tm_unmount(struct tmount *m);
 
+/* Send `sig` (e.g. SIGTERM) to the daemon and wait for it to exit.  0 only
+ * if it exited with status 0 and took its mount away with it. */
+int tm_stop(struct tmount *m, int sig);
+
+/* Unmount whatever FUSE file system is mounted at `path` (one the test
+ * mounted by hand): fusermount3 -u, then -uz.  0 if nothing is left. */
+int tm_umount_path(const char *path);
+
+/* Is a FUSE file system mounted at path? */
+bool tm_is_mounted(const char *path);
+
 /* tm_unmount + tm_mount. */
 int tm_remount(struct tmount *m);
 
-/* SIGKILL the daemon, reap it, unmount the dead mount (lazily as a last
- * resort).  0 if the mount is gone.  Close every file on the mount first. */
+/* SIGKILL the daemon and reap it; the dead mount stays until tm_crash or
+ * tm_umount_path.  Requests in flight fail (ENOTCONN), so threads using the
+ * mount can be joined before unmounting.  0 if the daemon was alive. */
+int tm_kill(struct tmount *m);
+
+/* tm_kill (if the daemon still runs), then unmount the dead mount (lazily
+ * as a last resort).  0 if the mount is gone.  Close every file on the
+ * mount first. */
 int tm_crash(struct tmount *m);
 
 /* Run `fsck.lsmfs -n store` on the unmounted store: its exit code (0 =

@@ -32,8 +32,8 @@ static void log_put(void *ctx, const void *key, size_t klen, const void *val, si
 static void log_del(void *ctx, const void *key, size_t klen)
 {
     logger *l = ctx;
-    l->len += (size_t)snprintf(l->text + l->len, sizeof(l->text) - l->len, "D %.*s\n",
-                               (int)klen, (const char *)key);
+    l->len += (size_t)snprintf(l->text + l->len, sizeof(l->text) - l->len, "D %.*s\n", (int)klen,
+                               (const char *)key);
     l->calls++;
 }
 
@@ -325,7 +325,10 @@ static void test_specific_corruptions(void **state)
     expect_corrupt_iterate(b);
 
     /* key length past the end */
-    memcpy(raw + 12, "\x00\x7f" "abc", 5);
+    memcpy(raw + 12,
+           "\x00\x7f"
+           "abc",
+           5);
     set_exact(b, raw, 17);
     expect_corrupt_iterate(b);
 

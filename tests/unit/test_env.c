@@ -194,6 +194,26 @@ static void test_posix_write_read(void **state)
     assert_int_equal(n, 0);
     rf->ops->close(rf);
 
+    /* Small appends wait in the 64 KiB buffer; a large one goes straight to
+     * the file (through the buffer's remaining room). */
+    ASSERT_OK(env->new_wfile(env, p, &f));
+    ASSERT_OK(f->ops->append(f, "small", 5));
+    ASSERT_OK(env->file_size(env, p, &size));
+    assert_int_equal(size, 0);
+    ASSERT_OK(f->ops->append(f, big, BIG));
+    ASSERT_OK(env->file_size(env, p, &size));
+    assert_int_equal(size, 5 + BIG);
+    ASSERT_OK(f->ops->append(f, big, 65536 - 10));
+    ASSERT_OK(f->ops->append(f, big, 10)); /* exactly full: still buffered */
+    ASSERT_OK(env->file_size(env, p, &size));
+    assert_int_equal(size, 5 + BIG);
+    ASSERT_OK(f->ops->append(f, big, 20)); /* overflows: the full buffer goes out */
+    ASSERT_OK(env->file_size(env, p, &size));
+    assert_int_equal(size, 5 + BIG + 65536);
+    ASSERT_OK(f->ops->close(f));
+    ASSERT_OK(env->file_size(env, p, &size));
+    assert_int_equal(size, 5 + BIG + 65536 + 20);
+
     /* new_wfile truncates. */
     write_file(env, p, "new", false);
     assert_int_equal(slurp(p, got, 100), 3);
@@ -442,12 +462,17 @@ static void test_posix_lock(void **state)
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        /* Only our ends open: if the parent dies, read() sees EOF. */
+        close(up[0]);
+        close(down[1]);
         int fd = open(p, O_RDWR | O_CLOEXEC);
         char c = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 ? 'y' : 'n';
         if (write(up[1], &c, 1) != 1 || read(down[0], &c, 1) != 1)
             _exit(2);
         _exit(0);
     }
+    close(up[1]);
+    close(down[0]);
     char c = 0;
     assert_int_equal(read(up[0], &c, 1), 1);
     assert_int_equal(c, 'y');
@@ -455,10 +480,8 @@ static void test_posix_lock(void **state)
     assert_int_equal(write(down[1], "x", 1), 1);
     assert_int_equal(waitpid(pid, &wst, 0), pid);
     assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
-    for (int i = 0; i < 2; i++) {
-        close(up[i]);
-        close(down[i]);
-    }
+    close(up[0]);
+    close(down[1]);
     ASSERT_OK(env->lock_file(env, p, &l2)); /* the child is gone */
     ASSERT_OK(env->unlock_file(env, l2));
     /* Locking in a missing directory is an I/O error, not busy. */

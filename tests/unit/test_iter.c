@@ -26,7 +26,7 @@ typedef struct arr_iter {
     char vals[MAX_ENTRIES][32]; /* "child/pos": identifies the entry */
     int fail_at;                /* landing on this index fails (-1: never) */
     lsm_status *err;
-    int *freed;                 /* incremented on free */
+    int *freed; /* incremented on free */
 } arr_iter;
 
 static void ai_land(arr_iter *a, int pos)
@@ -98,7 +98,7 @@ static void ai_free(iter *it)
     lsm_status_free(a->err);
     free(a);
 }
-static const struct iter_ops arr_ops = {ai_valid, ai_seek_first, ai_seek_last, ai_seek, ai_next,
+static const struct iter_ops arr_ops = {ai_valid, ai_seek_first, ai_seek_last, ai_seek,   ai_next,
                                         ai_prev,  ai_key,        ai_value,     ai_status, ai_free};
 
 /* keys must be sorted and outlive the iterator. */

@@ -42,7 +42,8 @@ static void test_arena_alignment_and_no_overlap(void **state)
     uint64_t rs = 7;
     size_t total = 0;
     for (int i = 0; i < N; i++) {
-        size_t n = next_rand(&rs) % 50 == 0 ? 1025 + next_rand(&rs) % 5000 : 1 + next_rand(&rs) % 300;
+        size_t n =
+            next_rand(&rs) % 50 == 0 ? 1025 + next_rand(&rs) % 5000 : 1 + next_rand(&rs) % 300;
         size_t align = (size_t)1 << (next_rand(&rs) % 5); /* 1..16 */
         bool aligned = next_rand(&rs) % 2;
         unsigned char *p = aligned ? arena_alloc_aligned(&a, n, align) : arena_alloc(&a, n);

@@ -277,10 +277,10 @@ setup_targets() {
             if [ ! -x "$bindir/lsmfs" ] || [ ! -x "$bindir/mkfs.lsmfs" ]; then
                 note[$t]="lsmfs or mkfs.lsmfs not built in $bindir"; continue
             fi
-            if [ $t = looplsmfs ] && [ -z "$loopdev" ]; then
+            if [ "$t" = looplsmfs ] && [ -z "$loopdev" ]; then
                 setup_loop || { note[$t]="loop ext4 setup failed"; continue; }
             fi
-            local base=$work; [ $t = looplsmfs ] && base=$work/mnt/loop
+            local base=$work; [ "$t" = looplsmfs ] && base=$work/mnt/loop
             store_of[$t]=$base/$t-store
             pid=$(mount_lsmfs "${store_of[$t]}" "$work/mnt/$t" "$work/logs/$t.log") ||
                 { note[$t]="mount failed (see $work/logs/$t.log)"; continue; }
@@ -396,7 +396,7 @@ wl_space() {
         bytes=$(du -sB1 "${dir_of[$t]}/space/sf" | cut -f1)
         rm -rf "${dir_of[$t]}/space" ;;
     lsmfs | looplsmfs)
-        local base=$work; [ $t = looplsmfs ] && base=$work/mnt/loop
+        local base=$work; [ "$t" = looplsmfs ] && base=$work/mnt/loop
         local store=$base/space-store mnt=$work/mnt/space pid
         pid=$(mount_lsmfs "$store" "$mnt" "$work/logs/space-$t.log") ||
             { record "space bytes/file" "$t" ERR; return; }

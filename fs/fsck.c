@@ -1,0 +1,890 @@
+/*
+ * fsck.c — checking and repairing an unmounted lsmfs store (the engine of
+ * fsck.lsmfs; see fsck.h).
+ *
+ * The check reads every key once, in two passes: inodes first (so the rest
+ * can be checked against them), then entries, chunks, xattrs and orphan
+ * marks. It then walks the tree from the root for reachability and compares
+ * link counts, entry counts and cookies with what the entries say. Repairs
+ * go into batches written at the end, the last one synchronously.
+ */
+#include "fsck.h"
+
+#include "lsm.h"
+#include "schema.h"
+#include "super.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOST_FOUND "lost+found"
+
+typedef struct ino_info {
+    uint64_t ino;
+    inode_rec rec;
+    bool dirty;        /* rec changed by a repair: rewrite it */
+    bool deleted;      /* record removed by a repair */
+    bool orphan_mark;  /* an 'O' key exists */
+    bool has_xattrs;   /* 'X' keys exist */
+    bool reachable;
+    uint32_t refs;     /* entries naming it */
+    uint32_t subdirs;  /* directories: child directories */
+    uint64_t entries;  /* directories: entries */
+    uint64_t max_cookie;
+    uint64_t named_by; /* directories: the first parent whose entry names it */
+    size_t plen;       /* payload bytes */
+} ino_info;
+
+typedef struct entry {
+    uint64_t parent, ino, cookie;
+    uint8_t type;
+    bool dropped;
+    char name[SCHEMA_NAME_MAX + 1];
+} entry;
+
+typedef struct fsck {
+    lsm_db *db;
+    const char *dir;
+    schema_super sb;
+    bool repair, verbose, progress;
+    int errors, fixed;
+    ino_info *inodes;
+    size_t ninodes;
+    entry *entries;
+    size_t nentries, centries;
+    FILE *out;        /* where problems are reported */
+    lsm_batch *fix;   /* pending repairs */
+    uint64_t keys;    /* keys scanned, for the progress line */
+    bool op_error;
+} fsck;
+
+static void problem(fsck *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(fsck *f, const char *fmt, ...)
+{
+    f->errors++;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(f->out, "%s", f->repair ? "fixing: " : "error: ");
+    vfprintf(f->out, fmt, ap);
+    fprintf(f->out, "\n");
+    va_end(ap);
+}
+
+static void tick(fsck *f)
+{
+    if (++f->keys % 100000 == 0 && f->progress) {
+        fprintf(stderr, "\rfsck.lsmfs: %" PRIu64 " keys checked", f->keys);
+        fflush(stderr);
+    }
+}
+
+/* ------------------------------------------------------------- repairs */
+
+static void fix_put(fsck *f, const schema_key *k, const void *v, size_t vlen)
+{
+    if (f->repair && !lsm_batch_put(f->fix, k->b, k->len, v, vlen))
+        f->op_error = true;
+}
+
+static void fix_del(fsck *f, const char *k, size_t klen)
+{
+    if (f->repair && !lsm_batch_delete(f->fix, k, klen))
+        f->op_error = true;
+}
+
+/* Writes the pending repairs (sync when last). */
+static void fix_flush(fsck *f, bool sync)
+{
+    if (!f->repair || f->op_error)
+        return;
+    if (lsm_batch_count(f->fix) == 0 && !sync)
+        return;
+    lsm_write_options wo = {.sync = sync};
+    lsm_status *s = lsm_write(f->db, &wo, f->fix);
+    if (s != NULL) {
+        fprintf(stderr, "fsck.lsmfs: writing repairs: %s\n", lsm_status_message(s));
+        lsm_status_free(s);
+        f->op_error = true;
+    }
+    lsm_batch_clear(f->fix);
+}
+
+/* ------------------------------------------------------------- lookups */
+
+static ino_info *find_ino(fsck *f, uint64_t ino)
+{
+    size_t lo = 0, hi = f->ninodes;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->inodes[mid].ino < ino)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < f->ninodes && f->inodes[lo].ino == ino && !f->inodes[lo].deleted)
+        return &f->inodes[lo];
+    return NULL;
+}
+
+static bool is_dir(const ino_info *i)
+{
+    return S_ISDIR(i->rec.mode);
+}
+
+/* ---------------------------------------------------------- pass 1: I */
+
+static bool push_inode(fsck *f, uint64_t ino, const inode_rec *r, size_t plen, size_t *cap)
+{
+    if (f->ninodes == *cap) {
+        *cap = *cap ? *cap * 2 : 1024;
+        ino_info *n = realloc(f->inodes, *cap * sizeof *n);
+        if (n == NULL)
+            return false;
+        f->inodes = n;
+    }
+    f->inodes[f->ninodes++] = (ino_info){.ino = ino, .rec = *r, .plen = plen};
+    return true;
+}
+
+static bool type_valid(uint32_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFIFO: case S_IFSOCK: case S_IFCHR:
+    case S_IFBLK:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void check_inode_record(fsck *f, const char *key, size_t klen, const char *v, size_t vlen,
+                               size_t *cap)
+{
+    uint64_t ino;
+    inode_rec r;
+    const char *p;
+    size_t plen;
+    if (!key_parse_ino(key, klen, K_INODE, &ino) || ino == 0) {
+        problem(f, "malformed inode key: deleting it");
+        fix_del(f, key, klen);
+        return;
+    }
+    if (!inode_decode(v, vlen, &r, &p, &plen) || !type_valid(r.mode)) {
+        problem(f, "inode %" PRIu64 ": damaged record: deleting it", ino);
+        fix_del(f, key, klen);
+        return;
+    }
+    (void)p;
+    if (!push_inode(f, ino, &r, plen, cap))
+        f->op_error = true;
+}
+
+static int scan_prefix(fsck *f, char kind,
+                       void (*fn)(fsck *, const char *, size_t, const char *, size_t, void *),
+                       void *ctx)
+{
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    ro.fill_cache = false;
+    lsm_iter *it = lsm_iter_new(f->db, &ro);
+    if (it == NULL)
+        return ENOMEM;
+    char prefix = kind;
+    for (lsm_iter_seek(it, &prefix, 1); lsm_iter_valid(it) && !f->op_error; lsm_iter_next(it)) {
+        size_t klen, vlen;
+        const char *k = lsm_iter_key(it, &klen);
+        if (klen == 0 || k[0] != kind)
+            break;
+        const char *v = lsm_iter_value(it, &vlen);
+        tick(f);
+        fn(f, k, klen, v, vlen, ctx);
+    }
+    lsm_status *s = lsm_iter_status(it);
+    int err = 0;
+    if (s != NULL) {
+        fprintf(stderr, "fsck.lsmfs: reading the store: %s\n", lsm_status_message(s));
+        err = EIO;
+    }
+    lsm_status_free(s);
+    lsm_iter_free(it);
+    return err;
+}
+
+static void inode_cb(fsck *f, const char *k, size_t kl, const char *v, size_t vl, void *ctx)
+{
+    check_inode_record(f, k, kl, v, vl, ctx);
+}
+
+/* ------------------------------------------------------ pass 2: D and C */
+
+static void dirent_cb(fsck *f, const char *k, size_t klen, const char *v, size_t vlen, void *ctx)
+{
+    (void)ctx;
+    uint64_t parent;
+    const char *name;
+    size_t nlen;
+    dirent_val d;
+    if (!key_parse_dirent(k, klen, &parent, &name, &nlen) || memchr(name, '/', nlen) ||
+        memchr(name, 0, nlen) || (nlen == 1 && name[0] == '.') ||
+        (nlen == 2 && name[0] == '.' && name[1] == '.')) {
+        problem(f, "malformed directory entry key: deleting it");
+        fix_del(f, k, klen);
+        return;
+    }
+    if (!dirent_decode(v, vlen, &d)) {
+        problem(f, "directory %" PRIu64 ": entry '%.*s' damaged: deleting it", parent,
+                (int)nlen, name);
+        fix_del(f, k, klen);
+        return;
+    }
+    if (f->nentries == f->centries) {
+        f->centries = f->centries ? f->centries * 2 : 1024;
+        entry *n = realloc(f->entries, f->centries * sizeof *n);
+        if (n == NULL) {
+            f->op_error = true;
+            return;
+        }
+        f->entries = n;
+    }
+    entry *e = &f->entries[f->nentries++];
+    *e = (entry){.parent = parent, .ino = d.ino, .cookie = d.cookie, .type = d.type};
+    memcpy(e->name, name, nlen);
+    e->name[nlen] = '\0';
+}
+
+static void put_entry(fsck *f, const entry *e)
+{
+    schema_key k;
+    size_t nlen = strlen(e->name);
+    key_dirent(&k, e->parent, e->name, nlen);
+    char dv[DIRENT_VAL_LEN];
+    dirent_encode(&(dirent_val){.ino = e->ino, .type = e->type, .cookie = e->cookie}, dv);
+    fix_put(f, &k, dv, sizeof dv);
+    char cv[COOKIE_VAL_HDR + SCHEMA_NAME_MAX];
+    size_t cvlen = cookie_encode(e->ino, e->type, e->name, nlen, cv);
+    key_cookie(&k, e->parent, e->cookie);
+    fix_put(f, &k, cv, cvlen);
+}
+
+static void drop_entry(fsck *f, entry *e)
+{
+    schema_key k;
+    key_dirent(&k, e->parent, e->name, strlen(e->name));
+    fix_del(f, k.b, k.len);
+    key_cookie(&k, e->parent, e->cookie);
+    fix_del(f, k.b, k.len);
+    e->dropped = true;
+}
+
+/* Checks one entry against the inodes; counts the references it makes. */
+static void check_entry(fsck *f, entry *e)
+{
+    ino_info *p = find_ino(f, e->parent), *c = find_ino(f, e->ino);
+    if (p == NULL || !is_dir(p)) {
+        problem(f, "entry '%s' in %" PRIu64 ": parent is not a directory: dropping it",
+                e->name, e->parent);
+        drop_entry(f, e);
+        return;
+    }
+    if (c == NULL || c->ino == SCHEMA_ROOT_INO) {
+        problem(f, "entry '%s' in %" PRIu64 ": points to %s inode %" PRIu64 ": dropping it",
+                e->name, e->parent, c ? "the root" : "missing", e->ino);
+        drop_entry(f, e);
+        return;
+    }
+    if (is_dir(c) && c->refs > 0) {
+        problem(f, "directory %" PRIu64 " has a second name '%s' in %" PRIu64 ": dropping it",
+                c->ino, e->name, e->parent);
+        drop_entry(f, e);
+        return;
+    }
+    uint8_t type = (uint8_t)((c->rec.mode & S_IFMT) >> 12);
+    if (e->type != type) {
+        problem(f, "entry '%s' in %" PRIu64 ": wrong type: fixing it", e->name, e->parent);
+        e->type = type;
+        put_entry(f, e);
+    }
+    c->refs++;
+    if (is_dir(c)) {
+        c->named_by = p->ino;
+        p->subdirs++;
+    }
+    p->entries++;
+    if (e->cookie > p->max_cookie)
+        p->max_cookie = e->cookie;
+}
+
+static int cmp_entry_cookie(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    if (x->parent != y->parent)
+        return x->parent < y->parent ? -1 : 1;
+    return x->cookie < y->cookie ? -1 : x->cookie > y->cookie;
+}
+
+static entry *find_by_cookie(fsck *f, uint64_t parent, uint64_t cookie)
+{
+    entry key = {.parent = parent, .cookie = cookie};
+    if (f->nentries == 0)
+        return NULL;
+    return bsearch(&key, f->entries, f->nentries, sizeof *f->entries, cmp_entry_cookie);
+}
+
+/* Entries sharing a cookie in one directory: all but the first get fresh
+ * cookies. REQUIRES: entries sorted by (parent, cookie). */
+static void check_cookie_clashes(fsck *f)
+{
+    for (size_t i = 1; i < f->nentries; i++) {
+        entry *a = &f->entries[i - 1], *b = &f->entries[i];
+        if (a->parent == b->parent && a->cookie == b->cookie) {
+            problem(f, "entries '%s' and '%s' in %" PRIu64 " share a cookie: dropping '%s'",
+                    a->name, b->name, b->parent, b->name);
+            schema_key k;
+            key_dirent(&k, b->parent, b->name, strlen(b->name));
+            fix_del(f, k.b, k.len);
+            b->dropped = true;
+        }
+    }
+}
+
+static void cookie_cb(fsck *f, const char *k, size_t klen, const char *v, size_t vlen, void *ctx)
+{
+    (void)ctx;
+    uint64_t parent, cookie, ino;
+    uint8_t type;
+    const char *name;
+    size_t nlen;
+    if (!key_parse_cookie(k, klen, &parent, &cookie) ||
+        !cookie_decode(v, vlen, &ino, &type, &name, &nlen)) {
+        problem(f, "damaged readdir index key: deleting it");
+        fix_del(f, k, klen);
+        return;
+    }
+    entry *e = find_by_cookie(f, parent, cookie);
+    if (e == NULL || e->dropped || e->ino != ino || strlen(e->name) != nlen ||
+        memcmp(e->name, name, nlen) != 0) {
+        problem(f, "directory %" PRIu64 ": stale readdir index for cookie %" PRIu64
+                   ": deleting it",
+                parent, cookie);
+        fix_del(f, k, klen);
+        return;
+    }
+    e->type |= 0x80; /* indexed; the bit is cleared by check_indexed */
+}
+
+/* Every live entry must have its 'C' index key. */
+static void check_indexed(fsck *f)
+{
+    for (size_t i = 0; i < f->nentries; i++) {
+        entry *e = &f->entries[i];
+        bool indexed = (e->type & 0x80) != 0;
+        e->type &= 0x7f;
+        if (!indexed && !e->dropped) {
+            problem(f, "entry '%s' in %" PRIu64 ": missing readdir index: adding it", e->name,
+                    e->parent);
+            put_entry(f, e);
+        }
+    }
+}
+
+/* ------------------------------------------------- pass 2: F, X, O keys */
+
+static void chunk_cb(fsck *f, const char *k, size_t klen, const char *v, size_t vlen, void *ctx)
+{
+    (void)ctx;
+    uint64_t ino, idx;
+    if (!key_parse_chunk(k, klen, &ino, &idx)) {
+        problem(f, "malformed chunk key: deleting it");
+        fix_del(f, k, klen);
+        return;
+    }
+    ino_info *i = find_ino(f, ino);
+    uint64_t cs = f->sb.chunk_size;
+    if (i == NULL || !S_ISREG(i->rec.mode) || (i->rec.flags & INODE_F_INLINE)) {
+        problem(f, "stray chunk %" PRIu64 " of inode %" PRIu64 " (%s): deleting it", idx, ino,
+                i == NULL ? "no such inode" : "not a chunked file");
+        fix_del(f, k, klen);
+        return;
+    }
+    if (vlen > cs || idx >= i->rec.size / cs + 1 || idx * cs >= i->rec.size) {
+        problem(f, "chunk %" PRIu64 " of inode %" PRIu64 " lies beyond its size: deleting it",
+                idx, ino);
+        fix_del(f, k, klen);
+        return;
+    }
+    if (idx * cs + vlen > i->rec.size) {
+        problem(f, "chunk %" PRIu64 " of inode %" PRIu64 " runs past the file size: trimming",
+                idx, ino);
+        schema_key key;
+        key_chunk(&key, ino, idx);
+        fix_put(f, &key, v, (size_t)(i->rec.size - idx * cs));
+    }
+}
+
+static void xattr_cb(fsck *f, const char *k, size_t klen, const char *v, size_t vlen, void *ctx)
+{
+    (void)ctx;
+    (void)v;
+    (void)vlen;
+    uint64_t ino;
+    const char *name;
+    size_t nlen;
+    ino_info *i = NULL;
+    if (!key_parse_xattr(k, klen, &ino, &name, &nlen) || (i = find_ino(f, ino)) == NULL) {
+        problem(f, "extended attribute of a missing inode: deleting it");
+        fix_del(f, k, klen);
+        return;
+    }
+    i->has_xattrs = true;
+}
+
+static void orphan_cb(fsck *f, const char *k, size_t klen, const char *v, size_t vlen, void *ctx)
+{
+    (void)ctx;
+    (void)v;
+    (void)vlen;
+    uint64_t ino;
+    ino_info *i = NULL;
+    if (!key_parse_ino(k, klen, K_ORPHAN, &ino) || (i = find_ino(f, ino)) == NULL ||
+        i->rec.nlink != 0) {
+        problem(f, "stale orphan mark%s: deleting it", i ? " on a linked inode" : "");
+        fix_del(f, k, klen);
+        return;
+    }
+    i->orphan_mark = true;
+}
+
+/* Keys of kinds lsmfs does not write. */
+static int check_unknown_kinds(fsck *f)
+{
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    ro.fill_cache = false;
+    lsm_iter *it = lsm_iter_new(f->db, &ro);
+    if (it == NULL)
+        return ENOMEM;
+    static const char known[] = {K_ALLOC, K_COOKIE, K_DIRENT, K_CHUNK, K_INODE, K_ORPHAN,
+                                 K_SUPER, K_XATTR};
+    lsm_iter_seek_first(it);
+    while (lsm_iter_valid(it)) {
+        size_t klen;
+        const char *k = lsm_iter_key(it, &klen);
+        char kind = klen ? k[0] : 0;
+        if (klen == 0 || memchr(known, kind, sizeof known) == NULL) {
+            problem(f, "key of unknown kind 0x%02x: deleting it", (unsigned char)kind);
+            fix_del(f, k, klen);
+            lsm_iter_next(it);
+            continue;
+        }
+        /* Skip the rest of this kind. */
+        char next = (char)(kind + 1);
+        lsm_iter_seek(it, &next, 1);
+    }
+    lsm_status *s = lsm_iter_status(it);
+    int err = s ? EIO : 0;
+    lsm_status_free(s);
+    lsm_iter_free(it);
+    return err;
+}
+
+/* ------------------------------------------------ reachability, repairs */
+
+static size_t first_entry_of(fsck *f, uint64_t parent)
+{
+    size_t lo = 0, hi = f->nentries;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->entries[mid].parent < parent)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Marks everything reachable from dir. REQUIRES: entries sorted. */
+static void walk(fsck *f, uint64_t start)
+{
+    size_t cap = 64, len = 0;
+    uint64_t *stack = malloc(cap * sizeof *stack);
+    if (stack == NULL) {
+        f->op_error = true;
+        return;
+    }
+    stack[len++] = start;
+    while (len > 0) {
+        uint64_t d = stack[--len];
+        for (size_t i = first_entry_of(f, d); i < f->nentries && f->entries[i].parent == d; i++) {
+            entry *e = &f->entries[i];
+            ino_info *c = e->dropped ? NULL : find_ino(f, e->ino);
+            if (c == NULL || c->reachable)
+                continue;
+            c->reachable = true;
+            if (!is_dir(c))
+                continue;
+            if (len == cap) {
+                uint64_t *n = realloc(stack, (cap *= 2) * sizeof *n);
+                if (n == NULL) {
+                    f->op_error = true;
+                    break;
+                }
+                stack = n;
+            }
+            stack[len++] = c->ino;
+        }
+    }
+    free(stack);
+}
+
+static uint64_t next_ino(fsck *f, uint64_t *alloc_next)
+{
+    uint64_t max = f->ninodes ? f->inodes[f->ninodes - 1].ino : SCHEMA_ROOT_INO;
+    if (*alloc_next <= max)
+        *alloc_next = max + 1;
+    return (*alloc_next)++;
+}
+
+/* Adds an entry to dir d (in memory and in the repair batch). */
+static void add_entry(fsck *f, ino_info *d, const char *name, ino_info *c)
+{
+    entry e = {.parent = d->ino, .ino = c->ino, .cookie = d->rec.next_cookie++,
+               .type = (uint8_t)((c->rec.mode & S_IFMT) >> 12)};
+    snprintf(e.name, sizeof e.name, "%s", name);
+    put_entry(f, &e);
+    d->entries++;
+    d->dirty = true;
+    if (is_dir(c)) {
+        d->subdirs++;
+        c->rec.parent = d->ino;
+        c->named_by = d->ino;
+    }
+    c->refs++;
+    c->dirty = true;
+}
+
+/* Finds or makes /lost+found. NULL if it cannot be had. */
+static ino_info *lost_found(fsck *f, uint64_t *alloc_next)
+{
+    ino_info *root = find_ino(f, SCHEMA_ROOT_INO);
+    for (size_t i = first_entry_of(f, SCHEMA_ROOT_INO);
+         i < f->nentries && f->entries[i].parent == SCHEMA_ROOT_INO; i++) {
+        entry *e = &f->entries[i];
+        ino_info *c = e->dropped ? NULL : find_ino(f, e->ino);
+        if (c != NULL && is_dir(c) && strcmp(e->name, LOST_FOUND) == 0)
+            return c;
+    }
+    /* Make it: appended to the sorted inode array (its number is the
+     * largest), so lookups keep working. */
+    size_t cap = f->ninodes;
+    uint64_t ino = next_ino(f, alloc_next);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    ts t = {.sec = now.tv_sec, .nsec = (uint32_t)now.tv_nsec};
+    inode_rec r = {.mode = S_IFDIR | 0700, .nlink = 2, .generation = 1, .atime = t,
+                   .mtime = t, .ctime = t, .next_cookie = SCHEMA_FIRST_COOKIE};
+    if (!push_inode(f, ino, &r, 0, &cap)) {
+        f->op_error = true;
+        return NULL;
+    }
+    root = find_ino(f, SCHEMA_ROOT_INO); /* the array may have moved */
+    ino_info *lf = find_ino(f, ino);
+    lf->reachable = true;
+    fprintf(f->out, "%s: creating /%s\n", f->repair ? "fixing" : "would fix", LOST_FOUND);
+    add_entry(f, root, LOST_FOUND, lf);
+    return lf;
+}
+
+/* Reconnects unreachable linked inodes under /lost+found as "#ino". */
+static void reconnect(fsck *f, uint64_t *alloc_next)
+{
+    for (size_t i = 0; i < f->ninodes; i++) {
+        ino_info *c = &f->inodes[i];
+        if (c->deleted || c->reachable || c->ino == SCHEMA_ROOT_INO || c->rec.nlink == 0)
+            continue;
+        if (c->refs > 0 && !is_dir(c))
+            continue; /* named from an unreachable directory: follows it */
+        if (c->refs > 0) {
+            /* A directory named from an unreachable place: its name is cut
+             * (it may be a cycle) and it is reconnected itself. */
+            for (size_t j = 0; j < f->nentries; j++) {
+                entry *e = &f->entries[j];
+                if (!e->dropped && e->ino == c->ino) {
+                    drop_entry(f, e);
+                    ino_info *p = find_ino(f, e->parent);
+                    if (p != NULL) {
+                        p->entries--;
+                        p->subdirs--;
+                    }
+                }
+            }
+            c->refs = 0;
+        }
+        problem(f, "inode %" PRIu64 " is not reachable: reconnecting it to /%s", c->ino,
+                LOST_FOUND);
+        ino_info *lf = lost_found(f, alloc_next);
+        if (lf == NULL)
+            return;
+        c = find_ino(f, f->inodes[i].ino); /* the array may have moved */
+        char name[32];
+        snprintf(name, sizeof name, "#%" PRIu64, c->ino);
+        add_entry(f, lf, name, c);
+        c->reachable = true;
+        if (is_dir(c))
+            walk(f, c->ino);
+        else /* other names it had are gone */
+            c->refs = 1;
+    }
+}
+
+/* Link counts, entry counts, cookies, parents, payloads. */
+static void check_counts(fsck *f, ino_info *i)
+{
+    inode_rec *r = &i->rec;
+    if (r->nlink == 0 && i->refs == 0) {
+        if (!i->orphan_mark) {
+            problem(f, "inode %" PRIu64 ": unlinked but not marked orphan: marking it", i->ino);
+            schema_key k;
+            key_orphan(&k, i->ino);
+            fix_put(f, &k, "", 0);
+        }
+        return;
+    }
+    if (i->orphan_mark && i->refs > 0) {
+        problem(f, "inode %" PRIu64 ": marked orphan but still named: unmarking it", i->ino);
+        schema_key k;
+        key_orphan(&k, i->ino);
+        fix_del(f, k.b, k.len);
+    }
+    uint32_t want = is_dir(i) ? 2 + i->subdirs : i->refs;
+    if (i->ino == SCHEMA_ROOT_INO && !is_dir(i)) {
+        problem(f, "the root inode is not a directory (cannot repair)");
+        f->op_error = true;
+        return;
+    }
+    if (r->nlink != want) {
+        problem(f, "inode %" PRIu64 ": link count %u, should be %u: fixing it", i->ino,
+                r->nlink, want);
+        r->nlink = want;
+        i->dirty = true;
+    }
+    if (is_dir(i)) {
+        if (r->size != i->entries) {
+            problem(f, "directory %" PRIu64 ": entry count %" PRIu64 ", should be %" PRIu64
+                       ": fixing it",
+                    i->ino, r->size, i->entries);
+            r->size = i->entries;
+            i->dirty = true;
+        }
+        uint64_t min_cookie = i->max_cookie >= SCHEMA_FIRST_COOKIE ? i->max_cookie + 1
+                                                                    : SCHEMA_FIRST_COOKIE;
+        if (r->next_cookie < min_cookie) {
+            problem(f, "directory %" PRIu64 ": cookie counter behind its entries: fixing it",
+                    i->ino);
+            r->next_cookie = min_cookie;
+            i->dirty = true;
+        }
+        uint64_t parent = i->ino == SCHEMA_ROOT_INO ? SCHEMA_ROOT_INO : i->named_by;
+        if (r->parent != parent) {
+            problem(f, "directory %" PRIu64 ": parent %" PRIu64 ", should be %" PRIu64
+                       ": fixing it",
+                    i->ino, r->parent, parent);
+            r->parent = parent;
+            i->dirty = true;
+        }
+    }
+    if (i->has_xattrs && !(r->flags & INODE_F_XATTR)) {
+        problem(f, "inode %" PRIu64 ": has xattrs but no xattr flag: fixing it", i->ino);
+        r->flags |= INODE_F_XATTR;
+        i->dirty = true;
+    }
+}
+
+/* The payload an inode may keep. */
+static size_t payload_limit(const fsck *f, const inode_rec *r)
+{
+    if (S_ISLNK(r->mode))
+        return SCHEMA_SYMLINK_MAX;
+    if (S_ISREG(r->mode) && (r->flags & INODE_F_INLINE)) {
+        uint64_t lim = r->size < f->sb.inline_limit ? r->size : f->sb.inline_limit;
+        return (size_t)lim;
+    }
+    return 0;
+}
+
+static void check_payload(fsck *f, ino_info *i)
+{
+    if (i->plen > payload_limit(f, &i->rec)) {
+        problem(f, "inode %" PRIu64 ": inline data longer than allowed: trimming it", i->ino);
+        i->dirty = true;
+    }
+    if (S_ISLNK(i->rec.mode) && (i->plen == 0 || i->rec.size != i->plen)) {
+        problem(f, "symlink %" PRIu64 ": size does not match its target: fixing it", i->ino);
+        i->rec.size = i->plen;
+        i->dirty = true;
+    }
+}
+
+/* Rewrites a repaired inode record, keeping its (trimmed) payload. */
+static void write_inode(fsck *f, ino_info *i)
+{
+    schema_key k;
+    key_inode(&k, i->ino);
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    char *v = NULL;
+    size_t vlen = 0;
+    const char *p = NULL;
+    size_t plen = 0;
+    inode_rec old;
+    lsm_status *s = lsm_get(f->db, &ro, k.b, k.len, &v, &vlen);
+    if (s == NULL && inode_decode(v, vlen, &old, &p, &plen)) {
+        size_t lim = payload_limit(f, &i->rec);
+        plen = plen < lim ? plen : lim;
+    } else {
+        plen = 0;
+    }
+    lsm_status_free(s);
+    char *nv = malloc(INODE_HDR_LEN + plen);
+    if (nv == NULL) {
+        f->op_error = true;
+    } else {
+        inode_encode_hdr(&i->rec, nv);
+        if (plen > 0)
+            memcpy(nv + INODE_HDR_LEN, p, plen);
+        fix_put(f, &k, nv, INODE_HDR_LEN + plen);
+    }
+    free(nv);
+    free(v);
+}
+
+/* ----------------------------------------------------------- top level */
+
+static int read_alloc(fsck *f, uint64_t *next)
+{
+    schema_key k;
+    key_alloc(&k);
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    char *v = NULL;
+    size_t vlen = 0;
+    lsm_status *s = lsm_get(f->db, &ro, k.b, k.len, &v, &vlen);
+    int ok = s == NULL && alloc_decode(v, vlen, next);
+    lsm_status_free(s);
+    free(v);
+    if (!ok) {
+        problem(f, "inode allocator record missing or damaged: rewriting it");
+        *next = 0;
+    }
+    return ok;
+}
+
+static void check_alloc(fsck *f, uint64_t orig, uint64_t next)
+{
+    uint64_t max = f->ninodes ? f->inodes[f->ninodes - 1].ino : SCHEMA_ROOT_INO;
+    if (next <= max) {
+        if (orig != 0)
+            problem(f, "inode allocator (%" PRIu64 ") behind inode %" PRIu64 ": fixing it",
+                    orig, max);
+        next = max + 1;
+    }
+    if (next != orig) {
+        char v[SCHEMA_ALLOC_LEN];
+        alloc_encode(next, v);
+        schema_key k;
+        key_alloc(&k);
+        fix_put(f, &k, v, sizeof v);
+    }
+}
+
+static int cmp_entry_parent(const void *a, const void *b)
+{
+    return cmp_entry_cookie(a, b);
+}
+
+static void run_checks(fsck *f)
+{
+    size_t cap = 0;
+    if (scan_prefix(f, K_INODE, inode_cb, &cap) != 0 || f->op_error)
+        return;
+    ino_info *root = find_ino(f, SCHEMA_ROOT_INO);
+    if (root == NULL || !is_dir(root)) {
+        fprintf(stderr, "fsck.lsmfs: %s: the root directory is missing or damaged\n", f->dir);
+        f->op_error = true;
+        return;
+    }
+    root->reachable = true;
+    uint64_t alloc_orig = 0, alloc_next;
+    read_alloc(f, &alloc_orig);
+    alloc_next = alloc_orig;
+    if (scan_prefix(f, K_DIRENT, dirent_cb, NULL) != 0 || f->op_error)
+        return;
+    for (size_t i = 0; i < f->nentries; i++)
+        check_entry(f, &f->entries[i]);
+    if (f->nentries > 0)
+        qsort(f->entries, f->nentries, sizeof *f->entries, cmp_entry_parent);
+    check_cookie_clashes(f);
+    if (scan_prefix(f, K_COOKIE, cookie_cb, NULL) != 0 ||
+        scan_prefix(f, K_CHUNK, chunk_cb, NULL) != 0 ||
+        scan_prefix(f, K_XATTR, xattr_cb, NULL) != 0 ||
+        scan_prefix(f, K_ORPHAN, orphan_cb, NULL) != 0 || check_unknown_kinds(f) != 0)
+        f->op_error = true;
+    if (f->op_error)
+        return;
+    check_indexed(f);
+    walk(f, SCHEMA_ROOT_INO);
+    reconnect(f, &alloc_next);
+    for (size_t i = 0; i < f->ninodes && !f->op_error; i++) {
+        check_counts(f, &f->inodes[i]);
+        check_payload(f, &f->inodes[i]);
+    }
+    check_alloc(f, alloc_orig, alloc_next);
+    for (size_t i = 0; i < f->ninodes; i++)
+        if (f->inodes[i].dirty)
+            write_inode(f, &f->inodes[i]);
+}
+
+int fsck_store(const char *dir, const fsck_options *o, fsck_result *res)
+{
+    fsck f = {.dir = dir, .repair = o->repair, .verbose = o->verbose,
+              .progress = o->progress, .out = o->out ? o->out : stdout};
+    memset(res, 0, sizeof *res);
+    char err[512];
+    if (super_open_store(dir, &f.db, err, sizeof err) != 0 ||
+        super_read(f.db, dir, &f.sb, err, sizeof err) != 0) {
+        fprintf(stderr, "fsck.lsmfs: %s\n", err);
+        lsm_status_free(lsm_close(f.db));
+        return FSCK_OPERATIONAL;
+    }
+    f.fix = lsm_batch_new();
+    if (f.fix == NULL)
+        f.op_error = true;
+    else
+        run_checks(&f);
+    if (f.progress && f.keys >= 100000)
+        fprintf(stderr, "\n");
+    fix_flush(&f, true);
+    lsm_status *cs = lsm_close(f.db);
+    if (cs != NULL) {
+        fprintf(stderr, "fsck.lsmfs: closing the store: %s\n", lsm_status_message(cs));
+        f.op_error = f.repair || f.op_error;
+    }
+    lsm_status_free(cs);
+    lsm_batch_free(f.fix);
+    free(f.inodes);
+    free(f.entries);
+    res->problems = f.errors;
+    res->inodes = f.ninodes;
+    res->entries = f.nentries;
+    if (f.op_error)
+        return FSCK_OPERATIONAL;
+    if (f.errors == 0)
+        return FSCK_CLEAN;
+    return f.repair ? FSCK_FIXED : FSCK_UNFIXED;
+}

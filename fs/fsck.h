@@ -1,0 +1,45 @@
+/*
+ * fsck.h — checking an unmounted lsmfs store, and repairing it: what
+ * fsck.lsmfs runs (a library so that unit tests can run it on stores they
+ * break by hand).
+ *
+ * Checked: superblock and allocator; every inode record decodes; every
+ * directory entry names a live inode of the type it says, from a live
+ * directory, with a matching readdir index key and a cookie below its
+ * directory's counter; every inode is reachable from the root or an orphan
+ * (nlink 0 with an orphan mark); link counts equal the names (directories:
+ * 2 + subdirectories); directory entry counts and parents agree; no chunk
+ * of a non-chunked file, beyond the file size or oversized; inline data
+ * within limits; no xattr or orphan mark of a missing inode; no unknown key.
+ * Repairs reconnect unreachable inodes to /lost+found as "#ino", fix counts,
+ * drop dangling entries and stray keys.
+ */
+#ifndef FS_FSCK_H
+#define FS_FSCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* Exit codes, as fsck(8). */
+#define FSCK_CLEAN 0
+#define FSCK_FIXED 1
+#define FSCK_UNFIXED 4
+#define FSCK_OPERATIONAL 8
+
+typedef struct fsck_options {
+    bool repair;   /* -y: write repairs */
+    bool verbose;
+    bool progress; /* a progress line on stderr */
+    FILE *out;     /* problem reports (stdout when NULL) */
+} fsck_options;
+
+typedef struct fsck_result {
+    int problems;
+    size_t inodes, entries;
+} fsck_result;
+
+/* Checks the store in dir; returns one of the FSCK_* codes. */
+int fsck_store(const char *dir, const fsck_options *o, fsck_result *res);
+
+#endif

@@ -1,0 +1,634 @@
+/*
+ * Crash tests: the daemon is killed with SIGKILL at random points, the
+ * store is checked with fsck.lsmfs -n (which must find nothing) and
+ * remounted, and everything that had returned must be there.
+ *
+ * The main one is the issue's maildir delivery: 8 threads create a message
+ * in tmp/, write it, fsync, close, rename it into new/ and fsync new/.  Each
+ * thread records the last step that returned for every message; after the
+ * crash a message may be one step further along than recorded (that step
+ * was in flight), never behind.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "mount.h"
+
+#define P(...) tm_path(m, __VA_ARGS__)
+#define KiB 1024L
+#define MiB (1024L * 1024L)
+#define ROUND_TIMEOUT_S 60
+#define NTHREADS 8
+#define ROUNDS 5
+#define MAXSEQ 20000
+
+static int setup(void **state)
+{
+    tm_watchdog(ROUND_TIMEOUT_S, "a test_crash test");
+    struct tmount *m = tm_new(NULL);
+    if (!m)
+        return -1;
+    *state = m;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    int rc = tm_free(*state);
+    tm_watchdog(0, NULL);
+    return rc;
+}
+
+/* Crash: kill, unmount, fsck -n (must be clean), mount again. */
+static void crash_and_recover(struct tmount *m, const char *when)
+{
+    if (tm_crash(m) != 0)
+        fail_msg("%s: the crash left a mount behind or the daemon had died",
+                 when);
+    int rc = tm_fsck(m);
+    if (rc != 0)
+        fail_msg("%s: fsck.lsmfs -n exited %d after the crash", when, rc);
+    if (tm_mount(m) != 0)
+        fail_msg("%s: mounting after the crash failed", when);
+}
+
+static long long inodes_used(const struct tmount *m)
+{
+    struct statvfs sv;
+    if (statvfs(m->mnt, &sv) != 0)
+        fail_msg("statvfs: %s", tm_errname(errno));
+    return (long long)sv.f_files - (long long)sv.f_ffree;
+}
+
+/* ---------------------------------------------------- maildir delivery */
+
+/* The last step of a delivery that returned. */
+enum stage {
+    ST_NONE,     /* open(O_CREAT) may be in flight */
+    ST_CREATED,  /* write may be in flight */
+    ST_WRITTEN,  /* fsync may be in flight */
+    ST_FSYNCED,  /* close or rename may be in flight */
+    ST_RENAMED,  /* the directory fsync may be in flight */
+    ST_DELIVERED /* the delivery returned: it must survive */
+};
+
+/* Where a message of an earlier round must be now. */
+enum fate { FATE_UNSETTLED, FATE_NEW, FATE_GONE };
+
+struct thread_log {
+    atomic_int attempted;              /* messages begun this round */
+    _Atomic unsigned char stage[MAXSEQ];
+    unsigned char fate[MAXSEQ];        /* main thread only */
+};
+
+struct maildir {
+    struct tmount *m;
+    pthread_mutex_t mu;
+    int failures;         /* guarded by mu: failures before the kill */
+    char first[512];      /* guarded by mu */
+    atomic_bool killed;   /* set just before the SIGKILL */
+    atomic_bool stop;     /* set after it: no new deliveries */
+    struct thread_log log[ROUNDS][NTHREADS];
+};
+
+struct deliverer_arg {
+    struct maildir *md;
+    int round, thread;
+};
+
+static size_t msg_size(int round, int thread, int seq)
+{
+    uint64_t h = tm_hash(&(int[3]){round, thread, seq}, 3 * sizeof(int),
+                         TM_HASH_INIT);
+    return 2 * KiB + (size_t)(h % (14 * KiB + 1));
+}
+
+static uint64_t msg_seed(int round, int thread, int seq)
+{
+    return ((uint64_t)round << 40) | ((uint64_t)thread << 32) | (uint64_t)seq;
+}
+
+/* The message's exact bytes: a header line, then pseudo-random body. */
+static size_t msg_fill(char *buf, int round, int thread, int seq)
+{
+    size_t size = msg_size(round, thread, seq);
+    int h = snprintf(buf, size, "Message r%d t%d s%d\n", round, thread, seq);
+    tm_fill(buf + h, size - (size_t)h, msg_seed(round, thread, seq), 0);
+    return size;
+}
+
+static void deliver_failed(struct deliverer_arg *a, int seq, const char *op)
+{
+    int err = errno;
+    if (atomic_load(&a->md->killed))
+        return;
+    pthread_mutex_lock(&a->md->mu);
+    if (a->md->failures++ == 0)
+        snprintf(a->md->first, sizeof a->md->first,
+                 "round %d thread %d message %d: %s: %s (before the kill)",
+                 a->round, a->thread, seq, op, tm_errname(err));
+    pthread_mutex_unlock(&a->md->mu);
+}
+
+/* One delivery; false when a step failed (the mount is presumably dead). */
+static bool deliver(struct deliverer_arg *a, int seq, char *buf)
+{
+    const struct tmount *m = a->md->m;
+    struct thread_log *log = &a->md->log[a->round][a->thread];
+    char name[64];
+    snprintf(name, sizeof name, "r%d.t%d.s%d", a->round, a->thread, seq);
+    size_t size = msg_fill(buf, a->round, a->thread, seq);
+    int fd = open(P("Maildir/tmp/%s", name), O_CREAT | O_EXCL | O_WRONLY,
+                  0600);
+    if (fd < 0)
+        return deliver_failed(a, seq, "open"), false;
+    atomic_store(&log->stage[seq], ST_CREATED);
+    int rc = tm_pwrite_all(fd, buf, size, 0);
+    if (rc != 0) {
+        errno = -rc;
+        deliver_failed(a, seq, "write");
+        close(fd);
+        return false;
+    }
+    atomic_store(&log->stage[seq], ST_WRITTEN);
+    if (fsync(fd) != 0) {
+        deliver_failed(a, seq, "fsync");
+        close(fd);
+        return false;
+    }
+    atomic_store(&log->stage[seq], ST_FSYNCED);
+    if (close(fd) != 0)
+        return deliver_failed(a, seq, "close"), false;
+    if (rename(P("Maildir/tmp/%s", name), P("Maildir/new/%s", name)) != 0)
+        return deliver_failed(a, seq, "rename"), false;
+    atomic_store(&log->stage[seq], ST_RENAMED);
+    int dfd = open(P("Maildir/new"), O_RDONLY | O_DIRECTORY);
+    if (dfd < 0)
+        return deliver_failed(a, seq, "open new/"), false;
+    if (fsync(dfd) != 0) {
+        deliver_failed(a, seq, "fsync new/");
+        close(dfd);
+        return false;
+    }
+    close(dfd);
+    atomic_store(&log->stage[seq], ST_DELIVERED);
+    return true;
+}
+
+static void *deliverer(void *arg)
+{
+    struct deliverer_arg *a = arg;
+    struct thread_log *log = &a->md->log[a->round][a->thread];
+    char *buf = malloc(17 * KiB);
+    for (int seq = 0; seq < MAXSEQ && !atomic_load(&a->md->stop); seq++) {
+        atomic_store(&log->attempted, seq + 1);
+        if (!deliver(a, seq, buf))
+            break;
+    }
+    free(buf);
+    return NULL;
+}
+
+/* Names in a directory, parsed: a bitmap per (round, thread). */
+struct found {
+    unsigned char at[ROUNDS][NTHREADS][MAXSEQ]; /* 1: tmp/, 2: new/ */
+};
+
+static void scan(const struct tmount *m, const char *sub, unsigned char bit,
+                 struct found *f)
+{
+    DIR *d = opendir(P("Maildir/%s", sub));
+    if (!d)
+        fail_msg("opendir Maildir/%s: %s", sub, tm_errname(errno));
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int r, t, s;
+        char tail;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (sscanf(e->d_name, "r%d.t%d.s%d%c", &r, &t, &s, &tail) != 3 ||
+            r < 0 || r >= ROUNDS || t < 0 || t >= NTHREADS || s < 0 ||
+            s >= MAXSEQ)
+            fail_msg("unexpected name Maildir/%s/%s", sub, e->d_name);
+        if (f->at[r][t][s] & bit)
+            fail_msg("Maildir/%s/%s listed twice", sub, e->d_name);
+        f->at[r][t][s] |= bit;
+    }
+    closedir(d);
+}
+
+/* A message file must hold exactly its bytes (full=true) or, unsynced, at
+ * most its size. */
+static void check_message(const struct tmount *m, const char *sub, int r,
+                          int t, int s, bool full, char *buf, char *want)
+{
+    const char *path = P("Maildir/%s/r%d.t%d.s%d", sub, r, t, s);
+    ssize_t n = tm_read_file(path, buf, 17 * KiB);
+    if (n < 0)
+        fail_msg("reading %s: %s", path, tm_errname((int)-n));
+    size_t size = msg_fill(want, r, t, s);
+    if (!full) {
+        if ((size_t)n > size)
+            fail_msg("%s: %zd bytes, more than the %zu written", path, n,
+                     size);
+        return;
+    }
+    if ((size_t)n != size || memcmp(buf, want, size) != 0)
+        fail_msg("%s: %zd bytes, expected its %zu bytes exactly%s", path, n,
+                 size, (size_t)n == size ? " (contents differ)" : "");
+}
+
+static const char *stage_name(int st)
+{
+    static const char *const names[] = {"none",    "created", "written",
+                                        "fsynced", "renamed", "delivered"};
+    return names[st];
+}
+
+/* Check one message of the round that just crashed, then settle its fate
+ * (tmp/ leftovers are removed, as a mail system would on restart). */
+static void check_crashed(struct maildir *md, struct found *f, int r, int t,
+                          int s, char *buf, char *want)
+{
+    const struct tmount *m = md->m;
+    struct thread_log *log = &md->log[r][t];
+    int st = atomic_load(&log->stage[s]);
+    bool in_tmp = f->at[r][t][s] & 1, in_new = f->at[r][t][s] & 2;
+    const char *where = in_tmp && in_new ? "in tmp/ and new/"
+                        : in_tmp         ? "in tmp/"
+                        : in_new         ? "in new/"
+                                         : "nowhere";
+    bool ok;
+    switch (st) {
+    case ST_NONE:
+        ok = !in_new;
+        break;
+    case ST_CREATED:
+    case ST_WRITTEN:
+        ok = in_tmp && !in_new;
+        break;
+    case ST_FSYNCED:
+        ok = in_tmp != in_new;
+        break;
+    default:
+        ok = in_new && !in_tmp;
+        break;
+    }
+    if (!ok)
+        fail_msg("message r%d.t%d.s%d: last step returned was %s, but it is "
+                 "%s", r, t, s, stage_name(st), where);
+    if (in_new)
+        check_message(m, "new", r, t, s, true, buf, want);
+    if (in_tmp) {
+        check_message(m, "tmp", r, t, s, st >= ST_FSYNCED, buf, want);
+        TM_OK(unlink(P("Maildir/tmp/r%d.t%d.s%d", r, t, s)));
+    }
+    log->fate[s] = in_new ? FATE_NEW : FATE_GONE;
+}
+
+/* Every message of rounds 0..last is where it must be, with its exact
+ * contents.  If `crashed`, round `last` just crashed and its messages are
+ * checked against their logged steps and settled. */
+static int verify_maildir(struct maildir *md, int last, bool crashed)
+{
+    const struct tmount *m = md->m;
+    struct found *f = calloc(1, sizeof *f);
+    scan(m, "tmp", 1, f);
+    scan(m, "new", 2, f);
+    char *buf = malloc(17 * KiB), *want = malloc(17 * KiB);
+    int delivered = 0;
+    for (int r = 0; r <= last; r++) {
+        for (int t = 0; t < NTHREADS; t++) {
+            struct thread_log *log = &md->log[r][t];
+            int n = atomic_load(&log->attempted);
+            for (int s = 0; s < MAXSEQ; s++) {
+                if (s >= n) {
+                    if (f->at[r][t][s])
+                        fail_msg("r%d.t%d.s%d exists but was never begun", r,
+                                 t, s);
+                    continue;
+                }
+                if (r == last && crashed) {
+                    check_crashed(md, f, r, t, s, buf, want);
+                } else if (log->fate[s] == FATE_NEW) {
+                    if (f->at[r][t][s] != 2)
+                        fail_msg("r%d.t%d.s%d (delivered in round %d) is "
+                                 "gone from new/ by round %d", r, t, s, r,
+                                 last);
+                    check_message(m, "new", r, t, s, true, buf, want);
+                } else if (f->at[r][t][s]) {
+                    fail_msg("r%d.t%d.s%d, removed after round %d, is back",
+                             r, t, s, r);
+                }
+                delivered += log->fate[s] == FATE_NEW;
+            }
+        }
+    }
+    free(buf);
+    free(want);
+    free(f);
+    return delivered;
+}
+
+static void test_maildir_crash(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(mkdir(P("Maildir"), 0700));
+    TM_OK(mkdir(P("Maildir/tmp"), 0700));
+    TM_OK(mkdir(P("Maildir/new"), 0700));
+    TM_OK(mkdir(P("Maildir/cur"), 0700));
+    struct maildir *md = calloc(1, sizeof *md);
+    assert_non_null(md);
+    md->m = m;
+    pthread_mutex_init(&md->mu, NULL);
+    unsigned r = (unsigned)tm_seed();
+    /* Kill points: very early, mid, late, and two anywhere. */
+    static const unsigned lo[ROUNDS] = {5, 300, 1500, 5, 5};
+    static const unsigned hi[ROUNDS] = {300, 1500, 4000, 4000, 4000};
+    for (int round = 0; round < ROUNDS; round++) {
+        tm_watchdog(ROUND_TIMEOUT_S, "a maildir crash round");
+        double t0 = tm_now();
+        unsigned delay = lo[round] + (unsigned)rand_r(&r) %
+                                         (hi[round] - lo[round] + 1);
+        atomic_store(&md->killed, false);
+        atomic_store(&md->stop, false);
+        pthread_t t[NTHREADS];
+        struct deliverer_arg a[NTHREADS];
+        for (int i = 0; i < NTHREADS; i++) {
+            a[i] = (struct deliverer_arg){md, round, i};
+            pthread_create(&t[i], NULL, deliverer, &a[i]);
+        }
+        tm_sleep_ms(delay);
+        atomic_store(&md->killed, true);
+        int killed = tm_kill(m);
+        atomic_store(&md->stop, true);
+        for (int i = 0; i < NTHREADS; i++)
+            pthread_join(t[i], NULL);
+        if (killed != 0)
+            fail_msg("round %d: the daemon was not running at the kill",
+                     round);
+        if (md->failures)
+            fail_msg("%d deliveries failed before the kill; first: %s",
+                     md->failures, md->first);
+        int done = 0;
+        for (int i = 0; i < NTHREADS; i++)
+            for (int s = 0; s < atomic_load(&md->log[round][i].attempted); s++)
+                done += atomic_load(&md->log[round][i].stage[s]) ==
+                        ST_DELIVERED;
+        char when[64];
+        snprintf(when, sizeof when, "round %d (kill after %u ms)", round,
+                 delay);
+        crash_and_recover(m, when);
+        int total = verify_maildir(md, round, true);
+        fprintf(stderr, "[crash] %s: %d deliveries returned, %d messages in "
+                "new/ verified, %.1f s\n", when, done, total, tm_now() - t0);
+        if (delay >= 300 && done == 0)
+            fail_msg("%s: no delivery completed in %u ms", when, delay);
+    }
+    /* A clean unmount at the end leaves a clean store too. */
+    if (tm_unmount(m) != 0)
+        fail_msg("final unmount failed");
+    assert_int_equal(tm_fsck(m), 0);
+    if (tm_mount(m) != 0)
+        fail_msg("final mount failed");
+    verify_maildir(md, ROUNDS - 1, false);
+    pthread_mutex_destroy(&md->mu);
+    free(md);
+}
+
+/* ------------------------------------------- kill -9 without any fsync */
+
+static uint64_t hash_path(const char *path)
+{
+    static char buf[4 * MiB];
+    ssize_t n = tm_read_file(path, buf, sizeof buf);
+    if (n < 0)
+        fail_msg("reading %s: %s", path, tm_errname((int)-n));
+    return tm_hash(buf, (size_t)n, TM_HASH_INIT);
+}
+
+static void write_seeded(const char *path, size_t size, uint64_t seed)
+{
+    char *buf = malloc(size + 1);
+    tm_fill(buf, size, seed, 0);
+    int rc = tm_write_file(path, buf, size, 0644);
+    free(buf);
+    if (rc)
+        fail_msg("write %s: %s", path, tm_errname(-rc));
+}
+
+/* "Without fsync, operations reach the WAL without sync: they survive a
+ * kill -9 of the daemon."  Files are closed (close flushes what the kernel
+ * may have cached) but never fsynced. */
+static void test_kill_without_fsync(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(mkdir(P("a"), 0750));
+    TM_OK(mkdir(P("a/b"), 0755));
+    write_seeded(P("small"), 100, 1);
+    write_seeded(P("medium"), 100 * KiB + 1, 2);
+    write_seeded(P("large"), 3 * MiB + 3, 3);
+    TM_OK(chmod(P("small"), 0600));
+    TM_OK(chown(P("medium"), 1, 2));
+    TM_OK(setxattr(P("small"), "user.k", "value", 5, 0));
+    TM_OK(symlink("../small", P("a/sym")));
+    TM_OK(link(P("medium"), P("a/medium-link")));
+    TM_OK(rename(P("large"), P("a/b/large")));
+    write_seeded(P("doomed"), 5000, 4);
+    TM_OK(unlink(P("doomed")));
+    TM_OK(truncate(P("medium"), 50000));
+    struct timespec times[2] = {{111, 222}, {333, 444}};
+    TM_OK(utimensat(AT_FDCWD, P("small"), times, 0));
+    TM_OK(mkdir(P("gone"), 0755));
+    TM_OK(rmdir(P("gone")));
+    TM_OK(mkfifo(P("a/fifo"), 0640));
+
+    static const char *const paths[] = {"a",      "a/b",         "small",
+                                        "medium", "a/b/large",   "a/sym",
+                                        "a/medium-link", "a/fifo"};
+    enum { NP = sizeof paths / sizeof *paths };
+    struct stat before[NP];
+    uint64_t sums[NP] = {0};
+    for (int i = 0; i < NP; i++) {
+        TM_OK(lstat(P("%s", paths[i]), &before[i]));
+        if (S_ISREG(before[i].st_mode))
+            sums[i] = hash_path(P("%s", paths[i]));
+    }
+    crash_and_recover(m, "kill without fsync");
+    for (int i = 0; i < NP; i++) {
+        struct stat st;
+        if (lstat(P("%s", paths[i]), &st) != 0)
+            fail_msg("%s lost in the crash: %s", paths[i], tm_errname(errno));
+        const struct stat *b = &before[i];
+        if (st.st_ino != b->st_ino || st.st_mode != b->st_mode ||
+            st.st_nlink != b->st_nlink || st.st_uid != b->st_uid ||
+            st.st_gid != b->st_gid || st.st_size != b->st_size ||
+            st.st_mtim.tv_sec != b->st_mtim.tv_sec ||
+            st.st_mtim.tv_nsec != b->st_mtim.tv_nsec)
+            fail_msg("%s changed in the crash: ino %llu/%llu mode 0%o/0%o "
+                     "nlink %llu/%llu uid %d/%d gid %d/%d size %lld/%lld "
+                     "mtime %lld.%09ld/%lld.%09ld", paths[i],
+                     (unsigned long long)b->st_ino,
+                     (unsigned long long)st.st_ino, b->st_mode, st.st_mode,
+                     (unsigned long long)b->st_nlink,
+                     (unsigned long long)st.st_nlink, (int)b->st_uid,
+                     (int)st.st_uid, (int)b->st_gid, (int)st.st_gid,
+                     (long long)b->st_size, (long long)st.st_size,
+                     (long long)b->st_mtim.tv_sec, b->st_mtim.tv_nsec,
+                     (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+        if (S_ISREG(st.st_mode) && hash_path(P("%s", paths[i])) != sums[i])
+            fail_msg("%s: contents changed in the crash", paths[i]);
+    }
+    char v[16];
+    assert_int_equal(getxattr(P("small"), "user.k", v, sizeof v), 5);
+    assert_memory_equal(v, "value", 5);
+    char target[64];
+    assert_int_equal(readlink(P("a/sym"), target, sizeof target), 8);
+    assert_memory_equal(target, "../small", 8);
+    struct stat st;
+    TM_ERR(lstat(P("doomed"), &st), ENOENT);
+    TM_ERR(lstat(P("large"), &st), ENOENT);
+    TM_ERR(lstat(P("gone"), &st), ENOENT);
+}
+
+/* ------------------------------------------------- orphans and crashes */
+
+/* A file unlinked while open when the daemon dies is reclaimed by the
+ * next mount. */
+static void test_orphan_reclaimed(void **state)
+{
+    struct tmount *m = *state;
+    long long base = inodes_used(m);
+    write_seeded(P("orphan"), 8 * MiB, 9);
+    write_seeded(P("kept"), 1000, 10);
+    int fd = open(P("orphan"), O_RDONLY);
+    TM_OK(fd);
+    TM_OK(unlink(P("orphan")));
+    char c;
+    assert_int_equal(pread(fd, &c, 1, 4 * MiB), 1);
+    if (tm_kill(m) != 0)
+        fail_msg("the daemon was not running at the kill");
+    close(fd);
+    crash_and_recover(m, "orphan crash");
+    struct stat st;
+    TM_ERR(lstat(P("orphan"), &st), ENOENT);
+    TM_OK(lstat(P("kept"), &st));
+    /* One inode (kept) beyond the start, once the orphan is reclaimed,
+     * which may happen in the background. */
+    double end = tm_now() + 10;
+    long long used;
+    while ((used = inodes_used(m)) != base + 1 && tm_now() < end)
+        tm_sleep_ms(50);
+    if (used != base + 1)
+        fail_msg("after the crash and remount, %lld inodes in use; %lld "
+                 "expected once the orphan is reclaimed", used, base + 1);
+    if (tm_unmount(m) != 0)
+        fail_msg("unmount failed");
+    assert_int_equal(tm_fsck(m), 0);
+    if (tm_mount(m) != 0)
+        fail_msg("mount failed");
+}
+
+/* Big writes and truncates racing a crash: fsck must find no chunk past a
+ * file's end, and every file must read back whole. */
+struct churn_arg {
+    const struct tmount *m;
+    int id;
+    atomic_bool *stop;
+};
+
+static void *churner(void *arg)
+{
+    struct churn_arg *a = arg;
+    const struct tmount *m = a->m;
+    unsigned r = (unsigned)tm_seed() + (unsigned)a->id * 7u;
+    char *buf = malloc(MiB);
+    tm_fill(buf, MiB, (uint64_t)a->id, 0);
+    int fd = open(P("churn%d", a->id), O_RDWR | O_CREAT, 0644);
+    while (fd >= 0 && !atomic_load(a->stop)) {
+        off_t off = (off_t)((unsigned)rand_r(&r) % (24 * MiB));
+        size_t len = 1 + (unsigned)rand_r(&r) % MiB;
+        if ((unsigned)rand_r(&r) % 4 == 0) {
+            if (ftruncate(fd, off) != 0)
+                break;
+        } else if (tm_pwrite_all(fd, buf, len, off) != 0) {
+            break;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    return NULL;
+}
+
+static void test_crash_during_churn(void **state)
+{
+    struct tmount *m = *state;
+    unsigned r = (unsigned)tm_seed() ^ 0xc0ffee;
+    for (int round = 0; round < 2; round++) {
+        tm_watchdog(ROUND_TIMEOUT_S, "a churn crash round");
+        atomic_bool stop = false;
+        pthread_t t[4];
+        struct churn_arg a[4];
+        for (int i = 0; i < 4; i++) {
+            a[i] = (struct churn_arg){m, i, &stop};
+            pthread_create(&t[i], NULL, churner, &a[i]);
+        }
+        tm_sleep_ms(200 + (unsigned)rand_r(&r) % 2000);
+        int killed = tm_kill(m);
+        atomic_store(&stop, true);
+        for (int i = 0; i < 4; i++)
+            pthread_join(t[i], NULL);
+        if (killed != 0)
+            fail_msg("the daemon was not running at the kill");
+        crash_and_recover(m, "churn crash");
+        for (int i = 0; i < 4; i++) {
+            const char *path = P("churn%d", i);
+            struct stat st;
+            TM_OK(lstat(path, &st));
+            int fd = open(path, O_RDONLY);
+            TM_OK(fd);
+            static char buf[MiB];
+            off_t off = 0;
+            ssize_t n;
+            while ((n = tm_pread_all(fd, buf, sizeof buf, off)) > 0)
+                off += n;
+            close(fd);
+            if (n < 0)
+                fail_msg("%s: read at %lld: %s", path, (long long)off,
+                         tm_errname((int)-n));
+            assert_int_equal(off, st.st_size);
+        }
+    }
+}
+
+int main(void)
+{
+    tm_init();
+    umask(0);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_maildir_crash, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kill_without_fsync, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_orphan_reclaimed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_crash_during_churn, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,1972 @@
+/*
+ * POSIX operations on a real lsmfs mount, each with its error cases and
+ * errno checked.  Every test gets a fresh store and mount (setup/teardown);
+ * the expectations are ext4's, which the issue sets as the bar.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <grp.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mount.h"
+
+#define P(...) tm_path(m, __VA_ARGS__)
+#define KiB 1024L
+#define MiB (1024L * 1024L)
+#define TEST_TIMEOUT_S 60
+/* Long enough for the coarse kernel clock to move between two operations. */
+#define TICK_MS 25
+/* Timestamps taken by the kernel come from a coarse clock that may lag the
+ * one we read by a tick: allow this much either way around "now". */
+#define NOW_SLACK_NS 200000000LL
+
+/* ------------------------------------------------------------ fixtures */
+
+static int setup_opts(void **state, const char *opts)
+{
+    tm_watchdog(TEST_TIMEOUT_S, "a test_posix test");
+    struct tmount *m = tm_new(opts);
+    if (!m)
+        return -1;
+    *state = m;
+    return 0;
+}
+
+static int setup(void **state) { return setup_opts(state, NULL); }
+static int setup_allow_other(void **state)
+{
+    return setup_opts(state, "allow_other");
+}
+
+static int teardown(void **state)
+{
+    struct tmount *m = *state;
+    bool alive = tm_daemon_alive(m);
+    int rc = tm_free(m);
+    tm_watchdog(0, NULL);
+    if (!alive) {
+        fprintf(stderr, "the daemon died during the test\n");
+        return -1;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------- helpers */
+
+static void lst(const char *path, struct stat *st)
+{
+    if (lstat(path, st) != 0)
+        fail_msg("lstat %s: %s", path, tm_errname(errno));
+}
+
+static long long ts_ns(struct timespec t)
+{
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return ts_ns(t);
+}
+
+static void tick(void) { tm_sleep_ms(TICK_MS); }
+
+#define assert_ts_eq(a, b) assert_int_equal(ts_ns(a), ts_ns(b))
+#define assert_ts_after(a, b)                                               \
+    do {                                                                    \
+        if (!(ts_ns(a) > ts_ns(b)))                                         \
+            fail_msg("%s (%lld) not after %s (%lld)", #a, ts_ns(a), #b,     \
+                     ts_ns(b));                                             \
+    } while (0)
+/* t within [lo - slack, hi + slack] (nanoseconds since the epoch). */
+#define assert_ts_within(t, lo, hi)                                         \
+    do {                                                                    \
+        long long t_ = ts_ns(t);                                            \
+        if (t_ < (lo)-NOW_SLACK_NS || t_ > (hi) + NOW_SLACK_NS)             \
+            fail_msg("%s = %lld not within [%lld, %lld]", #t, t_,           \
+                     (long long)(lo), (long long)(hi));                     \
+    } while (0)
+
+/* Fail at the first byte where got differs from want. */
+static void check_bytes(const void *got, const void *want, size_t n,
+                        const char *what, long long base)
+{
+    const unsigned char *g = got, *w = want;
+    if (memcmp(g, w, n) == 0)
+        return;
+    size_t i = 0;
+    while (g[i] == w[i])
+        i++;
+    fail_msg("%s: byte %lld is 0x%02x, expected 0x%02x", what,
+             base + (long long)i, g[i], w[i]);
+}
+
+static void check_zero(const void *got, size_t n, const char *what,
+                       long long base)
+{
+    const unsigned char *g = got;
+    for (size_t i = 0; i < n; i++)
+        if (g[i])
+            fail_msg("%s: byte %lld is 0x%02x, expected 0 (a hole)", what,
+                     base + (long long)i, g[i]);
+}
+
+/* A file of `size` deterministic bytes (see tm_fill). */
+static void make_file(const char *path, size_t size, uint64_t seed)
+{
+    char *buf = malloc(size + 1);
+    assert_non_null(buf);
+    tm_fill(buf, size, seed, 0);
+    int rc = tm_write_file(path, buf, size, 0644);
+    free(buf);
+    if (rc != 0)
+        fail_msg("writing %s: %s", path, tm_errname(-rc));
+}
+
+/* Open, drop the cached pages, read: the bytes come from the daemon. */
+static ssize_t reread(const char *path, void *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        fail_msg("open %s: %s", path, tm_errname(errno));
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ssize_t n = tm_pread_all(fd, buf, cap, 0);
+    close(fd);
+    if (n < 0)
+        fail_msg("read %s: %s", path, tm_errname((int)-n));
+    return n;
+}
+
+static void check_file(const char *path, size_t size, uint64_t seed)
+{
+    char *got = malloc(size + 1), *want = malloc(size + 1);
+    assert_non_null(got);
+    assert_non_null(want);
+    ssize_t n = reread(path, got, size + 1);
+    if (n != (ssize_t)size)
+        fail_msg("%s: %zd bytes, expected %zu", path, n, size);
+    tm_fill(want, size, seed, 0);
+    check_bytes(got, want, size, path, 0);
+    free(got);
+    free(want);
+}
+
+static void check_text(const char *path, const char *text)
+{
+    char buf[4096];
+    ssize_t n = reread(path, buf, sizeof buf);
+    if (n != (ssize_t)strlen(text) || memcmp(buf, text, (size_t)n) != 0)
+        fail_msg("%s holds \"%.*s\", expected \"%s\"", path, (int)n, buf,
+                 text);
+}
+
+static void touch(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0)
+        fail_msg("create %s: %s", path, tm_errname(errno));
+    close(fd);
+}
+
+static long long inodes_used(const struct tmount *m)
+{
+    struct statvfs sv;
+    if (statvfs(m->mnt, &sv) != 0)
+        fail_msg("statvfs: %s", tm_errname(errno));
+    return (long long)sv.f_files - (long long)sv.f_ffree;
+}
+
+static long long bytes_used(const struct tmount *m)
+{
+    struct statvfs sv;
+    if (statvfs(m->mnt, &sv) != 0)
+        fail_msg("statvfs: %s", tm_errname(errno));
+    return (long long)(sv.f_blocks - sv.f_bfree) * (long long)sv.f_frsize;
+}
+
+/* Poll (the kernel sends RELEASE and FORGET asynchronously) until the
+ * used-inode count reaches `want`, for up to 5 s. */
+static void wait_inodes(const struct tmount *m, long long want)
+{
+    double end = tm_now() + 5;
+    long long got;
+    while ((got = inodes_used(m)) != want && tm_now() < end)
+        tm_sleep_ms(20);
+    if (got != want)
+        fail_msg("statfs: %lld inodes in use, expected %lld", got, want);
+}
+
+static int renameat2_(const char *from, const char *to, unsigned flags)
+{
+    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, flags);
+}
+
+/* ------------------------------------------------------ create / open */
+
+static void test_create_excl(void **state)
+{
+    struct tmount *m = *state;
+    struct stat st;
+    int fd = open(P("f"), O_CREAT | O_EXCL | O_WRONLY, 0640);
+    TM_OK(fd);
+    TM_OK(fstat(fd, &st));
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0640);
+    assert_int_equal(st.st_size, 0);
+    assert_int_equal(st.st_nlink, 1);
+    assert_int_equal(st.st_uid, geteuid());
+    assert_int_equal(st.st_gid, getegid());
+    assert_true(st.st_blksize > 0);
+    TM_OK(close(fd));
+
+    TM_ERR(open(P("f"), O_CREAT | O_EXCL | O_WRONLY, 0640), EEXIST);
+    TM_OK(symlink("f", P("link")));
+    TM_ERR(open(P("link"), O_CREAT | O_EXCL | O_WRONLY, 0600), EEXIST);
+    TM_OK(symlink("nowhere", P("dangling")));
+    TM_ERR(open(P("dangling"), O_CREAT | O_EXCL | O_WRONLY, 0600), EEXIST);
+    TM_OK(mkdir(P("dir"), 0755));
+    TM_ERR(open(P("dir"), O_CREAT | O_EXCL | O_WRONLY, 0600), EEXIST);
+
+    /* O_CREAT without O_EXCL through a dangling link creates the target. */
+    fd = open(P("dangling"), O_CREAT | O_WRONLY, 0600);
+    TM_OK(fd);
+    close(fd);
+    lst(P("nowhere"), &st);
+    assert_true(S_ISREG(st.st_mode));
+
+    /* The umask applies to the mode given to create and mkdir. */
+    mode_t old = umask(027);
+    fd = open(P("masked"), O_CREAT | O_EXCL | O_WRONLY, 0666);
+    TM_OK(fd);
+    close(fd);
+    TM_OK(mkdir(P("maskeddir"), 0777));
+    umask(old);
+    lst(P("masked"), &st);
+    assert_int_equal(st.st_mode & 07777, 0640);
+    lst(P("maskeddir"), &st);
+    assert_int_equal(st.st_mode & 07777, 0750);
+
+    /* O_CREAT on an existing file opens it without truncating. */
+    make_file(P("g"), 5, 1);
+    fd = open(P("g"), O_CREAT | O_WRONLY, 0600);
+    TM_OK(fd);
+    TM_OK(fstat(fd, &st));
+    assert_int_equal(st.st_size, 5);
+    assert_int_equal(st.st_mode & 07777, 0644);
+    close(fd);
+}
+
+static void test_open_errors(void **state)
+{
+    struct tmount *m = *state;
+    touch(P("f"));
+    TM_OK(mkdir(P("dir"), 0755));
+    TM_ERR(open(P("missing"), O_RDONLY), ENOENT);
+    TM_ERR(open(P("nodir/x"), O_CREAT | O_WRONLY, 0600), ENOENT);
+    TM_ERR(open(P("f/x"), O_CREAT | O_WRONLY, 0600), ENOTDIR);
+    TM_ERR(open(P("f/x"), O_RDONLY), ENOTDIR);
+    TM_ERR(open(P("dir"), O_WRONLY), EISDIR);
+    TM_ERR(open(P("dir"), O_RDWR), EISDIR);
+    TM_ERR(open(P("f"), O_RDONLY | O_DIRECTORY), ENOTDIR);
+    int fd = open(P("dir"), O_RDONLY | O_DIRECTORY);
+    TM_OK(fd);
+    close(fd);
+    fd = open(P("f"), O_RDONLY);
+    TM_OK(fd);
+    TM_ERR(write(fd, "x", 1), EBADF);
+    close(fd);
+    fd = open(P("f"), O_WRONLY);
+    TM_OK(fd);
+    char c;
+    TM_ERR(read(fd, &c, 1), EBADF);
+    close(fd);
+}
+
+static void test_open_trunc(void **state)
+{
+    struct tmount *m = *state;
+    static const size_t sizes[] = {40, 100000, 3 * MiB + 17};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        make_file(P("f"), sizes[i], i + 7);
+        struct stat before, after;
+        lst(P("f"), &before);
+        tick();
+        int fd = open(P("f"), O_WRONLY | O_TRUNC);
+        TM_OK(fd);
+        TM_OK(fstat(fd, &after));
+        assert_int_equal(after.st_size, 0);
+        assert_ts_after(after.st_mtim, before.st_mtim);
+        assert_ts_after(after.st_ctim, before.st_ctim);
+        /* Growing again must not bring the old bytes back. */
+        TM_OK(ftruncate(fd, (off_t)sizes[i]));
+        TM_OK(tm_pwrite_all(fd, "new", 3, 1));
+        close(fd);
+        char *buf = malloc(sizes[i] + 1);
+        assert_int_equal(reread(P("f"), buf, sizes[i] + 1), sizes[i]);
+        assert_memory_equal(buf + 1, "new", 3);
+        buf[1] = buf[2] = buf[3] = 0;
+        check_zero(buf, sizes[i], "regrown after O_TRUNC", 0);
+        free(buf);
+    }
+}
+
+static void test_append(void **state)
+{
+    struct tmount *m = *state;
+    make_file(P("big"), 200 * KiB + 3, 5);
+    int fd = open(P("big"), O_WRONLY | O_APPEND);
+    TM_OK(fd);
+    TM_OK(lseek(fd, 0, SEEK_SET));
+    assert_int_equal(write(fd, "tail", 4), 4);
+    assert_int_equal(lseek(fd, 0, SEEK_CUR), 200 * KiB + 7);
+    close(fd);
+    char *buf = malloc(300 * KiB), *want = malloc(300 * KiB);
+    tm_fill(want, 200 * KiB + 3, 5, 0);
+    memcpy(want + 200 * KiB + 3, "tail", 4);
+    assert_int_equal(reread(P("big"), buf, 300 * KiB), 200 * KiB + 7);
+    check_bytes(buf, want, 200 * KiB + 7, "append", 0);
+    free(buf);
+    free(want);
+
+    /* Two appenders interleave whole writes at the end of the file. */
+    TM_OK(tm_write_file(P("f"), "abc", 3, 0644));
+    int a = open(P("f"), O_WRONLY | O_APPEND);
+    int b = open(P("f"), O_WRONLY | O_APPEND);
+    TM_OK(a);
+    TM_OK(b);
+    assert_int_equal(write(a, "de", 2), 2);
+    assert_int_equal(write(b, "fgh", 3), 3);
+    assert_int_equal(write(a, "i", 1), 1);
+    close(a);
+    close(b);
+    check_text(P("f"), "abcdefghi");
+}
+
+/* --------------------------------------------------------- read/write */
+
+static void test_read_eof(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(tm_write_file(P("f"), "hello", 5, 0644));
+    int fd = open(P("f"), O_RDONLY);
+    TM_OK(fd);
+    char buf[16];
+    assert_int_equal(pread(fd, buf, sizeof buf, 0), 5);
+    assert_memory_equal(buf, "hello", 5);
+    assert_int_equal(pread(fd, buf, sizeof buf, 3), 2);
+    assert_int_equal(pread(fd, buf, sizeof buf, 5), 0);
+    assert_int_equal(pread(fd, buf, sizeof buf, 1000000), 0);
+    assert_int_equal(read(fd, buf, 2), 2);
+    assert_int_equal(read(fd, buf, 16), 3);
+    assert_int_equal(read(fd, buf, 16), 0);
+    close(fd);
+    touch(P("empty"));
+    fd = open(P("empty"), O_RDONLY);
+    assert_int_equal(read(fd, buf, 16), 0);
+    close(fd);
+}
+
+/* Offsets near the boundaries of every plausible chunk size. */
+static off_t interesting_offset(unsigned *r, off_t limit)
+{
+    static const off_t units[] = {512, 4096, 65536, 131072, 1 << 20};
+    unsigned x = (unsigned)rand_r(r);
+    if (x % 3 == 0)
+        return (off_t)((unsigned)rand_r(r) % (unsigned)limit);
+    off_t unit = units[x % 5];
+    off_t k = (off_t)((unsigned)rand_r(r) % (unsigned)(limit / unit + 1));
+    off_t off = k * unit + (off_t)((unsigned)rand_r(r) % 5) - 2;
+    return off < 0 ? 0 : off > limit ? limit : off;
+}
+
+/* Random writes, truncates and reads checked against an in-memory model,
+ * then the whole file re-read through the daemon. */
+static void test_rw_random(void **state)
+{
+    struct tmount *m = *state;
+    const off_t cap = 8 * MiB;
+    unsigned char *model = calloc(1, (size_t)cap + 512 * KiB);
+    unsigned char *buf = malloc((size_t)cap + 512 * KiB);
+    assert_non_null(model);
+    assert_non_null(buf);
+    off_t size = 0;
+    unsigned r = (unsigned)tm_seed();
+    int fd = open(P("f"), O_RDWR | O_CREAT, 0644);
+    TM_OK(fd);
+    for (int op = 0; op < 1500; op++) {
+        unsigned kind = (unsigned)rand_r(&r) % 20;
+        off_t off = interesting_offset(&r, cap);
+        size_t len = kind < 2 ? 1 + (unsigned)rand_r(&r) % (256 * KiB)
+                              : 1 + (unsigned)rand_r(&r) % 9000;
+        if (kind < 13) {
+            tm_fill(model + off, len, (uint64_t)op, 0);
+            int rc = tm_pwrite_all(fd, model + off, len, off);
+            if (rc)
+                fail_msg("op %d: pwrite %zu at %lld: %s", op, len,
+                         (long long)off, tm_errname(-rc));
+            if (off + (off_t)len > size)
+                size = off + (off_t)len;
+        } else if (kind < 14) {
+            TM_OK(ftruncate(fd, off));
+            if (off < size)
+                memset(model + off, 0, (size_t)(size - off));
+            size = off;
+        } else {
+            ssize_t n = tm_pread_all(fd, buf, len, off);
+            off_t want = off >= size ? 0
+                         : off + (off_t)len > size ? size - off
+                                                   : (off_t)len;
+            if (n != want)
+                fail_msg("op %d: pread %zu at %lld = %zd, expected %lld", op,
+                         len, (long long)off, n, (long long)want);
+            check_bytes(buf, model + off, (size_t)n, "random pread", off);
+        }
+    }
+    struct stat st;
+    TM_OK(fstat(fd, &st));
+    assert_int_equal(st.st_size, size);
+    close(fd);
+    assert_int_equal(reread(P("f"), buf, (size_t)cap + 512 * KiB), size);
+    check_bytes(buf, model, (size_t)size, "re-read", 0);
+    free(model);
+    free(buf);
+}
+
+static void test_sparse(void **state)
+{
+    struct tmount *m = *state;
+    const off_t far = 10 * MiB + 123;
+    int fd = open(P("f"), O_RDWR | O_CREAT, 0644);
+    TM_OK(fd);
+    assert_int_equal(pwrite(fd, "X", 1, far), 1);
+    assert_int_equal(pwrite(fd, "M", 1, 5 * MiB), 1);
+    struct stat st;
+    TM_OK(fstat(fd, &st));
+    assert_int_equal(st.st_size, far + 1);
+    close(fd);
+    char *buf = malloc((size_t)far + 2);
+    assert_int_equal(reread(P("f"), buf, (size_t)far + 2), far + 1);
+    assert_int_equal(buf[far], 'X');
+    assert_int_equal(buf[5 * MiB], 'M');
+    buf[far] = buf[5 * MiB] = 0;
+    check_zero(buf, (size_t)far + 1, "sparse file", 0);
+
+    /* A file that is all hole. */
+    TM_OK(truncate(P("f"), 0));
+    TM_OK(truncate(P("f"), 3 * MiB + 5));
+    assert_int_equal(reread(P("f"), buf, 4 * MiB), 3 * MiB + 5);
+    check_zero(buf, 3 * MiB + 5, "truncated-up file", 0);
+    free(buf);
+}
+
+static void test_truncate(void **state)
+{
+    struct tmount *m = *state;
+    static const off_t shapes[][2] = {
+        /* initial size, shrink to */
+        {50, 10}, {300000, 100000}, {2 * MiB + 7, MiB - 1}, {1 * MiB, 0}};
+    char *buf = malloc(3 * MiB), *want = malloc(3 * MiB);
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        off_t full = shapes[i][0], cut = shapes[i][1];
+        make_file(P("f"), (size_t)full, i);
+        struct stat before, after;
+        lst(P("f"), &before);
+        tick();
+        int fd = open(P("f"), O_RDWR);
+        TM_OK(fd);
+        TM_OK(ftruncate(fd, cut));
+        TM_OK(fstat(fd, &after));
+        assert_int_equal(after.st_size, cut);
+        assert_ts_after(after.st_mtim, before.st_mtim);
+        assert_ts_after(after.st_ctim, before.st_ctim);
+        /* Grow back: the cut-off bytes must read as zeros. */
+        TM_OK(ftruncate(fd, full));
+        close(fd);
+        assert_int_equal(reread(P("f"), buf, 3 * MiB), full);
+        tm_fill(want, (size_t)cut, i, 0);
+        check_bytes(buf, want, (size_t)cut, "kept by truncate", 0);
+        check_zero(buf + cut, (size_t)(full - cut), "regrown by truncate",
+                   cut);
+    }
+    free(buf);
+    free(want);
+
+    /* By path, and the error cases. */
+    make_file(P("g"), 1000, 9);
+    TM_OK(truncate(P("g"), 10));
+    struct stat st;
+    lst(P("g"), &st);
+    assert_int_equal(st.st_size, 10);
+    TM_OK(mkdir(P("dir"), 0755));
+    TM_ERR(truncate(P("dir"), 0), EISDIR);
+    TM_ERR(truncate(P("missing"), 0), ENOENT);
+    TM_ERR(truncate(P("g"), -1), EINVAL);
+    int fd = open(P("g"), O_RDONLY);
+    TM_ERR2(ftruncate(fd, 0), EINVAL, EBADF);
+    close(fd);
+}
+
+static void test_large_offsets(void **state)
+{
+    struct tmount *m = *state;
+    const off_t t40 = 1LL << 40;
+    char data[8192], buf[8192];
+    tm_fill(data, sizeof data, 40, 0);
+    int fd = open(P("f"), O_RDWR | O_CREAT, 0644);
+    TM_OK(fd);
+    /* Straddle 2^40. */
+    TM_OK(tm_pwrite_all(fd, data, sizeof data, t40 - 4096));
+    struct stat st;
+    TM_OK(fstat(fd, &st));
+    assert_int_equal(st.st_size, t40 + 4096);
+    assert_int_equal(lseek(fd, 0, SEEK_END), t40 + 4096);
+    close(fd);
+    fd = open(P("f"), O_RDWR);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    assert_int_equal(tm_pread_all(fd, buf, sizeof buf, t40 - 4096),
+                     sizeof buf);
+    check_bytes(buf, data, sizeof buf, "at 2^40", t40 - 4096);
+    assert_int_equal(tm_pread_all(fd, buf, 4096, t40 / 2), 4096);
+    check_zero(buf, 4096, "hole at 2^39", t40 / 2);
+    assert_int_equal(tm_pread_all(fd, buf, 4096, 4096), 4096);
+    check_zero(buf, 4096, "hole at 4096", 4096);
+    assert_int_equal(tm_pread_all(fd, buf, 100, t40 + 4096), 0);
+
+    /* Truncating and deleting a 1 TiB sparse file must not walk every
+     * chunk it could have had. */
+    double t0 = tm_now();
+    TM_OK(ftruncate(fd, t40 + 1));
+    TM_OK(fstat(fd, &st));
+    assert_int_equal(st.st_size, t40 + 1);
+    assert_int_equal(tm_pread_all(fd, buf, 10, t40 - 2), 3);
+    check_bytes(buf, data + 4094, 3, "below the cut", t40 - 2);
+    TM_OK(ftruncate(fd, 4096));
+    close(fd);
+    TM_OK(truncate(P("f"), t40 * 2));
+    TM_OK(unlink(P("f")));
+    double took = tm_now() - t0;
+    if (took > 5)
+        fail_msg("truncating and unlinking a sparse 2 TiB file took %.1f s",
+                 took);
+}
+
+/* -------------------------------------------------------- directories */
+
+static void test_mkdir_rmdir(void **state)
+{
+    struct tmount *m = *state;
+    struct stat root0, root1, st;
+    lst(m->mnt, &root0);
+    tick();
+    TM_OK(mkdir(P("d"), 0750));
+    lst(P("d"), &st);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0750);
+    assert_int_equal(st.st_nlink, 2);
+    assert_int_equal(st.st_uid, geteuid());
+    assert_int_equal(st.st_gid, getegid());
+    lst(m->mnt, &root1);
+    assert_int_equal(root1.st_nlink, root0.st_nlink + 1);
+    assert_ts_after(root1.st_mtim, root0.st_mtim);
+    assert_ts_after(root1.st_ctim, root0.st_ctim);
+
+    touch(P("file"));
+    TM_ERR(mkdir(P("d"), 0755), EEXIST);
+    TM_ERR(mkdir(P("file"), 0755), EEXIST);
+    TM_ERR(mkdir(P("missing/d"), 0755), ENOENT);
+    TM_ERR(mkdir(P("file/d"), 0755), ENOTDIR);
+
+    touch(P("d/f"));
+    TM_ERR(rmdir(P("d")), ENOTEMPTY);
+    TM_ERR(rmdir(P("d/f")), ENOTDIR);
+    TM_ERR(rmdir(P("missing")), ENOENT);
+    TM_ERR(rmdir(P("d/.")), EINVAL);
+    TM_OK(unlink(P("d/f")));
+    TM_OK(mkdir(P("d/sub"), 0755));
+    lst(P("d"), &st);
+    assert_int_equal(st.st_nlink, 3);
+    TM_ERR(rmdir(P("d")), ENOTEMPTY);
+    TM_OK(rmdir(P("d/sub")));
+    lst(P("d"), &st);
+    assert_int_equal(st.st_nlink, 2);
+    lst(m->mnt, &root0);
+    tick();
+    TM_OK(rmdir(P("d")));
+    TM_ERR(lstat(P("d"), &st), ENOENT);
+    lst(m->mnt, &root1);
+    assert_int_equal(root1.st_nlink, root0.st_nlink - 1);
+    assert_ts_after(root1.st_mtim, root0.st_mtim);
+
+    /* A removed directory that is still open accepts no new entries. */
+    TM_OK(mkdir(P("gone"), 0755));
+    int dfd = open(P("gone"), O_RDONLY | O_DIRECTORY);
+    TM_OK(dfd);
+    TM_OK(rmdir(P("gone")));
+    TM_ERR(openat(dfd, "x", O_CREAT | O_WRONLY, 0644), ENOENT);
+    TM_OK(fstat(dfd, &st));
+    assert_true(S_ISDIR(st.st_mode));
+    close(dfd);
+
+    /* Deep nesting. */
+    char path[1024] = "";
+    for (int i = 0; i < 20; i++) {
+        strcat(path, i ? "/n" : "n");
+        TM_OK(mkdir(P("%s", path), 0755));
+    }
+    touch(P("%s/leaf", path));
+    lst(P("%s/leaf", path), &st);
+    assert_true(S_ISREG(st.st_mode));
+    TM_ERR(rmdir(P("n")), ENOTEMPTY);
+}
+
+static void test_unlink(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(mkdir(P("d"), 0755));
+    touch(P("d/f"));
+    struct stat d0, d1, st;
+    lst(P("d"), &d0);
+    tick();
+    TM_OK(unlink(P("d/f")));
+    TM_ERR(lstat(P("d/f"), &st), ENOENT);
+    lst(P("d"), &d1);
+    assert_ts_after(d1.st_mtim, d0.st_mtim);
+    assert_ts_after(d1.st_ctim, d0.st_ctim);
+    TM_ERR(unlink(P("d/f")), ENOENT);
+    TM_ERR(unlink(P("d")), EISDIR);
+    TM_ERR(unlink(P("missing/f")), ENOENT);
+    touch(P("file"));
+    TM_ERR(unlink(P("file/x")), ENOTDIR);
+}
+
+/* Inode numbers are never reused, and distinct among live files. */
+static void test_inode_numbers(void **state)
+{
+    struct tmount *m = *state;
+    enum { N = 200 };
+    ino_t seen[2 * N];
+    struct stat st;
+    for (int i = 0; i < N; i++) {
+        touch(P("keep%d", i));
+        lst(P("keep%d", i), &st);
+        seen[i] = st.st_ino;
+        touch(P("tmp"));
+        lst(P("tmp"), &st);
+        seen[N + i] = st.st_ino;
+        TM_OK(unlink(P("tmp")));
+    }
+    lst(m->mnt, &st);
+    for (int i = 0; i < 2 * N; i++) {
+        if (seen[i] == st.st_ino)
+            fail_msg("inode %llu is also the root's",
+                     (unsigned long long)seen[i]);
+        for (int j = 0; j < i; j++)
+            if (seen[i] == seen[j])
+                fail_msg("inode %llu used twice (files %d and %d)",
+                         (unsigned long long)seen[i], j, i);
+    }
+}
+
+/* ----------------------------------------------------- links and names */
+
+static void test_symlink(void **state)
+{
+    struct tmount *m = *state;
+    const char *target = "some/relative/../target";
+    TM_OK(symlink(target, P("l")));
+    struct stat st;
+    lst(P("l"), &st);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(st.st_size, strlen(target));
+    assert_int_equal(st.st_uid, geteuid());
+    char buf[PATH_MAX];
+    assert_int_equal(readlink(P("l"), buf, sizeof buf), strlen(target));
+    assert_memory_equal(buf, target, strlen(target));
+    assert_int_equal(readlink(P("l"), buf, 4), 4);
+    assert_memory_equal(buf, target, 4);
+
+    /* The longest target Linux allows. */
+    char longt[PATH_MAX];
+    memset(longt, 'x', PATH_MAX - 1);
+    for (int i = 100; i < PATH_MAX - 1; i += 100)
+        longt[i] = '/';
+    longt[PATH_MAX - 1] = 0;
+    TM_OK(symlink(longt, P("long")));
+    assert_int_equal(readlink(P("long"), buf, sizeof buf), PATH_MAX - 1);
+    assert_memory_equal(buf, longt, PATH_MAX - 1);
+
+    make_file(P("f"), 3000, 3);
+    TM_ERR(readlink(P("f"), buf, sizeof buf), EINVAL);
+    TM_ERR(readlink(P("missing"), buf, sizeof buf), ENOENT);
+    TM_ERR(symlink("x", P("f")), EEXIST);
+    TM_ERR(symlink("x", P("l")), EEXIST);
+
+    /* Following. */
+    TM_OK(symlink("f", P("tof")));
+    check_file(P("tof"), 3000, 3);
+    TM_OK(stat(P("tof"), &st));
+    assert_true(S_ISREG(st.st_mode));
+    TM_OK(mkdir(P("d"), 0755));
+    TM_OK(symlink("../f", P("d/up")));
+    check_file(P("d/up"), 3000, 3);
+    TM_OK(symlink("nowhere", P("dangling")));
+    TM_ERR(open(P("dangling"), O_RDONLY), ENOENT);
+    TM_OK(symlink("loop2", P("loop1")));
+    TM_OK(symlink("loop1", P("loop2")));
+    TM_ERR(open(P("loop1"), O_RDONLY), ELOOP);
+
+    TM_OK(unlink(P("tof")));
+    check_file(P("f"), 3000, 3);
+}
+
+static void test_hardlinks(void **state)
+{
+    struct tmount *m = *state;
+    make_file(P("f"), 10000, 11);
+    struct stat f0, f1, g;
+    lst(P("f"), &f0);
+    tick();
+    TM_OK(link(P("f"), P("g")));
+    lst(P("f"), &f1);
+    lst(P("g"), &g);
+    assert_int_equal(f1.st_ino, g.st_ino);
+    assert_int_equal(f1.st_nlink, 2);
+    assert_int_equal(g.st_nlink, 2);
+    assert_ts_after(f1.st_ctim, f0.st_ctim);
+
+    /* One inode, one content. */
+    int fd = open(P("g"), O_WRONLY);
+    TM_OK(fd);
+    assert_int_equal(pwrite(fd, "LINK", 4, 100), 4);
+    close(fd);
+    char buf[10000];
+    assert_int_equal(reread(P("f"), buf, sizeof buf), 10000);
+    assert_memory_equal(buf + 100, "LINK", 4);
+
+    TM_OK(mkdir(P("d"), 0755));
+    TM_OK(link(P("f"), P("d/h")));
+    lst(P("f"), &f1);
+    assert_int_equal(f1.st_nlink, 3);
+    TM_OK(unlink(P("f")));
+    lst(P("g"), &g);
+    assert_int_equal(g.st_nlink, 2);
+    assert_int_equal(reread(P("d/h"), buf, sizeof buf), 10000);
+    assert_memory_equal(buf + 100, "LINK", 4);
+
+    TM_ERR(link(P("d"), P("dlink")), EPERM);
+    TM_ERR(link(P("g"), P("d/h")), EEXIST);
+    TM_ERR(link(P("missing"), P("x")), ENOENT);
+    TM_ERR(link(P("g"), P("missing/x")), ENOENT);
+
+    /* A link to a symlink itself (linkat without AT_SYMLINK_FOLLOW). */
+    TM_OK(symlink("g", P("sl")));
+    TM_OK(linkat(AT_FDCWD, P("sl"), AT_FDCWD, P("sl2"), 0));
+    struct stat sl;
+    lst(P("sl2"), &sl);
+    assert_true(S_ISLNK(sl.st_mode));
+    assert_int_equal(sl.st_nlink, 2);
+
+    /* Many links, then back to one. */
+    for (int i = 0; i < 50; i++)
+        TM_OK(link(P("g"), P("many%d", i)));
+    lst(P("g"), &g);
+    assert_int_equal(g.st_nlink, 52);
+    for (int i = 0; i < 50; i++)
+        TM_OK(unlink(P("many%d", i)));
+    TM_OK(unlink(P("d/h")));
+    lst(P("g"), &g);
+    assert_int_equal(g.st_nlink, 1);
+}
+
+static void test_name_max(void **state)
+{
+    struct tmount *m = *state;
+    char n255[5][256], n256[257];
+    for (int i = 0; i < 5; i++) {
+        memset(n255[i], 'a' + i, 255);
+        n255[i][255] = 0;
+    }
+    memset(n256, 'z', 256);
+    n256[256] = 0;
+
+    touch(P("%s", n255[0]));
+    TM_OK(mkdir(P("%s", n255[1]), 0755));
+    TM_OK(symlink("target", P("%s", n255[2])));
+    TM_OK(link(P("%s", n255[0]), P("%s", n255[3])));
+    TM_OK(mknod(P("%s", n255[4]), S_IFIFO | 0644, 0));
+    struct stat st;
+    for (int i = 0; i < 5; i++)
+        lst(P("%s", n255[i]), &st);
+    TM_OK(rename(P("%s", n255[0]), P("%s/%s", n255[1], n255[0])));
+    lst(P("%s/%s", n255[1], n255[0]), &st);
+
+    /* 255 bytes of UTF-8: 127 two-byte characters and an 'x'. */
+    char utf[256] = "";
+    for (int i = 0; i < 127; i++)
+        strcat(utf, "\xc3\xa9");
+    strcat(utf, "x");
+    assert_int_equal(strlen(utf), 255);
+    touch(P("%s", utf));
+    lst(P("%s", utf), &st);
+
+    TM_ERR(open(P("%s", n256), O_CREAT | O_WRONLY, 0644), ENAMETOOLONG);
+    TM_ERR(mkdir(P("%s", n256), 0755), ENAMETOOLONG);
+    TM_ERR(symlink("t", P("%s", n256)), ENAMETOOLONG);
+    TM_ERR(link(P("%s", n255[3]), P("%s", n256)), ENAMETOOLONG);
+    TM_ERR(rename(P("%s", n255[3]), P("%s", n256)), ENAMETOOLONG);
+    TM_ERR(mknod(P("%s", n256), S_IFIFO | 0644, 0), ENAMETOOLONG);
+    TM_ERR(lstat(P("%s", n256), &st), ENAMETOOLONG);
+    TM_ERR(unlink(P("%s", n256)), ENAMETOOLONG);
+    TM_ERR(lstat(P("%s/x", n256), &st), ENAMETOOLONG);
+}
+
+/* -------------------------------------------------------------- rename */
+
+static void test_rename_files(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(mkdir(P("a"), 0755));
+    TM_OK(mkdir(P("b"), 0755));
+    make_file(P("a/f"), 5000, 1);
+    struct stat f0, f1, a0, a1, b0, b1;
+    lst(P("a/f"), &f0);
+    lst(P("a"), &a0);
+    lst(P("b"), &b0);
+    tick();
+    TM_OK(rename(P("a/f"), P("b/g")));
+    TM_ERR(lstat(P("a/f"), &f1), ENOENT);
+    lst(P("b/g"), &f1);
+    assert_int_equal(f1.st_ino, f0.st_ino);
+    assert_int_equal(f1.st_nlink, 1);
+    assert_ts_after(f1.st_ctim, f0.st_ctim);
+    lst(P("a"), &a1);
+    lst(P("b"), &b1);
+    assert_ts_after(a1.st_mtim, a0.st_mtim);
+    assert_ts_after(b1.st_mtim, b0.st_mtim);
+    assert_int_equal(a1.st_nlink, 2);
+    assert_int_equal(b1.st_nlink, 2);
+    check_file(P("b/g"), 5000, 1);
+
+    /* Over an existing file, which stays readable through an open fd. */
+    make_file(P("b/victim"), 7000, 2);
+    struct stat v;
+    lst(P("b/victim"), &v);
+    int vfd = open(P("b/victim"), O_RDONLY);
+    TM_OK(vfd);
+    TM_OK(rename(P("b/g"), P("b/victim")));
+    TM_ERR(lstat(P("b/g"), &f1), ENOENT);
+    lst(P("b/victim"), &f1);
+    assert_int_equal(f1.st_ino, f0.st_ino);
+    check_file(P("b/victim"), 5000, 1);
+    struct stat vst;
+    TM_OK(fstat(vfd, &vst));
+    assert_int_equal(vst.st_ino, v.st_ino);
+    assert_int_equal(vst.st_nlink, 0);
+    char buf[7000], want[7000];
+    assert_int_equal(tm_pread_all(vfd, buf, sizeof buf, 0), 7000);
+    tm_fill(want, sizeof want, 2, 0);
+    check_bytes(buf, want, sizeof buf, "replaced but open", 0);
+    close(vfd);
+
+    /* Renaming a name to itself, or to another link of the same inode,
+     * does nothing. */
+    TM_OK(rename(P("b/victim"), P("b/victim")));
+    TM_OK(link(P("b/victim"), P("b/twin")));
+    TM_OK(rename(P("b/victim"), P("b/twin")));
+    lst(P("b/victim"), &f1);
+    assert_int_equal(f1.st_nlink, 2);
+    lst(P("b/twin"), &f1);
+
+    TM_ERR(rename(P("missing"), P("x")), ENOENT);
+    TM_ERR(rename(P("b/twin"), P("missing/x")), ENOENT);
+    TM_OK(mkdir(P("dir"), 0755));
+    TM_ERR(rename(P("b/twin"), P("dir")), EISDIR);
+    TM_ERR(rename(P("dir"), P("b/twin")), ENOTDIR);
+}
+
+static void test_rename_dirs(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(mkdir(P("p1"), 0755));
+    TM_OK(mkdir(P("p2"), 0755));
+    TM_OK(mkdir(P("p1/d"), 0755));
+    touch(P("p1/d/child"));
+    struct stat st, d0;
+    lst(P("p1/d"), &d0);
+
+    /* Across parents: the link counts follow the directory. */
+    TM_OK(rename(P("p1/d"), P("p2/d")));
+    lst(P("p1"), &st);
+    assert_int_equal(st.st_nlink, 2);
+    lst(P("p2"), &st);
+    assert_int_equal(st.st_nlink, 3);
+    lst(P("p2/d"), &st);
+    assert_int_equal(st.st_ino, d0.st_ino);
+    lst(P("p2/d/child"), &st);
+
+    /* Over an empty directory. */
+    TM_OK(mkdir(P("p1/empty"), 0755));
+    struct stat e;
+    lst(P("p1/empty"), &e);
+    TM_OK(rename(P("p2/d"), P("p1/empty")));
+    lst(P("p1/empty"), &st);
+    assert_int_equal(st.st_ino, d0.st_ino);
+    lst(P("p1/empty/child"), &st);
+    lst(P("p1"), &st);
+    assert_int_equal(st.st_nlink, 3);
+    lst(P("p2"), &st);
+    assert_int_equal(st.st_nlink, 2);
+
+    /* Over a non-empty directory, a file, into its own subtree. */
+    TM_OK(mkdir(P("full"), 0755));
+    touch(P("full/x"));
+    TM_ERR(rename(P("p1/empty"), P("full")), ENOTEMPTY);
+    touch(P("file"));
+    TM_ERR(rename(P("p1/empty"), P("file")), ENOTDIR);
+    TM_ERR(rename(P("file"), P("p1/empty")), EISDIR);
+    TM_OK(mkdir(P("p1/empty/sub"), 0755));
+    TM_ERR(rename(P("p1"), P("p1/empty/sub/p1")), EINVAL);
+    TM_ERR(rename(P("p1"), P("p1/x")), EINVAL);
+    TM_ERR(rename(P("p1/empty"), P("p1/empty/sub/x")), EINVAL);
+    lst(P("p1/empty/sub"), &st);
+
+    /* Up into an ancestor, and the listing of the old parent follows. */
+    TM_OK(rename(P("p1/empty/sub"), P("sub")));
+    lst(P("sub"), &st);
+    lst(P("p1/empty"), &st);
+    assert_int_equal(st.st_nlink, 2);
+    DIR *d = opendir(P("p1/empty"));
+    assert_non_null(d);
+    struct dirent *de;
+    int names = 0;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+            assert_string_equal(de->d_name, "child");
+            names++;
+        }
+    }
+    closedir(d);
+    assert_int_equal(names, 1);
+}
+
+static void test_rename_noreplace(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(tm_write_file(P("a"), "A", 1, 0644));
+    TM_OK(tm_write_file(P("b"), "B", 1, 0644));
+    TM_ERR(renameat2_(P("a"), P("b"), RENAME_NOREPLACE), EEXIST);
+    check_text(P("a"), "A");
+    check_text(P("b"), "B");
+    TM_OK(mkdir(P("d"), 0755));
+    TM_ERR(renameat2_(P("a"), P("d"), RENAME_NOREPLACE), EEXIST);
+    TM_OK(renameat2_(P("a"), P("c"), RENAME_NOREPLACE));
+    struct stat st;
+    TM_ERR(lstat(P("a"), &st), ENOENT);
+    check_text(P("c"), "A");
+    TM_ERR(renameat2_(P("missing"), P("z"), RENAME_NOREPLACE), ENOENT);
+    TM_ERR(renameat2_(P("c"), P("z"), RENAME_NOREPLACE | RENAME_EXCHANGE),
+           EINVAL);
+}
+
+static void test_rename_exchange(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(mkdir(P("p1"), 0755));
+    TM_OK(mkdir(P("p2"), 0755));
+    TM_OK(tm_write_file(P("p1/file"), "FILE", 4, 0644));
+    TM_OK(mkdir(P("p2/dir"), 0700));
+    touch(P("p2/dir/inside"));
+    struct stat f0, d0, st;
+    lst(P("p1/file"), &f0);
+    lst(P("p2/dir"), &d0);
+
+    TM_OK(renameat2_(P("p1/file"), P("p2/dir"), RENAME_EXCHANGE));
+    lst(P("p1/file"), &st);
+    assert_int_equal(st.st_ino, d0.st_ino);
+    assert_true(S_ISDIR(st.st_mode));
+    lst(P("p1/file/inside"), &st);
+    lst(P("p2/dir"), &st);
+    assert_int_equal(st.st_ino, f0.st_ino);
+    assert_true(S_ISREG(st.st_mode));
+    check_text(P("p2/dir"), "FILE");
+    /* The directory moved from p2 to p1. */
+    lst(P("p1"), &st);
+    assert_int_equal(st.st_nlink, 3);
+    lst(P("p2"), &st);
+    assert_int_equal(st.st_nlink, 2);
+
+    /* Two files in one directory. */
+    TM_OK(tm_write_file(P("x"), "X", 1, 0644));
+    TM_OK(tm_write_file(P("y"), "YY", 2, 0644));
+    TM_OK(renameat2_(P("x"), P("y"), RENAME_EXCHANGE));
+    check_text(P("x"), "YY");
+    check_text(P("y"), "X");
+
+    TM_ERR(renameat2_(P("x"), P("missing"), RENAME_EXCHANGE), ENOENT);
+    TM_ERR(renameat2_(P("missing"), P("x"), RENAME_EXCHANGE), ENOENT);
+    /* A directory exchanged into its own subtree. */
+    TM_OK(mkdir(P("top"), 0755));
+    TM_OK(mkdir(P("top/below"), 0755));
+    TM_ERR(renameat2_(P("top"), P("top/below"), RENAME_EXCHANGE), EINVAL);
+}
+
+/* ------------------------------------------------- nodes and attributes */
+
+static void test_mknod(void **state)
+{
+    struct tmount *m = *state;
+    struct stat st;
+    TM_OK(mkfifo(P("fifo"), 0640));
+    lst(P("fifo"), &st);
+    assert_true(S_ISFIFO(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0640);
+    int fd = open(P("fifo"), O_RDWR | O_NONBLOCK);
+    TM_OK(fd);
+    assert_int_equal(write(fd, "pipe", 4), 4);
+    char buf[8];
+    assert_int_equal(read(fd, buf, sizeof buf), 4);
+    assert_memory_equal(buf, "pipe", 4);
+    close(fd);
+    TM_ERR(mkfifo(P("fifo"), 0640), EEXIST);
+
+    TM_OK(mknod(P("sock"), S_IFSOCK | 0600, 0));
+    lst(P("sock"), &st);
+    assert_true(S_ISSOCK(st.st_mode));
+    TM_OK(mknod(P("chr"), S_IFCHR | 0600, makedev(1, 3)));
+    lst(P("chr"), &st);
+    assert_true(S_ISCHR(st.st_mode));
+    assert_int_equal(st.st_rdev, makedev(1, 3));
+    TM_OK(mknod(P("blk"), S_IFBLK | 0600, makedev(259, 70000)));
+    lst(P("blk"), &st);
+    assert_true(S_ISBLK(st.st_mode));
+    assert_int_equal(major(st.st_rdev), 259);
+    assert_int_equal(minor(st.st_rdev), 70000);
+    TM_OK(mknod(P("reg"), S_IFREG | 0604, 0));
+    lst(P("reg"), &st);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0604);
+    assert_int_equal(st.st_size, 0);
+    TM_ERR(mknod(P("missing/x"), S_IFIFO | 0600, 0), ENOENT);
+
+    /* bind() creates its socket node through mknod. */
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    TM_OK(s);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(P("bound")) < sizeof sa.sun_path);
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", P("bound"));
+    TM_OK(bind(s, (struct sockaddr *)&sa, sizeof sa));
+    lst(P("bound"), &st);
+    assert_true(S_ISSOCK(st.st_mode));
+    close(s);
+}
+
+static void test_chmod_chown(void **state)
+{
+    struct tmount *m = *state;
+    touch(P("f"));
+    struct stat s0, s1;
+    lst(P("f"), &s0);
+    tick();
+    TM_OK(chmod(P("f"), 0600));
+    lst(P("f"), &s1);
+    assert_int_equal(s1.st_mode & 07777, 0600);
+    assert_true(S_ISREG(s1.st_mode));
+    assert_ts_after(s1.st_ctim, s0.st_ctim);
+    assert_ts_eq(s1.st_mtim, s0.st_mtim);
+    TM_OK(chmod(P("f"), 07777));
+    lst(P("f"), &s1);
+    assert_int_equal(s1.st_mode & 07777, 07777);
+    int fd = open(P("f"), O_RDONLY);
+    TM_OK(fchmod(fd, 0444));
+    TM_OK(fstat(fd, &s1));
+    assert_int_equal(s1.st_mode & 07777, 0444);
+
+    lst(P("f"), &s0);
+    tick();
+    TM_OK(chown(P("f"), 1234, 5678));
+    lst(P("f"), &s1);
+    assert_int_equal(s1.st_uid, 1234);
+    assert_int_equal(s1.st_gid, 5678);
+    assert_ts_after(s1.st_ctim, s0.st_ctim);
+    TM_OK(chown(P("f"), (uid_t)-1, 42));
+    lst(P("f"), &s1);
+    assert_int_equal(s1.st_uid, 1234);
+    assert_int_equal(s1.st_gid, 42);
+    TM_OK(fchown(fd, 7, (gid_t)-1));
+    TM_OK(fstat(fd, &s1));
+    assert_int_equal(s1.st_uid, 7);
+    assert_int_equal(s1.st_gid, 42);
+    close(fd);
+
+    /* lchown changes the link, not its target. */
+    TM_OK(symlink("f", P("l")));
+    TM_OK(lchown(P("l"), 99, 98));
+    lst(P("l"), &s1);
+    assert_int_equal(s1.st_uid, 99);
+    assert_int_equal(s1.st_gid, 98);
+    lst(P("f"), &s1);
+    assert_int_equal(s1.st_uid, 7);
+
+    /* chown clears set-user-ID, and set-group-ID with group execute, on
+     * regular files even for root (as ext4 does); not on directories. */
+    TM_OK(chmod(P("f"), 06755));
+    TM_OK(chown(P("f"), 1, 1));
+    lst(P("f"), &s1);
+    assert_int_equal(s1.st_mode & 07777, 0755);
+    TM_OK(mkdir(P("d"), 02755));
+    TM_OK(chmod(P("d"), 02755));
+    TM_OK(chown(P("d"), 1, 1));
+    lst(P("d"), &s1);
+    assert_int_equal(s1.st_mode & 07777, 02755);
+
+    TM_ERR(chmod(P("missing"), 0644), ENOENT);
+    TM_ERR(chown(P("missing"), 1, 1), ENOENT);
+}
+
+static void test_utimens(void **state)
+{
+    struct tmount *m = *state;
+    touch(P("f"));
+    struct stat st, s0;
+    long long t0 = now_ns();
+    struct timespec set[2] = {{1000, 123456789}, {2000, 987654321}};
+    TM_OK(utimensat(AT_FDCWD, P("f"), set, 0));
+    long long t1 = now_ns();
+    lst(P("f"), &st);
+    assert_ts_eq(st.st_atim, set[0]);
+    assert_ts_eq(st.st_mtim, set[1]);
+    assert_ts_within(st.st_ctim, t0, t1);
+
+    /* UTIME_OMIT keeps, UTIME_NOW takes the clock. */
+    struct timespec omit_now[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+    t0 = now_ns();
+    TM_OK(utimensat(AT_FDCWD, P("f"), omit_now, 0));
+    t1 = now_ns();
+    lst(P("f"), &st);
+    assert_ts_eq(st.st_atim, set[0]);
+    assert_ts_within(st.st_mtim, t0, t1);
+    struct timespec set_omit[2] = {{3000, 5}, {0, UTIME_OMIT}};
+    s0 = st;
+    TM_OK(utimensat(AT_FDCWD, P("f"), set_omit, 0));
+    lst(P("f"), &st);
+    assert_int_equal(st.st_atim.tv_sec, 3000);
+    assert_int_equal(st.st_atim.tv_nsec, 5);
+    assert_ts_eq(st.st_mtim, s0.st_mtim);
+    struct timespec now_omit[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
+    t0 = now_ns();
+    TM_OK(utimensat(AT_FDCWD, P("f"), now_omit, 0));
+    t1 = now_ns();
+    lst(P("f"), &st);
+    assert_ts_within(st.st_atim, t0, t1);
+    assert_ts_eq(st.st_mtim, s0.st_mtim);
+
+    /* NULL: both now. */
+    tick();
+    t0 = now_ns();
+    TM_OK(utimensat(AT_FDCWD, P("f"), NULL, 0));
+    t1 = now_ns();
+    lst(P("f"), &st);
+    assert_ts_within(st.st_atim, t0, t1);
+    assert_ts_within(st.st_mtim, t0, t1);
+
+    /* Before 1970 and after 2038. */
+    struct timespec odd[2] = {{-86400, 500}, {(time_t)1 << 33, 999999999}};
+    TM_OK(utimensat(AT_FDCWD, P("f"), odd, 0));
+    lst(P("f"), &st);
+    assert_ts_eq(st.st_atim, odd[0]);
+    assert_ts_eq(st.st_mtim, odd[1]);
+
+    /* futimens, and a symlink's own times. */
+    int fd = open(P("f"), O_RDONLY);
+    TM_OK(futimens(fd, set));
+    TM_OK(fstat(fd, &st));
+    assert_ts_eq(st.st_mtim, set[1]);
+    close(fd);
+    TM_OK(symlink("f", P("l")));
+    struct timespec lt[2] = {{4000, 4}, {5000, 5}};
+    TM_OK(utimensat(AT_FDCWD, P("l"), lt, AT_SYMLINK_NOFOLLOW));
+    lst(P("l"), &st);
+    assert_ts_eq(st.st_mtim, lt[1]);
+    lst(P("f"), &st);
+    assert_ts_eq(st.st_mtim, set[1]);
+
+    TM_ERR(utimensat(AT_FDCWD, P("missing"), set, 0), ENOENT);
+    struct timespec bad[2] = {{0, 1000000000}, {0, 0}};
+    TM_ERR(utimensat(AT_FDCWD, P("f"), bad, 0), EINVAL);
+}
+
+/* Which operation updates which time stamp (ext4 behaviour). */
+static void test_timestamps(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(mkdir(P("d"), 0755));
+    struct stat d0, d1, f0, f1;
+    lst(P("d"), &d0);
+    tick();
+    long long t0 = now_ns();
+    touch(P("d/f"));
+    long long t1 = now_ns();
+    lst(P("d/f"), &f0);
+    assert_ts_within(f0.st_atim, t0, t1);
+    assert_ts_within(f0.st_mtim, t0, t1);
+    assert_ts_within(f0.st_ctim, t0, t1);
+    lst(P("d"), &d1);
+    assert_ts_after(d1.st_mtim, d0.st_mtim);
+    assert_ts_after(d1.st_ctim, d0.st_ctim);
+
+    /* write: mtime and ctime, not atime. */
+    tick();
+    int fd = open(P("d/f"), O_WRONLY);
+    assert_int_equal(write(fd, "data", 4), 4);
+    TM_OK(fsync(fd));
+    close(fd);
+    lst(P("d/f"), &f1);
+    assert_ts_after(f1.st_mtim, f0.st_mtim);
+    assert_ts_after(f1.st_ctim, f0.st_ctim);
+    assert_ts_eq(f1.st_atim, f0.st_atim);
+
+    /* setxattr: ctime only. */
+    f0 = f1;
+    tick();
+    TM_OK(setxattr(P("d/f"), "user.t", "v", 1, 0));
+    lst(P("d/f"), &f1);
+    assert_ts_after(f1.st_ctim, f0.st_ctim);
+    assert_ts_eq(f1.st_mtim, f0.st_mtim);
+
+    /* link and unlink: the file's ctime, the directory's mtime/ctime. */
+    f0 = f1;
+    d0 = d1;
+    tick();
+    TM_OK(link(P("d/f"), P("d/g")));
+    lst(P("d/f"), &f1);
+    lst(P("d"), &d1);
+    assert_ts_after(f1.st_ctim, f0.st_ctim);
+    assert_ts_eq(f1.st_mtim, f0.st_mtim);
+    assert_ts_after(d1.st_mtim, d0.st_mtim);
+    f0 = f1;
+    d0 = d1;
+    tick();
+    TM_OK(unlink(P("d/g")));
+    lst(P("d/f"), &f1);
+    lst(P("d"), &d1);
+    assert_ts_after(f1.st_ctim, f0.st_ctim);
+    assert_ts_after(d1.st_mtim, d0.st_mtim);
+    assert_ts_after(d1.st_ctim, d0.st_ctim);
+
+    /* symlink, mkdir, mknod, rename: the parent's mtime. */
+    const char *what[] = {"symlink", "mkdir", "mknod", "rename"};
+    for (int i = 0; i < 4; i++) {
+        d0 = d1;
+        tick();
+        if (i == 0)
+            TM_OK(symlink("f", P("d/s")));
+        else if (i == 1)
+            TM_OK(mkdir(P("d/sub"), 0755));
+        else if (i == 2)
+            TM_OK(mknod(P("d/fifo"), S_IFIFO | 0644, 0));
+        else
+            TM_OK(rename(P("d/fifo"), P("d/fifo2")));
+        lst(P("d"), &d1);
+        if (ts_ns(d1.st_mtim) <= ts_ns(d0.st_mtim))
+            fail_msg("%s did not update the directory's mtime", what[i]);
+    }
+
+    /* Listing a directory changes neither mtime nor ctime. */
+    d0 = d1;
+    tick();
+    DIR *dir = opendir(P("d"));
+    while (readdir(dir))
+        ;
+    closedir(dir);
+    lst(P("d"), &d1);
+    assert_ts_eq(d1.st_mtim, d0.st_mtim);
+    assert_ts_eq(d1.st_ctim, d0.st_ctim);
+}
+
+/* --------------------------------------------------------------- xattrs */
+
+static bool list_has(const char *list, ssize_t len, const char *name)
+{
+    for (ssize_t i = 0; i < len; i += (ssize_t)strlen(list + i) + 1)
+        if (strcmp(list + i, name) == 0)
+            return true;
+    return false;
+}
+
+static int list_count(const char *list, ssize_t len)
+{
+    int n = 0;
+    for (ssize_t i = 0; i < len; i += (ssize_t)strlen(list + i) + 1)
+        n++;
+    return n;
+}
+
+static void test_xattr(void **state)
+{
+    struct tmount *m = *state;
+    touch(P("f"));
+    char buf[8192];
+    TM_OK(setxattr(P("f"), "user.a", "v1", 2, 0));
+    assert_int_equal(getxattr(P("f"), "user.a", NULL, 0), 2);
+    assert_int_equal(getxattr(P("f"), "user.a", buf, sizeof buf), 2);
+    assert_memory_equal(buf, "v1", 2);
+
+    TM_ERR(setxattr(P("f"), "user.a", "x", 1, XATTR_CREATE), EEXIST);
+    TM_ERR(setxattr(P("f"), "user.b", "x", 1, XATTR_REPLACE), ENODATA);
+    TM_ERR(getxattr(P("f"), "user.b", buf, sizeof buf), ENODATA);
+    TM_OK(setxattr(P("f"), "user.a", "value2", 6, XATTR_REPLACE));
+    assert_int_equal(getxattr(P("f"), "user.a", buf, sizeof buf), 6);
+    assert_memory_equal(buf, "value2", 6);
+    TM_ERR(getxattr(P("f"), "user.a", buf, 3), ERANGE);
+    TM_OK(setxattr(P("f"), "user.new", "n", 1, XATTR_CREATE));
+
+    /* Empty, binary and large values. */
+    TM_OK(setxattr(P("f"), "user.empty", "", 0, 0));
+    assert_int_equal(getxattr(P("f"), "user.empty", buf, sizeof buf), 0);
+    char bin[256];
+    for (int i = 0; i < 256; i++)
+        bin[i] = (char)i;
+    TM_OK(setxattr(P("f"), "user.bin", bin, sizeof bin, 0));
+    assert_int_equal(getxattr(P("f"), "user.bin", buf, sizeof buf), 256);
+    assert_memory_equal(buf, bin, 256);
+    char big[3000];
+    tm_fill(big, sizeof big, 4, 0);
+    TM_OK(setxattr(P("f"), "user.big", big, sizeof big, 0));
+    assert_int_equal(getxattr(P("f"), "user.big", buf, sizeof buf), 3000);
+    check_bytes(buf, big, sizeof big, "xattr value", 0);
+
+    /* listxattr: size query, exact contents, ERANGE. */
+    ssize_t need = listxattr(P("f"), NULL, 0);
+    TM_OK(need);
+    ssize_t len = listxattr(P("f"), buf, sizeof buf);
+    assert_int_equal(len, need);
+    assert_int_equal(list_count(buf, len), 5);
+    assert_true(list_has(buf, len, "user.a"));
+    assert_true(list_has(buf, len, "user.new"));
+    assert_true(list_has(buf, len, "user.empty"));
+    assert_true(list_has(buf, len, "user.bin"));
+    assert_true(list_has(buf, len, "user.big"));
+    TM_ERR(listxattr(P("f"), buf, (size_t)len - 1), ERANGE);
+
+    TM_OK(removexattr(P("f"), "user.a"));
+    TM_ERR(removexattr(P("f"), "user.a"), ENODATA);
+    TM_ERR(getxattr(P("f"), "user.a", buf, sizeof buf), ENODATA);
+    len = listxattr(P("f"), buf, sizeof buf);
+    assert_int_equal(list_count(buf, len), 4);
+    assert_false(list_has(buf, len, "user.a"));
+
+    /* Other namespaces root may use, and other kinds of inode. */
+    TM_OK(setxattr(P("f"), "trusted.t", "T", 1, 0));
+    assert_int_equal(getxattr(P("f"), "trusted.t", buf, sizeof buf), 1);
+    TM_OK(setxattr(P("f"), "security.s", "S", 1, 0));
+    assert_int_equal(getxattr(P("f"), "security.s", buf, sizeof buf), 1);
+    TM_OK(mkdir(P("d"), 0755));
+    TM_OK(setxattr(P("d"), "user.dir", "D", 1, 0));
+    assert_int_equal(getxattr(P("d"), "user.dir", buf, sizeof buf), 1);
+    TM_OK(symlink("f", P("l")));
+    TM_OK(lsetxattr(P("l"), "trusted.link", "L", 1, 0));
+    assert_int_equal(lgetxattr(P("l"), "trusted.link", buf, sizeof buf), 1);
+    TM_ERR(getxattr(P("f"), "trusted.link", buf, sizeof buf), ENODATA);
+
+    /* Many attributes. */
+    touch(P("many"));
+    for (int i = 0; i < 100; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "user.x%03d", i);
+        TM_OK(setxattr(P("many"), name, name, strlen(name), 0));
+    }
+    len = listxattr(P("many"), buf, sizeof buf);
+    assert_int_equal(list_count(buf, len), 100);
+    assert_true(list_has(buf, len, "user.x000"));
+    assert_true(list_has(buf, len, "user.x099"));
+
+    TM_ERR(getxattr(P("missing"), "user.a", buf, sizeof buf), ENOENT);
+    TM_ERR(setxattr(P("missing"), "user.a", "x", 1, 0), ENOENT);
+}
+
+/* ------------------------------------------------------ space and holes */
+
+static void test_statfs(void **state)
+{
+    struct tmount *m = *state;
+    struct statvfs sv;
+    TM_OK(statvfs(m->mnt, &sv));
+    assert_true(sv.f_bsize > 0);
+    assert_true(sv.f_frsize > 0);
+    assert_true(sv.f_blocks > 0);
+    assert_true(sv.f_bfree <= sv.f_blocks);
+    assert_true(sv.f_bavail <= sv.f_bfree);
+    assert_true(sv.f_files >= sv.f_ffree);
+    assert_true(sv.f_favail <= sv.f_ffree);
+    assert_int_equal(sv.f_namemax, 255);
+
+    /* The file count is real. */
+    long long i0 = inodes_used(m);
+    assert_true(i0 >= 1);
+    TM_OK(mkdir(P("d"), 0755));
+    for (int i = 0; i < 99; i++)
+        touch(P("d/f%d", i));
+    assert_int_equal(inodes_used(m), i0 + 100);
+    for (int i = 0; i < 99; i++)
+        TM_OK(unlink(P("d/f%d", i)));
+    TM_OK(rmdir(P("d")));
+    wait_inodes(m, i0);
+
+    /* So is the space: 16 MiB of incompressible data, synced, must be
+     * somewhere.  (Not a difference: the store may preallocate.) */
+    make_file(P("big"), 16 * MiB, 16);
+    int fd = open(P("big"), O_RDONLY);
+    TM_OK(fsync(fd));
+    close(fd);
+    TM_OK(statvfs(m->mnt, &sv));
+    long long used = bytes_used(m);
+    if (used < 12 * MiB)
+        fail_msg("statfs: %lld bytes used after writing 16 MiB", used);
+    assert_true((long long)sv.f_blocks * (long long)sv.f_frsize >= used);
+}
+
+static void test_fallocate(void **state)
+{
+    struct tmount *m = *state;
+    int fd = open(P("f"), O_RDWR | O_CREAT, 0644);
+    TM_OK(fd);
+    struct stat st;
+    TM_OK(fallocate(fd, 0, 0, MiB));
+    TM_OK(fstat(fd, &st));
+    assert_int_equal(st.st_size, MiB);
+    TM_OK(fallocate(fd, 0, 512 * KiB, 2 * MiB));
+    TM_OK(fstat(fd, &st));
+    assert_int_equal(st.st_size, 2 * MiB + 512 * KiB);
+
+    /* Allocating over data keeps it. */
+    char data[4096], buf[4096];
+    tm_fill(data, sizeof data, 77, 0);
+    TM_OK(tm_pwrite_all(fd, data, sizeof data, 1000));
+    TM_OK(fallocate(fd, 0, 0, 8192));
+    TM_OK(fstat(fd, &st));
+    assert_int_equal(st.st_size, 2 * MiB + 512 * KiB);
+
+    /* KEEP_SIZE allocates past the end without moving it. */
+    TM_OK(fallocate(fd, FALLOC_FL_KEEP_SIZE, 2 * MiB, 4 * MiB));
+    TM_OK(fstat(fd, &st));
+    assert_int_equal(st.st_size, 2 * MiB + 512 * KiB);
+    assert_int_equal(pread(fd, buf, sizeof buf, 2 * MiB + 512 * KiB), 0);
+    TM_OK(ftruncate(fd, 5 * MiB));
+    close(fd);
+
+    char *all = malloc(6 * MiB);
+    assert_int_equal(reread(P("f"), all, 6 * MiB), 5 * MiB);
+    check_bytes(all + 1000, data, sizeof data, "under fallocate", 1000);
+    memset(all + 1000, 0, sizeof data);
+    check_zero(all, 5 * MiB, "fallocated", 0);
+    free(all);
+
+    /* Far out. */
+    fd = open(P("f"), O_RDWR);
+    TM_OK(fallocate(fd, 0, 1LL << 40, 4096));
+    TM_OK(fstat(fd, &st));
+    assert_int_equal(st.st_size, (1LL << 40) + 4096);
+    TM_ERR(fallocate(fd, 0, 0, 0), EINVAL);
+    close(fd);
+    fd = open(P("f"), O_RDONLY);
+    TM_ERR(fallocate(fd, 0, 0, 4096), EBADF);
+    close(fd);
+}
+
+/* SEEK_DATA/SEEK_HOLE on a file with data at [0, 4K) and [32M, 32M + 4K).
+ * Any granularity up to 16 MiB is fine, but the hole must be found. */
+static void test_seek_data_hole(void **state)
+{
+    struct tmount *m = *state;
+    const off_t far = 32 * MiB, size = 32 * MiB + 4096;
+    char data[4096];
+    tm_fill(data, sizeof data, 5, 0);
+    int fd = open(P("f"), O_RDWR | O_CREAT, 0644);
+    TM_OK(tm_pwrite_all(fd, data, sizeof data, 0));
+    TM_OK(tm_pwrite_all(fd, data, sizeof data, far));
+    close(fd);
+    fd = open(P("f"), O_RDONLY);
+    TM_OK(fd);
+    assert_int_equal(lseek(fd, 0, SEEK_DATA), 0);
+    off_t hole = lseek(fd, 0, SEEK_HOLE);
+    if (hole < 4096 || hole >= far)
+        fail_msg("SEEK_HOLE from 0 = %lld: no hole found before %lld",
+                 (long long)hole, (long long)far);
+    off_t next = lseek(fd, hole, SEEK_DATA);
+    if (next <= hole || next > far)
+        fail_msg("SEEK_DATA from %lld = %lld, expected in (%lld, %lld]",
+                 (long long)hole, (long long)next, (long long)hole,
+                 (long long)far);
+    char *zeros = malloc((size_t)(next - hole));
+    assert_int_equal(tm_pread_all(fd, zeros, (size_t)(next - hole), hole),
+                     next - hole);
+    check_zero(zeros, (size_t)(next - hole), "between SEEK_HOLE and SEEK_DATA",
+               hole);
+    free(zeros);
+    assert_int_equal(lseek(fd, far, SEEK_DATA), far);
+    assert_int_equal(lseek(fd, far, SEEK_HOLE), size);
+    assert_int_equal(lseek(fd, size - 1, SEEK_DATA), size - 1);
+    TM_ERR(lseek(fd, size, SEEK_DATA), ENXIO);
+    TM_ERR(lseek(fd, size, SEEK_HOLE), ENXIO);
+    TM_ERR(lseek(fd, size + 100, SEEK_DATA), ENXIO);
+    close(fd);
+
+    /* A trailing hole: no data after it. */
+    TM_OK(truncate(P("f"), 64 * MiB));
+    fd = open(P("f"), O_RDONLY);
+    hole = lseek(fd, far, SEEK_HOLE);
+    if (hole < size || hole >= 64 * MiB)
+        fail_msg("SEEK_HOLE in the trailing hole = %lld", (long long)hole);
+    TM_ERR(lseek(fd, hole, SEEK_DATA), ENXIO);
+    close(fd);
+
+    /* Empty and fully written files. */
+    touch(P("empty"));
+    fd = open(P("empty"), O_RDONLY);
+    TM_ERR(lseek(fd, 0, SEEK_DATA), ENXIO);
+    TM_ERR(lseek(fd, 0, SEEK_HOLE), ENXIO);
+    close(fd);
+    make_file(P("full"), 100 * KiB, 6);
+    fd = open(P("full"), O_RDONLY);
+    assert_int_equal(lseek(fd, 0, SEEK_DATA), 0);
+    assert_int_equal(lseek(fd, 0, SEEK_HOLE), 100 * KiB);
+    close(fd);
+}
+
+/* ------------------------------------------------------ open-file life */
+
+static void test_unlink_while_open(void **state)
+{
+    struct tmount *m = *state;
+    long long i0 = inodes_used(m);
+    make_file(P("f"), MiB, 21);
+    int fd = open(P("f"), O_RDWR);
+    int fd2 = open(P("f"), O_RDONLY);
+    TM_OK(fd);
+    TM_OK(fd2);
+    TM_OK(unlink(P("f")));
+    struct stat st;
+    TM_ERR(lstat(P("f"), &st), ENOENT);
+    TM_OK(fstat(fd, &st));
+    assert_int_equal(st.st_nlink, 0);
+    assert_int_equal(st.st_size, MiB);
+
+    char *buf = malloc(2 * MiB), *want = malloc(2 * MiB);
+    tm_fill(want, MiB, 21, 0);
+    posix_fadvise(fd2, 0, 0, POSIX_FADV_DONTNEED);
+    assert_int_equal(tm_pread_all(fd2, buf, 2 * MiB, 0), MiB);
+    check_bytes(buf, want, MiB, "unlinked but open", 0);
+
+    /* Still writable, truncatable, syncable. */
+    tm_fill(want + MiB, 4096, 22, 0);
+    TM_OK(tm_pwrite_all(fd, want + MiB, 4096, MiB));
+    TM_OK(fsync(fd));
+    posix_fadvise(fd2, 0, 0, POSIX_FADV_DONTNEED);
+    assert_int_equal(tm_pread_all(fd2, buf, 2 * MiB, 0), MiB + 4096);
+    check_bytes(buf, want, MiB + 4096, "written after unlink", 0);
+    TM_OK(ftruncate(fd, 100));
+    TM_OK(fstat(fd2, &st));
+    assert_int_equal(st.st_size, 100);
+
+    /* A new file by the same name is a different file. */
+    touch(P("f"));
+    lst(P("f"), &st);
+    assert_int_equal(st.st_size, 0);
+    TM_OK(unlink(P("f")));
+    close(fd);
+    assert_int_equal(tm_pread_all(fd2, buf, 200, 0), 100);
+    check_bytes(buf, want, 100, "after the first close", 0);
+    close(fd2);
+    free(buf);
+    free(want);
+    /* The last close frees the inode. */
+    wait_inodes(m, i0);
+}
+
+static void test_readdir_seek(void **state)
+{
+    struct tmount *m = *state;
+    enum { NFILES = 300, NDIRS = 20 };
+    TM_OK(mkdir(P("d"), 0755));
+    for (int i = 0; i < NFILES; i++)
+        touch(P("d/file-%03d-with-a-longer-name", i));
+    for (int i = 0; i < NDIRS; i++)
+        TM_OK(mkdir(P("d/dir%d", i), 0755));
+    TM_OK(symlink("file-000", P("d/link")));
+    TM_OK(mkfifo(P("d/fifo"), 0644));
+    const int total = NFILES + NDIRS + 2 + 2; /* + link, fifo, ".", ".." */
+
+    DIR *d = opendir(P("d"));
+    assert_non_null(d);
+    char (*names)[NAME_MAX + 1] = calloc(total + 1, NAME_MAX + 1);
+    long *pos = calloc(total + 1, sizeof *pos);
+    int n = 0;
+    struct dirent *e;
+    for (;;) {
+        long p = telldir(d);
+        if ((e = readdir(d)) == NULL)
+            break;
+        if (n == total)
+            fail_msg("readdir returned more than %d entries", total);
+        pos[n] = p;
+        snprintf(names[n], NAME_MAX + 1, "%s", e->d_name);
+        for (int j = 0; j < n; j++)
+            if (strcmp(names[j], e->d_name) == 0)
+                fail_msg("readdir returned \"%s\" twice", e->d_name);
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            struct stat st;
+            lst(P("d/%s", e->d_name), &st);
+            if (e->d_ino != st.st_ino)
+                fail_msg("%s: d_ino %llu, st_ino %llu", e->d_name,
+                         (unsigned long long)e->d_ino,
+                         (unsigned long long)st.st_ino);
+            unsigned char type = S_ISDIR(st.st_mode)    ? DT_DIR
+                                 : S_ISLNK(st.st_mode)  ? DT_LNK
+                                 : S_ISFIFO(st.st_mode) ? DT_FIFO
+                                                        : DT_REG;
+            if (e->d_type != type)
+                fail_msg("%s: d_type %d, expected %d", e->d_name, e->d_type,
+                         type);
+        }
+        n++;
+    }
+    assert_int_equal(n, total);
+    bool dot = false, dotdot = false;
+    for (int i = 0; i < n; i++) {
+        dot |= strcmp(names[i], ".") == 0;
+        dotdot |= strcmp(names[i], "..") == 0;
+    }
+    assert_true(dot && dotdot);
+
+    /* seekdir to any remembered position resumes there. */
+    unsigned r = (unsigned)tm_seed();
+    for (int k = 0; k < 60; k++) {
+        int i = (int)((unsigned)rand_r(&r) % (unsigned)n);
+        seekdir(d, pos[i]);
+        e = readdir(d);
+        if (!e || strcmp(e->d_name, names[i]) != 0)
+            fail_msg("seekdir to entry %d (\"%s\") gave \"%s\"", i, names[i],
+                     e ? e->d_name : "(end)");
+        if (i + 1 < n) {
+            e = readdir(d);
+            if (!e || strcmp(e->d_name, names[i + 1]) != 0)
+                fail_msg("after entry %d, readdir gave \"%s\", not \"%s\"", i,
+                         e ? e->d_name : "(end)", names[i + 1]);
+        }
+    }
+    rewinddir(d);
+    int again = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, names[again]) != 0)
+            fail_msg("after rewinddir, entry %d is \"%s\", was \"%s\"", again,
+                     e->d_name, names[again]);
+        again++;
+    }
+    assert_int_equal(again, n);
+    closedir(d);
+
+    /* An empty directory holds "." and ".." only. */
+    TM_OK(mkdir(P("empty"), 0755));
+    d = opendir(P("empty"));
+    int count = 0;
+    while ((e = readdir(d)) != NULL) {
+        assert_true(strcmp(e->d_name, ".") == 0 ||
+                    strcmp(e->d_name, "..") == 0);
+        count++;
+    }
+    assert_int_equal(count, 2);
+    closedir(d);
+    free(names);
+    free(pos);
+}
+
+static void test_fsync(void **state)
+{
+    struct tmount *m = *state;
+    make_file(P("f"), 100000, 1);
+    int fd = open(P("f"), O_RDWR);
+    assert_int_equal(write(fd, "x", 1), 1);
+    TM_OK(fsync(fd));
+    TM_OK(fdatasync(fd));
+    TM_OK(sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE |
+                                        SYNC_FILE_RANGE_WAIT_AFTER));
+    TM_OK(syncfs(fd));
+    close(fd);
+    fd = open(P("f"), O_RDONLY);
+    TM_OK(fsync(fd));
+    close(fd);
+    /* LevelDB refuses to run where fsync on a directory fails. */
+    TM_OK(mkdir(P("d"), 0755));
+    int dfd = open(P("d"), O_RDONLY | O_DIRECTORY);
+    TM_OK(dfd);
+    TM_OK(fsync(dfd));
+    TM_OK(fdatasync(dfd));
+    close(dfd);
+    dfd = open(m->mnt, O_RDONLY | O_DIRECTORY);
+    TM_OK(fsync(dfd));
+    close(dfd);
+}
+
+static void test_mmap(void **state)
+{
+    struct tmount *m = *state;
+    const size_t size = 256 * KiB;
+    make_file(P("f"), size, 31);
+    int fd = open(P("f"), O_RDONLY);
+    unsigned char *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(map != MAP_FAILED);
+    char *want = malloc(size);
+    tm_fill(want, size, 31, 0);
+    check_bytes(map, want, size, "mmap read", 0);
+    munmap(map, size);
+    close(fd);
+
+    /* A shared writable mapping (SQLite's WAL index uses one). */
+    fd = open(P("f"), O_RDWR);
+    map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED)
+        fail_msg("shared writable mmap: %s", tm_errname(errno));
+    memcpy(map + 5000, "MAPPED", 6);
+    memcpy(want + 5000, "MAPPED", 6);
+    TM_OK(msync(map, size, MS_SYNC));
+    munmap(map, size);
+    close(fd);
+    char *got = malloc(size + 1);
+    assert_int_equal(reread(P("f"), got, size + 1), size);
+    check_bytes(got, want, size, "after mmap write", 0);
+    free(got);
+    free(want);
+}
+
+static void test_copy_file_range(void **state)
+{
+    struct tmount *m = *state;
+    const size_t size = MiB + 123;
+    make_file(P("src"), size, 41);
+    int in = open(P("src"), O_RDONLY);
+    int out = open(P("dst"), O_WRONLY | O_CREAT, 0644);
+    TM_OK(in);
+    TM_OK(out);
+    size_t done = 0;
+    while (done < size) {
+        ssize_t n = copy_file_range(in, NULL, out, NULL, size - done, 0);
+        if (n <= 0)
+            fail_msg("copy_file_range after %zu bytes: %zd, %s", done, n,
+                     tm_errname(errno));
+        done += (size_t)n;
+    }
+    close(in);
+    close(out);
+    check_file(P("dst"), size, 41);
+}
+
+/* ---------------------------------------------------------- permissions */
+
+/* Run fn as uid/gid 65534 in a child; fails the test with its message. */
+static void as_nobody(struct tmount *m,
+                      const char *(*fn)(const struct tmount *))
+{
+    int pfd[2];
+    TM_OK(pipe(pfd));
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pfd[0]);
+        const char *err = NULL;
+        if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+            setresuid(65534, 65534, 65534))
+            err = "cannot become 65534";
+        else
+            err = fn(m);
+        if (err) {
+            ssize_t w = write(pfd[1], err, strlen(err));
+            (void)w;
+        }
+        _exit(err ? 1 : 0);
+    }
+    close(pfd[1]);
+    char msg[512] = "";
+    ssize_t n = read(pfd[0], msg, sizeof msg - 1);
+    msg[n > 0 ? n : 0] = 0;
+    close(pfd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("as uid 65534: %s", msg[0] ? msg : "child failed");
+}
+
+/* For the child: a description of the first unexpected result. */
+static _Thread_local char why[512];
+#define EXPECT(cond, ...)                                                   \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            snprintf(why, sizeof why, __VA_ARGS__);                         \
+            return why;                                                     \
+        }                                                                   \
+    } while (0)
+#define EXPECT_ERR(expr, err)                                               \
+    do {                                                                    \
+        errno = 0;                                                          \
+        long r_ = (long)(expr);                                             \
+        EXPECT(r_ == -1 && errno == (err), "%s = %ld, errno %s; expected %s", \
+               #expr, r_, tm_errname(errno), tm_errname(err));              \
+    } while (0)
+#define EXPECT_OK(expr)                                                     \
+    do {                                                                    \
+        errno = 0;                                                          \
+        long r_ = (long)(expr);                                             \
+        EXPECT(r_ >= 0, "%s: %s", #expr, tm_errname(errno));                \
+    } while (0)
+
+static const char *nobody_checks(const struct tmount *m)
+{
+    struct stat st;
+    EXPECT_ERR(open(P("secret"), O_RDONLY), EACCES);
+    EXPECT_ERR(access(P("secret"), R_OK), EACCES);
+    EXPECT_OK(access(P("secret"), F_OK));
+    int fd = open(P("pub"), O_RDONLY);
+    EXPECT_OK(fd);
+    close(fd);
+    EXPECT_ERR(open(P("pub"), O_WRONLY), EACCES);
+    EXPECT_ERR(access(P("pub"), W_OK), EACCES);
+    EXPECT_ERR(open(P("dir755/new"), O_CREAT | O_WRONLY, 0644), EACCES);
+    EXPECT_ERR(mkdir(P("dir755/new"), 0755), EACCES);
+    EXPECT_ERR(unlink(P("dir755/inside")), EACCES);
+    EXPECT_ERR(chmod(P("pub"), 0777), EPERM);
+    EXPECT_ERR(chown(P("pub"), 65534, 65534), EPERM);
+    EXPECT_ERR(utimensat(AT_FDCWD, P("pub"), NULL, 0), EACCES);
+    EXPECT_ERR(setxattr(P("pub"), "user.x", "x", 1, 0), EACCES);
+
+    /* New files belong to the caller. */
+    fd = open(P("dir777/mine"), O_CREAT | O_WRONLY, 0644);
+    EXPECT_OK(fd);
+    EXPECT_OK(fstat(fd, &st));
+    close(fd);
+    EXPECT(st.st_uid == 65534 && st.st_gid == 65534,
+           "new file owned by %d:%d", (int)st.st_uid, (int)st.st_gid);
+    EXPECT_ERR(chown(P("dir777/mine"), 0, (gid_t)-1), EPERM);
+    EXPECT_OK(chmod(P("dir777/mine"), 0600));
+    EXPECT_OK(utimensat(AT_FDCWD, P("dir777/mine"), NULL, 0));
+    /* The sticky bit protects root's file in a shared directory. */
+    EXPECT_ERR(unlink(P("sticky/rootfile")), EPERM);
+    EXPECT_ERR(rename(P("sticky/rootfile"), P("sticky/x")), EPERM);
+
+    /* setgid directories pass their group on. */
+    fd = open(P("sgid/f"), O_CREAT | O_WRONLY, 0644);
+    EXPECT_OK(fd);
+    EXPECT_OK(fstat(fd, &st));
+    close(fd);
+    EXPECT(st.st_gid == 4242, "file in setgid dir has gid %d",
+           (int)st.st_gid);
+    EXPECT_OK(mkdir(P("sgid/sub"), 0755));
+    EXPECT_OK(lstat(P("sgid/sub"), &st));
+    EXPECT(st.st_gid == 4242 && (st.st_mode & S_ISGID),
+           "dir in setgid dir: gid %d mode %o", (int)st.st_gid,
+           (unsigned)st.st_mode);
+
+    /* A write by someone else clears set-user-ID and set-group-ID. */
+    fd = open(P("suid"), O_WRONLY);
+    EXPECT_OK(fd);
+    EXPECT(write(fd, "x", 1) == 1, "write to suid file: %s",
+           tm_errname(errno));
+    close(fd);
+    EXPECT_OK(lstat(P("suid"), &st));
+    EXPECT((st.st_mode & 07777) == 0777,
+           "suid file mode %o after a write by 65534",
+           (unsigned)(st.st_mode & 07777));
+    return NULL;
+}
+
+static void test_permissions(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(tm_write_file(P("secret"), "s", 1, 0600));
+    TM_OK(tm_write_file(P("pub"), "p", 1, 0644));
+    TM_OK(chmod(P("secret"), 0600));
+    TM_OK(chmod(P("pub"), 0644));
+    TM_OK(mkdir(P("dir755"), 0755));
+    touch(P("dir755/inside"));
+    TM_OK(mkdir(P("dir777"), 0777));
+    TM_OK(mkdir(P("sticky"), 0777));
+    TM_OK(chmod(P("sticky"), 01777));
+    touch(P("sticky/rootfile"));
+    TM_OK(mkdir(P("sgid"), 0777));
+    TM_OK(chown(P("sgid"), 0, 4242));
+    TM_OK(chmod(P("sgid"), 02777));
+    TM_OK(tm_write_file(P("suid"), "", 0, 0777));
+    TM_OK(chmod(P("suid"), 06777));
+    as_nobody(m, nobody_checks);
+
+    /* Root needs an execute bit somewhere to execute. */
+    TM_ERR(access(P("pub"), X_OK), EACCES);
+    TM_OK(access(P("suid"), X_OK));
+}
+
+int main(void)
+{
+    tm_init();
+    umask(0);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_create_excl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_trunc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_append, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_eof, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rw_random, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sparse, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_truncate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_offsets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mkdir_rmdir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unlink, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inode_numbers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_symlink, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hardlinks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_name_max, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rename_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rename_dirs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rename_noreplace, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_rename_exchange, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mknod, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chmod_chown, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_utimens, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timestamps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_xattr, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_statfs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fallocate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_seek_data_hole, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_unlink_while_open, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_readdir_seek, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fsync, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mmap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_copy_file_range, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_permissions, setup_allow_other,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,238 @@
+/* test_fs_fsck.c — fsck on stores built and broken by hand: each damage is
+ * reported by a check-only run (exit 4), repaired by -y (exit 1), and the
+ * repaired store checks clean (exit 0). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "fsck.h"
+#include "lsm.h"
+#include "schema.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct fixture {
+    char dir[64];
+    lsm_db *db;
+} fixture;
+
+static void put(fixture *fx, const schema_key *k, const void *v, size_t vlen)
+{
+    lsm_write_options wo = {.sync = false};
+    lsm_status *s = lsm_put(fx->db, &wo, k->b, k->len, v, vlen);
+    assert_null(s);
+}
+
+static void put_inode(fixture *fx, uint64_t ino, uint32_t mode, uint32_t nlink, uint64_t size,
+                      uint64_t parent, uint64_t next_cookie, const char *payload)
+{
+    inode_rec r = {.mode = mode, .nlink = nlink, .size = size, .generation = 1,
+                   .parent = parent, .next_cookie = next_cookie};
+    if (S_ISREG(mode) && payload != NULL)
+        r.flags = INODE_F_INLINE;
+    size_t plen = payload ? strlen(payload) : 0;
+    char v[INODE_HDR_LEN + 64];
+    inode_encode_hdr(&r, v);
+    memcpy(v + INODE_HDR_LEN, payload ? payload : "", plen);
+    schema_key k;
+    key_inode(&k, ino);
+    put(fx, &k, v, INODE_HDR_LEN + plen);
+}
+
+static void put_entry(fixture *fx, uint64_t parent, const char *name, uint64_t ino,
+                      uint32_t mode, uint64_t cookie)
+{
+    schema_key k;
+    key_dirent(&k, parent, name, strlen(name));
+    char dv[DIRENT_VAL_LEN];
+    dirent_encode(&(dirent_val){.ino = ino, .type = (uint8_t)(mode >> 12), .cookie = cookie}, dv);
+    put(fx, &k, dv, sizeof dv);
+    char cv[COOKIE_VAL_HDR + SCHEMA_NAME_MAX];
+    size_t cl = cookie_encode(ino, (uint8_t)(mode >> 12), name, strlen(name), cv);
+    key_cookie(&k, parent, cookie);
+    put(fx, &k, cv, cl);
+}
+
+/* A healthy filesystem: / with file "a" (inline "hi") and directory "d". */
+static int setup(void **state)
+{
+    fixture *fx = calloc(1, sizeof *fx);
+    snprintf(fx->dir, sizeof fx->dir, "/tmp/test_fs_fsck.XXXXXX");
+    assert_non_null(mkdtemp(fx->dir));
+    lsm_options o;
+    lsm_options_init(&o);
+    o.create_if_missing = true;
+    assert_null(lsm_open(&o, fx->dir, &fx->db));
+    schema_super sb = {.version = SCHEMA_VERSION, .chunk_size = 4096, .inline_limit = 1024};
+    char sv[SCHEMA_SUPER_LEN], av[SCHEMA_ALLOC_LEN];
+    super_encode(&sb, sv);
+    alloc_encode(100, av);
+    schema_key k;
+    key_super(&k);
+    put(fx, &k, sv, sizeof sv);
+    key_alloc(&k);
+    put(fx, &k, av, sizeof av);
+    put_inode(fx, 1, S_IFDIR | 0755, 3, 2, 1, 5, NULL);
+    put_inode(fx, 2, S_IFREG | 0644, 1, 2, 0, 0, "hi");
+    put_inode(fx, 3, S_IFDIR | 0755, 2, 0, 1, 3, NULL);
+    put_entry(fx, 1, "a", 2, S_IFREG, 3);
+    put_entry(fx, 1, "d", 3, S_IFDIR, 4);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *fx = *state;
+    lsm_status_free(lsm_close(fx->db));
+    lsm_options o;
+    lsm_options_init(&o);
+    lsm_status_free(lsm_destroy(&o, fx->dir));
+    rmdir(fx->dir);
+    free(fx);
+    return 0;
+}
+
+static int run(fixture *fx, bool repair, int *problems)
+{
+    lsm_status_free(lsm_close(fx->db));
+    fx->db = NULL;
+    FILE *devnull = fopen("/dev/null", "w");
+    fsck_options o = {.repair = repair, .out = devnull};
+    fsck_result r;
+    int rc = fsck_store(fx->dir, &o, &r);
+    fclose(devnull);
+    if (problems != NULL)
+        *problems = r.problems;
+    lsm_options lo;
+    lsm_options_init(&lo);
+    assert_null(lsm_open(&lo, fx->dir, &fx->db));
+    return rc;
+}
+
+/* Check-only finds it, -y fixes it, and then all is clean. */
+static void expect_repaired(fixture *fx)
+{
+    int problems = 0;
+    assert_int_equal(run(fx, false, &problems), FSCK_UNFIXED);
+    assert_true(problems > 0);
+    assert_int_equal(run(fx, true, NULL), FSCK_FIXED);
+    assert_int_equal(run(fx, false, &problems), FSCK_CLEAN);
+    assert_int_equal(problems, 0);
+}
+
+static bool exists(fixture *fx, const schema_key *k)
+{
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    char *v = NULL;
+    size_t vlen;
+    lsm_status *s = lsm_get(fx->db, &ro, k->b, k->len, &v, &vlen);
+    free(v);
+    bool found = s == NULL;
+    lsm_status_free(s);
+    return found;
+}
+
+static void test_clean(void **state)
+{
+    assert_int_equal(run(*state, false, NULL), FSCK_CLEAN);
+}
+
+static void test_dangling_entry_dropped(void **state)
+{
+    fixture *fx = *state;
+    put_entry(fx, 1, "ghost", 77, S_IFREG, 5);
+    put_inode(fx, 1, S_IFDIR | 0755, 3, 3, 1, 6, NULL);
+    expect_repaired(fx);
+    schema_key k;
+    key_dirent(&k, 1, "ghost", 5);
+    assert_false(exists(fx, &k));
+}
+
+static void test_unreachable_inode_reconnected(void **state)
+{
+    fixture *fx = *state;
+    put_inode(fx, 9, S_IFREG | 0600, 1, 2, 0, 0, "xy");
+    expect_repaired(fx);
+    schema_key k;
+    key_dirent(&k, 1, "lost+found", 10);
+    assert_true(exists(fx, &k));
+}
+
+static void test_wrong_link_count_fixed(void **state)
+{
+    fixture *fx = *state;
+    put_inode(fx, 2, S_IFREG | 0644, 5, 2, 0, 0, "hi");
+    expect_repaired(fx);
+}
+
+static void test_chunk_beyond_size_deleted(void **state)
+{
+    fixture *fx = *state;
+    put_inode(fx, 4, S_IFREG | 0644, 1, 100, 0, 0, NULL); /* chunked, 100 bytes */
+    put_entry(fx, 3, "f", 4, S_IFREG, 3);
+    put_inode(fx, 3, S_IFDIR | 0755, 2, 1, 1, 4, NULL);
+    schema_key k;
+    key_chunk(&k, 4, 0);
+    put(fx, &k, "data", 4);
+    assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    key_chunk(&k, 4, 3); /* bytes 12288.. of a 100-byte file */
+    put(fx, &k, "junk", 4);
+    expect_repaired(fx);
+    assert_false(exists(fx, &k));
+    key_chunk(&k, 4, 0);
+    assert_true(exists(fx, &k));
+}
+
+static void test_unlinked_inode_gets_orphan_mark(void **state)
+{
+    fixture *fx = *state;
+    put_inode(fx, 8, S_IFREG | 0644, 0, 0, 0, 0, NULL);
+    expect_repaired(fx);
+    schema_key k;
+    key_orphan(&k, 8);
+    assert_true(exists(fx, &k));
+}
+
+static void test_missing_readdir_index_added(void **state)
+{
+    fixture *fx = *state;
+    schema_key k;
+    key_cookie(&k, 1, 3);
+    lsm_write_options wo = {.sync = false};
+    assert_null(lsm_delete(fx->db, &wo, k.b, k.len));
+    expect_repaired(fx);
+    assert_true(exists(fx, &k));
+}
+
+static void test_not_lsmfs_is_operational_error(void **state)
+{
+    fixture *fx = *state;
+    schema_key k;
+    key_super(&k);
+    put(fx, &k, "garbage!garbage!", 16);
+    assert_int_equal(run(fx, false, NULL), FSCK_OPERATIONAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_clean, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dangling_entry_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unreachable_inode_reconnected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_link_count_fixed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chunk_beyond_size_deleted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unlinked_inode_gets_orphan_mark, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_readdir_index_added, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_lsmfs_is_operational_error, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
