@@ -257,6 +257,15 @@ static lsm_status *recover(lsm_db *db)
     db->last_seq = db->vs.last_seq;
     for (int i = 0; s == NULL && i < logs.n; i++)
         s = replay_log(db, logs.numbers[i]);
+    /* What was replayed may never have been synced (a crash of the process,
+     * not of the machine): make it durable before any new sync can promise
+     * "and everything before it". */
+    for (int i = 0; s == NULL && i < logs.n; i++) {
+        char *name = log_file_name(db->dir, logs.numbers[i]);
+        s = name ? db->env->sync_file(db->env, name) : status_new(LSM_IO_ERROR, "out of memory");
+        free(name);
+    }
+    db->durable_seq = db->last_seq;
     free(logs.numbers);
     if (s)
         return s;
@@ -280,6 +289,19 @@ static lsm_status *recover(lsm_db *db)
 }
 
 /* ------------------------------------------------------------- open/close */
+
+static lsm_status *check_is_store(lsm_db *db)
+{
+    char *cur = current_file_name(db->dir);
+    if (cur == NULL)
+        return status_new(LSM_IO_ERROR, "out of memory");
+    bool exists = db->env->file_exists(db->env, cur);
+    free(cur);
+    if (!exists)
+        return status_new(LSM_INVALID_ARGUMENT, "%s: not an lsmfs store (no CURRENT file)",
+                          db->dir);
+    return NULL;
+}
 
 static lsm_status *lock_store(lsm_db *db)
 {
@@ -391,6 +413,8 @@ lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out)
         return status_new(LSM_IO_ERROR, "out of memory opening %s", dir);
     if (o->create_if_missing)
         s = db->env->create_dir(db->env, dir);
+    else
+        s = check_is_store(db); /* before LOCK: leave foreign dirs untouched */
     if (s == NULL)
         s = lock_store(db);
     if (s == NULL) {
@@ -460,7 +484,21 @@ lsm_status *lsm_destroy(const lsm_options *o, const char *dir)
 
 lsm_status *lsm_write(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch)
 {
-    return db_write(db, batch, wo && wo->sync);
+    return db_write(db, batch, wo && wo->sync, NULL);
+}
+
+lsm_status *lsm_write_seq(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch,
+                          uint64_t *seq)
+{
+    return db_write(db, batch, wo && wo->sync, seq);
+}
+
+lsm_status *lsm_sync_upto(lsm_db *db, uint64_t seq)
+{
+    mutex_lock(&db->mu);
+    bool durable = db->durable_seq >= seq && db->bg_error == NULL;
+    mutex_unlock(&db->mu);
+    return durable ? NULL : db_write(db, NULL, true, NULL);
 }
 
 lsm_status *lsm_put(lsm_db *db, const lsm_write_options *wo, const void *key, size_t klen,
@@ -470,7 +508,7 @@ lsm_status *lsm_put(lsm_db *db, const lsm_write_options *wo, const void *key, si
     if (!batch_init(&b))
         return status_new(LSM_IO_ERROR, "out of memory");
     lsm_status *s = lsm_batch_put(&b, key, klen, val, vlen)
-                        ? db_write(db, &b, wo && wo->sync)
+                        ? db_write(db, &b, wo && wo->sync, NULL)
                         : status_new(LSM_IO_ERROR, "out of memory");
     batch_destroy(&b);
     return s;
@@ -481,7 +519,7 @@ lsm_status *lsm_delete(lsm_db *db, const lsm_write_options *wo, const void *key,
     lsm_batch b;
     if (!batch_init(&b))
         return status_new(LSM_IO_ERROR, "out of memory");
-    lsm_status *s = lsm_batch_delete(&b, key, klen) ? db_write(db, &b, wo && wo->sync)
+    lsm_status *s = lsm_batch_delete(&b, key, klen) ? db_write(db, &b, wo && wo->sync, NULL)
                                                     : status_new(LSM_IO_ERROR, "out of memory");
     batch_destroy(&b);
     return s;
@@ -489,7 +527,7 @@ lsm_status *lsm_delete(lsm_db *db, const lsm_write_options *wo, const void *key,
 
 lsm_status *lsm_sync(lsm_db *db)
 {
-    return db_write(db, NULL, true);
+    return db_write(db, NULL, true, NULL);
 }
 
 /* ------------------------------------------------------------------- reads */

@@ -27,6 +27,7 @@ struct writer {
     lsm_batch *batch;    /* NULL for a barrier [const] */
     bool sync;           /* [const] */
     bool done;           /* [mu] */
+    uint64_t seq;        /* set before done: last sequence of its group [mu] */
     lsm_status *status;  /* set before done [mu] */
     pthread_cond_t cv;   /* signalled when done or when it becomes the head */
     struct writer *next; /* [mu] */
@@ -110,6 +111,7 @@ struct lsm_db {
     lsm_batch group;        /* [leader] scratch batch for merged groups */
 
     uint64_t last_seq;      /* [mu] last sequence visible to readers */
+    uint64_t durable_seq;   /* [mu] every write with seq <= this is durable */
     lsm_status *bg_error;   /* [mu] sticky: once set, every write fails */
     struct lsm_snapshot snapshots; /* [mu] list head (dummy) */
     version_set vs;         /* [mu] (see version_set.h) */
@@ -143,7 +145,8 @@ void db_unref_view(lsm_db *db, struct readview *rv);
 void db_set_bg_error(lsm_db *db, lsm_status *s);
 
 /* db_write.c */
-lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync);
+/* *seq (may be NULL) gets the last sequence of the write's group. */
+lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync, uint64_t *seq);
 /* Opens a new WAL numbered `number` and makes its directory entry durable.
  * No lock needed. */
 lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out);

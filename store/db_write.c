@@ -251,6 +251,7 @@ static lsm_status *switch_memtable(lsm_db *db)
         return s;
     }
     lsm_status_free(wal_writer_close(old));
+    db->durable_seq = db->last_seq; /* the old log was synced just now */
     db->imm[db->nimm] = db->mem;
     db->imm_log[db->nimm] = db->mem_log;
     db->nimm++;
@@ -359,6 +360,7 @@ static void finish_group(lsm_db *db, struct writer *leader, struct writer *last,
         db->head = w->next;
         db->queue_len--;
         if (w != leader) {
+            w->seq = db->last_seq;
             w->status = status_copy(s);
             w->done = true;
             pthread_cond_signal(&w->cv);
@@ -410,6 +412,8 @@ static lsm_status *lead(lsm_db *db, struct writer *w)
             db->last_seq = seq + lsm_batch_count(group) - 1;
             db_account_write(db, bytes);
         }
+        if (s == NULL && need_sync) /* the WAL is sequential: all before is durable */
+            db->durable_seq = db->last_seq;
         else if (s != NULL)
             db_set_bg_error(db, status_copy(s));
         count_group(db, count, bytes, synced);
@@ -420,7 +424,7 @@ static lsm_status *lead(lsm_db *db, struct writer *w)
     return s;
 }
 
-lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync)
+lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync, uint64_t *seqp)
 {
     struct writer w = {.batch = batch, .sync = sync};
     if (batch && lsm_batch_count(batch) == 0)
@@ -436,6 +440,8 @@ lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync)
         cond_wait(&w.cv, &db->mu);
     db->stats.queue_wait_us += db->env->now_micros(db->env) - t0;
     lsm_status *s = w.done ? w.status : lead(db, &w);
+    if (seqp)
+        *seqp = w.done ? w.seq : db->last_seq;
     mutex_unlock(&db->mu);
     pthread_cond_destroy(&w.cv);
     return s;

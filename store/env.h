@@ -73,6 +73,9 @@ struct lsm_env {
     lsm_status *(*create_dir)(lsm_env *env, const char *path); /* ok if it exists */
     lsm_status *(*remove_dir)(lsm_env *env, const char *path);
     lsm_status *(*file_size)(lsm_env *env, const char *path, uint64_t *size);
+    /* Makes the data of an existing file (not open for writing here)
+     * durable: recovery uses it on the logs it replays. */
+    lsm_status *(*sync_file)(lsm_env *env, const char *path);
     /* Makes the directory's entries (files created, renamed, removed) durable. */
     lsm_status *(*sync_dir)(lsm_env *env, const char *path);
     /* Exclusive advisory lock (flock) on path, created if needed. Fails with

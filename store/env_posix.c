@@ -453,6 +453,21 @@ static lsm_status *posix_file_size(lsm_env *env, const char *path, uint64_t *siz
     return NULL;
 }
 
+static lsm_status *posix_sync_file(lsm_env *env, const char *path)
+{
+    (void)env;
+    int fd;
+    do {
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return posix_error(errno, "open", path);
+    int r = fdatasync(fd);
+    int err = errno;
+    close(fd);
+    return r < 0 ? posix_error(err, "fdatasync", path) : NULL;
+}
+
 static lsm_status *posix_sync_dir(lsm_env *env, const char *path)
 {
     (void)env;
@@ -533,6 +548,7 @@ static struct posix_env {
             .create_dir = posix_create_dir,
             .remove_dir = posix_remove_dir,
             .file_size = posix_file_size,
+            .sync_file = posix_sync_file,
             .sync_dir = posix_sync_dir,
             .lock_file = posix_lock_file,
             .unlock_file = posix_unlock_file,

@@ -987,6 +987,26 @@ static void dirlog_restore(fault_env *fe, const char *dir, struct undo *ops)
     *pp = ops;
 }
 
+static lsm_status *fe_sync_file(lsm_env *env, const char *path)
+{
+    fault_env *fe = fe_of(env);
+    int err = should_fail(fe, FAULT_SYNC, path, NULL);
+    if (err != 0)
+        return injected(err, "sync", path);
+    op_begin(fe);
+    lsm_status *s = fe->base->sync_file(fe->base, path);
+    if (s == NULL) {
+        fe_lock(fe);
+        struct fe_node *n = node_find(fe, path);
+        if (n)
+            n->synced = n->size; /* everything handed to the base file */
+        fe->syncs++;
+        fe_unlock(fe);
+    }
+    op_end(fe);
+    return s;
+}
+
 static lsm_status *fe_sync_dir(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
@@ -1153,6 +1173,7 @@ static const lsm_env fault_env_ops = {
     .create_dir = fe_create_dir,
     .remove_dir = fe_remove_dir,
     .file_size = fe_file_size,
+    .sync_file = fe_sync_file,
     .sync_dir = fe_sync_dir,
     .lock_file = fe_lock_file,
     .unlock_file = fe_unlock_file,

@@ -108,8 +108,9 @@ typedef struct lsm_batch lsm_batch;
 lsm_batch *lsm_batch_new(void); /* NULL only if out of memory */
 void lsm_batch_free(lsm_batch *b);
 void lsm_batch_clear(lsm_batch *b);
-/* put/delete/append return false only if out of memory (the batch is then
- * unchanged). */
+/* put/delete/append return false if out of memory, or if a key of 4 GiB - 9
+ * bytes or more, a value of 4 GiB or more, or more than 2^32 - 1 records
+ * were asked for; the batch is then unchanged. */
 bool lsm_batch_put(lsm_batch *b, const void *key, size_t klen, const void *val, size_t vlen);
 bool lsm_batch_delete(lsm_batch *b, const void *key, size_t klen);
 bool lsm_batch_append(lsm_batch *dst, const lsm_batch *src);
@@ -143,6 +144,16 @@ lsm_status *lsm_delete(lsm_db *db, const lsm_write_options *wo, const void *key,
 lsm_status *lsm_write(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch);
 /* Everything acknowledged so far is made durable (a sync barrier). */
 lsm_status *lsm_sync(lsm_db *db);
+/* lsm_write that also reports, in *seq, a sequence number at or after the
+ * batch's last record: lsm_sync_upto(db, *seq) later makes the batch
+ * durable. */
+lsm_status *lsm_write_seq(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch,
+                          uint64_t *seq);
+/* Makes every write with a sequence number <= seq durable. Returns at once,
+ * touching no disk, when that is already so (a later sync covered it), so a
+ * filesystem can answer fsync() for a file whose last change is already on
+ * disk for free. */
+lsm_status *lsm_sync_upto(lsm_db *db, uint64_t seq);
 
 /* On success *val is a malloc'd copy (free() it) of *vlen bytes; a missing
  * key returns a status with code LSM_NOT_FOUND. */

@@ -241,6 +241,26 @@ static void test_reopen_after_close(void **state)
     assert_null(lsm_close(db));
 }
 
+/* Sequence numbers stay above everything in the tables across reopens, even
+ * when every log was flushed: a newer write is never shadowed by an older. */
+static void test_overwrite_after_flush_and_reopen(void **state)
+{
+    (void)state;
+    lsm_db *db = open_db(NULL, 0);
+    put(db, "k", "one", false);
+    assert_null(lsm_compact_range(db, NULL, 0, NULL, 0)); /* now in a table */
+    assert_null(lsm_close(db));
+    db = open_db(NULL, 0);
+    put(db, "k", "two", false);
+    assert_value(db, "k", "two");
+    assert_null(lsm_compact_range(db, NULL, 0, NULL, 0));
+    assert_value(db, "k", "two");
+    assert_null(lsm_close(db));
+    db = open_db(NULL, 0);
+    assert_value(db, "k", "two");
+    assert_null(lsm_close(db));
+}
+
 static void test_second_open_is_busy(void **state)
 {
     (void)state;
@@ -266,6 +286,9 @@ static void test_not_a_store(void **state)
     assert_int_equal(lsm_status_code(s), LSM_INVALID_ARGUMENT);
     assert_non_null(strstr(lsm_status_message(s), "not an lsmfs store"));
     lsm_status_free(s);
+    char lockpath[300];
+    snprintf(lockpath, sizeof(lockpath), "%s/LOCK", dir);
+    assert_int_equal(access(lockpath, F_OK), -1); /* a foreign dir is left untouched */
 
     char path[300];
     snprintf(path, sizeof(path), "%s/CURRENT", dir);
@@ -468,6 +491,48 @@ static void test_barrier_makes_earlier_writes_durable(void **state)
     fault_env_free(fe);
 }
 
+/* Writes replayed after a crash of the process (never synced) must be made
+ * durable by recovery: a later sync promises "and everything before me". */
+static void test_replayed_writes_become_durable(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_db(fault_env_env(fe), 0);
+    put(db, "unsynced", "before the crash", false);
+    /* Stand-in for the process dying: its log is never synced. */
+    fault_env_fail(fe, FAULT_SYNC, ".log", EIO, 0, -1);
+    lsm_status_free(lsm_close(db));
+    fault_env_clear_failures(fe);
+    db = open_db(fault_env_env(fe), 0);
+    put(db, "after", "reopen", true); /* a sync write in the new log */
+    assert_null(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db));
+    db = open_db(fault_env_env(fe), 0);
+    assert_value(db, "after", "reopen");
+    assert_value(db, "unsynced", "before the crash");
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+/* lsm_sync_upto syncs only when the write is not yet durable. */
+static void test_sync_upto(void **state)
+{
+    (void)state;
+    lsm_db *db = open_db(NULL, 0);
+    lsm_batch *b = lsm_batch_new();
+    assert_true(lsm_batch_put(b, "a", 1, "1", 1));
+    uint64_t seq = 0;
+    assert_null(lsm_write_seq(db, NULL, b, &seq));
+    assert_int_equal(seq, prop(db, "lsm.sequence"));
+    uint64_t syncs = prop(db, "lsm.wal-syncs");
+    assert_null(lsm_sync_upto(db, seq));
+    assert_int_equal(prop(db, "lsm.wal-syncs"), syncs + 1);
+    assert_null(lsm_sync_upto(db, seq)); /* already durable: no disk access */
+    assert_int_equal(prop(db, "lsm.wal-syncs"), syncs + 1);
+    lsm_batch_free(b);
+    assert_null(lsm_close(db));
+}
+
 static void test_sync_failure_is_sticky(void **state)
 {
     (void)state;
@@ -602,6 +667,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_atomic_and_snapshot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_iterator_both_directions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_after_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overwrite_after_flush_and_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_open_is_busy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_store, setup, teardown),
         cmocka_unit_test_setup_teardown(test_process_crash, setup, teardown),
@@ -610,6 +676,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_power_cut_leaves_prefix, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barrier_makes_earlier_writes_durable, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_replayed_writes_become_durable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sync_upto, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sync_failure_is_sticky, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_failure_enospc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_stress, setup, teardown),
