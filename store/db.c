@@ -434,17 +434,40 @@ lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out)
     return NULL;
 }
 
+/* After a clean flush the current log holds nothing: remove it so a closed
+ * store is only its tables and MANIFEST (the next open starts a new log).
+ * REQUIRES: mu held, background stopped. */
+static void drop_empty_wal(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (db->wal == NULL || memtable_entries(db->mem) != 0 || db->nimm != 0)
+        return;
+    lsm_status_free(wal_writer_close(db->wal));
+    db->wal = NULL;
+    char *name = log_file_name(db->dir, db->wal_number);
+    if (name)
+        lsm_status_free(db->env->remove_file(db->env, name));
+    free(name);
+}
+
 lsm_status *lsm_close(lsm_db *db)
 {
     if (db == NULL)
         return NULL;
+    /* Write the memtables out, so the next open replays nothing and the
+     * logs (with their preallocated space) can go. Skipped after an error:
+     * then the logs are what recovery needs. */
+    lsm_status *flush = db_flush_memtables(db);
     db_stop_background(db);
     mutex_lock(&db->mu);
     assert(db->head == NULL); /* no write may be in flight at close */
     lsm_status *s = status_copy(db->bg_error);
     if (s == NULL && db->wal && db->wal_synced < wal_offset(db->wal))
         s = wal_sync(db->wal);
+    if (s == NULL && flush == NULL)
+        drop_empty_wal(db);
     mutex_unlock(&db->mu);
+    lsm_status_free(flush);
     db_free(db);
     return s;
 }
