@@ -328,7 +328,7 @@ static lsm_status *merge_inputs(lsm_db *db, compaction_run *r)
         return status_new(LSM_IO_ERROR, "out of memory");
     lsm_status *s = NULL;
     for (iter_seek_first(in); s == NULL && iter_valid(in); iter_next(in)) {
-        if (db->shutting_down) /* racy read is fine: only shortens the run */
+        if (atomic_load_explicit(&db->shutting_down, memory_order_relaxed))
             break;
         size_t kn, vn;
         const char *k = iter_key(in, &kn);

@@ -124,7 +124,7 @@ struct lsm_db {
     table_cache *tables;    /* [const] thread-safe */
     pthread_t flush_thread, compact_thread;
     bool threads_started;   /* [const after open] */
-    bool shutting_down;     /* [mu] */
+    atomic_bool shutting_down; /* written under mu; merge_inputs polls it unlocked */
     pthread_cond_t work_cv; /* background threads wait for work [mu] */
     pthread_cond_t room_cv; /* writers wait for a flush/compaction [mu] */
     bool compacting;        /* [mu] a compaction (background or manual) runs */
