@@ -74,6 +74,9 @@ UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/
 INTEG_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
 INTEG_LIB   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/integration/test_%,$(wildcard tests/integration/*.c)))
 
+# Keep objects of chained rules (test programs) between runs.
+.SECONDARY:
+
 .PHONY: all test unit-test integration-test clean install format mount umount
 all: $(PROGS)
 

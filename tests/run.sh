@@ -3,6 +3,8 @@
 # Exits non-zero if any program failed, timed out or crashed.
 set -u
 TEST_TIMEOUT=${TEST_TIMEOUT:-600}
+test_mounts() { awk '$3 ~ /^fuse/ && $2 ~ /lsmfs-test/ {print $2}' /proc/mounts | sort; }
+mounts_before=$(test_mounts)
 passed=0
 failed=0
 failed_names=""
@@ -23,10 +25,12 @@ for t in "$@"; do
         printf '=== %s: FAILED (%s, %.1fs)\n' "$name" "$why" "$secs"
     fi
 done
-# Integration tests must never leave a mount behind.
-if awk '$3 ~ /^fuse/ && $2 ~ /lsmfs-test/ {found=1} END {exit !found}' /proc/mounts; then
+# Integration tests must never leave a mount behind (mounts that were there
+# before this run belong to someone else).
+leftover=$(comm -13 <(echo "$mounts_before") <(test_mounts) | grep . || true)
+if [ -n "$leftover" ]; then
     echo "=== leftover test mounts in /proc/mounts:"
-    awk '$3 ~ /^fuse/ && $2 ~ /lsmfs-test/ {print $2}' /proc/mounts
+    echo "$leftover"
     failed=$((failed + 1))
     failed_names="$failed_names (leftover-mounts)"
 fi
