@@ -2,9 +2,17 @@
  * commit.h — how the fs talks to the store's write path. Every state
  * change is one batch handed to fs_commit (atomic across crashes); the
  * caller may hold inode locks across fs_commit because it never syncs.
- * Durability is a separate step, fs_durable, taken with no lock held so
- * that concurrent fsyncs meet in the store's writer queue and share one WAL
- * sync.
+ * Durability is a separate step taken with no lock held.
+ *
+ * Durability by sequence number: fs_commit stamps every inode the batch
+ * changed (its record, its directory entries, its data) with the batch's
+ * sequence number. fsync/fsyncdir then only need "everything up to this
+ * inode's stamp is on disk" (fs_sync_upto): when a sync made for someone
+ * else already covered it, the answer costs no disk access at all; when a
+ * sync is in flight that will cover it, it waits for that one; otherwise it
+ * leads a sync that also covers every other writer waiting. So concurrent
+ * fsyncs and fsyncdirs of a maildir delivery share WAL syncs, and an fsync
+ * never syncs twice for the same writes.
  *
  * Store errors become errnos: ENOSPC for a full disk, EIO otherwise. The
  * first failure is logged; the store stays in its sticky error state, so
@@ -15,13 +23,23 @@
 
 #include "super.h"
 
-/* Applies b without syncing. Returns 0 or an errno. */
-int fs_commit(lsmfs *fs, lsm_batch *b);
-/* Makes every acknowledged write durable (fsync, fsyncdir). */
-int fs_sync(lsmfs *fs);
-/* After a state change, before replying: a sync barrier under -o sync,
- * nothing otherwise. REQUIRES: no inode lock held. */
+typedef struct inode inode;
+
+/* Applies b without syncing and stamps the `n` inodes of `touched` (NULL
+ * entries allowed) with its sequence number. REQUIRES: each touched inode's
+ * lock held for writing (so stamps only grow). Returns 0 or an errno. */
+int fs_commit(lsmfs *fs, lsm_batch *b, inode *const *touched, int n);
+/* Makes every write with a sequence number <= seq durable, sharing or
+ * skipping syncs as described above. REQUIRES: no inode lock held. */
+int fs_sync_upto(lsmfs *fs, uint64_t seq);
+/* fsync/fsyncdir of inode n: fs_sync_upto(n's stamp). */
+int fs_sync_inode(lsmfs *fs, inode *n);
+/* After a state change, before replying: everything committed so far made
+ * durable under -o sync, nothing otherwise. REQUIRES: no inode lock held. */
 int fs_durable(lsmfs *fs);
+/* The sequence number a newly cached inode is stamped with: every change
+ * the store holds for it is at or below this. */
+uint64_t fs_committed_seq(lsmfs *fs);
 /* Converts a store status from a read to an errno (ENOENT for not found),
  * freeing it. */
 int fs_read_errno(lsmfs *fs, lsm_status *s, const char *what);

@@ -3,6 +3,7 @@
  */
 #include "icache.h"
 
+#include "commit.h"
 #include "inode.h"
 
 #include <assert.h>
@@ -159,6 +160,8 @@ int icache_get(lsmfs *fs, uint64_t ino, inode **out)
     if (!atomic_load_explicit(&n->loaded, memory_order_acquire)) {
         pthread_rwlock_wrlock(&n->lock);
         if (!atomic_load_explicit(&n->loaded, memory_order_relaxed)) {
+            /* Whatever the store holds for it was committed by now. */
+            atomic_store(&n->seq, fs_committed_seq(fs));
             err = inode_load(fs, ino, &n->rec, NULL, NULL);
             if (err == 0)
                 atomic_store_explicit(&n->loaded, true, memory_order_release);
@@ -181,6 +184,7 @@ int icache_insert(lsmfs *fs, uint64_t ino, const inode_rec *rec, inode **out)
     pthread_rwlock_wrlock(&n->lock);
     n->rec = *rec;
     n->gone = false;
+    atomic_store(&n->seq, fs_committed_seq(fs)); /* its creation is committed */
     atomic_store_explicit(&n->loaded, true, memory_order_release);
     pthread_rwlock_unlock(&n->lock);
     *out = n;

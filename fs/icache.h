@@ -34,6 +34,10 @@ typedef struct inode {
     inode_rec rec;         /* [lock] */
     bool gone;             /* [lock] the record was deleted from the store */
     _Atomic bool loaded;   /* rec is valid */
+    /* The sequence number of the last committed batch that changed this
+     * inode's record, entries or data (atomic max; see commit.h): what
+     * fsync must make durable. */
+    _Atomic uint64_t seq;
     struct inode *next;    /* [shard] */
     uint64_t refs;         /* [shard] */
     uint64_t nlookup;      /* [shard] */

@@ -263,6 +263,10 @@ int main(int argc, char *argv[])
     if (!co.foreground)
         daemon_detach();
     int r = serve(se, &co);
+    /* libfuse's loop returns the number of the signal that ended it: a
+     * SIGTERM/SIGINT/SIGHUP is an orderly shutdown, not a failure. */
+    if (r > 0)
+        r = 0;
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);

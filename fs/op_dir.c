@@ -156,10 +156,8 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-    (void)ino;
     (void)datasync;
     (void)fi;
-    lsmfs *fs = op_fs(req);
-    stats_inc(&fs->stats.ops[OP_FSYNCDIR]);
-    fuse_reply_err(req, fs_sync(fs));
+    stats_inc(&op_fs(req)->stats.ops[OP_FSYNCDIR]);
+    op_sync_inode(req, ino);
 }

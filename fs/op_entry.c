@@ -120,7 +120,7 @@ static int setattr_locked(lsmfs *fs, inode *n, const struct stat *attr, int to_s
         err = inode_batch_finish(fs, b, n, &r, &pl);
     }
     if (err == 0)
-        err = fs_commit(fs, b);
+        err = fs_commit(fs, b, &n, 1);
     if (err == 0)
         n->rec = r;
     *out = r;

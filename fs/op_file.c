@@ -87,7 +87,7 @@ static int write_locked(lsmfs *fs, inode *n, const char *buf, size_t size, uint6
         err = inode_batch_finish(fs, b, n, &r, &pl);
     }
     if (err == 0)
-        err = fs_commit(fs, b);
+        err = fs_commit(fs, b, &n, 1);
     if (err == 0)
         n->rec = r;
     payload_free(&pl);
@@ -143,7 +143,7 @@ static int release_locked(lsmfs *fs, inode *n, bool *reclaim)
         return ENOMEM;
     int err = orphan_batch_destroy(fs, b, n->ino, &n->rec);
     if (err == 0)
-        err = fs_commit(fs, b);
+        err = fs_commit(fs, b, NULL, 0);
     lsm_batch_free(b);
     if (err == 0)
         op_dropped(fs, n, true);
@@ -174,14 +174,26 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fuse_reply_err(req, 0);
 }
 
+/* fsync, fdatasync and fsyncdir: everything up to the inode's last change
+ * made durable (usually by a sync some other writer already made). */
+void op_sync_inode(fuse_req_t req, fuse_ino_t ino)
+{
+    lsmfs *fs = op_fs(req);
+    inode *n;
+    int err = icache_get(fs, ino, &n);
+    if (err == 0) {
+        err = fs_sync_inode(fs, n);
+        icache_put(fs->icache, n);
+    }
+    fuse_reply_err(req, err);
+}
+
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-    (void)ino;
     (void)datasync;
     (void)fi;
-    lsmfs *fs = op_fs(req);
-    stats_inc(&fs->stats.ops[OP_FSYNC]);
-    fuse_reply_err(req, fs_sync(fs));
+    stats_inc(&op_fs(req)->stats.ops[OP_FSYNC]);
+    op_sync_inode(req, ino);
 }
 
 /* REQUIRES: n->lock held for writing. */
@@ -213,7 +225,7 @@ static int fallocate_locked(lsmfs *fs, inode *n, int mode, uint64_t off, uint64_
         r.mtime = r.ctime = now;
         err = inode_batch_finish(fs, b, n, &r, &pl);
         if (err == 0)
-            err = fs_commit(fs, b);
+            err = fs_commit(fs, b, &n, 1);
         if (err == 0)
             n->rec = r;
     }

@@ -76,7 +76,7 @@ static int make_locked(fuse_req_t req, lsmfs *fs, inode *parent, const char *nam
     if (err == 0)
         err = inode_batch_update(fs, b, parent, &p);
     if (err == 0)
-        err = fs_commit(fs, b);
+        err = fs_commit(fs, b, &parent, 1);
     lsm_batch_free(b);
     if (err != 0)
         return err;
@@ -199,7 +199,7 @@ static int link_locked(lsmfs *fs, inode *n, inode *parent, const char *name, ino
     if (err == 0)
         err = inode_batch_update(fs, b, parent, &p);
     if (err == 0)
-        err = fs_commit(fs, b);
+        err = fs_commit(fs, b, (inode *const[]){n, parent}, 2);
     lsm_batch_free(b);
     if (err == 0) {
         n->rec = r;
@@ -267,7 +267,7 @@ static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *nam
     else if (err == 0)
         err = inode_batch_update(fs, b, child, &c);
     if (err == 0)
-        err = fs_commit(fs, b);
+        err = fs_commit(fs, b, (inode *const[]){parent, child}, 2);
     lsm_batch_free(b);
     if (err != 0) {
         *reclaim = false;

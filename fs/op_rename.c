@@ -160,7 +160,7 @@ static int rename_locked(rename_op *x)
     else if (err == 0 && x->d != NULL)
         err = inode_batch_update(x->fs, b, x->d, &D);
     if (err == 0)
-        err = fs_commit(x->fs, b);
+        err = fs_commit(x->fs, b, (inode *const[]){x->op, x->np, x->s, x->d}, 4);
     lsm_batch_free(b);
     if (err != 0) {
         x->reclaim = false;

@@ -67,7 +67,7 @@ static int change_locked(lsmfs *fs, inode *n, const char *name, const char *valu
     if (err == 0)
         err = inode_batch_update(fs, b, n, &r);
     if (err == 0)
-        err = fs_commit(fs, b);
+        err = fs_commit(fs, b, &n, 1);
     if (err == 0)
         n->rec = r;
     lsm_batch_free(b);

@@ -60,7 +60,7 @@ static int drop_orphan_record(lsmfs *fs, uint64_t ino)
         return ENOMEM;
     schema_key k;
     key_orphan(&k, ino);
-    int err = lsm_batch_delete(b, k.b, k.len) ? fs_commit(fs, b) : ENOMEM;
+    int err = lsm_batch_delete(b, k.b, k.len) ? fs_commit(fs, b, NULL, 0) : ENOMEM;
     lsm_batch_free(b);
     return err;
 }
@@ -90,7 +90,7 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
         if (err == 0 && !more)
             err = orphan_batch_destroy(fs, b, ino, &r);
         if (err == 0)
-            err = fs_commit(fs, b);
+            err = fs_commit(fs, b, NULL, 0);
         if (err == 0 && !more) {
             atomic_fetch_sub(&fs->inodes, 1);
             stats_inc(&fs->stats.reclaimed);

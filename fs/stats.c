@@ -40,6 +40,10 @@ char *stats_text(const fs_stats *s, const char *head)
             atomic_load_explicit(&s->store_writes, memory_order_relaxed));
     fprintf(f, "fs sync barriers: %" PRIu64 "\n",
             atomic_load_explicit(&s->store_syncs, memory_order_relaxed));
+    fprintf(f, "fs fsyncs already durable: %" PRIu64 "\n",
+            atomic_load_explicit(&s->sync_free, memory_order_relaxed));
+    fprintf(f, "fs fsyncs sharing a sync: %" PRIu64 "\n",
+            atomic_load_explicit(&s->sync_shared, memory_order_relaxed));
     fprintf(f, "fs orphans reclaimed: %" PRIu64 "\n",
             atomic_load_explicit(&s->reclaimed, memory_order_relaxed));
     if (fclose(f) != 0) {

@@ -127,8 +127,21 @@ static void fail_close(lsmfs *fs)
         alloc_destroy(&fs->alloc);
     lsm_status_free(lsm_close(fs->db));
     pthread_mutex_destroy(&fs->rename_mu);
+    pthread_mutex_destroy(&fs->sync_mu);
+    pthread_cond_destroy(&fs->sync_cv);
     free(fs->dir);
     free(fs);
+}
+
+/* Everything in the store when it opens counts as committed; the store
+ * knows whether it is durable (lsm_sync_upto asks it). */
+static void init_durability(lsmfs *fs)
+{
+    uint64_t seq = 0;
+    if (!lsm_property_u64(fs->db, "lsm.sequence", &seq))
+        seq = 0;
+    atomic_store(&fs->committed_seq, seq);
+    fs->durable_seq = 0;
 }
 
 int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
@@ -140,6 +153,8 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
     }
     fs->cfg = *cfg;
     pthread_mutex_init(&fs->rename_mu, NULL);
+    pthread_mutex_init(&fs->sync_mu, NULL);
+    pthread_cond_init(&fs->sync_cv, NULL);
     fs->dir = realpath(cfg->store_dir, NULL);
     if (fs->dir == NULL) {
         int e = errno;
@@ -151,6 +166,8 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
     int e = super_open_store(fs->dir, &fs->db, err, errlen);
     if (e == 0)
         e = super_read(fs->db, fs->dir, &fs->sb, err, errlen);
+    if (e == 0)
+        init_durability(fs);
     if (e == 0 && (e = alloc_init(&fs->alloc, fs->db)) != 0)
         snprintf(err, errlen, "%s: damaged inode allocator record", fs->dir);
     int64_t n = 0;
@@ -178,6 +195,8 @@ int lsmfs_close(lsmfs *fs)
     int e = s ? EIO : 0;
     lsm_status_free(s);
     pthread_mutex_destroy(&fs->rename_mu);
+    pthread_mutex_destroy(&fs->sync_mu);
+    pthread_cond_destroy(&fs->sync_cv);
     free(fs->dir);
     free(fs);
     return e;

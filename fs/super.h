@@ -37,6 +37,13 @@ typedef struct lsmfs {
     fs_stats stats;       /* atomics */
     _Atomic int64_t inodes;         /* live inode records (statfs) */
     _Atomic bool write_error;       /* a store write failed: logged once */
+    /* Durability (commit.c): the highest sequence number fs_commit got
+     * back (atomic max); the sync in flight, if any, and what is durable. */
+    _Atomic uint64_t committed_seq;
+    pthread_mutex_t sync_mu;
+    pthread_cond_t sync_cv;  /* [sync_mu] a sync finished */
+    uint64_t durable_seq;    /* [sync_mu] every write <= it is on disk */
+    bool syncing;            /* [sync_mu] a thread is running a sync */
     /* Held by every cross-directory rename (taken before any inode lock):
      * directories' parent fields change only under it, so the "into its
      * own subtree" walk sees a stable tree. */

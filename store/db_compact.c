@@ -563,25 +563,14 @@ lsm_status *db_flush_memtables(lsm_db *db)
 {
     lsm_status *s = NULL;
     mutex_lock(&db->mu);
-    /* Take the write-queue head so the switch does not race a leader. */
-    struct writer w = {.batch = NULL, .sync = false};
-    pthread_cond_init(&w.cv, NULL);
-    w.next = NULL;
-    if (db->tail)
-        db->tail->next = &w;
-    else
-        db->head = &w;
-    db->tail = &w;
-    db->queue_len++;
-    while (db->head != &w)
-        cond_wait(&w.cv, &db->mu);
+    /* Take the write-queue head so the switch does not race a leader. A
+     * solo writer is never "done" by someone else: it leads. */
+    struct writer w = {.batch = NULL, .sync = false, .solo = true};
+    bool leads = db_queue_wait(db, &w);
+    assert(leads);
+    (void)leads;
     s = db_make_room_for_write(db, true);
-    db->head = w.next;
-    db->queue_len--;
-    if (db->head == NULL)
-        db->tail = NULL;
-    else
-        pthread_cond_signal(&db->head->cv);
+    db_queue_pop_head(db, &w);
     while (s == NULL && (db->nimm > 0 || db->flushing) && db->bg_error == NULL) {
         pthread_cond_broadcast(&db->work_cv);
         cond_wait(&db->room_cv, &db->mu);
@@ -589,7 +578,6 @@ lsm_status *db_flush_memtables(lsm_db *db)
     if (s == NULL && db->bg_error)
         s = status_copy(db->bg_error);
     mutex_unlock(&db->mu);
-    pthread_cond_destroy(&w.cv);
     return s;
 }
 

@@ -22,14 +22,23 @@
 
 #include <stdatomic.h>
 
-/* A caller waiting in the write queue; lives on the caller's stack. */
+/* How a queued writer learns its fate (writer.state). */
+enum writer_state {
+    WRITER_WAITING = 0,
+    WRITER_LEADER = 1, /* it is now the head: it must lead a group */
+    WRITER_DONE = 2,   /* a leader wrote its batch: status and seq are set */
+};
+
+/* A caller waiting in the write queue; lives on the caller's stack. A
+ * follower sleeps on its own futex, not on mu: a leader wakes its whole
+ * group at once and none of them needs the mutex to return. */
 struct writer {
     lsm_batch *batch;    /* NULL for a barrier [const] */
     bool sync;           /* [const] */
-    bool done;           /* [mu] */
-    uint64_t seq;        /* set before done: last sequence of its group [mu] */
-    lsm_status *status;  /* set before done [mu] */
-    pthread_cond_t cv;   /* signalled when done or when it becomes the head */
+    bool solo;           /* never joins a group: wants the head to itself [const] */
+    uint64_t seq;        /* last sequence of its group; written before DONE */
+    lsm_status *status;  /* written before DONE */
+    _Atomic int state;   /* enum writer_state; release-stored by the waker */
     struct writer *next; /* [mu] */
 };
 
@@ -70,7 +79,7 @@ struct db_stats {
     uint64_t syncs;           /* WAL syncs */
     uint64_t wal_bytes;
     uint64_t followers[FOLLOWER_BUCKETS];
-    uint64_t queue_wait_us;   /* total time writers waited in the queue */
+    _Atomic uint64_t queue_wait_us; /* total time writers waited (updated without mu) */
     uint64_t gather_wait_us;  /* total time leaders waited for a group */
     uint64_t rotations;       /* memtable switches / new logs */
     uint64_t recovered_records;
@@ -145,6 +154,13 @@ void db_unref_view(lsm_db *db, struct readview *rv);
 void db_set_bg_error(lsm_db *db, lsm_status *s);
 
 /* db_write.c */
+/* Puts w in the queue and waits until it is the head (returns true, mu
+ * held: the caller leads) or a leader has done its write (returns false,
+ * mu not held). REQUIRES: mu held. */
+bool db_queue_wait(lsm_db *db, struct writer *w);
+/* Removes the head writer w without writing anything and hands the queue
+ * on. REQUIRES: mu held; w is the head. */
+void db_queue_pop_head(lsm_db *db, struct writer *w);
 /* *seq (may be NULL) gets the last sequence of the write's group. */
 lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync, uint64_t *seq);
 /* Opens a new WAL numbered `number` and makes its directory entry durable.

@@ -30,7 +30,10 @@
 #include "status.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -41,6 +44,38 @@
 static size_t writer_bytes(const struct writer *w)
 {
     return w->batch ? w->batch->rep.len - BATCH_HEADER : 0;
+}
+
+/* ------------------------------------------------------------- hand-off */
+
+static void futex_wait(_Atomic int *addr, int expected)
+{
+    syscall(SYS_futex, (int *)addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+/* Publishes w's new state and wakes it. After the store, w may return and
+ * its stack frame vanish: the wake then hits a stale address, which the
+ * kernel treats as a futex with no waiter (harmless). */
+static void writer_wake(struct writer *w, enum writer_state st)
+{
+    atomic_store_explicit(&w->state, st, memory_order_release);
+    syscall(SYS_futex, (int *)&w->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Waits, without mu, until w is told to lead or is done. A brief spin
+ * first: a non-sync group finishes in microseconds. */
+static enum writer_state writer_wait(struct writer *w)
+{
+    for (int i = 0; i < 64; i++) {
+        int st = atomic_load_explicit(&w->state, memory_order_acquire);
+        if (st != WRITER_WAITING)
+            return (enum writer_state)st;
+        __builtin_ia32_pause();
+    }
+    int st;
+    while ((st = atomic_load_explicit(&w->state, memory_order_acquire)) == WRITER_WAITING)
+        futex_wait(&w->state, WRITER_WAITING);
+    return (enum writer_state)st;
 }
 
 /* REQUIRES: mu held. */
@@ -107,6 +142,8 @@ static struct writer *pick_group(lsm_db *db, bool *need_sync, int *count)
     for (struct writer *w = first->next; w != NULL; w = w->next) {
         if (w->sync && !first->sync)
             break; /* this leader will not sync: w must lead its own group */
+        if (w->solo)
+            break;
         if (size + writer_bytes(w) > max)
             break;
         size += writer_bytes(w);
@@ -362,8 +399,7 @@ static void finish_group(lsm_db *db, struct writer *leader, struct writer *last,
         if (w != leader) {
             w->seq = db->last_seq;
             w->status = status_copy(s);
-            w->done = true;
-            pthread_cond_signal(&w->cv);
+            writer_wake(w, WRITER_DONE); /* w may be gone after this */
         }
         if (w == last)
             break;
@@ -371,7 +407,32 @@ static void finish_group(lsm_db *db, struct writer *leader, struct writer *last,
     if (db->head == NULL)
         db->tail = NULL;
     else
-        pthread_cond_signal(&db->head->cv);
+        writer_wake(db->head, WRITER_LEADER);
+}
+
+void db_queue_pop_head(lsm_db *db, struct writer *w)
+{
+    assert(mutex_held(&db->mu) && db->head == w);
+    finish_group(db, w, w, NULL);
+}
+
+bool db_queue_wait(lsm_db *db, struct writer *w)
+{
+    assert(mutex_held(&db->mu));
+    atomic_init(&w->state, WRITER_WAITING);
+    enqueue(db, w);
+    if (db->head == w)
+        return true;
+    mutex_unlock(&db->mu);
+    uint64_t t0 = db->env->now_micros(db->env); /* only writers that queue pay for it */
+    enum writer_state st = writer_wait(w);
+    atomic_fetch_add_explicit(&db->stats.queue_wait_us, db->env->now_micros(db->env) - t0,
+                              memory_order_relaxed);
+    if (st == WRITER_DONE)
+        return false;
+    mutex_lock(&db->mu);
+    assert(db->head == w);
+    return true;
 }
 
 static void count_group(lsm_db *db, int count, uint64_t bytes, bool synced)
@@ -429,23 +490,18 @@ lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync, uint64_t *seqp)
     struct writer w = {.batch = batch, .sync = sync};
     if (batch && lsm_batch_count(batch) == 0)
         w.batch = NULL;
-    pthread_cond_init(&w.cv, NULL);
     mutex_lock(&db->mu);
     db->stats.writes++;
     if (w.batch == NULL)
         db->stats.barriers++;
-    enqueue(db, &w);
-    if (!w.done && db->head != &w) {
-        /* Only writers that queue pay for the clock. */
-        uint64_t t0 = db->env->now_micros(db->env);
-        while (!w.done && db->head != &w)
-            cond_wait(&w.cv, &db->mu);
-        db->stats.queue_wait_us += db->env->now_micros(db->env) - t0;
+    if (!db_queue_wait(db, &w)) { /* a leader wrote it for us */
+        if (seqp)
+            *seqp = w.seq;
+        return w.status;
     }
-    lsm_status *s = w.done ? w.status : lead(db, &w);
+    lsm_status *s = lead(db, &w);
     if (seqp)
-        *seqp = w.done ? w.seq : db->last_seq;
+        *seqp = db->last_seq;
     mutex_unlock(&db->mu);
-    pthread_cond_destroy(&w.cv);
     return s;
 }

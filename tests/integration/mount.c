@@ -109,8 +109,8 @@ static void seed_once(void)
     } else {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        seed_value = ((uint64_t)ts.tv_sec * 1000003u) ^ (uint64_t)ts.tv_nsec ^
-                     ((uint64_t)getpid() << 32);
+        seed_value =
+            ((uint64_t)ts.tv_sec * 1000003u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
     }
     fprintf(stderr, "[harness] seed %llu (LSMFS_TEST_SEED=%llu repeats it)\n",
             (unsigned long long)seed_value, (unsigned long long)seed_value);
@@ -244,8 +244,7 @@ ssize_t tm_read_file(const char *path, void *buf, size_t cap)
 /* In a forked child: undo the harness's signal set-up, send output to
  * `logfd` (if >= 0), drop every other descriptor, exec.  Async-signal-safe
  * calls only: the parent has threads. */
-static void child_exec(const char *path, char *const argv[], int logfd,
-                       pid_t parent)
+static void child_exec(const char *path, char *const argv[], int logfd, pid_t parent)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -323,15 +322,13 @@ int tm_run(char *const argv[], const char *log, unsigned timeout_s)
         return -1;
     int status;
     if (wait_pid(pid, timeout_s, &status) != 0) {
-        fprintf(stderr, "[harness] %s did not finish in %u s: killed\n",
-                argv[0], timeout_s);
+        fprintf(stderr, "[harness] %s did not finish in %u s: killed\n", argv[0], timeout_s);
         return -1;
     }
     if (status != -1 && WIFEXITED(status))
         return WEXITSTATUS(status);
     if (status != -1 && WIFSIGNALED(status))
-        fprintf(stderr, "[harness] %s killed by signal %d\n", argv[0],
-                WTERMSIG(status));
+        fprintf(stderr, "[harness] %s killed by signal %d\n", argv[0], WTERMSIG(status));
     return -1;
 }
 
@@ -340,11 +337,10 @@ static void describe_status(const char *who, int status)
     if (status == -1)
         fprintf(stderr, "[harness] %s: lost track of the process\n", who);
     else if (WIFEXITED(status))
-        fprintf(stderr, "[harness] %s exited with status %d\n", who,
-                WEXITSTATUS(status));
+        fprintf(stderr, "[harness] %s exited with status %d\n", who, WEXITSTATUS(status));
     else if (WIFSIGNALED(status))
-        fprintf(stderr, "[harness] %s killed by signal %d (%s)\n", who,
-                WTERMSIG(status), strsignal(WTERMSIG(status)));
+        fprintf(stderr, "[harness] %s killed by signal %d (%s)\n", who, WTERMSIG(status),
+                strsignal(WTERMSIG(status)));
 }
 
 /* ------------------------------------------------------------ mounts */
@@ -359,8 +355,8 @@ static bool is_mounted(const char *path)
     bool found = false;
     while (!found && fgets(line, sizeof line, f)) {
         char dev[1024], dir[PATH_MAX], type[256];
-        if (sscanf(line, "%1023s %4095s %255s", dev, dir, type) == 3 &&
-            strcmp(dir, path) == 0 && strncmp(type, "fuse", 4) == 0)
+        if (sscanf(line, "%1023s %4095s %255s", dev, dir, type) == 3 && strcmp(dir, path) == 0 &&
+            strncmp(type, "fuse", 4) == 0)
             found = true;
     }
     fclose(f);
@@ -386,8 +382,8 @@ void tm_dump_log(const struct tmount *m)
     if (n <= 0)
         return;
     buf[n] = 0;
-    fprintf(stderr, "[harness] ---- tail of %s ----\n%s%s[harness] ----\n",
-            m->log, buf, buf[n - 1] == '\n' ? "" : "\n");
+    fprintf(stderr, "[harness] ---- tail of %s ----\n%s%s[harness] ----\n", m->log, buf,
+            buf[n - 1] == '\n' ? "" : "\n");
 }
 
 bool tm_daemon_alive(struct tmount *m)
@@ -435,8 +431,7 @@ int tm_mount(struct tmount *m)
             return -1;
         }
         if (tm_now() > end) {
-            fprintf(stderr, "[harness] %s not mounted after %d s\n", m->mnt,
-                    TM_MOUNT_WAIT_S);
+            fprintf(stderr, "[harness] %s not mounted after %d s\n", m->mnt, TM_MOUNT_WAIT_S);
             tm_crash(m);
             tm_dump_log(m);
             return -1;
@@ -447,8 +442,7 @@ int tm_mount(struct tmount *m)
      * waits for it, so the test starts on a working file system. */
     struct stat st;
     if (stat(m->mnt, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "[harness] stat %s after mounting: %s\n", m->mnt,
-                strerror(errno));
+        fprintf(stderr, "[harness] stat %s after mounting: %s\n", m->mnt, strerror(errno));
         tm_dump_log(m);
         return -1;
     }
@@ -461,11 +455,12 @@ static int reap_daemon(struct tmount *m)
     int status;
     int rc = 0;
     if (wait_pid(m->daemon, TM_EXIT_WAIT_S, &status) != 0) {
-        fprintf(stderr, "[harness] lsmfs did not exit within %d s of the "
-                "unmount: killed\n", TM_EXIT_WAIT_S);
+        fprintf(stderr,
+                "[harness] lsmfs did not exit within %d s of the "
+                "unmount: killed\n",
+                TM_EXIT_WAIT_S);
         rc = -1;
-    } else if (status == -1 || !WIFEXITED(status) ||
-               WEXITSTATUS(status) != 0) {
+    } else if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         describe_status("lsmfs (after unmount)", status);
         rc = -1;
     }
@@ -487,8 +482,10 @@ int tm_unmount(struct tmount *m)
         return -1;
     }
     if (fusermount(m->mnt, false) != 0) {
-        fprintf(stderr, "[harness] fusermount3 -u %s failed (a file left "
-                "open on it?)\n", m->mnt);
+        fprintf(stderr,
+                "[harness] fusermount3 -u %s failed (a file left "
+                "open on it?)\n",
+                m->mnt);
         return -1;
     }
     int rc = reap_daemon(m);
@@ -511,15 +508,20 @@ int tm_stop(struct tmount *m, int sig)
     kill(m->daemon, sig);
     int rc = reap_daemon(m);
     if (is_mounted(m->mnt)) {
-        fprintf(stderr, "[harness] lsmfs exited on signal %d but left %s "
-                "mounted\n", sig, m->mnt);
+        fprintf(stderr,
+                "[harness] lsmfs exited on signal %d but left %s "
+                "mounted\n",
+                sig, m->mnt);
         tm_umount_path(m->mnt);
         rc = -1;
     }
     return rc;
 }
 
-bool tm_is_mounted(const char *path) { return is_mounted(path); }
+bool tm_is_mounted(const char *path)
+{
+    return is_mounted(path);
+}
 
 int tm_umount_path(const char *path)
 {
@@ -567,8 +569,10 @@ int tm_crash(struct tmount *m)
     if (m->daemon > 0)
         rc = tm_kill(m);
     if (is_mounted(m->mnt) && fusermount(m->mnt, false) != 0) {
-        fprintf(stderr, "[harness] fusermount3 -u of the crashed %s failed; "
-                "detaching lazily\n", m->mnt);
+        fprintf(stderr,
+                "[harness] fusermount3 -u of the crashed %s failed; "
+                "detaching lazily\n",
+                m->mnt);
         fusermount(m->mnt, true);
         rc = -1;
     }
@@ -628,7 +632,8 @@ static bool have_binaries(void)
     static const char *const progs[] = {"lsmfs", "mkfs.lsmfs", "fsck.lsmfs"};
     for (size_t i = 0; i < sizeof progs / sizeof *progs; i++) {
         if (access(tm_bin(progs[i]), X_OK) != 0) {
-            fprintf(stderr, "[harness] %s: %s (set LSMFS_BIN to the "
+            fprintf(stderr,
+                    "[harness] %s: %s (set LSMFS_BIN to the "
                     "directory holding the lsmfs binaries)\n",
                     tm_bin(progs[i]), strerror(errno));
             return false;
@@ -652,8 +657,7 @@ static int make_dirs(struct tmount *m)
     snprintf(m->mnt, sizeof m->mnt, "%.4000s/mnt", m->root);
     snprintf(m->log, sizeof m->log, "%.4000s/daemon.log", m->root);
     if (mkdir(m->store, 0755) != 0 || mkdir(m->mnt, 0755) != 0) {
-        fprintf(stderr, "[harness] mkdir in %s: %s\n", m->root,
-                strerror(errno));
+        fprintf(stderr, "[harness] mkdir in %s: %s\n", m->root, strerror(errno));
         return -1;
     }
     return 0;
@@ -666,8 +670,7 @@ static void set_opts(struct tmount *m, const char *opts)
         opts = "";
     if (!extra)
         extra = "";
-    snprintf(m->opts, sizeof m->opts, "%s%s%s", opts,
-             *opts && *extra ? "," : "", extra);
+    snprintf(m->opts, sizeof m->opts, "%s%s%s", opts, *opts && *extra ? "," : "", extra);
 }
 
 static int mkfs(struct tmount *m)
@@ -729,8 +732,7 @@ static int close_leaked_fds(const struct tmount *m)
         if (n <= 0)
             continue;
         target[n] = 0;
-        if (strncmp(target, m->mnt, len) == 0 &&
-            (target[len] == 0 || target[len] == '/')) {
+        if (strncmp(target, m->mnt, len) == 0 && (target[len] == 0 || target[len] == '/')) {
             close(fd);
             closed++;
         }
@@ -739,8 +741,7 @@ static int close_leaked_fds(const struct tmount *m)
     return closed;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type,
-                    struct FTW *ftw)
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
     (void)st;
     (void)ftw;
@@ -770,8 +771,7 @@ int tm_free(struct tmount *m)
     if (!m->plain) {
         int leaked = close_leaked_fds(m);
         if (leaked) {
-            fprintf(stderr, "[harness] closed %d file(s) left open on %s\n",
-                    leaked, m->mnt);
+            fprintf(stderr, "[harness] closed %d file(s) left open on %s\n", leaked, m->mnt);
             rc = -1;
         }
         if (m->daemon > 0 && tm_unmount(m) != 0)
@@ -867,8 +867,10 @@ static void *watchdog(void *arg)
         memcpy(what, H.what, sizeof what);
         pthread_mutex_unlock(&H.mu);
         if (expired) {
-            fprintf(stderr, "[harness] TIMEOUT: %s did not finish in time "
-                    "(a hung FUSE request?); killing the daemon\n", what);
+            fprintf(stderr,
+                    "[harness] TIMEOUT: %s did not finish in time "
+                    "(a hung FUSE request?); killing the daemon\n",
+                    what);
             emergency_cleanup();
             fprintf(stderr, "[harness] FAILED: %s timed out\n", what);
             _exit(1);
@@ -899,8 +901,7 @@ static void cleanup_at_exit(void)
 
 static void find_tool(char *out, const char *name)
 {
-    static const char *const dirs[] = {"/usr/bin", "/bin", "/usr/sbin",
-                                       "/sbin", "/usr/local/bin"};
+    static const char *const dirs[] = {"/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"};
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         snprintf(out, PATH_MAX, "%s/%s", dirs[i], name);
         if (access(out, X_OK) == 0)

@@ -86,8 +86,8 @@ int tm_remount(struct tmount *m);
 int tm_kill(struct tmount *m);
 
 /* tm_kill (if the daemon still runs), then unmount the dead mount (lazily
- * as a last resort).  0 if the mount is gone.  Close every file on the
- * mount first. */
+ * as a last resort).  0 if the daemon had not died on its own and the mount
+ * is gone.  Close every file on the mount first. */
 int tm_crash(struct tmount *m);
 
 /* Run `fsck.lsmfs -n store` on the unmounted store: its exit code (0 =
@@ -152,39 +152,37 @@ void tm_sleep_ms(unsigned ms);
 /* ---- cmocka assertion helpers (include cmocka.h before using them) ---- */
 
 /* expr must not return -1 (or a negative value); reports errno by name. */
-#define TM_OK(expr)                                                         \
-    do {                                                                    \
-        errno = 0;                                                          \
-        long tm_r_ = (long)(expr);                                          \
-        if (tm_r_ < 0)                                                      \
-            fail_msg("%s:%d: %s = %ld, errno %s", __FILE__, __LINE__,       \
-                     #expr, tm_r_, tm_errname(errno));                      \
+#define TM_OK(expr)                                                                                \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        long tm_r_ = (long)(expr);                                                                 \
+        if (tm_r_ < 0)                                                                             \
+            fail_msg("%s:%d: %s = %ld, errno %s", __FILE__, __LINE__, #expr, tm_r_,                \
+                     tm_errname(errno));                                                           \
     } while (0)
 
 /* expr must return -1 with errno == err. */
-#define TM_ERR(expr, err)                                                   \
-    do {                                                                    \
-        errno = 0;                                                          \
-        long tm_r_ = (long)(expr);                                          \
-        int tm_e_ = errno;                                                  \
-        if (tm_r_ != -1 || tm_e_ != (err))                                  \
-            fail_msg("%s:%d: %s = %ld, errno %s; expected -1, errno %s",    \
-                     __FILE__, __LINE__, #expr, tm_r_,                      \
-                     tm_r_ == -1 ? tm_errname(tm_e_) : "-",                 \
-                     tm_errname(err));                                      \
+#define TM_ERR(expr, err)                                                                          \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        long tm_r_ = (long)(expr);                                                                 \
+        int tm_e_ = errno;                                                                         \
+        if (tm_r_ != -1 || tm_e_ != (err))                                                         \
+            fail_msg("%s:%d: %s = %ld, errno %s; expected -1, errno %s", __FILE__, __LINE__,       \
+                     #expr, tm_r_, tm_r_ == -1 ? tm_errname(tm_e_) : "-", tm_errname(err));        \
     } while (0)
 
 /* Like TM_ERR but either of two errnos is right (when POSIX allows both). */
-#define TM_ERR2(expr, err1, err2)                                           \
-    do {                                                                    \
-        errno = 0;                                                          \
-        long tm_r_ = (long)(expr);                                          \
-        int tm_e_ = errno;                                                  \
-        if (tm_r_ != -1 || (tm_e_ != (err1) && tm_e_ != (err2)))            \
-            fail_msg("%s:%d: %s = %ld, errno %s; expected -1, errno %s "    \
-                     "or %s", __FILE__, __LINE__, #expr, tm_r_,             \
-                     tm_r_ == -1 ? tm_errname(tm_e_) : "-",                 \
-                     tm_errname(err1), tm_errname(err2));                   \
+#define TM_ERR2(expr, err1, err2)                                                                  \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        long tm_r_ = (long)(expr);                                                                 \
+        int tm_e_ = errno;                                                                         \
+        if (tm_r_ != -1 || (tm_e_ != (err1) && tm_e_ != (err2)))                                   \
+            fail_msg("%s:%d: %s = %ld, errno %s; expected -1, errno %s "                           \
+                     "or %s",                                                                      \
+                     __FILE__, __LINE__, #expr, tm_r_, tm_r_ == -1 ? tm_errname(tm_e_) : "-",      \
+                     tm_errname(err1), tm_errname(err2));                                          \
     } while (0)
 
 /* "ENOENT" for ENOENT (never NULL). */

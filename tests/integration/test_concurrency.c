@@ -57,7 +57,7 @@ static int teardown(void **state)
 /* The first failure any worker saw. */
 struct errs {
     pthread_mutex_t mu;
-    int count;    /* guarded by mu */
+    int count;       /* guarded by mu */
     char first[512]; /* guarded by mu */
 };
 
@@ -68,8 +68,7 @@ static void errs_init(struct errs *e)
     e->first[0] = 0;
 }
 
-static void errs_add(struct errs *e, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void errs_add(struct errs *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void errs_add(struct errs *e, const char *fmt, ...)
 {
     pthread_mutex_lock(&e->mu);
@@ -85,8 +84,7 @@ static void errs_add(struct errs *e, const char *fmt, ...)
 static void errs_check(struct errs *e)
 {
     if (e->count)
-        fail_msg("%d problem(s) in worker threads; first: %s", e->count,
-                 e->first);
+        fail_msg("%d problem(s) in worker threads; first: %s", e->count, e->first);
 }
 
 static void remount_checked(struct tmount *m)
@@ -110,8 +108,7 @@ static void check_fill(const char *path, size_t size, uint64_t seed)
     struct stat st;
     TM_OK(fstat(fd, &st));
     if (st.st_size != (off_t)size)
-        fail_msg("%s: size %lld, expected %zu", path, (long long)st.st_size,
-                 size);
+        fail_msg("%s: size %lld, expected %zu", path, (long long)st.st_size, size);
     char *got = malloc(MiB), *want = malloc(MiB);
     for (size_t off = 0; off < size; off += MiB) {
         size_t n = size - off < (size_t)MiB ? size - off : (size_t)MiB;
@@ -122,8 +119,8 @@ static void check_fill(const char *path, size_t size, uint64_t seed)
             size_t i = 0;
             while (got[i] == want[i])
                 i++;
-            fail_msg("%s: byte %zu is 0x%02x, expected 0x%02x", path,
-                     off + i, (unsigned char)got[i], (unsigned char)want[i]);
+            fail_msg("%s: byte %zu is 0x%02x, expected 0x%02x", path, off + i,
+                     (unsigned char)got[i], (unsigned char)want[i]);
         }
     }
     free(got);
@@ -138,16 +135,19 @@ enum { NBASE = 10000, NREADERS = 2, LISTINGS = 3, MAXNEW = 200000 };
 struct listing_ctx {
     const struct tmount *m;
     struct errs errs;
-    atomic_bool stop;         /* set by main when the readers are done */
+    atomic_bool stop;           /* set by main when the readers are done */
     atomic_int unlinked[NBASE]; /* 1 once a victim's unlink returned 0 */
-    atomic_int created;       /* new-<i> exists for i < created */
+    atomic_int created;         /* new-<i> exists for i < created */
     atomic_int listings_done;
-    atomic_int unlink_count;  /* successful unlinks so far */
-    atomic_int overlapped;    /* listings during which both mutators ran */
+    atomic_int unlink_count; /* successful unlinks so far */
+    atomic_int overlapped;   /* listings during which both mutators ran */
 };
 
 /* Victims: the base entries the unlinker may remove. */
-static bool is_victim(int i) { return i % 10 == 0; }
+static bool is_victim(int i)
+{
+    return i % 10 == 0;
+}
 
 static void *unlinker(void *arg)
 {
@@ -165,8 +165,7 @@ static void *unlinker(void *arg)
     }
     for (int k = 0; k < NBASE / 10 && !atomic_load(&c->stop); k++) {
         if (unlink(P("big/base-%05d", order[k])) != 0)
-            errs_add(&c->errs, "unlink base-%05d: %s", order[k],
-                     tm_errname(errno));
+            errs_add(&c->errs, "unlink base-%05d: %s", order[k], tm_errname(errno));
         else {
             atomic_store(&c->unlinked[order[k]], 1);
             atomic_fetch_add(&c->unlink_count, 1);
@@ -218,31 +217,27 @@ static void list_once(struct listing_ctx *c, int reader, int round)
         /* Stretch the listing so that the mutators run inside it. */
         if (++entries % 1000 == 0)
             tm_sleep_ms(2);
-        if (sscanf(e->d_name, "base-%d%c", &i, &tail) == 1 && i >= 0 &&
-            i < NBASE) {
+        if (sscanf(e->d_name, "base-%d%c", &i, &tail) == 1 && i >= 0 && i < NBASE) {
             if (base_seen[i]++)
-                errs_add(&c->errs, "reader %d round %d: base-%05d twice",
-                         reader, round, i);
-        } else if (sscanf(e->d_name, "new-%d%c", &i, &tail) == 1 &&
-                   i >= 0 && i < MAXNEW) {
+                errs_add(&c->errs, "reader %d round %d: base-%05d twice", reader, round, i);
+        } else if (sscanf(e->d_name, "new-%d%c", &i, &tail) == 1 && i >= 0 && i < MAXNEW) {
             if (new_seen[i]++)
-                errs_add(&c->errs, "reader %d round %d: new-%06d twice",
-                         reader, round, i);
+                errs_add(&c->errs, "reader %d round %d: new-%06d twice", reader, round, i);
         } else {
-            errs_add(&c->errs, "reader %d: unexpected name \"%s\"", reader,
-                     e->d_name);
+            errs_add(&c->errs, "reader %d: unexpected name \"%s\"", reader, e->d_name);
         }
     }
     if (errno)
         errs_add(&c->errs, "readdir: %s", tm_errname(errno));
     closedir(d);
-    if (atomic_load(&c->unlink_count) != unlinked0 &&
-        atomic_load(&c->created) != created0)
+    if (atomic_load(&c->unlink_count) != unlinked0 && atomic_load(&c->created) != created0)
         atomic_fetch_add(&c->overlapped, 1);
     for (i = 0; i < NBASE; i++)
         if (!is_victim(i) && base_seen[i] != 1)
-            errs_add(&c->errs, "reader %d round %d: untouched base-%05d "
-                     "seen %d times", reader, round, i, base_seen[i]);
+            errs_add(&c->errs,
+                     "reader %d round %d: untouched base-%05d "
+                     "seen %d times",
+                     reader, round, i, base_seen[i]);
     free(base_seen);
     free(new_seen);
 }
@@ -284,13 +279,12 @@ static void final_listing_exact(struct listing_ctx *c)
     closedir(d);
     for (i = 0; i < NBASE; i++)
         if (base_seen[i] != (atomic_load(&c->unlinked[i]) ? 0 : 1))
-            fail_msg("final listing: base-%05d seen %d times (unlinked: %d)",
-                     i, base_seen[i], atomic_load(&c->unlinked[i]));
+            fail_msg("final listing: base-%05d seen %d times (unlinked: %d)", i, base_seen[i],
+                     atomic_load(&c->unlinked[i]));
     int created = atomic_load(&c->created);
     for (i = 0; i < MAXNEW; i++)
         if (new_seen[i] != (i < created ? 1 : 0))
-            fail_msg("final listing: new-%06d seen %d times (created %d)", i,
-                     new_seen[i], created);
+            fail_msg("final listing: new-%06d seen %d times (created %d)", i, new_seen[i], created);
 }
 
 static void test_readdir_while_mutating(void **state)
@@ -300,8 +294,7 @@ static void test_readdir_while_mutating(void **state)
     double t0 = tm_now();
     for (int i = 0; i < NBASE; i++)
         TM_OK(mknod(P("big/base-%05d", i), S_IFREG | 0644, 0));
-    fprintf(stderr, "[concurrency] %d entries created in %.2f s\n", NBASE,
-            tm_now() - t0);
+    fprintf(stderr, "[concurrency] %d entries created in %.2f s\n", NBASE, tm_now() - t0);
     struct listing_ctx *c = calloc(1, sizeof *c);
     c->m = m;
     errs_init(&c->errs);
@@ -326,7 +319,8 @@ static void test_readdir_while_mutating(void **state)
     int unl = 0;
     for (int i = 0; i < NBASE; i++)
         unl += atomic_load(&c->unlinked[i]);
-    fprintf(stderr, "[concurrency] %d listings (%d overlapping both "
+    fprintf(stderr,
+            "[concurrency] %d listings (%d overlapping both "
             "mutators) while %d unlinks and %d creates ran\n",
             atomic_load(&c->listings_done), atomic_load(&c->overlapped), unl,
             atomic_load(&c->created));
@@ -371,8 +365,7 @@ static void *own_file_writer(void *arg)
         tm_fill(buf, n, seed, off);
         int rc = tm_pwrite_all(fd, buf, n, (off_t)off);
         if (rc) {
-            errs_add(a->errs, "thread %d: write at %zu: %s", a->id, off,
-                     tm_errname(-rc));
+            errs_add(a->errs, "thread %d: write at %zu: %s", a->id, off, tm_errname(-rc));
             break;
         }
         off += n;
@@ -383,8 +376,7 @@ static void *own_file_writer(void *arg)
         tm_fill(buf, n, seed, off);
         int rc = tm_pwrite_all(fd, buf, n, (off_t)off);
         if (rc) {
-            errs_add(a->errs, "thread %d: rewrite at %zu: %s", a->id, off,
-                     tm_errname(-rc));
+            errs_add(a->errs, "thread %d: rewrite at %zu: %s", a->id, off, tm_errname(-rc));
             break;
         }
     }
@@ -403,8 +395,7 @@ static void test_writers_different_files(void **state)
     pthread_t t[NTHREADS];
     struct writer_arg a[NTHREADS];
     for (int i = 0; i < NTHREADS; i++) {
-        a[i] = (struct writer_arg){.m = m, .errs = &errs, .id = i,
-                                   .size = size};
+        a[i] = (struct writer_arg){.m = m, .errs = &errs, .id = i, .size = size};
         pthread_create(&t[i], NULL, own_file_writer, &a[i]);
     }
     for (int i = 0; i < NTHREADS; i++)
@@ -443,8 +434,7 @@ static void *stripe_writer(void *arg)
         tm_fill(buf, n, 77, off);
         int rc = tm_pwrite_all(fd, buf, n, (off_t)off);
         if (rc) {
-            errs_add(a->errs, "thread %d: stripe at %zu: %s", a->id, off,
-                     tm_errname(-rc));
+            errs_add(a->errs, "thread %d: stripe at %zu: %s", a->id, off, tm_errname(-rc));
             break;
         }
     }
@@ -472,9 +462,8 @@ static void test_writers_same_file(void **state)
         pthread_t t[NTHREADS];
         struct writer_arg a[NTHREADS];
         for (int i = 0; i < NTHREADS; i++) {
-            a[i] = (struct writer_arg){.m = m, .errs = &errs, .id = i,
-                                       .path = path, .size = size,
-                                       .stripe = stripes[s]};
+            a[i] = (struct writer_arg){
+                .m = m, .errs = &errs, .id = i, .path = path, .size = size, .stripe = stripes[s]};
             pthread_create(&t[i], NULL, stripe_writer, &a[i]);
         }
         for (int i = 0; i < NTHREADS; i++)
@@ -512,14 +501,13 @@ static void *appender(void *arg)
     char buf[8192];
     for (int seq = 0; seq < RECORDS; seq++) {
         size_t len = record_len(a->id, seq);
-        struct record_head h = {RECORD_MAGIC, (uint32_t)a->id, (uint32_t)seq,
-                                (uint32_t)len};
+        struct record_head h = {RECORD_MAGIC, (uint32_t)a->id, (uint32_t)seq, (uint32_t)len};
         memcpy(buf, &h, sizeof h);
         tm_fill(buf + sizeof h, len - sizeof h, (uint64_t)a->id, (uint64_t)seq << 16);
         ssize_t w = write(fd, buf, len);
         if (w != (ssize_t)len) {
-            errs_add(a->errs, "thread %d record %d: write = %zd, %s", a->id,
-                     seq, w, tm_errname(errno));
+            errs_add(a->errs, "thread %d record %d: write = %zd, %s", a->id, seq, w,
+                     tm_errname(errno));
             break;
         }
     }
@@ -539,8 +527,7 @@ static void check_records(const char *path)
         for (int s = 0; s < RECORDS; s++)
             total += record_len(t, s);
     if ((size_t)st.st_size != total)
-        fail_msg("appended file is %lld bytes, expected %zu",
-                 (long long)st.st_size, total);
+        fail_msg("appended file is %lld bytes, expected %zu", (long long)st.st_size, total);
     char *all = malloc(total), want[8192];
     assert_int_equal(tm_pread_all(fd, all, total, 0), total);
     close(fd);
@@ -548,15 +535,13 @@ static void check_records(const char *path)
     for (size_t off = 0; off < total;) {
         struct record_head h;
         memcpy(&h, all + off, sizeof h);
-        if (h.magic != RECORD_MAGIC || h.thread >= NTHREADS ||
-            (int)h.seq != next[h.thread] ||
+        if (h.magic != RECORD_MAGIC || h.thread >= NTHREADS || (int)h.seq != next[h.thread] ||
             h.len != record_len((int)h.thread, (int)h.seq))
-            fail_msg("bad record at offset %zu (thread %u seq %u len %u)",
-                     off, h.thread, h.seq, h.len);
+            fail_msg("bad record at offset %zu (thread %u seq %u len %u)", off, h.thread, h.seq,
+                     h.len);
         tm_fill(want, h.len - sizeof h, h.thread, (uint64_t)h.seq << 16);
         if (memcmp(all + off + sizeof h, want, h.len - sizeof h) != 0)
-            fail_msg("record thread %u seq %u at %zu is torn", h.thread,
-                     h.seq, off);
+            fail_msg("record thread %u seq %u at %zu is torn", h.thread, h.seq, off);
         next[h.thread]++;
         off += h.len;
     }
@@ -576,8 +561,7 @@ static void test_concurrent_appends(void **state)
     pthread_t t[NTHREADS];
     struct writer_arg a[NTHREADS];
     for (int i = 0; i < NTHREADS; i++) {
-        a[i] = (struct writer_arg){.m = m, .errs = &errs, .id = i,
-                                   .path = path};
+        a[i] = (struct writer_arg){.m = m, .errs = &errs, .id = i, .path = path};
         pthread_create(&t[i], NULL, appender, &a[i]);
     }
     for (int i = 0; i < NTHREADS; i++)
@@ -605,8 +589,8 @@ struct stress_arg {
  * rename never see ENOTEMPTY.) */
 static bool expected_race(int err, int kind)
 {
-    return err == ENOENT || err == EEXIST || err == ENOTDIR ||
-           err == EISDIR || (kind == 6 && err == EPERM);
+    return err == ENOENT || err == EEXIST || err == ENOTDIR || err == EISDIR ||
+           (kind == 6 && err == EPERM);
 }
 
 static void *stresser(void *arg)
@@ -658,8 +642,7 @@ static void *stresser(void *arg)
         if (rc == 0)
             atomic_fetch_add(a->ops_ok, 1);
         else if (!expected_race(errno, kind))
-            errs_add(a->errs, "thread %d: %s %s: %s", a->id, what, p1,
-                     tm_errname(errno));
+            errs_add(a->errs, "thread %d: %s %s: %s", a->id, what, p1, tm_errname(errno));
     }
     return NULL;
 }
@@ -684,15 +667,14 @@ static void check_link_counts(const struct tmount *m)
                 continue;
             struct stat st;
             if (lstat(P("s%d/%s", d, e->d_name), &st) != 0)
-                fail_msg("listed s%d/%s but lstat: %s", d, e->d_name,
-                         tm_errname(errno));
+                fail_msg("listed s%d/%s but lstat: %s", d, e->d_name, tm_errname(errno));
             if (S_ISDIR(st.st_mode)) {
                 /* The stress only makes names one level deep: every
                  * directory it made is empty. */
                 subdirs++;
                 if (st.st_nlink != 2)
-                    fail_msg("empty directory s%d/%s has nlink %llu", d,
-                             e->d_name, (unsigned long long)st.st_nlink);
+                    fail_msg("empty directory s%d/%s has nlink %llu", d, e->d_name,
+                             (unsigned long long)st.st_nlink);
                 continue;
             }
             int i = 0;
@@ -713,8 +695,7 @@ static void check_link_counts(const struct tmount *m)
     }
     for (int i = 0; i < nseen; i++)
         if (seen[i].nlink != (nlink_t)seen[i].names)
-            fail_msg("inode %llu: nlink %llu but %d names",
-                     (unsigned long long)seen[i].ino,
+            fail_msg("inode %llu: nlink %llu but %d names", (unsigned long long)seen[i].ino,
                      (unsigned long long)seen[i].nlink, seen[i].names);
 }
 
@@ -734,8 +715,8 @@ static void test_namespace_stress(void **state)
     }
     for (int i = 0; i < NTHREADS; i++)
         pthread_join(t[i], NULL);
-    fprintf(stderr, "[concurrency] %d of %d namespace operations succeeded\n",
-            atomic_load(&ok), NTHREADS * STRESS_OPS);
+    fprintf(stderr, "[concurrency] %d of %d namespace operations succeeded\n", atomic_load(&ok),
+            NTHREADS * STRESS_OPS);
     errs_check(&errs);
     check_link_counts(m);
     remount_checked(m);
@@ -747,16 +728,11 @@ int main(void)
     tm_init();
     umask(0);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_readdir_while_mutating, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_writers_different_files, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_writers_same_file, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_appends, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_namespace_stress, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_readdir_while_mutating, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writers_different_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writers_same_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_appends, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_namespace_stress, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -58,8 +58,7 @@ static int teardown(void **state)
 static void crash_and_recover(struct tmount *m, const char *when)
 {
     if (tm_crash(m) != 0)
-        fail_msg("%s: the crash left a mount behind or the daemon had died",
-                 when);
+        fail_msg("%s: the crash left a mount behind or the daemon had died", when);
     int rc = tm_fsck(m);
     if (rc != 0)
         fail_msg("%s: fsck.lsmfs -n exited %d after the crash", when, rc);
@@ -91,18 +90,18 @@ enum stage {
 enum fate { FATE_UNSETTLED, FATE_NEW, FATE_GONE };
 
 struct thread_log {
-    atomic_int attempted;              /* messages begun this round */
+    atomic_int attempted; /* messages begun this round */
     _Atomic unsigned char stage[MAXSEQ];
-    unsigned char fate[MAXSEQ];        /* main thread only */
+    unsigned char fate[MAXSEQ]; /* main thread only */
 };
 
 struct maildir {
     struct tmount *m;
     pthread_mutex_t mu;
-    int failures;         /* guarded by mu: failures before the kill */
-    char first[512];      /* guarded by mu */
-    atomic_bool killed;   /* set just before the SIGKILL */
-    atomic_bool stop;     /* set after it: no new deliveries */
+    int failures;       /* guarded by mu: failures before the kill */
+    char first[512];    /* guarded by mu */
+    atomic_bool killed; /* set just before the SIGKILL */
+    atomic_bool stop;   /* set after it: no new deliveries */
     struct thread_log log[ROUNDS][NTHREADS];
 };
 
@@ -113,8 +112,7 @@ struct deliverer_arg {
 
 static size_t msg_size(int round, int thread, int seq)
 {
-    uint64_t h = tm_hash(&(int[3]){round, thread, seq}, 3 * sizeof(int),
-                         TM_HASH_INIT);
+    uint64_t h = tm_hash(&(int[3]){round, thread, seq}, 3 * sizeof(int), TM_HASH_INIT);
     return 2 * KiB + (size_t)(h % (14 * KiB + 1));
 }
 
@@ -140,8 +138,8 @@ static void deliver_failed(struct deliverer_arg *a, int seq, const char *op)
     pthread_mutex_lock(&a->md->mu);
     if (a->md->failures++ == 0)
         snprintf(a->md->first, sizeof a->md->first,
-                 "round %d thread %d message %d: %s: %s (before the kill)",
-                 a->round, a->thread, seq, op, tm_errname(err));
+                 "round %d thread %d message %d: %s: %s (before the kill)", a->round, a->thread,
+                 seq, op, tm_errname(err));
     pthread_mutex_unlock(&a->md->mu);
 }
 
@@ -153,8 +151,7 @@ static bool deliver(struct deliverer_arg *a, int seq, char *buf)
     char name[64];
     snprintf(name, sizeof name, "r%d.t%d.s%d", a->round, a->thread, seq);
     size_t size = msg_fill(buf, a->round, a->thread, seq);
-    int fd = open(P("Maildir/tmp/%s", name), O_CREAT | O_EXCL | O_WRONLY,
-                  0600);
+    int fd = open(P("Maildir/tmp/%s", name), O_CREAT | O_EXCL | O_WRONLY, 0600);
     if (fd < 0)
         return deliver_failed(a, seq, "open"), false;
     atomic_store(&log->stage[seq], ST_CREATED);
@@ -209,8 +206,7 @@ struct found {
     unsigned char at[ROUNDS][NTHREADS][MAXSEQ]; /* 1: tmp/, 2: new/ */
 };
 
-static void scan(const struct tmount *m, const char *sub, unsigned char bit,
-                 struct found *f)
+static void scan(const struct tmount *m, const char *sub, unsigned char bit, struct found *f)
 {
     DIR *d = opendir(P("Maildir/%s", sub));
     if (!d)
@@ -221,9 +217,8 @@ static void scan(const struct tmount *m, const char *sub, unsigned char bit,
         char tail;
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        if (sscanf(e->d_name, "r%d.t%d.s%d%c", &r, &t, &s, &tail) != 3 ||
-            r < 0 || r >= ROUNDS || t < 0 || t >= NTHREADS || s < 0 ||
-            s >= MAXSEQ)
+        if (sscanf(e->d_name, "r%d.t%d.s%d%c", &r, &t, &s, &tail) != 3 || r < 0 || r >= ROUNDS ||
+            t < 0 || t >= NTHREADS || s < 0 || s >= MAXSEQ)
             fail_msg("unexpected name Maildir/%s/%s", sub, e->d_name);
         if (f->at[r][t][s] & bit)
             fail_msg("Maildir/%s/%s listed twice", sub, e->d_name);
@@ -234,8 +229,8 @@ static void scan(const struct tmount *m, const char *sub, unsigned char bit,
 
 /* A message file must hold exactly its bytes (full=true) or, unsynced, at
  * most its size. */
-static void check_message(const struct tmount *m, const char *sub, int r,
-                          int t, int s, bool full, char *buf, char *want)
+static void check_message(const struct tmount *m, const char *sub, int r, int t, int s, bool full,
+                          char *buf, char *want)
 {
     const char *path = P("Maildir/%s/r%d.t%d.s%d", sub, r, t, s);
     ssize_t n = tm_read_file(path, buf, 17 * KiB);
@@ -244,13 +239,12 @@ static void check_message(const struct tmount *m, const char *sub, int r,
     size_t size = msg_fill(want, r, t, s);
     if (!full) {
         if ((size_t)n > size)
-            fail_msg("%s: %zd bytes, more than the %zu written", path, n,
-                     size);
+            fail_msg("%s: %zd bytes, more than the %zu written", path, n, size);
         return;
     }
     if ((size_t)n != size || memcmp(buf, want, size) != 0)
-        fail_msg("%s: %zd bytes, expected its %zu bytes exactly%s", path, n,
-                 size, (size_t)n == size ? " (contents differ)" : "");
+        fail_msg("%s: %zd bytes, expected its %zu bytes exactly%s", path, n, size,
+                 (size_t)n == size ? " (contents differ)" : "");
 }
 
 static const char *stage_name(int st)
@@ -262,8 +256,8 @@ static const char *stage_name(int st)
 
 /* Check one message of the round that just crashed, then settle its fate
  * (tmp/ leftovers are removed, as a mail system would on restart). */
-static void check_crashed(struct maildir *md, struct found *f, int r, int t,
-                          int s, char *buf, char *want)
+static void check_crashed(struct maildir *md, struct found *f, int r, int t, int s, char *buf,
+                          char *want)
 {
     const struct tmount *m = md->m;
     struct thread_log *log = &md->log[r][t];
@@ -291,7 +285,8 @@ static void check_crashed(struct maildir *md, struct found *f, int r, int t,
     }
     if (!ok)
         fail_msg("message r%d.t%d.s%d: last step returned was %s, but it is "
-                 "%s", r, t, s, stage_name(st), where);
+                 "%s",
+                 r, t, s, stage_name(st), where);
     if (in_new)
         check_message(m, "new", r, t, s, true, buf, want);
     if (in_tmp) {
@@ -319,8 +314,7 @@ static int verify_maildir(struct maildir *md, int last, bool crashed)
             for (int s = 0; s < MAXSEQ; s++) {
                 if (s >= n) {
                     if (f->at[r][t][s])
-                        fail_msg("r%d.t%d.s%d exists but was never begun", r,
-                                 t, s);
+                        fail_msg("r%d.t%d.s%d exists but was never begun", r, t, s);
                     continue;
                 }
                 if (r == last && crashed) {
@@ -328,12 +322,11 @@ static int verify_maildir(struct maildir *md, int last, bool crashed)
                 } else if (log->fate[s] == FATE_NEW) {
                     if (f->at[r][t][s] != 2)
                         fail_msg("r%d.t%d.s%d (delivered in round %d) is "
-                                 "gone from new/ by round %d", r, t, s, r,
-                                 last);
+                                 "gone from new/ by round %d",
+                                 r, t, s, r, last);
                     check_message(m, "new", r, t, s, true, buf, want);
                 } else if (f->at[r][t][s]) {
-                    fail_msg("r%d.t%d.s%d, removed after round %d, is back",
-                             r, t, s, r);
+                    fail_msg("r%d.t%d.s%d, removed after round %d, is back", r, t, s, r);
                 }
                 delivered += log->fate[s] == FATE_NEW;
             }
@@ -363,8 +356,7 @@ static void test_maildir_crash(void **state)
     for (int round = 0; round < ROUNDS; round++) {
         tm_watchdog(ROUND_TIMEOUT_S, "a maildir crash round");
         double t0 = tm_now();
-        unsigned delay = lo[round] + (unsigned)rand_r(&r) %
-                                         (hi[round] - lo[round] + 1);
+        unsigned delay = lo[round] + (unsigned)rand_r(&r) % (hi[round] - lo[round] + 1);
         atomic_store(&md->killed, false);
         atomic_store(&md->stop, false);
         pthread_t t[NTHREADS];
@@ -380,23 +372,21 @@ static void test_maildir_crash(void **state)
         for (int i = 0; i < NTHREADS; i++)
             pthread_join(t[i], NULL);
         if (killed != 0)
-            fail_msg("round %d: the daemon was not running at the kill",
-                     round);
+            fail_msg("round %d: the daemon was not running at the kill", round);
         if (md->failures)
-            fail_msg("%d deliveries failed before the kill; first: %s",
-                     md->failures, md->first);
+            fail_msg("%d deliveries failed before the kill; first: %s", md->failures, md->first);
         int done = 0;
         for (int i = 0; i < NTHREADS; i++)
             for (int s = 0; s < atomic_load(&md->log[round][i].attempted); s++)
-                done += atomic_load(&md->log[round][i].stage[s]) ==
-                        ST_DELIVERED;
+                done += atomic_load(&md->log[round][i].stage[s]) == ST_DELIVERED;
         char when[64];
-        snprintf(when, sizeof when, "round %d (kill after %u ms)", round,
-                 delay);
+        snprintf(when, sizeof when, "round %d (kill after %u ms)", round, delay);
         crash_and_recover(m, when);
         int total = verify_maildir(md, round, true);
-        fprintf(stderr, "[crash] %s: %d deliveries returned, %d messages in "
-                "new/ verified, %.1f s\n", when, done, total, tm_now() - t0);
+        fprintf(stderr,
+                "[crash] %s: %d deliveries returned, %d messages in "
+                "new/ verified, %.1f s\n",
+                when, done, total, tm_now() - t0);
         if (delay >= 1000 && done == 0)
             fail_msg("%s: no delivery completed in %u ms", when, delay);
     }
@@ -458,9 +448,8 @@ static void test_kill_without_fsync(void **state)
     TM_OK(rmdir(P("gone")));
     TM_OK(mkfifo(P("a/fifo"), 0640));
 
-    static const char *const paths[] = {"a",      "a/b",         "small",
-                                        "medium", "a/b/large",   "a/sym",
-                                        "a/medium-link", "a/fifo"};
+    static const char *const paths[] = {"a",         "a/b",   "small",         "medium",
+                                        "a/b/large", "a/sym", "a/medium-link", "a/fifo"};
     enum { NP = sizeof paths / sizeof *paths };
     struct stat before[NP];
     uint64_t sums[NP] = {0};
@@ -475,22 +464,18 @@ static void test_kill_without_fsync(void **state)
         if (lstat(P("%s", paths[i]), &st) != 0)
             fail_msg("%s lost in the crash: %s", paths[i], tm_errname(errno));
         const struct stat *b = &before[i];
-        if (st.st_ino != b->st_ino || st.st_mode != b->st_mode ||
-            st.st_nlink != b->st_nlink || st.st_uid != b->st_uid ||
-            st.st_gid != b->st_gid || st.st_size != b->st_size ||
-            st.st_mtim.tv_sec != b->st_mtim.tv_sec ||
-            st.st_mtim.tv_nsec != b->st_mtim.tv_nsec)
+        if (st.st_ino != b->st_ino || st.st_mode != b->st_mode || st.st_nlink != b->st_nlink ||
+            st.st_uid != b->st_uid || st.st_gid != b->st_gid || st.st_size != b->st_size ||
+            st.st_mtim.tv_sec != b->st_mtim.tv_sec || st.st_mtim.tv_nsec != b->st_mtim.tv_nsec)
             fail_msg("%s changed in the crash: ino %llu/%llu mode 0%o/0%o "
                      "nlink %llu/%llu uid %d/%d gid %d/%d size %lld/%lld "
-                     "mtime %lld.%09ld/%lld.%09ld", paths[i],
-                     (unsigned long long)b->st_ino,
-                     (unsigned long long)st.st_ino, b->st_mode, st.st_mode,
-                     (unsigned long long)b->st_nlink,
-                     (unsigned long long)st.st_nlink, (int)b->st_uid,
-                     (int)st.st_uid, (int)b->st_gid, (int)st.st_gid,
-                     (long long)b->st_size, (long long)st.st_size,
-                     (long long)b->st_mtim.tv_sec, b->st_mtim.tv_nsec,
-                     (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+                     "mtime %lld.%09ld/%lld.%09ld",
+                     paths[i], (unsigned long long)b->st_ino, (unsigned long long)st.st_ino,
+                     b->st_mode, st.st_mode, (unsigned long long)b->st_nlink,
+                     (unsigned long long)st.st_nlink, (int)b->st_uid, (int)st.st_uid,
+                     (int)b->st_gid, (int)st.st_gid, (long long)b->st_size, (long long)st.st_size,
+                     (long long)b->st_mtim.tv_sec, b->st_mtim.tv_nsec, (long long)st.st_mtim.tv_sec,
+                     st.st_mtim.tv_nsec);
         if (S_ISREG(st.st_mode) && hash_path(P("%s", paths[i])) != sums[i])
             fail_msg("%s: contents changed in the crash", paths[i]);
     }
@@ -536,12 +521,46 @@ static void test_orphan_reclaimed(void **state)
         tm_sleep_ms(50);
     if (used != base + 1)
         fail_msg("after the crash and remount, %lld inodes in use; %lld "
-                 "expected once the orphan is reclaimed", used, base + 1);
+                 "expected once the orphan is reclaimed",
+                 used, base + 1);
     if (tm_unmount(m) != 0)
         fail_msg("unmount failed");
     assert_int_equal(tm_fsck(m), 0);
     if (tm_mount(m) != 0)
         fail_msg("mount failed");
+}
+
+/* "Inode numbers are never reused, crash or not": the newest inodes are
+ * freed just before the crash, so an allocator that restarts from the
+ * largest live number would hand them out again. */
+static void test_inode_numbers_after_crash(void **state)
+{
+    struct tmount *m = *state;
+    enum { N = 100 };
+    ino_t old[N];
+    for (int i = 0; i < N; i++) {
+        int fd = open(P("f%d", i), O_WRONLY | O_CREAT | O_EXCL, 0644);
+        TM_OK(fd);
+        struct stat st;
+        TM_OK(fstat(fd, &st));
+        close(fd);
+        old[i] = st.st_ino;
+    }
+    for (int i = N / 2; i < N; i++)
+        TM_OK(unlink(P("f%d", i)));
+    crash_and_recover(m, "inode numbers crash");
+    for (int i = 0; i < N; i++) {
+        int fd = open(P("g%d", i), O_WRONLY | O_CREAT | O_EXCL, 0644);
+        TM_OK(fd);
+        struct stat st;
+        TM_OK(fstat(fd, &st));
+        close(fd);
+        for (int j = 0; j < N; j++)
+            if (st.st_ino == old[j])
+                fail_msg("after the crash, g%d got inode %llu, which f%d had "
+                         "(%s before the crash)",
+                         i, (unsigned long long)st.st_ino, j, j < N / 2 ? "still live" : "freed");
+    }
 }
 
 /* Big writes and truncates racing a crash: fsck must find no chunk past a
@@ -610,8 +629,7 @@ static void test_crash_during_churn(void **state)
                 off += n;
             close(fd);
             if (n < 0)
-                fail_msg("%s: read at %lld: %s", path, (long long)off,
-                         tm_errname((int)-n));
+                fail_msg("%s: read at %lld: %s", path, (long long)off, tm_errname((int)-n));
             assert_int_equal(off, st.st_size);
         }
     }
@@ -623,12 +641,10 @@ int main(void)
     umask(0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_maildir_crash, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kill_without_fsync, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_orphan_reclaimed, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_crash_during_churn, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kill_without_fsync, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_orphan_reclaimed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inode_numbers_after_crash, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crash_during_churn, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

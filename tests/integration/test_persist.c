@@ -179,8 +179,7 @@ static void walk(const struct tmount *m, const char *rel, struct snapshot *s)
     char **names = list_dir(abs, &n);
     for (int i = 0; i < n; i++) {
         char child[PATH_MAX];
-        snprintf(child, sizeof child, "%s%s%s", rel, *rel ? "/" : "",
-                 names[i]);
+        snprintf(child, sizeof child, "%s%s%s", rel, *rel ? "/" : "", names[i]);
         walk(m, child, s);
     }
     free_names(names, n);
@@ -198,8 +197,7 @@ static uint64_t hash_file(const char *path)
     for (;;) {
         ssize_t n = tm_pread_all(fd, buf, sizeof buf, off);
         if (n < 0)
-            fail_msg("read %s at %lld: %s", path, (long long)off,
-                     tm_errname((int)-n));
+            fail_msg("read %s at %lld: %s", path, (long long)off, tm_errname((int)-n));
         if (n == 0)
             break;
         h = tm_hash(buf, (size_t)n, h);
@@ -249,8 +247,7 @@ static char *xattr_digest(const char *path)
     for (int i = 0; i < n; i++) {
         ssize_t v = lgetxattr(path, sorted[i], value, sizeof value);
         if (v < 0)
-            fail_msg("lgetxattr %s %s: %s", path, sorted[i],
-                     tm_errname(errno));
+            fail_msg("lgetxattr %s %s: %s", path, sorted[i], tm_errname(errno));
         size_t used = strlen(out);
         snprintf(out + used, cap - used, "%s=%zd:%016llx;", sorted[i], v,
                  (unsigned long long)tm_hash(value, (size_t)v, TM_HASH_INIT));
@@ -284,8 +281,7 @@ static void snap_contents(const struct tmount *m, struct snapshot *s)
         if (lstat(abs, &st) != 0)
             fail_msg("lstat %s: %s", abs, tm_errname(errno));
         if (S_ISREG(st.st_mode))
-            e->hash = st.st_size > SPARSE_BIG ? hash_sparse(abs, st.st_size)
-                                              : hash_file(abs);
+            e->hash = st.st_size > SPARSE_BIG ? hash_sparse(abs, st.st_size) : hash_file(abs);
         if (S_ISLNK(st.st_mode)) {
             char target[PATH_MAX + 1];
             ssize_t n = readlink(abs, target, sizeof target);
@@ -305,11 +301,9 @@ static void snap_contents(const struct tmount *m, struct snapshot *s)
 static void set_times(const struct tmount *m, struct snapshot *s)
 {
     for (int i = 0; i < s->n; i++) {
-        struct timespec t[2] = {
-            {1500000000 + i, (long)(i * 7919 % 1000000000)},
-            {1600000000 + i * 3, (long)((i * 104729 + 1) % 1000000000)}};
-        if (utimensat(AT_FDCWD, tm_path(m, "%s", s->e[i].path), t,
-                      AT_SYMLINK_NOFOLLOW) != 0)
+        struct timespec t[2] = {{1500000000 + i, (long)(i * 7919 % 1000000000)},
+                                {1600000000 + i * 3, (long)((i * 104729 + 1) % 1000000000)}};
+        if (utimensat(AT_FDCWD, tm_path(m, "%s", s->e[i].path), t, AT_SYMLINK_NOFOLLOW) != 0)
             fail_msg("utimensat %s: %s", s->e[i].path, tm_errname(errno));
     }
 }
@@ -323,15 +317,14 @@ static void snap_stats(const struct tmount *m, struct snapshot *s)
     }
 }
 
-#define SAME_ST(field, fmt, cast)                                           \
-    do {                                                                    \
-        if (a->st.field != b->field)                                        \
-            fail_msg("\"%s\": %s was " fmt ", now " fmt, a->path, #field,   \
-                     (cast)a->st.field, (cast)b->field);                    \
+#define SAME_ST(field, fmt, cast)                                                                  \
+    do {                                                                                           \
+        if (a->st.field != b->field)                                                               \
+            fail_msg("\"%s\": %s was " fmt ", now " fmt, a->path, #field, (cast)a->st.field,       \
+                     (cast)b->field);                                                              \
     } while (0)
 
-static void compare_stat(const struct entry *a, const struct stat *b,
-                         bool atime)
+static void compare_stat(const struct entry *a, const struct stat *b, bool atime)
 {
     SAME_ST(st_ino, "%llu", unsigned long long);
     SAME_ST(st_mode, "0%llo", unsigned long long);
@@ -352,38 +345,32 @@ static void compare_stat(const struct entry *a, const struct stat *b,
 
 /* After a remount: the stat fields first (before anything reads a file
  * and may move an atime), then a fresh walk and the contents. */
-static void verify(const struct tmount *m, const struct snapshot *want,
-                   bool atime)
+static void verify(const struct tmount *m, const struct snapshot *want, bool atime)
 {
     for (int i = 0; i < want->n; i++) {
         const struct entry *a = &want->e[i];
         struct stat st;
         const char *abs = tm_path(m, "%s", a->path);
         if (lstat(abs, &st) != 0)
-            fail_msg("after remount, lstat \"%s\": %s", a->path,
-                     tm_errname(errno));
+            fail_msg("after remount, lstat \"%s\": %s", a->path, tm_errname(errno));
         compare_stat(a, &st, atime);
     }
     struct snapshot got = {0};
     walk(m, "", &got);
     if (got.n != want->n)
-        fail_msg("after remount the tree has %d paths, expected %d", got.n,
-                 want->n);
+        fail_msg("after remount the tree has %d paths, expected %d", got.n, want->n);
     snap_contents(m, &got);
     for (int i = 0; i < got.n; i++) {
         const struct entry *a = &want->e[i], *b = &got.e[i];
         if (strcmp(a->path, b->path) != 0)
-            fail_msg("after remount, path %d is \"%s\", expected \"%s\"", i,
-                     b->path, a->path);
+            fail_msg("after remount, path %d is \"%s\", expected \"%s\"", i, b->path, a->path);
         if (a->hash != b->hash)
             fail_msg("\"%s\": contents changed across the remount", a->path);
-        if ((a->link || b->link) &&
-            (!a->link || !b->link || strcmp(a->link, b->link)))
-            fail_msg("\"%s\": symlink target \"%s\", now \"%s\"", a->path,
-                     a->link ? a->link : "-", b->link ? b->link : "-");
+        if ((a->link || b->link) && (!a->link || !b->link || strcmp(a->link, b->link)))
+            fail_msg("\"%s\": symlink target \"%s\", now \"%s\"", a->path, a->link ? a->link : "-",
+                     b->link ? b->link : "-");
         if (strcmp(a->xattrs, b->xattrs) != 0)
-            fail_msg("\"%s\": xattrs were {%s}, now {%s}", a->path,
-                     a->xattrs, b->xattrs);
+            fail_msg("\"%s\": xattrs were {%s}, now {%s}", a->path, a->xattrs, b->xattrs);
         if ((a->listing || b->listing) &&
             (!a->listing || !b->listing || strcmp(a->listing, b->listing)))
             fail_msg("\"%s\": directory listing changed", a->path);
@@ -415,8 +402,7 @@ static void snapshot_remount_verify(struct tmount *m, struct snapshot *s)
 
 static void build_tree(struct tmount *m, ino_t *gone, int *ngone)
 {
-    static const size_t sizes[] = {0,    1,     100,   4095,       4096,
-                                   4097, 65537, 200000, MiB + 7};
+    static const size_t sizes[] = {0, 1, 100, 4095, 4096, 4097, 65537, 200000, MiB + 7};
     TM_OK(mkdir(P("files"), 0755));
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         make_file(P("files/size-%zu", sizes[i]), sizes[i], 100 + i);
@@ -511,8 +497,7 @@ static void build_tree(struct tmount *m, ino_t *gone, int *ngone)
     TM_OK(rename(P("olddir"), P("links/moveddir")));
     TM_OK(tm_write_file(P("xa"), "AAA", 3, 0644));
     TM_OK(mkdir(P("xb"), 0755));
-    TM_OK((int)syscall(SYS_renameat2, AT_FDCWD, P("xa"), AT_FDCWD, P("xb"),
-                       RENAME_EXCHANGE));
+    TM_OK((int)syscall(SYS_renameat2, AT_FDCWD, P("xa"), AT_FDCWD, P("xb"), RENAME_EXCHANGE));
     *ngone = 0;
     make_file(P("deleted-file"), 10000, 14);
     gone[(*ngone)++] = ino_of(P("deleted-file"));
@@ -551,12 +536,11 @@ static void test_tree_survives_remount(void **state)
         ino_t ino = ino_of(P("many/after-%d", i));
         for (int j = 0; j < s1.n; j++)
             if (s1.e[j].st.st_ino == ino && strcmp(s1.e[j].path, "") != 0)
-                fail_msg("new file got inode %llu of \"%s\"",
-                         (unsigned long long)ino, s1.e[j].path);
+                fail_msg("new file got inode %llu of \"%s\"", (unsigned long long)ino,
+                         s1.e[j].path);
         for (int j = 0; j < ngone; j++)
             if (gone[j] == ino)
-                fail_msg("new file reused the freed inode %llu",
-                         (unsigned long long)ino);
+                fail_msg("new file reused the freed inode %llu", (unsigned long long)ino);
     }
     struct snapshot s2 = {0};
     snapshot_remount_verify(m, &s2);
@@ -602,8 +586,7 @@ static void test_64mib_checksums(void **state)
             /* Overwrite unaligned pieces, then check them after the next
              * remount along with the rest. */
             fd = open(P("big"), O_RDWR);
-            static const off_t at[] = {12345, 5 * MiB - 100, 33 * MiB + 1,
-                                       MIBS * MiB - 7};
+            static const off_t at[] = {12345, 5 * MiB - 100, 33 * MiB + 1, MIBS * MiB - 7};
             for (size_t k = 0; k < sizeof at / sizeof *at; k++) {
                 off_t i = at[k] / MiB, rel = at[k] - i * MiB;
                 size_t len = MiB - rel < 5000 ? (size_t)(MiB - rel) : 5000;
@@ -702,8 +685,7 @@ static void test_daemonizes(void **state)
     assert_int_equal(seen, 0);
     assert_int_equal(st.st_size, 1234);
     if (left)
-        fail_msg("the detached lsmfs (pid %d) still runs after the unmount",
-                 (int)left);
+        fail_msg("the detached lsmfs (pid %d) still runs after the unmount", (int)left);
     assert_int_equal(tm_fsck(m), 0);
     if (tm_mount(m) != 0)
         fail_msg("mount after the detached run failed");
@@ -715,8 +697,7 @@ static int run_refused(char *const argv[], const char *log, const char *mnt)
     int rc = tm_run(argv, log, 20);
     if (mnt && tm_is_mounted(mnt)) {
         tm_umount_path(mnt);
-        fail_msg("%s mounted %s though it should have refused", argv[0],
-                 mnt);
+        fail_msg("%s mounted %s though it should have refused", argv[0], mnt);
     }
     return rc;
 }
@@ -817,10 +798,8 @@ int main(void)
     tm_init();
     umask(0);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_tree_survives_remount, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_64mib_checksums, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_tree_survives_remount, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_64mib_checksums, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_daemonizes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),

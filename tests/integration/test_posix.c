@@ -52,7 +52,10 @@ static int setup_opts(void **state, const char *opts)
     return 0;
 }
 
-static int setup(void **state) { return setup_opts(state, NULL); }
+static int setup(void **state)
+{
+    return setup_opts(state, NULL);
+}
 static int setup_allow_other(void **state)
 {
     return setup_opts(state, "allow_other");
@@ -91,27 +94,29 @@ static long long now_ns(void)
     return ts_ns(t);
 }
 
-static void tick(void) { tm_sleep_ms(TICK_MS); }
+static void tick(void)
+{
+    tm_sleep_ms(TICK_MS);
+}
 
 #define assert_ts_eq(a, b) assert_int_equal(ts_ns(a), ts_ns(b))
-#define assert_ts_after(a, b)                                               \
-    do {                                                                    \
-        if (!(ts_ns(a) > ts_ns(b)))                                         \
-            fail_msg("%s (%lld) not after %s (%lld)", #a, ts_ns(a), #b,     \
-                     ts_ns(b));                                             \
+#define assert_ts_after(a, b)                                                                      \
+    do {                                                                                           \
+        if (!(ts_ns(a) > ts_ns(b)))                                                                \
+            fail_msg("%s (%lld) not after %s (%lld)", #a, ts_ns(a), #b, ts_ns(b));                 \
     } while (0)
 /* t within [lo - slack, hi + slack] (nanoseconds since the epoch). */
-#define assert_ts_within(t, lo, hi)                                         \
-    do {                                                                    \
-        long long t_ = ts_ns(t);                                            \
-        if (t_ < (lo)-NOW_SLACK_NS || t_ > (hi) + NOW_SLACK_NS)             \
-            fail_msg("%s = %lld not within [%lld, %lld]", #t, t_,           \
-                     (long long)(lo), (long long)(hi));                     \
+#define assert_ts_within(t, lo, hi)                                                                \
+    do {                                                                                           \
+        long long t_ = ts_ns(t);                                                                   \
+        if (t_ < (lo)-NOW_SLACK_NS || t_ > (hi) + NOW_SLACK_NS)                                    \
+            fail_msg("%s = %lld not within [%lld, %lld]", #t, t_, (long long)(lo),                 \
+                     (long long)(hi));                                                             \
     } while (0)
 
 /* Fail at the first byte where got differs from want. */
-static void check_bytes(const void *got, const void *want, size_t n,
-                        const char *what, long long base)
+static void check_bytes(const void *got, const void *want, size_t n, const char *what,
+                        long long base)
 {
     const unsigned char *g = got, *w = want;
     if (memcmp(g, w, n) == 0)
@@ -119,18 +124,16 @@ static void check_bytes(const void *got, const void *want, size_t n,
     size_t i = 0;
     while (g[i] == w[i])
         i++;
-    fail_msg("%s: byte %lld is 0x%02x, expected 0x%02x", what,
-             base + (long long)i, g[i], w[i]);
+    fail_msg("%s: byte %lld is 0x%02x, expected 0x%02x", what, base + (long long)i, g[i], w[i]);
 }
 
-static void check_zero(const void *got, size_t n, const char *what,
-                       long long base)
+static void check_zero(const void *got, size_t n, const char *what, long long base)
 {
     const unsigned char *g = got;
     for (size_t i = 0; i < n; i++)
         if (g[i])
-            fail_msg("%s: byte %lld is 0x%02x, expected 0 (a hole)", what,
-                     base + (long long)i, g[i]);
+            fail_msg("%s: byte %lld is 0x%02x, expected 0 (a hole)", what, base + (long long)i,
+                     g[i]);
 }
 
 /* A file of `size` deterministic bytes (see tm_fill). */
@@ -178,8 +181,7 @@ static void check_text(const char *path, const char *text)
     char buf[4096];
     ssize_t n = reread(path, buf, sizeof buf);
     if (n != (ssize_t)strlen(text) || memcmp(buf, text, (size_t)n) != 0)
-        fail_msg("%s holds \"%.*s\", expected \"%s\"", path, (int)n, buf,
-                 text);
+        fail_msg("%s holds \"%.*s\", expected \"%s\"", path, (int)n, buf, text);
 }
 
 static void touch(const char *path)
@@ -418,14 +420,13 @@ static void test_rw_random(void **state)
     for (int op = 0; op < 1500; op++) {
         unsigned kind = (unsigned)rand_r(&r) % 20;
         off_t off = interesting_offset(&r, cap);
-        size_t len = kind < 2 ? 1 + (unsigned)rand_r(&r) % (256 * KiB)
-                              : 1 + (unsigned)rand_r(&r) % 9000;
+        size_t len =
+            kind < 2 ? 1 + (unsigned)rand_r(&r) % (256 * KiB) : 1 + (unsigned)rand_r(&r) % 9000;
         if (kind < 13) {
             tm_fill(model + off, len, (uint64_t)op, 0);
             int rc = tm_pwrite_all(fd, model + off, len, off);
             if (rc)
-                fail_msg("op %d: pwrite %zu at %lld: %s", op, len,
-                         (long long)off, tm_errname(-rc));
+                fail_msg("op %d: pwrite %zu at %lld: %s", op, len, (long long)off, tm_errname(-rc));
             if (off + (off_t)len > size)
                 size = off + (off_t)len;
         } else if (kind < 14) {
@@ -435,12 +436,10 @@ static void test_rw_random(void **state)
             size = off;
         } else {
             ssize_t n = tm_pread_all(fd, buf, len, off);
-            off_t want = off >= size ? 0
-                         : off + (off_t)len > size ? size - off
-                                                   : (off_t)len;
+            off_t want = off >= size ? 0 : off + (off_t)len > size ? size - off : (off_t)len;
             if (n != want)
-                fail_msg("op %d: pread %zu at %lld = %zd, expected %lld", op,
-                         len, (long long)off, n, (long long)want);
+                fail_msg("op %d: pread %zu at %lld = %zd, expected %lld", op, len, (long long)off,
+                         n, (long long)want);
             check_bytes(buf, model + off, (size_t)n, "random pread", off);
         }
     }
@@ -484,9 +483,11 @@ static void test_sparse(void **state)
 static void test_truncate(void **state)
 {
     struct tmount *m = *state;
-    static const off_t shapes[][2] = {
-        /* initial size, shrink to */
-        {50, 10}, {300000, 100000}, {2 * MiB + 7, MiB - 1}, {1 * MiB, 0}};
+    static const off_t shapes[][2] = {/* initial size, shrink to */
+                                      {50, 10},
+                                      {300000, 100000},
+                                      {2 * MiB + 7, MiB - 1},
+                                      {1 * MiB, 0}};
     char *buf = malloc(3 * MiB), *want = malloc(3 * MiB);
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         off_t full = shapes[i][0], cut = shapes[i][1];
@@ -507,8 +508,7 @@ static void test_truncate(void **state)
         assert_int_equal(reread(P("f"), buf, 3 * MiB), full);
         tm_fill(want, (size_t)cut, i, 0);
         check_bytes(buf, want, (size_t)cut, "kept by truncate", 0);
-        check_zero(buf + cut, (size_t)(full - cut), "regrown by truncate",
-                   cut);
+        check_zero(buf + cut, (size_t)(full - cut), "regrown by truncate", cut);
     }
     free(buf);
     free(want);
@@ -545,8 +545,7 @@ static void test_large_offsets(void **state)
     close(fd);
     fd = open(P("f"), O_RDWR);
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    assert_int_equal(tm_pread_all(fd, buf, sizeof buf, t40 - 4096),
-                     sizeof buf);
+    assert_int_equal(tm_pread_all(fd, buf, sizeof buf, t40 - 4096), sizeof buf);
     check_bytes(buf, data, sizeof buf, "at 2^40", t40 - 4096);
     assert_int_equal(tm_pread_all(fd, buf, 4096, t40 / 2), 4096);
     check_zero(buf, 4096, "hole at 2^39", t40 / 2);
@@ -568,8 +567,7 @@ static void test_large_offsets(void **state)
     TM_OK(unlink(P("f")));
     double took = tm_now() - t0;
     if (took > 5)
-        fail_msg("truncating and unlinking a sparse 2 TiB file took %.1f s",
-                 took);
+        fail_msg("truncating and unlinking a sparse 2 TiB file took %.1f s", took);
 }
 
 /* -------------------------------------------------------- directories */
@@ -680,12 +678,11 @@ static void test_inode_numbers(void **state)
     lst(m->mnt, &st);
     for (int i = 0; i < 2 * N; i++) {
         if (seen[i] == st.st_ino)
-            fail_msg("inode %llu is also the root's",
-                     (unsigned long long)seen[i]);
+            fail_msg("inode %llu is also the root's", (unsigned long long)seen[i]);
         for (int j = 0; j < i; j++)
             if (seen[i] == seen[j])
-                fail_msg("inode %llu used twice (files %d and %d)",
-                         (unsigned long long)seen[i], j, i);
+                fail_msg("inode %llu used twice (files %d and %d)", (unsigned long long)seen[i], j,
+                         i);
     }
 }
 
@@ -986,8 +983,7 @@ static void test_rename_noreplace(void **state)
     TM_ERR(lstat(P("a"), &st), ENOENT);
     check_text(P("c"), "A");
     TM_ERR(renameat2_(P("missing"), P("z"), RENAME_NOREPLACE), ENOENT);
-    TM_ERR(renameat2_(P("c"), P("z"), RENAME_NOREPLACE | RENAME_EXCHANGE),
-           EINVAL);
+    TM_ERR(renameat2_(P("c"), P("z"), RENAME_NOREPLACE | RENAME_EXCHANGE), EINVAL);
 }
 
 static void test_rename_exchange(void **state)
@@ -1512,18 +1508,15 @@ static void test_seek_data_hole(void **state)
     assert_int_equal(lseek(fd, 0, SEEK_DATA), 0);
     off_t hole = lseek(fd, 0, SEEK_HOLE);
     if (hole < 4096 || hole >= far)
-        fail_msg("SEEK_HOLE from 0 = %lld: no hole found before %lld",
-                 (long long)hole, (long long)far);
+        fail_msg("SEEK_HOLE from 0 = %lld: no hole found before %lld", (long long)hole,
+                 (long long)far);
     off_t next = lseek(fd, hole, SEEK_DATA);
     if (next <= hole || next > far)
-        fail_msg("SEEK_DATA from %lld = %lld, expected in (%lld, %lld]",
-                 (long long)hole, (long long)next, (long long)hole,
-                 (long long)far);
+        fail_msg("SEEK_DATA from %lld = %lld, expected in (%lld, %lld]", (long long)hole,
+                 (long long)next, (long long)hole, (long long)far);
     char *zeros = malloc((size_t)(next - hole));
-    assert_int_equal(tm_pread_all(fd, zeros, (size_t)(next - hole), hole),
-                     next - hole);
-    check_zero(zeros, (size_t)(next - hole), "between SEEK_HOLE and SEEK_DATA",
-               hole);
+    assert_int_equal(tm_pread_all(fd, zeros, (size_t)(next - hole), hole), next - hole);
+    check_zero(zeros, (size_t)(next - hole), "between SEEK_HOLE and SEEK_DATA", hole);
     free(zeros);
     assert_int_equal(lseek(fd, far, SEEK_DATA), far);
     assert_int_equal(lseek(fd, far, SEEK_HOLE), size);
@@ -1620,7 +1613,7 @@ static void test_readdir_seek(void **state)
 
     DIR *d = opendir(P("d"));
     assert_non_null(d);
-    char (*names)[NAME_MAX + 1] = calloc(total + 1, NAME_MAX + 1);
+    char(*names)[NAME_MAX + 1] = calloc(total + 1, NAME_MAX + 1);
     long *pos = calloc(total + 1, sizeof *pos);
     int n = 0;
     struct dirent *e;
@@ -1639,16 +1632,14 @@ static void test_readdir_seek(void **state)
             struct stat st;
             lst(P("d/%s", e->d_name), &st);
             if (e->d_ino != st.st_ino)
-                fail_msg("%s: d_ino %llu, st_ino %llu", e->d_name,
-                         (unsigned long long)e->d_ino,
+                fail_msg("%s: d_ino %llu, st_ino %llu", e->d_name, (unsigned long long)e->d_ino,
                          (unsigned long long)st.st_ino);
             unsigned char type = S_ISDIR(st.st_mode)    ? DT_DIR
                                  : S_ISLNK(st.st_mode)  ? DT_LNK
                                  : S_ISFIFO(st.st_mode) ? DT_FIFO
                                                         : DT_REG;
             if (e->d_type != type)
-                fail_msg("%s: d_type %d, expected %d", e->d_name, e->d_type,
-                         type);
+                fail_msg("%s: d_type %d, expected %d", e->d_name, e->d_type, type);
         }
         n++;
     }
@@ -1680,8 +1671,8 @@ static void test_readdir_seek(void **state)
     int again = 0;
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, names[again]) != 0)
-            fail_msg("after rewinddir, entry %d is \"%s\", was \"%s\"", again,
-                     e->d_name, names[again]);
+            fail_msg("after rewinddir, entry %d is \"%s\", was \"%s\"", again, e->d_name,
+                     names[again]);
         again++;
     }
     assert_int_equal(again, n);
@@ -1692,8 +1683,7 @@ static void test_readdir_seek(void **state)
     d = opendir(P("empty"));
     int count = 0;
     while ((e = readdir(d)) != NULL) {
-        assert_true(strcmp(e->d_name, ".") == 0 ||
-                    strcmp(e->d_name, "..") == 0);
+        assert_true(strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0);
         count++;
     }
     assert_int_equal(count, 2);
@@ -1710,8 +1700,7 @@ static void test_fsync(void **state)
     assert_int_equal(write(fd, "x", 1), 1);
     TM_OK(fsync(fd));
     TM_OK(fdatasync(fd));
-    TM_OK(sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE |
-                                        SYNC_FILE_RANGE_WAIT_AFTER));
+    TM_OK(sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER));
     TM_OK(syncfs(fd));
     close(fd);
     fd = open(P("f"), O_RDONLY);
@@ -1773,8 +1762,7 @@ static void test_copy_file_range(void **state)
     while (done < size) {
         ssize_t n = copy_file_range(in, NULL, out, NULL, size - done, 0);
         if (n <= 0)
-            fail_msg("copy_file_range after %zu bytes: %zd, %s", done, n,
-                     tm_errname(errno));
+            fail_msg("copy_file_range after %zu bytes: %zd, %s", done, n, tm_errname(errno));
         done += (size_t)n;
     }
     close(in);
@@ -1785,8 +1773,7 @@ static void test_copy_file_range(void **state)
 /* ---------------------------------------------------------- permissions */
 
 /* Run fn as uid/gid 65534 in a child; fails the test with its message. */
-static void as_nobody(struct tmount *m,
-                      const char *(*fn)(const struct tmount *))
+static void as_nobody(struct tmount *m, const char *(*fn)(const struct tmount *))
 {
     int pfd[2];
     TM_OK(pipe(pfd));
@@ -1794,8 +1781,7 @@ static void as_nobody(struct tmount *m,
     if (pid == 0) {
         close(pfd[0]);
         const char *err = NULL;
-        if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
-            setresuid(65534, 65534, 65534))
+        if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
             err = "cannot become 65534";
         else
             err = fn(m);
@@ -1818,25 +1804,25 @@ static void as_nobody(struct tmount *m,
 
 /* For the child: a description of the first unexpected result. */
 static _Thread_local char why[512];
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            snprintf(why, sizeof why, __VA_ARGS__);                         \
-            return why;                                                     \
-        }                                                                   \
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            snprintf(why, sizeof why, __VA_ARGS__);                                                \
+            return why;                                                                            \
+        }                                                                                          \
     } while (0)
-#define EXPECT_ERR(expr, err)                                               \
-    do {                                                                    \
-        errno = 0;                                                          \
-        long r_ = (long)(expr);                                             \
-        EXPECT(r_ == -1 && errno == (err), "%s = %ld, errno %s; expected %s", \
-               #expr, r_, tm_errname(errno), tm_errname(err));              \
+#define EXPECT_ERR(expr, err)                                                                      \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        long r_ = (long)(expr);                                                                    \
+        EXPECT(r_ == -1 && errno == (err), "%s = %ld, errno %s; expected %s", #expr, r_,           \
+               tm_errname(errno), tm_errname(err));                                                \
     } while (0)
-#define EXPECT_OK(expr)                                                     \
-    do {                                                                    \
-        errno = 0;                                                          \
-        long r_ = (long)(expr);                                             \
-        EXPECT(r_ >= 0, "%s: %s", #expr, tm_errname(errno));                \
+#define EXPECT_OK(expr)                                                                            \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        long r_ = (long)(expr);                                                                    \
+        EXPECT(r_ >= 0, "%s: %s", #expr, tm_errname(errno));                                       \
     } while (0)
 
 static const char *nobody_checks(const struct tmount *m)
@@ -1863,8 +1849,8 @@ static const char *nobody_checks(const struct tmount *m)
     EXPECT_OK(fd);
     EXPECT_OK(fstat(fd, &st));
     close(fd);
-    EXPECT(st.st_uid == 65534 && st.st_gid == 65534,
-           "new file owned by %d:%d", (int)st.st_uid, (int)st.st_gid);
+    EXPECT(st.st_uid == 65534 && st.st_gid == 65534, "new file owned by %d:%d", (int)st.st_uid,
+           (int)st.st_gid);
     EXPECT_ERR(chown(P("dir777/mine"), 0, (gid_t)-1), EPERM);
     EXPECT_OK(chmod(P("dir777/mine"), 0600));
     EXPECT_OK(utimensat(AT_FDCWD, P("dir777/mine"), NULL, 0));
@@ -1877,23 +1863,19 @@ static const char *nobody_checks(const struct tmount *m)
     EXPECT_OK(fd);
     EXPECT_OK(fstat(fd, &st));
     close(fd);
-    EXPECT(st.st_gid == 4242, "file in setgid dir has gid %d",
-           (int)st.st_gid);
+    EXPECT(st.st_gid == 4242, "file in setgid dir has gid %d", (int)st.st_gid);
     EXPECT_OK(mkdir(P("sgid/sub"), 0755));
     EXPECT_OK(lstat(P("sgid/sub"), &st));
-    EXPECT(st.st_gid == 4242 && (st.st_mode & S_ISGID),
-           "dir in setgid dir: gid %d mode %o", (int)st.st_gid,
-           (unsigned)st.st_mode);
+    EXPECT(st.st_gid == 4242 && (st.st_mode & S_ISGID), "dir in setgid dir: gid %d mode %o",
+           (int)st.st_gid, (unsigned)st.st_mode);
 
     /* A write by someone else clears set-user-ID and set-group-ID. */
     fd = open(P("suid"), O_WRONLY);
     EXPECT_OK(fd);
-    EXPECT(write(fd, "x", 1) == 1, "write to suid file: %s",
-           tm_errname(errno));
+    EXPECT(write(fd, "x", 1) == 1, "write to suid file: %s", tm_errname(errno));
     close(fd);
     EXPECT_OK(lstat(P("suid"), &st));
-    EXPECT((st.st_mode & 07777) == 0777,
-           "suid file mode %o after a write by 65534",
+    EXPECT((st.st_mode & 07777) == 0777, "suid file mode %o after a write by 65534",
            (unsigned)(st.st_mode & 07777));
     return NULL;
 }
@@ -1945,10 +1927,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_name_max, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rename_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rename_dirs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rename_noreplace, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_rename_exchange, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_rename_noreplace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rename_exchange, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mknod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chmod_chown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_utimens, setup, teardown),
@@ -1956,17 +1936,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_xattr, setup, teardown),
         cmocka_unit_test_setup_teardown(test_statfs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fallocate, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_seek_data_hole, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_unlink_while_open, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_seek_data_hole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unlink_while_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_readdir_seek, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mmap, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_copy_file_range, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_permissions, setup_allow_other,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_copy_file_range, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_permissions, setup_allow_other, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
