@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <stdlib.h>
 
 ops_state *op_state(fuse_req_t req)
 {
@@ -98,6 +99,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
         st->no_opendir = true;
     }
+    if (getenv("HACK_NOOPEN") && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT))
+        conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
+    if (getenv("HACK_WB") && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+        conn->want |= FUSE_CAP_WRITEBACK_CACHE;
     conn->max_write = 1u << 20;
     if (conn->max_readahead < (1u << 20))
         conn->max_readahead = 1u << 20;

@@ -230,6 +230,7 @@ typedef struct compaction_run {
     bool has_user_key;
     uint64_t last_seq_for_key;
     buf last_added; /* the user key of the last entry written */
+    buf zero_key;   /* scratch: an internal key with its sequence zeroed */
     bool has_last_added;
     bool close_wanted; /* the output is full: cut it at the next user key */
     uint64_t written;
@@ -261,6 +262,14 @@ static bool should_drop(compaction_run *r, const parsed_ikey *pk)
         drop = true;
     r->last_seq_for_key = pk->seq;
     return drop;
+}
+
+/* A value older than every snapshot with nothing of its key below the
+ * output level: after should_drop, it is its key's only version left. */
+static bool can_zero_seq(compaction_run *r, const parsed_ikey *pk)
+{
+    return pk->type == TYPE_VALUE && pk->seq != 0 && pk->seq <= r->smallest_snapshot &&
+           compaction_is_base_level_for_key(r->c, pk->user_key, pk->user_len);
 }
 
 /* Finishes the current output. REQUIRES: mu not held. */
@@ -338,8 +347,20 @@ static lsm_status *merge_inputs(lsm_db *db, compaction_run *r)
             s = status_new(LSM_CORRUPTION, "malformed key in a table during compaction");
             break;
         }
-        if (!should_drop(r, &pk))
-            s = add_entry(db, r, k, kn, v, vn);
+        if (should_drop(r, &pk))
+            continue;
+        if (can_zero_seq(r, &pk)) {
+            /* The only version any reader will ever see: its sequence carries
+             * no information, and zeros compress (RocksDB does the same). */
+            r->zero_key.len = 0;
+            if (!buf_put_ikey(&r->zero_key, pk.user_key, pk.user_len, 0, TYPE_VALUE)) {
+                s = status_new(LSM_IO_ERROR, "out of memory");
+                break;
+            }
+            k = r->zero_key.data;
+            kn = r->zero_key.len;
+        }
+        s = add_entry(db, r, k, kn, v, vn);
     }
     if (s == NULL)
         s = iter_status(in);
@@ -410,6 +431,7 @@ static lsm_status *run_compaction(lsm_db *db, compaction *c)
     free(r.done);
     buf_free(&r.user_key);
     buf_free(&r.last_added);
+    buf_free(&r.zero_key);
     /* The inputs stay alive while the compaction pins its version: let go
      * first, so the sweep can delete them. */
     version_unref(c->input_version);
