@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------- pending outputs */
 
@@ -445,9 +447,20 @@ static bool needs_compaction(lsm_db *db)
     return db->vs.current->compaction_score >= 1;
 }
 
+/* Compaction yields the CPU to foreground threads (writers, readers, FUSE
+ * workers): with two cores, a compaction at equal priority would steal a
+ * third of the writer's time whenever a flush runs too, and that is what
+ * makes latency uneven. If compaction falls behind, the write pacing in
+ * db_write.c slows writers gradually. Linux applies nice per thread. */
+static void lower_priority(int nice)
+{
+    (void)setpriority(PRIO_PROCESS, (id_t)gettid(), nice);
+}
+
 static void *compact_main(void *arg)
 {
     lsm_db *db = arg;
+    lower_priority(4);
     mutex_lock(&db->mu);
     for (;;) {
         while (!db->shutting_down &&

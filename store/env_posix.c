@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -45,12 +46,21 @@ static lsm_status *posix_error(int err, const char *what, const char *path)
 
 /* ------------------------------------------------------------- wfile */
 
+/* Two modes. Normally appends collect in buf and go out with write(2).
+ * After preallocate() the file is mapped (MAP_SHARED) over its reserved
+ * space and an append is a memcpy into the page cache: the bytes are in the
+ * kernel's hands at once (a crash of the process cannot lose them), with no
+ * system call per append — the WAL's hot path. fdatasync covers pages
+ * dirtied through the mapping as it does written ones. */
 struct posix_wfile {
     lsm_wfile base;
     int fd;
-    int err;     /* errno of the first failed write/sync; 0 if none */
-    size_t len;  /* bytes waiting in buf */
+    int err;       /* errno of the first failed write/sync; 0 if none */
+    size_t len;    /* bytes waiting in buf */
     char *path;
+    char *map;     /* NULL unless mapped */
+    uint64_t map_len; /* bytes mapped from offset 0 (all reserved in the file) */
+    uint64_t pos;  /* mapped mode: offset of the next append */
     char buf[WFILE_BUF_SIZE];
 };
 
@@ -99,11 +109,15 @@ static lsm_status *wfile_flush_buf(struct posix_wfile *f)
     return wfile_write(f, f->buf, n);
 }
 
+static lsm_status *map_append(struct posix_wfile *f, const void *data, size_t n);
+
 static lsm_status *wfile_append(lsm_wfile *base, const void *data, size_t n)
 {
     struct posix_wfile *f = (struct posix_wfile *)base;
     if (f->err)
         return wfile_failed(f);
+    if (f->map)
+        return map_append(f, data, n);
     const char *p = data;
     if (n <= WFILE_BUF_SIZE - f->len) {
         memcpy(f->buf + f->len, p, n);
@@ -153,32 +167,99 @@ static lsm_status *wfile_sync(lsm_wfile *base)
     return NULL;
 }
 
+/* Reserves [from, from + len) in the file (mode 0: the size grows too, so
+ * later syncs need no inode update) and maps the file up to its new end.
+ * Returns an errno; on failure the file is left unmapped (write mode). */
+static int map_extend(struct posix_wfile *f, uint64_t from, uint64_t len)
+{
+    int r;
+    do {
+        r = fallocate(f->fd, 0, (off_t)from, (off_t)len);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0)
+        return errno;
+    if (f->map)
+        munmap(f->map, f->map_len);
+    f->map = NULL;
+    void *m = mmap(NULL, from + len, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
+    if (m == MAP_FAILED)
+        return errno;
+    f->map = m;
+    f->map_len = from + len;
+    return 0;
+}
+
+/* Leaves mapped mode: later appends use write(2) at offset pos. */
+static lsm_status *map_abandon(struct posix_wfile *f)
+{
+    if (f->map)
+        munmap(f->map, f->map_len);
+    f->map = NULL;
+    if (lseek(f->fd, (off_t)f->pos, SEEK_SET) < 0) {
+        f->err = errno;
+        return posix_error(errno, "lseek", f->path);
+    }
+    return NULL;
+}
+
+static lsm_status *map_append(struct posix_wfile *f, const void *data, size_t n)
+{
+    if (f->pos + n > f->map_len) {
+        /* Past the reservation: reserve as much again (or fall back to
+         * write(2) where the disk has no room for a reservation). */
+        uint64_t more = f->map_len > n ? f->map_len : n;
+        if (map_extend(f, f->map_len, more) != 0) {
+            lsm_status *s = map_abandon(f);
+            return s ? s : wfile_append(&f->base, data, n);
+        }
+    }
+    memcpy(f->map + f->pos, data, n);
+    f->pos += n;
+    return NULL;
+}
+
 static lsm_status *wfile_preallocate(lsm_wfile *base, uint64_t len)
 {
     struct posix_wfile *f = (struct posix_wfile *)base;
     if (f->err)
         return wfile_failed(f);
-    if (len == 0)
+    if (len == 0 || f->map)
         return NULL;
-    /* KEEP_SIZE: the file's visible size stays at its data, so readers and
-     * file_size() never see the reserved space. */
+    lsm_status *s = wfile_flush_buf(f);
+    if (s)
+        return s;
     off_t end = lseek(f->fd, 0, SEEK_CUR);
     if (end < 0)
         return posix_error(errno, "lseek", f->path);
-    end += (off_t)f->len;
-    int r;
-    do {
-        r = fallocate(f->fd, FALLOC_FL_KEEP_SIZE, end, (off_t)len);
-    } while (r < 0 && errno == EINTR);
-    if (r < 0 && errno != EOPNOTSUPP && errno != ENOSYS)
-        return posix_error(errno, "fallocate", f->path);
-    return NULL;
+    f->pos = (uint64_t)end;
+    int err = map_extend(f, (uint64_t)end, len);
+    if (err == 0)
+        return NULL;
+    /* No reservation or no mapping: stay in write mode. The file may have
+     * grown by zeros (the reader skips them); write at the data's end. */
+    s = map_abandon(f);
+    if (s)
+        return s;
+    if (err == EOPNOTSUPP || err == ENOSYS || err == ENODEV)
+        return NULL;
+    return posix_error(err, "preallocate", f->path);
 }
 
 static lsm_status *wfile_close(lsm_wfile *base)
 {
     struct posix_wfile *f = (struct posix_wfile *)base;
     lsm_status *s = wfile_flush(base);
+    if (f->map) {
+        /* Give the file back its true size: the reservation past the data
+         * is no longer needed once no one appends. */
+        munmap(f->map, f->map_len);
+        /* Only if the file is still as we reserved it: a file truncated
+         * behind our back (a test's simulated power cut) is left alone. */
+        struct stat st;
+        bool ours = fstat(f->fd, &st) == 0 && (uint64_t)st.st_size == f->map_len;
+        if (s == NULL && f->err == 0 && ours && ftruncate(f->fd, (off_t)f->pos) < 0)
+            s = posix_error(errno, "ftruncate", f->path);
+    }
     if (close(f->fd) < 0 && s == NULL && errno != EINTR)
         s = posix_error(errno, "close", f->path);
     free(f->path);
@@ -200,7 +281,8 @@ static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
     *out = NULL;
     int fd;
     do {
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        /* O_RDWR: a shared writable mapping needs a readable fd. */
+        fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return posix_error(errno, "open", path);
@@ -217,6 +299,9 @@ static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
     f->err = 0;
     f->len = 0;
     f->path = p;
+    f->map = NULL;
+    f->map_len = 0;
+    f->pos = 0;
     *out = &f->base;
     return NULL;
 }
