@@ -25,8 +25,11 @@ struct lsm_wfile_ops {
     /* flush, then make the file's data durable (fdatasync). */
     lsm_status *(*sync)(lsm_wfile *f);
     /* Reserves `len` bytes from the current end and makes them part of the
-     * file (reading as zeros), so later appends change no metadata (may be a
-     * no-op where the filesystem cannot). For the WAL only. */
+     * file (reading as zeros), so syncs of later appends change no metadata;
+     * the POSIX env then appends through a shared mapping (no system call
+     * per append) and grows the reservation as needed. close() trims the
+     * file to its data. May be a no-op where the filesystem cannot. For the
+     * WAL only (readers must accept a zero tail while it is open). */
     lsm_status *(*preallocate)(lsm_wfile *f, uint64_t len);
     /* flush and close (no sync); frees f in every case. */
     lsm_status *(*close)(lsm_wfile *f);

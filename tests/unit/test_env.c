@@ -373,6 +373,41 @@ static void test_posix_small_file_helpers(void **state)
     tdir_remove(&d);
 }
 
+/* Appends far past the reservation: the mapping grows, every byte reads
+ * back, and close trims the file to its data. */
+static void test_posix_preallocate_grows(void **state)
+{
+    (void)state;
+    lsm_env *env = lsm_env_default();
+    struct tdir d;
+    tdir_make(&d);
+    char p[256];
+    in(&d, "log", p);
+    lsm_wfile *f;
+    ASSERT_OK(env->new_wfile(env, p, &f));
+    ASSERT_OK(f->ops->preallocate(f, 4096));
+    char chunk[1000];
+    for (int i = 0; i < 300; i++) {
+        memset(chunk, 'a' + i % 26, sizeof(chunk));
+        ASSERT_OK(f->ops->append(f, chunk, sizeof(chunk)));
+        if (i % 50 == 0)
+            ASSERT_OK(f->ops->sync(f));
+    }
+    ASSERT_OK(f->ops->close(f));
+    uint64_t size;
+    ASSERT_OK(env->file_size(env, p, &size));
+    assert_int_equal(size, 300 * sizeof(chunk));
+    FILE *in_f = fopen(p, "r");
+    assert_non_null(in_f);
+    for (int i = 0; i < 300; i++) {
+        assert_int_equal(fread(chunk, 1, sizeof(chunk), in_f), sizeof(chunk));
+        for (size_t j = 0; j < sizeof(chunk); j++)
+            assert_int_equal(chunk[j], 'a' + i % 26);
+    }
+    fclose(in_f);
+    tdir_remove(&d);
+}
+
 static void test_posix_preallocate(void **state)
 {
     (void)state;
@@ -963,6 +998,7 @@ int main(void)
         cmocka_unit_test(test_posix_dirs_and_names),
         cmocka_unit_test(test_posix_small_file_helpers),
         cmocka_unit_test(test_posix_preallocate),
+        cmocka_unit_test(test_posix_preallocate_grows),
         cmocka_unit_test(test_posix_no_space),
         cmocka_unit_test(test_posix_lock),
         cmocka_unit_test(test_posix_misc),
