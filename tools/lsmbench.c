@@ -80,6 +80,7 @@ static void usage(FILE *f)
             "  --stall_window=N      puts per stallwatch window (default 100000)\n"
             "  --seed=N              random seed (default 301)\n"
             "  --write_buffer_size=B --cache_size=B --bloom_bits=N --compression=0|1\n"
+            "  --commit_delay_us=N   our group commit's gather wait (default 40)\n"
             "                        engine tuning; unset keeps each engine's defaults\n",
             default_benchmarks);
 }
@@ -99,6 +100,7 @@ static void flags_init(flags *f)
     f->seed = 301;
     f->open.bloom_bits = -1;
     f->open.compression = -1;
+    f->open.commit_delay_us = -1;
 }
 
 static bool parse_ll(const char *s, long long lo, long long *out)
@@ -131,6 +133,7 @@ static bool set_numeric(flags *f, const char *name, const char *val, bool *known
         {"key_size", 1, NULL, &f->key_size, NULL, NULL},
         {"entries_per_batch", 1, NULL, &f->batch, NULL, NULL},
         {"bloom_bits", -1, NULL, &f->open.bloom_bits, NULL, NULL},
+        {"commit_delay_us", -1, NULL, &f->open.commit_delay_us, NULL, NULL},
         {"compression", -1, NULL, &f->open.compression, NULL, NULL},
         {"use_existing_db", 0, NULL, NULL, &f->use_existing_db, NULL},
         {"sync", 0, NULL, NULL, &f->sync, NULL},
@@ -408,6 +411,8 @@ static char *e_open(const bench_open_options *bo, const char *dir, bench_db **ou
         o.bloom_bits_per_key = bo->bloom_bits;
     if (bo->compression >= 0)
         o.compression = bo->compression != 0;
+    if (bo->commit_delay_us >= 0)
+        o.group_commit_delay_us = (uint32_t)bo->commit_delay_us;
     lsm_read_options_init(&h->ro);
     lsm_status *s = lsm_open(&o, dir, &h->db);
     if (s != NULL) {
