@@ -5,7 +5,9 @@
 #   make test SAN=1      the same under AddressSanitizer + UBSan (build-asan/)
 #   make test SAN=thread the same under ThreadSanitizer (build-tsan/)
 #   make mount / umount  mount the default store ./lsmfs-data at ./mnt
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local  (mkfs.lsmfs and fsck.lsmfs go to /sbin,
+#                        where mkfs -t lsmfs / fsck -t lsmfs find them; fstab
+#                        entries use type fuse.lsmfs, mounted by mount.fuse3)
 #   make format          clang-format the tree
 #
 # Every source file is picked up by wildcard: add a file to store/ and it is
@@ -145,9 +147,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)/sbin
 	install -m 755 $(BIN)/lsmfs $(BIN)/lsmctl $(BIN)/lsmbench $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(DESTDIR)/sbin/
-	ln -sf $(PREFIX)/bin/lsmfs $(DESTDIR)/sbin/mount.lsmfs
 	install -d $(DESTDIR)$(PREFIX)/share/man/man8
-	for m in docs/*.8; do [ -f "$$m" ] && install -m 644 "$$m" $(DESTDIR)$(PREFIX)/share/man/man8/ || true; done
+	install -m 644 docs/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 
 format:
 	clang-format -i $(wildcard store/*.[ch] fs/*.[ch] mkfs/*.[ch] tools/*.[ch] tests/*/*.[ch])
