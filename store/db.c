@@ -343,6 +343,7 @@ static void db_free(lsm_db *db)
         lsm_status_free(db->env->unlock_file(db->env, db->lock));
     batch_destroy(&db->group);
     lsm_status_free(db->bg_error);
+    lsm_status_free(db->nospace);
     table_cache_free(db->tables);
     cache_free(db->block_cache);
     free(db->pending);

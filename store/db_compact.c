@@ -198,6 +198,32 @@ static lsm_status *flush_one(lsm_db *db)
     return NULL;
 }
 
+/* A full disk stops background work but does not break the store: nothing
+ * was lost (the WAL and the old tables are intact) and a retry succeeds once
+ * space is freed. Records it and waits a little before the retry.
+ * Returns true if s was such an error (it is consumed). REQUIRES: mu held. */
+static bool retry_later_if_full(lsm_db *db, lsm_status *s)
+{
+    assert(mutex_held(&db->mu));
+    if (lsm_status_code(s) != LSM_NO_SPACE)
+        return false;
+    lsm_status_free(db->nospace);
+    db->nospace = s;
+    db->nospace_events++;
+    pthread_cond_broadcast(&db->room_cv); /* waiting writers get ENOSPC now */
+    mutex_unlock(&db->mu);
+    db->env->sleep_micros(db->env, 100000);
+    mutex_lock(&db->mu);
+    return true;
+}
+
+/* REQUIRES: mu held. */
+static void background_succeeded(lsm_db *db)
+{
+    lsm_status_free(db->nospace);
+    db->nospace = NULL;
+}
+
 static void *flush_main(void *arg)
 {
     lsm_db *db = arg;
@@ -210,7 +236,9 @@ static void *flush_main(void *arg)
         db->flushing = true;
         lsm_status *s = flush_one(db);
         db->flushing = false;
-        if (s)
+        if (s == NULL)
+            background_succeeded(db);
+        else if (!retry_later_if_full(db, s))
             db_set_bg_error(db, status_wrap(s, "flushing a memtable"));
         pthread_cond_broadcast(&db->room_cv);
         pthread_cond_broadcast(&db->work_cv); /* the compactor may have work */
@@ -473,10 +501,12 @@ static void *compact_main(void *arg)
         lsm_status *s = c ? run_compaction(db, c) : NULL;
         compaction_free(c);
         db->compacting = false;
-        if (s && !db->shutting_down)
-            db_set_bg_error(db, status_wrap(s, "compaction"));
-        else
+        if (s == NULL && c != NULL)
+            background_succeeded(db);
+        else if (s && db->shutting_down)
             lsm_status_free(s);
+        else if (s && !retry_later_if_full(db, s))
+            db_set_bg_error(db, status_wrap(s, "compaction"));
         pthread_cond_broadcast(&db->room_cv);
         pthread_cond_broadcast(&db->work_cv);
     }
@@ -606,12 +636,17 @@ lsm_status *db_flush_memtables(lsm_db *db)
     (void)leads;
     s = db_make_room_for_write(db, true);
     db_queue_pop_head(db, &w);
-    while (s == NULL && (db->nimm > 0 || db->flushing) && db->bg_error == NULL) {
+    /* Wait for the flushes, unless one fails for a full disk meanwhile. */
+    uint64_t full_before = db->nospace_events;
+    while (s == NULL && (db->nimm > 0 || db->flushing) && db->bg_error == NULL &&
+           db->nospace_events == full_before) {
         pthread_cond_broadcast(&db->work_cv);
         cond_wait(&db->room_cv, &db->mu);
     }
     if (s == NULL && db->bg_error)
         s = status_copy(db->bg_error);
+    else if (s == NULL && db->nospace_events != full_before && db->nospace)
+        s = status_copy(db->nospace);
     mutex_unlock(&db->mu);
     return s;
 }

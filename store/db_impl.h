@@ -122,6 +122,9 @@ struct lsm_db {
     uint64_t last_seq;      /* [mu] last sequence visible to readers */
     uint64_t durable_seq;   /* [mu] every write with seq <= this is durable */
     lsm_status *bg_error;   /* [mu] sticky: once set, every write fails */
+    lsm_status *nospace;    /* [mu] the disk was full for a flush or compaction;
+                             * not sticky: retried, cleared by the next success */
+    uint64_t nospace_events; /* [mu] background attempts that found the disk full */
     struct lsm_snapshot snapshots; /* [mu] list head (dummy) */
     version_set vs;         /* [mu] (see version_set.h) */
     struct db_stats stats;  /* [mu] */

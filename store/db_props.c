@@ -160,9 +160,10 @@ static bool stats_text(lsm_db *db, buf *b)
     }
     n = snprintf(line, sizeof(line),
                  "\nrecovery\n  records %" PRIu64 ", dropped bytes %" PRIu64
-                 ", torn-tail bytes %" PRIu64 "\nbackground error: %s\n",
+                 ", torn-tail bytes %" PRIu64 "\nbackground error: %s\ndisk full: %s\n",
                  st->recovered_records, st->recovered_dropped_bytes, st->recovered_torn_bytes,
-                 db->bg_error ? lsm_status_message(db->bg_error) : "none");
+                 db->bg_error ? lsm_status_message(db->bg_error) : "none",
+                 db->nospace ? lsm_status_message(db->nospace) : "no");
     ok = ok && buf_append(b, line, (size_t)n);
     uint64_t hits, misses, written = 0;
     cache_stats(db->block_cache, &hits, &misses);

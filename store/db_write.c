@@ -342,6 +342,7 @@ void db_account_write(lsm_db *db, uint64_t bytes)
 /* Waits for background work to make room. REQUIRES: mu held. */
 static void wait_for_room(lsm_db *db)
 {
+    assert(mutex_held(&db->mu));
     uint64_t t0 = db->env->now_micros(db->env);
     db->stats.stops++;
     pthread_cond_broadcast(&db->work_cv);
@@ -371,12 +372,14 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force)
             return NULL;
         if (force && memtable_entries(db->mem) == 0)
             return NULL;
-        if (memtables_bytes(db) + db->opt.write_buffer_size > db->opt.max_memtable_bytes &&
-            db->nimm > 0) {
-            wait_for_room(db); /* no memory for another memtable: flush first */
-            continue;
-        }
-        if (db->vs.current->nfiles[0] >= L0_STOP) {
+        bool no_memory = memtables_bytes(db) + db->opt.write_buffer_size >
+                             db->opt.max_memtable_bytes &&
+                         db->nimm > 0;
+        if (no_memory || db->vs.current->nfiles[0] >= L0_STOP) {
+            /* Room comes from flushes and compactions; while the disk is
+             * too full for them, say so rather than wait forever. */
+            if (db->nospace)
+                return status_copy(db->nospace);
             wait_for_room(db);
             continue;
         }
