@@ -468,6 +468,16 @@ static void handle_unlink(fault_env *fe, struct fe_handle *h)
     free(h->path);
 }
 
+/* The checks before operation `what` (of kind `op`) on an open file: dead
+ * since a power cut, or an injected failure. NULL if it may go ahead. */
+static lsm_status *file_check(fault_env *fe, struct fe_handle *h, unsigned op, const char *what)
+{
+    if (h->dead)
+        return dead_error(what, h->path);
+    int err = should_fail(fe, op, h->path, NULL);
+    return err != 0 ? injected(err, what, h->path) : NULL;
+}
+
 /* -------------------------------------------------------------- wfile */
 
 struct fe_wfile {
@@ -483,21 +493,15 @@ static lsm_status *fw_append(lsm_wfile *wf, const void *data, size_t n)
     struct fe_wfile *f = (struct fe_wfile *)wf;
     fault_env *fe = f->fe;
     op_begin(fe);
-    lsm_status *s = NULL;
-    int err;
-    if (f->h.dead) {
-        s = dead_error("append", f->h.path);
-    } else if ((err = should_fail(fe, FAULT_WRITE, f->h.path, NULL)) != 0) {
-        s = injected(err, "append", f->h.path);
-    } else {
+    lsm_status *s = file_check(fe, &f->h, FAULT_WRITE, "append");
+    if (s == NULL)
         s = f->file->ops->append(f->file, data, n);
-        if (s == NULL)
-            s = f->file->ops->flush(f->file);
-        if (s == NULL) {
-            fe_lock(fe);
-            f->node->size += n;
-            fe_unlock(fe);
-        }
+    if (s == NULL)
+        s = f->file->ops->flush(f->file);
+    if (s == NULL) {
+        fe_lock(fe);
+        f->node->size += n;
+        fe_unlock(fe);
     }
     op_end(fe);
     return s;
@@ -508,13 +512,8 @@ static lsm_status *fw_flush(lsm_wfile *wf)
     struct fe_wfile *f = (struct fe_wfile *)wf;
     fault_env *fe = f->fe;
     op_begin(fe);
-    lsm_status *s = NULL;
-    int err;
-    if (f->h.dead)
-        s = dead_error("flush", f->h.path);
-    else if ((err = should_fail(fe, FAULT_WRITE, f->h.path, NULL)) != 0)
-        s = injected(err, "flush", f->h.path);
-    else
+    lsm_status *s = file_check(fe, &f->h, FAULT_WRITE, "flush");
+    if (s == NULL)
         s = f->file->ops->flush(f->file);
     op_end(fe);
     return s;
@@ -525,13 +524,8 @@ static lsm_status *fw_sync(lsm_wfile *wf)
     struct fe_wfile *f = (struct fe_wfile *)wf;
     fault_env *fe = f->fe;
     op_begin(fe);
-    lsm_status *s = NULL;
-    int err;
-    if (f->h.dead) {
-        s = dead_error("sync", f->h.path);
-    } else if ((err = should_fail(fe, FAULT_SYNC, f->h.path, NULL)) != 0) {
-        s = injected(err, "sync", f->h.path);
-    } else {
+    lsm_status *s = file_check(fe, &f->h, FAULT_SYNC, "sync");
+    if (s == NULL) {
         fe_lock(fe);
         uint64_t delay = fe->sync_delay_us;
         uint64_t size = f->node->size; /* only this thread appends to f */
@@ -672,102 +666,105 @@ static lsm_status *fe_new_wfile(lsm_env *env, const char *path, lsm_wfile **out)
 
 /* ------------------------------------------------------- sfile, rfile */
 
-struct fe_sfile {
-    lsm_sfile base;
+/* A file opened for reading through the base env, front to back (an
+ * sfile) or at offsets (an rfile). */
+struct fe_reader {
+    union {
+        lsm_sfile s;
+        lsm_rfile r;
+    } base;
     struct fe_handle h;
     fault_env *fe;
-    lsm_sfile *file;
+    union {
+        lsm_sfile *s;
+        lsm_rfile *r;
+    } file; /* the base env's file, of the same kind */
 };
 
-struct fe_rfile {
-    lsm_rfile base;
-    struct fe_handle h;
-    fault_env *fe;
-    lsm_rfile *file;
-};
-
-/* The checks before a read; NULL if it may go ahead. */
-static lsm_status *read_check(fault_env *fe, struct fe_handle *h)
+/* The end of a close, once the base file is closed: forgets the handle,
+ * ends the operation and frees f. */
+static void reader_closed(struct fe_reader *f)
 {
-    if (h->dead)
-        return dead_error("read", h->path);
-    int err = should_fail(fe, FAULT_READ, h->path, NULL);
-    return err != 0 ? injected(err, "read", h->path) : NULL;
+    fe_lock(f->fe);
+    handle_unlink(f->fe, &f->h);
+    fe_unlock(f->fe);
+    op_end(f->fe);
+    free(f);
 }
 
 static lsm_status *fs_read(lsm_sfile *sf, void *buf, size_t n, size_t *got)
 {
-    struct fe_sfile *f = (struct fe_sfile *)sf;
+    struct fe_reader *f = (struct fe_reader *)sf;
     *got = 0;
     op_begin(f->fe);
-    lsm_status *s = read_check(f->fe, &f->h);
+    lsm_status *s = file_check(f->fe, &f->h, FAULT_READ, "read");
     if (s == NULL)
-        s = f->file->ops->read(f->file, buf, n, got);
+        s = f->file.s->ops->read(f->file.s, buf, n, got);
     op_end(f->fe);
     return s;
 }
 
 static lsm_status *fs_skip(lsm_sfile *sf, uint64_t n)
 {
-    struct fe_sfile *f = (struct fe_sfile *)sf;
+    struct fe_reader *f = (struct fe_reader *)sf;
     op_begin(f->fe);
-    lsm_status *s = f->h.dead ? dead_error("skip", f->h.path) : f->file->ops->skip(f->file, n);
+    lsm_status *s = f->h.dead ? dead_error("skip", f->h.path) : f->file.s->ops->skip(f->file.s, n);
     op_end(f->fe);
     return s;
 }
 
 static void fs_close(lsm_sfile *sf)
 {
-    struct fe_sfile *f = (struct fe_sfile *)sf;
+    struct fe_reader *f = (struct fe_reader *)sf;
     op_begin(f->fe);
-    f->file->ops->close(f->file);
-    fe_lock(f->fe);
-    handle_unlink(f->fe, &f->h);
-    fe_unlock(f->fe);
-    op_end(f->fe);
-    free(f);
+    f->file.s->ops->close(f->file.s);
+    reader_closed(f);
 }
 
 static lsm_status *fr_pread(lsm_rfile *rf, uint64_t off, void *buf, size_t n, size_t *got)
 {
-    struct fe_rfile *f = (struct fe_rfile *)rf;
+    struct fe_reader *f = (struct fe_reader *)rf;
     *got = 0;
     op_begin(f->fe);
-    lsm_status *s = read_check(f->fe, &f->h);
+    lsm_status *s = file_check(f->fe, &f->h, FAULT_READ, "read");
     if (s == NULL)
-        s = f->file->ops->pread(f->file, off, buf, n, got);
+        s = f->file.r->ops->pread(f->file.r, off, buf, n, got);
     op_end(f->fe);
     return s;
 }
 
 static void fr_close(lsm_rfile *rf)
 {
-    struct fe_rfile *f = (struct fe_rfile *)rf;
+    struct fe_reader *f = (struct fe_reader *)rf;
     op_begin(f->fe);
-    f->file->ops->close(f->file);
-    fe_lock(f->fe);
-    handle_unlink(f->fe, &f->h);
-    fe_unlock(f->fe);
-    op_end(f->fe);
-    free(f);
+    f->file.r->ops->close(f->file.r);
+    reader_closed(f);
 }
 
 static const struct lsm_sfile_ops fs_ops = {.read = fs_read, .skip = fs_skip, .close = fs_close};
 static const struct lsm_rfile_ops fr_ops = {.pread = fr_pread, .close = fr_close};
 
-static lsm_status *fe_new_sfile(lsm_env *env, const char *path, lsm_sfile **out)
+/* Opens path on the base env as an sfile (sequential) or an rfile, and
+ * links it into the list of open files (so that a power cut kills it). */
+static lsm_status *new_reader(fault_env *fe, const char *path, bool sequential,
+                              struct fe_reader **out)
 {
-    fault_env *fe = fe_of(env);
     *out = NULL;
-    struct fe_sfile *f = calloc(1, sizeof(*f));
+    struct fe_reader *f = calloc(1, sizeof(*f));
     if (f == NULL || !handle_init(&f->h, path)) {
         free(f);
         return oom("open", path);
     }
-    f->base.ops = &fs_ops;
     f->fe = fe;
     op_begin(fe);
-    lsm_status *s = fe->base->new_sfile(fe->base, path, &f->file);
+    lsm_status *s;
+    if (sequential) {
+        f->base.s.ops = &fs_ops;
+        s = fe->base->new_sfile(fe->base, path, &f->file.s);
+    } else {
+        f->base.r.ops = &fr_ops;
+        s = fe->base->new_rfile(fe->base, path, &f->file.r);
+    }
     if (s == NULL) {
         fe_lock(fe);
         handle_link(fe, &f->h);
@@ -779,36 +776,24 @@ static lsm_status *fe_new_sfile(lsm_env *env, const char *path, lsm_sfile **out)
         free(f);
         return s;
     }
-    *out = &f->base;
+    *out = f;
     return NULL;
+}
+
+static lsm_status *fe_new_sfile(lsm_env *env, const char *path, lsm_sfile **out)
+{
+    struct fe_reader *f;
+    lsm_status *s = new_reader(fe_of(env), path, true, &f);
+    *out = f != NULL ? &f->base.s : NULL;
+    return s;
 }
 
 static lsm_status *fe_new_rfile(lsm_env *env, const char *path, lsm_rfile **out)
 {
-    fault_env *fe = fe_of(env);
-    *out = NULL;
-    struct fe_rfile *f = calloc(1, sizeof(*f));
-    if (f == NULL || !handle_init(&f->h, path)) {
-        free(f);
-        return oom("open", path);
-    }
-    f->base.ops = &fr_ops;
-    f->fe = fe;
-    op_begin(fe);
-    lsm_status *s = fe->base->new_rfile(fe->base, path, &f->file);
-    if (s == NULL) {
-        fe_lock(fe);
-        handle_link(fe, &f->h);
-        fe_unlock(fe);
-    }
-    op_end(fe);
-    if (s != NULL) {
-        free(f->h.path);
-        free(f);
-        return s;
-    }
-    *out = &f->base;
-    return NULL;
+    struct fe_reader *f;
+    lsm_status *s = new_reader(fe_of(env), path, false, &f);
+    *out = f != NULL ? &f->base.r : NULL;
+    return s;
 }
 
 /* ---------------------------------------------------- directory ops */

@@ -9,18 +9,23 @@
  */
 #include "mount.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -292,6 +297,24 @@ static pid_t spawn(char *const argv[], const char *log)
     return pid;
 }
 
+/* waitpid(pid, status, 0), resumed after signals.  Async-signal-safe. */
+static pid_t reap(pid_t pid, int *status)
+{
+    pid_t r;
+    while ((r = waitpid(pid, status, 0)) < 0 && errno == EINTR)
+        ;
+    return r;
+}
+
+/* SIGKILL pid and reap it; *status as from waitpid, -1 if it could not be
+ * reaped.  Async-signal-safe. */
+static void kill_and_reap(pid_t pid, int *status)
+{
+    kill(pid, SIGKILL);
+    if (reap(pid, status) != pid)
+        *status = -1;
+}
+
 /* Wait up to timeout_s for pid; on timeout SIGKILL it.  Fills *status and
  * returns 0 if it exited in time, -1 if it had to be killed. */
 static int wait_pid(pid_t pid, unsigned timeout_s, int *status)
@@ -309,9 +332,7 @@ static int wait_pid(pid_t pid, unsigned timeout_s, int *status)
             break;
         tm_sleep_ms(5);
     }
-    kill(pid, SIGKILL);
-    while (waitpid(pid, status, 0) < 0 && errno == EINTR)
-        ;
+    kill_and_reap(pid, status);
     return -1;
 }
 
@@ -344,6 +365,15 @@ static void describe_status(const char *who, int status)
 }
 
 /* ------------------------------------------------------------ mounts */
+
+/* Whether m has a daemon to `op` (unmount, stop, kill); says so if not. */
+static bool has_daemon(const struct tmount *m, const char *op)
+{
+    if (m->daemon > 0)
+        return true;
+    fprintf(stderr, "[harness] %s: %s has no daemon\n", op, m->mnt);
+    return false;
+}
 
 /* Is path a fuse mount point in /proc/mounts? */
 static bool is_mounted(const char *path)
@@ -475,8 +505,7 @@ int tm_unmount(struct tmount *m)
     stop_if_dying();
     if (m->plain)
         return 0;
-    if (m->daemon <= 0) {
-        fprintf(stderr, "[harness] unmount: %s has no daemon\n", m->mnt);
+    if (!has_daemon(m, "unmount")) {
         if (is_mounted(m->mnt))
             fusermount(m->mnt, true);
         return -1;
@@ -501,10 +530,8 @@ int tm_stop(struct tmount *m, int sig)
     stop_if_dying();
     if (m->plain)
         return 0;
-    if (m->daemon <= 0) {
-        fprintf(stderr, "[harness] stop: %s has no daemon\n", m->mnt);
+    if (!has_daemon(m, "stop"))
         return -1;
-    }
     kill(m->daemon, sig);
     int rc = reap_daemon(m);
     if (is_mounted(m->mnt)) {
@@ -542,16 +569,12 @@ int tm_kill(struct tmount *m)
     stop_if_dying();
     if (m->plain)
         return 0;
-    if (m->daemon <= 0) {
-        fprintf(stderr, "[harness] kill: %s has no daemon\n", m->mnt);
+    if (!has_daemon(m, "kill"))
         return -1;
-    }
     int rc = 0;
-    kill(m->daemon, SIGKILL);
     int status;
-    while (waitpid(m->daemon, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) {
+    kill_and_reap(m->daemon, &status);
+    if (status == -1 || !WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) {
         describe_status("lsmfs died before it was killed:", status);
         tm_dump_log(m);
         rc = -1;
@@ -640,6 +663,16 @@ static bool have_binaries(void)
         }
     }
     return true;
+}
+
+int tm_mkdtemp(char *out, const char *name)
+{
+    snprintf(out, PATH_MAX, "/tmp/lsmfs-test-%s-XXXXXX", name);
+    if (!mkdtemp(out)) {
+        fprintf(stderr, "[harness] mkdtemp %s: %s\n", out, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 static int make_dirs(struct tmount *m)
@@ -752,14 +785,20 @@ static int rm_entry(const char *path, const struct stat *st, int type, struct FT
     return 0;
 }
 
+int tm_rmtree(const char *path)
+{
+    /* FTW_MOUNT: never descend into a mount that failed to go away. */
+    nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    return access(path, F_OK) == 0 ? -1 : 0;
+}
+
 static void remove_tree(const struct tmount *m)
 {
     if (keep_dirs()) {
         fprintf(stderr, "[harness] kept %s\n", m->root);
         return;
     }
-    /* FTW_MOUNT: never descend into a mount that failed to go away. */
-    nftw(m->root, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    tm_rmtree(m->root);
 }
 
 int tm_free(struct tmount *m)
@@ -811,8 +850,8 @@ static void run_as_safe(const char *path, char *const argv[])
         _exit(127);
     }
     int status;
-    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    if (pid > 0)
+        reap(pid, &status);
 }
 
 /* Kill every daemon (aborting any request a thread is stuck in), detach
@@ -825,10 +864,8 @@ static void emergency_cleanup(void)
         if (!m || m->plain)
             continue;
         if (m->daemon > 0) {
-            kill(m->daemon, SIGKILL);
             int status;
-            while (waitpid(m->daemon, &status, 0) < 0 && errno == EINTR)
-                ;
+            kill_and_reap(m->daemon, &status);
             m->daemon = 0;
         }
         char *um[] = {H.fusermount, "-uz", m->mnt, NULL};
@@ -934,4 +971,230 @@ void tm_init(void)
     pthread_detach(t);
     atexit(cleanup_at_exit);
     H.inited = true;
+}
+
+/* ------------------------------------------- cmocka fixture and checks */
+
+int tm_setup(void **state, unsigned timeout_s, const char *what, const char *opts)
+{
+    tm_watchdog(timeout_s, what);
+    struct tmount *m = tm_new(opts);
+    if (!m) {
+        tm_watchdog(0, NULL);
+        return -1;
+    }
+    *state = m;
+    return 0;
+}
+
+int tm_teardown(void **state)
+{
+    struct tmount *m = *state;
+    bool alive = tm_daemon_alive(m);
+    int rc = tm_free(m);
+    tm_watchdog(0, NULL);
+    if (!alive) {
+        fprintf(stderr, "[harness] the daemon died during the test\n");
+        return -1;
+    }
+    return rc;
+}
+
+/* fsck -n of the unmounted store must pass; then mount it again. */
+static void fsck_and_mount(struct tmount *m, const char *when)
+{
+    int rc = tm_fsck(m);
+    if (rc != 0)
+        fail_msg("%s: fsck.lsmfs -n exited %d", when, rc);
+    if (tm_mount(m) != 0)
+        fail_msg("%s: mounting again failed", when);
+}
+
+void tm_remount_checked(struct tmount *m)
+{
+    if (tm_unmount(m) != 0)
+        fail_msg("unmount failed");
+    fsck_and_mount(m, "after a clean unmount");
+}
+
+void tm_crash_checked(struct tmount *m, const char *when)
+{
+    if (tm_crash(m) != 0)
+        fail_msg("%s: the crash left a mount behind or the daemon had died", when);
+    fsck_and_mount(m, when);
+}
+
+void tm_run_threads(int n, void *(*fn)(void *), void *args, size_t size)
+{
+    enum { MAX_THREADS = 64 };
+    pthread_t t[MAX_THREADS];
+    assert_true(n > 0 && n <= MAX_THREADS);
+    for (int i = 0; i < n; i++) {
+        int err = pthread_create(&t[i], NULL, fn, (char *)args + (size_t)i * size);
+        if (err != 0)
+            fail_msg("pthread_create: %s", tm_errname(err));
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+}
+
+void tm_touch(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0)
+        fail_msg("create %s: %s", path, tm_errname(errno));
+    close(fd);
+}
+
+void tm_make_file(const char *path, size_t size, uint64_t seed)
+{
+    char *buf = malloc(size + 1);
+    assert_non_null(buf);
+    tm_fill(buf, size, seed, 0);
+    int rc = tm_write_file(path, buf, size, 0644);
+    free(buf);
+    if (rc != 0)
+        fail_msg("writing %s: %s", path, tm_errname(-rc));
+}
+
+/* Index of the first byte where a and b differ (n if none). */
+static size_t first_difference(const unsigned char *a, const unsigned char *b, size_t n)
+{
+    size_t i = 0;
+    while (i < n && a[i] == b[i])
+        i++;
+    return i;
+}
+
+void tm_check_bytes(const void *got, const void *want, size_t n, const char *what, long long base)
+{
+    const unsigned char *g = got, *w = want;
+    size_t i = first_difference(g, w, n);
+    if (i < n)
+        fail_msg("%s: byte %lld is 0x%02x, expected 0x%02x", what, base + (long long)i, g[i], w[i]);
+}
+
+void tm_check_zero(const void *got, size_t n, const char *what, long long base)
+{
+    const unsigned char *g = got;
+    for (size_t i = 0; i < n; i++)
+        if (g[i])
+            fail_msg("%s: byte %lld is 0x%02x, expected 0 (a hole)", what, base + (long long)i,
+                     g[i]);
+}
+
+/* What is wrong with the open file fd (path) against `size` bytes of
+ * tm_fill(seed), in msg; false if nothing. */
+static bool file_differs(int fd, const char *path, size_t size, uint64_t seed, char *msg,
+                         size_t cap)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(msg, cap, "fstat %s: %s", path, tm_errname(errno));
+        return true;
+    }
+    if (st.st_size != (off_t)size) {
+        snprintf(msg, cap, "%s: size %lld, expected %zu", path, (long long)st.st_size, size);
+        return true;
+    }
+    unsigned char *got = malloc(MiB), *want = malloc(MiB);
+    bool differs = got == NULL || want == NULL;
+    if (differs)
+        snprintf(msg, cap, "%s: out of memory", path);
+    for (size_t off = 0; !differs && off < size; off += MiB) {
+        size_t n = size - off < (size_t)MiB ? size - off : (size_t)MiB;
+        ssize_t r = tm_pread_all(fd, got, n, (off_t)off);
+        if (r != (ssize_t)n) {
+            snprintf(msg, cap, "%s: read %zd of %zu bytes at %zu", path, r, n, off);
+            differs = true;
+            break;
+        }
+        tm_fill(want, n, seed, off);
+        size_t i = first_difference(got, want, n);
+        if (i < n) {
+            snprintf(msg, cap, "%s: byte %zu is 0x%02x, expected 0x%02x", path, off + i, got[i],
+                     want[i]);
+            differs = true;
+        }
+    }
+    char c;
+    if (!differs && tm_pread_all(fd, &c, 1, (off_t)size) != 0) {
+        snprintf(msg, cap, "%s: data past its size %zu", path, size);
+        differs = true;
+    }
+    free(got);
+    free(want);
+    return differs;
+}
+
+void tm_check_file(const char *path, size_t size, uint64_t seed)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        fail_msg("open %s: %s", path, tm_errname(errno));
+    /* Drop the cached pages: the bytes must come from the daemon. */
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    char msg[PATH_MAX + 128];
+    bool differs = file_differs(fd, path, size, seed, msg, sizeof msg);
+    close(fd); /* before failing: a file left open would fail the unmount */
+    if (differs)
+        fail_msg("%s", msg);
+}
+
+uint64_t tm_hash_file(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        fail_msg("open %s: %s", path, tm_errname(errno));
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    char *buf = malloc(MiB);
+    assert_non_null(buf);
+    uint64_t h = TM_HASH_INIT;
+    off_t off = 0;
+    ssize_t n;
+    while ((n = tm_pread_all(fd, buf, MiB, off)) > 0) {
+        h = tm_hash(buf, (size_t)n, h);
+        off += n;
+    }
+    close(fd);
+    free(buf);
+    if (n < 0)
+        fail_msg("read %s at %lld: %s", path, (long long)off, tm_errname((int)-n));
+    return h;
+}
+
+long long tm_inodes_used(const struct tmount *m)
+{
+    struct statvfs sv;
+    if (statvfs(m->mnt, &sv) != 0)
+        fail_msg("statvfs: %s", tm_errname(errno));
+    return (long long)sv.f_files - (long long)sv.f_ffree;
+}
+
+void tm_errs_init(struct tm_errs *e)
+{
+    pthread_mutex_init(&e->mu, NULL);
+    e->count = 0;
+    e->first[0] = 0;
+}
+
+void tm_errs_add(struct tm_errs *e, const char *fmt, ...)
+{
+    pthread_mutex_lock(&e->mu);
+    if (e->count++ == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->first, sizeof e->first, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+void tm_errs_check(struct tm_errs *e)
+{
+    pthread_mutex_lock(&e->mu);
+    int count = e->count;
+    pthread_mutex_unlock(&e->mu);
+    if (count)
+        fail_msg("%d problem(s) in worker threads; first: %s", count, e->first);
 }

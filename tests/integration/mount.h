@@ -25,11 +25,18 @@
  * the termination signals in every thread so the watchdog thread receives
  * them, even when the main thread is stuck inside a FUSE request.
  * Mount, unmount, remount and crash from the main thread only.
+ *
+ * The last part of this header is for the cmocka test programs: a fixture
+ * giving each test a fresh mount, and checks that fail the running test.
+ * Those run on the main thread only (a cmocka failure longjmps); worker
+ * threads report through a struct tm_errs instead.
  */
 #ifndef LSMFS_TEST_MOUNT_H
 #define LSMFS_TEST_MOUNT_H
 
+#include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -143,6 +150,15 @@ ssize_t tm_pread_all(int fd, void *buf, size_t n, off_t off);
 int tm_write_file(const char *path, const void *buf, size_t n, mode_t mode);
 ssize_t tm_read_file(const char *path, void *buf, size_t cap);
 
+/* A fresh directory /tmp/lsmfs-test-<name>-XXXXXX (for tests that need no
+ * mount); its path goes to out (PATH_MAX bytes).  0, or -1 after saying why
+ * on stderr. */
+int tm_mkdtemp(char *out, const char *name);
+
+/* Remove path and everything below it, never crossing into another file
+ * system (a mount that failed to go away).  0 if everything went. */
+int tm_rmtree(const char *path);
+
 /* Monotonic seconds. */
 double tm_now(void);
 
@@ -187,5 +203,71 @@ void tm_sleep_ms(unsigned ms);
 
 /* "ENOENT" for ENOENT (never NULL). */
 const char *tm_errname(int err);
+
+/* ---- cmocka fixture and checks (main thread only) ---- */
+
+/* Shorthands for the tests: sizes, and a path under the mount `m` in scope. */
+#define KiB 1024L
+#define MiB (1024L * 1024L)
+#define P(...) tm_path(m, __VA_ARGS__)
+
+/* Fixture: arm the watchdog for the test (timeout_s; `what` names it in the
+ * timeout message) and mount a fresh store with -o opts (NULL: none) as
+ * *state.  Wrap it in a setup function of the usual cmocka type. */
+int tm_setup(void **state, unsigned timeout_s, const char *what, const char *opts);
+
+/* Fixture: unmount and free *state, disarm the watchdog.  Fails (non-zero)
+ * if the daemon died during the test or the unmount was not clean. */
+int tm_teardown(void **state);
+
+/* A test run with a fixture: `setup` (calling tm_setup), then tm_teardown. */
+#define TM_TEST(fn, setup) cmocka_unit_test_setup_teardown(fn, setup, tm_teardown)
+
+/* Unmount cleanly, require fsck.lsmfs -n to pass, mount again. */
+void tm_remount_checked(struct tmount *m);
+
+/* Crash (tm_crash), require fsck.lsmfs -n to pass, mount again; `when`
+ * says which crash in failure messages. */
+void tm_crash_checked(struct tmount *m, const char *when);
+
+/* Run fn on n threads at once, the i-th on (char *)args + i * size (an
+ * array of per-thread arguments), and wait for all of them. */
+void tm_run_threads(int n, void *(*fn)(void *), void *args, size_t size);
+
+/* Create path (it must not exist) as an empty file. */
+void tm_touch(const char *path);
+
+/* Write path as `size` bytes of tm_fill(seed). */
+void tm_make_file(const char *path, size_t size, uint64_t seed);
+
+/* path must hold exactly `size` bytes of tm_fill(seed), read back from the
+ * daemon (cached pages are dropped first). */
+void tm_check_file(const char *path, size_t size, uint64_t seed);
+
+/* got must equal want; a failure names `what` and the first differing byte
+ * at offset base + i. */
+void tm_check_bytes(const void *got, const void *want, size_t n, const char *what, long long base);
+
+/* got must be all zeros (a hole); as tm_check_bytes otherwise. */
+void tm_check_zero(const void *got, size_t n, const char *what, long long base);
+
+/* tm_hash of a whole file, read back from the daemon. */
+uint64_t tm_hash_file(const char *path);
+
+/* Inodes in use on the mount (statvfs: files - free files). */
+long long tm_inodes_used(const struct tmount *m);
+
+/* The first problem seen by worker threads, reported on the main thread. */
+struct tm_errs {
+    pthread_mutex_t mu;
+    int count;       /* guarded by mu */
+    char first[512]; /* guarded by mu */
+};
+
+void tm_errs_init(struct tm_errs *e);
+/* Any thread. */
+void tm_errs_add(struct tm_errs *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Fail the test if anything was added. */
+void tm_errs_check(struct tm_errs *e);
 
 #endif

@@ -5,7 +5,7 @@
  * stress whose link counts fsck and a walk must find consistent.
  *
  * Worker threads never call cmocka (its failures longjmp): they record the
- * first problem in a `struct errs`, which the main thread reports.
+ * first problem in a `struct tm_errs`, which the main thread reports.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,107 +25,12 @@
 
 #include "mount.h"
 
-#define P(...) tm_path(m, __VA_ARGS__)
-#define KiB 1024L
-#define MiB (1024L * 1024L)
 #define TEST_TIMEOUT_S 120
 #define NTHREADS 8
 
 static int setup(void **state)
 {
-    tm_watchdog(TEST_TIMEOUT_S, "a test_concurrency test");
-    struct tmount *m = tm_new(NULL);
-    if (!m)
-        return -1;
-    *state = m;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct tmount *m = *state;
-    bool alive = tm_daemon_alive(m);
-    int rc = tm_free(m);
-    tm_watchdog(0, NULL);
-    if (!alive) {
-        fprintf(stderr, "the daemon died during the test\n");
-        return -1;
-    }
-    return rc;
-}
-
-/* The first failure any worker saw. */
-struct errs {
-    pthread_mutex_t mu;
-    int count;       /* guarded by mu */
-    char first[512]; /* guarded by mu */
-};
-
-static void errs_init(struct errs *e)
-{
-    pthread_mutex_init(&e->mu, NULL);
-    e->count = 0;
-    e->first[0] = 0;
-}
-
-static void errs_add(struct errs *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void errs_add(struct errs *e, const char *fmt, ...)
-{
-    pthread_mutex_lock(&e->mu);
-    if (e->count++ == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(e->first, sizeof e->first, fmt, ap);
-        va_end(ap);
-    }
-    pthread_mutex_unlock(&e->mu);
-}
-
-static void errs_check(struct errs *e)
-{
-    if (e->count)
-        fail_msg("%d problem(s) in worker threads; first: %s", e->count, e->first);
-}
-
-static void remount_checked(struct tmount *m)
-{
-    if (tm_unmount(m) != 0)
-        fail_msg("unmount failed");
-    int rc = tm_fsck(m);
-    if (rc != 0)
-        fail_msg("fsck.lsmfs -n exited %d", rc);
-    if (tm_mount(m) != 0)
-        fail_msg("remount failed");
-}
-
-/* Compare a file with tm_fill(seed) over [0, size). */
-static void check_fill(const char *path, size_t size, uint64_t seed)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        fail_msg("open %s: %s", path, tm_errname(errno));
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    struct stat st;
-    TM_OK(fstat(fd, &st));
-    if (st.st_size != (off_t)size)
-        fail_msg("%s: size %lld, expected %zu", path, (long long)st.st_size, size);
-    char *got = malloc(MiB), *want = malloc(MiB);
-    for (size_t off = 0; off < size; off += MiB) {
-        size_t n = size - off < (size_t)MiB ? size - off : (size_t)MiB;
-        if (tm_pread_all(fd, got, n, (off_t)off) != (ssize_t)n)
-            fail_msg("%s: short read at %zu", path, off);
-        tm_fill(want, n, seed, off);
-        if (memcmp(got, want, n) != 0) {
-            size_t i = 0;
-            while (got[i] == want[i])
-                i++;
-            fail_msg("%s: byte %zu is 0x%02x, expected 0x%02x", path, off + i,
-                     (unsigned char)got[i], (unsigned char)want[i]);
-        }
-    }
-    free(got);
-    free(want);
-    close(fd);
+    return tm_setup(state, TEST_TIMEOUT_S, "a test_concurrency test", NULL);
 }
 
 /* ------------------------------------------- listing while mutating */
@@ -134,7 +39,7 @@ enum { NBASE = 10000, NREADERS = 2, LISTINGS = 3, MAXNEW = 200000 };
 
 struct listing_ctx {
     const struct tmount *m;
-    struct errs errs;
+    struct tm_errs errs;
     atomic_bool stop;           /* set by main when the readers are done */
     atomic_int unlinked[NBASE]; /* 1 once a victim's unlink returned 0 */
     atomic_int created;         /* new-<i> exists for i < created */
@@ -165,7 +70,7 @@ static void *unlinker(void *arg)
     }
     for (int k = 0; k < NBASE / 10 && !atomic_load(&c->stop); k++) {
         if (unlink(P("big/base-%05d", order[k])) != 0)
-            errs_add(&c->errs, "unlink base-%05d: %s", order[k], tm_errname(errno));
+            tm_errs_add(&c->errs, "unlink base-%05d: %s", order[k], tm_errname(errno));
         else {
             atomic_store(&c->unlinked[order[k]], 1);
             atomic_fetch_add(&c->unlink_count, 1);
@@ -182,7 +87,7 @@ static void *creator(void *arg)
     const struct tmount *m = c->m;
     for (int i = 0; i < MAXNEW && !atomic_load(&c->stop); i++) {
         if (mknod(P("big/new-%06d", i), S_IFREG | 0644, 0) != 0) {
-            errs_add(&c->errs, "mknod new-%06d: %s", i, tm_errname(errno));
+            tm_errs_add(&c->errs, "mknod new-%06d: %s", i, tm_errname(errno));
             break;
         }
         atomic_store(&c->created, i + 1);
@@ -200,7 +105,7 @@ static void list_once(struct listing_ctx *c, int reader, int round)
     unsigned char *new_seen = calloc(MAXNEW, 1);
     DIR *d = opendir(P("big"));
     if (!d) {
-        errs_add(&c->errs, "opendir: %s", tm_errname(errno));
+        tm_errs_add(&c->errs, "opendir: %s", tm_errname(errno));
         free(base_seen);
         free(new_seen);
         return;
@@ -219,25 +124,25 @@ static void list_once(struct listing_ctx *c, int reader, int round)
             tm_sleep_ms(2);
         if (sscanf(e->d_name, "base-%d%c", &i, &tail) == 1 && i >= 0 && i < NBASE) {
             if (base_seen[i]++)
-                errs_add(&c->errs, "reader %d round %d: base-%05d twice", reader, round, i);
+                tm_errs_add(&c->errs, "reader %d round %d: base-%05d twice", reader, round, i);
         } else if (sscanf(e->d_name, "new-%d%c", &i, &tail) == 1 && i >= 0 && i < MAXNEW) {
             if (new_seen[i]++)
-                errs_add(&c->errs, "reader %d round %d: new-%06d twice", reader, round, i);
+                tm_errs_add(&c->errs, "reader %d round %d: new-%06d twice", reader, round, i);
         } else {
-            errs_add(&c->errs, "reader %d: unexpected name \"%s\"", reader, e->d_name);
+            tm_errs_add(&c->errs, "reader %d: unexpected name \"%s\"", reader, e->d_name);
         }
     }
     if (errno)
-        errs_add(&c->errs, "readdir: %s", tm_errname(errno));
+        tm_errs_add(&c->errs, "readdir: %s", tm_errname(errno));
     closedir(d);
     if (atomic_load(&c->unlink_count) != unlinked0 && atomic_load(&c->created) != created0)
         atomic_fetch_add(&c->overlapped, 1);
     for (i = 0; i < NBASE; i++)
         if (!is_victim(i) && base_seen[i] != 1)
-            errs_add(&c->errs,
-                     "reader %d round %d: untouched base-%05d "
-                     "seen %d times",
-                     reader, round, i, base_seen[i]);
+            tm_errs_add(&c->errs,
+                        "reader %d round %d: untouched base-%05d "
+                        "seen %d times",
+                        reader, round, i, base_seen[i]);
     free(base_seen);
     free(new_seen);
 }
@@ -297,22 +202,19 @@ static void test_readdir_while_mutating(void **state)
     fprintf(stderr, "[concurrency] %d entries created in %.2f s\n", NBASE, tm_now() - t0);
     struct listing_ctx *c = calloc(1, sizeof *c);
     c->m = m;
-    errs_init(&c->errs);
+    tm_errs_init(&c->errs);
 
     /* A quiet listing first: exactly the base entries. */
     list_once(c, -1, -1);
-    errs_check(&c->errs);
+    tm_errs_check(&c->errs);
 
-    pthread_t mut[2], rd[NREADERS];
+    pthread_t mut[2];
+    assert_int_equal(pthread_create(&mut[0], NULL, unlinker, c), 0);
+    assert_int_equal(pthread_create(&mut[1], NULL, creator, c), 0);
     struct reader_arg ra[NREADERS];
-    pthread_create(&mut[0], NULL, unlinker, c);
-    pthread_create(&mut[1], NULL, creator, c);
-    for (int i = 0; i < NREADERS; i++) {
-        ra[i] = (struct reader_arg){c, i};
-        pthread_create(&rd[i], NULL, reader, &ra[i]);
-    }
     for (int i = 0; i < NREADERS; i++)
-        pthread_join(rd[i], NULL);
+        ra[i] = (struct reader_arg){c, i};
+    tm_run_threads(NREADERS, reader, ra, sizeof ra[0]);
     atomic_store(&c->stop, true);
     pthread_join(mut[0], NULL);
     pthread_join(mut[1], NULL);
@@ -324,11 +226,11 @@ static void test_readdir_while_mutating(void **state)
             "mutators) while %d unlinks and %d creates ran\n",
             atomic_load(&c->listings_done), atomic_load(&c->overlapped), unl,
             atomic_load(&c->created));
-    errs_check(&c->errs);
+    tm_errs_check(&c->errs);
     if (atomic_load(&c->overlapped) == 0)
         fail_msg("no listing ran while the directory changed");
     final_listing_exact(c);
-    remount_checked(m);
+    tm_remount_checked(m);
     final_listing_exact(c);
     free(c);
 }
@@ -337,7 +239,7 @@ static void test_readdir_while_mutating(void **state)
 
 struct writer_arg {
     const struct tmount *m;
-    struct errs *errs;
+    struct tm_errs *errs;
     int id;
     const char *path;
     size_t size;
@@ -353,7 +255,7 @@ static void *own_file_writer(void *arg)
     const char *path = P("w%d", a->id);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
-        errs_add(a->errs, "open %s: %s", path, tm_errname(errno));
+        tm_errs_add(a->errs, "open %s: %s", path, tm_errname(errno));
         return NULL;
     }
     char *buf = malloc(256 * KiB);
@@ -365,7 +267,7 @@ static void *own_file_writer(void *arg)
         tm_fill(buf, n, seed, off);
         int rc = tm_pwrite_all(fd, buf, n, (off_t)off);
         if (rc) {
-            errs_add(a->errs, "thread %d: write at %zu: %s", a->id, off, tm_errname(-rc));
+            tm_errs_add(a->errs, "thread %d: write at %zu: %s", a->id, off, tm_errname(-rc));
             break;
         }
         off += n;
@@ -376,12 +278,12 @@ static void *own_file_writer(void *arg)
         tm_fill(buf, n, seed, off);
         int rc = tm_pwrite_all(fd, buf, n, (off_t)off);
         if (rc) {
-            errs_add(a->errs, "thread %d: rewrite at %zu: %s", a->id, off, tm_errname(-rc));
+            tm_errs_add(a->errs, "thread %d: rewrite at %zu: %s", a->id, off, tm_errname(-rc));
             break;
         }
     }
     if (close(fd) != 0)
-        errs_add(a->errs, "thread %d: close: %s", a->id, tm_errname(errno));
+        tm_errs_add(a->errs, "thread %d: close: %s", a->id, tm_errname(errno));
     free(buf);
     return NULL;
 }
@@ -390,22 +292,18 @@ static void test_writers_different_files(void **state)
 {
     struct tmount *m = *state;
     const size_t size = 4 * MiB + 99;
-    struct errs errs;
-    errs_init(&errs);
-    pthread_t t[NTHREADS];
+    struct tm_errs errs;
+    tm_errs_init(&errs);
     struct writer_arg a[NTHREADS];
-    for (int i = 0; i < NTHREADS; i++) {
+    for (int i = 0; i < NTHREADS; i++)
         a[i] = (struct writer_arg){.m = m, .errs = &errs, .id = i, .size = size};
-        pthread_create(&t[i], NULL, own_file_writer, &a[i]);
-    }
+    tm_run_threads(NTHREADS, own_file_writer, a, sizeof a[0]);
+    tm_errs_check(&errs);
     for (int i = 0; i < NTHREADS; i++)
-        pthread_join(t[i], NULL);
-    errs_check(&errs);
+        tm_check_file(P("w%d", i), size, 1000 + (uint64_t)i);
+    tm_remount_checked(m);
     for (int i = 0; i < NTHREADS; i++)
-        check_fill(P("w%d", i), size, 1000 + (uint64_t)i);
-    remount_checked(m);
-    for (int i = 0; i < NTHREADS; i++)
-        check_fill(P("w%d", i), size, 1000 + (uint64_t)i);
+        tm_check_file(P("w%d", i), size, 1000 + (uint64_t)i);
 }
 
 /* Same file: write my stripes in a random order, each stripe whole. */
@@ -427,14 +325,14 @@ static void *stripe_writer(void *arg)
     int fd = open(a->path, O_WRONLY);
     char *buf = malloc(a->stripe);
     if (fd < 0)
-        errs_add(a->errs, "open %s: %s", a->path, tm_errname(errno));
+        tm_errs_add(a->errs, "open %s: %s", a->path, tm_errname(errno));
     for (size_t i = 0; fd >= 0 && i < mine; i++) {
         size_t off = order[i] * a->stripe;
         size_t n = a->size - off < a->stripe ? a->size - off : a->stripe;
         tm_fill(buf, n, 77, off);
         int rc = tm_pwrite_all(fd, buf, n, (off_t)off);
         if (rc) {
-            errs_add(a->errs, "thread %d: stripe at %zu: %s", a->id, off, tm_errname(-rc));
+            tm_errs_add(a->errs, "thread %d: stripe at %zu: %s", a->id, off, tm_errname(-rc));
             break;
         }
     }
@@ -451,29 +349,25 @@ static void test_writers_same_file(void **state)
     /* Unaligned stripes share pages with their neighbours' stripes. */
     static const size_t stripes[] = {1000, 4096, 65537};
     const size_t size = 6 * MiB + 5;
-    struct errs errs;
-    errs_init(&errs);
+    struct tm_errs errs;
+    tm_errs_init(&errs);
     for (size_t s = 0; s < sizeof stripes / sizeof *stripes; s++) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s", P("shared%zu", s));
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
         TM_OK(fd);
         close(fd);
-        pthread_t t[NTHREADS];
         struct writer_arg a[NTHREADS];
-        for (int i = 0; i < NTHREADS; i++) {
+        for (int i = 0; i < NTHREADS; i++)
             a[i] = (struct writer_arg){
                 .m = m, .errs = &errs, .id = i, .path = path, .size = size, .stripe = stripes[s]};
-            pthread_create(&t[i], NULL, stripe_writer, &a[i]);
-        }
-        for (int i = 0; i < NTHREADS; i++)
-            pthread_join(t[i], NULL);
-        errs_check(&errs);
-        check_fill(path, size, 77);
+        tm_run_threads(NTHREADS, stripe_writer, a, sizeof a[0]);
+        tm_errs_check(&errs);
+        tm_check_file(path, size, 77);
     }
-    remount_checked(m);
+    tm_remount_checked(m);
     for (size_t s = 0; s < sizeof stripes / sizeof *stripes; s++)
-        check_fill(P("shared%zu", s), size, 77);
+        tm_check_file(P("shared%zu", s), size, 77);
 }
 
 /* ----------------------------------------------------------- appenders */
@@ -495,7 +389,7 @@ static void *appender(void *arg)
     struct writer_arg *a = arg;
     int fd = open(a->path, O_WRONLY | O_APPEND);
     if (fd < 0) {
-        errs_add(a->errs, "open %s: %s", a->path, tm_errname(errno));
+        tm_errs_add(a->errs, "open %s: %s", a->path, tm_errname(errno));
         return NULL;
     }
     char buf[8192];
@@ -506,8 +400,8 @@ static void *appender(void *arg)
         tm_fill(buf + sizeof h, len - sizeof h, (uint64_t)a->id, (uint64_t)seq << 16);
         ssize_t w = write(fd, buf, len);
         if (w != (ssize_t)len) {
-            errs_add(a->errs, "thread %d record %d: write = %zd, %s", a->id, seq, w,
-                     tm_errname(errno));
+            tm_errs_add(a->errs, "thread %d record %d: write = %zd, %s", a->id, seq, w,
+                        tm_errname(errno));
             break;
         }
     }
@@ -556,19 +450,15 @@ static void test_concurrent_appends(void **state)
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
     TM_OK(fd);
     close(fd);
-    struct errs errs;
-    errs_init(&errs);
-    pthread_t t[NTHREADS];
+    struct tm_errs errs;
+    tm_errs_init(&errs);
     struct writer_arg a[NTHREADS];
-    for (int i = 0; i < NTHREADS; i++) {
-        a[i] = (struct writer_arg){.m = m, .errs = &errs, .id = i, .path = path};
-        pthread_create(&t[i], NULL, appender, &a[i]);
-    }
     for (int i = 0; i < NTHREADS; i++)
-        pthread_join(t[i], NULL);
-    errs_check(&errs);
+        a[i] = (struct writer_arg){.m = m, .errs = &errs, .id = i, .path = path};
+    tm_run_threads(NTHREADS, appender, a, sizeof a[0]);
+    tm_errs_check(&errs);
     check_records(path);
-    remount_checked(m);
+    tm_remount_checked(m);
     check_records(path);
 }
 
@@ -578,7 +468,7 @@ enum { NDIRS = 4, NNAMES = 40, STRESS_OPS = 1500 };
 
 struct stress_arg {
     const struct tmount *m;
-    struct errs *errs;
+    struct tm_errs *errs;
     int id;
     atomic_int *ops_ok;
 };
@@ -642,7 +532,7 @@ static void *stresser(void *arg)
         if (rc == 0)
             atomic_fetch_add(a->ops_ok, 1);
         else if (!expected_race(errno, kind))
-            errs_add(a->errs, "thread %d: %s %s: %s", a->id, what, p1, tm_errname(errno));
+            tm_errs_add(a->errs, "thread %d: %s %s: %s", a->id, what, p1, tm_errname(errno));
     }
     return NULL;
 }
@@ -704,22 +594,18 @@ static void test_namespace_stress(void **state)
     struct tmount *m = *state;
     for (int d = 0; d < NDIRS; d++)
         TM_OK(mkdir(P("s%d", d), 0755));
-    struct errs errs;
-    errs_init(&errs);
+    struct tm_errs errs;
+    tm_errs_init(&errs);
     atomic_int ok = 0;
-    pthread_t t[NTHREADS];
     struct stress_arg a[NTHREADS];
-    for (int i = 0; i < NTHREADS; i++) {
-        a[i] = (struct stress_arg){m, &errs, i, &ok};
-        pthread_create(&t[i], NULL, stresser, &a[i]);
-    }
     for (int i = 0; i < NTHREADS; i++)
-        pthread_join(t[i], NULL);
+        a[i] = (struct stress_arg){m, &errs, i, &ok};
+    tm_run_threads(NTHREADS, stresser, a, sizeof a[0]);
     fprintf(stderr, "[concurrency] %d of %d namespace operations succeeded\n", atomic_load(&ok),
             NTHREADS * STRESS_OPS);
-    errs_check(&errs);
+    tm_errs_check(&errs);
     check_link_counts(m);
-    remount_checked(m);
+    tm_remount_checked(m);
     check_link_counts(m);
 }
 
@@ -728,11 +614,9 @@ int main(void)
     tm_init();
     umask(0);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_readdir_while_mutating, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_writers_different_files, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_writers_same_file, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_appends, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_namespace_stress, setup, teardown),
+        TM_TEST(test_readdir_while_mutating, setup), TM_TEST(test_writers_different_files, setup),
+        TM_TEST(test_writers_same_file, setup),      TM_TEST(test_concurrent_appends, setup),
+        TM_TEST(test_namespace_stress, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

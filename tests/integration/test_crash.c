@@ -23,15 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "mount.h"
 
-#define P(...) tm_path(m, __VA_ARGS__)
-#define KiB 1024L
-#define MiB (1024L * 1024L)
 #define ROUND_TIMEOUT_S 60
 #define NTHREADS 8
 #define ROUNDS 5
@@ -39,39 +35,7 @@
 
 static int setup(void **state)
 {
-    tm_watchdog(ROUND_TIMEOUT_S, "a test_crash test");
-    struct tmount *m = tm_new(NULL);
-    if (!m)
-        return -1;
-    *state = m;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    int rc = tm_free(*state);
-    tm_watchdog(0, NULL);
-    return rc;
-}
-
-/* Crash: kill, unmount, fsck -n (must be clean), mount again. */
-static void crash_and_recover(struct tmount *m, const char *when)
-{
-    if (tm_crash(m) != 0)
-        fail_msg("%s: the crash left a mount behind or the daemon had died", when);
-    int rc = tm_fsck(m);
-    if (rc != 0)
-        fail_msg("%s: fsck.lsmfs -n exited %d after the crash", when, rc);
-    if (tm_mount(m) != 0)
-        fail_msg("%s: mounting after the crash failed", when);
-}
-
-static long long inodes_used(const struct tmount *m)
-{
-    struct statvfs sv;
-    if (statvfs(m->mnt, &sv) != 0)
-        fail_msg("statvfs: %s", tm_errname(errno));
-    return (long long)sv.f_files - (long long)sv.f_ffree;
+    return tm_setup(state, ROUND_TIMEOUT_S, "a test_crash test", NULL);
 }
 
 /* ---------------------------------------------------- maildir delivery */
@@ -97,11 +61,9 @@ struct thread_log {
 
 struct maildir {
     struct tmount *m;
-    pthread_mutex_t mu;
-    int failures;       /* guarded by mu: failures before the kill */
-    char first[512];    /* guarded by mu */
-    atomic_bool killed; /* set just before the SIGKILL */
-    atomic_bool stop;   /* set after it: no new deliveries */
+    struct tm_errs errs; /* failures before the kill */
+    atomic_bool killed;  /* set just before the SIGKILL */
+    atomic_bool stop;    /* set after it: no new deliveries */
     struct thread_log log[ROUNDS][NTHREADS];
 };
 
@@ -135,12 +97,8 @@ static void deliver_failed(struct deliverer_arg *a, int seq, const char *op)
     int err = errno;
     if (atomic_load(&a->md->killed))
         return;
-    pthread_mutex_lock(&a->md->mu);
-    if (a->md->failures++ == 0)
-        snprintf(a->md->first, sizeof a->md->first,
-                 "round %d thread %d message %d: %s: %s (before the kill)", a->round, a->thread,
-                 seq, op, tm_errname(err));
-    pthread_mutex_unlock(&a->md->mu);
+    tm_errs_add(&a->md->errs, "round %d thread %d message %d: %s: %s (before the kill)", a->round,
+                a->thread, seq, op, tm_errname(err));
 }
 
 /* One delivery; false when a step failed (the mount is presumably dead). */
@@ -348,7 +306,7 @@ static void test_maildir_crash(void **state)
     struct maildir *md = calloc(1, sizeof *md);
     assert_non_null(md);
     md->m = m;
-    pthread_mutex_init(&md->mu, NULL);
+    tm_errs_init(&md->errs);
     unsigned r = (unsigned)tm_seed();
     /* Kill points: very early, mid, late, and two anywhere. */
     static const unsigned lo[ROUNDS] = {5, 300, 1500, 5, 5};
@@ -363,7 +321,7 @@ static void test_maildir_crash(void **state)
         struct deliverer_arg a[NTHREADS];
         for (int i = 0; i < NTHREADS; i++) {
             a[i] = (struct deliverer_arg){md, round, i};
-            pthread_create(&t[i], NULL, deliverer, &a[i]);
+            assert_int_equal(pthread_create(&t[i], NULL, deliverer, &a[i]), 0);
         }
         tm_sleep_ms(delay);
         atomic_store(&md->killed, true);
@@ -373,15 +331,14 @@ static void test_maildir_crash(void **state)
             pthread_join(t[i], NULL);
         if (killed != 0)
             fail_msg("round %d: the daemon was not running at the kill", round);
-        if (md->failures)
-            fail_msg("%d deliveries failed before the kill; first: %s", md->failures, md->first);
+        tm_errs_check(&md->errs);
         int done = 0;
         for (int i = 0; i < NTHREADS; i++)
             for (int s = 0; s < atomic_load(&md->log[round][i].attempted); s++)
                 done += atomic_load(&md->log[round][i].stage[s]) == ST_DELIVERED;
         char when[64];
         snprintf(when, sizeof when, "round %d (kill after %u ms)", round, delay);
-        crash_and_recover(m, when);
+        tm_crash_checked(m, when);
         int total = verify_maildir(md, round, true);
         fprintf(stderr,
                 "[crash] %s: %d deliveries returned, %d messages in "
@@ -391,36 +348,12 @@ static void test_maildir_crash(void **state)
             fail_msg("%s: no delivery completed in %u ms", when, delay);
     }
     /* A clean unmount at the end leaves a clean store too. */
-    if (tm_unmount(m) != 0)
-        fail_msg("final unmount failed");
-    assert_int_equal(tm_fsck(m), 0);
-    if (tm_mount(m) != 0)
-        fail_msg("final mount failed");
+    tm_remount_checked(m);
     verify_maildir(md, ROUNDS - 1, false);
-    pthread_mutex_destroy(&md->mu);
     free(md);
 }
 
 /* ------------------------------------------- kill -9 without any fsync */
-
-static uint64_t hash_path(const char *path)
-{
-    static char buf[4 * MiB];
-    ssize_t n = tm_read_file(path, buf, sizeof buf);
-    if (n < 0)
-        fail_msg("reading %s: %s", path, tm_errname((int)-n));
-    return tm_hash(buf, (size_t)n, TM_HASH_INIT);
-}
-
-static void write_seeded(const char *path, size_t size, uint64_t seed)
-{
-    char *buf = malloc(size + 1);
-    tm_fill(buf, size, seed, 0);
-    int rc = tm_write_file(path, buf, size, 0644);
-    free(buf);
-    if (rc)
-        fail_msg("write %s: %s", path, tm_errname(-rc));
-}
 
 /* "Without fsync, operations reach the WAL without sync: they survive a
  * kill -9 of the daemon."  Files are closed (close flushes what the kernel
@@ -430,16 +363,16 @@ static void test_kill_without_fsync(void **state)
     struct tmount *m = *state;
     TM_OK(mkdir(P("a"), 0750));
     TM_OK(mkdir(P("a/b"), 0755));
-    write_seeded(P("small"), 100, 1);
-    write_seeded(P("medium"), 100 * KiB + 1, 2);
-    write_seeded(P("large"), 3 * MiB + 3, 3);
+    tm_make_file(P("small"), 100, 1);
+    tm_make_file(P("medium"), 100 * KiB + 1, 2);
+    tm_make_file(P("large"), 3 * MiB + 3, 3);
     TM_OK(chmod(P("small"), 0600));
     TM_OK(chown(P("medium"), 1, 2));
     TM_OK(setxattr(P("small"), "user.k", "value", 5, 0));
     TM_OK(symlink("../small", P("a/sym")));
     TM_OK(link(P("medium"), P("a/medium-link")));
     TM_OK(rename(P("large"), P("a/b/large")));
-    write_seeded(P("doomed"), 5000, 4);
+    tm_make_file(P("doomed"), 5000, 4);
     TM_OK(unlink(P("doomed")));
     TM_OK(truncate(P("medium"), 50000));
     struct timespec times[2] = {{111, 222}, {333, 444}};
@@ -456,9 +389,9 @@ static void test_kill_without_fsync(void **state)
     for (int i = 0; i < NP; i++) {
         TM_OK(lstat(P("%s", paths[i]), &before[i]));
         if (S_ISREG(before[i].st_mode))
-            sums[i] = hash_path(P("%s", paths[i]));
+            sums[i] = tm_hash_file(P("%s", paths[i]));
     }
-    crash_and_recover(m, "kill without fsync");
+    tm_crash_checked(m, "kill without fsync");
     for (int i = 0; i < NP; i++) {
         struct stat st;
         if (lstat(P("%s", paths[i]), &st) != 0)
@@ -476,7 +409,7 @@ static void test_kill_without_fsync(void **state)
                      (int)b->st_gid, (int)st.st_gid, (long long)b->st_size, (long long)st.st_size,
                      (long long)b->st_mtim.tv_sec, b->st_mtim.tv_nsec, (long long)st.st_mtim.tv_sec,
                      st.st_mtim.tv_nsec);
-        if (S_ISREG(st.st_mode) && hash_path(P("%s", paths[i])) != sums[i])
+        if (S_ISREG(st.st_mode) && tm_hash_file(P("%s", paths[i])) != sums[i])
             fail_msg("%s: contents changed in the crash", paths[i]);
     }
     char v[16];
@@ -498,9 +431,9 @@ static void test_kill_without_fsync(void **state)
 static void test_orphan_reclaimed(void **state)
 {
     struct tmount *m = *state;
-    long long base = inodes_used(m);
-    write_seeded(P("orphan"), 8 * MiB, 9);
-    write_seeded(P("kept"), 1000, 10);
+    long long base = tm_inodes_used(m);
+    tm_make_file(P("orphan"), 8 * MiB, 9);
+    tm_make_file(P("kept"), 1000, 10);
     int fd = open(P("orphan"), O_RDONLY);
     TM_OK(fd);
     TM_OK(unlink(P("orphan")));
@@ -509,7 +442,7 @@ static void test_orphan_reclaimed(void **state)
     if (tm_kill(m) != 0)
         fail_msg("the daemon was not running at the kill");
     close(fd);
-    crash_and_recover(m, "orphan crash");
+    tm_crash_checked(m, "orphan crash");
     struct stat st;
     TM_ERR(lstat(P("orphan"), &st), ENOENT);
     TM_OK(lstat(P("kept"), &st));
@@ -517,17 +450,13 @@ static void test_orphan_reclaimed(void **state)
      * which may happen in the background. */
     double end = tm_now() + 10;
     long long used;
-    while ((used = inodes_used(m)) != base + 1 && tm_now() < end)
+    while ((used = tm_inodes_used(m)) != base + 1 && tm_now() < end)
         tm_sleep_ms(50);
     if (used != base + 1)
         fail_msg("after the crash and remount, %lld inodes in use; %lld "
                  "expected once the orphan is reclaimed",
                  used, base + 1);
-    if (tm_unmount(m) != 0)
-        fail_msg("unmount failed");
-    assert_int_equal(tm_fsck(m), 0);
-    if (tm_mount(m) != 0)
-        fail_msg("mount failed");
+    tm_remount_checked(m);
 }
 
 /* "Inode numbers are never reused, crash or not": the newest inodes are
@@ -548,7 +477,7 @@ static void test_inode_numbers_after_crash(void **state)
     }
     for (int i = N / 2; i < N; i++)
         TM_OK(unlink(P("f%d", i)));
-    crash_and_recover(m, "inode numbers crash");
+    tm_crash_checked(m, "inode numbers crash");
     for (int i = 0; i < N; i++) {
         int fd = open(P("g%d", i), O_WRONLY | O_CREAT | O_EXCL, 0644);
         TM_OK(fd);
@@ -606,7 +535,7 @@ static void test_crash_during_churn(void **state)
         struct churn_arg a[4];
         for (int i = 0; i < 4; i++) {
             a[i] = (struct churn_arg){m, i, &stop};
-            pthread_create(&t[i], NULL, churner, &a[i]);
+            assert_int_equal(pthread_create(&t[i], NULL, churner, &a[i]), 0);
         }
         tm_sleep_ms(200 + (unsigned)rand_r(&r) % 2000);
         int killed = tm_kill(m);
@@ -615,7 +544,7 @@ static void test_crash_during_churn(void **state)
             pthread_join(t[i], NULL);
         if (killed != 0)
             fail_msg("the daemon was not running at the kill");
-        crash_and_recover(m, "churn crash");
+        tm_crash_checked(m, "churn crash");
         for (int i = 0; i < 4; i++) {
             const char *path = P("churn%d", i);
             struct stat st;
@@ -640,11 +569,9 @@ int main(void)
     tm_init();
     umask(0);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_maildir_crash, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kill_without_fsync, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_orphan_reclaimed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_inode_numbers_after_crash, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_crash_during_churn, setup, teardown),
+        TM_TEST(test_maildir_crash, setup),      TM_TEST(test_kill_without_fsync, setup),
+        TM_TEST(test_orphan_reclaimed, setup),   TM_TEST(test_inode_numbers_after_crash, setup),
+        TM_TEST(test_crash_during_churn, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,48 +10,42 @@
 #include <cmocka.h>
 
 #include "lsm.h"
+#include "mount.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char dir[256];
+static char dir[PATH_MAX];
 static char out[1 << 20];
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/lsm-test-ctl-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    return 0;
+    return tm_mkdtemp(dir, "ctl");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
-    return 0;
+    return tm_rmtree(dir);
 }
 
 /* Runs `lsmctl ARGS` (ARGS a printf format), capturing stdout+stderr in
  * out; returns the exit status. */
 static int lsmctl(const char *fmt, ...)
 {
-    const char *bin = getenv("LSMFS_BIN");
-    if (bin == NULL)
-        bin = "bin";
-    char args[512], cmd[1024];
+    char args[512], cmd[PATH_MAX + 1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(args, sizeof(args), fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof(cmd), "%s/lsmctl %s 2>&1", bin, args);
+    snprintf(cmd, sizeof(cmd), "%s %s 2>&1", tm_bin("lsmctl"), args);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     size_t n = fread(out, 1, sizeof(out) - 1, p);
@@ -122,26 +116,26 @@ static void test_check_finds_damage(void **state)
     fill(5000);
     assert_int_equal(lsmctl("compact %s", dir), 0);
     DIR *d = opendir(dir);
+    assert_non_null(d);
     struct dirent *e;
-    char path[512] = "";
+    char path[PATH_MAX + 256] = "";
     off_t best = 0;
     while ((e = readdir(d)) != NULL) {
         if (strstr(e->d_name, ".ldb") == NULL)
             continue;
-        char p[512];
+        char p[PATH_MAX + 256];
         snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-        FILE *f = fopen(p, "r");
-        fseek(f, 0, SEEK_END);
-        off_t size = ftell(f);
-        fclose(f);
-        if (size > best) {
-            best = size;
+        struct stat st;
+        TM_OK(stat(p, &st));
+        if (st.st_size > best) {
+            best = st.st_size;
             snprintf(path, sizeof(path), "%s", p);
         }
     }
     closedir(d);
     assert_true(best > 1000);
     int fd = open(path, O_RDWR);
+    TM_OK(fd);
     unsigned char c;
     assert_int_equal(pread(fd, &c, 1, best / 3), 1);
     c ^= 0x40;

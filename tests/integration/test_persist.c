@@ -28,58 +28,11 @@
 
 #include "mount.h"
 
-#define P(...) tm_path(m, __VA_ARGS__)
-#define KiB 1024L
-#define MiB (1024L * 1024L)
 #define TEST_TIMEOUT_S 120
 
 static int setup(void **state)
 {
-    tm_watchdog(TEST_TIMEOUT_S, "a test_persist test");
-    struct tmount *m = tm_new(NULL);
-    if (!m)
-        return -1;
-    *state = m;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct tmount *m = *state;
-    int rc = tm_free(m);
-    tm_watchdog(0, NULL);
-    return rc;
-}
-
-/* Unmount cleanly, require fsck -n to pass, mount again. */
-static void remount_checked(struct tmount *m)
-{
-    if (tm_unmount(m) != 0)
-        fail_msg("unmount failed");
-    int rc = tm_fsck(m);
-    if (rc != 0)
-        fail_msg("fsck.lsmfs -n exited %d after a clean unmount", rc);
-    if (tm_mount(m) != 0)
-        fail_msg("remount failed");
-}
-
-static void touch(const char *path)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0)
-        fail_msg("create %s: %s", path, tm_errname(errno));
-    close(fd);
-}
-
-static void make_file(const char *path, size_t size, uint64_t seed)
-{
-    char *buf = malloc(size + 1);
-    assert_non_null(buf);
-    tm_fill(buf, size, seed, 0);
-    int rc = tm_write_file(path, buf, size, 0644);
-    free(buf);
-    if (rc != 0)
-        fail_msg("writing %s: %s", path, tm_errname(-rc));
+    return tm_setup(state, TEST_TIMEOUT_S, "a test_persist test", NULL);
 }
 
 static ino_t ino_of(const char *path)
@@ -185,28 +138,6 @@ static void walk(const struct tmount *m, const char *rel, struct snapshot *s)
     free_names(names, n);
 }
 
-static uint64_t hash_file(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        fail_msg("open %s: %s", path, tm_errname(errno));
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    static char buf[1 << 20];
-    uint64_t h = TM_HASH_INIT;
-    off_t off = 0;
-    for (;;) {
-        ssize_t n = tm_pread_all(fd, buf, sizeof buf, off);
-        if (n < 0)
-            fail_msg("read %s at %lld: %s", path, (long long)off, tm_errname((int)-n));
-        if (n == 0)
-            break;
-        h = tm_hash(buf, (size_t)n, h);
-        off += n;
-    }
-    close(fd);
-    return h;
-}
-
 /* Sparse files too big to read whole are hashed at their data only. */
 #define SPARSE_BIG (1LL << 36)
 
@@ -281,7 +212,7 @@ static void snap_contents(const struct tmount *m, struct snapshot *s)
         if (lstat(abs, &st) != 0)
             fail_msg("lstat %s: %s", abs, tm_errname(errno));
         if (S_ISREG(st.st_mode))
-            e->hash = st.st_size > SPARSE_BIG ? hash_sparse(abs, st.st_size) : hash_file(abs);
+            e->hash = st.st_size > SPARSE_BIG ? hash_sparse(abs, st.st_size) : tm_hash_file(abs);
         if (S_ISLNK(st.st_mode)) {
             char target[PATH_MAX + 1];
             ssize_t n = readlink(abs, target, sizeof target);
@@ -390,11 +321,11 @@ static void snapshot_remount_verify(struct tmount *m, struct snapshot *s)
     struct statvfs sv;
     TM_OK(statvfs(m->mnt, &sv));
     files = (long long)(sv.f_files - sv.f_ffree);
-    remount_checked(m);
+    tm_remount_checked(m);
     verify(m, s, true);
     TM_OK(statvfs(m->mnt, &sv));
     assert_int_equal((long long)(sv.f_files - sv.f_ffree), files);
-    remount_checked(m);
+    tm_remount_checked(m);
     verify(m, s, false);
 }
 
@@ -405,7 +336,7 @@ static void build_tree(struct tmount *m, ino_t *gone, int *ngone)
     static const size_t sizes[] = {0, 1, 100, 4095, 4096, 4097, 65537, 200000, MiB + 7};
     TM_OK(mkdir(P("files"), 0755));
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
-        make_file(P("files/size-%zu", sizes[i]), sizes[i], 100 + i);
+        tm_make_file(P("files/size-%zu", sizes[i]), sizes[i], 100 + i);
 
     /* Sparse, huge, shrunk, and overwritten in the middle. */
     int fd = open(P("files/sparse"), O_RDWR | O_CREAT, 0644);
@@ -416,9 +347,9 @@ static void build_tree(struct tmount *m, ino_t *gone, int *ngone)
     TM_OK(tm_pwrite_all(fd, "far", 3, (1LL << 40) - 1));
     TM_OK(tm_pwrite_all(fd, "near", 4, 1LL << 30));
     close(fd);
-    make_file(P("files/shrunk"), 300000, 7);
+    tm_make_file(P("files/shrunk"), 300000, 7);
     TM_OK(truncate(P("files/shrunk"), 123456));
-    make_file(P("files/patched"), 500000, 8);
+    tm_make_file(P("files/patched"), 500000, 8);
     fd = open(P("files/patched"), O_RDWR);
     TM_OK(tm_pwrite_all(fd, "PATCH", 5, 131070));
     close(fd);
@@ -427,7 +358,7 @@ static void build_tree(struct tmount *m, ino_t *gone, int *ngone)
     TM_OK(mkdir(P("modes"), 0755));
     static const mode_t modes[] = {0600, 0644, 0755, 04755, 02711, 0000, 0777};
     for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
-        touch(P("modes/m%zu", i));
+        tm_touch(P("modes/m%zu", i));
         TM_OK(chmod(P("modes/m%zu", i), modes[i]));
     }
     TM_OK(chown(P("modes/m0"), 1000, 1000));
@@ -437,11 +368,11 @@ static void build_tree(struct tmount *m, ino_t *gone, int *ngone)
     TM_OK(mkdir(P("modes/setgid"), 0755));
     TM_OK(chown(P("modes/setgid"), 0, 4321));
     TM_OK(chmod(P("modes/setgid"), 02775));
-    touch(P("modes/setgid/inherits"));
+    tm_touch(P("modes/setgid/inherits"));
 
     /* Links of every kind. */
     TM_OK(mkdir(P("links"), 0755));
-    make_file(P("links/target"), 5000, 9);
+    tm_make_file(P("links/target"), 5000, 9);
     TM_OK(link(P("links/target"), P("links/hard1")));
     TM_OK(link(P("links/target"), P("files/hard2")));
     TM_OK(symlink("target", P("links/sym")));
@@ -475,8 +406,8 @@ static void build_tree(struct tmount *m, ino_t *gone, int *ngone)
     char n255[256];
     memset(n255, 'n', 255);
     n255[255] = 0;
-    touch(P("%s", n255));
-    touch(P("caf\xc3\xa9 \xe2\x98\x83 spaces"));
+    tm_touch(P("%s", n255));
+    tm_touch(P("caf\xc3\xa9 \xe2\x98\x83 spaces"));
     TM_OK(mkdir(P("many"), 0755));
     for (int i = 0; i < 1000; i++)
         TM_OK(mknod(P("many/entry-%04d", i), S_IFREG | 0644, 0));
@@ -486,28 +417,28 @@ static void build_tree(struct tmount *m, ino_t *gone, int *ngone)
         strcat(deep, "/d");
         TM_OK(mkdir(P("%s", deep), 0700));
     }
-    make_file(P("%s/leaf", deep), 777, 12);
+    tm_make_file(P("%s/leaf", deep), 777, 12);
     TM_OK(mkdir(P("emptydir"), 0755));
 
     /* History that must not come back: renames, exchanges, deletions. */
-    make_file(P("old-name"), 3000, 13);
+    tm_make_file(P("old-name"), 3000, 13);
     TM_OK(rename(P("old-name"), P("files/new-name")));
     TM_OK(mkdir(P("olddir"), 0755));
-    touch(P("olddir/kid"));
+    tm_touch(P("olddir/kid"));
     TM_OK(rename(P("olddir"), P("links/moveddir")));
     TM_OK(tm_write_file(P("xa"), "AAA", 3, 0644));
     TM_OK(mkdir(P("xb"), 0755));
     TM_OK((int)syscall(SYS_renameat2, AT_FDCWD, P("xa"), AT_FDCWD, P("xb"), RENAME_EXCHANGE));
     *ngone = 0;
-    make_file(P("deleted-file"), 10000, 14);
+    tm_make_file(P("deleted-file"), 10000, 14);
     gone[(*ngone)++] = ino_of(P("deleted-file"));
     TM_OK(unlink(P("deleted-file")));
     TM_OK(mkdir(P("deleted-dir"), 0755));
     gone[(*ngone)++] = ino_of(P("deleted-dir"));
     TM_OK(rmdir(P("deleted-dir")));
-    make_file(P("replaced"), 100, 15);
+    tm_make_file(P("replaced"), 100, 15);
     gone[(*ngone)++] = ino_of(P("replaced"));
-    make_file(P("replacer"), 200, 16);
+    tm_make_file(P("replacer"), 200, 16);
     TM_OK(rename(P("replacer"), P("replaced")));
     for (int i = 0; i < 100; i++)
         TM_OK(unlink(P("many/entry-%04d", i * 10)));
@@ -532,7 +463,7 @@ static void test_tree_survives_remount(void **state)
     TM_OK(setxattr(P("emptydir"), "user.later", "yes", 3, 0));
     TM_OK(chmod(P("modes/m0"), 0640));
     for (int i = 0; i < 50; i++) {
-        touch(P("many/after-%d", i));
+        tm_touch(P("many/after-%d", i));
         ino_t ino = ino_of(P("many/after-%d", i));
         for (int j = 0; j < s1.n; j++)
             if (s1.e[j].st.st_ino == ino && strcmp(s1.e[j].path, "") != 0)
@@ -568,7 +499,7 @@ static void test_64mib_checksums(void **state)
     close(fd);
 
     for (int round = 0; round < 2; round++) {
-        remount_checked(m);
+        tm_remount_checked(m);
         fd = open(P("big"), O_RDONLY);
         TM_OK(fd);
         struct stat st;
@@ -609,7 +540,7 @@ static void test_sigterm(void **state)
     struct tmount *m = *state;
     if (m->plain)
         skip(); /* a plain directory has no daemon to test */
-    make_file(P("before-term"), 100000, 1);
+    tm_make_file(P("before-term"), 100000, 1);
     TM_OK(mkdir(P("dir"), 0700));
     /* An orderly shutdown: exit status 0, the mount gone.  Checked last so
      * a failure still reports whether the store itself came through. */
@@ -662,7 +593,7 @@ static void test_daemonizes(void **state)
     struct tmount *m = *state;
     if (m->plain)
         skip(); /* a plain directory has no daemon to test */
-    make_file(P("seen"), 1234, 2);
+    tm_make_file(P("seen"), 1234, 2);
     if (tm_unmount(m) != 0)
         fail_msg("unmount failed");
     char lsmfs[PATH_MAX];
@@ -798,12 +729,12 @@ int main(void)
     tm_init();
     umask(0);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_tree_survives_remount, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_64mib_checksums, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sigterm, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_daemonizes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_help_version, setup, teardown),
+        TM_TEST(test_tree_survives_remount, setup),
+        TM_TEST(test_64mib_checksums, setup),
+        TM_TEST(test_sigterm, setup),
+        TM_TEST(test_daemonizes, setup),
+        TM_TEST(test_refusals, setup),
+        TM_TEST(test_help_version, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,9 +30,6 @@
 
 #include "mount.h"
 
-#define P(...) tm_path(m, __VA_ARGS__)
-#define KiB 1024L
-#define MiB (1024L * 1024L)
 #define TEST_TIMEOUT_S 60
 /* Long enough for the coarse kernel clock to move between two operations. */
 #define TICK_MS 25
@@ -42,36 +39,14 @@
 
 /* ------------------------------------------------------------ fixtures */
 
-static int setup_opts(void **state, const char *opts)
-{
-    tm_watchdog(TEST_TIMEOUT_S, "a test_posix test");
-    struct tmount *m = tm_new(opts);
-    if (!m)
-        return -1;
-    *state = m;
-    return 0;
-}
-
 static int setup(void **state)
 {
-    return setup_opts(state, NULL);
-}
-static int setup_allow_other(void **state)
-{
-    return setup_opts(state, "allow_other");
+    return tm_setup(state, TEST_TIMEOUT_S, "a test_posix test", NULL);
 }
 
-static int teardown(void **state)
+static int setup_allow_other(void **state)
 {
-    struct tmount *m = *state;
-    bool alive = tm_daemon_alive(m);
-    int rc = tm_free(m);
-    tm_watchdog(0, NULL);
-    if (!alive) {
-        fprintf(stderr, "the daemon died during the test\n");
-        return -1;
-    }
-    return rc;
+    return tm_setup(state, TEST_TIMEOUT_S, "a test_posix test", "allow_other");
 }
 
 /* ------------------------------------------------------------- helpers */
@@ -114,40 +89,6 @@ static void tick(void)
                      (long long)(hi));                                                             \
     } while (0)
 
-/* Fail at the first byte where got differs from want. */
-static void check_bytes(const void *got, const void *want, size_t n, const char *what,
-                        long long base)
-{
-    const unsigned char *g = got, *w = want;
-    if (memcmp(g, w, n) == 0)
-        return;
-    size_t i = 0;
-    while (g[i] == w[i])
-        i++;
-    fail_msg("%s: byte %lld is 0x%02x, expected 0x%02x", what, base + (long long)i, g[i], w[i]);
-}
-
-static void check_zero(const void *got, size_t n, const char *what, long long base)
-{
-    const unsigned char *g = got;
-    for (size_t i = 0; i < n; i++)
-        if (g[i])
-            fail_msg("%s: byte %lld is 0x%02x, expected 0 (a hole)", what, base + (long long)i,
-                     g[i]);
-}
-
-/* A file of `size` deterministic bytes (see tm_fill). */
-static void make_file(const char *path, size_t size, uint64_t seed)
-{
-    char *buf = malloc(size + 1);
-    assert_non_null(buf);
-    tm_fill(buf, size, seed, 0);
-    int rc = tm_write_file(path, buf, size, 0644);
-    free(buf);
-    if (rc != 0)
-        fail_msg("writing %s: %s", path, tm_errname(-rc));
-}
-
 /* Open, drop the cached pages, read: the bytes come from the daemon. */
 static ssize_t reread(const char *path, void *buf, size_t cap)
 {
@@ -162,42 +103,12 @@ static ssize_t reread(const char *path, void *buf, size_t cap)
     return n;
 }
 
-static void check_file(const char *path, size_t size, uint64_t seed)
-{
-    char *got = malloc(size + 1), *want = malloc(size + 1);
-    assert_non_null(got);
-    assert_non_null(want);
-    ssize_t n = reread(path, got, size + 1);
-    if (n != (ssize_t)size)
-        fail_msg("%s: %zd bytes, expected %zu", path, n, size);
-    tm_fill(want, size, seed, 0);
-    check_bytes(got, want, size, path, 0);
-    free(got);
-    free(want);
-}
-
 static void check_text(const char *path, const char *text)
 {
     char buf[4096];
     ssize_t n = reread(path, buf, sizeof buf);
     if (n != (ssize_t)strlen(text) || memcmp(buf, text, (size_t)n) != 0)
         fail_msg("%s holds \"%.*s\", expected \"%s\"", path, (int)n, buf, text);
-}
-
-static void touch(const char *path)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0)
-        fail_msg("create %s: %s", path, tm_errname(errno));
-    close(fd);
-}
-
-static long long inodes_used(const struct tmount *m)
-{
-    struct statvfs sv;
-    if (statvfs(m->mnt, &sv) != 0)
-        fail_msg("statvfs: %s", tm_errname(errno));
-    return (long long)sv.f_files - (long long)sv.f_ffree;
 }
 
 static long long bytes_used(const struct tmount *m)
@@ -214,7 +125,7 @@ static void wait_inodes(const struct tmount *m, long long want)
 {
     double end = tm_now() + 5;
     long long got;
-    while ((got = inodes_used(m)) != want && tm_now() < end)
+    while ((got = tm_inodes_used(m)) != want && tm_now() < end)
         tm_sleep_ms(20);
     if (got != want)
         fail_msg("statfs: %lld inodes in use, expected %lld", got, want);
@@ -271,7 +182,7 @@ static void test_create_excl(void **state)
     assert_int_equal(st.st_mode & 07777, 0750);
 
     /* O_CREAT on an existing file opens it without truncating. */
-    make_file(P("g"), 5, 1);
+    tm_make_file(P("g"), 5, 1);
     fd = open(P("g"), O_CREAT | O_WRONLY, 0600);
     TM_OK(fd);
     TM_OK(fstat(fd, &st));
@@ -283,7 +194,7 @@ static void test_create_excl(void **state)
 static void test_open_errors(void **state)
 {
     struct tmount *m = *state;
-    touch(P("f"));
+    tm_touch(P("f"));
     TM_OK(mkdir(P("dir"), 0755));
     TM_ERR(open(P("missing"), O_RDONLY), ENOENT);
     TM_ERR(open(P("nodir/x"), O_CREAT | O_WRONLY, 0600), ENOENT);
@@ -311,7 +222,7 @@ static void test_open_trunc(void **state)
     struct tmount *m = *state;
     static const size_t sizes[] = {40, 100000, 3 * MiB + 17};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        make_file(P("f"), sizes[i], i + 7);
+        tm_make_file(P("f"), sizes[i], i + 7);
         struct stat before, after;
         lst(P("f"), &before);
         tick();
@@ -329,7 +240,7 @@ static void test_open_trunc(void **state)
         assert_int_equal(reread(P("f"), buf, sizes[i] + 1), sizes[i]);
         assert_memory_equal(buf + 1, "new", 3);
         buf[1] = buf[2] = buf[3] = 0;
-        check_zero(buf, sizes[i], "regrown after O_TRUNC", 0);
+        tm_check_zero(buf, sizes[i], "regrown after O_TRUNC", 0);
         free(buf);
     }
 }
@@ -337,7 +248,7 @@ static void test_open_trunc(void **state)
 static void test_append(void **state)
 {
     struct tmount *m = *state;
-    make_file(P("big"), 200 * KiB + 3, 5);
+    tm_make_file(P("big"), 200 * KiB + 3, 5);
     int fd = open(P("big"), O_WRONLY | O_APPEND);
     TM_OK(fd);
     TM_OK(lseek(fd, 0, SEEK_SET));
@@ -348,7 +259,7 @@ static void test_append(void **state)
     tm_fill(want, 200 * KiB + 3, 5, 0);
     memcpy(want + 200 * KiB + 3, "tail", 4);
     assert_int_equal(reread(P("big"), buf, 300 * KiB), 200 * KiB + 7);
-    check_bytes(buf, want, 200 * KiB + 7, "append", 0);
+    tm_check_bytes(buf, want, 200 * KiB + 7, "append", 0);
     free(buf);
     free(want);
 
@@ -384,8 +295,9 @@ static void test_read_eof(void **state)
     assert_int_equal(read(fd, buf, 16), 3);
     assert_int_equal(read(fd, buf, 16), 0);
     close(fd);
-    touch(P("empty"));
+    tm_touch(P("empty"));
     fd = open(P("empty"), O_RDONLY);
+    TM_OK(fd);
     assert_int_equal(read(fd, buf, 16), 0);
     close(fd);
 }
@@ -440,7 +352,7 @@ static void test_rw_random(void **state)
             if (n != want)
                 fail_msg("op %d: pread %zu at %lld = %zd, expected %lld", op, len, (long long)off,
                          n, (long long)want);
-            check_bytes(buf, model + off, (size_t)n, "random pread", off);
+            tm_check_bytes(buf, model + off, (size_t)n, "random pread", off);
         }
     }
     struct stat st;
@@ -448,7 +360,7 @@ static void test_rw_random(void **state)
     assert_int_equal(st.st_size, size);
     close(fd);
     assert_int_equal(reread(P("f"), buf, (size_t)cap + 512 * KiB), size);
-    check_bytes(buf, model, (size_t)size, "re-read", 0);
+    tm_check_bytes(buf, model, (size_t)size, "re-read", 0);
     free(model);
     free(buf);
 }
@@ -470,13 +382,13 @@ static void test_sparse(void **state)
     assert_int_equal(buf[far], 'X');
     assert_int_equal(buf[5 * MiB], 'M');
     buf[far] = buf[5 * MiB] = 0;
-    check_zero(buf, (size_t)far + 1, "sparse file", 0);
+    tm_check_zero(buf, (size_t)far + 1, "sparse file", 0);
 
     /* A file that is all hole. */
     TM_OK(truncate(P("f"), 0));
     TM_OK(truncate(P("f"), 3 * MiB + 5));
     assert_int_equal(reread(P("f"), buf, 4 * MiB), 3 * MiB + 5);
-    check_zero(buf, 3 * MiB + 5, "truncated-up file", 0);
+    tm_check_zero(buf, 3 * MiB + 5, "truncated-up file", 0);
     free(buf);
 }
 
@@ -491,7 +403,7 @@ static void test_truncate(void **state)
     char *buf = malloc(3 * MiB), *want = malloc(3 * MiB);
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         off_t full = shapes[i][0], cut = shapes[i][1];
-        make_file(P("f"), (size_t)full, i);
+        tm_make_file(P("f"), (size_t)full, i);
         struct stat before, after;
         lst(P("f"), &before);
         tick();
@@ -507,14 +419,14 @@ static void test_truncate(void **state)
         close(fd);
         assert_int_equal(reread(P("f"), buf, 3 * MiB), full);
         tm_fill(want, (size_t)cut, i, 0);
-        check_bytes(buf, want, (size_t)cut, "kept by truncate", 0);
-        check_zero(buf + cut, (size_t)(full - cut), "regrown by truncate", cut);
+        tm_check_bytes(buf, want, (size_t)cut, "kept by truncate", 0);
+        tm_check_zero(buf + cut, (size_t)(full - cut), "regrown by truncate", cut);
     }
     free(buf);
     free(want);
 
     /* By path, and the error cases. */
-    make_file(P("g"), 1000, 9);
+    tm_make_file(P("g"), 1000, 9);
     TM_OK(truncate(P("g"), 10));
     struct stat st;
     lst(P("g"), &st);
@@ -546,11 +458,11 @@ static void test_large_offsets(void **state)
     fd = open(P("f"), O_RDWR);
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     assert_int_equal(tm_pread_all(fd, buf, sizeof buf, t40 - 4096), sizeof buf);
-    check_bytes(buf, data, sizeof buf, "at 2^40", t40 - 4096);
+    tm_check_bytes(buf, data, sizeof buf, "at 2^40", t40 - 4096);
     assert_int_equal(tm_pread_all(fd, buf, 4096, t40 / 2), 4096);
-    check_zero(buf, 4096, "hole at 2^39", t40 / 2);
+    tm_check_zero(buf, 4096, "hole at 2^39", t40 / 2);
     assert_int_equal(tm_pread_all(fd, buf, 4096, 4096), 4096);
-    check_zero(buf, 4096, "hole at 4096", 4096);
+    tm_check_zero(buf, 4096, "hole at 4096", 4096);
     assert_int_equal(tm_pread_all(fd, buf, 100, t40 + 4096), 0);
 
     /* Truncating and deleting a 1 TiB sparse file must not walk every
@@ -560,7 +472,7 @@ static void test_large_offsets(void **state)
     TM_OK(fstat(fd, &st));
     assert_int_equal(st.st_size, t40 + 1);
     assert_int_equal(tm_pread_all(fd, buf, 10, t40 - 2), 3);
-    check_bytes(buf, data + 4094, 3, "below the cut", t40 - 2);
+    tm_check_bytes(buf, data + 4094, 3, "below the cut", t40 - 2);
     TM_OK(ftruncate(fd, 4096));
     close(fd);
     TM_OK(truncate(P("f"), t40 * 2));
@@ -590,13 +502,13 @@ static void test_mkdir_rmdir(void **state)
     assert_ts_after(root1.st_mtim, root0.st_mtim);
     assert_ts_after(root1.st_ctim, root0.st_ctim);
 
-    touch(P("file"));
+    tm_touch(P("file"));
     TM_ERR(mkdir(P("d"), 0755), EEXIST);
     TM_ERR(mkdir(P("file"), 0755), EEXIST);
     TM_ERR(mkdir(P("missing/d"), 0755), ENOENT);
     TM_ERR(mkdir(P("file/d"), 0755), ENOTDIR);
 
-    touch(P("d/f"));
+    tm_touch(P("d/f"));
     TM_ERR(rmdir(P("d")), ENOTEMPTY);
     TM_ERR(rmdir(P("d/f")), ENOTDIR);
     TM_ERR(rmdir(P("missing")), ENOENT);
@@ -633,7 +545,7 @@ static void test_mkdir_rmdir(void **state)
         strcat(path, i ? "/n" : "n");
         TM_OK(mkdir(P("%s", path), 0755));
     }
-    touch(P("%s/leaf", path));
+    tm_touch(P("%s/leaf", path));
     lst(P("%s/leaf", path), &st);
     assert_true(S_ISREG(st.st_mode));
     TM_ERR(rmdir(P("n")), ENOTEMPTY);
@@ -643,7 +555,7 @@ static void test_unlink(void **state)
 {
     struct tmount *m = *state;
     TM_OK(mkdir(P("d"), 0755));
-    touch(P("d/f"));
+    tm_touch(P("d/f"));
     struct stat d0, d1, st;
     lst(P("d"), &d0);
     tick();
@@ -655,7 +567,7 @@ static void test_unlink(void **state)
     TM_ERR(unlink(P("d/f")), ENOENT);
     TM_ERR(unlink(P("d")), EISDIR);
     TM_ERR(unlink(P("missing/f")), ENOENT);
-    touch(P("file"));
+    tm_touch(P("file"));
     TM_ERR(unlink(P("file/x")), ENOTDIR);
 }
 
@@ -667,10 +579,10 @@ static void test_inode_numbers(void **state)
     ino_t seen[2 * N];
     struct stat st;
     for (int i = 0; i < N; i++) {
-        touch(P("keep%d", i));
+        tm_touch(P("keep%d", i));
         lst(P("keep%d", i), &st);
         seen[i] = st.st_ino;
-        touch(P("tmp"));
+        tm_touch(P("tmp"));
         lst(P("tmp"), &st);
         seen[N + i] = st.st_ino;
         TM_OK(unlink(P("tmp")));
@@ -714,7 +626,7 @@ static void test_symlink(void **state)
     assert_int_equal(readlink(P("long"), buf, sizeof buf), PATH_MAX - 1);
     assert_memory_equal(buf, longt, PATH_MAX - 1);
 
-    make_file(P("f"), 3000, 3);
+    tm_make_file(P("f"), 3000, 3);
     TM_ERR(readlink(P("f"), buf, sizeof buf), EINVAL);
     TM_ERR(readlink(P("missing"), buf, sizeof buf), ENOENT);
     TM_ERR(symlink("x", P("f")), EEXIST);
@@ -722,12 +634,12 @@ static void test_symlink(void **state)
 
     /* Following. */
     TM_OK(symlink("f", P("tof")));
-    check_file(P("tof"), 3000, 3);
+    tm_check_file(P("tof"), 3000, 3);
     TM_OK(stat(P("tof"), &st));
     assert_true(S_ISREG(st.st_mode));
     TM_OK(mkdir(P("d"), 0755));
     TM_OK(symlink("../f", P("d/up")));
-    check_file(P("d/up"), 3000, 3);
+    tm_check_file(P("d/up"), 3000, 3);
     TM_OK(symlink("nowhere", P("dangling")));
     TM_ERR(open(P("dangling"), O_RDONLY), ENOENT);
     TM_OK(symlink("loop2", P("loop1")));
@@ -735,13 +647,13 @@ static void test_symlink(void **state)
     TM_ERR(open(P("loop1"), O_RDONLY), ELOOP);
 
     TM_OK(unlink(P("tof")));
-    check_file(P("f"), 3000, 3);
+    tm_check_file(P("f"), 3000, 3);
 }
 
 static void test_hardlinks(void **state)
 {
     struct tmount *m = *state;
-    make_file(P("f"), 10000, 11);
+    tm_make_file(P("f"), 10000, 11);
     struct stat f0, f1, g;
     lst(P("f"), &f0);
     tick();
@@ -808,7 +720,7 @@ static void test_name_max(void **state)
     memset(n256, 'z', 256);
     n256[256] = 0;
 
-    touch(P("%s", n255[0]));
+    tm_touch(P("%s", n255[0]));
     TM_OK(mkdir(P("%s", n255[1]), 0755));
     TM_OK(symlink("target", P("%s", n255[2])));
     TM_OK(link(P("%s", n255[0]), P("%s", n255[3])));
@@ -825,7 +737,7 @@ static void test_name_max(void **state)
         strcat(utf, "\xc3\xa9");
     strcat(utf, "x");
     assert_int_equal(strlen(utf), 255);
-    touch(P("%s", utf));
+    tm_touch(P("%s", utf));
     lst(P("%s", utf), &st);
 
     TM_ERR(open(P("%s", n256), O_CREAT | O_WRONLY, 0644), ENAMETOOLONG);
@@ -846,7 +758,7 @@ static void test_rename_files(void **state)
     struct tmount *m = *state;
     TM_OK(mkdir(P("a"), 0755));
     TM_OK(mkdir(P("b"), 0755));
-    make_file(P("a/f"), 5000, 1);
+    tm_make_file(P("a/f"), 5000, 1);
     struct stat f0, f1, a0, a1, b0, b1;
     lst(P("a/f"), &f0);
     lst(P("a"), &a0);
@@ -864,10 +776,10 @@ static void test_rename_files(void **state)
     assert_ts_after(b1.st_mtim, b0.st_mtim);
     assert_int_equal(a1.st_nlink, 2);
     assert_int_equal(b1.st_nlink, 2);
-    check_file(P("b/g"), 5000, 1);
+    tm_check_file(P("b/g"), 5000, 1);
 
     /* Over an existing file, which stays readable through an open fd. */
-    make_file(P("b/victim"), 7000, 2);
+    tm_make_file(P("b/victim"), 7000, 2);
     struct stat v;
     lst(P("b/victim"), &v);
     int vfd = open(P("b/victim"), O_RDONLY);
@@ -876,7 +788,7 @@ static void test_rename_files(void **state)
     TM_ERR(lstat(P("b/g"), &f1), ENOENT);
     lst(P("b/victim"), &f1);
     assert_int_equal(f1.st_ino, f0.st_ino);
-    check_file(P("b/victim"), 5000, 1);
+    tm_check_file(P("b/victim"), 5000, 1);
     struct stat vst;
     TM_OK(fstat(vfd, &vst));
     assert_int_equal(vst.st_ino, v.st_ino);
@@ -884,7 +796,7 @@ static void test_rename_files(void **state)
     char buf[7000], want[7000];
     assert_int_equal(tm_pread_all(vfd, buf, sizeof buf, 0), 7000);
     tm_fill(want, sizeof want, 2, 0);
-    check_bytes(buf, want, sizeof buf, "replaced but open", 0);
+    tm_check_bytes(buf, want, sizeof buf, "replaced but open", 0);
     close(vfd);
 
     /* Renaming a name to itself, or to another link of the same inode,
@@ -909,7 +821,7 @@ static void test_rename_dirs(void **state)
     TM_OK(mkdir(P("p1"), 0755));
     TM_OK(mkdir(P("p2"), 0755));
     TM_OK(mkdir(P("p1/d"), 0755));
-    touch(P("p1/d/child"));
+    tm_touch(P("p1/d/child"));
     struct stat st, d0;
     lst(P("p1/d"), &d0);
 
@@ -938,9 +850,9 @@ static void test_rename_dirs(void **state)
 
     /* Over a non-empty directory, a file, into its own subtree. */
     TM_OK(mkdir(P("full"), 0755));
-    touch(P("full/x"));
+    tm_touch(P("full/x"));
     TM_ERR(rename(P("p1/empty"), P("full")), ENOTEMPTY);
-    touch(P("file"));
+    tm_touch(P("file"));
     TM_ERR(rename(P("p1/empty"), P("file")), ENOTDIR);
     TM_ERR(rename(P("file"), P("p1/empty")), EISDIR);
     TM_OK(mkdir(P("p1/empty/sub"), 0755));
@@ -993,7 +905,7 @@ static void test_rename_exchange(void **state)
     TM_OK(mkdir(P("p2"), 0755));
     TM_OK(tm_write_file(P("p1/file"), "FILE", 4, 0644));
     TM_OK(mkdir(P("p2/dir"), 0700));
-    touch(P("p2/dir/inside"));
+    tm_touch(P("p2/dir/inside"));
     struct stat f0, d0, st;
     lst(P("p1/file"), &f0);
     lst(P("p2/dir"), &d0);
@@ -1081,7 +993,7 @@ static void test_mknod(void **state)
 static void test_chmod_chown(void **state)
 {
     struct tmount *m = *state;
-    touch(P("f"));
+    tm_touch(P("f"));
     struct stat s0, s1;
     lst(P("f"), &s0);
     tick();
@@ -1144,7 +1056,7 @@ static void test_chmod_chown(void **state)
 static void test_utimens(void **state)
 {
     struct tmount *m = *state;
-    touch(P("f"));
+    tm_touch(P("f"));
     struct stat st, s0;
     long long t0 = now_ns();
     struct timespec set[2] = {{1000, 123456789}, {2000, 987654321}};
@@ -1222,7 +1134,7 @@ static void test_timestamps(void **state)
     lst(P("d"), &d0);
     tick();
     long long t0 = now_ns();
-    touch(P("d/f"));
+    tm_touch(P("d/f"));
     long long t1 = now_ns();
     lst(P("d/f"), &f0);
     assert_ts_within(f0.st_atim, t0, t1);
@@ -1293,6 +1205,7 @@ static void test_timestamps(void **state)
     d0 = d1;
     tick();
     DIR *dir = opendir(P("d"));
+    assert_non_null(dir);
     while (readdir(dir))
         ;
     closedir(dir);
@@ -1322,7 +1235,7 @@ static int list_count(const char *list, ssize_t len)
 static void test_xattr(void **state)
 {
     struct tmount *m = *state;
-    touch(P("f"));
+    tm_touch(P("f"));
     char buf[8192];
     TM_OK(setxattr(P("f"), "user.a", "v1", 2, 0));
     assert_int_equal(getxattr(P("f"), "user.a", NULL, 0), 2);
@@ -1351,7 +1264,7 @@ static void test_xattr(void **state)
     tm_fill(big, sizeof big, 4, 0);
     TM_OK(setxattr(P("f"), "user.big", big, sizeof big, 0));
     assert_int_equal(getxattr(P("f"), "user.big", buf, sizeof buf), 3000);
-    check_bytes(buf, big, sizeof big, "xattr value", 0);
+    tm_check_bytes(buf, big, sizeof big, "xattr value", 0);
 
     /* listxattr: size query, exact contents, ERANGE. */
     ssize_t need = listxattr(P("f"), NULL, 0);
@@ -1387,7 +1300,7 @@ static void test_xattr(void **state)
     TM_ERR(getxattr(P("f"), "trusted.link", buf, sizeof buf), ENODATA);
 
     /* Many attributes. */
-    touch(P("many"));
+    tm_touch(P("many"));
     for (int i = 0; i < 100; i++) {
         char name[32];
         snprintf(name, sizeof name, "user.x%03d", i);
@@ -1419,12 +1332,12 @@ static void test_statfs(void **state)
     assert_int_equal(sv.f_namemax, 255);
 
     /* The file count is real. */
-    long long i0 = inodes_used(m);
+    long long i0 = tm_inodes_used(m);
     assert_true(i0 >= 1);
     TM_OK(mkdir(P("d"), 0755));
     for (int i = 0; i < 99; i++)
-        touch(P("d/f%d", i));
-    assert_int_equal(inodes_used(m), i0 + 100);
+        tm_touch(P("d/f%d", i));
+    assert_int_equal(tm_inodes_used(m), i0 + 100);
     for (int i = 0; i < 99; i++)
         TM_OK(unlink(P("d/f%d", i)));
     TM_OK(rmdir(P("d")));
@@ -1432,7 +1345,7 @@ static void test_statfs(void **state)
 
     /* So is the space: 16 MiB of incompressible data, synced, must be
      * somewhere.  (Not a difference: the store may preallocate.) */
-    make_file(P("big"), 16 * MiB, 16);
+    tm_make_file(P("big"), 16 * MiB, 16);
     int fd = open(P("big"), O_RDONLY);
     TM_OK(fsync(fd));
     close(fd);
@@ -1474,9 +1387,9 @@ static void test_fallocate(void **state)
 
     char *all = malloc(6 * MiB);
     assert_int_equal(reread(P("f"), all, 6 * MiB), 5 * MiB);
-    check_bytes(all + 1000, data, sizeof data, "under fallocate", 1000);
+    tm_check_bytes(all + 1000, data, sizeof data, "under fallocate", 1000);
     memset(all + 1000, 0, sizeof data);
-    check_zero(all, 5 * MiB, "fallocated", 0);
+    tm_check_zero(all, 5 * MiB, "fallocated", 0);
     free(all);
 
     /* Far out. */
@@ -1500,6 +1413,7 @@ static void test_seek_data_hole(void **state)
     char data[4096];
     tm_fill(data, sizeof data, 5, 0);
     int fd = open(P("f"), O_RDWR | O_CREAT, 0644);
+    TM_OK(fd);
     TM_OK(tm_pwrite_all(fd, data, sizeof data, 0));
     TM_OK(tm_pwrite_all(fd, data, sizeof data, far));
     close(fd);
@@ -1516,7 +1430,7 @@ static void test_seek_data_hole(void **state)
                  (long long)next, (long long)hole, (long long)far);
     char *zeros = malloc((size_t)(next - hole));
     assert_int_equal(tm_pread_all(fd, zeros, (size_t)(next - hole), hole), next - hole);
-    check_zero(zeros, (size_t)(next - hole), "between SEEK_HOLE and SEEK_DATA", hole);
+    tm_check_zero(zeros, (size_t)(next - hole), "between SEEK_HOLE and SEEK_DATA", hole);
     free(zeros);
     assert_int_equal(lseek(fd, far, SEEK_DATA), far);
     assert_int_equal(lseek(fd, far, SEEK_HOLE), size);
@@ -1536,12 +1450,12 @@ static void test_seek_data_hole(void **state)
     close(fd);
 
     /* Empty and fully written files. */
-    touch(P("empty"));
+    tm_touch(P("empty"));
     fd = open(P("empty"), O_RDONLY);
     TM_ERR(lseek(fd, 0, SEEK_DATA), ENXIO);
     TM_ERR(lseek(fd, 0, SEEK_HOLE), ENXIO);
     close(fd);
-    make_file(P("full"), 100 * KiB, 6);
+    tm_make_file(P("full"), 100 * KiB, 6);
     fd = open(P("full"), O_RDONLY);
     assert_int_equal(lseek(fd, 0, SEEK_DATA), 0);
     assert_int_equal(lseek(fd, 0, SEEK_HOLE), 100 * KiB);
@@ -1553,8 +1467,8 @@ static void test_seek_data_hole(void **state)
 static void test_unlink_while_open(void **state)
 {
     struct tmount *m = *state;
-    long long i0 = inodes_used(m);
-    make_file(P("f"), MiB, 21);
+    long long i0 = tm_inodes_used(m);
+    tm_make_file(P("f"), MiB, 21);
     int fd = open(P("f"), O_RDWR);
     int fd2 = open(P("f"), O_RDONLY);
     TM_OK(fd);
@@ -1570,7 +1484,7 @@ static void test_unlink_while_open(void **state)
     tm_fill(want, MiB, 21, 0);
     posix_fadvise(fd2, 0, 0, POSIX_FADV_DONTNEED);
     assert_int_equal(tm_pread_all(fd2, buf, 2 * MiB, 0), MiB);
-    check_bytes(buf, want, MiB, "unlinked but open", 0);
+    tm_check_bytes(buf, want, MiB, "unlinked but open", 0);
 
     /* Still writable, truncatable, syncable. */
     tm_fill(want + MiB, 4096, 22, 0);
@@ -1578,19 +1492,19 @@ static void test_unlink_while_open(void **state)
     TM_OK(fsync(fd));
     posix_fadvise(fd2, 0, 0, POSIX_FADV_DONTNEED);
     assert_int_equal(tm_pread_all(fd2, buf, 2 * MiB, 0), MiB + 4096);
-    check_bytes(buf, want, MiB + 4096, "written after unlink", 0);
+    tm_check_bytes(buf, want, MiB + 4096, "written after unlink", 0);
     TM_OK(ftruncate(fd, 100));
     TM_OK(fstat(fd2, &st));
     assert_int_equal(st.st_size, 100);
 
     /* A new file by the same name is a different file. */
-    touch(P("f"));
+    tm_touch(P("f"));
     lst(P("f"), &st);
     assert_int_equal(st.st_size, 0);
     TM_OK(unlink(P("f")));
     close(fd);
     assert_int_equal(tm_pread_all(fd2, buf, 200, 0), 100);
-    check_bytes(buf, want, 100, "after the first close", 0);
+    tm_check_bytes(buf, want, 100, "after the first close", 0);
     close(fd2);
     free(buf);
     free(want);
@@ -1604,7 +1518,7 @@ static void test_readdir_seek(void **state)
     enum { NFILES = 300, NDIRS = 20 };
     TM_OK(mkdir(P("d"), 0755));
     for (int i = 0; i < NFILES; i++)
-        touch(P("d/file-%03d-with-a-longer-name", i));
+        tm_touch(P("d/file-%03d-with-a-longer-name", i));
     for (int i = 0; i < NDIRS; i++)
         TM_OK(mkdir(P("d/dir%d", i), 0755));
     TM_OK(symlink("file-000", P("d/link")));
@@ -1695,8 +1609,9 @@ static void test_readdir_seek(void **state)
 static void test_fsync(void **state)
 {
     struct tmount *m = *state;
-    make_file(P("f"), 100000, 1);
+    tm_make_file(P("f"), 100000, 1);
     int fd = open(P("f"), O_RDWR);
+    TM_OK(fd);
     assert_int_equal(write(fd, "x", 1), 1);
     TM_OK(fsync(fd));
     TM_OK(fdatasync(fd));
@@ -1722,13 +1637,13 @@ static void test_mmap(void **state)
 {
     struct tmount *m = *state;
     const size_t size = 256 * KiB;
-    make_file(P("f"), size, 31);
+    tm_make_file(P("f"), size, 31);
     int fd = open(P("f"), O_RDONLY);
     unsigned char *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
     assert_true(map != MAP_FAILED);
     char *want = malloc(size);
     tm_fill(want, size, 31, 0);
-    check_bytes(map, want, size, "mmap read", 0);
+    tm_check_bytes(map, want, size, "mmap read", 0);
     munmap(map, size);
     close(fd);
 
@@ -1744,7 +1659,7 @@ static void test_mmap(void **state)
     close(fd);
     char *got = malloc(size + 1);
     assert_int_equal(reread(P("f"), got, size + 1), size);
-    check_bytes(got, want, size, "after mmap write", 0);
+    tm_check_bytes(got, want, size, "after mmap write", 0);
     free(got);
     free(want);
 }
@@ -1753,7 +1668,7 @@ static void test_copy_file_range(void **state)
 {
     struct tmount *m = *state;
     const size_t size = MiB + 123;
-    make_file(P("src"), size, 41);
+    tm_make_file(P("src"), size, 41);
     int in = open(P("src"), O_RDONLY);
     int out = open(P("dst"), O_WRONLY | O_CREAT, 0644);
     TM_OK(in);
@@ -1767,7 +1682,7 @@ static void test_copy_file_range(void **state)
     }
     close(in);
     close(out);
-    check_file(P("dst"), size, 41);
+    tm_check_file(P("dst"), size, 41);
 }
 
 /* ---------------------------------------------------------- permissions */
@@ -1778,6 +1693,7 @@ static void as_nobody(struct tmount *m, const char *(*fn)(const struct tmount *)
     int pfd[2];
     TM_OK(pipe(pfd));
     pid_t pid = fork();
+    TM_OK(pid);
     if (pid == 0) {
         close(pfd[0]);
         const char *err = NULL;
@@ -1797,7 +1713,7 @@ static void as_nobody(struct tmount *m, const char *(*fn)(const struct tmount *)
     msg[n > 0 ? n : 0] = 0;
     close(pfd[0]);
     int status;
-    waitpid(pid, &status, 0);
+    TM_OK(waitpid(pid, &status, 0));
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         fail_msg("as uid 65534: %s", msg[0] ? msg : "child failed");
 }
@@ -1888,11 +1804,11 @@ static void test_permissions(void **state)
     TM_OK(chmod(P("secret"), 0600));
     TM_OK(chmod(P("pub"), 0644));
     TM_OK(mkdir(P("dir755"), 0755));
-    touch(P("dir755/inside"));
+    tm_touch(P("dir755/inside"));
     TM_OK(mkdir(P("dir777"), 0777));
     TM_OK(mkdir(P("sticky"), 0777));
     TM_OK(chmod(P("sticky"), 01777));
-    touch(P("sticky/rootfile"));
+    tm_touch(P("sticky/rootfile"));
     TM_OK(mkdir(P("sgid"), 0777));
     TM_OK(chown(P("sgid"), 0, 4242));
     TM_OK(chmod(P("sgid"), 02777));
@@ -1910,39 +1826,39 @@ int main(void)
     tm_init();
     umask(0);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_create_excl, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_open_trunc, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_append, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_read_eof, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rw_random, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sparse, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_truncate, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_large_offsets, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_mkdir_rmdir, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unlink, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_inode_numbers, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_symlink, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_hardlinks, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_name_max, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rename_files, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rename_dirs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rename_noreplace, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rename_exchange, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_mknod, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_chmod_chown, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_utimens, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_timestamps, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_xattr, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_statfs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fallocate, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_seek_data_hole, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unlink_while_open, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_readdir_seek, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fsync, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_mmap, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_copy_file_range, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_permissions, setup_allow_other, teardown),
+        TM_TEST(test_create_excl, setup),
+        TM_TEST(test_open_errors, setup),
+        TM_TEST(test_open_trunc, setup),
+        TM_TEST(test_append, setup),
+        TM_TEST(test_read_eof, setup),
+        TM_TEST(test_rw_random, setup),
+        TM_TEST(test_sparse, setup),
+        TM_TEST(test_truncate, setup),
+        TM_TEST(test_large_offsets, setup),
+        TM_TEST(test_mkdir_rmdir, setup),
+        TM_TEST(test_unlink, setup),
+        TM_TEST(test_inode_numbers, setup),
+        TM_TEST(test_symlink, setup),
+        TM_TEST(test_hardlinks, setup),
+        TM_TEST(test_name_max, setup),
+        TM_TEST(test_rename_files, setup),
+        TM_TEST(test_rename_dirs, setup),
+        TM_TEST(test_rename_noreplace, setup),
+        TM_TEST(test_rename_exchange, setup),
+        TM_TEST(test_mknod, setup),
+        TM_TEST(test_chmod_chown, setup),
+        TM_TEST(test_utimens, setup),
+        TM_TEST(test_timestamps, setup),
+        TM_TEST(test_xattr, setup),
+        TM_TEST(test_statfs, setup),
+        TM_TEST(test_fallocate, setup),
+        TM_TEST(test_seek_data_hole, setup),
+        TM_TEST(test_unlink_while_open, setup),
+        TM_TEST(test_readdir_seek, setup),
+        TM_TEST(test_fsync, setup),
+        TM_TEST(test_mmap, setup),
+        TM_TEST(test_copy_file_range, setup),
+        TM_TEST(test_permissions, setup_allow_other),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

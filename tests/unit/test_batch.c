@@ -1,18 +1,9 @@
 /* test_batch.c — WriteBatch encoding, append, iteration, insertion into a
  * memtable, and rejection of corrupt contents. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "batch.h"
 #include "status.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* A handler that logs records as "P key=val" / "D key" lines. */
 typedef struct logger {
@@ -200,9 +191,7 @@ static void test_set_contents_round_trip(void **state)
     assert_int_equal(lsm_batch_count(b), 2);
     expect_log(b, "P x=1\nD y\n");
 
-    lsm_status *s = batch_set_contents(b, data, BATCH_HEADER - 1);
-    assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
-    lsm_status_free(s);
+    ASSERT_FAILS(batch_set_contents(b, data, BATCH_HEADER - 1), LSM_CORRUPTION, NULL);
     expect_log(b, "P x=1\nD y\n"); /* a refused replacement changes nothing */
     lsm_batch_free(a);
     lsm_batch_free(b);
@@ -269,6 +258,15 @@ static void set_exact(lsm_batch *b, const void *data, size_t n)
     b->rep.len = b->rep.cap = n;
 }
 
+/* Contents replaced by the n bytes at raw, which iteration and insertion
+ * must both refuse. */
+static void expect_corrupt(lsm_batch *b, const void *raw, size_t n)
+{
+    set_exact(b, raw, n);
+    expect_corrupt_iterate(b);
+    expect_corrupt_insert(b);
+}
+
 static void test_every_truncation_is_corruption(void **state)
 {
     (void)state;
@@ -280,15 +278,10 @@ static void test_every_truncation_is_corruption(void **state)
     assert_true(lsm_batch_put(good, big, 130, big, sizeof(big)));
     size_t n;
     const char *data = batch_contents(good, &n);
-    for (size_t cut = BATCH_HEADER; cut < n; cut++) {
-        set_exact(b, data, cut);
-        expect_corrupt_iterate(b);
-        expect_corrupt_insert(b);
-    }
+    for (size_t cut = BATCH_HEADER; cut < n; cut++)
+        expect_corrupt(b, data, cut);
     for (size_t cut = 0; cut < BATCH_HEADER; cut++) {
-        lsm_status *s = batch_set_contents(b, data, cut);
-        assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
-        lsm_status_free(s);
+        ASSERT_FAILS(batch_set_contents(b, data, cut), LSM_CORRUPTION, NULL);
     }
     lsm_batch_free(good);
     lsm_batch_free(b);
@@ -303,39 +296,31 @@ static void test_specific_corruptions(void **state)
     /* count says 2, one record present */
     memcpy(raw + 8, "\x02\0\0\0", 4);
     memcpy(raw + 12, "\x01\x01k\x01v", 5);
-    set_exact(b, raw, 17);
-    expect_corrupt_iterate(b);
-    expect_corrupt_insert(b);
+    expect_corrupt(b, raw, 17);
 
     /* count says 0, one record present */
     memcpy(raw + 8, "\0\0\0\0", 4);
-    set_exact(b, raw, 17);
-    expect_corrupt_iterate(b);
+    expect_corrupt(b, raw, 17);
 
     /* unknown tag */
     memcpy(raw + 8, "\x01\0\0\0", 4);
     raw[12] = 0x02;
-    set_exact(b, raw, 17);
-    expect_corrupt_iterate(b);
-    expect_corrupt_insert(b);
+    expect_corrupt(b, raw, 17);
 
     /* a key length varint that never ends */
     memcpy(raw + 12, "\x01\xff\xff\xff\xff\xff\xff", 7);
-    set_exact(b, raw, 19);
-    expect_corrupt_iterate(b);
+    expect_corrupt(b, raw, 19);
 
     /* key length past the end */
     memcpy(raw + 12,
            "\x00\x7f"
            "abc",
            5);
-    set_exact(b, raw, 17);
-    expect_corrupt_iterate(b);
+    expect_corrupt(b, raw, 17);
 
     /* a key too long for an internal key (4 GiB - 1), claimed not held */
     memcpy(raw + 12, "\x00\xff\xff\xff\xff\x0f", 6);
-    set_exact(b, raw, 18);
-    expect_corrupt_iterate(b);
+    expect_corrupt(b, raw, 18);
     lsm_batch_free(b);
 }
 
@@ -361,8 +346,7 @@ static void test_sequence_overflow_is_corruption(void **state)
 static uint64_t rnd_state;
 static uint32_t rnd(void)
 {
-    rnd_state = rnd_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (uint32_t)(rnd_state >> 33);
+    return (uint32_t)tu_lcg31(&rnd_state);
 }
 
 /* Builds a random valid batch. */

@@ -1,15 +1,7 @@
 /* test_bloom.c — the table bloom filter: no false negatives, ~1% false
  * positives at 10 bits per key, a stable on-disk hash, and filters of
  * unknown shape that match everything. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "bloom.h"
 

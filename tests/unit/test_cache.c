@@ -2,16 +2,8 @@
  * order, capacity by charge, handles pinning entries, erase, replacement,
  * a zero capacity, and concurrent use from 4 threads (run it under
  * SAN=thread too). */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "testutil.h"
 
-#include <cmocka.h>
-#include <pthread.h>
 #include <stdatomic.h>
 
 #include "cache.h"
@@ -34,25 +26,36 @@ static void log_deleter(const char *key, size_t klen, void *value)
 static int *box(int v)
 {
     int *p = malloc(sizeof(*p));
+    assert_non_null(p);
     *p = v;
     return p;
+}
+
+/* Keys are small integers spelled in decimal; returns the length. */
+static size_t key_of(int key, char k[16])
+{
+    return (size_t)snprintf(k, 16, "%d", key);
 }
 
 static void put(cache *c, int key, int value, size_t charge)
 {
     char k[16];
-    int n = snprintf(k, sizeof(k), "%d", key);
-    cache_handle *h = cache_insert(c, k, (size_t)n, box(value), charge, log_deleter);
+    cache_handle *h = cache_insert(c, k, key_of(key, k), box(value), charge, log_deleter);
     assert_non_null(h);
     cache_release(c, h);
+}
+
+/* The handle of key's entry (NULL if absent), to be released. */
+static cache_handle *pin(cache *c, int key)
+{
+    char k[16];
+    return cache_lookup(c, k, key_of(key, k));
 }
 
 /* The value cached for key, or -1 (the handle is released at once). */
 static int get(cache *c, int key)
 {
-    char k[16];
-    int n = snprintf(k, sizeof(k), "%d", key);
-    cache_handle *h = cache_lookup(c, k, (size_t)n);
+    cache_handle *h = pin(c, key);
     if (h == NULL)
         return -1;
     int v = *(int *)cache_value(h);
@@ -60,18 +63,10 @@ static int get(cache *c, int key)
     return v;
 }
 
-static cache_handle *pin(cache *c, int key)
-{
-    char k[16];
-    int n = snprintf(k, sizeof(k), "%d", key);
-    return cache_lookup(c, k, (size_t)n);
-}
-
 static void erase(cache *c, int key)
 {
     char k[16];
-    int n = snprintf(k, sizeof(k), "%d", key);
-    cache_erase(c, k, (size_t)n);
+    cache_erase(c, k, key_of(key, k));
 }
 
 static int setup(void **state)
@@ -292,7 +287,7 @@ static void *work(void *arg)
     uint64_t x = w->seed;
     cache_handle *held[8] = {0};
     for (int i = 0; i < OPS; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        tu_xorshift64(&x);
         uint32_t key = (uint32_t)(x % KEYS);
         int op = (int)((x >> 32) % 10);
         if (op < 6) {
@@ -330,16 +325,12 @@ static void test_concurrent(void **state)
     atomic_store(&created, 0);
     atomic_store(&destroyed, 0);
     cache *c = cache_new(1500); /* well under the ~6000 charge of all keys */
-    pthread_t t[THREADS];
     worker w[THREADS];
-    for (int i = 0; i < THREADS; i++) {
+    for (int i = 0; i < THREADS; i++)
         w[i] = (worker){c, 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1), 0};
-        assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
-    }
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
+    tu_run_threads(THREADS, work, w, sizeof(w[0]));
+    for (int i = 0; i < THREADS; i++)
         assert_int_equal(w[i].bad, 0);
-    }
     assert_true(cache_total_charge(c) <= 1500 + 16 * 5);
     uint64_t hits, misses;
     cache_stats(c, &hits, &misses);

@@ -1,26 +1,14 @@
 /* test_coding.c — fixed-width and varint encodings, the growable buffer, and
  * CRC32C (both paths, known vectors, masking). */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "coding.h"
 #include "crc32c.h"
 
-/* A deterministic generator so failures reproduce. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void)
 {
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return rng_state = x;
+    return tu_xorshift64(&rng_state);
 }
 
 static const uint64_t edge64[] = {0,
@@ -57,41 +45,33 @@ static void test_fixed_little_endian(void **state)
     assert_true(decode_fixed64(b) == 0x0807060504030201ull);
 }
 
-static void check_varint64(uint64_t v)
+/* Decodes a varint64 (wide) or a varint32 into *v (left alone on failure). */
+static const char *decode_varint(const char *p, const char *limit, uint64_t *v, bool wide)
 {
-    char b[VARINT64_MAX];
-    char *end = encode_varint64(b, v);
-    int len = (int)(end - b);
-    assert_int_equal(len, varint_length(v));
-    assert_true(len >= 1 && len <= VARINT64_MAX);
-    /* Decode from an exactly sized heap copy so a read past the end is
-     * caught by the sanitizers. */
-    char *exact = malloc((size_t)len);
-    assert_non_null(exact);
-    memcpy(exact, b, (size_t)len);
-    uint64_t got = ~v;
-    assert_ptr_equal(decode_varint64(exact, exact + len, &got), exact + len);
-    assert_true(got == v);
-    for (int cut = 0; cut < len; cut++)
-        assert_null(decode_varint64(exact, exact + cut, &got));
-    free(exact);
+    if (wide)
+        return decode_varint64(p, limit, v);
+    uint32_t v32 = (uint32_t)*v;
+    const char *end = decode_varint32(p, limit, &v32);
+    *v = v32;
+    return end;
 }
 
-static void check_varint32(uint32_t v)
+/* Encodes v as a varint64 (wide) or a varint32 and decodes it back from an
+ * exactly sized heap copy, so that a read past the end is caught by the
+ * sanitizers; every cut short of the whole encoding must be refused. */
+static void check_varint(uint64_t v, bool wide)
 {
-    char b[VARINT32_MAX];
-    char *end = encode_varint32(b, v);
+    char b[VARINT64_MAX];
+    char *end = wide ? encode_varint64(b, v) : encode_varint32(b, (uint32_t)v);
     int len = (int)(end - b);
     assert_int_equal(len, varint_length(v));
-    assert_true(len >= 1 && len <= VARINT32_MAX);
-    char *exact = malloc((size_t)len);
-    assert_non_null(exact);
-    memcpy(exact, b, (size_t)len);
-    uint32_t got = ~v;
-    assert_ptr_equal(decode_varint32(exact, exact + len, &got), exact + len);
-    assert_int_equal(got, v);
+    assert_true(len >= 1 && len <= (wide ? VARINT64_MAX : VARINT32_MAX));
+    char *exact = tu_exact_copy(b, (size_t)len);
+    uint64_t got = ~v;
+    assert_ptr_equal(decode_varint(exact, exact + len, &got, wide), exact + len);
+    assert_true(got == v);
     for (int cut = 0; cut < len; cut++)
-        assert_null(decode_varint32(exact, exact + cut, &got));
+        assert_null(decode_varint(exact, exact + cut, &got, wide));
     free(exact);
 }
 
@@ -99,14 +79,14 @@ static void test_varint_round_trip(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof(edge64) / sizeof(edge64[0]); i++) {
-        check_varint64(edge64[i]);
+        check_varint(edge64[i], true);
         if (edge64[i] <= UINT32_MAX)
-            check_varint32((uint32_t)edge64[i]);
+            check_varint(edge64[i], false);
     }
     for (int i = 0; i < 20000; i++) {
         uint64_t v = rnd() >> (rnd() % 64); /* all magnitudes */
-        check_varint64(v);
-        check_varint32((uint32_t)v);
+        check_varint(v, true);
+        check_varint((uint32_t)v, false);
     }
 }
 

@@ -3,65 +3,46 @@
  * recovery, the write queue's group commit and sync rule, sticky errors,
  * power cuts (fault env) and process crashes (fork + _exit).
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "fault_env.h"
 #include "lsm.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char dir[256];
-
-static void make_dir(void)
-{
-    snprintf(dir, sizeof(dir), "/tmp/lsm-test-db-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-}
-
-static void remove_dir(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
-}
+static char dir[64];
 
 static int setup(void **state)
 {
     (void)state;
-    make_dir();
+    tu_mkdtemp(dir, sizeof(dir), "db");
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    remove_dir();
+    tu_rmtree(dir);
     return 0;
+}
+
+static void db_options(lsm_options *o, lsm_env *env, size_t wbs)
+{
+    lsm_options_init(o);
+    o->create_if_missing = true;
+    o->env = env;
+    if (wbs)
+        o->write_buffer_size = wbs;
 }
 
 static lsm_db *open_db(lsm_env *env, size_t wbs)
 {
     lsm_options o;
-    lsm_options_init(&o);
-    o.create_if_missing = true;
-    o.env = env;
-    if (wbs)
-        o.write_buffer_size = wbs;
+    db_options(&o, env, wbs);
     lsm_db *db = NULL;
-    lsm_status *s = lsm_open(&o, dir, &db);
-    if (s)
-        fail_msg("open: %s", lsm_status_message(s));
+    ASSERT_OK(lsm_open(&o, dir, &db));
     return db;
 }
 
@@ -104,11 +85,20 @@ static void assert_value(lsm_db *db, const char *k, const char *want)
     free(v);
 }
 
-static uint64_t prop(lsm_db *db, const char *name)
+/* Key i of a data set whose values are the keys: <prefix><i, 5 digits>. */
+static void key_of(char k[32], const char *prefix, int i)
 {
-    uint64_t v = 0;
-    assert_true(lsm_property_u64(db, name, &v));
-    return v;
+    snprintf(k, 32, "%s%05d", prefix, i);
+}
+
+/* Keys 0..n-1 of such a data set are all there. */
+static void assert_keys(lsm_db *db, const char *prefix, int n)
+{
+    char k[32];
+    for (int i = 0; i < n; i++) {
+        key_of(k, prefix, i);
+        assert_value(db, k, k);
+    }
 }
 
 /* ------------------------------------------------------------------ basics */
@@ -155,11 +145,9 @@ static void test_batch_atomic_and_snapshot(void **state)
     assert_null(lsm_get(db, &ro, "x", 1, &v, &n));
     assert_memory_equal(v, "old", 3);
     free(v);
-    lsm_status *s = lsm_get(db, &ro, "y", 1, &v, &n);
-    assert_int_equal(lsm_status_code(s), LSM_NOT_FOUND);
-    lsm_status_free(s);
+    ASSERT_FAILS(lsm_get(db, &ro, "y", 1, &v, &n), LSM_NOT_FOUND, NULL);
     lsm_snapshot_release(db, snap);
-    assert_int_equal(prop(db, "lsm.sequence"), 5);
+    assert_int_equal(tu_prop(db, "lsm.sequence"), 5);
     assert_null(lsm_close(db));
 }
 
@@ -212,32 +200,37 @@ static void test_iterator_both_directions(void **state)
 
 /* ---------------------------------------------------------------- recovery */
 
+/* Key and (long) value i of the reopen test. */
+static void long_kv(int i, char k[32], char v[128])
+{
+    snprintf(k, 32, "key%06d", i);
+    snprintf(v, 128, "value-%d-%0100d", i, i);
+}
+
 static void test_reopen_after_close(void **state)
 {
     (void)state;
     lsm_db *db = open_db(NULL, 64 << 10); /* small memtables: several logs */
     char k[32], v[128];
     for (int i = 0; i < 5000; i++) {
-        snprintf(k, sizeof(k), "key%06d", i);
-        snprintf(v, sizeof(v), "value-%d-%0100d", i, i);
+        long_kv(i, k, v);
         put(db, k, v, false);
     }
-    assert_true(prop(db, "lsm.memtable-switches") > 2);
+    assert_true(tu_prop(db, "lsm.memtable-switches") > 2);
     assert_null(lsm_delete(db, NULL, "key000007", 9));
     assert_null(lsm_close(db));
 
     db = open_db(NULL, 64 << 10);
     for (int i = 0; i < 5000; i++) {
-        snprintf(k, sizeof(k), "key%06d", i);
-        snprintf(v, sizeof(v), "value-%d-%0100d", i, i);
+        long_kv(i, k, v);
         assert_value(db, k, i == 7 ? NULL : v);
     }
-    assert_int_equal(prop(db, "lsm.sequence"), 5001);
+    assert_int_equal(tu_prop(db, "lsm.sequence"), 5001);
     put(db, "after", "reopen", false);
     assert_null(lsm_close(db));
     db = open_db(NULL, 64 << 10);
     assert_value(db, "after", "reopen");
-    assert_int_equal(prop(db, "lsm.sequence"), 5002);
+    assert_int_equal(tu_prop(db, "lsm.sequence"), 5002);
     assert_null(lsm_close(db));
 }
 
@@ -268,10 +261,7 @@ static void test_second_open_is_busy(void **state)
     lsm_options o;
     lsm_options_init(&o);
     lsm_db *db2 = NULL;
-    lsm_status *s = lsm_open(&o, dir, &db2);
-    assert_int_equal(lsm_status_code(s), LSM_BUSY);
-    assert_non_null(strstr(lsm_status_message(s), "in use"));
-    lsm_status_free(s);
+    ASSERT_FAILS(lsm_open(&o, dir, &db2), LSM_BUSY, "in use");
     assert_null(db2);
     assert_null(lsm_close(db));
 }
@@ -282,10 +272,8 @@ static void test_not_a_store(void **state)
     lsm_options o;
     lsm_options_init(&o);
     lsm_db *db = NULL;
-    lsm_status *s = lsm_open(&o, dir, &db); /* empty dir, no create_if_missing */
-    assert_int_equal(lsm_status_code(s), LSM_INVALID_ARGUMENT);
-    assert_non_null(strstr(lsm_status_message(s), "not an lsmfs store"));
-    lsm_status_free(s);
+    /* An empty dir, no create_if_missing. */
+    ASSERT_FAILS(lsm_open(&o, dir, &db), LSM_INVALID_ARGUMENT, "not an lsmfs store");
     char lockpath[300];
     snprintf(lockpath, sizeof(lockpath), "%s/LOCK", dir);
     assert_int_equal(access(lockpath, F_OK), -1); /* a foreign dir is left untouched */
@@ -293,12 +281,31 @@ static void test_not_a_store(void **state)
     char path[300];
     snprintf(path, sizeof(path), "%s/CURRENT", dir);
     FILE *f = fopen(path, "w");
-    fputs("garbage", f);
-    fclose(f);
-    s = lsm_open(&o, dir, &db);
-    assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
-    lsm_status_free(s);
+    assert_non_null(f);
+    assert_true(fputs("garbage", f) >= 0);
+    assert_int_equal(fclose(f), 0);
+    ASSERT_FAILS(lsm_open(&o, dir, &db), LSM_CORRUPTION, NULL);
     assert_null(db);
+}
+
+/* The forked child of test_process_crash: writes, some writes synced, and
+ * returns with the store open. It must not use cmocka (a failure would
+ * unwind into the child's copy of the test runner): false on any error. */
+static bool child_writes(void)
+{
+    lsm_options o;
+    db_options(&o, NULL, 64 << 10);
+    lsm_db *db = NULL;
+    if (lsm_open(&o, dir, &db) != NULL)
+        return false;
+    char k[32];
+    for (int i = 0; i < 3000; i++) {
+        key_of(k, "k", i);
+        lsm_write_options wo = {.sync = i % 100 == 0};
+        if (lsm_put(db, &wo, k, strlen(k), k, strlen(k)) != NULL)
+            return false;
+    }
+    return true;
 }
 
 /* A child process writes and dies without closing; everything it wrote
@@ -308,24 +315,13 @@ static void test_process_crash(void **state)
     (void)state;
     pid_t pid = fork();
     assert_true(pid >= 0);
-    if (pid == 0) {
-        lsm_db *db = open_db(NULL, 64 << 10);
-        char k[32];
-        for (int i = 0; i < 3000; i++) {
-            snprintf(k, sizeof(k), "k%05d", i);
-            put(db, k, k, i % 100 == 0);
-        }
-        _exit(0); /* no lsm_close */
-    }
+    if (pid == 0)
+        _exit(child_writes() ? 0 : 1); /* no lsm_close */
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     lsm_db *db = open_db(NULL, 64 << 10);
-    char k[32];
-    for (int i = 0; i < 3000; i++) {
-        snprintf(k, sizeof(k), "k%05d", i);
-        assert_value(db, k, k);
-    }
+    assert_keys(db, "k", 3000);
     assert_null(lsm_close(db));
 }
 
@@ -338,13 +334,20 @@ struct writer_arg {
     bool sync;
 };
 
+/* Key and value i of writer `id`. */
+static void writer_kv(int id, int i, char k[32], char v[32])
+{
+    snprintf(k, 32, "t%d-%05d", id, i);
+    snprintf(v, 32, "v%d", i);
+}
+
+/* On a worker thread: no cmocka; a failed write aborts the program. */
 static void *sync_writer(void *p)
 {
     struct writer_arg *a = p;
     char k[32], v[32];
     for (int i = 0; i < a->n; i++) {
-        snprintf(k, sizeof(k), "t%d-%05d", a->id, i);
-        snprintf(v, sizeof(v), "v%d", i);
+        writer_kv(a->id, i, k, v);
         lsm_write_options wo = {.sync = a->sync};
         lsm_status *s = lsm_put(a->db, &wo, k, strlen(k), v, strlen(v));
         if (s) {
@@ -355,6 +358,30 @@ static void *sync_writer(void *p)
     return NULL;
 }
 
+enum { MAX_WRITERS = 8 };
+
+/* Runs `threads` writers of `per` keys at once; writer i syncs every write
+ * when i % sync_stride == 0 (1: all of them, 2: the even ones). */
+static void run_writers(lsm_db *db, int threads, int per, int sync_stride)
+{
+    struct writer_arg a[MAX_WRITERS];
+    assert_true(threads <= MAX_WRITERS);
+    for (int i = 0; i < threads; i++)
+        a[i] = (struct writer_arg){db, i, per, i % sync_stride == 0};
+    tu_run_threads(threads, sync_writer, a, sizeof(a[0]));
+}
+
+/* Every write of writers 0, step, 2 * step, ... below `threads` is there. */
+static void check_writers(lsm_db *db, int threads, int step, int per)
+{
+    char k[32], v[32];
+    for (int i = 0; i < threads; i += step)
+        for (int j = 0; j < per; j++) {
+            writer_kv(i, j, k, v);
+            assert_value(db, k, v);
+        }
+}
+
 static void test_group_commit_shares_syncs(void **state)
 {
     (void)state;
@@ -362,17 +389,10 @@ static void test_group_commit_shares_syncs(void **state)
     fault_env_set_sync_delay_us(fe, 2000); /* a slow disk: 2 ms per fsync */
     lsm_db *db = open_db(fault_env_env(fe), 0);
     enum { THREADS = 8, PER = 100 };
-    pthread_t t[THREADS];
-    struct writer_arg a[THREADS];
-    uint64_t syncs0 = prop(db, "lsm.wal-syncs");
-    for (int i = 0; i < THREADS; i++) {
-        a[i] = (struct writer_arg){db, i, PER, true};
-        pthread_create(&t[i], NULL, sync_writer, &a[i]);
-    }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(t[i], NULL);
-    uint64_t syncs = prop(db, "lsm.wal-syncs") - syncs0;
-    uint64_t groups = prop(db, "lsm.write-groups");
+    uint64_t syncs0 = tu_prop(db, "lsm.wal-syncs");
+    run_writers(db, THREADS, PER, 1);
+    uint64_t syncs = tu_prop(db, "lsm.wal-syncs") - syncs0;
+    uint64_t groups = tu_prop(db, "lsm.write-groups");
     print_message("%d sync writes: %llu syncs, %llu groups\n", THREADS * PER,
                   (unsigned long long)syncs, (unsigned long long)groups);
     /* Eight writers sharing fsyncs: at least ~3 writes per sync even on a
@@ -380,14 +400,8 @@ static void test_group_commit_shares_syncs(void **state)
     assert_true(syncs * 3 <= THREADS * PER);
     assert_true(syncs >= 1);
     /* Sequence numbers are contiguous: one per write. */
-    assert_int_equal(prop(db, "lsm.sequence"), THREADS * PER);
-    char k[32], v[32];
-    for (int i = 0; i < THREADS; i++)
-        for (int j = 0; j < PER; j++) {
-            snprintf(k, sizeof(k), "t%d-%05d", i, j);
-            snprintf(v, sizeof(v), "v%d", j);
-            assert_value(db, k, v);
-        }
+    assert_int_equal(tu_prop(db, "lsm.sequence"), THREADS * PER);
+    check_writers(db, THREADS, 1, PER);
     assert_null(lsm_close(db));
     fault_env_free(fe);
 }
@@ -403,24 +417,11 @@ static void test_sync_rule_and_power_cut(void **state)
     fault_env_set_sync_delay_us(fe, 500);
     lsm_db *db = open_db(fault_env_env(fe), 64 << 10);
     enum { THREADS = 6, PER = 300 };
-    pthread_t t[THREADS];
-    struct writer_arg a[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        a[i] = (struct writer_arg){db, i, PER, i % 2 == 0}; /* even threads sync */
-        pthread_create(&t[i], NULL, sync_writer, &a[i]);
-    }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(t[i], NULL);
+    run_writers(db, THREADS, PER, 2); /* even threads sync */
     assert_null(fault_env_power_cut(fe));
     lsm_status_free(lsm_close(db)); /* the cut made its files dead */
     db = open_db(fault_env_env(fe), 64 << 10);
-    char k[32], v[32];
-    for (int i = 0; i < THREADS; i += 2)
-        for (int j = 0; j < PER; j++) {
-            snprintf(k, sizeof(k), "t%d-%05d", i, j);
-            snprintf(v, sizeof(v), "v%d", j);
-            assert_value(db, k, v);
-        }
+    check_writers(db, THREADS, 2, PER);
     assert_null(lsm_close(db));
     fault_env_free(fe);
 }
@@ -436,7 +437,7 @@ static void test_power_cut_leaves_prefix(void **state)
     char k[32];
     int last_synced = -1;
     for (int i = 0; i < N; i++) {
-        snprintf(k, sizeof(k), "p%05d", i);
+        key_of(k, "p", i);
         bool sync = (i % 997 == 0);
         put(db, k, k, sync);
         if (sync)
@@ -448,7 +449,7 @@ static void test_power_cut_leaves_prefix(void **state)
     int present = 0;
     bool gap = false;
     for (int i = 0; i < N; i++) {
-        snprintf(k, sizeof(k), "p%05d", i);
+        key_of(k, "p", i);
         char *v = get(db, k);
         if (v && gap)
             fail_msg("%s survived but an earlier write did not", k);
@@ -470,22 +471,19 @@ static void test_barrier_makes_earlier_writes_durable(void **state)
     lsm_db *db = open_db(fault_env_env(fe), 64 << 10);
     char k[32];
     for (int i = 0; i < 2000; i++) { /* crosses several log rotations */
-        snprintf(k, sizeof(k), "b%05d", i);
+        key_of(k, "b", i);
         put(db, k, k, false);
     }
-    uint64_t before = prop(db, "lsm.wal-syncs");
+    uint64_t before = tu_prop(db, "lsm.wal-syncs");
     assert_null(lsm_sync(db));
-    assert_true(prop(db, "lsm.wal-syncs") >= before + 1);
+    assert_true(tu_prop(db, "lsm.wal-syncs") >= before + 1);
     assert_null(lsm_sync(db)); /* nothing new: no second fsync needed */
-    assert_int_equal(prop(db, "lsm.barriers"), 2);
+    assert_int_equal(tu_prop(db, "lsm.barriers"), 2);
     put(db, "lost", "not synced", false);
     assert_null(fault_env_power_cut(fe));
     lsm_status_free(lsm_close(db));
     db = open_db(fault_env_env(fe), 64 << 10);
-    for (int i = 0; i < 2000; i++) {
-        snprintf(k, sizeof(k), "b%05d", i);
-        assert_value(db, k, k);
-    }
+    assert_keys(db, "b", 2000);
     assert_value(db, "lost", NULL);
     assert_null(lsm_close(db));
     fault_env_free(fe);
@@ -523,12 +521,12 @@ static void test_sync_upto(void **state)
     assert_true(lsm_batch_put(b, "a", 1, "1", 1));
     uint64_t seq = 0;
     assert_null(lsm_write_seq(db, NULL, b, &seq));
-    assert_int_equal(seq, prop(db, "lsm.sequence"));
-    uint64_t syncs = prop(db, "lsm.wal-syncs");
+    assert_int_equal(seq, tu_prop(db, "lsm.sequence"));
+    uint64_t syncs = tu_prop(db, "lsm.wal-syncs");
     assert_null(lsm_sync_upto(db, seq));
-    assert_int_equal(prop(db, "lsm.wal-syncs"), syncs + 1);
+    assert_int_equal(tu_prop(db, "lsm.wal-syncs"), syncs + 1);
     assert_null(lsm_sync_upto(db, seq)); /* already durable: no disk access */
-    assert_int_equal(prop(db, "lsm.wal-syncs"), syncs + 1);
+    assert_int_equal(tu_prop(db, "lsm.wal-syncs"), syncs + 1);
     lsm_batch_free(b);
     assert_null(lsm_close(db));
 }
@@ -541,26 +539,18 @@ static void test_sync_failure_is_sticky(void **state)
     put(db, "before", "ok", true);
     fault_env_fail(fe, FAULT_SYNC, ".log", EIO, 0, 1);
     lsm_write_options wo = {.sync = true};
-    lsm_status *s = lsm_put(db, &wo, "k", 1, "v", 1);
-    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
-    lsm_status_free(s);
+    ASSERT_FAILS(lsm_put(db, &wo, "k", 1, "v", 1), LSM_IO_ERROR, NULL);
     /* The failure was injected once, but the store must not trust the log
      * again: later writes fail too, synced or not. */
     wo.sync = false;
-    s = lsm_put(db, &wo, "k2", 2, "v", 1);
-    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
-    lsm_status_free(s);
-    s = lsm_sync(db);
-    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
-    lsm_status_free(s);
+    ASSERT_FAILS(lsm_put(db, &wo, "k2", 2, "v", 1), LSM_IO_ERROR, NULL);
+    ASSERT_FAILS(lsm_sync(db), LSM_IO_ERROR, NULL);
     assert_value(db, "before", "ok"); /* reads keep working */
     char *err = lsm_property(db, "lsm.background-error");
     assert_non_null(err);
     assert_true(strlen(err) > 0);
     free(err);
-    s = lsm_close(db);
-    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
-    lsm_status_free(s);
+    ASSERT_FAILS(lsm_close(db), LSM_IO_ERROR, NULL);
     fault_env_free(fe);
 }
 
@@ -587,13 +577,20 @@ struct stress_arg {
     atomic_bool *stop;
 };
 
+/* Writer id's i-th write: 1000 keys, each overwritten 20 times. */
+static void stress_kv(int id, int i, char k[32], char v[64])
+{
+    snprintf(k, 32, "s%d-%04d", id, i % 1000);
+    snprintf(v, 64, "%d:%d", id, i);
+}
+
+/* Worker threads: no cmocka; anything wrong aborts the program. */
 static void *stress_writer(void *p)
 {
     struct stress_arg *a = p;
     char k[32], v[64];
     for (int i = 0; i < 20000; i++) {
-        snprintf(k, sizeof(k), "s%d-%04d", a->id, i % 1000);
-        snprintf(v, sizeof(v), "%d:%d", a->id, i);
+        stress_kv(a->id, i, k, v);
         lsm_status *s = lsm_put(a->db, NULL, k, strlen(k), v, strlen(v));
         if (s)
             abort();
@@ -641,9 +638,9 @@ static void test_concurrent_stress(void **state)
     for (int i = 0; i < 5; i++)
         a[i] = (struct stress_arg){db, i, &stop};
     for (int i = 0; i < 3; i++)
-        pthread_create(&w[i], NULL, stress_writer, &a[i]);
+        assert_int_equal(pthread_create(&w[i], NULL, stress_writer, &a[i]), 0);
     for (int i = 0; i < 2; i++)
-        pthread_create(&r[i], NULL, stress_reader, &a[3 + i]);
+        assert_int_equal(pthread_create(&r[i], NULL, stress_reader, &a[3 + i]), 0);
     for (int i = 0; i < 3; i++)
         pthread_join(w[i], NULL);
     atomic_store(&stop, true);
@@ -652,35 +649,36 @@ static void test_concurrent_stress(void **state)
     char k[32], v[64];
     for (int id = 0; id < 3; id++)
         for (int j = 0; j < 1000; j++) {
-            snprintf(k, sizeof(k), "s%d-%04d", id, j);
-            snprintf(v, sizeof(v), "%d:%d", id, 19000 + j);
+            stress_kv(id, 19000 + j, k, v); /* the last write of each key */
             assert_value(db, k, v);
         }
-    assert_int_equal(prop(db, "lsm.sequence"), 60000);
+    assert_int_equal(tu_prop(db, "lsm.sequence"), 60000);
     assert_null(lsm_close(db));
 }
+
+/* A test on a fresh, empty directory `dir`. */
+#define DB_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_put_get_delete, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batch_atomic_and_snapshot, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_iterator_both_directions, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reopen_after_close, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_overwrite_after_flush_and_reopen, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_second_open_is_busy, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_not_a_store, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_process_crash, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_group_commit_shares_syncs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sync_rule_and_power_cut, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_power_cut_leaves_prefix, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_barrier_makes_earlier_writes_durable, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_replayed_writes_become_durable, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sync_upto, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sync_failure_is_sticky, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_write_failure_enospc, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_stress, setup, teardown),
+        DB_TEST(test_put_get_delete),
+        DB_TEST(test_batch_atomic_and_snapshot),
+        DB_TEST(test_iterator_both_directions),
+        DB_TEST(test_reopen_after_close),
+        DB_TEST(test_overwrite_after_flush_and_reopen),
+        DB_TEST(test_second_open_is_busy),
+        DB_TEST(test_not_a_store),
+        DB_TEST(test_process_crash),
+        DB_TEST(test_group_commit_shares_syncs),
+        DB_TEST(test_sync_rule_and_power_cut),
+        DB_TEST(test_power_cut_leaves_prefix),
+        DB_TEST(test_barrier_makes_earlier_writes_durable),
+        DB_TEST(test_replayed_writes_become_durable),
+        DB_TEST(test_sync_upto),
+        DB_TEST(test_sync_failure_is_sticky),
+        DB_TEST(test_write_failure_enospc),
+        DB_TEST(test_concurrent_stress),
     };
     return cmocka_run_group_tests_name("db", tests, NULL, NULL);
 }

@@ -4,40 +4,29 @@
  * many flushes, compactions and reopens; power cuts and I/O failures during
  * background work; obsolete files disappearing.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "fault_env.h"
 #include "lsm.h"
 
 #include <dirent.h>
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #define NKEYS 1500
 
-static char dir[256];
+static char dir[64];
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/lsm-test-model-XXXXXX");
-    assert_non_null(mkdtemp(dir));
+    tu_mkdtemp(dir, sizeof(dir), "model");
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    tu_rmtree(dir);
     return 0;
 }
 
@@ -69,10 +58,7 @@ static int cur_op; /* for failure messages */
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next_rand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return tu_xorshift64(&rng);
 }
 
 static lsm_db *open_db(lsm_env *env)
@@ -86,9 +72,7 @@ static lsm_db *open_db(lsm_env *env)
     o.block_cache_size = 256 << 10;
     o.env = env;
     lsm_db *db = NULL;
-    lsm_status *s = lsm_open(&o, dir, &db);
-    if (s)
-        fail_msg("open: %s", lsm_status_message(s));
+    ASSERT_OK(lsm_open(&o, dir, &db));
     return db;
 }
 
@@ -154,6 +138,18 @@ static int cmp_idx(const void *a, const void *b)
     return strcmp(ka, kb);
 }
 
+/* The iterator stands on key number i. */
+static void expect_key(lsm_iter *it, int i)
+{
+    char k[32];
+    key_of(i, k);
+    assert_true(lsm_iter_valid(it));
+    size_t kn;
+    const char *ik = lsm_iter_key(it, &kn);
+    assert_int_equal(kn, strlen(k));
+    assert_memory_equal(ik, k, kn);
+}
+
 /* Walks the iterator forward and backward and compares with the model. */
 static void check_iter(lsm_db *db, const model *m, const lsm_snapshot *snap)
 {
@@ -170,26 +166,18 @@ static void check_iter(lsm_db *db, const model *m, const lsm_snapshot *snap)
     assert_non_null(it);
     int j = 0;
     for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it), j++) {
-        char k[32];
         assert_true(j < n);
-        key_of(order[j], k);
-        size_t kn, vn;
-        const char *ik = lsm_iter_key(it, &kn);
+        expect_key(it, order[j]);
+        size_t vn;
         const char *iv = lsm_iter_value(it, &vn);
-        assert_int_equal(kn, strlen(k));
-        assert_memory_equal(ik, k, kn);
         assert_int_equal(vn, strlen(m->val[order[j]]));
         assert_memory_equal(iv, m->val[order[j]], vn);
     }
     assert_int_equal(j, n);
     j = n - 1;
     for (lsm_iter_seek_last(it); lsm_iter_valid(it); lsm_iter_prev(it), j--) {
-        char k[32];
         assert_true(j >= 0);
-        key_of(order[j], k);
-        size_t kn;
-        const char *ik = lsm_iter_key(it, &kn);
-        assert_memory_equal(ik, k, kn);
+        expect_key(it, order[j]);
     }
     assert_int_equal(j, -1);
     /* Seeks to random keys, then a step each way. */
@@ -198,18 +186,12 @@ static void check_iter(lsm_db *db, const model *m, const lsm_snapshot *snap)
         char k[32];
         key_of(order[x], k);
         lsm_iter_seek(it, k, strlen(k));
-        assert_true(lsm_iter_valid(it));
+        expect_key(it, order[x]);
         lsm_iter_prev(it);
-        size_t kn;
-        char kp[32];
-        key_of(order[x - 1], kp);
-        assert_true(lsm_iter_valid(it));
-        assert_memory_equal(lsm_iter_key(it, &kn), kp, strlen(kp));
+        expect_key(it, order[x - 1]);
         lsm_iter_next(it);
         lsm_iter_next(it);
-        key_of(order[x + 1], kp);
-        assert_true(lsm_iter_valid(it));
-        assert_memory_equal(lsm_iter_key(it, &kn), kp, strlen(kp));
+        expect_key(it, order[x + 1]);
     }
     assert_null(lsm_iter_status(it));
     lsm_iter_free(it);
@@ -218,6 +200,7 @@ static void check_iter(lsm_db *db, const model *m, const lsm_snapshot *snap)
 static int count_files(const char *suffix)
 {
     DIR *d = opendir(dir);
+    assert_non_null(d);
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
@@ -227,13 +210,6 @@ static int count_files(const char *suffix)
     }
     closedir(d);
     return n;
-}
-
-static uint64_t prop(lsm_db *db, const char *name)
-{
-    uint64_t v = 0;
-    assert_true(lsm_property_u64(db, name, &v));
-    return v;
 }
 
 static void test_model_through_flushes_compactions_reopens(void **state)
@@ -272,12 +248,11 @@ static void test_model_through_flushes_compactions_reopens(void **state)
         lsm_snapshot_release(db, snap);
         model_free(&snapm);
     }
-    assert_true(prop(db, "lsm.flushes") > 10);
+    assert_true(tu_prop(db, "lsm.flushes") > 10);
     assert_null(lsm_compact_range(db, NULL, 0, NULL, 0));
     check_gets(db, &m, NULL);
     check_iter(db, &m, NULL);
-    char *verify = NULL;
-    assert_null(lsm_verify(db, NULL, verify));
+    assert_null(lsm_verify(db, NULL, NULL));
     /* Obsolete files are gone: only the tables of the current version stay,
      * and only the live log(s). */
     char *tables = lsm_property(db, "lsm.tables");
@@ -302,6 +277,13 @@ static void test_model_through_flushes_compactions_reopens(void **state)
     model_free(&m);
 }
 
+/* Key and value i of power-cut round r. */
+static void round_kv(int r, int i, char k[32], char v[64])
+{
+    snprintf(k, 32, "r%d-%06d", r, i);
+    snprintf(v, 64, "value %d %0*d", i, 40, i);
+}
+
 /* Writes with periodic sync writes, cuts the power while flushes and
  * compactions run, reopens: every synced write and everything before it is
  * there. Repeated with cuts at different moments. */
@@ -315,8 +297,7 @@ static void test_power_cut_during_background_work(void **state)
         int synced_upto = -1;
         int n = 6000 + round * 3000;
         for (int i = 0; i < n; i++) {
-            snprintf(k, sizeof(k), "r%d-%06d", round, i);
-            snprintf(v, sizeof(v), "value %d %0*d", i, 40, i);
+            round_kv(round, i, k, v);
             bool sync = (i % 1000 == 999);
             lsm_write_options wo = {.sync = sync};
             assert_null(lsm_put(db, &wo, k, strlen(k), v, strlen(v)));
@@ -329,7 +310,7 @@ static void test_power_cut_during_background_work(void **state)
         db = open_db(fault_env_env(fe));
         bool gap = false;
         for (int i = 0; i < n; i++) {
-            snprintf(k, sizeof(k), "r%d-%06d", round, i);
+            round_kv(round, i, k, v);
             char *got;
             size_t gn;
             lsm_status *s = lsm_get(db, NULL, k, strlen(k), &got, &gn);
@@ -338,7 +319,6 @@ static void test_power_cut_during_background_work(void **state)
             if (s == NULL && gap)
                 fail_msg("round %d: %s present after a gap", round, k);
             if (s == NULL) {
-                snprintf(v, sizeof(v), "value %d %0*d", i, 40, i);
                 assert_int_equal(gn, strlen(v));
                 assert_memory_equal(got, v, gn);
                 free(got);
@@ -389,6 +369,8 @@ static void test_manifest_failure(void **state)
         lsm_status *s = lsm_get(db, NULL, k, strlen(k), &got, &gn);
         if (s)
             fail_msg("%s lost: %s", k, lsm_status_message(s));
+        assert_int_equal(gn, strlen(k)); /* each value is its key */
+        assert_memory_equal(got, k, gn);
         free(got);
     }
     assert_null(lsm_close(db));

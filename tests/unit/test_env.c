@@ -1,84 +1,78 @@
 /* test_env.c — the POSIX env (files, directories, locks, errors) and the
  * fault-injecting env (power cuts, injected errors, dead files). */
-#include <errno.h>
+#include "testutil.h"
+/* cmocka defines skip(); the sfile member is called as (ops->skip)(...). */
+
 #include <fcntl.h>
-#include <ftw.h>
-#include <pthread.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <cmocka.h>
-/* cmocka defines skip(); the sfile member is called as (ops->skip)(...). */
 
 #include "env.h"
 #include "fault_env.h"
 #include "status.h"
 
-/* ------------------------------------------------------------ helpers */
+/* ------------------------------------------------------------ fixtures */
 
-struct tdir {
-    char path[64];
+/* A temporary directory and the env under test. */
+struct fx {
+    char dir[64];
+    fault_env *fe; /* NULL when testing the POSIX env */
+    lsm_env *env;
 };
 
-static void tdir_make(struct tdir *d)
+static struct fx *fx_new(void)
 {
-    strcpy(d->path, "/tmp/lsm-test-env-XXXXXX");
-    assert_non_null(mkdtemp(d->path));
+    struct fx *x = calloc(1, sizeof(*x));
+    assert_non_null(x);
+    tu_mkdtemp(x->dir, sizeof(x->dir), "env");
+    return x;
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+static int posix_setup(void **state)
 {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
+    struct fx *x = fx_new();
+    x->env = lsm_env_default();
+    *state = x;
+    return 0;
 }
 
-static void tdir_remove(struct tdir *d)
+static int fx_setup(void **state)
 {
-    assert_int_equal(nftw(d->path, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+    struct fx *x = fx_new();
+    x->fe = fault_env_new(lsm_env_default());
+    assert_non_null(x->fe);
+    x->env = fault_env_env(x->fe);
+    *state = x;
+    return 0;
 }
+
+static int fx_teardown(void **state)
+{
+    struct fx *x = *state;
+    if (x->fe != NULL)
+        fault_env_free(x->fe);
+    tu_rmtree(x->dir);
+    free(x);
+    return 0;
+}
+
+/* ------------------------------------------------------------- helpers */
 
 /* dir/name in a static-free caller buffer. */
-static const char *in(const struct tdir *d, const char *name, char *out)
+static const char *in(const struct fx *x, const char *name, char *out)
 {
-    snprintf(out, 256, "%s/%s", d->path, name);
+    snprintf(out, 256, "%s/%s", x->dir, name);
     return out;
 }
 
-#define ASSERT_OK(expr)                                                                            \
-    do {                                                                                           \
-        lsm_status *s_ = (expr);                                                                   \
-        if (s_ != NULL)                                                                            \
-            fail_msg("%s: %s", #expr, lsm_status_message(s_));                                     \
-    } while (0)
-
-static bool mentions(const lsm_status *s, const char *needle)
+/* Opens dir/name for writing (created or truncated); its path goes to path. */
+static lsm_wfile *open_w(const struct fx *x, const char *name, char *path)
 {
-    return needle == NULL || strstr(lsm_status_message(s), needle) != NULL;
+    lsm_wfile *f;
+    ASSERT_OK(x->env->new_wfile(x->env, in(x, name, path), &f));
+    return f;
 }
-
-/* Asserts expr fails with `code` and a message containing `needle`. */
-#define ASSERT_FAILS(expr, code, needle)                                                           \
-    do {                                                                                           \
-        lsm_status *s_ = (expr);                                                                   \
-        if (lsm_status_code(s_) != (code))                                                         \
-            fail_msg("%s: want code %d, got %d (%s)", #expr, (code), lsm_status_code(s_),          \
-                     lsm_status_message(s_));                                                      \
-        if (!mentions(s_, (needle)))                                                               \
-            fail_msg("%s: \"%s\" not in \"%s\"", #expr, (const char *)(needle),                    \
-                     lsm_status_message(s_));                                                      \
-        lsm_status_free(s_);                                                                       \
-    } while (0)
 
 /* The file's bytes read directly (not through an env). */
 static size_t slurp(const char *path, char *out, size_t cap)
@@ -132,21 +126,18 @@ static int count_entries(const char *dir)
 
 static void test_posix_write_read(void **state)
 {
-    (void)state;
-    lsm_env *env = lsm_env_default();
+    struct fx *x = *state;
+    lsm_env *env = x->env;
     assert_ptr_equal(env, lsm_env_default());
-    struct tdir d;
-    tdir_make(&d);
-    char p[256];
-    in(&d, "data", p);
     /* Small appends (buffered), one larger than the buffer (straight
      * through), then small again. */
     enum { BIG = 200000 };
     char *big = malloc(BIG);
+    assert_non_null(big);
     for (int i = 0; i < BIG; i++)
         big[i] = (char)(i * 7);
-    lsm_wfile *f;
-    ASSERT_OK(env->new_wfile(env, p, &f));
+    char p[256];
+    lsm_wfile *f = open_w(x, "data", p);
     for (int i = 0; i < 1000; i++)
         ASSERT_OK(f->ops->append(f, "0123456789", 10));
     ASSERT_OK(f->ops->append(f, big, BIG));
@@ -219,7 +210,6 @@ static void test_posix_write_read(void **state)
     assert_int_equal(slurp(p, got, 100), 3);
     free(got);
     free(big);
-    tdir_remove(&d);
 }
 
 struct pread_arg {
@@ -248,12 +238,10 @@ static void *pread_worker(void *p)
 
 static void test_posix_pread_threads(void **state)
 {
-    (void)state;
-    lsm_env *env = lsm_env_default();
-    struct tdir d;
-    tdir_make(&d);
+    struct fx *x = *state;
+    lsm_env *env = x->env;
     char p[256];
-    in(&d, "table", p);
+    in(x, "table", p);
     enum { LEN = 1 << 20 };
     char *data = malloc(LEN);
     for (int i = 0; i < LEN; i++)
@@ -261,31 +249,24 @@ static void test_posix_pread_threads(void **state)
     ASSERT_OK(env_write_file_sync(env, p, data, LEN));
     lsm_rfile *rf;
     ASSERT_OK(env->new_rfile(env, p, &rf));
-    pthread_t th[4];
     struct pread_arg args[4];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 4; i++)
         args[i] = (struct pread_arg){rf, data, LEN, (unsigned)i + 1, 0};
-        assert_int_equal(pthread_create(&th[i], NULL, pread_worker, &args[i]), 0);
-    }
-    for (int i = 0; i < 4; i++) {
-        pthread_join(th[i], NULL);
+    tu_run_threads(4, pread_worker, args, sizeof(args[0]));
+    for (int i = 0; i < 4; i++)
         assert_int_equal(args[i].bad, 0);
-    }
     rf->ops->close(rf);
     free(data);
-    tdir_remove(&d);
 }
 
 static void test_posix_dirs_and_names(void **state)
 {
-    (void)state;
-    lsm_env *env = lsm_env_default();
-    struct tdir d;
-    tdir_make(&d);
-    char a[256], b[256], sub[256], x[256];
-    in(&d, "a", a);
-    in(&d, "b", b);
-    in(&d, "sub", sub);
+    struct fx *x = *state;
+    lsm_env *env = x->env;
+    char a[256], b[256], sub[256], deep[256];
+    in(x, "a", a);
+    in(x, "b", b);
+    in(x, "sub", sub);
     write_file(env, a, "hello", true);
     assert_true(env->file_exists(env, a));
     assert_false(env->file_exists(env, b));
@@ -295,7 +276,7 @@ static void test_posix_dirs_and_names(void **state)
 
     char **names;
     int n;
-    ASSERT_OK(env->get_children(env, d.path, &names, &n));
+    ASSERT_OK(env->get_children(env, x->dir, &names, &n));
     assert_int_equal(n, 2);
     bool saw_a = false, saw_sub = false;
     for (int i = 0; i < n; i++) {
@@ -311,7 +292,7 @@ static void test_posix_dirs_and_names(void **state)
     uint64_t size;
     ASSERT_OK(env->file_size(env, b, &size));
     assert_int_equal(size, 5);
-    ASSERT_OK(env->sync_dir(env, d.path));
+    ASSERT_OK(env->sync_dir(env, x->dir));
     ASSERT_OK(env->remove_file(env, b));
     assert_false(exists(b));
     ASSERT_FAILS(env->remove_file(env, b), LSM_IO_ERROR, b);
@@ -323,25 +304,22 @@ static void test_posix_dirs_and_names(void **state)
     ASSERT_FAILS(env->get_children(env, sub, &names, &n), LSM_IO_ERROR, sub);
 
     /* Opening in a missing directory: an I/O error naming the path. */
-    in(&d, "missing/000001.log", x);
+    in(x, "missing/000001.log", deep);
     lsm_wfile *wf;
-    ASSERT_FAILS(env->new_wfile(env, x, &wf), LSM_IO_ERROR, x);
+    ASSERT_FAILS(env->new_wfile(env, deep, &wf), LSM_IO_ERROR, deep);
     assert_null(wf);
     lsm_sfile *sf;
-    ASSERT_FAILS(env->new_sfile(env, x, &sf), LSM_IO_ERROR, x);
+    ASSERT_FAILS(env->new_sfile(env, deep, &sf), LSM_IO_ERROR, deep);
     lsm_rfile *rf;
-    ASSERT_FAILS(env->new_rfile(env, x, &rf), LSM_IO_ERROR, x);
-    tdir_remove(&d);
+    ASSERT_FAILS(env->new_rfile(env, deep, &rf), LSM_IO_ERROR, deep);
 }
 
 static void test_posix_small_file_helpers(void **state)
 {
-    (void)state;
-    lsm_env *env = lsm_env_default();
-    struct tdir d;
-    tdir_make(&d);
+    struct fx *x = *state;
+    lsm_env *env = x->env;
     char p[256];
-    in(&d, "CURRENT", p);
+    in(x, "CURRENT", p);
     ASSERT_OK(env_write_file_sync(env, p, "MANIFEST-000005\n", 16));
     char *data;
     size_t n;
@@ -365,26 +343,21 @@ static void test_posix_small_file_helpers(void **state)
     assert_memory_equal(data, big, LEN);
     free(data);
     free(big);
-    in(&d, "nope", p);
+    in(x, "nope", p);
     ASSERT_FAILS(env_read_file(env, p, &data, &n), LSM_IO_ERROR, p);
     assert_null(data);
-    in(&d, "no/such/dir", p);
+    in(x, "no/such/dir", p);
     ASSERT_FAILS(env_write_file_sync(env, p, "x", 1), LSM_IO_ERROR, p);
-    tdir_remove(&d);
 }
 
 /* Appends far past the reservation: the mapping grows, every byte reads
  * back, and close trims the file to its data. */
 static void test_posix_preallocate_grows(void **state)
 {
-    (void)state;
-    lsm_env *env = lsm_env_default();
-    struct tdir d;
-    tdir_make(&d);
+    struct fx *x = *state;
+    lsm_env *env = x->env;
     char p[256];
-    in(&d, "log", p);
-    lsm_wfile *f;
-    ASSERT_OK(env->new_wfile(env, p, &f));
+    lsm_wfile *f = open_w(x, "log", p);
     ASSERT_OK(f->ops->preallocate(f, 4096));
     char chunk[1000];
     for (int i = 0; i < 300; i++) {
@@ -405,19 +378,14 @@ static void test_posix_preallocate_grows(void **state)
             assert_int_equal(chunk[j], 'a' + i % 26);
     }
     fclose(in_f);
-    tdir_remove(&d);
 }
 
 static void test_posix_preallocate(void **state)
 {
-    (void)state;
-    lsm_env *env = lsm_env_default();
-    struct tdir d;
-    tdir_make(&d);
+    struct fx *x = *state;
+    lsm_env *env = x->env;
     char p[256];
-    in(&d, "log", p);
-    lsm_wfile *f;
-    ASSERT_OK(env->new_wfile(env, p, &f));
+    lsm_wfile *f = open_w(x, "log", p);
     ASSERT_OK(f->ops->append(f, "abc", 3));
     ASSERT_OK(f->ops->preallocate(f, 1 << 20));
     ASSERT_OK(f->ops->append(f, "def", 3));
@@ -436,7 +404,6 @@ static void test_posix_preallocate(void **state)
     char got[16];
     assert_int_equal(slurp(p, got, sizeof(got)), 6);
     assert_memory_equal(got, "abcdef", 6);
-    tdir_remove(&d);
 }
 
 static void test_posix_no_space(void **state)
@@ -465,13 +432,11 @@ static void test_posix_no_space(void **state)
 
 static void test_posix_lock(void **state)
 {
-    (void)state;
-    lsm_env *env = lsm_env_default();
-    struct tdir d;
-    tdir_make(&d);
+    struct fx *x = *state;
+    lsm_env *env = x->env;
     char p[256], alias[256];
-    in(&d, "LOCK", p);
-    snprintf(alias, sizeof(alias), "%s/./LOCK", d.path);
+    in(x, "LOCK", p);
+    snprintf(alias, sizeof(alias), "%s/./LOCK", x->dir);
     lsm_filelock *l1, *l2;
     ASSERT_OK(env->lock_file(env, p, &l1));
     assert_true(exists(p));
@@ -523,9 +488,8 @@ static void test_posix_lock(void **state)
     ASSERT_OK(env->lock_file(env, p, &l2)); /* the child is gone */
     ASSERT_OK(env->unlock_file(env, l2));
     /* Locking in a missing directory is an I/O error, not busy. */
-    in(&d, "missing/LOCK", p);
+    in(x, "missing/LOCK", p);
     ASSERT_FAILS(env->lock_file(env, p, &l2), LSM_IO_ERROR, p);
-    tdir_remove(&d);
 }
 
 static void test_posix_misc(void **state)
@@ -545,43 +509,13 @@ static void test_posix_misc(void **state)
 
 /* ----------------------------------------------------------- fault env */
 
-struct fx {
-    struct tdir d;
-    fault_env *fe;
-    lsm_env *env;
-};
-
-static int fx_setup(void **state)
-{
-    struct fx *x = calloc(1, sizeof(*x));
-    tdir_make(&x->d);
-    x->fe = fault_env_new(lsm_env_default());
-    assert_non_null(x->fe);
-    x->env = fault_env_env(x->fe);
-    *state = x;
-    return 0;
-}
-
-static int fx_teardown(void **state)
-{
-    struct fx *x = *state;
-    fault_env_free(x->fe);
-    tdir_remove(&x->d);
-    free(x);
-    return 0;
-}
-
 static void test_fault_power_cut_data(void **state)
 {
     struct fx *x = *state;
     lsm_env *env = x->env;
     char p[256], q[256], got[64];
-    in(&x->d, "log", p);
-    in(&x->d, "never-synced", q);
-    lsm_wfile *f, *g;
-    ASSERT_OK(env->new_wfile(env, p, &f));
-    ASSERT_OK(env->new_wfile(env, q, &g));
-    ASSERT_OK(env->sync_dir(env, x->d.path)); /* both names durable */
+    lsm_wfile *f = open_w(x, "log", p), *g = open_w(x, "never-synced", q);
+    ASSERT_OK(env->sync_dir(env, x->dir)); /* both names durable */
     ASSERT_OK(f->ops->append(f, "AAAA", 4));
     ASSERT_OK(f->ops->sync(f));
     ASSERT_OK(f->ops->append(f, "BBBB", 4));
@@ -618,16 +552,16 @@ static void test_fault_power_cut_new_files(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char a[256], b[256], c[256], sub[256], s1[256];
-    in(&x->d, "synced-data-unsynced-dir", a);
-    in(&x->d, "synced-both", b);
-    in(&x->d, "after-dir-sync", c);
-    in(&x->d, "sub", sub);
-    in(&x->d, "sub/inner", s1);
+    in(x, "synced-data-unsynced-dir", a);
+    in(x, "synced-both", b);
+    in(x, "after-dir-sync", c);
+    in(x, "sub", sub);
+    in(x, "sub/inner", s1);
     write_file(env, a, "aaa", true);
     write_file(env, b, "bbb", true);
     ASSERT_OK(env->create_dir(env, sub));
     write_file(env, s1, "sss", true);
-    ASSERT_OK(env->sync_dir(env, x->d.path));
+    ASSERT_OK(env->sync_dir(env, x->dir));
     write_file(env, c, "ccc", true); /* created after the sync */
     /* A sync of another directory does not help this one... */
     ASSERT_OK(env->sync_dir(env, sub));
@@ -644,7 +578,7 @@ static void test_fault_power_cut_new_files(void **state)
      * its data synced; and a path spelled with a trailing slash counts. */
     write_file(env, c, "ccc", true);
     char slash[300];
-    snprintf(slash, sizeof(slash), "%s/", x->d.path);
+    snprintf(slash, sizeof(slash), "%s/", x->dir);
     ASSERT_OK(env->sync_dir(env, slash));
     write_file(env, a, "rewritten", false); /* truncating an old file */
     write_file(env, c, "cc", true);
@@ -660,32 +594,32 @@ static void test_fault_power_cut_rename(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char cur[256], tmp[256], got[64];
-    in(&x->d, "CURRENT", cur);
-    in(&x->d, "CURRENT.tmp", tmp);
+    in(x, "CURRENT", cur);
+    in(x, "CURRENT.tmp", tmp);
     write_file(env, cur, "old", true);
-    ASSERT_OK(env->sync_dir(env, x->d.path));
+    ASSERT_OK(env->sync_dir(env, x->dir));
     /* The classic: write tmp, sync it, rename over CURRENT, no dir sync. */
     write_file(env, tmp, "new", true);
     ASSERT_OK(env->rename_file(env, tmp, cur));
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     assert_memory_equal(got, "new", 3);
-    assert_false(has_child(env, x->d.path, "CURRENT.tmp"));
+    assert_false(has_child(env, x->dir, "CURRENT.tmp"));
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     ASSERT_OK(fault_env_power_cut(x->fe));
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     assert_memory_equal(got, "old", 3);
     assert_false(exists(tmp));
-    assert_int_equal(count_entries(x->d.path), 1); /* no hidden helpers left */
+    assert_int_equal(count_entries(x->dir), 1); /* no hidden helpers left */
 
     /* With the directory synced, the rename sticks. */
     write_file(env, tmp, "new", true);
     ASSERT_OK(env->rename_file(env, tmp, cur));
-    ASSERT_OK(env->sync_dir(env, x->d.path));
+    ASSERT_OK(env->sync_dir(env, x->dir));
     ASSERT_OK(fault_env_power_cut(x->fe));
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     assert_memory_equal(got, "new", 3);
     assert_false(exists(tmp));
-    assert_int_equal(count_entries(x->d.path), 1);
+    assert_int_equal(count_entries(x->dir), 1);
 
     /* A durable file renamed to a new name, unsynced: back to the old name. */
     ASSERT_OK(env->rename_file(env, cur, tmp));
@@ -695,7 +629,7 @@ static void test_fault_power_cut_rename(void **state)
     assert_memory_equal(got, "new", 3);
     /* A chain of renames, unsynced, unwinds completely. */
     char third[256];
-    in(&x->d, "third", third);
+    in(x, "third", third);
     ASSERT_OK(env->rename_file(env, cur, tmp));
     ASSERT_OK(env->rename_file(env, tmp, third));
     ASSERT_OK(fault_env_power_cut(x->fe));
@@ -709,22 +643,20 @@ static void test_fault_power_cut_remove(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char a[256], b[256], got[64];
-    in(&x->d, "old.log", a);
-    in(&x->d, "other", b);
-    lsm_wfile *f;
-    ASSERT_OK(env->new_wfile(env, a, &f));
+    in(x, "other", b);
+    lsm_wfile *f = open_w(x, "old.log", a);
     ASSERT_OK(f->ops->append(f, "durable", 7));
     ASSERT_OK(f->ops->sync(f));
     ASSERT_OK(f->ops->append(f, "-not", 4));
     ASSERT_OK(f->ops->close(f));
-    ASSERT_OK(env->sync_dir(env, x->d.path));
+    ASSERT_OK(env->sync_dir(env, x->dir));
     ASSERT_OK(env->remove_file(env, a));
     assert_false(env->file_exists(env, a));
-    assert_false(has_child(env, x->d.path, "old.log"));
-    assert_int_equal(count_entries(x->d.path), 1); /* the hidden copy... */
+    assert_false(has_child(env, x->dir, "old.log"));
+    assert_int_equal(count_entries(x->dir), 1); /* the hidden copy... */
     char **names;
     int n;
-    ASSERT_OK(env->get_children(env, x->d.path, &names, &n));
+    ASSERT_OK(env->get_children(env, x->dir, &names, &n));
     assert_int_equal(n, 0); /* ...which the env never lists */
     env_free_children(names, n);
     ASSERT_FAILS(env->remove_file(env, a), LSM_IO_ERROR, a);
@@ -732,11 +664,11 @@ static void test_fault_power_cut_remove(void **state)
     ASSERT_OK(fault_env_power_cut(x->fe));
     assert_int_equal(slurp(a, got, sizeof(got)), 7);
     assert_memory_equal(got, "durable", 7);
-    assert_int_equal(count_entries(x->d.path), 1);
+    assert_int_equal(count_entries(x->dir), 1);
     /* Synced remove: gone for good, hidden copy deleted. */
     ASSERT_OK(env->remove_file(env, a));
-    ASSERT_OK(env->sync_dir(env, x->d.path));
-    assert_int_equal(count_entries(x->d.path), 0);
+    ASSERT_OK(env->sync_dir(env, x->dir));
+    assert_int_equal(count_entries(x->dir), 0);
     ASSERT_OK(fault_env_power_cut(x->fe));
     assert_false(exists(a));
     /* Remove of a never-durable file, then a re-create: both undone. */
@@ -745,7 +677,7 @@ static void test_fault_power_cut_remove(void **state)
     write_file(env, b, "two", true);
     ASSERT_OK(fault_env_power_cut(x->fe));
     assert_false(exists(b));
-    assert_int_equal(count_entries(x->d.path), 0);
+    assert_int_equal(count_entries(x->dir), 0);
 }
 
 static void test_fault_remove_dir_and_free(void **state)
@@ -753,8 +685,8 @@ static void test_fault_remove_dir_and_free(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char sub[256], f1[256];
-    in(&x->d, "store", sub);
-    in(&x->d, "store/000001.log", f1);
+    in(x, "store", sub);
+    in(x, "store/000001.log", f1);
     ASSERT_OK(env->create_dir(env, sub));
     write_file(env, f1, "x", true);
     ASSERT_OK(env->sync_dir(env, sub));
@@ -763,12 +695,12 @@ static void test_fault_remove_dir_and_free(void **state)
     ASSERT_OK(env->remove_dir(env, sub));
     assert_false(exists(sub));
     /* Pending removes become real when the env is freed. */
-    in(&x->d, "kept", f1);
+    in(x, "kept", f1);
     write_file(env, f1, "x", true);
-    ASSERT_OK(env->sync_dir(env, x->d.path));
+    ASSERT_OK(env->sync_dir(env, x->dir));
     ASSERT_OK(env->remove_file(env, f1));
     fault_env_free(x->fe);
-    assert_int_equal(count_entries(x->d.path), 0);
+    assert_int_equal(count_entries(x->dir), 0);
     x->fe = fault_env_new(lsm_env_default());
     x->env = fault_env_env(x->fe);
 }
@@ -778,9 +710,9 @@ static void test_fault_dead_readers(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char p[256];
-    in(&x->d, "f", p);
+    in(x, "f", p);
     write_file(env, p, "abcdef", true);
-    ASSERT_OK(env->sync_dir(env, x->d.path));
+    ASSERT_OK(env->sync_dir(env, x->dir));
     lsm_sfile *sf;
     lsm_rfile *rf;
     ASSERT_OK(env->new_sfile(env, p, &sf));
@@ -805,13 +737,8 @@ static void test_fault_dead_readers(void **state)
 static void test_fault_inject_writes(void **state)
 {
     struct fx *x = *state;
-    lsm_env *env = x->env;
     char p[256], q[256], got[64];
-    in(&x->d, "000003.log", p);
-    in(&x->d, "MANIFEST", q);
-    lsm_wfile *f, *g;
-    ASSERT_OK(env->new_wfile(env, p, &f));
-    ASSERT_OK(env->new_wfile(env, q, &g));
+    lsm_wfile *f = open_w(x, "000003.log", p), *g = open_w(x, "MANIFEST", q);
     /* Two more writes to .log files succeed, then one fails with EIO. */
     fault_env_fail(x->fe, FAULT_WRITE, ".log", EIO, 2, 1);
     ASSERT_OK(g->ops->append(g, "m", 1)); /* other paths unaffected */
@@ -841,10 +768,8 @@ static void test_fault_inject_sync(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char p[256], got[64];
-    in(&x->d, "log", p);
-    lsm_wfile *f;
-    ASSERT_OK(env->new_wfile(env, p, &f));
-    ASSERT_OK(env->sync_dir(env, x->d.path));
+    lsm_wfile *f = open_w(x, "log", p);
+    ASSERT_OK(env->sync_dir(env, x->dir));
     ASSERT_OK(f->ops->append(f, "abc", 3));
     ASSERT_OK(f->ops->sync(f));
     ASSERT_OK(f->ops->append(f, "def", 3));
@@ -862,8 +787,8 @@ static void test_fault_inject_dir_ops(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char a[256], b[256], got[16];
-    in(&x->d, "alpha", a);
-    in(&x->d, "beta", b);
+    in(x, "alpha", a);
+    in(x, "beta", b);
     lsm_wfile *f;
     fault_env_fail(x->fe, FAULT_CREATE, "alpha", ENOSPC, 1, 1);
     write_file(env, b, "b", true); /* does not match */
@@ -874,7 +799,7 @@ static void test_fault_inject_dir_ops(void **state)
     ASSERT_FAILS(env->rename_file(env, a, b), LSM_IO_ERROR, a);
     assert_true(exists(a));
     fault_env_fail(x->fe, FAULT_SYNC_DIR, NULL, EIO, 0, 1);
-    ASSERT_FAILS(env->sync_dir(env, x->d.path), LSM_IO_ERROR, x->d.path);
+    ASSERT_FAILS(env->sync_dir(env, x->dir), LSM_IO_ERROR, x->dir);
     assert_int_equal(fault_env_dir_syncs(x->fe), 0);
     /* The failed dir sync made nothing durable. */
     ASSERT_OK(fault_env_power_cut(x->fe));
@@ -882,7 +807,7 @@ static void test_fault_inject_dir_ops(void **state)
     assert_false(exists(b));
     /* Reads: sfile and rfile. */
     write_file(env, a, "data", true);
-    ASSERT_OK(env->sync_dir(env, x->d.path));
+    ASSERT_OK(env->sync_dir(env, x->dir));
     fault_env_fail(x->fe, FAULT_READ, NULL, EIO, 1, 2);
     lsm_sfile *sf;
     lsm_rfile *rf;
@@ -903,9 +828,7 @@ static void test_fault_sync_delay(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char p[256];
-    in(&x->d, "slow", p);
-    lsm_wfile *f;
-    ASSERT_OK(env->new_wfile(env, p, &f));
+    lsm_wfile *f = open_w(x, "slow", p);
     fault_env_set_sync_delay_us(x->fe, 20000);
     uint64_t t0 = env->now_micros(env);
     ASSERT_OK(f->ops->sync(f));
@@ -964,19 +887,20 @@ static void test_fault_power_cut_concurrent(void **state)
     for (int i = 0; i < T; i++) {
         char name[16];
         snprintf(name, sizeof(name), "w%d", i);
-        in(&x->d, name, paths[i]);
+        in(x, name, paths[i]);
         memset(&args[i], 0, sizeof(args[i]));
         ASSERT_OK(env->new_wfile(env, paths[i], &args[i].f));
     }
-    ASSERT_OK(env->sync_dir(env, x->d.path));
+    ASSERT_OK(env->sync_dir(env, x->dir));
     for (int i = 0; i < T; i++)
         assert_int_equal(pthread_create(&th[i], NULL, cut_writer, &args[i]), 0);
-    /* Let them run until each has synced something. */
+    /* Let them run until each has synced something (10 s at most). */
     for (int spins = 0; spins < 100000; spins++) {
         if (fault_env_syncs(x->fe) >= 4 * T)
             break;
         env->sleep_micros(env, 100);
     }
+    uint64_t synced = fault_env_syncs(x->fe);
     ASSERT_OK(fault_env_power_cut(x->fe));
     for (int i = 0; i < T; i++) {
         pthread_join(th[i], NULL);
@@ -988,31 +912,26 @@ static void test_fault_power_cut_concurrent(void **state)
         assert_int_equal(stat(paths[i], &st), 0);
         assert_int_equal((uint64_t)st.st_size, args[i].last_synced);
     }
+    assert_true(synced >= 4 * T); /* the cut came after real work, not before */
 }
+
+/* A test of the POSIX env, or of the fault env, in a fresh directory. */
+#define POSIX_TEST(fn) cmocka_unit_test_setup_teardown(fn, posix_setup, fx_teardown)
+#define FAULT_TEST(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_posix_write_read),
-        cmocka_unit_test(test_posix_pread_threads),
-        cmocka_unit_test(test_posix_dirs_and_names),
-        cmocka_unit_test(test_posix_small_file_helpers),
-        cmocka_unit_test(test_posix_preallocate),
-        cmocka_unit_test(test_posix_preallocate_grows),
-        cmocka_unit_test(test_posix_no_space),
-        cmocka_unit_test(test_posix_lock),
-        cmocka_unit_test(test_posix_misc),
-        cmocka_unit_test_setup_teardown(test_fault_power_cut_data, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_fault_power_cut_new_files, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_fault_power_cut_rename, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_fault_power_cut_remove, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_fault_remove_dir_and_free, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_fault_dead_readers, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_fault_inject_writes, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_fault_inject_sync, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_fault_inject_dir_ops, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_fault_sync_delay, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_fault_power_cut_concurrent, fx_setup, fx_teardown),
+        POSIX_TEST(test_posix_write_read),          POSIX_TEST(test_posix_pread_threads),
+        POSIX_TEST(test_posix_dirs_and_names),      POSIX_TEST(test_posix_small_file_helpers),
+        POSIX_TEST(test_posix_preallocate),         POSIX_TEST(test_posix_preallocate_grows),
+        cmocka_unit_test(test_posix_no_space),      POSIX_TEST(test_posix_lock),
+        cmocka_unit_test(test_posix_misc),          FAULT_TEST(test_fault_power_cut_data),
+        FAULT_TEST(test_fault_power_cut_new_files), FAULT_TEST(test_fault_power_cut_rename),
+        FAULT_TEST(test_fault_power_cut_remove),    FAULT_TEST(test_fault_remove_dir_and_free),
+        FAULT_TEST(test_fault_dead_readers),        FAULT_TEST(test_fault_inject_writes),
+        FAULT_TEST(test_fault_inject_sync),         FAULT_TEST(test_fault_inject_dir_ops),
+        FAULT_TEST(test_fault_sync_delay),          FAULT_TEST(test_fault_power_cut_concurrent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

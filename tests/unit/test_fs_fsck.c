@@ -1,22 +1,13 @@
 /* test_fs_fsck.c — fsck on stores built and broken by hand: each damage is
  * reported by a check-only run (exit 4), repaired by -y (exit 1), and the
  * repaired store checks clean (exit 0). */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "fsck.h"
 #include "lsm.h"
 #include "schema.h"
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 typedef struct fixture {
     char dir[64];
@@ -64,8 +55,8 @@ static void put_entry(fixture *fx, uint64_t parent, const char *name, uint64_t i
 static int setup(void **state)
 {
     fixture *fx = calloc(1, sizeof *fx);
-    snprintf(fx->dir, sizeof fx->dir, "/tmp/test_fs_fsck.XXXXXX");
-    assert_non_null(mkdtemp(fx->dir));
+    assert_non_null(fx);
+    tu_mkdtemp(fx->dir, sizeof fx->dir, "fsck");
     lsm_options o;
     lsm_options_init(&o);
     o.create_if_missing = true;
@@ -92,10 +83,7 @@ static int teardown(void **state)
 {
     fixture *fx = *state;
     lsm_status_free(lsm_close(fx->db));
-    lsm_options o;
-    lsm_options_init(&o);
-    lsm_status_free(lsm_destroy(&o, fx->dir));
-    rmdir(fx->dir);
+    tu_rmtree(fx->dir);
     free(fx);
     return 0;
 }
@@ -105,6 +93,7 @@ static int run(fixture *fx, bool repair, int *problems)
     lsm_status_free(lsm_close(fx->db));
     fx->db = NULL;
     FILE *devnull = fopen("/dev/null", "w");
+    assert_non_null(devnull);
     fsck_options o = {.repair = repair, .out = devnull};
     fsck_result r;
     int rc = fsck_store(fx->dir, &o, &r);
@@ -141,6 +130,41 @@ static bool exists(fixture *fx, const schema_key *k)
     return found;
 }
 
+/* The inode a directory entry names; 0 if there is no such entry. */
+static uint64_t lookup(fixture *fx, uint64_t parent, const char *name)
+{
+    schema_key k;
+    key_dirent(&k, parent, name, strlen(name));
+    char *v = NULL;
+    size_t vlen;
+    lsm_status *s = lsm_get(fx->db, NULL, k.b, k.len, &v, &vlen);
+    if (lsm_status_code(s) == LSM_NOT_FOUND) {
+        lsm_status_free(s);
+        return 0;
+    }
+    ASSERT_OK(s);
+    dirent_val d;
+    assert_true(dirent_decode(v, vlen, &d));
+    free(v);
+    return d.ino;
+}
+
+/* The link count stored in inode ino's record. */
+static uint32_t stored_nlink(fixture *fx, uint64_t ino)
+{
+    schema_key k;
+    key_inode(&k, ino);
+    char *v = NULL;
+    size_t vlen;
+    ASSERT_OK(lsm_get(fx->db, NULL, k.b, k.len, &v, &vlen));
+    inode_rec r;
+    const char *payload;
+    size_t plen;
+    assert_true(inode_decode(v, vlen, &r, &payload, &plen));
+    free(v);
+    return r.nlink;
+}
+
 static void test_clean(void **state)
 {
     assert_int_equal(run(*state, false, NULL), FSCK_CLEAN);
@@ -152,9 +176,7 @@ static void test_dangling_entry_dropped(void **state)
     put_entry(fx, 1, "ghost", 77, S_IFREG, 5);
     put_inode(fx, 1, S_IFDIR | 0755, 3, 3, 1, 6, NULL);
     expect_repaired(fx);
-    schema_key k;
-    key_dirent(&k, 1, "ghost", 5);
-    assert_false(exists(fx, &k));
+    assert_int_equal(lookup(fx, 1, "ghost"), 0);
 }
 
 static void test_unreachable_inode_reconnected(void **state)
@@ -162,9 +184,9 @@ static void test_unreachable_inode_reconnected(void **state)
     fixture *fx = *state;
     put_inode(fx, 9, S_IFREG | 0600, 1, 2, 0, 0, "xy");
     expect_repaired(fx);
-    schema_key k;
-    key_dirent(&k, 1, "lost+found", 10);
-    assert_true(exists(fx, &k));
+    uint64_t lost_found = lookup(fx, 1, "lost+found");
+    assert_true(lost_found != 0);
+    assert_int_equal(lookup(fx, lost_found, "#9"), 9);
 }
 
 static void test_wrong_link_count_fixed(void **state)
@@ -172,6 +194,7 @@ static void test_wrong_link_count_fixed(void **state)
     fixture *fx = *state;
     put_inode(fx, 2, S_IFREG | 0644, 5, 2, 0, 0, "hi");
     expect_repaired(fx);
+    assert_int_equal(stored_nlink(fx, 2), 1);
 }
 
 static void test_chunk_beyond_size_deleted(void **state)
@@ -222,17 +245,20 @@ static void test_not_lsmfs_is_operational_error(void **state)
     assert_int_equal(run(fx, false, NULL), FSCK_OPERATIONAL);
 }
 
+/* A test on a fresh healthy filesystem (see setup). */
+#define FSCK_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_clean, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dangling_entry_dropped, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unreachable_inode_reconnected, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wrong_link_count_fixed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_chunk_beyond_size_deleted, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unlinked_inode_gets_orphan_mark, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_missing_readdir_index_added, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_not_lsmfs_is_operational_error, setup, teardown),
+        FSCK_TEST(test_clean),
+        FSCK_TEST(test_dangling_entry_dropped),
+        FSCK_TEST(test_unreachable_inode_reconnected),
+        FSCK_TEST(test_wrong_link_count_fixed),
+        FSCK_TEST(test_chunk_beyond_size_deleted),
+        FSCK_TEST(test_unlinked_inode_gets_orphan_mark),
+        FSCK_TEST(test_missing_readdir_index_added),
+        FSCK_TEST(test_not_lsmfs_is_operational_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,15 +1,9 @@
 /* test_fs_schema.c — the lsmfs on-disk encodings: round trips, key order,
  * and rejection of malformed values (data from disk is untrusted). */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "schema.h"
 
-#include <string.h>
 #include <sys/stat.h>
 
 static int keycmp(const schema_key *a, const schema_key *b)
@@ -79,6 +73,7 @@ static void test_dirent_and_cookie_round_trip(void **state)
     assert_true(cookie_decode(cv, cl, &ino, &type, &name, &nlen));
     assert_int_equal(ino, 99);
     assert_int_equal(type, 8);
+    assert_int_equal(nlen, 4);
     assert_memory_equal(name, "name", 4);
     assert_false(cookie_decode(cv, COOKIE_VAL_HDR, &ino, &type, &name, &nlen));
 }

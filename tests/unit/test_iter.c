@@ -1,19 +1,10 @@
 /* test_iter.c — the empty and the merging iterator, checked against a
  * reference model of the merged order over array-backed children. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "coding.h"
 #include "iter.h"
 #include "status.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* ------------------------------------------------- array-backed iterator */
 
@@ -171,8 +162,7 @@ enum { NALPHA = sizeof(alphabet) / sizeof(alphabet[0]) };
 static uint64_t rs;
 static unsigned rnd(unsigned n)
 {
-    rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (unsigned)((rs >> 33) % n);
+    return (unsigned)(tu_lcg31(&rs) % n);
 }
 
 static int str_cmp(const void *a, const void *b)
@@ -217,6 +207,22 @@ static iter *merge_setup(setup *s, int nchild)
     return iter_new_merging(children, nchild, cmp_bytes);
 }
 
+/* Runs check on `rounds` random merges of each size from 1 to 5 children,
+ * drawn from `seed`. */
+static void for_random_merges(uint64_t seed, int rounds, void (*check)(iter *it, const setup *s))
+{
+    rs = seed;
+    for (int nchild = 1; nchild <= 5; nchild++) {
+        for (int round = 0; round < rounds; round++) {
+            setup s;
+            random_setup(&s, nchild);
+            iter *it = merge_setup(&s, nchild);
+            check(it, &s);
+            iter_free(it);
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- tests */
 
 static void test_empty_iterator(void **state)
@@ -227,6 +233,7 @@ static void test_empty_iterator(void **state)
     iter_seek_first(it);
     assert_false(iter_valid(it));
     iter_seek_last(it);
+    assert_false(iter_valid(it));
     iter_seek(it, "x", 1);
     assert_false(iter_valid(it));
     assert_null(iter_status(it));
@@ -241,65 +248,57 @@ static void test_empty_iterator(void **state)
     iter_free(it);
 }
 
+static void scan_both_directions(iter *it, const setup *s)
+{
+    iter_seek_first(it);
+    for (int i = 0; i < s->n; i++, iter_next(it))
+        expect_at(it, s->model, s->n, i);
+    expect_at(it, s->model, s->n, s->n);
+    iter_seek_last(it);
+    for (int i = s->n - 1; i >= 0; i--, iter_prev(it))
+        expect_at(it, s->model, s->n, i);
+    expect_at(it, s->model, s->n, -1);
+    assert_null(iter_status(it));
+}
+
 static void test_full_scans_both_directions(void **state)
 {
     (void)state;
-    rs = 1;
-    for (int nchild = 1; nchild <= 5; nchild++) {
-        for (int round = 0; round < 200; round++) {
-            setup s;
-            random_setup(&s, nchild);
-            iter *it = merge_setup(&s, nchild);
-            iter_seek_first(it);
-            for (int i = 0; i < s.n; i++, iter_next(it))
-                expect_at(it, s.model, s.n, i);
-            expect_at(it, s.model, s.n, s.n);
-            iter_seek_last(it);
-            for (int i = s.n - 1; i >= 0; i--, iter_prev(it))
-                expect_at(it, s.model, s.n, i);
-            expect_at(it, s.model, s.n, -1);
-            assert_null(iter_status(it));
-            iter_free(it);
-        }
-    }
+    for_random_merges(1, 200, scan_both_directions);
 }
 
 /* Random next/prev/seek with direction changes anywhere, against the model. */
+static void random_walk(iter *it, const setup *s)
+{
+    int idx = -1;
+    for (int step = 0; step < 60; step++) {
+        bool valid = idx >= 0 && idx < s->n;
+        unsigned op = rnd(10);
+        if (valid && op < 4) {
+            iter_next(it);
+            idx++;
+        } else if (valid && op < 8) {
+            iter_prev(it);
+            idx--;
+        } else if (op == 8) {
+            const char *k = rnd(5) == 0 ? "zz" : alphabet[rnd(NALPHA)];
+            iter_seek(it, k, strlen(k));
+            idx = lower_bound(s->model, s->n, k);
+        } else if (rnd(2)) {
+            iter_seek_first(it);
+            idx = 0;
+        } else {
+            iter_seek_last(it);
+            idx = s->n - 1;
+        }
+        expect_at(it, s->model, s->n, idx);
+    }
+}
+
 static void test_random_walks(void **state)
 {
     (void)state;
-    rs = 2;
-    for (int nchild = 1; nchild <= 5; nchild++) {
-        for (int round = 0; round < 300; round++) {
-            setup s;
-            random_setup(&s, nchild);
-            iter *it = merge_setup(&s, nchild);
-            int idx = -1;
-            for (int step = 0; step < 60; step++) {
-                bool valid = idx >= 0 && idx < s.n;
-                unsigned op = rnd(10);
-                if (valid && op < 4) {
-                    iter_next(it);
-                    idx++;
-                } else if (valid && op < 8) {
-                    iter_prev(it);
-                    idx--;
-                } else if (op == 8) {
-                    const char *k = rnd(5) == 0 ? "zz" : alphabet[rnd(NALPHA)];
-                    iter_seek(it, k, strlen(k));
-                    idx = lower_bound(s.model, s.n, k);
-                } else if (rnd(2)) {
-                    iter_seek_first(it);
-                    idx = 0;
-                } else {
-                    iter_seek_last(it);
-                    idx = s.n - 1;
-                }
-                expect_at(it, s.model, s.n, idx);
-            }
-            iter_free(it);
-        }
-    }
+    for_random_merges(2, 300, random_walk);
 }
 
 /* The same key in three children: lower index first going forward, and the
@@ -392,9 +391,7 @@ static void test_child_errors_propagated(void **state)
     lsm_status_free(s);
     lsm_status_free(a1->err);
     a1->err = NULL;
-    s = iter_status(it);
-    assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
-    lsm_status_free(s);
+    ASSERT_FAILS(iter_status(it), LSM_CORRUPTION, NULL);
     iter_free(it);
 }
 

@@ -1,27 +1,17 @@
 /* test_memtable.c — the arena, the skiplist and the memtable, including one
  * writer racing three lock-free readers. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "arena.h"
 #include "memtable.h"
 #include "skiplist.h"
 #include "status.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 static uint64_t next_rand(uint64_t *s)
 {
-    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return *s >> 33;
+    return tu_lcg31(s);
 }
 
 /* ---------------------------------------------------------------- arena */
@@ -352,21 +342,40 @@ static void test_memtable_long_keys(void **state)
     memtable_unref(m);
 }
 
-static void expect_ikey(iter *it, const char *ukey, uint64_t seq, enum value_type t,
-                        const char *val)
+/* The entries of test_memtable_iterator in iteration order: user key
+ * ascending, sequence descending. */
+static const struct ientry {
+    const char *ukey;
+    uint64_t seq;
+    enum value_type type;
+    const char *val;
+} iorder[] = {{"a", 4, TYPE_VALUE, "a4"},
+              {"a", 1, TYPE_VALUE, "a1"},
+              {"b", 7, TYPE_DELETION, ""},
+              {"b", 3, TYPE_VALUE, "b3"},
+              {"c", 5, TYPE_VALUE, "c5"}};
+enum { NIORDER = sizeof(iorder) / sizeof(iorder[0]) };
+
+/* The iterator stands on iorder[i] (on nothing if i is out of range). */
+static void expect_nth(iter *it, int i)
 {
+    if (i < 0 || i >= NIORDER) {
+        assert_false(iter_valid(it));
+        return;
+    }
+    const struct ientry *e = &iorder[i];
     assert_true(iter_valid(it));
     size_t n, vn;
     const char *k = iter_key(it, &n);
     parsed_ikey pk;
     assert_true(parse_ikey(k, n, &pk));
-    assert_int_equal(pk.user_len, strlen(ukey));
-    assert_memory_equal(pk.user_key, ukey, pk.user_len);
-    assert_int_equal(pk.seq, seq);
-    assert_int_equal(pk.type, t);
+    assert_int_equal(pk.user_len, strlen(e->ukey));
+    assert_memory_equal(pk.user_key, e->ukey, pk.user_len);
+    assert_int_equal(pk.seq, e->seq);
+    assert_int_equal(pk.type, e->type);
     const char *v = iter_value(it, &vn);
-    assert_int_equal(vn, strlen(val));
-    assert_memory_equal(v, val, vn);
+    assert_int_equal(vn, strlen(e->val));
+    assert_memory_equal(v, e->val, vn);
 }
 
 static void seek_ikey(iter *it, const char *ukey, uint64_t seq)
@@ -382,58 +391,50 @@ static void test_memtable_iterator(void **state)
 {
     (void)state;
     memtable *m = memtable_new();
-    add(m, 3, TYPE_VALUE, "b", "b3");
-    add(m, 1, TYPE_VALUE, "a", "a1");
-    add(m, 7, TYPE_DELETION, "b", "");
-    add(m, 5, TYPE_VALUE, "c", "c5");
-    add(m, 4, TYPE_VALUE, "a", "a4");
+    static const int insert_order[] = {3, 1, 2, 4, 0};
+    for (int i = 0; i < NIORDER; i++) {
+        const struct ientry *e = &iorder[insert_order[i]];
+        add(m, e->seq, e->type, e->ukey, e->val);
+    }
     iter *it = memtable_iter_new(m);
     assert_false(iter_valid(it));
 
-    iter_seek_first(it); /* user key ascending, sequence descending */
-    expect_ikey(it, "a", 4, TYPE_VALUE, "a4");
-    iter_next(it);
-    expect_ikey(it, "a", 1, TYPE_VALUE, "a1");
-    iter_next(it);
-    expect_ikey(it, "b", 7, TYPE_DELETION, "");
-    iter_next(it);
-    expect_ikey(it, "b", 3, TYPE_VALUE, "b3");
-    iter_next(it);
-    expect_ikey(it, "c", 5, TYPE_VALUE, "c5");
-    iter_next(it);
-    assert_false(iter_valid(it));
+    iter_seek_first(it);
+    for (int i = 0; i < NIORDER; i++, iter_next(it))
+        expect_nth(it, i);
+    expect_nth(it, NIORDER);
 
     iter_seek_last(it);
-    expect_ikey(it, "c", 5, TYPE_VALUE, "c5");
+    expect_nth(it, 4);
     iter_prev(it);
-    expect_ikey(it, "b", 3, TYPE_VALUE, "b3");
+    expect_nth(it, 3);
     iter_prev(it);
-    expect_ikey(it, "b", 7, TYPE_DELETION, "");
+    expect_nth(it, 2);
     iter_next(it); /* direction change */
-    expect_ikey(it, "b", 3, TYPE_VALUE, "b3");
+    expect_nth(it, 3);
     iter_prev(it);
     iter_prev(it);
-    expect_ikey(it, "a", 1, TYPE_VALUE, "a1");
+    expect_nth(it, 1);
     iter_prev(it);
     iter_prev(it);
-    assert_false(iter_valid(it));
+    expect_nth(it, -1);
 
     seek_ikey(it, "b", 5); /* snapshot 5 skips the deletion at 7 */
-    expect_ikey(it, "b", 3, TYPE_VALUE, "b3");
+    expect_nth(it, 3);
     seek_ikey(it, "b", 100);
-    expect_ikey(it, "b", 7, TYPE_DELETION, "");
+    expect_nth(it, 2);
     seek_ikey(it, "a", 0); /* past every version of a */
-    expect_ikey(it, "b", 7, TYPE_DELETION, "");
+    expect_nth(it, 2);
     seek_ikey(it, "bb", 9);
-    expect_ikey(it, "c", 5, TYPE_VALUE, "c5");
+    expect_nth(it, 4);
     seek_ikey(it, "d", 9);
-    assert_false(iter_valid(it));
+    expect_nth(it, -1);
     assert_null(iter_status(it));
 
     /* The iterator keeps the memtable alive after its owner lets go. */
     memtable_unref(m);
     iter_seek_first(it);
-    expect_ikey(it, "a", 4, TYPE_VALUE, "a4");
+    expect_nth(it, 0);
     iter_free(it);
 }
 

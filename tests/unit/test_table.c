@@ -5,19 +5,7 @@
  * their trailers, filter, index, footer) and every truncation give a
  * corruption status, never a crash or a wrong answer; write errors stick;
  * the table cache over real files; concurrent readers. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <cmocka.h>
-#include <errno.h>
-#include <pthread.h>
-#include <unistd.h>
+#include "testutil.h"
 
 #include "cache.h"
 #include "crc32c.h"
@@ -31,96 +19,17 @@
 static uint64_t rng_state = 0x853c49e6748fea9bull;
 static uint64_t rnd(void)
 {
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return rng_state = x;
+    return tu_xorshift64(&rng_state);
 }
 
-/* ------------------------------------------------------ in-memory files */
-
-typedef struct mem_wfile {
-    lsm_wfile base;
-    buf *out;
-    long fail_after; /* appends that succeed before every later one fails; <0: never */
-} mem_wfile;
-
-static lsm_status *mw_append(lsm_wfile *f, const void *d, size_t n)
+/* A wfile into `out` whose appends fail with ENOSPC after `fail_after` (< 0:
+ * never). */
+static tu_wfile *mem_wfile(buf *out, long fail_after)
 {
-    mem_wfile *m = (mem_wfile *)f;
-    if (m->fail_after == 0)
-        return status_from_errno(ENOSPC, "append (injected)");
-    if (m->fail_after > 0)
-        m->fail_after--;
-    assert_true(buf_append(m->out, d, n));
-    return NULL;
-}
-static lsm_status *mw_nop(lsm_wfile *f)
-{
-    (void)f;
-    return NULL;
-}
-static lsm_status *mw_prealloc(lsm_wfile *f, uint64_t n)
-{
-    (void)f;
-    (void)n;
-    return NULL;
-}
-static lsm_status *mw_close(lsm_wfile *f)
-{
-    free(f);
-    return NULL;
-}
-static const struct lsm_wfile_ops mw_ops = {mw_append, mw_nop, mw_nop, mw_prealloc, mw_close};
-
-static lsm_wfile *mem_wfile_new(buf *out, long fail_after)
-{
-    mem_wfile *m = malloc(sizeof(*m));
-    m->base.ops = &mw_ops;
-    m->out = out;
-    m->fail_after = fail_after;
-    return &m->base;
-}
-
-/* Reads a private copy of the bytes (so a test can damage its own copy). */
-typedef struct mem_rfile {
-    lsm_rfile base;
-    char *data;
-    size_t n;
-    bool fail_reads; /* every pread fails with EIO */
-} mem_rfile;
-
-static lsm_status *mr_pread(lsm_rfile *f, uint64_t off, void *dst, size_t n, size_t *got)
-{
-    mem_rfile *m = (mem_rfile *)f;
-    if (m->fail_reads)
-        return status_from_errno(EIO, "pread (injected)");
-    *got = 0;
-    if (off >= m->n)
-        return NULL;
-    size_t k = m->n - off < n ? m->n - off : n;
-    memcpy(dst, m->data + off, k);
-    *got = k;
-    return NULL;
-}
-static void mr_close(lsm_rfile *f)
-{
-    mem_rfile *m = (mem_rfile *)f;
-    free(m->data);
-    free(m);
-}
-static const struct lsm_rfile_ops mr_ops = {mr_pread, mr_close};
-
-static mem_rfile *mem_rfile_new(const char *data, size_t n)
-{
-    mem_rfile *m = malloc(sizeof(*m));
-    m->base.ops = &mr_ops;
-    m->data = malloc(n ? n : 1);
-    memcpy(m->data, data, n);
-    m->n = n;
-    m->fail_reads = false;
-    return m;
+    tu_wfile *w = tu_wfile_new(out);
+    w->fail_after = fail_after;
+    w->fail_errno = ENOSPC;
+    return w;
 }
 
 /* ------------------------------------------------------------- model */
@@ -202,8 +111,8 @@ static model gen_model(size_t nkeys, enum value_kind kind)
         }
     }
     qsort(m.e, m.n, sizeof(entry), entry_cmp);
-    /* Drop duplicate user keys generated twice (keep the sorted order valid:
-     * identical internal keys cannot happen as seqs are unique). */
+    /* A user key drawn twice just has more versions: sequences are unique,
+     * so no two internal keys are equal and the order is strict. */
     return m;
 }
 
@@ -219,7 +128,7 @@ static void free_model(model *m)
 static void build_table(const model *m, const table_options *o, buf *file)
 {
     file->len = 0;
-    lsm_wfile *w = mem_wfile_new(file, -1);
+    lsm_wfile *w = &mem_wfile(file, -1)->base;
     table_builder *b = table_builder_new(o, w);
     assert_non_null(b);
     for (size_t i = 0; i < m->n; i++)
@@ -240,10 +149,23 @@ static void build_table(const model *m, const table_options *o, buf *file)
     assert_null(w->ops->close(w));
 }
 
+/* A model of nkeys keys with values cut to max_val bytes (SIZE_MAX: as
+ * drawn), and in *file (initialised here) the table built from it. */
+static model model_table(size_t nkeys, enum value_kind kind, size_t max_val, const table_options *o,
+                         buf *file)
+{
+    model m = gen_model(nkeys, kind);
+    for (size_t i = 0; i < m.n; i++)
+        if (m.e[i].vlen > max_val)
+            m.e[i].vlen = max_val;
+    buf_init(file);
+    build_table(&m, o, file);
+    return m;
+}
+
 static lsm_status *open_mem(const char *data, size_t n, cache *c, sstable **t)
 {
-    mem_rfile *f = mem_rfile_new(data, n);
-    return table_open(&f->base, n, 7, c, t);
+    return table_open(&tu_rfile_new(data, n)->base, n, 7, c, t);
 }
 
 /* ------------------------------------------------------------- checks */
@@ -411,10 +333,8 @@ static void check_offsets(sstable *t, const model *m, size_t file_size)
 
 static void round_trip(size_t nkeys, enum value_kind kind, const table_options *o, bool use_cache)
 {
-    model m = gen_model(nkeys, kind);
     buf file;
-    buf_init(&file);
-    build_table(&m, o, &file);
+    model m = model_table(nkeys, kind, SIZE_MAX, o, &file);
     if (o->compression && kind == COMPRESSIBLE)
         assert_true(file.len < m.raw_bytes / 2);
     if (kind == INCOMPRESSIBLE)
@@ -587,16 +507,9 @@ static bool exercise_damaged(const char *data, size_t n, const model *m, cache *
 
 static void flip_everywhere(bool compression)
 {
-    model m = gen_model(60, COMPRESSIBLE);
-    for (size_t i = 0; i < m.n; i++) { /* keep it small: no 100 KiB values */
-        if (m.e[i].vlen > 64) {
-            m.e[i].vlen = 64;
-        }
-    }
     table_options o = {256, 10, compression};
     buf file;
-    buf_init(&file);
-    build_table(&m, &o, &file);
+    model m = model_table(60, COMPRESSIBLE, 64, &o, &file); /* small: no 100 KiB values */
     if (compression) { /* lz4 blocks are among those damaged */
         buf plain;
         buf_init(&plain);
@@ -638,14 +551,9 @@ static void test_flip_every_byte(void **state)
 static void test_truncated(void **state)
 {
     (void)state;
-    model m = gen_model(50, INCOMPRESSIBLE);
-    for (size_t i = 0; i < m.n; i++)
-        if (m.e[i].vlen > 50)
-            m.e[i].vlen = 50;
     table_options o = {512, 10, true};
     buf file;
-    buf_init(&file);
-    build_table(&m, &o, &file);
+    model m = model_table(50, INCOMPRESSIBLE, 50, &o, &file);
     for (size_t len = 0; len < file.len; len++) {
         sstable *t;
         lsm_status *st = open_mem(file.data, len, NULL, &t);
@@ -654,8 +562,7 @@ static void test_truncated(void **state)
         lsm_status_free(st);
         /* The version says the file is whole, but it is short: reads of
          * the missing part come back short. */
-        mem_rfile *f = mem_rfile_new(file.data, len);
-        st = table_open(&f->base, file.len, 9, NULL, &t);
+        st = table_open(&tu_rfile_new(file.data, len)->base, file.len, 9, NULL, &t);
         if (st == NULL) {
             fail_msg("open of a table cut to %zu bytes succeeded", len);
         }
@@ -670,32 +577,28 @@ static void test_truncated(void **state)
 static void test_read_errors(void **state)
 {
     (void)state;
-    model m = gen_model(200, COMPRESSIBLE);
     table_options o = {1024, 10, true};
     buf file;
-    buf_init(&file);
-    build_table(&m, &o, &file);
-    mem_rfile *f = mem_rfile_new(file.data, file.len);
+    model m = model_table(200, COMPRESSIBLE, SIZE_MAX, &o, &file);
+    tu_rfile *f = tu_rfile_new(file.data, file.len);
     sstable *t;
     assert_null(table_open(&f->base, file.len, 3, NULL, &t));
     f->fail_reads = true;
     iter *it = table_iter_new(t, NULL, NULL, NULL);
     iter_seek_first(it);
     assert_false(iter_valid(it));
-    lsm_status *st = iter_status(it);
-    assert_int_equal(lsm_status_code(st), LSM_IO_ERROR);
-    lsm_status_free(st);
+    ASSERT_FAILS(iter_status(it), LSM_IO_ERROR, NULL);
     iter_seek_first(it); /* errors stick */
     assert_false(iter_valid(it));
     iter_free(it);
     found fd = {0};
-    st = table_get(t, NULL, m.e[0].ikey, m.e[0].klen, on_found, &fd);
+    lsm_status *st = table_get(t, NULL, m.e[0].ikey, m.e[0].klen, on_found, &fd);
     assert_int_equal(lsm_status_code(st), LSM_IO_ERROR);
     assert_int_equal(fd.calls, 0);
     lsm_status_free(st);
     /* Truncated under an open table: short reads are corruption. */
     f->fail_reads = false;
-    f->n = f->n / 2;
+    f->len /= 2;
     it = table_iter_new(t, NULL, NULL, NULL);
     size_t i = 0;
     for (iter_seek_first(it); iter_valid(it); iter_next(it))
@@ -717,21 +620,15 @@ static void test_not_a_table(void **state)
     for (size_t i = 0; i < sizeof(junk); i++)
         junk[i] = (char)rnd();
     sstable *t;
-    lsm_status *st = open_mem(junk, sizeof(junk), NULL, &t);
-    assert_int_equal(lsm_status_code(st), LSM_CORRUPTION);
-    lsm_status_free(st);
+    ASSERT_FAILS(open_mem(junk, sizeof(junk), NULL, &t), LSM_CORRUPTION, NULL);
     /* A well-formed footer of a future format version. */
-    model m = gen_model(10, COMPRESSIBLE);
     table_options o = {4096, 10, true};
     buf file;
-    buf_init(&file);
-    build_table(&m, &o, &file);
+    model m = model_table(10, COMPRESSIBLE, SIZE_MAX, &o, &file);
     char *f = file.data + file.len - TABLE_FOOTER_SIZE;
     encode_fixed32(f + 32, TABLE_FORMAT_VERSION + 1);
     encode_fixed32(f + 36, crc32c_mask(crc32c(f, 36)));
-    st = open_mem(file.data, file.len, NULL, &t);
-    assert_int_equal(lsm_status_code(st), LSM_NOT_SUPPORTED);
-    lsm_status_free(st);
+    ASSERT_FAILS(open_mem(file.data, file.len, NULL, &t), LSM_NOT_SUPPORTED, NULL);
     buf_free(&file);
     free_model(&m);
 }
@@ -743,7 +640,7 @@ static void test_write_errors_stick(void **state)
     table_options o = {1024, 10, true};
     buf file;
     buf_init(&file);
-    lsm_wfile *w = mem_wfile_new(&file, 3);
+    lsm_wfile *w = &mem_wfile(&file, 3)->base;
     table_builder *b = table_builder_new(&o, w);
     lsm_status *first = NULL;
     size_t i;
@@ -752,14 +649,9 @@ static void test_write_errors_stick(void **state)
     assert_non_null(first);
     assert_int_equal(lsm_status_code(first), LSM_NO_SPACE);
     lsm_status_free(first);
-    if (i < m.n) {
-        lsm_status *again = table_builder_add(b, m.e[i].ikey, m.e[i].klen, m.e[i].val, 1);
-        assert_int_equal(lsm_status_code(again), LSM_NO_SPACE);
-        lsm_status_free(again);
-    }
-    lsm_status *fin = table_builder_finish(b);
-    assert_int_equal(lsm_status_code(fin), LSM_NO_SPACE);
-    lsm_status_free(fin);
+    assert_true(i < m.n); /* the failure came early: a later add is refused */
+    ASSERT_FAILS(table_builder_add(b, m.e[i].ikey, m.e[i].klen, m.e[i].val, 1), LSM_NO_SPACE, NULL);
+    ASSERT_FAILS(table_builder_finish(b), LSM_NO_SPACE, NULL);
     table_builder_free(b);
     w->ops->close(w);
 
@@ -767,13 +659,14 @@ static void test_write_errors_stick(void **state)
     for (long ok = 0; ok < 8; ok++) {
         model s = gen_model(3, COMPRESSIBLE);
         file.len = 0;
-        w = mem_wfile_new(&file, 1000);
+        tu_wfile *mw = mem_wfile(&file, 1000);
+        w = &mw->base;
         b = table_builder_new(&o, w);
         for (i = 0; i < s.n; i++)
             assert_null(table_builder_add(b, s.e[i].ikey, s.e[i].klen, s.e[i].val,
                                           s.e[i].vlen < 10 ? s.e[i].vlen : 10));
-        ((mem_wfile *)w)->fail_after = ok;
-        fin = table_builder_finish(b);
+        mw->fail_after = ok;
+        lsm_status *fin = table_builder_finish(b);
         if (fin == NULL) {
             assert_true(ok >= 7); /* data, filter, index: 2 appends each; footer 1 */
         } else {
@@ -790,8 +683,6 @@ static void test_write_errors_stick(void **state)
 
 /* ------------------------------------------------- table cache, threads */
 
-static char tmpdir[] = "/tmp/test_table.XXXXXX";
-
 static void write_file(const char *path, const buf *data)
 {
     FILE *f = fopen(path, "wb");
@@ -803,7 +694,8 @@ static void write_file(const char *path, const buf *data)
 static void test_table_cache(void **state)
 {
     (void)state;
-    assert_non_null(mkdtemp(tmpdir));
+    char tmpdir[64];
+    tu_mkdtemp(tmpdir, sizeof(tmpdir), "table");
     table_options o = {4096, 10, true};
     model m[3];
     buf file;
@@ -874,21 +766,15 @@ static void test_table_cache(void **state)
     file.len = 100;
     memset(file.data, 0, 100);
     write_file(path, &file);
-    st = table_cache_get(tc, NULL, 4, 0, m[0].e[0].ikey, m[0].e[0].klen, on_found, &f);
-    assert_int_equal(lsm_status_code(st), LSM_CORRUPTION);
-    lsm_status_free(st);
-    unlink(path);
+    ASSERT_FAILS(table_cache_get(tc, NULL, 4, 0, m[0].e[0].ikey, m[0].e[0].klen, on_found, &f),
+                 LSM_CORRUPTION, NULL);
     free(path);
 
     table_cache_free(tc);
     cache_free(bc);
-    for (int i = 0; i < 3; i++) {
-        path = table_file_name(tmpdir, (uint64_t)i + 1);
-        unlink(path);
-        free(path);
+    for (int i = 0; i < 3; i++)
         free_model(&m[i]);
-    }
-    rmdir(tmpdir);
+    tu_rmtree(tmpdir);
     buf_free(&file);
 }
 
@@ -905,8 +791,7 @@ static void *read_work(void *arg)
     uint64_t x = r->seed;
     found f = {0};
     for (int i = 0; i < 3000; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        const entry *e = &r->m->e[x % r->m->n];
+        const entry *e = &r->m->e[tu_xorshift64(&x) % r->m->n];
         lsm_status *st = table_get(r->t, NULL, e->ikey, e->klen, on_found, &f);
         if (st != NULL || f.calls != 1 || f.vlen != e->vlen ||
             (e->vlen && memcmp(f.val, e->val, e->vlen) != 0))
@@ -931,24 +816,18 @@ static void *read_work(void *arg)
 static void test_concurrent_readers(void **state)
 {
     (void)state;
-    model m = gen_model(1000, COMPRESSIBLE);
     table_options o = {2048, 10, true};
     buf file;
-    buf_init(&file);
-    build_table(&m, &o, &file);
+    model m = model_table(1000, COMPRESSIBLE, SIZE_MAX, &o, &file);
     cache *c = cache_new(64 << 10); /* small: constant eviction */
     sstable *t;
     assert_null(open_mem(file.data, file.len, c, &t));
-    pthread_t th[4];
     reader r[4];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 4; i++)
         r[i] = (reader){t, &m, 0x9e3779b97f4a7c15ull * (uint64_t)(i + 7), 0};
-        assert_int_equal(pthread_create(&th[i], NULL, read_work, &r[i]), 0);
-    }
-    for (int i = 0; i < 4; i++) {
-        pthread_join(th[i], NULL);
+    tu_run_threads(4, read_work, r, sizeof(r[0]));
+    for (int i = 0; i < 4; i++)
         assert_int_equal(r[i].wrong, 0);
-    }
     table_free(t);
     cache_free(c);
     buf_free(&file);

@@ -1,15 +1,6 @@
 /* test_wal.c — the WAL format: fragments and block boundaries, round trips,
  * torn tails, corruption in the middle, garbage, zero-filled tails. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "coding.h"
 #include "crc32c.h"
@@ -23,122 +14,7 @@
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static uint64_t rnd(void)
 {
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return rng_state = x;
-}
-
-/* --------------------------------------------------- in-memory files */
-
-/* A wfile appending to a buf; it can be told to fail. */
-struct mem_wfile {
-    lsm_wfile base;
-    buf *out;
-    int fail_after; /* appends left before they fail; < 0: never */
-    int *syncs;
-    int *flushes;
-};
-
-static lsm_status *mw_append(lsm_wfile *f, const void *data, size_t n)
-{
-    struct mem_wfile *m = (struct mem_wfile *)f;
-    if (m->fail_after == 0)
-        return status_new(LSM_IO_ERROR, "mem append failed");
-    if (m->fail_after > 0)
-        m->fail_after--;
-    return buf_append(m->out, data, n) ? NULL : status_new(LSM_IO_ERROR, "oom");
-}
-static lsm_status *mw_flush(lsm_wfile *f)
-{
-    struct mem_wfile *m = (struct mem_wfile *)f;
-    if (m->flushes)
-        (*m->flushes)++;
-    return NULL;
-}
-static lsm_status *mw_sync(lsm_wfile *f)
-{
-    struct mem_wfile *m = (struct mem_wfile *)f;
-    if (m->syncs)
-        (*m->syncs)++;
-    return NULL;
-}
-static lsm_status *mw_prealloc(lsm_wfile *f, uint64_t len)
-{
-    (void)f;
-    (void)len;
-    return NULL;
-}
-static lsm_status *mw_close(lsm_wfile *f)
-{
-    free(f);
-    return NULL;
-}
-static const struct lsm_wfile_ops mw_ops = {mw_append, mw_flush, mw_sync, mw_prealloc, mw_close};
-
-static lsm_wfile *mem_wfile(buf *out)
-{
-    struct mem_wfile *m = calloc(1, sizeof(*m));
-    assert_non_null(m);
-    m->base.ops = &mw_ops;
-    m->out = out;
-    m->fail_after = -1;
-    return &m->base;
-}
-
-/* An sfile over a copy of some bytes; it can be told to fail a read. */
-struct mem_sfile {
-    lsm_sfile base;
-    char *data;
-    size_t len, pos;
-    int fail_at_read; /* read number that fails; < 0: none */
-};
-
-static lsm_status *ms_read(lsm_sfile *f, void *b, size_t n, size_t *got)
-{
-    struct mem_sfile *m = (struct mem_sfile *)f;
-    if (m->fail_at_read == 0) {
-        *got = 0;
-        return status_new(LSM_IO_ERROR, "mem read failed");
-    }
-    if (m->fail_at_read > 0)
-        m->fail_at_read--;
-    size_t k = m->len - m->pos < n ? m->len - m->pos : n;
-    memcpy(b, m->data + m->pos, k);
-    m->pos += k;
-    *got = k;
-    return NULL;
-}
-static lsm_status *ms_skip(lsm_sfile *f, uint64_t n)
-{
-    struct mem_sfile *m = (struct mem_sfile *)f;
-    m->pos = n > m->len - m->pos ? m->len : m->pos + (size_t)n;
-    return NULL;
-}
-static void ms_close(lsm_sfile *f)
-{
-    struct mem_sfile *m = (struct mem_sfile *)f;
-    free(m->data);
-    free(m);
-}
-static const struct lsm_sfile_ops ms_ops = {ms_read, ms_skip, ms_close};
-
-/* The copy is exactly sized, so any read past the end of the log data by
- * the reader's parser would be caught by the sanitizers (it works on its own
- * block buffer, but this keeps the sfile honest too). */
-static lsm_sfile *mem_sfile(const char *data, size_t len)
-{
-    struct mem_sfile *m = calloc(1, sizeof(*m));
-    assert_non_null(m);
-    m->base.ops = &ms_ops;
-    m->data = malloc(len ? len : 1);
-    assert_non_null(m->data);
-    if (len)
-        memcpy(m->data, data, len);
-    m->len = len;
-    m->fail_at_read = -1;
-    return &m->base;
+    return tu_xorshift64(&rng_state);
 }
 
 /* ------------------------------------------------------------ helpers */
@@ -147,12 +23,8 @@ static lsm_sfile *mem_sfile(const char *data, size_t len)
 static void fill_record(char *p, size_t len, uint32_t seed, size_t i)
 {
     uint64_t x = (seed * 0x9e3779b97f4a7c15ull) ^ (i + 1) * 0xbf58476d1ce4e5b9ull;
-    for (size_t k = 0; k < len; k++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[k] = (char)x;
-    }
+    for (size_t k = 0; k < len; k++)
+        p[k] = (char)tu_xorshift64(&x);
 }
 
 /* A log of records in memory, with each record's physical extent. */
@@ -177,7 +49,7 @@ static void log_build(struct log *lg, const size_t *lens, size_t n, uint32_t see
     lg->end = calloc(n ? n : 1, sizeof(uint64_t));
     lg->rec = calloc(n ? n : 1, sizeof(char *));
     assert_true(lg->len && lg->beg && lg->end && lg->rec);
-    wal_writer *w = wal_writer_new(mem_wfile(&lg->data), 0);
+    wal_writer *w = wal_writer_new(&tu_wfile_new(&lg->data)->base, 0);
     assert_non_null(w);
     for (size_t i = 0; i < n; i++) {
         lg->len[i] = lens[i];
@@ -224,7 +96,7 @@ static uint64_t first_header(const struct log *lg, size_t i)
 static lsm_status *read_all(const struct log *lg, const char *bytes, size_t len, bool paranoid,
                             size_t *nread, size_t *got_idx, wal_reader_stats *st)
 {
-    wal_reader *r = wal_reader_new(mem_sfile(bytes, len), "test.log", paranoid);
+    wal_reader *r = wal_reader_new(&tu_sfile_new(bytes, len)->base, "test.log", paranoid);
     assert_non_null(r);
     size_t next = 0, count = 0;
     lsm_status *s = NULL;
@@ -280,6 +152,15 @@ static void check_clean(const struct log *lg)
     free(idx);
 }
 
+/* Writes records of these lengths and checks the log reads back cleanly. */
+static void round_trip(const size_t *lens, size_t n, uint32_t seed)
+{
+    struct log lg;
+    log_build(&lg, lens, n, seed);
+    check_clean(&lg);
+    log_free(&lg);
+}
+
 struct frag {
     uint32_t crc;
     size_t len;
@@ -298,6 +179,14 @@ static struct frag frag_at(const struct log *lg, uint64_t off)
     return f;
 }
 
+/* Checks that the fragment at off has this type and payload length. */
+static void expect_frag(const struct log *lg, uint64_t off, int type, size_t len)
+{
+    struct frag f = frag_at(lg, off);
+    assert_int_equal(f.type, type);
+    assert_int_equal(f.len, len);
+}
+
 /* -------------------------------------------------------------- tests */
 
 static void test_full_record_layout(void **state)
@@ -307,12 +196,8 @@ static void test_full_record_layout(void **state)
     struct log lg;
     log_build(&lg, lens, 3, 1);
     assert_int_equal(lg.data.len, 3 * HDR + 105);
-    struct frag f = frag_at(&lg, 0);
-    assert_int_equal(f.type, WAL_FULL);
-    assert_int_equal(f.len, 100);
-    f = frag_at(&lg, HDR + 100);
-    assert_int_equal(f.type, WAL_FULL);
-    assert_int_equal(f.len, 0);
+    expect_frag(&lg, 0, WAL_FULL, 100);
+    expect_frag(&lg, HDR + 100, WAL_FULL, 0);
     check_clean(&lg);
     log_free(&lg);
 }
@@ -325,18 +210,11 @@ static void test_first_middle_last_layout(void **state)
     size_t lens[] = {big, 10};
     struct log lg;
     log_build(&lg, lens, 2, 2);
-    struct frag f = frag_at(&lg, 0);
-    assert_int_equal(f.type, WAL_FIRST);
-    assert_int_equal(f.len, BLOCK - HDR);
-    f = frag_at(&lg, BLOCK);
-    assert_int_equal(f.type, WAL_MIDDLE);
-    assert_int_equal(f.len, BLOCK - HDR);
-    f = frag_at(&lg, 2 * BLOCK);
-    assert_int_equal(f.type, WAL_LAST);
-    assert_int_equal(f.len, big - 2 * (BLOCK - HDR));
-    f = frag_at(&lg, 2 * BLOCK + HDR + f.len);
-    assert_int_equal(f.type, WAL_FULL);
-    assert_int_equal(f.len, 10);
+    size_t last = big - 2 * (BLOCK - HDR);
+    expect_frag(&lg, 0, WAL_FIRST, BLOCK - HDR);
+    expect_frag(&lg, BLOCK, WAL_MIDDLE, BLOCK - HDR);
+    expect_frag(&lg, 2 * BLOCK, WAL_LAST, last);
+    expect_frag(&lg, 2 * BLOCK + HDR + last, WAL_FULL, 10);
     check_clean(&lg);
     log_free(&lg);
 }
@@ -347,11 +225,8 @@ static void test_first_last_layout(void **state)
     size_t lens[] = {BLOCK}; /* just over one block's payload */
     struct log lg;
     log_build(&lg, lens, 1, 3);
-    struct frag f = frag_at(&lg, 0);
-    assert_int_equal(f.type, WAL_FIRST);
-    f = frag_at(&lg, BLOCK);
-    assert_int_equal(f.type, WAL_LAST);
-    assert_int_equal(f.len, HDR);
+    expect_frag(&lg, 0, WAL_FIRST, BLOCK - HDR);
+    expect_frag(&lg, BLOCK, WAL_LAST, HDR);
     check_clean(&lg);
     log_free(&lg);
 }
@@ -406,14 +281,10 @@ static void test_block_tail_0_to_7(void **state)
             assert_int_equal(lg.end[1], BLOCK + HDR + 20);
         } else if (left == HDR) {
             /* Room for a header only: an empty FIRST, then the LAST. */
-            struct frag f = frag_at(&lg, BLOCK - HDR);
-            assert_int_equal(f.type, WAL_FIRST);
-            assert_int_equal(f.len, 0);
+            expect_frag(&lg, BLOCK - HDR, WAL_FIRST, 0);
             assert_int_equal(frag_at(&lg, BLOCK).type, WAL_LAST);
         } else {
-            struct frag f = frag_at(&lg, BLOCK - left);
-            assert_int_equal(f.type, WAL_FIRST);
-            assert_int_equal(f.len, left - HDR);
+            expect_frag(&lg, BLOCK - left, WAL_FIRST, left - HDR);
         }
         check_clean(&lg);
         log_free(&lg);
@@ -424,17 +295,12 @@ static void test_empty_records(void **state)
 {
     (void)state;
     size_t lens[] = {0, 0, 3, 0, BLOCK - 3 * HDR - 3 - HDR, 0, 0};
-    struct log lg;
-    log_build(&lg, lens, 7, 6);
-    check_clean(&lg);
-    log_free(&lg);
+    round_trip(lens, 7, 6);
     /* A log of only empty records, some landing exactly at block ends. */
     size_t n = BLOCK / HDR * 2 + 3;
     size_t *zl = calloc(n, sizeof(size_t));
     assert_non_null(zl);
-    log_build(&lg, zl, n, 7);
-    check_clean(&lg);
-    log_free(&lg);
+    round_trip(zl, n, 7);
     free(zl);
 }
 
@@ -448,10 +314,7 @@ static void test_random_round_trip(void **state)
         uint64_t r = rnd() % 100;
         lens[i] = r < 70 ? rnd() % 200 : r < 95 ? rnd() % 5000 : rnd() % (3 * BLOCK);
     }
-    struct log lg;
-    log_build(&lg, lens, N, 8);
-    check_clean(&lg);
-    log_free(&lg);
+    round_trip(lens, N, 8);
     free(lens);
 }
 
@@ -460,7 +323,7 @@ static void test_writer_resumes_at_offset(void **state)
     (void)state;
     buf data;
     buf_init(&data);
-    wal_writer *w = wal_writer_new(mem_wfile(&data), 0);
+    wal_writer *w = wal_writer_new(&tu_wfile_new(&data)->base, 0);
     assert_null(wal_add_record(w, "one", 3));
     char big[BLOCK];
     memset(big, 'x', sizeof(big));
@@ -468,24 +331,25 @@ static void test_writer_resumes_at_offset(void **state)
     uint64_t off = wal_offset(w);
     assert_null(wal_writer_close(w));
     /* A new writer continuing the same log mid-block. */
-    w = wal_writer_new(mem_wfile(&data), off);
+    w = wal_writer_new(&tu_wfile_new(&data)->base, off);
     assert_int_equal(wal_offset(w), off);
     assert_null(wal_add_record(w, big, 500)); /* crosses into block 1 */
     assert_null(wal_add_record(w, "two", 3));
     assert_int_equal(wal_offset(w), data.len);
     assert_null(wal_writer_close(w));
 
-    wal_reader *r = wal_reader_new(mem_sfile(data.data, data.len), "resume", true);
+    wal_reader *r = wal_reader_new(&tu_sfile_new(data.data, data.len)->base, "resume", true);
     const char *rec;
     size_t n;
     bool eof;
-    size_t want[] = {3, BLOCK - 100, 500, 3};
+    const char *want[] = {"one", big, big, "two"};
+    size_t want_len[] = {3, BLOCK - 100, 500, 3};
     for (int i = 0; i < 4; i++) {
         assert_null(wal_read_record(r, &rec, &n, &eof));
         assert_false(eof);
-        assert_int_equal(n, want[i]);
+        assert_int_equal(n, want_len[i]);
+        assert_memory_equal(rec, want[i], n);
     }
-    assert_memory_equal(rec, "two", 3);
     assert_null(wal_read_record(r, &rec, &n, &eof));
     assert_true(eof);
     wal_reader_free(r);
@@ -497,17 +361,14 @@ static void test_writer_forwards_flush_sync(void **state)
     (void)state;
     buf data;
     buf_init(&data);
-    int syncs = 0, flushes = 0;
-    lsm_wfile *f = mem_wfile(&data);
-    ((struct mem_wfile *)f)->syncs = &syncs;
-    ((struct mem_wfile *)f)->flushes = &flushes;
-    wal_writer *w = wal_writer_new(f, 0);
+    tu_wfile *f = tu_wfile_new(&data);
+    wal_writer *w = wal_writer_new(&f->base, 0);
     assert_null(wal_add_record(w, "a", 1));
-    assert_int_equal(syncs + flushes, 0); /* adding neither flushes nor syncs */
+    assert_int_equal(f->syncs + f->flushes, 0); /* adding neither flushes nor syncs */
     assert_null(wal_flush(w));
-    assert_int_equal(flushes, 1);
+    assert_int_equal(f->flushes, 1);
     assert_null(wal_sync(w));
-    assert_int_equal(syncs, 1);
+    assert_int_equal(f->syncs, 1);
     assert_null(wal_writer_close(w));
     buf_free(&data);
 }
@@ -517,20 +378,16 @@ static void test_writer_append_failure_is_sticky(void **state)
     (void)state;
     buf data;
     buf_init(&data);
-    lsm_wfile *f = mem_wfile(&data);
-    ((struct mem_wfile *)f)->fail_after = 3; /* header+payload, header, then fail */
-    wal_writer *w = wal_writer_new(f, 0);
+    tu_wfile *f = tu_wfile_new(&data);
+    f->fail_after = 3; /* header+payload, header, then fail */
+    wal_writer *w = wal_writer_new(&f->base, 0);
     assert_null(wal_add_record(w, "first", 5));
     uint64_t off = wal_offset(w);
-    lsm_status *s = wal_add_record(w, "second", 6);
-    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
-    lsm_status_free(s);
+    ASSERT_FAILS(wal_add_record(w, "second", 6), LSM_IO_ERROR, NULL);
     assert_int_equal(wal_offset(w), off); /* nothing counted as written */
-    ((struct mem_wfile *)f)->fail_after = -1;
+    f->fail_after = -1;
     /* The log now ends in half a record: nothing may follow it. */
-    s = wal_add_record(w, "third", 5);
-    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
-    lsm_status_free(s);
+    ASSERT_FAILS(wal_add_record(w, "third", 5), LSM_IO_ERROR, NULL);
     assert_null(wal_writer_close(w));
     buf_free(&data);
 }
@@ -541,9 +398,9 @@ static void test_reader_io_error(void **state)
     size_t lens[] = {BLOCK, BLOCK, 100};
     struct log lg;
     log_build(&lg, lens, 3, 9);
-    lsm_sfile *f = mem_sfile(lg.data.data, lg.data.len);
-    ((struct mem_sfile *)f)->fail_at_read = 1; /* the second block */
-    wal_reader *r = wal_reader_new(f, "ioerr.log", false);
+    tu_sfile *f = tu_sfile_new(lg.data.data, lg.data.len);
+    f->fail_at_read = 1; /* the second block */
+    wal_reader *r = wal_reader_new(&f->base, "ioerr.log", false);
     const char *rec;
     size_t n;
     bool eof;
@@ -552,9 +409,7 @@ static void test_reader_io_error(void **state)
     assert_non_null(strstr(lsm_status_message(s), "ioerr.log"));
     lsm_status_free(s);
     /* The error stays. */
-    s = wal_read_record(r, &rec, &n, &eof);
-    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
-    lsm_status_free(s);
+    ASSERT_FAILS(wal_read_record(r, &rec, &n, &eof), LSM_IO_ERROR, NULL);
     wal_reader_free(r);
     log_free(&lg);
 }
@@ -752,7 +607,7 @@ static void put_frag(buf *b, int type, const char *data, size_t n)
 static lsm_status *read_joined(const buf *b, bool paranoid, char *out, size_t cap,
                                wal_reader_stats *st)
 {
-    wal_reader *r = wal_reader_new(mem_sfile(b->data, b->len), "hand.log", paranoid);
+    wal_reader *r = wal_reader_new(&tu_sfile_new(b->data, b->len)->base, "hand.log", paranoid);
     out[0] = '\0';
     lsm_status *s;
     for (;;) {
@@ -805,59 +660,62 @@ static void check_hand_tail(const buf *b, const char *want, uint64_t torn)
     }
 }
 
+/* A hand-made log: fragments with correct checksums, and how it reads. */
+struct hand_frag {
+    int type;
+    const char *data; /* NULL ends the log */
+};
+struct hand_log {
+    struct hand_frag frags[5];
+    const char *want; /* the records read back, each followed by '|' */
+    uint64_t bytes;   /* damage in the middle: bytes dropped; at the end: torn off */
+    int at;           /* damage in the middle: the offset paranoid mode names */
+};
+
+static void build_hand(buf *b, const struct hand_frag *f)
+{
+    buf_init(b);
+    for (; f->data != NULL; f++)
+        put_frag(b, f->type, f->data, strlen(f->data));
+}
+
 static void test_orphan_and_unfinished_fragments(void **state)
 {
     (void)state;
-    buf b;
-    /* An orphan MIDDLE in the middle. */
-    buf_init(&b);
-    put_frag(&b, WAL_FULL, "a", 1);
-    put_frag(&b, WAL_MIDDLE, "xx", 2);
-    put_frag(&b, WAL_FULL, "b", 1);
-    check_hand_middle(&b, "a|b|", HDR + 2, HDR + 1);
-    buf_free(&b);
-    /* An orphan LAST in the middle. */
-    buf_init(&b);
-    put_frag(&b, WAL_FULL, "a", 1);
-    put_frag(&b, WAL_LAST, "xyz", 3);
-    put_frag(&b, WAL_FIRST, "b", 1);
-    put_frag(&b, WAL_LAST, "c", 1);
-    check_hand_middle(&b, "a|bc|", HDR + 3, HDR + 1);
-    buf_free(&b);
-    /* A FIRST without LAST, then a new FIRST. */
-    buf_init(&b);
-    put_frag(&b, WAL_FIRST, "p1", 2);
-    put_frag(&b, WAL_MIDDLE, "p2", 2);
-    put_frag(&b, WAL_FIRST, "q1", 2);
-    put_frag(&b, WAL_LAST, "q2", 2);
-    check_hand_middle(&b, "q1q2|", 2 * (HDR + 2), 0);
-    buf_free(&b);
-    /* A FIRST without LAST, then a FULL. */
-    buf_init(&b);
-    put_frag(&b, WAL_FULL, "a", 1);
-    put_frag(&b, WAL_FIRST, "p", 1);
-    put_frag(&b, WAL_FULL, "b", 1);
-    check_hand_middle(&b, "a|b|", HDR + 1, HDR + 1);
-    buf_free(&b);
-    /* An unknown type with a good checksum. */
-    buf_init(&b);
-    put_frag(&b, WAL_FULL, "a", 1);
-    put_frag(&b, 9, "zz", 2);
-    put_frag(&b, WAL_FULL, "b", 1);
-    check_hand_middle(&b, "a|b|", HDR + 2, HDR + 1);
-    buf_free(&b);
+    static const struct hand_log middle[] = {
+        /* An orphan MIDDLE in the middle. */
+        {{{WAL_FULL, "a"}, {WAL_MIDDLE, "xx"}, {WAL_FULL, "b"}}, "a|b|", HDR + 2, HDR + 1},
+        /* An orphan LAST in the middle. */
+        {{{WAL_FULL, "a"}, {WAL_LAST, "xyz"}, {WAL_FIRST, "b"}, {WAL_LAST, "c"}},
+         "a|bc|",
+         HDR + 3,
+         HDR + 1},
+        /* A FIRST without LAST, then a new FIRST. */
+        {{{WAL_FIRST, "p1"}, {WAL_MIDDLE, "p2"}, {WAL_FIRST, "q1"}, {WAL_LAST, "q2"}},
+         "q1q2|",
+         2 * (HDR + 2),
+         0},
+        /* A FIRST without LAST, then a FULL. */
+        {{{WAL_FULL, "a"}, {WAL_FIRST, "p"}, {WAL_FULL, "b"}}, "a|b|", HDR + 1, HDR + 1},
+        /* An unknown type with a good checksum. */
+        {{{WAL_FULL, "a"}, {9, "zz"}, {WAL_FULL, "b"}}, "a|b|", HDR + 2, HDR + 1},
+    };
     /* At the end instead: torn tails. */
-    buf_init(&b);
-    put_frag(&b, WAL_FULL, "a", 1);
-    put_frag(&b, WAL_FIRST, "p1", 2);
-    put_frag(&b, WAL_MIDDLE, "p2", 2);
-    check_hand_tail(&b, "a|", 2 * (HDR + 2));
-    buf_free(&b);
-    buf_init(&b);
-    put_frag(&b, WAL_FULL, "a", 1);
-    put_frag(&b, WAL_LAST, "p", 1);
-    check_hand_tail(&b, "a|", HDR + 1);
-    buf_free(&b);
+    static const struct hand_log tail[] = {
+        {{{WAL_FULL, "a"}, {WAL_FIRST, "p1"}, {WAL_MIDDLE, "p2"}}, "a|", 2 * (HDR + 2), 0},
+        {{{WAL_FULL, "a"}, {WAL_LAST, "p"}}, "a|", HDR + 1, 0},
+    };
+    buf b;
+    for (size_t i = 0; i < sizeof(middle) / sizeof(middle[0]); i++) {
+        build_hand(&b, middle[i].frags);
+        check_hand_middle(&b, middle[i].want, middle[i].bytes, middle[i].at);
+        buf_free(&b);
+    }
+    for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++) {
+        build_hand(&b, tail[i].frags);
+        check_hand_tail(&b, tail[i].want, tail[i].bytes);
+        buf_free(&b);
+    }
 }
 
 static void test_fragment_one_past_block(void **state)
@@ -1004,9 +862,9 @@ static void test_random_garbage_never_crashes(void **state)
 static void test_real_file_round_trip(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/lsm-test-wal-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[64];
+    char dir[64];
+    tu_mkdtemp(dir, sizeof(dir), "wal");
+    char path[128];
     snprintf(path, sizeof(path), "%s/000001.log", dir);
     lsm_env *env = lsm_env_default();
     lsm_wfile *f;
@@ -1016,6 +874,7 @@ static void test_real_file_round_trip(void **state)
     enum { N = 500 };
     size_t lens[N];
     char *rec = malloc(3 * BLOCK);
+    assert_non_null(rec);
     for (size_t i = 0; i < N; i++) {
         lens[i] = i % 50 == 0 ? 2 * BLOCK + i : i * 7 % 1000;
         fill_record(rec, lens[i], 60, i);

@@ -1,0 +1,307 @@
+/*
+ * testutil.h — what the unit test programs share: deterministic random
+ * numbers, temporary directories, status assertions, worker threads, and
+ * in-memory files for the store's env interfaces.
+ *
+ * Header-only (static inline): every unit test program is one .c file
+ * linked with libstore (and libfs), so this needs no build rule. Include it
+ * instead of cmocka.h; it brings cmocka and the headers cmocka needs.
+ * Everything here runs on the main thread unless its comment says otherwise
+ * (cmocka's failures longjmp and must not happen on a worker thread).
+ */
+#ifndef LSMFS_TESTUTIL_H
+#define LSMFS_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "coding.h"
+#include "env.h"
+#include "lsm.h"
+#include "status.h"
+
+/* ------------------------------------------------------ random numbers */
+
+/* xorshift64: a deterministic stream from a non-zero seed, so that failures
+ * reproduce. Advances *state and returns the new value. Thread-safe as long
+ * as each thread has its own state. */
+static inline uint64_t tu_xorshift64(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
+
+/* A 64-bit LCG (Knuth's MMIX constants); returns the top 31 bits. Kept
+ * beside xorshift so the tests written against it draw the same values. */
+static inline uint64_t tu_lcg31(uint64_t *state)
+{
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *state >> 33;
+}
+
+/* ----------------------------------------------- temporary directories */
+
+/* Makes a fresh directory /tmp/lsm-test-<name>-XXXXXX; its path goes to out. */
+static inline void tu_mkdtemp(char *out, size_t cap, const char *name)
+{
+    int n = snprintf(out, cap, "/tmp/lsm-test-%s-XXXXXX", name);
+    assert_true(n > 0 && (size_t)n < cap);
+    if (mkdtemp(out) == NULL)
+        fail_msg("mkdtemp %s: %s", out, strerror(errno));
+}
+
+static inline int tu_remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* Removes path and everything below it (no shell; links are not followed).
+ * Fails the test if anything could not be removed. */
+static inline void tu_rmtree(const char *path)
+{
+    if (nftw(path, tu_remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        fail_msg("removing %s: %s", path, strerror(errno));
+}
+
+/* ---------------------------------------------------------- assertions */
+
+/* expr (an lsm_status *) must be OK; otherwise the test fails with the
+ * expression and the status message. */
+#define ASSERT_OK(expr)                                                                            \
+    do {                                                                                           \
+        lsm_status *s_ = (expr);                                                                   \
+        if (s_ != NULL)                                                                            \
+            fail_msg("%s: %s", #expr, lsm_status_message(s_));                                     \
+    } while (0)
+
+static inline bool tu_mentions(const lsm_status *s, const char *needle)
+{
+    return needle == NULL || strstr(lsm_status_message(s), needle) != NULL;
+}
+
+/* expr must fail with `code` and a message containing `needle` (NULL: any
+ * message); the status is freed. */
+#define ASSERT_FAILS(expr, code, needle)                                                           \
+    do {                                                                                           \
+        lsm_status *s_ = (expr);                                                                   \
+        if (lsm_status_code(s_) != (code))                                                         \
+            fail_msg("%s: want code %d, got %d (%s)", #expr, (code), lsm_status_code(s_),          \
+                     lsm_status_message(s_));                                                      \
+        if (!tu_mentions(s_, (needle)))                                                            \
+            fail_msg("%s: \"%s\" not in \"%s\"", #expr, (const char *)(needle),                    \
+                     lsm_status_message(s_));                                                      \
+        lsm_status_free(s_);                                                                       \
+    } while (0)
+
+/* A numeric property of an open store (it must exist). */
+static inline uint64_t tu_prop(lsm_db *db, const char *name)
+{
+    uint64_t v = 0;
+    if (!lsm_property_u64(db, name, &v))
+        fail_msg("no property %s", name);
+    return v;
+}
+
+/* ------------------------------------------------------------- threads */
+
+#define TU_MAX_THREADS 64
+
+/* Runs fn on n threads at once, the i-th on (char *)args + i * size (an
+ * array of per-thread arguments), and waits for all of them. fn must not
+ * call cmocka: it reports through its argument. */
+static inline void tu_run_threads(int n, void *(*fn)(void *), void *args, size_t size)
+{
+    pthread_t t[TU_MAX_THREADS];
+    assert_true(n > 0 && n <= TU_MAX_THREADS);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, fn, (char *)args + (size_t)i * size), 0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+}
+
+/* ----------------------------------------------------- in-memory files */
+
+/* A wfile appending to the caller's buf. After `fail_after` more appends
+ * (< 0: never) every append fails with `fail_errno` and writes nothing.
+ * Flushes and syncs are counted. close() frees it (not the buf). */
+typedef struct tu_wfile {
+    lsm_wfile base;
+    buf *out;
+    long fail_after;
+    int fail_errno;
+    int flushes, syncs;
+} tu_wfile;
+
+static inline lsm_status *tu_wfile_append(lsm_wfile *f, const void *data, size_t n)
+{
+    tu_wfile *w = (tu_wfile *)f;
+    if (w->fail_after == 0)
+        return status_from_errno(w->fail_errno, "append (injected)");
+    if (w->fail_after > 0)
+        w->fail_after--;
+    return buf_append(w->out, data, n) ? NULL : status_new(LSM_IO_ERROR, "out of memory");
+}
+
+static inline lsm_status *tu_wfile_flush(lsm_wfile *f)
+{
+    ((tu_wfile *)f)->flushes++;
+    return NULL;
+}
+
+static inline lsm_status *tu_wfile_sync(lsm_wfile *f)
+{
+    ((tu_wfile *)f)->syncs++;
+    return NULL;
+}
+
+static inline lsm_status *tu_wfile_preallocate(lsm_wfile *f, uint64_t len)
+{
+    (void)f;
+    (void)len;
+    return NULL;
+}
+
+static inline lsm_status *tu_wfile_close(lsm_wfile *f)
+{
+    free(f);
+    return NULL;
+}
+
+static inline tu_wfile *tu_wfile_new(buf *out)
+{
+    static const struct lsm_wfile_ops ops = {tu_wfile_append, tu_wfile_flush, tu_wfile_sync,
+                                             tu_wfile_preallocate, tu_wfile_close};
+    tu_wfile *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    w->base.ops = &ops;
+    w->out = out;
+    w->fail_after = -1;
+    w->fail_errno = EIO;
+    return w;
+}
+
+/* A private, exactly sized copy of some bytes (a test may damage its own
+ * copy; any read past the end is caught by the address sanitizer). */
+static inline char *tu_exact_copy(const char *data, size_t n)
+{
+    char *c = malloc(n ? n : 1);
+    assert_non_null(c);
+    if (n)
+        memcpy(c, data, n);
+    return c;
+}
+
+/* An sfile reading a copy of some bytes front to back. The read numbered
+ * `fail_at_read` (counting from 0; < 0: none) fails, and so does every
+ * read after it. */
+typedef struct tu_sfile {
+    lsm_sfile base;
+    char *data;
+    size_t len, pos;
+    int fail_at_read;
+} tu_sfile;
+
+static inline lsm_status *tu_sfile_read(lsm_sfile *f, void *b, size_t n, size_t *got)
+{
+    tu_sfile *s = (tu_sfile *)f;
+    if (s->fail_at_read == 0) {
+        *got = 0;
+        return status_from_errno(EIO, "read (injected)");
+    }
+    if (s->fail_at_read > 0)
+        s->fail_at_read--;
+    size_t k = s->len - s->pos < n ? s->len - s->pos : n;
+    memcpy(b, s->data + s->pos, k);
+    s->pos += k;
+    *got = k;
+    return NULL;
+}
+
+static inline lsm_status *tu_sfile_skip(lsm_sfile *f, uint64_t n)
+{
+    tu_sfile *s = (tu_sfile *)f;
+    s->pos = n > s->len - s->pos ? s->len : s->pos + (size_t)n;
+    return NULL;
+}
+
+static inline void tu_sfile_close(lsm_sfile *f)
+{
+    tu_sfile *s = (tu_sfile *)f;
+    free(s->data);
+    free(s);
+}
+
+static inline tu_sfile *tu_sfile_new(const char *data, size_t len)
+{
+    static const struct lsm_sfile_ops ops = {tu_sfile_read, tu_sfile_skip, tu_sfile_close};
+    tu_sfile *s = calloc(1, sizeof(*s));
+    assert_non_null(s);
+    s->base.ops = &ops;
+    s->data = tu_exact_copy(data, len);
+    s->len = len;
+    s->fail_at_read = -1;
+    return s;
+}
+
+/* An rfile over a copy of some bytes. With `fail_reads` every pread fails
+ * with EIO; lowering `len` under an open reader truncates the file. */
+typedef struct tu_rfile {
+    lsm_rfile base;
+    char *data;
+    size_t len;
+    bool fail_reads;
+} tu_rfile;
+
+static inline lsm_status *tu_rfile_pread(lsm_rfile *f, uint64_t off, void *dst, size_t n,
+                                         size_t *got)
+{
+    tu_rfile *r = (tu_rfile *)f;
+    if (r->fail_reads)
+        return status_from_errno(EIO, "pread (injected)");
+    *got = 0;
+    if (off >= r->len)
+        return NULL;
+    size_t k = r->len - off < n ? r->len - off : n;
+    memcpy(dst, r->data + off, k);
+    *got = k;
+    return NULL;
+}
+
+static inline void tu_rfile_close(lsm_rfile *f)
+{
+    tu_rfile *r = (tu_rfile *)f;
+    free(r->data);
+    free(r);
+}
+
+static inline tu_rfile *tu_rfile_new(const char *data, size_t len)
+{
+    static const struct lsm_rfile_ops ops = {tu_rfile_pread, tu_rfile_close};
+    tu_rfile *r = calloc(1, sizeof(*r));
+    assert_non_null(r);
+    r->base.ops = &ops;
+    r->data = tu_exact_copy(data, len);
+    r->len = len;
+    return r;
+}
+
+#endif
