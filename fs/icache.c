@@ -194,7 +194,7 @@ int icache_insert(lsmfs *fs, uint64_t ino, const inode_rec *rec, inode **out)
 /* REQUIRES: s->mu held. */
 static void maybe_evict(shard *s, inode *n)
 {
-    if (n->refs == 0 && n->nlookup == 0 && n->nopen == 0) {
+    if (n->refs == 0 && n->nlookup == 0 && n->nopen == 0 && !n->orphan) {
         unlink_entry(s, n);
         inode_free(n);
     }
@@ -220,15 +220,59 @@ void icache_lookup_inc(icache *c, inode *n)
     pthread_mutex_unlock(&s->mu);
 }
 
-void icache_forget(icache *c, uint64_t ino, uint64_t count)
+uint64_t icache_nlookup(icache *c, inode *n)
+{
+    shard *s = shard_of(c, n->ino);
+    pthread_mutex_lock(&s->mu);
+    uint64_t v = n->nlookup;
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
+bool icache_kernel_knows(icache *c, uint64_t ino)
 {
     shard *s = shard_of(c, ino);
     pthread_mutex_lock(&s->mu);
     inode *n = find(s, ino);
+    bool known = n != NULL && n->nlookup > 0;
+    pthread_mutex_unlock(&s->mu);
+    return known;
+}
+
+inode *icache_forget(icache *c, uint64_t ino, uint64_t count)
+{
+    shard *s = shard_of(c, ino);
+    pthread_mutex_lock(&s->mu);
+    inode *n = find(s, ino);
+    inode *out = NULL;
     if (n != NULL) {
         n->nlookup = count > n->nlookup ? 0 : n->nlookup - count;
-        maybe_evict(s, n);
+        if (n->nlookup == 0 && n->orphan) {
+            n->refs++;
+            out = n;
+        } else {
+            maybe_evict(s, n);
+        }
     }
+    pthread_mutex_unlock(&s->mu);
+    return out;
+}
+
+bool icache_mark_orphan(icache *c, inode *n)
+{
+    shard *s = shard_of(c, n->ino);
+    pthread_mutex_lock(&s->mu);
+    n->orphan = n->nlookup > 0;
+    bool marked = n->orphan;
+    pthread_mutex_unlock(&s->mu);
+    return marked;
+}
+
+void icache_orphan_done(icache *c, inode *n)
+{
+    shard *s = shard_of(c, n->ino);
+    pthread_mutex_lock(&s->mu);
+    n->orphan = false;
     pthread_mutex_unlock(&s->mu);
 }
 

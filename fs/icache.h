@@ -6,7 +6,7 @@
  * then at most one shard mutex; never a shard mutex while taking an inode
  * lock):
  *   - a shard mutex guards its hash chains and, for each inode in it, the
- *     fields `next`, `refs`, `nlookup` and `nopen`;
+ *     fields `next`, `refs`, `nlookup`, `nopen` and `orphan`;
  *   - an inode's `lock` (rwlock) guards `rec` and `gone`; every change to
  *     the inode's record in the store is made with it held for writing, so
  *     the cached record always equals the stored one. Operations that read
@@ -15,7 +15,8 @@
  *   - `ino` is constant; `loaded` is an atomic set once, after `rec` is
  *     filled, under `lock`.
  * An entry lives while refs (in-flight operations pinning it), nlookup
- * (kernel references) or nopen (open file handles) is non-zero.
+ * (kernel references) or nopen (open file handles) is non-zero, or while it
+ * is an orphan waiting for the kernel's last reference to go.
  */
 #ifndef FS_ICACHE_H
 #define FS_ICACHE_H
@@ -42,6 +43,9 @@ typedef struct inode {
     uint64_t refs;         /* [shard] */
     uint64_t nlookup;      /* [shard] */
     uint64_t nopen;        /* [shard] */
+    /* [shard] Its last name is gone but the kernel still references it
+     * (open files keep kernel references): free it at the last forget. */
+    bool orphan;
 } inode;
 
 icache *icache_new(void);
@@ -58,7 +62,20 @@ void icache_put(icache *c, inode *n);
 
 /* Kernel lookup references (an entry reply adds one; forget removes n). */
 void icache_lookup_inc(icache *c, inode *n);
-void icache_forget(icache *c, uint64_t ino, uint64_t n);
+uint64_t icache_nlookup(icache *c, inode *n);
+/* Does the kernel hold a reference to ino? (No pin, no load: a hint for
+ * readdirplus, which may race with a forget and then sends the entry the
+ * kernel looks up again.) */
+bool icache_kernel_knows(icache *c, uint64_t ino);
+/* Drops n kernel references. Returns the inode, pinned, when that was the
+ * last reference to an orphan (the caller frees it and calls
+ * icache_orphan_done); NULL otherwise. */
+inode *icache_forget(icache *c, uint64_t ino, uint64_t n);
+/* Marks n an orphan kept for the kernel's references if the kernel holds
+ * any (returns whether it does). REQUIRES: n->lock held for writing. */
+bool icache_mark_orphan(icache *c, inode *n);
+/* The orphan is freed (or handed to the reclaimer). */
+void icache_orphan_done(icache *c, inode *n);
 
 /* Open handles. The increment is made with n->lock held for writing so it
  * cannot race an unlink deciding whether the file is still open. */

@@ -32,14 +32,16 @@ struct options {
     char *store;
     int npos;         /* positional arguments seen */
     int sync_all;     /* -o sync */
+    int writeback;    /* -o writeback */
     int nonempty;     /* -o nonempty */
     double timeout;   /* -o cache_timeout=SEC */
 };
 
-enum { KEY_SYNC, KEY_NONEMPTY, KEY_DISCARD };
+enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD };
 
 static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("sync", KEY_SYNC),
+    FUSE_OPT_KEY("writeback", KEY_WRITEBACK),
     FUSE_OPT_KEY("nonempty", KEY_NONEMPTY),
     FUSE_OPT_KEY("defaults", KEY_DISCARD),
     {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
@@ -62,6 +64,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     case KEY_SYNC:
         o->sync_all = 1;
         return 0;
+    case KEY_WRITEBACK:
+        o->writeback = 1;
+        return 0;
     case KEY_NONEMPTY:
         o->nonempty = 1;
         return 0;
@@ -79,6 +84,7 @@ static void usage(const char *prog)
            "mkfs.lsmfs) at MOUNTPOINT.\n\n"
            "lsmfs options:\n"
            "    -o sync                every operation is durable before it returns\n"
+           "    -o writeback           let the kernel cache writes (fsync stays exact)\n"
            "    -o nonempty            allow a non-empty mount point\n"
            "    -o cache_timeout=SEC   kernel entry/attribute cache timeout (default 3600)\n\n",
            prog);
@@ -253,7 +259,10 @@ int main(int argc, char *argv[])
     if (!co.foreground)
         daemon_begin();
 
-    lsmfs_config cfg = {.store_dir = store, .sync_all = o.sync_all, .timeout = o.timeout};
+    lsmfs_config cfg = {.store_dir = store,
+                        .sync_all = o.sync_all,
+                        .writeback = o.writeback,
+                        .timeout = o.timeout};
     lsmfs *fs;
     char err[512];
     if (lsmfs_open(&cfg, &fs, err, sizeof err) != 0)

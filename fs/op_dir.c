@@ -52,7 +52,7 @@ static bool add(listing *l, const char *name, uint64_t ino, uint8_t type, uint64
             inode_rec r;
             op_read_rec(n, &r);
             op_fill_entry(l->fs, ino, &r, &e);
-        } else { /* "." and "..": attributes only, no lookup reference */
+        } else { /* ".", ".." and known inodes: no attributes, no reference */
             memset(&e, 0, sizeof e);
             e.attr.st_ino = ino;
             e.attr.st_mode = (mode_t)type << 12;
@@ -75,8 +75,11 @@ static int visit(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type, const c
     char cname[SCHEMA_NAME_MAX + 1];
     memcpy(cname, name, nlen);
     cname[nlen] = '\0';
+    /* An inode the kernel already holds has valid attributes there (nothing
+     * changes them behind its back): send the plain entry, which costs the
+     * kernel no dentry and inode work and hands out no reference. */
     inode *n = NULL;
-    if (l->plus) {
+    if (l->plus && !icache_kernel_knows(l->fs->icache, ino)) {
         int err = icache_get(l->fs, ino, &n);
         if (err == ENOENT)
             return 0; /* deleted since the snapshot: skip it */

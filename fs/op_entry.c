@@ -39,7 +39,7 @@ void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_FORGET]);
-    icache_forget(fs->icache, ino, nlookup);
+    op_forget_refs(fs, ino, nlookup);
     fuse_reply_none(req);
 }
 
@@ -48,7 +48,7 @@ void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forg
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_FORGET]);
     for (size_t i = 0; i < count; i++)
-        icache_forget(fs->icache, forgets[i].ino, forgets[i].nlookup);
+        op_forget_refs(fs, forgets[i].ino, forgets[i].nlookup);
     fuse_reply_none(req);
 }
 

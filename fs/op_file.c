@@ -13,21 +13,30 @@
 #include <linux/falloc.h>
 #include <string.h>
 #include <unistd.h>
-#include <stdlib.h>
 
 void op_file_opened(lsmfs *fs, inode *n, struct fuse_file_info *fi)
 {
-    icache_open_inc(fs->icache, n);
+    if (!fs->no_open)
+        icache_open_inc(fs->icache, n);
     fi->fh = 0;
     /* Nothing changes a file's data behind the kernel: keep its pages. */
     fi->keep_cache = 1;
+}
+
+void op_file_unopened(lsmfs *fs, inode *n)
+{
+    if (!fs->no_open)
+        icache_open_dec(fs->icache, n);
 }
 
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_OPEN]);
-    if (getenv("HACK_NOOPEN")) { fuse_reply_err(req, ENOSYS); return; }
+    if (fs->no_open) {
+        fuse_reply_err(req, ENOSYS); /* the kernel stops sending open */
+        return;
+    }
     inode *n;
     int err = icache_get(fs, ino, &n);
     if (err != 0) {
@@ -134,22 +143,9 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static int release_locked(lsmfs *fs, inode *n, bool *reclaim)
 {
     *reclaim = false;
-    if (icache_open_dec(fs->icache, n) != 0 || n->rec.nlink != 0 || n->gone)
+    if (icache_open_dec(fs->icache, n) != 0)
         return 0;
-    if (orphan_needs_reclaim(&n->rec)) {
-        *reclaim = true; /* its orphan record is already committed */
-        return 0;
-    }
-    lsm_batch *b = lsm_batch_new();
-    if (b == NULL)
-        return ENOMEM;
-    int err = orphan_batch_destroy(fs, b, n->ino, &n->rec);
-    if (err == 0)
-        err = fs_commit(fs, b, NULL, 0);
-    lsm_batch_free(b);
-    if (err == 0)
-        op_dropped(fs, n, true);
-    return err;
+    return op_free_orphan(fs, n, reclaim);
 }
 
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -157,6 +153,12 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     (void)fi;
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_RELEASE]);
+    if (fs->no_open) {
+        /* Files created before the kernel learnt of no_open still send
+         * one; nothing was counted for them. */
+        fuse_reply_err(req, 0);
+        return;
+    }
     inode *n;
     int err = icache_get(fs, ino, &n);
     if (err != 0) {

@@ -115,7 +115,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
         err = fs_durable(fs);
     if (err != 0) {
         if (n != NULL && nn->fi != NULL)
-            icache_open_dec(fs->icache, n);
+            op_file_unopened(fs, n);
         icache_put(fs->icache, n);
         fuse_reply_err(req, err);
         return;
@@ -125,8 +125,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
         op_fill_entry(fs, ino, &r, &e);
         icache_lookup_inc(fs->icache, n);
         if (fuse_reply_create(req, &e, nn->fi) != 0) {
-            icache_forget(fs->icache, ino, 1);
-            icache_open_dec(fs->icache, n);
+            op_file_unopened(fs, n);
+            op_forget_refs(fs, ino, 1);
         }
     } else {
         op_reply_entry(req, fs, n, &r);

@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <string.h>
-#include <stdlib.h>
 
 ops_state *op_state(fuse_req_t req)
 {
@@ -46,7 +45,7 @@ void op_reply_entry(fuse_req_t req, lsmfs *fs, inode *n, const inode_rec *r)
     icache_lookup_inc(fs->icache, n);
     /* A reply the kernel never got leaves it holding no reference. */
     if (fuse_reply_entry(req, &e) != 0)
-        icache_forget(fs->icache, n->ino, 1);
+        op_forget_refs(fs, n->ino, 1);
 }
 
 void op_reply_attr(fuse_req_t req, lsmfs *fs, uint64_t ino, const inode_rec *r)
@@ -56,18 +55,33 @@ void op_reply_attr(fuse_req_t req, lsmfs *fs, uint64_t ino, const inode_rec *r)
     fuse_reply_attr(req, &st, fs->cfg.timeout);
 }
 
+/* Can the file still be read or written through the kernel? With open
+ * requests: while it is open. Without: while the kernel references it (an
+ * open file holds such a reference); then it is marked an orphan in the same
+ * step, so the forget of the last reference, which may come at any time,
+ * frees it. A mark left by a failed commit is harmless: the record still
+ * has links when that forget comes. */
+static bool still_used(lsmfs *fs, inode *child, const inode_rec *r)
+{
+    if (S_ISDIR(r->mode))
+        return false;
+    return fs->no_open ? icache_mark_orphan(fs->icache, child)
+                       : icache_nopen(fs->icache, child) > 0;
+}
+
 int op_drop_inode(lsmfs *fs, lsm_batch *b, inode *child, inode_rec *r, bool *reclaim_after,
                   bool *destroyed)
 {
     *reclaim_after = false;
     *destroyed = false;
-    bool open = !S_ISDIR(r->mode) && icache_nopen(fs->icache, child) > 0;
-    if (open || orphan_needs_reclaim(r)) {
-        /* Keep the record (nlink 0) until the last close / the reclaimer. */
+    bool used = still_used(fs, child, r);
+    if (used || orphan_needs_reclaim(r)) {
+        /* Keep the record (nlink 0) until the last close or forget, or
+         * until the reclaimer frees the chunks. */
         int err = inode_batch_update(fs, b, child, r);
         if (err == 0)
             err = orphan_batch_mark(b, child->ino);
-        *reclaim_after = !open && err == 0;
+        *reclaim_after = !used && err == 0;
         return err;
     }
     *destroyed = true;
@@ -80,6 +94,49 @@ void op_dropped(lsmfs *fs, inode *child, bool destroyed)
         child->gone = true;
         atomic_fetch_sub(&fs->inodes, 1);
     }
+}
+
+int op_free_orphan(lsmfs *fs, inode *n, bool *reclaim)
+{
+    *reclaim = false;
+    if (n->gone || n->rec.nlink != 0)
+        return 0;
+    if (orphan_needs_reclaim(&n->rec)) {
+        *reclaim = true; /* its orphan record is already committed */
+        return 0;
+    }
+    lsm_batch *b = lsm_batch_new();
+    if (b == NULL)
+        return ENOMEM;
+    int err = orphan_batch_destroy(fs, b, n->ino, &n->rec);
+    if (err == 0)
+        err = fs_commit(fs, b, NULL, 0);
+    lsm_batch_free(b);
+    if (err == 0)
+        op_dropped(fs, n, true);
+    return err;
+}
+
+void op_forget_refs(lsmfs *fs, uint64_t ino, uint64_t count)
+{
+    inode *n = icache_forget(fs->icache, ino, count);
+    if (n == NULL)
+        return;
+    bool reclaim = false;
+    int err = 0;
+    pthread_rwlock_wrlock(&n->lock);
+    /* A readdirplus working from an older snapshot may have handed out a
+     * new reference meanwhile: then a later forget frees it. */
+    if (icache_nlookup(fs->icache, n) == 0) {
+        err = op_free_orphan(fs, n, &reclaim);
+        icache_orphan_done(fs->icache, n);
+    }
+    pthread_rwlock_unlock(&n->lock);
+    icache_put(fs->icache, n);
+    if (reclaim)
+        reclaimer_enqueue(fs->reclaim, ino);
+    /* A failed delete leaves the orphan mark for the next mount. */
+    (void)err;
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -99,10 +156,19 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
         st->no_opendir = true;
     }
-    if (getenv("HACK_NOOPEN") && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT))
+    /* File handles carry none either once unlinked files are kept by the
+     * kernel's references instead of open counts: no OPEN, no RELEASE. */
+    if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {
         conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
-    if (getenv("HACK_WB") && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+        st->fs->no_open = true;
+    }
+    /* Opt-in: the kernel gathers small writes in its page cache and sends
+     * them at fsync, close or writeback; fsync still makes exactly what was
+     * written durable (the kernel writes the pages back before FSYNC). */
+    if (st->fs->cfg.writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
         conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+    else
+        conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
     conn->max_write = 1u << 20;
     if (conn->max_readahead < (1u << 20))
         conn->max_readahead = 1u << 20;

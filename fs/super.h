@@ -21,6 +21,7 @@ typedef struct reclaimer reclaimer;
 typedef struct lsmfs_config {
     const char *store_dir;
     bool sync_all;  /* -o sync: every operation durable before it returns */
+    bool writeback; /* -o writeback: the kernel's writeback cache (opt-in) */
     double timeout; /* entry/attr cache timeout given to the kernel, seconds */
 } lsmfs_config;
 
@@ -35,6 +36,11 @@ typedef struct lsmfs {
     ino_alloc alloc;      /* its own mutex */
     reclaimer *reclaim;   /* [const] pointer; its own mutex */
     fs_stats stats;       /* atomics */
+    /* The kernel opens files without asking (FUSE_CAP_NO_OPEN_SUPPORT): no
+     * OPEN/RELEASE requests, so an unlinked file is kept while the kernel
+     * references it (lookup count), not while it is open. Set by the FUSE
+     * init request before any other request; read-only afterwards. */
+    bool no_open;
     _Atomic int64_t inodes;         /* live inode records (statfs) */
     _Atomic bool write_error;       /* a store write failed: logged once */
     /* Durability (commit.c): the highest sequence number fs_commit got
