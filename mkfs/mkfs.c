@@ -32,11 +32,11 @@ static void usage(FILE *f)
     fprintf(f, "usage: mkfs.lsmfs [-f] [-c chunk_size] [-i inline_limit] [-u uid] [-g gid] "
                "[-q] DIR\n"
                "  -f   overwrite an existing lsmfs filesystem in DIR\n"
-               "  -c   data chunk size, a power of two from 4K to 1M (default 64K)\n"
-               "  -i   largest file kept inline in its inode, 0 to %uK (default 4K)\n"
+               "  -c   data chunk size, a power of two from 4K to 1M (default %uK)\n"
+               "  -i   largest file kept inline in its inode, 0 to the chunk size (default %uK)\n"
                "  -u/-g  owner of the root directory (default: the caller)\n"
                "  -q   quiet\n",
-           SCHEMA_DEFAULT_CHUNK / 1024);
+           SCHEMA_DEFAULT_CHUNK / 1024, SCHEMA_DEFAULT_INLINE / 1024);
 }
 
 /* "64K", "1M", "4096" -> bytes; false on junk or overflow. */
@@ -74,6 +74,10 @@ static int parse_args(int argc, char **argv, struct mkfs_opts *o)
                             .inline_limit = SCHEMA_DEFAULT_INLINE,
                             .uid = getuid(),
                             .gid = getgid()};
+    if (argc == 2 && strcmp(argv[1], "--help") == 0) {
+        usage(stdout);
+        exit(0);
+    }
     int c;
     while ((c = getopt(argc, argv, "fqc:i:u:g:h")) != -1) {
         bool ok = true;
