@@ -147,27 +147,46 @@ static lsm_status *find_logs(lsm_db *db, log_list *logs)
     return NULL;
 }
 
-/* Moves a full recovered memtable to the immutable list. REQUIRES: mu held. */
-static lsm_status *retire_recovered_mem(lsm_db *db, uint64_t next_log)
+size_t db_memtable_bytes(lsm_db *db)
 {
+    assert(mutex_held(&db->mu));
+    size_t n = memtable_memory_usage(db->mem);
+    for (int i = 0; i < db->nimm; i++)
+        n += memtable_memory_usage(db->imm[i]);
+    return n;
+}
+
+bool db_push_imm(lsm_db *db, memtable *fresh, uint64_t fresh_log)
+{
+    assert(mutex_held(&db->mu));
     if (db->nimm == db->cap_imm) {
         int cap = db->cap_imm ? db->cap_imm * 2 : 4;
         memtable **imm = realloc(db->imm, (size_t)cap * sizeof(*imm));
-        uint64_t *ilog = imm ? realloc(db->imm_log, (size_t)cap * sizeof(*ilog)) : NULL;
-        if (imm)
-            db->imm = imm;
-        if (ilog == NULL)
-            return status_new(LSM_IO_ERROR, "out of memory during recovery");
-        db->imm_log = ilog;
+        if (imm == NULL)
+            return false;
+        db->imm = imm;
+        uint64_t *logs = realloc(db->imm_log, (size_t)cap * sizeof(*logs));
+        if (logs == NULL)
+            return false;
+        db->imm_log = logs;
         db->cap_imm = cap;
     }
-    memtable *fresh = memtable_new();
-    if (fresh == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory during recovery");
     db->imm[db->nimm] = db->mem;
     db->imm_log[db->nimm++] = db->mem_log;
     db->mem = fresh;
-    db->mem_log = next_log;
+    db->mem_log = fresh_log;
+    return true;
+}
+
+/* Moves a full recovered memtable to the immutable list. REQUIRES: mu held. */
+static lsm_status *retire_recovered_mem(lsm_db *db, uint64_t next_log)
+{
+    memtable *fresh = memtable_new();
+    if (fresh == NULL || !db_push_imm(db, fresh, next_log)) {
+        if (fresh)
+            memtable_unref(fresh);
+        return status_new(LSM_IO_ERROR, "out of memory during recovery");
+    }
     return NULL;
 }
 

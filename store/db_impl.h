@@ -147,6 +147,12 @@ struct lsm_db {
 };
 
 /* db.c */
+/* Bytes of all memtables. REQUIRES: mu held. */
+size_t db_memtable_bytes(lsm_db *db);
+/* Makes mem immutable (logged from mem_log) and fresh the active memtable,
+ * whose first entry will be in log fresh_log. false if out of memory
+ * (nothing changed). REQUIRES: mu held. */
+bool db_push_imm(lsm_db *db, memtable *fresh, uint64_t fresh_log);
 /* Replaces db->view after mem/imm/version changed. REQUIRES: mu held.
  * false if out of memory (the old view stays, still correct to read). */
 bool db_install_view(lsm_db *db);

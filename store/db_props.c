@@ -8,15 +8,6 @@
 #include <string.h>
 
 /* REQUIRES: mu held. */
-static size_t memtable_bytes(lsm_db *db)
-{
-    size_t n = memtable_memory_usage(db->mem);
-    for (int i = 0; i < db->nimm; i++)
-        n += memtable_memory_usage(db->imm[i]);
-    return n;
-}
-
-/* REQUIRES: mu held. */
 static uint64_t total_table_bytes(lsm_db *db)
 {
     uint64_t n = 0;
@@ -100,7 +91,7 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         {"lsm.gather-wait-us", st->gather_wait_us},
         {"lsm.memtable-switches", st->rotations},
         {"lsm.sequence", db->last_seq},
-        {"lsm.mem-usage", memtable_bytes(db)},
+        {"lsm.mem-usage", db_memtable_bytes(db)},
         {"lsm.immutable-memtables", (uint64_t)db->nimm},
         {"lsm.recovered-records", st->recovered_records},
         {"lsm.recovered-dropped-bytes", st->recovered_dropped_bytes},
@@ -148,7 +139,7 @@ static bool stats_text(lsm_db *db, buf *b)
                      st->writes, st->barriers, st->groups, st->syncs, st->wal_bytes,
                      (double)(st->writes - st->barriers) / (double)groups,
                      (double)st->queue_wait_us / (double)writes, st->gather_wait_us,
-                     (double)memtable_bytes(db) / 1048576.0, db->nimm, st->rotations,
+                     (double)db_memtable_bytes(db) / 1048576.0, db->nimm, st->rotations,
                      db->last_seq);
     bool ok = buf_append(b, line, (size_t)n);
     for (int i = 0; ok && i < FOLLOWER_BUCKETS; i++) {

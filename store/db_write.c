@@ -241,23 +241,6 @@ lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out)
     return s;
 }
 
-/* REQUIRES: mu held. */
-static bool grow_imm(lsm_db *db)
-{
-    assert(mutex_held(&db->mu));
-    int cap = db->cap_imm ? db->cap_imm * 2 : 4;
-    memtable **imm = realloc(db->imm, (size_t)cap * sizeof(*imm));
-    if (imm == NULL)
-        return false;
-    db->imm = imm;
-    uint64_t *logs = realloc(db->imm_log, (size_t)cap * sizeof(*logs));
-    if (logs == NULL)
-        return false;
-    db->imm_log = logs;
-    db->cap_imm = cap;
-    return true;
-}
-
 /* Switches to a new memtable and a new WAL; the old memtable becomes
  * immutable. REQUIRES: mu held; caller is the leader (mu is released while
  * the old log is synced and the new one created). */
@@ -267,11 +250,8 @@ static lsm_status *switch_memtable(lsm_db *db)
     uint64_t number = vset_new_file_number(&db->vs);
     wal_writer *old = db->wal;
     memtable *fresh = memtable_new();
-    if (fresh == NULL || (db->nimm == db->cap_imm && !grow_imm(db))) {
-        if (fresh)
-            memtable_unref(fresh);
+    if (fresh == NULL)
         return status_new(LSM_IO_ERROR, "out of memory switching memtables");
-    }
     mutex_unlock(&db->mu);
     lsm_status *sync_err = NULL;
     if (db->wal_synced < wal_offset(old))
@@ -287,13 +267,14 @@ static lsm_status *switch_memtable(lsm_db *db)
         memtable_unref(fresh);
         return s;
     }
+    if (!db_push_imm(db, fresh, number)) {
+        /* Keep writing the old log; the empty new one is swept later. */
+        lsm_status_free(wal_writer_close(neu));
+        memtable_unref(fresh);
+        return status_new(LSM_IO_ERROR, "out of memory switching memtables");
+    }
     lsm_status_free(wal_writer_close(old));
     db->durable_seq = db->last_seq; /* the old log was synced just now */
-    db->imm[db->nimm] = db->mem;
-    db->imm_log[db->nimm] = db->mem_log;
-    db->nimm++;
-    db->mem = fresh;
-    db->mem_log = number;
     db->wal = neu;
     db->wal_number = number;
     db->wal_synced = 0;
@@ -302,22 +283,13 @@ static lsm_status *switch_memtable(lsm_db *db)
     return NULL;
 }
 
-/* Bytes of all memtables. REQUIRES: mu held. */
-static size_t memtables_bytes(lsm_db *db)
-{
-    size_t n = memtable_memory_usage(db->mem);
-    for (int i = 0; i < db->nimm; i++)
-        n += memtable_memory_usage(db->imm[i]);
-    return n;
-}
-
 /* The write rate (bytes/s) allowed while compaction is behind: full speed
  * below the slowdown point, falling linearly to a trickle at the stop point.
  * Smooth pacing instead of LevelDB's 1 ms per write and then a hard stop. */
 static double paced_rate(lsm_db *db)
 {
     int l0 = db->vs.current->nfiles[0];
-    double mem_fill = (double)memtables_bytes(db) / (double)db->opt.max_memtable_bytes;
+    double mem_fill = (double)db_memtable_bytes(db) / (double)db->opt.max_memtable_bytes;
     double f = 0; /* 0: no pacing, 1: stopped */
     if (l0 >= L0_SLOWDOWN)
         f = (double)(l0 - L0_SLOWDOWN + 1) / (double)(L0_STOP - L0_SLOWDOWN + 1);
@@ -372,7 +344,7 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force)
             return NULL;
         if (force && memtable_entries(db->mem) == 0)
             return NULL;
-        bool no_memory = memtables_bytes(db) + db->opt.write_buffer_size >
+        bool no_memory = db_memtable_bytes(db) + db->opt.write_buffer_size >
                              db->opt.max_memtable_bytes &&
                          db->nimm > 0;
         if (no_memory || db->vs.current->nfiles[0] >= L0_STOP) {
