@@ -111,3 +111,22 @@ int fs_read_errno(lsmfs *fs, lsm_status *s, const char *what)
     lsm_status_free(s);
     return err;
 }
+
+lsm_iter *fs_iter_new(lsmfs *fs, bool fill_cache)
+{
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    ro.fill_cache = fill_cache;
+    return lsm_iter_new(fs->db, &ro);
+}
+
+int fs_iter_end(lsmfs *fs, lsm_iter *it, int err, const char *what)
+{
+    lsm_status *s = lsm_iter_status(it);
+    if (s != NULL && err == 0)
+        err = fs_read_errno(fs, s, what);
+    else
+        lsm_status_free(s);
+    lsm_iter_free(it);
+    return err;
+}

@@ -43,5 +43,11 @@ uint64_t fs_committed_seq(lsmfs *fs);
 /* Converts a store status from a read to an errno (ENOENT for not found),
  * freeing it. */
 int fs_read_errno(lsmfs *fs, lsm_status *s, const char *what);
+/* A store iterator for a scan (fill_cache: whether its blocks should stay
+ * cached); NULL when out of memory. */
+lsm_iter *fs_iter_new(lsmfs *fs, bool fill_cache);
+/* Ends a scan: frees it and returns err, or when the scan itself found no
+ * error (err 0), the iterator's status as an errno (logged as `what`). */
+int fs_iter_end(lsmfs *fs, lsm_iter *it, int err, const char *what);
 
 #endif

@@ -87,6 +87,55 @@ static int read_inline(lsmfs *fs, inode *n, uint64_t off, uint64_t len, char *ou
     return err == ENOENT ? EIO : err;
 }
 
+/* Stops a chunk scan early without an error. */
+#define SCAN_STOP (-1)
+
+/* Calls fn for each stored chunk of ino with index in [first, last], in
+ * order, in one consistent scan, until fn returns non-zero: SCAN_STOP ends
+ * the scan with 0, an errno ends it with that errno. `what` names the scan
+ * in the log should the store fail. */
+static int scan_chunks(lsmfs *fs, uint64_t ino, uint64_t first, uint64_t last, bool fill_cache,
+                       const char *what,
+                       int (*fn)(void *ctx, uint64_t idx, const char *key, size_t klen,
+                                 const char *v, size_t vlen),
+                       void *ctx)
+{
+    lsm_iter *it = fs_iter_new(fs, fill_cache);
+    if (it == NULL)
+        return ENOMEM;
+    schema_key k;
+    key_chunk(&k, ino, first);
+    int err = 0;
+    for (lsm_iter_seek(it, k.b, k.len); lsm_iter_valid(it); lsm_iter_next(it)) {
+        size_t klen, vlen;
+        const char *key = lsm_iter_key(it, &klen);
+        uint64_t kino, idx;
+        if (!key_parse_chunk(key, klen, &kino, &idx) || kino != ino || idx > last)
+            break;
+        const char *v = lsm_iter_value(it, &vlen);
+        if ((err = fn(ctx, idx, key, klen, v, vlen)) != 0)
+            break;
+    }
+    return fs_iter_end(fs, it, err == SCAN_STOP ? 0 : err, what);
+}
+
+typedef struct read_window {
+    uint64_t off, len, chunk_size;
+    char *out;
+} read_window;
+
+static int read_one(void *ctx, uint64_t idx, const char *key, size_t klen, const char *v,
+                    size_t vlen)
+{
+    (void)key;
+    (void)klen;
+    read_window *w = ctx;
+    if (vlen > w->chunk_size)
+        return EIO;
+    copy_overlap(w->out, w->off, w->len, idx * w->chunk_size, v, vlen);
+    return 0;
+}
+
 /* A consistent scan over the chunks touching [off, off+len). */
 static int read_chunks(lsmfs *fs, inode *n, uint64_t off, uint64_t len, char *out)
 {
@@ -101,34 +150,8 @@ static int read_chunks(lsmfs *fs, inode *n, uint64_t off, uint64_t len, char *ou
         free(v);
         return err;
     }
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    lsm_iter *it = lsm_iter_new(fs->db, &ro);
-    if (it == NULL)
-        return ENOMEM;
-    schema_key k;
-    key_chunk(&k, n->ino, first);
-    int err = 0;
-    for (lsm_iter_seek(it, k.b, k.len); lsm_iter_valid(it); lsm_iter_next(it)) {
-        size_t klen, vlen;
-        const char *key = lsm_iter_key(it, &klen);
-        uint64_t ino, idx;
-        if (!key_parse_chunk(key, klen, &ino, &idx) || ino != n->ino || idx > last)
-            break;
-        const char *v = lsm_iter_value(it, &vlen);
-        if (vlen > cs) {
-            err = EIO;
-            break;
-        }
-        copy_overlap(out, off, len, idx * cs, v, vlen);
-    }
-    lsm_status *s = lsm_iter_status(it);
-    if (s != NULL && err == 0)
-        err = fs_read_errno(fs, s, "read");
-    else
-        lsm_status_free(s);
-    lsm_iter_free(it);
-    return err;
+    read_window w = {.off = off, .len = len, .chunk_size = cs, .out = out};
+    return scan_chunks(fs, n->ino, first, last, true, "read", read_one, &w);
 }
 
 int data_read(lsmfs *fs, inode *n, uint64_t off, size_t size, char **out, size_t *outlen)
@@ -152,22 +175,33 @@ int data_read(lsmfs *fs, inode *n, uint64_t off, size_t size, char **out, size_t
     return 0;
 }
 
+/* Takes the inline payload the operation builds on: the one an earlier step
+ * of it decided (pl->replace; ownership moves to the caller), else the
+ * stored one. *p is malloc'd, NULL when *plen is 0. */
+static int take_payload(lsmfs *fs, inode *n, payload *pl, char **p, size_t *plen)
+{
+    *p = NULL;
+    *plen = 0;
+    if (pl->replace) {
+        *p = pl->data;
+        *plen = pl->len;
+        pl->data = NULL;
+        return 0;
+    }
+    inode_rec old;
+    int err = inode_load(fs, n->ino, &old, p, plen);
+    return err == ENOENT ? EIO : err;
+}
+
 /* Writes into an inline payload that stays within the inline limit. */
 static int write_inline(lsmfs *fs, inode *n, payload *pl, const char *buf, size_t size,
                         uint64_t off)
 {
-    inode_rec old;
-    char *p = NULL;
-    size_t plen = 0;
-    if (pl->replace) { /* an earlier step of this operation already decided */
-        p = pl->data;
-        plen = pl->len;
-        pl->data = NULL;
-    } else {
-        int err = inode_load(fs, n->ino, &old, &p, &plen);
-        if (err != 0)
-            return err == ENOENT ? EIO : err;
-    }
+    char *p;
+    size_t plen;
+    int err = take_payload(fs, n, pl, &p, &plen);
+    if (err != 0)
+        return err;
     size_t newlen = (size_t)max_u64(plen, off + size);
     char *np = realloc(p, newlen);
     if (np == NULL) {
@@ -187,19 +221,12 @@ static int write_inline(lsmfs *fs, inode *n, payload *pl, const char *buf, size_
 static int uninline(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, char **base,
                     size_t *blen)
 {
-    inode_rec old;
-    char *p = NULL;
-    size_t plen = 0;
-    if (pl->replace) {
-        p = pl->data;
-        plen = pl->len;
-        pl->data = NULL;
-    } else {
-        int err = inode_load(fs, n->ino, &old, &p, &plen);
-        if (err != 0)
-            return err == ENOENT ? EIO : err;
-    }
-    int err = plen > 0 ? chunk_put(b, n->ino, 0, p, plen) : 0;
+    char *p;
+    size_t plen;
+    int err = take_payload(fs, n, pl, &p, &plen);
+    if (err != 0)
+        return err;
+    err = plen > 0 ? chunk_put(b, n->ino, 0, p, plen) : 0;
     if (err != 0) {
         free(p);
         return err;
@@ -282,60 +309,46 @@ int data_write(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, con
     return err;
 }
 
+typedef struct chunk_deletes {
+    lsm_batch *b;
+    uint64_t n, max;
+    bool more;
+} chunk_deletes;
+
+static int delete_one(void *ctx, uint64_t idx, const char *key, size_t klen, const char *v,
+                      size_t vlen)
+{
+    (void)idx;
+    (void)v;
+    (void)vlen;
+    chunk_deletes *d = ctx;
+    if (d->n == d->max) {
+        d->more = true;
+        return SCAN_STOP;
+    }
+    if (!lsm_batch_delete(d->b, key, klen))
+        return ENOMEM;
+    d->n++;
+    return 0;
+}
+
 int data_delete_chunks(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t first, uint64_t max,
                        bool *more)
 {
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    ro.fill_cache = false;
-    lsm_iter *it = lsm_iter_new(fs->db, &ro);
-    if (it == NULL)
-        return ENOMEM;
-    schema_key k;
-    key_chunk(&k, ino, first);
-    int err = 0;
-    uint64_t n = 0;
-    *more = false;
-    for (lsm_iter_seek(it, k.b, k.len); lsm_iter_valid(it); lsm_iter_next(it)) {
-        size_t klen;
-        const char *key = lsm_iter_key(it, &klen);
-        uint64_t kino, idx;
-        if (!key_parse_chunk(key, klen, &kino, &idx) || kino != ino)
-            break;
-        if (n == max) {
-            *more = true;
-            break;
-        }
-        if (!lsm_batch_delete(b, key, klen)) {
-            err = ENOMEM;
-            break;
-        }
-        n++;
-    }
-    lsm_status *s = lsm_iter_status(it);
-    if (s != NULL && err == 0)
-        err = fs_read_errno(fs, s, "chunk scan");
-    else
-        lsm_status_free(s);
-    lsm_iter_free(it);
+    chunk_deletes d = {.b = b, .max = max};
+    int err = scan_chunks(fs, ino, first, UINT64_MAX, false, "chunk scan", delete_one, &d);
+    *more = d.more;
     return err;
 }
 
 static int truncate_inline(lsmfs *fs, inode *n, inode_rec *r, payload *pl, uint64_t newsize)
 {
     if (newsize < r->size) {
-        char *p = NULL;
-        size_t plen = 0;
-        if (pl->replace) {
-            p = pl->data;
-            plen = pl->len;
-            pl->data = NULL;
-        } else {
-            inode_rec old;
-            int err = inode_load(fs, n->ino, &old, &p, &plen);
-            if (err != 0)
-                return err == ENOENT ? EIO : err;
-        }
+        char *p;
+        size_t plen;
+        int err = take_payload(fs, n, pl, &p, &plen);
+        if (err != 0)
+            return err;
         if (plen > newsize)
             plen = (size_t)newsize;
         if (plen == 0) {
@@ -392,18 +405,11 @@ int data_truncate(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl,
 
 static int zero_inline(lsmfs *fs, inode *n, payload *pl, uint64_t off, uint64_t end)
 {
-    char *p = NULL;
-    size_t plen = 0;
-    if (pl->replace) {
-        p = pl->data;
-        plen = pl->len;
-        pl->data = NULL;
-    } else {
-        inode_rec old;
-        int err = inode_load(fs, n->ino, &old, &p, &plen);
-        if (err != 0)
-            return err == ENOENT ? EIO : err;
-    }
+    char *p;
+    size_t plen;
+    int err = take_payload(fs, n, pl, &p, &plen);
+    if (err != 0)
+        return err;
     if (off < plen)
         memset(p + off, 0, (size_t)(min_u64(end, plen) - off));
     payload_free(pl);
@@ -432,48 +438,43 @@ static int zero_chunk(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t idx, uint6
     return err;
 }
 
+typedef struct chunk_list {
+    uint64_t *idx;
+    size_t count, cap;
+} chunk_list;
+
+static int list_one(void *ctx, uint64_t idx, const char *key, size_t klen, const char *v,
+                    size_t vlen)
+{
+    (void)key;
+    (void)klen;
+    (void)v;
+    (void)vlen;
+    chunk_list *l = ctx;
+    if (l->count == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        uint64_t *nv = realloc(l->idx, cap * sizeof *nv);
+        if (nv == NULL)
+            return ENOMEM;
+        l->idx = nv;
+        l->cap = cap;
+    }
+    l->idx[l->count++] = idx;
+    return 0;
+}
+
 /* The indexes of stored chunks of ino in [first, last], in order. */
 static int list_chunks(lsmfs *fs, uint64_t ino, uint64_t first, uint64_t last, uint64_t **out,
                        size_t *count)
 {
-    *out = NULL;
-    *count = 0;
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    lsm_iter *it = lsm_iter_new(fs->db, &ro);
-    if (it == NULL)
-        return ENOMEM;
-    schema_key k;
-    key_chunk(&k, ino, first);
-    int err = 0;
-    size_t cap = 0;
-    for (lsm_iter_seek(it, k.b, k.len); lsm_iter_valid(it); lsm_iter_next(it)) {
-        size_t klen;
-        const char *key = lsm_iter_key(it, &klen);
-        uint64_t kino, idx;
-        if (!key_parse_chunk(key, klen, &kino, &idx) || kino != ino || idx > last)
-            break;
-        if (*count == cap) {
-            cap = cap ? cap * 2 : 16;
-            uint64_t *nv = realloc(*out, cap * sizeof *nv);
-            if (nv == NULL) {
-                err = ENOMEM;
-                break;
-            }
-            *out = nv;
-        }
-        (*out)[(*count)++] = idx;
-    }
-    lsm_status *s = lsm_iter_status(it);
-    if (s != NULL && err == 0)
-        err = fs_read_errno(fs, s, "chunk scan");
-    else
-        lsm_status_free(s);
-    lsm_iter_free(it);
+    chunk_list l = {0};
+    int err = scan_chunks(fs, ino, first, last, true, "chunk scan", list_one, &l);
     if (err != 0) {
-        free(*out);
-        *out = NULL;
+        free(l.idx);
+        l = (chunk_list){0};
     }
+    *out = l.idx;
+    *count = l.count;
     return err;
 }
 

@@ -67,9 +67,7 @@ int dir_batch_remove(lsm_batch *b, uint64_t parent, const char *name, uint64_t c
 
 int dir_scan(lsmfs *fs, uint64_t parent, uint64_t from, dir_visit_fn fn, void *ctx)
 {
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    lsm_iter *it = lsm_iter_new(fs->db, &ro);
+    lsm_iter *it = fs_iter_new(fs, true);
     if (it == NULL)
         return ENOMEM;
     schema_key k;
@@ -96,11 +94,5 @@ int dir_scan(lsmfs *fs, uint64_t parent, uint64_t from, dir_visit_fn fn, void *c
         if (fn(ctx, cookie, ino, type, name, nlen) != 0)
             break;
     }
-    lsm_status *s = lsm_iter_status(it);
-    if (s != NULL && err == 0)
-        err = fs_read_errno(fs, s, "readdir");
-    else
-        lsm_status_free(s);
-    lsm_iter_free(it);
-    return err;
+    return fs_iter_end(fs, it, err, "readdir");
 }

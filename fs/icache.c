@@ -212,21 +212,33 @@ void icache_put(icache *c, inode *n)
     pthread_mutex_unlock(&s->mu);
 }
 
-void icache_lookup_inc(icache *c, inode *n)
+/* Adds one to a [shard] counter of n. */
+static void count_inc(icache *c, inode *n, uint64_t *count)
 {
     shard *s = shard_of(c, n->ino);
     pthread_mutex_lock(&s->mu);
-    n->nlookup++;
+    (*count)++;
     pthread_mutex_unlock(&s->mu);
+}
+
+/* Reads a [shard] counter of n. */
+static uint64_t count_get(icache *c, inode *n, const uint64_t *count)
+{
+    shard *s = shard_of(c, n->ino);
+    pthread_mutex_lock(&s->mu);
+    uint64_t v = *count;
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
+void icache_lookup_inc(icache *c, inode *n)
+{
+    count_inc(c, n, &n->nlookup);
 }
 
 uint64_t icache_nlookup(icache *c, inode *n)
 {
-    shard *s = shard_of(c, n->ino);
-    pthread_mutex_lock(&s->mu);
-    uint64_t v = n->nlookup;
-    pthread_mutex_unlock(&s->mu);
-    return v;
+    return count_get(c, n, &n->nlookup);
 }
 
 bool icache_kernel_knows(icache *c, uint64_t ino)
@@ -278,10 +290,7 @@ void icache_orphan_done(icache *c, inode *n)
 
 void icache_open_inc(icache *c, inode *n)
 {
-    shard *s = shard_of(c, n->ino);
-    pthread_mutex_lock(&s->mu);
-    n->nopen++;
-    pthread_mutex_unlock(&s->mu);
+    count_inc(c, n, &n->nopen);
 }
 
 uint64_t icache_open_dec(icache *c, inode *n)
@@ -298,11 +307,7 @@ uint64_t icache_open_dec(icache *c, inode *n)
 
 uint64_t icache_nopen(icache *c, inode *n)
 {
-    shard *s = shard_of(c, n->ino);
-    pthread_mutex_lock(&s->mu);
-    uint64_t v = n->nopen;
-    pthread_mutex_unlock(&s->mu);
-    return v;
+    return count_get(c, n, &n->nopen);
 }
 
 static int cmp_inode(const void *a, const void *b)

@@ -117,12 +117,8 @@ static int setattr_locked(lsmfs *fs, inode *n, const struct stat *attr, int to_s
     }
     if (err == 0) {
         apply_attrs(&r, attr, to_set, now);
-        err = inode_batch_finish(fs, b, n, &r, &pl);
+        err = op_commit_one(fs, b, n, &r, &pl);
     }
-    if (err == 0)
-        err = fs_commit(fs, b, &n, 1);
-    if (err == 0)
-        n->rec = r;
     *out = r;
     payload_free(&pl);
     lsm_batch_free(b);

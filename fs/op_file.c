@@ -95,12 +95,8 @@ static int write_locked(lsmfs *fs, inode *n, const char *buf, size_t size, uint6
     int err = data_write(fs, b, n, &r, &pl, buf, size, off);
     if (err == 0) {
         r.mtime = r.ctime = ts_now();
-        err = inode_batch_finish(fs, b, n, &r, &pl);
+        err = op_commit_one(fs, b, n, &r, &pl);
     }
-    if (err == 0)
-        err = fs_commit(fs, b, &n, 1);
-    if (err == 0)
-        n->rec = r;
     payload_free(&pl);
     lsm_batch_free(b);
     return err;
@@ -227,11 +223,7 @@ static int fallocate_locked(lsmfs *fs, inode *n, int mode, uint64_t off, uint64_
     }
     if (err == 0 && changed) {
         r.mtime = r.ctime = now;
-        err = inode_batch_finish(fs, b, n, &r, &pl);
-        if (err == 0)
-            err = fs_commit(fs, b, &n, 1);
-        if (err == 0)
-            n->rec = r;
+        err = op_commit_one(fs, b, n, &r, &pl);
     }
     payload_free(&pl);
     lsm_batch_free(b);

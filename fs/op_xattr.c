@@ -65,11 +65,7 @@ static int change_locked(lsmfs *fs, inode *n, const char *name, const char *valu
     err = value != NULL ? xattr_batch_set(b, n->ino, name, value, size)
                         : xattr_batch_remove(b, n->ino, name);
     if (err == 0)
-        err = inode_batch_update(fs, b, n, &r);
-    if (err == 0)
-        err = fs_commit(fs, b, &n, 1);
-    if (err == 0)
-        n->rec = r;
+        err = op_commit_one(fs, b, n, &r, NULL);
     lsm_batch_free(b);
     return err;
 }

@@ -28,6 +28,16 @@ void op_read_rec(inode *n, inode_rec *r)
     pthread_rwlock_unlock(&n->lock);
 }
 
+int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl)
+{
+    int err = inode_batch_finish(fs, b, n, r, pl);
+    if (err == 0)
+        err = fs_commit(fs, b, &n, 1);
+    if (err == 0)
+        n->rec = *r;
+    return err;
+}
+
 void op_fill_entry(lsmfs *fs, uint64_t ino, const inode_rec *r, struct fuse_entry_param *e)
 {
     memset(e, 0, sizeof *e);

@@ -13,6 +13,7 @@
 
 #include "fuse_api.h"
 #include "icache.h"
+#include "inode.h"
 #include "super.h"
 
 /* Session-wide settings negotiated in init (written once before any other
@@ -34,6 +35,10 @@ void op_reply_entry(fuse_req_t req, lsmfs *fs, inode *n, const inode_rec *r);
 void op_reply_attr(fuse_req_t req, lsmfs *fs, uint64_t ino, const inode_rec *r);
 /* Takes a snapshot of n->rec under its read lock. */
 void op_read_rec(inode *n, inode_rec *r);
+/* Ends a single-inode change: adds n's new record r (payload decision pl,
+ * NULL to keep the stored payload) to b, commits b, and on success makes r
+ * the cached record. REQUIRES: n->lock held for writing. */
+int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl);
 /* Drops the last link of child (whose new record r has nlink 0) inside the
  * batch: deletes it now, or marks it an orphan. *reclaim_after says the
  * caller must queue it for the reclaimer after committing; *destroyed that

@@ -153,9 +153,7 @@ void reclaimer_drain(reclaimer *rc)
 /* Queues every orphan record in the store. */
 static int scan_orphans(struct reclaimer *rc)
 {
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    lsm_iter *it = lsm_iter_new(rc->fs->db, &ro);
+    lsm_iter *it = fs_iter_new(rc->fs, true);
     if (it == NULL)
         return ENOMEM;
     char prefix = K_ORPHAN;
@@ -168,10 +166,7 @@ static int scan_orphans(struct reclaimer *rc)
         if (key_parse_ino(k, klen, K_ORPHAN, &ino))
             reclaimer_enqueue(rc, ino);
     }
-    lsm_status *s = lsm_iter_status(it);
-    int err = s ? fs_read_errno(rc->fs, s, "orphan scan") : 0;
-    lsm_iter_free(it);
-    return err;
+    return fs_iter_end(rc->fs, it, 0, "orphan scan");
 }
 
 int reclaimer_start(lsmfs *fs, reclaimer **out)

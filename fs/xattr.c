@@ -67,9 +67,7 @@ static int scan(lsmfs *fs, uint64_t ino, int (*fn)(void *, const char *, size_t,
                                                    size_t),
                 void *ctx)
 {
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    lsm_iter *it = lsm_iter_new(fs->db, &ro);
+    lsm_iter *it = fs_iter_new(fs, true);
     if (it == NULL)
         return ENOMEM;
     schema_key start, end;
@@ -90,13 +88,7 @@ static int scan(lsmfs *fs, uint64_t ino, int (*fn)(void *, const char *, size_t,
         }
         err = fn(ctx, key, klen, name, nlen);
     }
-    lsm_status *s = lsm_iter_status(it);
-    if (s != NULL && err == 0)
-        err = fs_read_errno(fs, s, "xattr scan");
-    else
-        lsm_status_free(s);
-    lsm_iter_free(it);
-    return err;
+    return fs_iter_end(fs, it, err, "xattr scan");
 }
 
 static int remove_one(void *ctx, const char *key, size_t klen, const char *name, size_t nlen)
