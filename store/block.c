@@ -139,6 +139,30 @@ bool block_parse(block *b, const char *data, size_t n)
 
 /* ----------------------------------------------------------- iterator */
 
+/* Walking backward, every step would rescan from the restart point before
+ * the current entry (keys are prefix-compressed: only a forward scan can
+ * rebuild them). So the first step back into a restart interval records
+ * the interval's entries up to there, keys included, and the following
+ * steps back just read that record. Intervals longer than BACK_MAX entries
+ * or BACK_KEY_BYTES of keys (other block writers, damaged blocks) are not
+ * recorded: they fall back to one rescan per step. */
+#define BACK_MAX 64
+#define BACK_KEY_BYTES (16u << 10)
+
+struct block_back {
+    int n;                     /* entries recorded; 0: none */
+    int pos;                   /* the entry the iterator is on, if it came from the record */
+    uint32_t restart_index;    /* the interval recorded */
+    uint32_t off[BACK_MAX];    /* entry offsets, ascending, contiguous */
+    uint32_t key_at[BACK_MAX]; /* where each key starts in keys */
+    uint32_t key_len[BACK_MAX];
+    uint32_t val_at[BACK_MAX]; /* value offsets in the block */
+    uint32_t val_len[BACK_MAX];
+    uint32_t end; /* offset of the entry after the last one */
+    char *keys;   /* the keys, one after another */
+    size_t used, cap;
+};
+
 static inline uint32_t restart_point(const block_iter *it, uint32_t i)
 {
     return decode_fixed32(it->restarts + 4 * (size_t)i);
@@ -181,6 +205,24 @@ static inline const char *decode_entry(const char *p, const char *limit, uint32_
     return p;
 }
 
+/* memcpy for the few bytes a key delta usually is, without a call. The
+ * ranges never overlap. */
+static inline void copy_bytes(char *dst, const char *src, size_t n)
+{
+    if (n >= 8 && n <= 16) {
+        uint64_t x, y;
+        memcpy(&x, src, 8);
+        memcpy(&y, src + n - 8, 8);
+        memcpy(dst, &x, 8);
+        memcpy(dst + n - 8, &y, 8);
+    } else if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            dst[i] = src[i];
+    } else {
+        memcpy(dst, src, n);
+    }
+}
+
 /* Rebuilds the key as the current key's first `shared` bytes + delta. */
 static bool build_key(block_iter *it, uint32_t shared, const char *delta, uint32_t unshared,
                       uint32_t off)
@@ -199,15 +241,27 @@ static bool build_key(block_iter *it, uint32_t shared, const char *delta, uint32
         it->kbuf = nb;
         it->kcap = cap;
     } else if (it->key != it->kbuf) {
-        memcpy(it->kbuf, it->key, shared);
+        copy_bytes(it->kbuf, it->key, shared);
     }
-    memcpy(it->kbuf + shared, delta, unshared);
+    copy_bytes(it->kbuf + shared, delta, unshared);
     it->key = it->kbuf;
     return true;
 }
 
+/* Makes restart_index the last restart point at or before off (which lies
+ * past the current interval's start). */
+static void enter_interval(block_iter *it, uint32_t off)
+{
+    uint32_t i = it->restart_index;
+    while (i + 1 < it->num_restarts && restart_point(it, i + 1) <= off)
+        i++;
+    it->restart_index = i;
+    it->restart_start = restart_point(it, i);
+    it->restart_end = i + 1 < it->num_restarts ? restart_point(it, i + 1) : it->restart_offset;
+}
+
 /* Moves to the entry at it->next. false at the end or on corruption. */
-static bool parse_next(block_iter *it)
+static inline bool parse_next(block_iter *it)
 {
     uint32_t off = it->next;
     if (off >= it->restart_offset) {
@@ -221,17 +275,16 @@ static bool parse_next(block_iter *it)
         fail(it, LSM_CORRUPTION, "bad entry", off);
         return false;
     }
-    while (it->restart_index + 1 < it->num_restarts &&
-           restart_point(it, it->restart_index + 1) <= off)
-        it->restart_index++;
-    if (shared != 0 && restart_point(it, it->restart_index) == off) {
+    if (off >= it->restart_end)
+        enter_interval(it, off);
+    if (shared == 0) {
+        it->key = p; /* no copy: the key is whole in the block */
+    } else if (off == it->restart_start) {
         fail(it, LSM_CORRUPTION, "restart entry shares a prefix", off);
         return false;
-    }
-    if (shared == 0)
-        it->key = p; /* no copy: the key is whole in the block */
-    else if (!build_key(it, shared, p, unshared, off))
+    } else if (!build_key(it, shared, p, unshared, off)) {
         return false;
+    }
     it->key_len = (size_t)shared + unshared;
     it->val = p + unshared;
     it->val_len = vlen;
@@ -240,11 +293,19 @@ static bool parse_next(block_iter *it)
     return true;
 }
 
+static void set_interval(block_iter *it, uint32_t index)
+{
+    it->restart_index = index;
+    it->restart_start = restart_point(it, index);
+    it->restart_end =
+        index + 1 < it->num_restarts ? restart_point(it, index + 1) : it->restart_offset;
+}
+
 static void seek_to_restart(block_iter *it, uint32_t index)
 {
     it->key_len = 0;
-    it->restart_index = index;
-    it->next = restart_point(it, index);
+    set_interval(it, index);
+    it->next = it->restart_start;
 }
 
 static bool unusable(block_iter *it)
@@ -281,9 +342,77 @@ void block_iter_next(block_iter *it)
     parse_next(it);
 }
 
+/* Adds the current entry to the record; false (record dropped) if it is
+ * full or memory runs out. */
+static bool back_record(block_iter *it)
+{
+    struct block_back *bk = it->back;
+    if (bk->n == BACK_MAX || it->key_len > BACK_KEY_BYTES - bk->used)
+        goto drop;
+    if (it->key_len > bk->cap - bk->used) {
+        size_t cap = 2 * (bk->used + it->key_len);
+        char *k = realloc(bk->keys, cap);
+        if (k == NULL)
+            goto drop;
+        bk->keys = k;
+        bk->cap = cap;
+    }
+    int i = bk->n++;
+    bk->off[i] = it->cur;
+    bk->key_at[i] = (uint32_t)bk->used;
+    bk->key_len[i] = (uint32_t)it->key_len;
+    bk->val_at[i] = (uint32_t)(it->val - it->data);
+    bk->val_len[i] = it->val_len;
+    bk->end = it->next;
+    if (it->key_len)
+        memcpy(bk->keys + bk->used, it->key, it->key_len);
+    bk->used += it->key_len;
+    return true;
+drop:
+    bk->n = 0;
+    return false;
+}
+
+/* Positions the iterator on recorded entry i. */
+static void back_load(block_iter *it, int i)
+{
+    struct block_back *bk = it->back;
+    bk->pos = i;
+    it->cur = bk->off[i];
+    it->next = i + 1 < bk->n ? bk->off[i + 1] : bk->end;
+    it->key = bk->keys + bk->key_at[i];
+    it->key_len = bk->key_len[i];
+    it->val = it->data + bk->val_at[i];
+    it->val_len = bk->val_len[i];
+    if (it->restart_index != bk->restart_index)
+        set_interval(it, bk->restart_index);
+}
+
+/* The recorded entry just before the current one, or -1. */
+static int back_find_prev(const block_iter *it)
+{
+    const struct block_back *bk = it->back;
+    if (bk == NULL || bk->n == 0)
+        return -1;
+    int i = bk->pos;
+    if (i < bk->n && bk->off[i] == it->cur)
+        return i - 1;
+    if (bk->end == it->cur) /* just past the record: where it was made */
+        return bk->n - 1;
+    for (i = 1; i < bk->n; i++) /* moved forward within the record */
+        if (bk->off[i] == it->cur)
+            return i - 1;
+    return -1;
+}
+
 void block_iter_prev(block_iter *it)
 {
     assert(block_iter_valid(it));
+    int i = back_find_prev(it);
+    if (i >= 0) {
+        back_load(it, i);
+        return;
+    }
     uint32_t original = it->cur;
     uint32_t index = it->restart_index;
     while (restart_point(it, index) >= original) {
@@ -293,12 +422,27 @@ void block_iter_prev(block_iter *it)
         }
         index--;
     }
+    if (it->back == NULL)
+        it->back = calloc(1, sizeof(*it->back)); /* NULL: rescan every time */
+    bool record = it->back != NULL;
+    if (record) {
+        it->back->n = 0;
+        it->back->used = 0;
+        it->back->restart_index = index;
+    }
     seek_to_restart(it, index);
     /* Offsets rise strictly, so this ends even in a corrupt block. */
     do {
-        if (!parse_next(it))
+        if (!parse_next(it)) {
+            if (record)
+                it->back->n = 0;
             return;
+        }
+        if (record)
+            record = back_record(it);
     } while (it->next < original);
+    if (record)
+        it->back->pos = it->back->n - 1;
 }
 
 void block_iter_seek(block_iter *it, const char *target, size_t n)
@@ -415,6 +559,10 @@ void block_iter_set_block(block_iter *it, const block *b)
         it->restarts = b->data + b->restart_offset;
     }
     it->restart_index = 0;
+    it->restart_start = 0;
+    it->restart_end = it->num_restarts > 1 ? restart_point(it, 1) : it->restart_offset;
+    if (it->back != NULL)
+        it->back->n = 0; /* recorded from the old block */
     set_invalid(it);
 }
 
@@ -426,6 +574,10 @@ void block_iter_destroy(block_iter *it)
     it->kcap = sizeof(it->kspace);
     lsm_status_free(it->status);
     it->status = NULL;
+    if (it->back != NULL)
+        free(it->back->keys);
+    free(it->back);
+    it->back = NULL;
 }
 
 iter *block_iter_new(const block *b, iter_cmp_fn cmp)

@@ -90,13 +90,16 @@ typedef struct block_iter {
     uint32_t cur;           /* offset of the current entry; restart_offset: invalid */
     uint32_t next;          /* offset of the entry after it */
     uint32_t restart_index; /* the restart point at or before cur */
-    const char *key;        /* into data (restart points) or into kbuf */
+    uint32_t restart_start; /* its offset */
+    uint32_t restart_end;   /* the next one's, or restart_offset */
+    const char *key;        /* into data (restart points), kbuf or back */
     size_t key_len;
     const char *val;
     uint32_t val_len;
     char *kbuf; /* rebuilt keys; kspace until one does not fit */
     size_t kcap;
-    lsm_status *status; /* first error met; the iterator stays invalid */
+    struct block_back *back; /* entries kept for stepping back; NULL until then */
+    lsm_status *status;      /* first error met; the iterator stays invalid */
     char kspace[48];
 } block_iter;
 
@@ -119,7 +122,10 @@ void block_iter_seek_first(block_iter *it);
 void block_iter_seek_last(block_iter *it);
 void block_iter_seek(block_iter *it, const char *target, size_t n);
 void block_iter_next(block_iter *it); /* REQUIRES: valid */
-void block_iter_prev(block_iter *it); /* REQUIRES: valid */
+/* REQUIRES: valid. Keys can only be rebuilt walking forward, so the first
+ * step back into a restart interval records its entries (up to a bound)
+ * and later steps back read the record: O(1) per step, not O(interval). */
+void block_iter_prev(block_iter *it);
 /* The error met, if any (owned by the iterator: do not free). */
 static inline const lsm_status *block_iter_error(const block_iter *it)
 {

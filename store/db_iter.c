@@ -6,8 +6,14 @@
  * Going backward it rests just before every entry of the current user key,
  * whose key and value are copied into saved_key/saved_value — the newest
  * visible version of a key is the last one met when walking backward.
+ *
+ * Each forward step copies the user key it leaves into saved_key, to skip
+ * that key's older versions: the internal iterator's key bytes do not
+ * outlive its move. The copy is a few bytes into a buffer that has long
+ * been big enough; no call is made for it.
  */
 #include "db_impl.h"
+#include "keycmp.h"
 #include "status.h"
 
 #include <stdlib.h>
@@ -24,6 +30,8 @@ struct lsm_iter {
     buf saved_key;   /* REVERSE: the current user key; FORWARD: a key to skip */
     buf saved_value; /* REVERSE: the current value */
     buf seek_key;    /* scratch for building internal seek keys */
+    const char *key; /* FORWARD and valid: the current user key (in `in`) */
+    size_t klen;
     lsm_status *status;
 };
 
@@ -66,7 +74,7 @@ static void set_error(lsm_iter *it, lsm_status *s)
 
 /* Parses the internal iterator's current key; false (and an error) if it
  * is malformed. */
-static bool current(lsm_iter *it, parsed_ikey *pk)
+static inline bool current(lsm_iter *it, parsed_ikey *pk)
 {
     size_t n;
     const char *k = iter_key(it->in, &n);
@@ -76,10 +84,16 @@ static bool current(lsm_iter *it, parsed_ikey *pk)
     return false;
 }
 
-static bool save(buf *b, const char *data, size_t n)
+/* Copies data into b. */
+static inline bool save(buf *b, const char *data, size_t n)
 {
-    b->len = 0;
-    return buf_append(b, data, n);
+    if (n > b->cap || b->data == NULL) {
+        b->len = 0;
+        return buf_append(b, data, n);
+    }
+    memcpy(b->data, data, n);
+    b->len = n;
+    return true;
 }
 
 /* Moves forward to the first visible, live entry; with `skipping`, entries
@@ -94,7 +108,7 @@ static void find_next_user_entry(lsm_iter *it, bool skipping)
         if (pk.seq > it->seq)
             continue;
         if (skipping &&
-            bytes_compare(pk.user_key, pk.user_len, it->saved_key.data, it->saved_key.len) <= 0)
+            keycmp_bytes(pk.user_key, pk.user_len, it->saved_key.data, it->saved_key.len) <= 0)
             continue;
         if (pk.type == TYPE_DELETION) {
             if (!save(&it->saved_key, pk.user_key, pk.user_len))
@@ -102,6 +116,8 @@ static void find_next_user_entry(lsm_iter *it, bool skipping)
             skipping = true;
             continue;
         }
+        it->key = pk.user_key;
+        it->klen = pk.user_len;
         it->valid = true;
         return;
     }
@@ -121,7 +137,7 @@ static void find_prev_user_entry(lsm_iter *it)
         if (pk.seq > it->seq)
             continue;
         if (type != TYPE_DELETION &&
-            bytes_compare(pk.user_key, pk.user_len, it->saved_key.data, it->saved_key.len) < 0)
+            keycmp_bytes(pk.user_key, pk.user_len, it->saved_key.data, it->saved_key.len) < 0)
             break; /* reached the key before the one we have saved */
         type = pk.type;
         if (type == TYPE_DELETION) {
@@ -187,9 +203,7 @@ void lsm_iter_next(lsm_iter *it)
         else
             iter_seek_first(it->in);
     } else {
-        size_t n;
-        const char *k = iter_key(it->in, &n);
-        if (!save(&it->saved_key, k, ikey_user_len(n)))
+        if (!save(&it->saved_key, it->key, it->klen))
             return set_error(it, status_new(LSM_IO_ERROR, "out of memory"));
         iter_next(it->in);
     }
@@ -201,10 +215,10 @@ void lsm_iter_prev(lsm_iter *it)
     assert(it->valid);
     if (it->dir == FORWARD) {
         /* Step back past every entry of the current user key. */
-        size_t n;
-        const char *k = iter_key(it->in, &n);
-        if (!save(&it->saved_key, k, ikey_user_len(n)))
+        if (!save(&it->saved_key, it->key, it->klen))
             return set_error(it, status_new(LSM_IO_ERROR, "out of memory"));
+        size_t n;
+        const char *k;
         for (;;) {
             iter_prev(it->in);
             if (!iter_valid(it->in)) {
@@ -214,7 +228,7 @@ void lsm_iter_prev(lsm_iter *it)
                 return;
             }
             k = iter_key(it->in, &n);
-            if (bytes_compare(k, ikey_user_len(n), it->saved_key.data, it->saved_key.len) < 0)
+            if (keycmp_bytes(k, ikey_user_len(n), it->saved_key.data, it->saved_key.len) < 0)
                 break;
         }
         it->dir = REVERSE;
@@ -229,10 +243,8 @@ const char *lsm_iter_key(const lsm_iter *it, size_t *klen)
         *klen = it->saved_key.len;
         return it->saved_key.data;
     }
-    size_t n;
-    const char *k = iter_key(it->in, &n);
-    *klen = ikey_user_len(n);
-    return k;
+    *klen = it->klen;
+    return it->key;
 }
 
 const char *lsm_iter_value(const lsm_iter *it, size_t *vlen)

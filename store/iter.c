@@ -106,46 +106,93 @@ iter *iter_new_empty(lsm_status *st)
 
 /* Order of the merged stream: by key, then child index, then position in
  * the child; backward is the exact reverse. Forward, every child other than
- * `cur` sits at its first entry after cur's in that order; backward, at its
- * last entry before it. Changing direction re-seeks the others to restore
- * that, as LevelDB's merging iterator does. */
+ * the current one sits at its first entry after the current entry in that
+ * order; backward, at its last entry before it. Changing direction re-seeks
+ * the others to restore that, as LevelDB's merging iterator does.
+ *
+ * The children are the leaves of a tournament tree ("loser tree") on
+ * (key, index) in the current direction, exhausted children ranking last:
+ * each inner node keeps the loser of the match played there and node 0 the
+ * overall winner, whose child yields the current entry. A step moves the
+ * winner's child and replays only the matches on its path to the root:
+ * ceil(log2 n) key comparisons, against n for a linear scan. Each child's
+ * current key is cached beside it (the pointer stays valid until that
+ * child moves), so matches make no indirect calls to fetch keys. */
 enum direction { FORWARD, REVERSE };
+
+typedef struct merge_child {
+    iter *it;
+    bool valid;      /* cached iter_valid(it) */
+    const char *key; /* cached iter_key(it) while valid */
+    size_t klen;
+} merge_child;
 
 typedef struct merging_iter {
     iter base;
     iter_cmp_fn cmp;
-    int cur; /* child yielding the current entry; -1: not valid */
     enum direction dir;
     int n;
-    iter *child[];
+    int *tree; /* [0]: the winner; [1..n): losers; then n ints of scratch */
+    merge_child child[];
 } merging_iter;
 
-static int child_cmp(const merging_iter *m, int a, int b)
+/* Whether child a's entry comes before child b's in the current direction;
+ * exhausted children come after every other. */
+static inline bool before(const merging_iter *m, int a, int b)
 {
-    size_t an, bn;
-    const char *ak = iter_key(m->child[a], &an);
-    const char *bk = iter_key(m->child[b], &bn);
-    return m->cmp(ak, an, bk, bn);
+    const merge_child *x = &m->child[a], *y = &m->child[b];
+    if (!x->valid || !y->valid)
+        return x->valid;
+    int r = m->cmp(x->key, x->klen, y->key, y->klen);
+    if (r == 0)
+        r = a - b; /* ties: the lower index first going forward */
+    return m->dir == FORWARD ? r < 0 : r > 0;
 }
 
-/* Ties go to the lower index. */
-static void find_smallest(merging_iter *m)
+/* Re-reads child i's position. */
+static inline void load_child(merging_iter *m, int i)
 {
-    int best = -1;
-    for (int i = 0; i < m->n; i++)
-        if (iter_valid(m->child[i]) && (best < 0 || child_cmp(m, i, best) < 0))
-            best = i;
-    m->cur = best;
+    merge_child *c = &m->child[i];
+    c->valid = iter_valid(c->it);
+    if (c->valid)
+        c->key = iter_key(c->it, &c->klen);
 }
 
-/* Ties go to the higher index. */
-static void find_largest(merging_iter *m)
+/* Leaves are nodes n..2n-1 (child i at n+i), so node k's parent is k/2
+ * for any n. Replays the matches from child i's leaf to the root. */
+static void replay(merging_iter *m, int i)
 {
-    int best = -1;
-    for (int i = m->n - 1; i >= 0; i--)
-        if (iter_valid(m->child[i]) && (best < 0 || child_cmp(m, i, best) > 0))
-            best = i;
-    m->cur = best;
+    int winner = i;
+    for (int node = (i + m->n) / 2; node > 0; node /= 2) {
+        if (before(m, m->tree[node], winner)) {
+            int t = m->tree[node];
+            m->tree[node] = winner;
+            winner = t;
+        }
+    }
+    m->tree[0] = winner;
+}
+
+/* Re-reads every child and plays the whole tournament (after all moved). */
+static void rebuild(merging_iter *m)
+{
+    int n = m->n, *win = m->tree + n; /* win[k]: the winner below inner node k */
+    for (int i = 0; i < n; i++)
+        load_child(m, i);
+    for (int k = n - 1; k >= 1; k--) {
+        int l = 2 * k < n ? win[2 * k] : 2 * k - n;
+        int r = 2 * k + 1 < n ? win[2 * k + 1] : 2 * k + 1 - n;
+        bool lw = !before(m, r, l);
+        win[k] = lw ? l : r;
+        m->tree[k] = lw ? r : l;
+    }
+    m->tree[0] = win[1];
+}
+
+static inline int current_child(const merging_iter *m)
+{
+    assert(m->child[m->tree[0]].valid);
+    return m->tree[0];
 }
 
 /* Moves c past every entry equal to key. */
@@ -162,105 +209,112 @@ static void skip_equal(const merging_iter *m, iter *c, const char *key, size_t n
 
 /* Seeks child i to its first entry after (key, cur) in merged order:
  * children before cur have already yielded their entries equal to key. */
-static void seek_after_current(merging_iter *m, int i, const char *key, size_t n)
+static void seek_after_current(merging_iter *m, int i, int cur, const char *key, size_t n)
 {
-    iter *c = m->child[i];
+    iter *c = m->child[i].it;
     iter_seek(c, key, n);
-    if (i < m->cur)
+    if (i < cur)
         skip_equal(m, c, key, n);
 }
 
 static void switch_to_forward(merging_iter *m)
 {
-    size_t n;
-    const char *key = iter_key(m->child[m->cur], &n);
+    int cur = current_child(m);
+    const char *key = m->child[cur].key;
+    size_t n = m->child[cur].klen;
     for (int i = 0; i < m->n; i++)
-        if (i != m->cur)
-            seek_after_current(m, i, key, n);
+        if (i != cur)
+            seek_after_current(m, i, cur, key, n);
     m->dir = FORWARD;
+    rebuild(m); /* cur comes first again: the others sort after it */
 }
 
 static void switch_to_reverse(merging_iter *m)
 {
-    size_t n;
-    const char *key = iter_key(m->child[m->cur], &n);
+    int cur = current_child(m);
+    const char *key = m->child[cur].key;
+    size_t n = m->child[cur].klen;
     for (int i = 0; i < m->n; i++) {
-        if (i == m->cur)
+        if (i == cur)
             continue;
-        iter *c = m->child[i];
-        seek_after_current(m, i, key, n);
+        iter *c = m->child[i].it;
+        seek_after_current(m, i, cur, key, n);
         if (iter_valid(c))
             iter_prev(c);
         else
             iter_seek_last(c);
     }
     m->dir = REVERSE;
+    rebuild(m);
 }
 
 static bool mg_valid(const iter *it)
 {
-    return ((const merging_iter *)it)->cur >= 0;
+    const merging_iter *m = (const merging_iter *)it;
+    return m->child[m->tree[0]].valid;
 }
 
 static void mg_seek_first(iter *it)
 {
     merging_iter *m = (merging_iter *)it;
     for (int i = 0; i < m->n; i++)
-        iter_seek_first(m->child[i]);
+        iter_seek_first(m->child[i].it);
     m->dir = FORWARD;
-    find_smallest(m);
+    rebuild(m);
 }
 
 static void mg_seek_last(iter *it)
 {
     merging_iter *m = (merging_iter *)it;
     for (int i = 0; i < m->n; i++)
-        iter_seek_last(m->child[i]);
+        iter_seek_last(m->child[i].it);
     m->dir = REVERSE;
-    find_largest(m);
+    rebuild(m);
 }
 
 static void mg_seek(iter *it, const char *key, size_t n)
 {
     merging_iter *m = (merging_iter *)it;
     for (int i = 0; i < m->n; i++)
-        iter_seek(m->child[i], key, n);
+        iter_seek(m->child[i].it, key, n);
     m->dir = FORWARD;
-    find_smallest(m);
+    rebuild(m);
 }
 
 static void mg_next(iter *it)
 {
     merging_iter *m = (merging_iter *)it;
-    assert(m->cur >= 0);
     if (m->dir != FORWARD)
         switch_to_forward(m);
-    iter_next(m->child[m->cur]);
-    find_smallest(m);
+    int cur = current_child(m);
+    iter_next(m->child[cur].it);
+    load_child(m, cur);
+    replay(m, cur);
 }
 
 static void mg_prev(iter *it)
 {
     merging_iter *m = (merging_iter *)it;
-    assert(m->cur >= 0);
     if (m->dir != REVERSE)
         switch_to_reverse(m);
-    iter_prev(m->child[m->cur]);
-    find_largest(m);
+    int cur = current_child(m);
+    iter_prev(m->child[cur].it);
+    load_child(m, cur);
+    replay(m, cur);
 }
 
 static const char *mg_key(const iter *it, size_t *n)
 {
     const merging_iter *m = (const merging_iter *)it;
-    assert(m->cur >= 0);
-    return iter_key(m->child[m->cur], n);
+    const merge_child *c = &m->child[current_child(m)];
+    *n = c->klen;
+    return c->key;
 }
 
 static const char *mg_value(const iter *it, size_t *n)
 {
     const merging_iter *m = (const merging_iter *)it;
-    assert(m->cur >= 0);
-    return iter_value(m->child[m->cur], n);
+    return iter_value(m->child[current_child(m)].it, n);
 }
 
 /* The error of the lowest-index child that has one. */
@@ -268,7 +322,7 @@ static lsm_status *mg_status(const iter *it)
 {
     const merging_iter *m = (const merging_iter *)it;
     for (int i = 0; i < m->n; i++) {
-        lsm_status *s = iter_status(m->child[i]);
+        lsm_status *s = iter_status(m->child[i].it);
         if (s != NULL)
             return s;
     }
@@ -279,7 +333,7 @@ static void mg_free(iter *it)
 {
     merging_iter *m = (merging_iter *)it;
     for (int i = 0; i < m->n; i++)
-        iter_free(m->child[i]);
+        iter_free(m->child[i].it);
     free(m);
 }
 
@@ -305,7 +359,8 @@ iter *iter_new_merging(iter **children, int n, iter_cmp_fn cmp)
         return iter_new_empty(NULL);
     if (n == 1)
         return children[0];
-    merging_iter *m = malloc(sizeof(*m) + (size_t)n * sizeof(iter *));
+    size_t head = sizeof(merging_iter) + (size_t)n * sizeof(merge_child);
+    merging_iter *m = malloc(head + 2 * (size_t)n * sizeof(int));
     if (m == NULL) {
         for (int i = 0; i < n; i++)
             iter_free(children[i]);
@@ -313,10 +368,16 @@ iter *iter_new_merging(iter **children, int n, iter_cmp_fn cmp)
     }
     m->base.ops = &merging_ops;
     m->cmp = cmp;
-    m->cur = -1;
     m->dir = FORWARD;
     m->n = n;
-    for (int i = 0; i < n; i++)
-        m->child[i] = children[i];
+    m->tree = (int *)(void *)((char *)m + head);
+    for (int i = 0; i < n; i++) {
+        m->child[i].it = children[i];
+        m->child[i].valid = false;
+        m->child[i].key = NULL;
+        m->child[i].klen = 0;
+    }
+    for (int k = 0; k < n; k++)
+        m->tree[k] = k; /* any permutation: nothing is valid yet */
     return &m->base;
 }

@@ -2,33 +2,110 @@
  *
  * Entry format (one arena allocation together with its skiplist node):
  *   varint32 ikey_len | internal key | varint32 vlen | value
+ *
+ * A get may have to look in several memtables (the active one and those
+ * waiting to be flushed), and a skiplist search is some twenty comparisons
+ * at scattered addresses. So each memtable also keeps a bloom filter of its
+ * user keys: a get for a key the memtable never held almost always stops
+ * after one cache line. The filter is blocked (all of a key's bits in one
+ * 64-byte line) and of fixed size; once a memtable holds far more keys than
+ * it was sized for it just answers "maybe" more often.
  */
 #include "memtable.h"
 
 #include "arena.h"
+#include "keycmp.h"
 #include "skiplist.h"
 #include "status.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#define FILTER_LINES 2048 /* 128 KiB: ~18 bits a key in 8 MiB of 150-byte entries */
+#define FILTER_PROBES 4
+
 struct memtable {
     arena arena;              /* allocation: writer only; usage: read by anyone */
     skiplist list;            /* one writer (caller-serialised), lock-free readers */
     _Atomic uint64_t entries; /* written by the writer, read by anyone */
     atomic_int refs;
+    /* Bloom filter of the user keys: bits are only ever set, by the writer,
+     * before the entry is linked into the list (relaxed: readers that may
+     * see the entry are ordered after it by the list's release store or by
+     * whatever published its sequence number). */
+    _Alignas(64) _Atomic uint64_t filter[FILTER_LINES][8];
 };
 
 static int ikey_cmp(const char *a, size_t alen, const char *b, size_t blen)
 {
-    return ikey_compare(a, alen, b, blen);
+    return keycmp_ikey(a, alen, b, blen);
+}
+
+/* 64-bit hash of a user key (any good mix will do: it is never stored). */
+static uint64_t key_hash(const char *k, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0xff51afd7ed558ccdull);
+    for (; n >= 8; k += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, k, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 29;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+        memcpy(&w, k, n);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 29;
+    }
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 32);
+}
+
+/* The filter line for h, and the bit (0..511) of each probe: nine bits of
+ * the hash per probe, from a second mix so they do not repeat the line's. */
+static inline _Atomic uint64_t *filter_line(memtable *m, uint64_t h)
+{
+    return m->filter[(h >> 40) % FILTER_LINES];
+}
+
+static inline unsigned probe_bit(uint64_t h, int i)
+{
+    return (unsigned)(h >> (9 * i)) & 511u;
+}
+
+static void filter_add(memtable *m, const char *key, size_t klen)
+{
+    uint64_t h = key_hash(key, klen);
+    _Atomic uint64_t *line = filter_line(m, h);
+    for (int i = 0; i < FILTER_PROBES; i++) {
+        unsigned b = probe_bit(h, i);
+        /* One writer: a plain read-modify-write of the word is enough. */
+        uint64_t w = atomic_load_explicit(&line[b / 64], memory_order_relaxed);
+        atomic_store_explicit(&line[b / 64], w | (UINT64_C(1) << (b % 64)), memory_order_relaxed);
+    }
+}
+
+static bool filter_may_hold(memtable *m, const char *key, size_t klen)
+{
+    uint64_t h = key_hash(key, klen);
+    _Atomic uint64_t *line = filter_line(m, h);
+    for (int i = 0; i < FILTER_PROBES; i++) {
+        unsigned b = probe_bit(h, i);
+        if (!(atomic_load_explicit(&line[b / 64], memory_order_relaxed) &
+              (UINT64_C(1) << (b % 64))))
+            return false;
+    }
+    return true;
 }
 
 memtable *memtable_new(void)
 {
-    memtable *m = malloc(sizeof(*m));
+    memtable *m = aligned_alloc(64, sizeof(memtable));
     if (m == NULL)
         return NULL;
+    for (int i = 0; i < FILTER_LINES; i++)
+        for (int j = 0; j < 8; j++)
+            atomic_init(&m->filter[i][j], 0);
     arena_init(&m->arena, 0);
     if (!skiplist_init(&m->list, &m->arena, ikey_cmp)) {
         arena_destroy(&m->arena);
@@ -76,6 +153,7 @@ bool memtable_add(memtable *m, uint64_t seq, enum value_type type, const void *k
     p = encode_varint32(p + ilen, (uint32_t)vlen);
     if (vlen)
         memcpy(p, val, vlen);
+    filter_add(m, key, klen);
     skiplist_insert(&m->list, e);
     atomic_store_explicit(&m->entries, atomic_load_explicit(&m->entries, memory_order_relaxed) + 1,
                           memory_order_relaxed);
@@ -101,6 +179,8 @@ static const char *entry_value(const char *ikey, size_t ilen, size_t *vlen)
 enum memtable_get_result memtable_get(memtable *m, const void *key, size_t klen, uint64_t seq,
                                       char **val, size_t *vlen)
 {
+    if (!filter_may_hold(m, key, klen))
+        return MEMTABLE_ABSENT;
     char stack[LOOKUP_STACK];
     char *lk = stack;
     size_t n = klen + IKEY_TRAILER;
@@ -119,7 +199,7 @@ enum memtable_get_result memtable_get(memtable *m, const void *key, size_t klen,
 
     size_t ilen;
     const char *ik = skiplist_entry_key(skiplist_pos_entry(&pos), &ilen);
-    if (bytes_compare(ik, ikey_user_len(ilen), key, klen) != 0)
+    if (keycmp_bytes(ik, ikey_user_len(ilen), key, klen) != 0)
         return MEMTABLE_ABSENT;
     if ((ikey_tag(ik, ilen) & 0xff) == TYPE_DELETION)
         return MEMTABLE_DELETED;

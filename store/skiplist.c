@@ -6,17 +6,26 @@
 
 typedef _Atomic(sl_node *) sl_link;
 
-/* A node's memory: [link h-1] ... [link 1] [link 0] [entry bytes].
- * A node pointer addresses link 0, so the entry follows it directly and
- * link i sits i slots below: the height need not be stored, which keeps
- * each entry's overhead to its links. */
+/* A node's memory: [link h-1] ... [link 1] [link 0] [back] [entry bytes].
+ * A node pointer addresses link 0, so the entry follows at a fixed offset
+ * and link i sits i slots below: the height need not be stored, which
+ * keeps each entry's overhead to its links. `back` points at the node
+ * before it on level 0 (NULL for the first), so stepping backward costs
+ * one load instead of a search from the head. */
 struct sl_node {
     sl_link link0;
 };
 
+#define NODE_HEADER (2 * sizeof(sl_link)) /* link 0 and back */
+
 static inline sl_link *link_at(const sl_node *x, int level)
 {
     return (sl_link *)(uintptr_t)x - level;
+}
+
+static inline sl_link *back_of(const sl_node *x)
+{
+    return (sl_link *)(uintptr_t)x + 1;
 }
 
 static inline sl_node *next_of(const sl_node *x, int level)
@@ -26,12 +35,12 @@ static inline sl_node *next_of(const sl_node *x, int level)
 
 static inline char *entry_of(const sl_node *x)
 {
-    return (char *)(uintptr_t)x + sizeof(sl_link);
+    return (char *)(uintptr_t)x + NODE_HEADER;
 }
 
 static inline sl_node *node_of(char *entry)
 {
-    return (sl_node *)(void *)(entry - sizeof(sl_link));
+    return (sl_node *)(void *)(entry - NODE_HEADER);
 }
 
 /* Compares x's key with key. */
@@ -52,13 +61,13 @@ static inline int list_height(const skiplist *sl)
 /* Memory for a node of height h with `extra` entry bytes; NULL if OOM. */
 static sl_node *node_alloc(skiplist *sl, int h, size_t extra)
 {
-    size_t links = (size_t)h * sizeof(sl_link);
+    size_t links = (size_t)h * sizeof(sl_link) + sizeof(sl_link); /* + back */
     if (extra > SIZE_MAX - links)
         return NULL;
     char *base = arena_alloc_aligned(sl->arena, links + extra, alignof(sl_link));
     if (base == NULL)
         return NULL;
-    return (sl_node *)(void *)(base + links - sizeof(sl_link));
+    return (sl_node *)(void *)(base + (size_t)h * sizeof(sl_link) - sizeof(sl_link));
 }
 
 bool skiplist_init(skiplist *sl, arena *a, iter_cmp_fn cmp)
@@ -72,6 +81,7 @@ bool skiplist_init(skiplist *sl, arena *a, iter_cmp_fn cmp)
         return false;
     for (int i = 0; i < SKIPLIST_MAX_HEIGHT; i++)
         atomic_init(link_at(sl->head, i), NULL);
+    atomic_init(back_of(sl->head), NULL);
     return true;
 }
 
@@ -127,23 +137,6 @@ static sl_node *find_ge(const skiplist *sl, const char *key, size_t n, sl_node *
     }
 }
 
-/* Last node with key < key, or the head. */
-static const sl_node *find_lt(const skiplist *sl, const char *key, size_t n)
-{
-    const sl_node *x = sl->head;
-    int level = list_height(sl) - 1;
-    for (;;) {
-        const sl_node *next = next_of(x, level);
-        if (next != NULL && node_cmp(sl, next, key, n) < 0) {
-            x = next;
-            continue;
-        }
-        if (level == 0)
-            return x;
-        level--;
-    }
-}
-
 /* Last node, or the head if the list is empty. */
 static const sl_node *find_last(const skiplist *sl)
 {
@@ -179,12 +172,19 @@ void skiplist_insert(skiplist *sl, char *entry)
         atomic_store_explicit(&sl->height, h, memory_order_relaxed);
     }
     /* Bottom up: a reader reaching x through level i then walks x's links
-     * below i, which the release store of level i has published. */
+     * below i, which the release store of level i has published. x's back
+     * link is set before x is published; the successor's back link moves
+     * to x only after, so a reader walking backward either still skips x
+     * (as if it came later) or meets it complete. */
+    sl_node *succ0 = atomic_load_explicit(link_at(prev[0], 0), memory_order_relaxed);
+    atomic_store_explicit(back_of(x), prev[0] == sl->head ? NULL : prev[0], memory_order_relaxed);
     for (int i = 0; i < h; i++) {
         sl_node *succ = atomic_load_explicit(link_at(prev[i], i), memory_order_relaxed);
         atomic_store_explicit(link_at(x, i), succ, memory_order_relaxed);
         atomic_store_explicit(link_at(prev[i], i), x, memory_order_release);
     }
+    if (succ0 != NULL)
+        atomic_store_explicit(back_of(succ0), x, memory_order_release);
 }
 
 bool skiplist_contains(const skiplist *sl, const char *key, size_t n)
@@ -205,19 +205,31 @@ const char *skiplist_pos_entry(const skiplist_pos *p)
     return entry_of(p->node);
 }
 
+/* Scans touch one node after another at arena addresses in insertion
+ * order, i.e. scattered: asking for the next one a step early hides much
+ * of the miss behind the caller's work on this one. */
+static inline void prefetch_next(const sl_node *x, int dir)
+{
+    if (x != NULL) {
+        const sl_node *y =
+            atomic_load_explicit(dir > 0 ? link_at(x, 0) : back_of(x), memory_order_relaxed);
+        if (y != NULL)
+            __builtin_prefetch(y);
+    }
+}
+
 void skiplist_pos_next(skiplist_pos *p)
 {
     assert(p->node != NULL);
     p->node = next_of(p->node, 0);
+    prefetch_next(p->node, 1);
 }
 
 void skiplist_pos_prev(skiplist_pos *p)
 {
     assert(p->node != NULL);
-    size_t n;
-    const char *key = skiplist_entry_key(entry_of(p->node), &n);
-    const sl_node *x = find_lt(p->list, key, n);
-    p->node = (x == p->list->head) ? NULL : x;
+    p->node = atomic_load_explicit(back_of(p->node), memory_order_acquire);
+    prefetch_next(p->node, -1);
 }
 
 void skiplist_pos_seek(skiplist_pos *p, const char *key, size_t n)

@@ -12,7 +12,9 @@
  * caller); any number of readers concurrently with it and each other. A node
  * is published by a release store of the link that points at it and links
  * are read with acquire loads, so a reader that reaches a node sees its entry
- * and lower links complete. Entries are never removed or changed.
+ * and lower links complete. Entries are never removed or changed. Level 0
+ * is also linked backward; a backward step may skip a node whose insert is
+ * still in progress (as if it came later), never one inserted before.
  */
 #ifndef LSM_SKIPLIST_H
 #define LSM_SKIPLIST_H

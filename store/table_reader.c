@@ -6,6 +6,7 @@
 #include "bloom.h"
 #include "crc32c.h"
 #include "dbformat.h"
+#include "keycmp.h"
 #include "status.h"
 
 #include <assert.h>
@@ -45,8 +46,8 @@ typedef struct block_ref {
 static int table_cmp(const char *a, size_t alen, const char *b, size_t blen)
 {
     if (alen < IKEY_TRAILER || blen < IKEY_TRAILER)
-        return bytes_compare(a, alen, b, blen);
-    return ikey_compare(a, alen, b, blen);
+        return keycmp_bytes(a, alen, b, blen);
+    return keycmp_ikey(a, alen, b, blen);
 }
 
 static lsm_status *corruption(const sstable *t, uint64_t offset, const char *what)
@@ -308,7 +309,7 @@ static lsm_status *search_block(lookup *lk)
         lk->done = true;
         if (d->key_len < IKEY_TRAILER)
             st = corruption(t, offset, "short key in block");
-        else if (bytes_compare(d->key, d->key_len - IKEY_TRAILER, lk->ikey, lk->n - IKEY_TRAILER) ==
+        else if (keycmp_bytes(d->key, d->key_len - IKEY_TRAILER, lk->ikey, lk->n - IKEY_TRAILER) ==
                  0)
             lk->fn(lk->ctx, d->key, d->key_len, d->val, d->val_len);
     } else if (block_iter_error(d) != NULL) {
@@ -527,12 +528,21 @@ static void ti_seek_last(iter *i)
     skip_backward(ti);
 }
 
+/* A move that stays inside the current block on a well-formed key needs
+ * none of skip_forward's checks: the block iterator is valid only when it
+ * met no error. */
+static inline bool still_in_block(const table_iter *ti)
+{
+    return block_iter_valid(&ti->data) && ti->data.key_len >= IKEY_TRAILER;
+}
+
 static void ti_next(iter *i)
 {
     table_iter *ti = (table_iter *)i;
     assert(ti_valid(i));
     block_iter_next(&ti->data);
-    skip_forward(ti);
+    if (!still_in_block(ti))
+        skip_forward(ti);
 }
 
 static void ti_prev(iter *i)
@@ -540,7 +550,8 @@ static void ti_prev(iter *i)
     table_iter *ti = (table_iter *)i;
     assert(ti_valid(i));
     block_iter_prev(&ti->data);
-    skip_backward(ti);
+    if (!still_in_block(ti))
+        skip_backward(ti);
 }
 
 static const char *ti_key(const iter *i, size_t *n)

@@ -1,6 +1,7 @@
 /* version.c — lookups, iterators and overlap queries over a version; see
  * version.h. */
 #include "version.h"
+#include "keycmp.h"
 #include "status.h"
 
 #include <stdlib.h>
@@ -26,7 +27,7 @@ static void on_entry(void *ctx, const char *ikey, size_t klen, const char *val, 
         g->err = status_new(LSM_CORRUPTION, "malformed internal key in a table");
         return;
     }
-    if (bytes_compare(pk.user_key, pk.user_len, g->ukey, g->ulen) != 0)
+    if (keycmp_bytes(pk.user_key, pk.user_len, g->ukey, g->ulen) != 0)
         return;
     if (pk.type == TYPE_DELETION) {
         g->result = MEMTABLE_DELETED;
@@ -45,8 +46,8 @@ static void on_entry(void *ctx, const char *ikey, size_t klen, const char *val, 
 
 static bool user_in_range(const file_meta *f, const char *ukey, size_t ulen)
 {
-    return bytes_compare(ukey, ulen, f->smallest.data, ikey_user_len(f->smallest.len)) >= 0 &&
-           bytes_compare(ukey, ulen, f->largest.data, ikey_user_len(f->largest.len)) <= 0;
+    return keycmp_bytes(ukey, ulen, f->smallest.data, ikey_user_len(f->smallest.len)) >= 0 &&
+           keycmp_bytes(ukey, ulen, f->largest.data, ikey_user_len(f->largest.len)) <= 0;
 }
 
 static bool search_file(table_cache *tc, const lsm_read_options *ro, const file_meta *f,
@@ -84,7 +85,7 @@ int level_find_file(file_meta *const *files, int n, const char *ikey, size_t kle
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
         const buf *lg = &files[mid]->largest;
-        if (ikey_compare(lg->data, lg->len, ikey, klen) < 0)
+        if (keycmp_ikey(lg->data, lg->len, ikey, klen) < 0)
             lo = mid + 1;
         else
             hi = mid;
