@@ -62,6 +62,7 @@ struct posix_wfile {
     char *map;     /* NULL unless mapped */
     uint64_t map_len; /* bytes mapped from offset 0 (all reserved in the file) */
     uint64_t pos;  /* mapped mode: offset of the next append */
+    uint64_t map_step; /* how much more to reserve when the mapping is full */
     char buf[WFILE_BUF_SIZE];
 };
 
@@ -206,9 +207,10 @@ static lsm_status *map_abandon(struct posix_wfile *f)
 static lsm_status *map_append(struct posix_wfile *f, const void *data, size_t n)
 {
     if (f->pos + n > f->map_len) {
-        /* Past the reservation: reserve as much again (or fall back to
-         * write(2) where the disk has no room for a reservation). */
-        uint64_t more = f->map_len > n ? f->map_len : n;
+        /* Past the reservation: reserve another step (or fall back to
+         * write(2) where the disk has no room for a reservation). Steps,
+         * not doubling: a live log never holds much unused space. */
+        uint64_t more = f->map_step > n ? f->map_step : n;
         if (map_extend(f, f->map_len, more) != 0) {
             lsm_status *s = map_abandon(f);
             return s ? s : wfile_append(&f->base, data, n);
@@ -233,6 +235,7 @@ static lsm_status *wfile_preallocate(lsm_wfile *base, uint64_t len)
     if (end < 0)
         return posix_error(errno, "lseek", f->path);
     f->pos = (uint64_t)end;
+    f->map_step = len;
     int err = map_extend(f, (uint64_t)end, len);
     if (err == 0)
         return NULL;
@@ -303,6 +306,7 @@ static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
     f->map = NULL;
     f->map_len = 0;
     f->pos = 0;
+    f->map_step = 0;
     *out = &f->base;
     return NULL;
 }
