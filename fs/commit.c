@@ -105,8 +105,7 @@ int fs_read_errno(lsmfs *fs, lsm_status *s, const char *what)
     int err = ENOENT;
     if (code != LSM_NOT_FOUND) {
         err = EIO;
-        fuse_log(FUSE_LOG_ERR, "lsmfs: store read (%s) failed: %s\n", what,
-                 lsm_status_message(s));
+        fuse_log(FUSE_LOG_ERR, "lsmfs: store read (%s) failed: %s\n", what, lsm_status_message(s));
     }
     lsm_status_free(s);
     return err;

@@ -42,8 +42,8 @@ static int chunk_get(lsmfs *fs, uint64_t ino, uint64_t idx, char **v, size_t *vl
         return err == ENOENT ? 0 : err;
     }
     if (*vlen > fs->sb.chunk_size) {
-        fuse_log(FUSE_LOG_ERR, "lsmfs: inode %llu chunk %llu: oversized\n",
-                 (unsigned long long)ino, (unsigned long long)idx);
+        fuse_log(FUSE_LOG_ERR, "lsmfs: inode %llu chunk %llu: oversized\n", (unsigned long long)ino,
+                 (unsigned long long)idx);
         free(*v);
         *v = NULL;
         return EIO;
@@ -378,8 +378,7 @@ static int trim_boundary(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t newsize
     return err;
 }
 
-int data_truncate(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl,
-                  uint64_t newsize)
+int data_truncate(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint64_t newsize)
 {
     if (newsize > DATA_MAX_SIZE)
         return EFBIG;

@@ -30,8 +30,7 @@
 int data_read(lsmfs *fs, inode *n, uint64_t off, size_t size, char **out, size_t *outlen);
 int data_write(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, const char *buf,
                size_t size, uint64_t off);
-int data_truncate(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl,
-                  uint64_t newsize);
+int data_truncate(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint64_t newsize);
 /* Zeroes [off, off+len) ∩ [0, size): whole chunks are deleted (punched). */
 int data_zero(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint64_t off,
               uint64_t len);

@@ -84,8 +84,8 @@ int dir_scan(lsmfs *fs, uint64_t parent, uint64_t from, dir_visit_fn fn, void *c
         size_t nlen;
         uint8_t type;
         if (!key_parse_cookie(key, klen, &p, &cookie) ||
-            !cookie_decode(v, vlen, &ino, &type, &name, &nlen) ||
-            memchr(name, '/', nlen) != NULL || memchr(name, 0, nlen) != NULL) {
+            !cookie_decode(v, vlen, &ino, &type, &name, &nlen) || memchr(name, '/', nlen) != NULL ||
+            memchr(name, 0, nlen) != NULL) {
             fuse_log(FUSE_LOG_ERR, "lsmfs: directory %llu: damaged entry\n",
                      (unsigned long long)parent);
             err = EIO;

@@ -29,14 +29,14 @@
 typedef struct ino_info {
     uint64_t ino;
     inode_rec rec;
-    bool dirty;        /* rec changed by a repair: rewrite it */
-    bool deleted;      /* record removed by a repair */
-    bool orphan_mark;  /* an 'O' key exists */
-    bool has_xattrs;   /* 'X' keys exist */
+    bool dirty;       /* rec changed by a repair: rewrite it */
+    bool deleted;     /* record removed by a repair */
+    bool orphan_mark; /* an 'O' key exists */
+    bool has_xattrs;  /* 'X' keys exist */
     bool reachable;
-    uint32_t refs;     /* entries naming it */
-    uint32_t subdirs;  /* directories: child directories */
-    uint64_t entries;  /* directories: entries */
+    uint32_t refs;    /* entries naming it */
+    uint32_t subdirs; /* directories: child directories */
+    uint64_t entries; /* directories: entries */
     uint64_t max_cookie;
     uint64_t named_by; /* directories: the first parent whose entry names it */
     size_t plen;       /* payload bytes */
@@ -59,9 +59,9 @@ typedef struct fsck {
     size_t ninodes;
     entry *entries;
     size_t nentries, centries;
-    FILE *out;        /* where problems are reported */
-    lsm_batch *fix;   /* pending repairs */
-    uint64_t keys;    /* keys scanned, for the progress line */
+    FILE *out;      /* where problems are reported */
+    lsm_batch *fix; /* pending repairs */
+    uint64_t keys;  /* keys scanned, for the progress line */
     bool op_error;
 } fsck;
 
@@ -156,7 +156,12 @@ static bool push_inode(fsck *f, uint64_t ino, const inode_rec *r, size_t plen, s
 static bool type_valid(uint32_t mode)
 {
     switch (mode & S_IFMT) {
-    case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFIFO: case S_IFSOCK: case S_IFCHR:
+    case S_IFREG:
+    case S_IFDIR:
+    case S_IFLNK:
+    case S_IFIFO:
+    case S_IFSOCK:
+    case S_IFCHR:
     case S_IFBLK:
         return true;
     default:
@@ -239,8 +244,8 @@ static void dirent_cb(fsck *f, const char *k, size_t klen, const char *v, size_t
         return;
     }
     if (!dirent_decode(v, vlen, &d)) {
-        problem(f, "directory %" PRIu64 ": entry '%.*s' damaged: deleting it", parent,
-                (int)nlen, name);
+        problem(f, "directory %" PRIu64 ": entry '%.*s' damaged: deleting it", parent, (int)nlen,
+                name);
         fix_del(f, k, klen);
         return;
     }
@@ -288,8 +293,8 @@ static void check_entry(fsck *f, entry *e)
 {
     ino_info *p = find_ino(f, e->parent), *c = find_ino(f, e->ino);
     if (p == NULL || !is_dir(p)) {
-        problem(f, "entry '%s' in %" PRIu64 ": parent is not a directory: dropping it",
-                e->name, e->parent);
+        problem(f, "entry '%s' in %" PRIu64 ": parent is not a directory: dropping it", e->name,
+                e->parent);
         drop_entry(f, e);
         return;
     }
@@ -370,8 +375,7 @@ static void cookie_cb(fsck *f, const char *k, size_t klen, const char *v, size_t
     entry *e = find_by_cookie(f, parent, cookie);
     if (e == NULL || e->dropped || e->ino != ino || strlen(e->name) != nlen ||
         memcmp(e->name, name, nlen) != 0) {
-        problem(f, "directory %" PRIu64 ": stale readdir index for cookie %" PRIu64
-                   ": deleting it",
+        problem(f, "directory %" PRIu64 ": stale readdir index for cookie %" PRIu64 ": deleting it",
                 parent, cookie);
         fix_del(f, k, klen);
         return;
@@ -414,14 +418,14 @@ static void chunk_cb(fsck *f, const char *k, size_t klen, const char *v, size_t 
         return;
     }
     if (vlen > cs || idx >= i->rec.size / cs + 1 || idx * cs >= i->rec.size) {
-        problem(f, "chunk %" PRIu64 " of inode %" PRIu64 " lies beyond its size: deleting it",
-                idx, ino);
+        problem(f, "chunk %" PRIu64 " of inode %" PRIu64 " lies beyond its size: deleting it", idx,
+                ino);
         fix_del(f, k, klen);
         return;
     }
     if (idx * cs + vlen > i->rec.size) {
-        problem(f, "chunk %" PRIu64 " of inode %" PRIu64 " runs past the file size: trimming",
-                idx, ino);
+        problem(f, "chunk %" PRIu64 " of inode %" PRIu64 " runs past the file size: trimming", idx,
+                ino);
         schema_key key;
         key_chunk(&key, ino, idx);
         fix_put(f, &key, v, (size_t)(i->rec.size - idx * cs));
@@ -470,8 +474,8 @@ static int check_unknown_kinds(fsck *f)
     lsm_iter *it = lsm_iter_new(f->db, &ro);
     if (it == NULL)
         return ENOMEM;
-    static const char known[] = {K_ALLOC, K_COOKIE, K_DIRENT, K_CHUNK, K_INODE, K_ORPHAN,
-                                 K_SUPER, K_XATTR};
+    static const char known[] = {K_ALLOC, K_COOKIE, K_DIRENT, K_CHUNK,
+                                 K_INODE, K_ORPHAN, K_SUPER,  K_XATTR};
     lsm_iter_seek_first(it);
     while (lsm_iter_valid(it)) {
         size_t klen;
@@ -554,7 +558,9 @@ static uint64_t next_ino(fsck *f, uint64_t *alloc_next)
 /* Adds an entry to dir d (in memory and in the repair batch). */
 static void add_entry(fsck *f, ino_info *d, const char *name, ino_info *c)
 {
-    entry e = {.parent = d->ino, .ino = c->ino, .cookie = d->rec.next_cookie++,
+    entry e = {.parent = d->ino,
+               .ino = c->ino,
+               .cookie = d->rec.next_cookie++,
                .type = (uint8_t)((c->rec.mode & S_IFMT) >> 12)};
     snprintf(e.name, sizeof e.name, "%s", name);
     put_entry(f, &e);
@@ -587,8 +593,13 @@ static ino_info *lost_found(fsck *f, uint64_t *alloc_next)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     ts t = {.sec = now.tv_sec, .nsec = (uint32_t)now.tv_nsec};
-    inode_rec r = {.mode = S_IFDIR | 0700, .nlink = 2, .generation = 1, .atime = t,
-                   .mtime = t, .ctime = t, .next_cookie = SCHEMA_FIRST_COOKIE};
+    inode_rec r = {.mode = S_IFDIR | 0700,
+                   .nlink = 2,
+                   .generation = 1,
+                   .atime = t,
+                   .mtime = t,
+                   .ctime = t,
+                   .next_cookie = SCHEMA_FIRST_COOKIE};
     if (!push_inode(f, ino, &r, 0, &cap)) {
         f->op_error = true;
         return NULL;
@@ -669,21 +680,22 @@ static void check_counts(fsck *f, ino_info *i)
         return;
     }
     if (r->nlink != want) {
-        problem(f, "inode %" PRIu64 ": link count %u, should be %u: fixing it", i->ino,
-                r->nlink, want);
+        problem(f, "inode %" PRIu64 ": link count %u, should be %u: fixing it", i->ino, r->nlink,
+                want);
         r->nlink = want;
         i->dirty = true;
     }
     if (is_dir(i)) {
         if (r->size != i->entries) {
-            problem(f, "directory %" PRIu64 ": entry count %" PRIu64 ", should be %" PRIu64
-                       ": fixing it",
+            problem(f,
+                    "directory %" PRIu64 ": entry count %" PRIu64 ", should be %" PRIu64
+                    ": fixing it",
                     i->ino, r->size, i->entries);
             r->size = i->entries;
             i->dirty = true;
         }
-        uint64_t min_cookie = i->max_cookie >= SCHEMA_FIRST_COOKIE ? i->max_cookie + 1
-                                                                    : SCHEMA_FIRST_COOKIE;
+        uint64_t min_cookie =
+            i->max_cookie >= SCHEMA_FIRST_COOKIE ? i->max_cookie + 1 : SCHEMA_FIRST_COOKIE;
         if (r->next_cookie < min_cookie) {
             problem(f, "directory %" PRIu64 ": cookie counter behind its entries: fixing it",
                     i->ino);
@@ -692,8 +704,8 @@ static void check_counts(fsck *f, ino_info *i)
         }
         uint64_t parent = i->ino == SCHEMA_ROOT_INO ? SCHEMA_ROOT_INO : i->named_by;
         if (r->parent != parent) {
-            problem(f, "directory %" PRIu64 ": parent %" PRIu64 ", should be %" PRIu64
-                       ": fixing it",
+            problem(f,
+                    "directory %" PRIu64 ": parent %" PRIu64 ", should be %" PRIu64 ": fixing it",
                     i->ino, r->parent, parent);
             r->parent = parent;
             i->dirty = true;
@@ -790,8 +802,8 @@ static void check_alloc(fsck *f, uint64_t orig, uint64_t next)
     uint64_t max = f->ninodes ? f->inodes[f->ninodes - 1].ino : SCHEMA_ROOT_INO;
     if (next <= max) {
         if (orig != 0)
-            problem(f, "inode allocator (%" PRIu64 ") behind inode %" PRIu64 ": fixing it",
-                    orig, max);
+            problem(f, "inode allocator (%" PRIu64 ") behind inode %" PRIu64 ": fixing it", orig,
+                    max);
         next = max + 1;
     }
     if (next != orig) {
@@ -852,8 +864,11 @@ static void run_checks(fsck *f)
 
 int fsck_store(const char *dir, const fsck_options *o, fsck_result *res)
 {
-    fsck f = {.dir = dir, .repair = o->repair, .verbose = o->verbose,
-              .progress = o->progress, .out = o->out ? o->out : stdout};
+    fsck f = {.dir = dir,
+              .repair = o->repair,
+              .verbose = o->verbose,
+              .progress = o->progress,
+              .out = o->out ? o->out : stdout};
     memset(res, 0, sizeof *res);
     char err[512];
     if (super_open_store(dir, &f.db, err, sizeof err) != 0 ||

@@ -28,7 +28,7 @@
 #define FSCK_OPERATIONAL 8
 
 typedef struct fsck_options {
-    bool repair;   /* -y: write repairs */
+    bool repair; /* -y: write repairs */
     bool verbose;
     bool progress; /* a progress line on stderr */
     FILE *out;     /* problem reports (stdout when NULL) */

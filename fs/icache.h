@@ -30,19 +30,19 @@
 #include <stdint.h>
 
 typedef struct inode {
-    uint64_t ino;          /* [const] */
+    uint64_t ino; /* [const] */
     pthread_rwlock_t lock;
-    inode_rec rec;         /* [lock] */
-    bool gone;             /* [lock] the record was deleted from the store */
-    _Atomic bool loaded;   /* rec is valid */
+    inode_rec rec;       /* [lock] */
+    bool gone;           /* [lock] the record was deleted from the store */
+    _Atomic bool loaded; /* rec is valid */
     /* The sequence number of the last committed batch that changed this
      * inode's record, entries or data (atomic max; see commit.h): what
      * fsync must make durable. */
     _Atomic uint64_t seq;
-    struct inode *next;    /* [shard] */
-    uint64_t refs;         /* [shard] */
-    uint64_t nlookup;      /* [shard] */
-    uint64_t nopen;        /* [shard] */
+    struct inode *next; /* [shard] */
+    uint64_t refs;      /* [shard] */
+    uint64_t nlookup;   /* [shard] */
+    uint64_t nopen;     /* [shard] */
     /* [shard] Its last name is gone but the kernel still references it
      * (open files keep kernel references): free it at the last forget. */
     bool orphan;

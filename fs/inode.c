@@ -48,8 +48,7 @@ int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **pay, size_t *plen)
     return err;
 }
 
-int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *data,
-                    size_t plen)
+int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *data, size_t plen)
 {
     char stackbuf[INODE_HDR_LEN + 512];
     char *v = stackbuf;

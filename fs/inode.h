@@ -25,8 +25,7 @@ static inline ts ts_from_timespec(struct timespec t)
 int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **pay, size_t *plen);
 
 /* Adds a put of the record (header + payload) to b. Returns 0 or ENOMEM. */
-int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *data,
-                    size_t plen);
+int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *data, size_t plen);
 /* Adds a put of `r` as n's new record, keeping the payload now in the store.
  * REQUIRES: n->lock held for writing. Returns 0, ENOMEM or EIO. */
 int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r);

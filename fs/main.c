@@ -30,11 +30,11 @@
 
 struct options {
     char *store;
-    int npos;         /* positional arguments seen */
-    int sync_all;     /* -o sync */
-    int writeback;    /* -o writeback */
-    int nonempty;     /* -o nonempty */
-    double timeout;   /* -o cache_timeout=SEC */
+    int npos;       /* positional arguments seen */
+    int sync_all;   /* -o sync */
+    int writeback;  /* -o writeback */
+    int nonempty;   /* -o nonempty */
+    double timeout; /* -o cache_timeout=SEC */
 };
 
 enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD };
@@ -259,16 +259,15 @@ int main(int argc, char *argv[])
     if (!co.foreground)
         daemon_begin();
 
-    lsmfs_config cfg = {.store_dir = store,
-                        .sync_all = o.sync_all,
-                        .writeback = o.writeback,
-                        .timeout = o.timeout};
+    lsmfs_config cfg = {
+        .store_dir = store, .sync_all = o.sync_all, .writeback = o.writeback, .timeout = o.timeout};
     lsmfs *fs;
     char err[512];
     if (lsmfs_open(&cfg, &fs, err, sizeof err) != 0)
         fail("%s", err);
     ops_state st = {.fs = fs};
-    struct fuse_session *se = fuse_session_new(&args, lsmfs_ops(), sizeof(struct fuse_lowlevel_ops), &st);
+    struct fuse_session *se =
+        fuse_session_new(&args, lsmfs_ops(), sizeof(struct fuse_lowlevel_ops), &st);
     if (se == NULL || fuse_set_signal_handlers(se) != 0 ||
         fuse_session_mount(se, co.mountpoint) != 0) {
         lsmfs_close(fs);

@@ -57,8 +57,7 @@ static bool add(listing *l, const char *name, uint64_t ino, uint8_t type, uint64
             e.attr.st_ino = ino;
             e.attr.st_mode = (mode_t)type << 12;
         }
-        used = fuse_add_direntry_plus(l->req, l->buf + l->pos, room, name, &e,
-                                      (off_t)next_off);
+        used = fuse_add_direntry_plus(l->req, l->buf + l->pos, room, name, &e, (off_t)next_off);
         if (used <= room && n != NULL)
             icache_lookup_inc(l->fs->icache, n);
     }
@@ -135,8 +134,7 @@ static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool pl
     free(l.buf);
 }
 
-void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                struct fuse_file_info *fi)
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
     (void)fi;
     list(req, ino, size, off, false);

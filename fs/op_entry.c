@@ -91,8 +91,7 @@ static void apply_attrs(inode_rec *r, const struct stat *attr, int to_set, ts no
 }
 
 /* REQUIRES: n->lock held for writing. */
-static int setattr_locked(lsmfs *fs, inode *n, const struct stat *attr, int to_set,
-                          inode_rec *out)
+static int setattr_locked(lsmfs *fs, inode *n, const struct stat *attr, int to_set, inode_rec *out)
 {
     if (n->gone)
         return ENOENT;

@@ -18,7 +18,7 @@
 typedef struct new_node {
     mode_t mode;
     dev_t rdev;
-    const char *target; /* symlinks */
+    const char *target;        /* symlinks */
     struct fuse_file_info *fi; /* create: open it too */
 } new_node;
 
@@ -93,8 +93,7 @@ static int make_locked(fuse_req_t req, lsmfs *fs, inode *parent, const char *nam
     return err;
 }
 
-static void make_node(fuse_req_t req, fuse_ino_t parent_ino, const char *name,
-                      const new_node *nn)
+static void make_node(fuse_req_t req, fuse_ino_t parent_ino, const char *name, const new_node *nn)
 {
     lsmfs *fs = op_fs(req);
     int err = dir_check_name(name);

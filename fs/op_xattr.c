@@ -70,8 +70,8 @@ static int change_locked(lsmfs *fs, inode *n, const char *name, const char *valu
     return err;
 }
 
-static void change(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-                   size_t size, int flags)
+static void change(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+                   int flags)
 {
     lsmfs *fs = op_fs(req);
     int err = is_stats(ino, name) ? EPERM : xattr_check(name, size);
@@ -91,8 +91,8 @@ static void change(fuse_req_t req, fuse_ino_t ino, const char *name, const char 
     fuse_reply_err(req, err);
 }
 
-void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-                 size_t size, int flags)
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+                 int flags)
 {
     stats_inc(&op_fs(req)->stats.ops[OP_SETXATTR]);
     change(req, ino, name, value != NULL ? value : "", size, flags);

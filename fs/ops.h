@@ -98,16 +98,15 @@ void op_file_unopened(lsmfs *fs, inode *n);
 
 /* op_dir.c */
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                struct fuse_file_info *fi);
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
 void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi);
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 
 /* op_xattr.c */
-void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-                 size_t size, int flags);
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+                 int flags);
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);

@@ -16,14 +16,14 @@
 #include <sys/stat.h>
 
 struct reclaimer {
-    lsmfs *fs;            /* [const] */
-    pthread_t thread;     /* [const] */
+    lsmfs *fs;        /* [const] */
+    pthread_t thread; /* [const] */
     pthread_mutex_t mu;
-    pthread_cond_t cv;    /* work arrived, stop asked, or queue drained */
-    uint64_t *queue;      /* [mu] */
-    size_t len, cap;      /* [mu] */
-    bool busy;            /* [mu] the thread is reclaiming one */
-    bool stop;            /* [mu] */
+    pthread_cond_t cv; /* work arrived, stop asked, or queue drained */
+    uint64_t *queue;   /* [mu] */
+    size_t len, cap;   /* [mu] */
+    bool busy;         /* [mu] the thread is reclaiming one */
+    bool stop;         /* [mu] */
 };
 
 bool orphan_needs_reclaim(const inode_rec *r)

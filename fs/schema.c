@@ -111,8 +111,7 @@ bool key_parse_ino(const char *k, size_t klen, char kind, uint64_t *ino)
     return true;
 }
 
-bool key_parse_dirent(const char *k, size_t klen, uint64_t *parent, const char **name,
-                      size_t *nlen)
+bool key_parse_dirent(const char *k, size_t klen, uint64_t *parent, const char **name, size_t *nlen)
 {
     if (klen < 10 || klen > 9 + SCHEMA_NAME_MAX || k[0] != K_DIRENT)
         return false;

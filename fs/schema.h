@@ -100,8 +100,7 @@ bool key_parse_dirent(const char *k, size_t klen, uint64_t *parent, const char *
                       size_t *nlen);
 bool key_parse_cookie(const char *k, size_t klen, uint64_t *parent, uint64_t *cookie);
 bool key_parse_chunk(const char *k, size_t klen, uint64_t *ino, uint64_t *index);
-bool key_parse_xattr(const char *k, size_t klen, uint64_t *ino, const char **name,
-                     size_t *nlen);
+bool key_parse_xattr(const char *k, size_t klen, uint64_t *ino, const char **name, size_t *nlen);
 
 /* ------------------------------------------------------------ superblock */
 
@@ -161,8 +160,7 @@ typedef struct inode_rec {
 
 void inode_encode_hdr(const inode_rec *r, char out[INODE_HDR_LEN]);
 /* Parses a record value; payload and plen get the bytes after the header. */
-bool inode_decode(const char *v, size_t len, inode_rec *r, const char **payload,
-                  size_t *plen);
+bool inode_decode(const char *v, size_t len, inode_rec *r, const char **payload, size_t *plen);
 
 /* --------------------------------------------------------------- dirent */
 

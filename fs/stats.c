@@ -9,11 +9,11 @@
 #include <string.h>
 
 static const char *const op_names[OP_COUNT] = {
-    "lookup",   "forget",     "getattr", "setattr",     "readlink",   "mknod",    "mkdir",
-    "unlink",   "rmdir",      "symlink", "rename",      "link",       "open",     "read",
-    "write",    "flush",      "release", "fsync",       "opendir",    "readdir",  "readdirplus",
-    "releasedir", "fsyncdir", "statfs",  "setxattr",    "getxattr",   "listxattr", "removexattr",
-    "access",   "create",     "fallocate", "lseek",
+    "lookup",     "forget",   "getattr",   "setattr",  "readlink", "mknod",     "mkdir",
+    "unlink",     "rmdir",    "symlink",   "rename",   "link",     "open",      "read",
+    "write",      "flush",    "release",   "fsync",    "opendir",  "readdir",   "readdirplus",
+    "releasedir", "fsyncdir", "statfs",    "setxattr", "getxattr", "listxattr", "removexattr",
+    "access",     "create",   "fallocate", "lseek",
 };
 
 const char *stats_op_name(enum fs_op op)

@@ -88,9 +88,8 @@ int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t 
         snprintf(err, errlen, "%s: not an lsmfs filesystem (bad superblock magic)", dir);
         return EINVAL;
     case SUPER_NEWER:
-        snprintf(err, errlen,
-                 "%s: lsmfs format version %u is newer than this lsmfs supports (%u)", dir,
-                 sb->version, SCHEMA_VERSION);
+        snprintf(err, errlen, "%s: lsmfs format version %u is newer than this lsmfs supports (%u)",
+                 dir, sb->version, SCHEMA_VERSION);
         return EPROTONOSUPPORT;
     case SUPER_BAD:
         break;

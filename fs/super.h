@@ -28,28 +28,28 @@ typedef struct lsmfs_config {
 /* Fields marked [const] are set by lsmfs_open and never change; the others
  * say what guards them. */
 typedef struct lsmfs {
-    lsm_db *db;           /* [const] */
-    schema_super sb;      /* [const] */
-    lsmfs_config cfg;     /* [const] (store_dir points at `dir`) */
-    char *dir;            /* [const] absolute store directory */
-    icache *icache;       /* [const] pointer; the cache has its own locks */
-    ino_alloc alloc;      /* its own mutex */
-    reclaimer *reclaim;   /* [const] pointer; its own mutex */
-    fs_stats stats;       /* atomics */
+    lsm_db *db;         /* [const] */
+    schema_super sb;    /* [const] */
+    lsmfs_config cfg;   /* [const] (store_dir points at `dir`) */
+    char *dir;          /* [const] absolute store directory */
+    icache *icache;     /* [const] pointer; the cache has its own locks */
+    ino_alloc alloc;    /* its own mutex */
+    reclaimer *reclaim; /* [const] pointer; its own mutex */
+    fs_stats stats;     /* atomics */
     /* The kernel opens files without asking (FUSE_CAP_NO_OPEN_SUPPORT): no
      * OPEN/RELEASE requests, so an unlinked file is kept while the kernel
      * references it (lookup count), not while it is open. Set by the FUSE
      * init request before any other request; read-only afterwards. */
     bool no_open;
-    _Atomic int64_t inodes;         /* live inode records (statfs) */
-    _Atomic bool write_error;       /* a store write failed: logged once */
+    _Atomic int64_t inodes;   /* live inode records (statfs) */
+    _Atomic bool write_error; /* a store write failed: logged once */
     /* Durability (commit.c): the highest sequence number fs_commit got
      * back (atomic max); the sync in flight, if any, and what is durable. */
     _Atomic uint64_t committed_seq;
     pthread_mutex_t sync_mu;
-    pthread_cond_t sync_cv;  /* [sync_mu] a sync finished */
-    uint64_t durable_seq;    /* [sync_mu] every write <= it is on disk */
-    bool syncing;            /* [sync_mu] a thread is running a sync */
+    pthread_cond_t sync_cv; /* [sync_mu] a sync finished */
+    uint64_t durable_seq;   /* [sync_mu] every write <= it is on disk */
+    bool syncing;           /* [sync_mu] a thread is running a sync */
     /* Held by every cross-directory rename (taken before any inode lock):
      * directories' parent fields change only under it, so the "into its
      * own subtree" walk sees a stable tree. */

@@ -63,9 +63,8 @@ int xattr_batch_remove(lsm_batch *b, uint64_t ino, const char *name)
 
 /* Calls fn for each xattr key of ino; stops early when fn returns non-zero
  * (that value is returned). */
-static int scan(lsmfs *fs, uint64_t ino, int (*fn)(void *, const char *, size_t, const char *,
-                                                   size_t),
-                void *ctx)
+static int scan(lsmfs *fs, uint64_t ino,
+                int (*fn)(void *, const char *, size_t, const char *, size_t), void *ctx)
 {
     lsm_iter *it = fs_iter_new(fs, true);
     if (it == NULL)
@@ -73,8 +72,7 @@ static int scan(lsmfs *fs, uint64_t ino, int (*fn)(void *, const char *, size_t,
     schema_key start, end;
     key_range(&start, &end, K_XATTR, ino);
     int err = 0;
-    for (lsm_iter_seek(it, start.b, start.len); lsm_iter_valid(it) && err == 0;
-         lsm_iter_next(it)) {
+    for (lsm_iter_seek(it, start.b, start.len); lsm_iter_valid(it) && err == 0; lsm_iter_next(it)) {
         size_t klen;
         const char *key = lsm_iter_key(it, &klen);
         uint64_t kino;

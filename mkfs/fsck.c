@@ -27,12 +27,26 @@ int main(int argc, char **argv)
     bool no = false;
     while ((c = getopt(argc, argv, "nyapfvCh")) != -1) {
         switch (c) {
-        case 'n': no = true; break;
-        case 'y': case 'a': case 'p': o.repair = true; break;
-        case 'f': case 'C': break; /* fsck(8) passes these; we always check fully */
-        case 'v': o.verbose = true; break;
-        case 'h': usage(stdout); return FSCK_CLEAN;
-        default: usage(stderr); return FSCK_OPERATIONAL;
+        case 'n':
+            no = true;
+            break;
+        case 'y':
+        case 'a':
+        case 'p':
+            o.repair = true;
+            break;
+        case 'f':
+        case 'C':
+            break; /* fsck(8) passes these; we always check fully */
+        case 'v':
+            o.verbose = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return FSCK_CLEAN;
+        default:
+            usage(stderr);
+            return FSCK_OPERATIONAL;
         }
     }
     if (optind != argc - 1 || (no && o.repair)) {
@@ -45,8 +59,10 @@ int main(int argc, char **argv)
     int rc = fsck_store(dir, &o, &r);
     if (rc == FSCK_OPERATIONAL)
         return rc;
-    printf("%s: %zu inodes, %zu entries, %d problem%s%s\n", dir, r.inodes, r.entries,
-           r.problems, r.problems == 1 ? "" : "s",
-           r.problems == 0 ? "" : o.repair ? " (repaired)" : " (not repaired: run with -y)");
+    printf("%s: %zu inodes, %zu entries, %d problem%s%s\n", dir, r.inodes, r.entries, r.problems,
+           r.problems == 1 ? "" : "s",
+           r.problems == 0 ? ""
+           : o.repair      ? " (repaired)"
+                           : " (not repaired: run with -y)");
     return rc;
 }

@@ -29,14 +29,15 @@ struct mkfs_opts {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: mkfs.lsmfs [-f] [-c chunk_size] [-i inline_limit] [-u uid] [-g gid] "
-               "[-q] DIR\n"
-               "  -f   overwrite an existing lsmfs filesystem in DIR\n"
-               "  -c   data chunk size, a power of two from 4K to 1M (default %uK)\n"
-               "  -i   largest file kept inline in its inode, 0 to the chunk size (default %uK)\n"
-               "  -u/-g  owner of the root directory (default: the caller)\n"
-               "  -q   quiet\n",
-           SCHEMA_DEFAULT_CHUNK / 1024, SCHEMA_DEFAULT_INLINE / 1024);
+    fprintf(f,
+            "usage: mkfs.lsmfs [-f] [-c chunk_size] [-i inline_limit] [-u uid] [-g gid] "
+            "[-q] DIR\n"
+            "  -f   overwrite an existing lsmfs filesystem in DIR\n"
+            "  -c   data chunk size, a power of two from 4K to 1M (default %uK)\n"
+            "  -i   largest file kept inline in its inode, 0 to the chunk size (default %uK)\n"
+            "  -u/-g  owner of the root directory (default: the caller)\n"
+            "  -q   quiet\n",
+            SCHEMA_DEFAULT_CHUNK / 1024, SCHEMA_DEFAULT_INLINE / 1024);
 }
 
 /* "64K", "1M", "4096" -> bytes; false on junk or overflow. */
@@ -82,14 +83,30 @@ static int parse_args(int argc, char **argv, struct mkfs_opts *o)
     while ((c = getopt(argc, argv, "fqc:i:u:g:h")) != -1) {
         bool ok = true;
         switch (c) {
-        case 'f': o->force = true; break;
-        case 'q': o->quiet = true; break;
-        case 'c': ok = parse_size(optarg, &o->chunk_size); break;
-        case 'i': ok = parse_size(optarg, &o->inline_limit); break;
-        case 'u': ok = parse_id(optarg, &o->uid); break;
-        case 'g': ok = parse_id(optarg, &o->gid); break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return 1;
+        case 'f':
+            o->force = true;
+            break;
+        case 'q':
+            o->quiet = true;
+            break;
+        case 'c':
+            ok = parse_size(optarg, &o->chunk_size);
+            break;
+        case 'i':
+            ok = parse_size(optarg, &o->inline_limit);
+            break;
+        case 'u':
+            ok = parse_id(optarg, &o->uid);
+            break;
+        case 'g':
+            ok = parse_id(optarg, &o->gid);
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return 1;
         }
         if (!ok) {
             fprintf(stderr, "mkfs.lsmfs: bad value for -%c: %s\n", c, optarg);

@@ -190,8 +190,8 @@ bool compaction_is_base_level_for_key(compaction *c, const char *ukey, size_t ul
         for (; c->level_ptrs[l] < v->nfiles[l]; c->level_ptrs[l]++) {
             const file_meta *f = v->files[l][c->level_ptrs[l]];
             if (bytes_compare(ukey, ulen, f->largest.data, ikey_user_len(f->largest.len)) <= 0) {
-                if (bytes_compare(ukey, ulen, f->smallest.data,
-                                  ikey_user_len(f->smallest.len)) >= 0)
+                if (bytes_compare(ukey, ulen, f->smallest.data, ikey_user_len(f->smallest.len)) >=
+                    0)
                     return false; /* the key may live in this file */
                 break;
             }

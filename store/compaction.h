@@ -16,14 +16,14 @@
 #include "version.h"
 
 typedef struct compaction {
-    int level;                  /* inputs from level and level + 1 */
+    int level; /* inputs from level and level + 1 */
     uint64_t max_output_file_size;
-    version *input_version;     /* holds a reference */
+    version *input_version; /* holds a reference */
     file_meta **inputs[2];
     int ninputs[2];
-    file_meta **grandparents;   /* files of level + 2 overlapping the inputs */
+    file_meta **grandparents; /* files of level + 2 overlapping the inputs */
     int ngrandparents;
-    int grand_index;            /* [compacting thread] should_stop_before state */
+    int grand_index; /* [compacting thread] should_stop_before state */
     bool seen_key;
     uint64_t overlapped_bytes;
     int level_ptrs[NUM_LEVELS]; /* [compacting thread] is_base_level state */

@@ -190,8 +190,7 @@ static lsm_status *retire_recovered_mem(lsm_db *db, uint64_t next_log)
     return NULL;
 }
 
-static lsm_status *replay_record(lsm_db *db, uint64_t log, const char *rec, size_t n,
-                                 lsm_batch *b)
+static lsm_status *replay_record(lsm_db *db, uint64_t log, const char *rec, size_t n, lsm_batch *b)
 {
     lsm_status *s = batch_set_contents(b, rec, n);
     if (s)
@@ -530,8 +529,7 @@ lsm_status *lsm_write(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch)
     return db_write(db, batch, wo && wo->sync, NULL);
 }
 
-lsm_status *lsm_write_seq(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch,
-                          uint64_t *seq)
+lsm_status *lsm_write_seq(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch, uint64_t *seq)
 {
     return db_write(db, batch, wo && wo->sync, seq);
 }
@@ -688,8 +686,7 @@ static uint64_t offset_in_version(lsm_db *db, version *v, const void *k, size_t 
     for (int l = 0; l < NUM_LEVELS; l++) {
         for (int i = 0; i < v->nfiles[l]; i++) {
             file_meta *f = v->files[l][i];
-            if (k == NULL ||
-                ikey_compare(f->largest.data, f->largest.len, ik.data, ik.len) < 0) {
+            if (k == NULL || ikey_compare(f->largest.data, f->largest.len, ik.data, ik.len) < 0) {
                 sum += f->size; /* entirely before k */
             } else if (ikey_compare(f->smallest.data, f->smallest.len, ik.data, ik.len) < 0) {
                 uint64_t off = 0;

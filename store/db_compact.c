@@ -332,12 +332,12 @@ static lsm_status *close_output(lsm_db *db, compaction_run *r)
  * later compaction could move the newer version of it below the older one. */
 static bool new_user_key(compaction_run *r, const char *k, size_t kn)
 {
-    return !r->has_last_added || bytes_compare(k, ikey_user_len(kn), r->last_added.data,
-                                               r->last_added.len) != 0;
+    return !r->has_last_added ||
+           bytes_compare(k, ikey_user_len(kn), r->last_added.data, r->last_added.len) != 0;
 }
 
-static lsm_status *add_entry(lsm_db *db, compaction_run *r, const char *k, size_t kn,
-                             const char *v, size_t vn)
+static lsm_status *add_entry(lsm_db *db, compaction_run *r, const char *k, size_t kn, const char *v,
+                             size_t vn)
 {
     lsm_status *s = NULL;
     if (r->out_open && new_user_key(r, k, kn) &&
@@ -491,8 +491,7 @@ static void *compact_main(void *arg)
     lower_priority(4);
     mutex_lock(&db->mu);
     for (;;) {
-        while (!db->shutting_down &&
-               (db->bg_error || db->compacting || !needs_compaction(db)))
+        while (!db->shutting_down && (db->bg_error || db->compacting || !needs_compaction(db)))
             cond_wait(&db->work_cv, &db->mu);
         if (db->shutting_down)
             break;
@@ -658,8 +657,8 @@ static lsm_status *compact_level_range(lsm_db *db, int level, const char *begin,
 {
     lsm_status *s = NULL;
     for (int rounds = 0; s == NULL && rounds < 100000; rounds++) {
-        compaction *c = compaction_pick_range(&db->vs, level, begin, blen, end, elen,
-                                              db->opt.target_file_size);
+        compaction *c =
+            compaction_pick_range(&db->vs, level, begin, blen, end, elen, db->opt.target_file_size);
         if (c == NULL)
             break;
         s = run_compaction(db, c);

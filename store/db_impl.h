@@ -73,32 +73,32 @@ struct level_stats {
 };
 
 struct db_stats {
-    uint64_t writes;          /* calls to lsm_write (incl. put/delete) */
-    uint64_t barriers;        /* writers that carried no batch */
-    uint64_t groups;          /* write groups = WAL appends */
-    uint64_t syncs;           /* WAL syncs */
+    uint64_t writes;   /* calls to lsm_write (incl. put/delete) */
+    uint64_t barriers; /* writers that carried no batch */
+    uint64_t groups;   /* write groups = WAL appends */
+    uint64_t syncs;    /* WAL syncs */
     uint64_t wal_bytes;
     uint64_t followers[FOLLOWER_BUCKETS];
     _Atomic uint64_t queue_wait_us; /* total time writers waited (updated without mu) */
-    uint64_t gather_wait_us;  /* total time leaders waited for a group */
-    uint64_t rotations;       /* memtable switches / new logs */
+    uint64_t gather_wait_us;        /* total time leaders waited for a group */
+    uint64_t rotations;             /* memtable switches / new logs */
     uint64_t recovered_records;
     uint64_t recovered_dropped_bytes;
     uint64_t recovered_torn_bytes;
     uint64_t flushes;
-    uint64_t flush_bytes;     /* table bytes written by flushes */
-    uint64_t user_bytes;      /* key + value bytes written by users */
-    uint64_t slowdown_us;     /* time writers were delayed to pace compaction */
-    uint64_t stop_us;         /* time writers waited for room */
+    uint64_t flush_bytes; /* table bytes written by flushes */
+    uint64_t user_bytes;  /* key + value bytes written by users */
+    uint64_t slowdown_us; /* time writers were delayed to pace compaction */
+    uint64_t stop_us;     /* time writers waited for room */
     uint64_t stops;
     struct level_stats levels[NUM_LEVELS];
 };
 
 struct lsm_db {
-    char *dir;           /* [const] */
-    lsm_options opt;     /* [const] */
-    lsm_env *env;        /* [const] */
-    lsm_filelock *lock;  /* [const] */
+    char *dir;          /* [const] */
+    lsm_options opt;    /* [const] */
+    lsm_env *env;       /* [const] */
+    lsm_filelock *lock; /* [const] */
     mutex mu;
 
     struct writer *head, *tail; /* [mu] the write queue */
@@ -107,43 +107,43 @@ struct lsm_db {
     pthread_cond_t gather_cv;   /* a gathering leader waits here [mu] */
     bool gathering;             /* [mu] a leader is waiting on gather_cv */
 
-    memtable *mem;          /* [mu] pointer; contents written by the leader */
-    uint64_t mem_log;       /* [mu] the log holding mem's first entry */
-    memtable **imm;         /* [mu] immutable memtables, oldest first */
-    uint64_t *imm_log;      /* [mu] the log holding each one's first entry */
-    int nimm, cap_imm;      /* [mu] */
-    struct readview *view;  /* [mu] the current one (holds a reference) */
+    memtable *mem;         /* [mu] pointer; contents written by the leader */
+    uint64_t mem_log;      /* [mu] the log holding mem's first entry */
+    memtable **imm;        /* [mu] immutable memtables, oldest first */
+    uint64_t *imm_log;     /* [mu] the log holding each one's first entry */
+    int nimm, cap_imm;     /* [mu] */
+    struct readview *view; /* [mu] the current one (holds a reference) */
 
-    wal_writer *wal;        /* [mu] pointer; appends by the leader */
-    uint64_t wal_number;    /* [mu] */
-    uint64_t wal_synced;    /* [leader] bytes of the current WAL known durable */
-    lsm_batch group;        /* [leader] scratch batch for merged groups */
+    wal_writer *wal;     /* [mu] pointer; appends by the leader */
+    uint64_t wal_number; /* [mu] */
+    uint64_t wal_synced; /* [leader] bytes of the current WAL known durable */
+    lsm_batch group;     /* [leader] scratch batch for merged groups */
 
-    uint64_t last_seq;      /* [mu] last sequence visible to readers */
-    uint64_t durable_seq;   /* [mu] every write with seq <= this is durable */
-    lsm_status *bg_error;   /* [mu] sticky: once set, every write fails */
-    lsm_status *nospace;    /* [mu] the disk was full for a flush or compaction;
-                             * not sticky: retried, cleared by the next success */
-    uint64_t nospace_events; /* [mu] background attempts that found the disk full */
+    uint64_t last_seq;             /* [mu] last sequence visible to readers */
+    uint64_t durable_seq;          /* [mu] every write with seq <= this is durable */
+    lsm_status *bg_error;          /* [mu] sticky: once set, every write fails */
+    lsm_status *nospace;           /* [mu] the disk was full for a flush or compaction;
+                                    * not sticky: retried, cleared by the next success */
+    uint64_t nospace_events;       /* [mu] background attempts that found the disk full */
     struct lsm_snapshot snapshots; /* [mu] list head (dummy) */
-    version_set vs;         /* [mu] (see version_set.h) */
-    struct db_stats stats;  /* [mu] */
+    version_set vs;                /* [mu] (see version_set.h) */
+    struct db_stats stats;         /* [mu] */
 
     /* Background work (db_compact.c): one thread flushes immutable
      * memtables, another compacts, so a flush never waits behind a long
      * compaction. */
-    cache *block_cache;     /* [const] thread-safe */
-    table_cache *tables;    /* [const] thread-safe */
+    cache *block_cache;  /* [const] thread-safe */
+    table_cache *tables; /* [const] thread-safe */
     pthread_t flush_thread, compact_thread;
-    bool threads_started;   /* [const after open] */
+    bool threads_started;      /* [const after open] */
     atomic_bool shutting_down; /* written under mu; merge_inputs polls it unlocked */
-    pthread_cond_t work_cv; /* background threads wait for work [mu] */
-    pthread_cond_t room_cv; /* writers wait for a flush/compaction [mu] */
-    bool compacting;        /* [mu] a compaction (background or manual) runs */
-    bool flushing;          /* [mu] the flush thread is flushing (or sweeping) */
-    uint64_t *pending;      /* [mu] numbers of tables being written */
+    pthread_cond_t work_cv;    /* background threads wait for work [mu] */
+    pthread_cond_t room_cv;    /* writers wait for a flush/compaction [mu] */
+    bool compacting;           /* [mu] a compaction (background or manual) runs */
+    bool flushing;             /* [mu] the flush thread is flushing (or sweeping) */
+    uint64_t *pending;         /* [mu] numbers of tables being written */
     int npending, cap_pending;
-    double delay_owed_us;   /* [leader] write pacing not yet slept */
+    double delay_owed_us; /* [leader] write pacing not yet slept */
 };
 
 /* db.c */

@@ -54,8 +54,9 @@ static bool tables_text(lsm_db *db, buf *b)
         for (int i = 0; ok && i < v->nfiles[l]; i++) {
             const file_meta *f = v->files[l][i];
             char line[128];
-            int n = snprintf(line, sizeof(line), "level %d  %06" PRIu64 ".ldb  %10" PRIu64 " bytes  [", l,
-                             f->number, f->size);
+            int n =
+                snprintf(line, sizeof(line), "level %d  %06" PRIu64 ".ldb  %10" PRIu64 " bytes  [",
+                         l, f->number, f->size);
             ok = buf_append(b, line, (size_t)n) &&
                  append_escaped(b, f->smallest.data, ikey_user_len(f->smallest.len)) &&
                  buf_append(b, " .. ", 4) &&
@@ -127,26 +128,24 @@ static bool stats_text(lsm_db *db, buf *b)
     char line[512];
     uint64_t groups = st->groups ? st->groups : 1;
     uint64_t writes = st->writes ? st->writes : 1;
-    int n = snprintf(line, sizeof(line),
-                     "write path\n"
-                     "  writes %" PRIu64 " (barriers %" PRIu64 "), groups %" PRIu64
-                     ", wal syncs %" PRIu64 ", wal bytes %" PRIu64 "\n"
-                     "  writes per group %.2f, queue wait %.1f us/write, gather wait %" PRIu64
-                     " us total\n"
-                     "  memtables %.1f MiB (%d immutable), switches %" PRIu64
-                     ", last sequence %" PRIu64 "\n"
-                     "  followers per leader:",
-                     st->writes, st->barriers, st->groups, st->syncs, st->wal_bytes,
-                     (double)(st->writes - st->barriers) / (double)groups,
-                     (double)st->queue_wait_us / (double)writes, st->gather_wait_us,
-                     (double)db_memtable_bytes(db) / 1048576.0, db->nimm, st->rotations,
-                     db->last_seq);
+    int n = snprintf(
+        line, sizeof(line),
+        "write path\n"
+        "  writes %" PRIu64 " (barriers %" PRIu64 "), groups %" PRIu64 ", wal syncs %" PRIu64
+        ", wal bytes %" PRIu64 "\n"
+        "  writes per group %.2f, queue wait %.1f us/write, gather wait %" PRIu64 " us total\n"
+        "  memtables %.1f MiB (%d immutable), switches %" PRIu64 ", last sequence %" PRIu64 "\n"
+        "  followers per leader:",
+        st->writes, st->barriers, st->groups, st->syncs, st->wal_bytes,
+        (double)(st->writes - st->barriers) / (double)groups,
+        (double)st->queue_wait_us / (double)writes, st->gather_wait_us,
+        (double)db_memtable_bytes(db) / 1048576.0, db->nimm, st->rotations, db->last_seq);
     bool ok = buf_append(b, line, (size_t)n);
     for (int i = 0; ok && i < FOLLOWER_BUCKETS; i++) {
         if (st->followers[i] == 0)
             continue;
-        n = snprintf(line, sizeof(line), " %d%s:%" PRIu64, i,
-                     i == FOLLOWER_BUCKETS - 1 ? "+" : "", st->followers[i]);
+        n = snprintf(line, sizeof(line), " %d%s:%" PRIu64, i, i == FOLLOWER_BUCKETS - 1 ? "+" : "",
+                     st->followers[i]);
         ok = buf_append(b, line, (size_t)n);
     }
     n = snprintf(line, sizeof(line),
@@ -168,19 +167,19 @@ static bool stats_text(lsm_db *db, buf *b)
             continue;
         n = snprintf(line, sizeof(line), "  %5d %6d %10.1f %12" PRIu64 " %9.1f %12.1f %7.1f\n", l,
                      db->vs.current->nfiles[l],
-                     (double)version_level_bytes(db->vs.current, l) / 1048576.0,
-                     ls->compactions, (double)ls->read_bytes / 1048576.0,
-                     (double)ls->written_bytes / 1048576.0, (double)ls->micros / 1e6);
+                     (double)version_level_bytes(db->vs.current, l) / 1048576.0, ls->compactions,
+                     (double)ls->read_bytes / 1048576.0, (double)ls->written_bytes / 1048576.0,
+                     (double)ls->micros / 1e6);
         ok = buf_append(b, line, (size_t)n);
     }
-    n = snprintf(line, sizeof(line),
-                 "  flushes %" PRIu64 ", write amplification %.2f (table bytes written / user bytes)\n"
-                 "  writer stalls: %.3f s paced, %.3f s stopped (%" PRIu64 " stops)\n"
-                 "  block cache: %.1f%% hits (%" PRIu64 " of %" PRIu64 ")\n",
-                 st->flushes, st->user_bytes ? (double)written / (double)st->user_bytes : 0.0,
-                 (double)st->slowdown_us / 1e6, (double)st->stop_us / 1e6, st->stops,
-                 hits + misses ? 100.0 * (double)hits / (double)(hits + misses) : 0.0, hits,
-                 hits + misses);
+    n = snprintf(
+        line, sizeof(line),
+        "  flushes %" PRIu64 ", write amplification %.2f (table bytes written / user bytes)\n"
+        "  writer stalls: %.3f s paced, %.3f s stopped (%" PRIu64 " stops)\n"
+        "  block cache: %.1f%% hits (%" PRIu64 " of %" PRIu64 ")\n",
+        st->flushes, st->user_bytes ? (double)written / (double)st->user_bytes : 0.0,
+        (double)st->slowdown_us / 1e6, (double)st->stop_us / 1e6, st->stops,
+        hits + misses ? 100.0 * (double)hits / (double)(hits + misses) : 0.0, hits, hits + misses);
     ok = ok && buf_append(b, line, (size_t)n);
     return ok;
 }

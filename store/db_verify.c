@@ -24,8 +24,9 @@ static lsm_status *verify_table(lsm_db *db, const file_meta *f)
         const char *k = iter_key(it, &n);
         parsed_ikey pk;
         if (!parse_ikey(k, n, &pk) || (prev && ikey_compare(prev, prevn, k, n) >= 0)) {
-            s = status_new(LSM_CORRUPTION, "table %06" PRIu64 ": bad or unordered key at entry %" PRIu64,
-                           f->number, entries);
+            s = status_new(LSM_CORRUPTION,
+                           "table %06" PRIu64 ": bad or unordered key at entry %" PRIu64, f->number,
+                           entries);
             break;
         }
         last.len = 0;

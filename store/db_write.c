@@ -156,8 +156,8 @@ static struct writer *pick_group(lsm_db *db, bool *need_sync, int *count)
 /* Builds the group's WAL record: the leader's own batch when it is alone,
  * else the scratch batch with every member's records appended. Sequence
  * numbers start at seq. [leader] */
-static lsm_status *build_group(lsm_db *db, struct writer *first, struct writer *last,
-                               uint64_t seq, lsm_batch **out)
+static lsm_status *build_group(lsm_db *db, struct writer *first, struct writer *last, uint64_t seq,
+                               lsm_batch **out)
 {
     lsm_batch *only = NULL;
     int with_data = 0;
@@ -345,9 +345,9 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force)
             return NULL;
         if (force && memtable_entries(db->mem) == 0)
             return NULL;
-        bool no_memory = db_memtable_bytes(db) + db->opt.write_buffer_size >
-                             db->opt.max_memtable_bytes &&
-                         db->nimm > 0;
+        bool no_memory =
+            db_memtable_bytes(db) + db->opt.write_buffer_size > db->opt.max_memtable_bytes &&
+            db->nimm > 0;
         if (no_memory || db->vs.current->nfiles[0] >= L0_STOP) {
             /* Room comes from flushes and compactions; while the disk is
              * too full for them, say so rather than wait forever. */

@@ -56,12 +56,12 @@ static lsm_status *posix_error(int err, const char *what, const char *path)
 struct posix_wfile {
     lsm_wfile base;
     int fd;
-    int err;       /* errno of the first failed write/sync; 0 if none */
-    size_t len;    /* bytes waiting in buf */
+    int err;    /* errno of the first failed write/sync; 0 if none */
+    size_t len; /* bytes waiting in buf */
     char *path;
-    char *map;     /* NULL unless mapped */
-    uint64_t map_len; /* bytes mapped from offset 0 (all reserved in the file) */
-    uint64_t pos;  /* mapped mode: offset of the next append */
+    char *map;         /* NULL unless mapped */
+    uint64_t map_len;  /* bytes mapped from offset 0 (all reserved in the file) */
+    uint64_t pos;      /* mapped mode: offset of the next append */
     uint64_t map_step; /* how much more to reserve when the mapping is full */
     char buf[WFILE_BUF_SIZE];
 };
@@ -653,8 +653,7 @@ static lsm_status *posix_sync_dir(lsm_env *env, const char *path)
     return r == 0 ? NULL : posix_error(err, "fsync directory", path);
 }
 
-static lsm_status *posix_disk_free(lsm_env *env, const char *path, uint64_t *total,
-                                   uint64_t *avail)
+static lsm_status *posix_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail)
 {
     (void)env;
     struct statvfs sv;
@@ -747,8 +746,7 @@ static lsm_status *busy(const char *path, const char *who)
 }
 
 /* REQUIRES: posix_env.mu held. Takes the flock and records the lock. */
-static lsm_status *lock_locked(int fd, const char *path, const struct stat *st,
-                               lsm_filelock **out)
+static lsm_status *lock_locked(int fd, const char *path, const struct stat *st, lsm_filelock **out)
 {
     if (lock_held(st->st_dev, st->st_ino))
         return busy(path, "already locked by this process");

@@ -72,9 +72,9 @@ enum undo_kind { UNDO_CREATE, UNDO_RENAME, UNDO_REMOVE };
 /* One directory change not yet made durable. */
 struct undo {
     enum undo_kind kind;
-    char *name;   /* the created, renamed-to or removed path */
-    char *from;   /* RENAME: where it came from */
-    char *backup; /* RENAME: the replaced file, REMOVE: the removed one; or NULL */
+    char *name;        /* the created, renamed-to or removed path */
+    char *from;        /* RENAME: where it came from */
+    char *backup;      /* RENAME: the replaced file, REMOVE: the removed one; or NULL */
     struct undo *next; /* older record */
 };
 
@@ -103,20 +103,20 @@ struct fe_handle {
 };
 
 struct fault_env {
-    lsm_env env;    /* first: fault_env_env() hands out &env */
-    lsm_env *base;  /* immutable */
+    lsm_env env;   /* first: fault_env_env() hands out &env */
+    lsm_env *base; /* immutable */
     pthread_rwlock_t cut;
     pthread_mutex_t mu;
-    pthread_t mu_owner;       /* GUARDED_BY(mu): for assertions */
-    bool mu_owned;            /* GUARDED_BY(mu) */
-    struct fe_node *nodes;    /* GUARDED_BY(mu) */
-    struct dirlog *dirs;      /* GUARDED_BY(mu) */
-    struct fe_handle open;    /* GUARDED_BY(mu): sentinel of the open files */
-    struct rule *rules;       /* GUARDED_BY(mu): oldest first */
-    uint64_t sync_delay_us;   /* GUARDED_BY(mu) */
-    uint64_t syncs;           /* GUARDED_BY(mu) */
-    uint64_t dir_syncs;       /* GUARDED_BY(mu) */
-    uint64_t hidden_seq;      /* GUARDED_BY(mu): names hidden files */
+    pthread_t mu_owner;     /* GUARDED_BY(mu): for assertions */
+    bool mu_owned;          /* GUARDED_BY(mu) */
+    struct fe_node *nodes;  /* GUARDED_BY(mu) */
+    struct dirlog *dirs;    /* GUARDED_BY(mu) */
+    struct fe_handle open;  /* GUARDED_BY(mu): sentinel of the open files */
+    struct rule *rules;     /* GUARDED_BY(mu): oldest first */
+    uint64_t sync_delay_us; /* GUARDED_BY(mu) */
+    uint64_t syncs;         /* GUARDED_BY(mu) */
+    uint64_t dir_syncs;     /* GUARDED_BY(mu) */
+    uint64_t hidden_seq;    /* GUARDED_BY(mu): names hidden files */
 };
 
 static fault_env *fe_of(lsm_env *env)
@@ -399,8 +399,8 @@ static char *hidden_name(fault_env *fe, const char *path)
     if (dir == NULL)
         return NULL;
     char *name = NULL;
-    if (asprintf(&name, "%s/" HIDDEN_PREFIX "%llu.bak", dir,
-                 (unsigned long long)++fe->hidden_seq) < 0)
+    if (asprintf(&name, "%s/" HIDDEN_PREFIX "%llu.bak", dir, (unsigned long long)++fe->hidden_seq) <
+        0)
         name = NULL;
     free(dir);
     return name;
@@ -548,8 +548,8 @@ static lsm_status *fw_preallocate(lsm_wfile *wf, uint64_t len)
 {
     struct fe_wfile *f = (struct fe_wfile *)wf;
     op_begin(f->fe);
-    lsm_status *s = f->h.dead ? dead_error("preallocate", f->h.path)
-                              : f->file->ops->preallocate(f->file, len);
+    lsm_status *s =
+        f->h.dead ? dead_error("preallocate", f->h.path) : f->file->ops->preallocate(f->file, len);
     op_end(f->fe);
     return s;
 }
@@ -878,8 +878,7 @@ static lsm_status *rename_locked(fault_env *fe, const char *from, const char *to
     }
     if (fe->base->file_exists(fe->base, to)) {
         char *node_name = NULL;
-        if ((u->backup = hidden_name(fe, to)) == NULL ||
-            (node_name = strdup(u->backup)) == NULL) {
+        if ((u->backup = hidden_name(fe, to)) == NULL || (node_name = strdup(u->backup)) == NULL) {
             free(to_name);
             return oom("rename", from);
         }

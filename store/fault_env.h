@@ -20,12 +20,12 @@ void fault_env_free(fault_env *fe);      /* only after every store using it is c
 lsm_env *fault_env_env(fault_env *fe);   /* the env to put in lsm_options */
 
 enum fault_op {
-    FAULT_WRITE = 1 << 0,  /* append/flush of a wfile */
-    FAULT_SYNC = 1 << 1,   /* wfile sync */
+    FAULT_WRITE = 1 << 0, /* append/flush of a wfile */
+    FAULT_SYNC = 1 << 1,  /* wfile sync */
     FAULT_SYNC_DIR = 1 << 2,
     FAULT_CREATE = 1 << 3, /* new_wfile */
     FAULT_RENAME = 1 << 4,
-    FAULT_READ = 1 << 5,   /* sfile read / rfile pread */
+    FAULT_READ = 1 << 5, /* sfile read / rfile pread */
 };
 
 /* From now on, operations in `ops` on paths containing `path_substr` (NULL:
@@ -43,7 +43,7 @@ void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us);
  * then be closed (its close writes nothing) and a new one opened. */
 lsm_status *fault_env_power_cut(fault_env *fe);
 /* Counters for tests. */
-uint64_t fault_env_syncs(fault_env *fe);     /* wfile syncs that succeeded */
+uint64_t fault_env_syncs(fault_env *fe); /* wfile syncs that succeeded */
 uint64_t fault_env_dir_syncs(fault_env *fe);
 
 #endif

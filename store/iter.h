@@ -34,16 +34,47 @@ struct iter {
     const struct iter_ops *ops;
 };
 
-static inline bool iter_valid(const iter *it) { return it->ops->valid(it); }
-static inline void iter_seek_first(iter *it) { it->ops->seek_first(it); }
-static inline void iter_seek_last(iter *it) { it->ops->seek_last(it); }
-static inline void iter_seek(iter *it, const char *k, size_t n) { it->ops->seek(it, k, n); }
-static inline void iter_next(iter *it) { it->ops->next(it); }
-static inline void iter_prev(iter *it) { it->ops->prev(it); }
-static inline const char *iter_key(const iter *it, size_t *n) { return it->ops->key(it, n); }
-static inline const char *iter_value(const iter *it, size_t *n) { return it->ops->value(it, n); }
-static inline lsm_status *iter_status(const iter *it) { return it->ops->status(it); }
-static inline void iter_free(iter *it) { if (it) it->ops->free(it); }
+static inline bool iter_valid(const iter *it)
+{
+    return it->ops->valid(it);
+}
+static inline void iter_seek_first(iter *it)
+{
+    it->ops->seek_first(it);
+}
+static inline void iter_seek_last(iter *it)
+{
+    it->ops->seek_last(it);
+}
+static inline void iter_seek(iter *it, const char *k, size_t n)
+{
+    it->ops->seek(it, k, n);
+}
+static inline void iter_next(iter *it)
+{
+    it->ops->next(it);
+}
+static inline void iter_prev(iter *it)
+{
+    it->ops->prev(it);
+}
+static inline const char *iter_key(const iter *it, size_t *n)
+{
+    return it->ops->key(it, n);
+}
+static inline const char *iter_value(const iter *it, size_t *n)
+{
+    return it->ops->value(it, n);
+}
+static inline lsm_status *iter_status(const iter *it)
+{
+    return it->ops->status(it);
+}
+static inline void iter_free(iter *it)
+{
+    if (it)
+        it->ops->free(it);
+}
 
 /* An iterator with no entries and the given status (owned; may be NULL). */
 iter *iter_new_empty(lsm_status *st);

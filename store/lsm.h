@@ -42,7 +42,7 @@ enum lsm_code {
 
 typedef struct lsm_status lsm_status;
 
-int lsm_status_code(const lsm_status *s);        /* LSM_OK for NULL */
+int lsm_status_code(const lsm_status *s);            /* LSM_OK for NULL */
 const char *lsm_status_message(const lsm_status *s); /* "OK" for NULL */
 /* The errno that best describes the status (0 for NULL; EIO, ENOSPC, ...). */
 int lsm_status_errno(const lsm_status *s);
@@ -70,12 +70,12 @@ typedef struct lsm_options {
      * writers are slowed, then stopped, as it is approached. Default 64 MiB. */
     size_t max_memtable_bytes;
     /* Table options (used once tables exist). */
-    size_t block_size;         /* default 4096 */
-    size_t block_cache_size;   /* bytes; default 32 MiB */
-    int bloom_bits_per_key;    /* default 10; 0 disables */
-    bool compression;          /* lz4; default true */
-    size_t target_file_size;   /* default 4 MiB */
-    int max_open_files;        /* table cache capacity; default 1000 */
+    size_t block_size;       /* default 4096 */
+    size_t block_cache_size; /* bytes; default 32 MiB */
+    int bloom_bits_per_key;  /* default 10; 0 disables */
+    bool compression;        /* lz4; default true */
+    size_t target_file_size; /* default 4 MiB */
+    int max_open_files;      /* table cache capacity; default 1000 */
     /* Group commit: how long a leader whose group needs a sync may wait for
      * more writers to join before it writes (microseconds; 0 disables). The
      * wait ends early once no new writer arrived for a short while. */
@@ -147,8 +147,7 @@ lsm_status *lsm_sync(lsm_db *db);
 /* lsm_write that also reports, in *seq, a sequence number at or after the
  * batch's last record: lsm_sync_upto(db, *seq) later makes the batch
  * durable. */
-lsm_status *lsm_write_seq(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch,
-                          uint64_t *seq);
+lsm_status *lsm_write_seq(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch, uint64_t *seq);
 /* Makes every write with a sequence number <= seq durable. Returns at once,
  * touching no disk, when that is already so (a later sync covered it), so a
  * filesystem can answer fsync() for a file whose last change is already on

@@ -101,8 +101,8 @@ typedef struct level_iter {
     lsm_read_options ro;
     file_meta *const *files;
     int n;
-    int index;    /* file the table iterator is over; n when none */
-    iter *table;  /* NULL when index == n */
+    int index;   /* file the table iterator is over; n when none */
+    iter *table; /* NULL when index == n */
     lsm_status *status;
 } level_iter;
 
@@ -121,8 +121,8 @@ static void set_file(level_iter *li, int index)
     li->table = NULL;
     li->index = index;
     if (index >= 0 && index < li->n)
-        li->table = table_cache_iter(li->tc, &li->ro, li->files[index]->number,
-                                     li->files[index]->size);
+        li->table =
+            table_cache_iter(li->tc, &li->ro, li->files[index]->number, li->files[index]->size);
 }
 
 static bool li_valid(const iter *it)
@@ -224,7 +224,7 @@ static void li_free(iter *it)
 }
 
 static const struct iter_ops level_iter_ops = {
-    li_valid, li_seek_first, li_seek_last, li_seek, li_next,
+    li_valid, li_seek_first, li_seek_last, li_seek,   li_next,
     li_prev,  li_key,        li_value,     li_status, li_free,
 };
 
@@ -263,15 +263,16 @@ static bool push_iter(iter ***its, int *n, int *cap, iter *it)
     return true;
 }
 
-bool version_add_iters(version *v, table_cache *tc, const lsm_read_options *ro, iter ***its,
-                       int *n, int *cap)
+bool version_add_iters(version *v, table_cache *tc, const lsm_read_options *ro, iter ***its, int *n,
+                       int *cap)
 {
     for (int i = 0; i < v->nfiles[0]; i++)
         if (!push_iter(its, n, cap,
                        table_cache_iter(tc, ro, v->files[0][i]->number, v->files[0][i]->size)))
             return false;
     for (int l = 1; l < NUM_LEVELS; l++)
-        if (v->nfiles[l] && !push_iter(its, n, cap, level_iter_new(tc, ro, v->files[l], v->nfiles[l])))
+        if (v->nfiles[l] &&
+            !push_iter(its, n, cap, level_iter_new(tc, ro, v->files[l], v->nfiles[l])))
             return false;
     return true;
 }
@@ -285,8 +286,7 @@ static bool before_file(const file_meta *f, const char *end, size_t elen)
 
 static bool after_file(const file_meta *f, const char *begin, size_t blen)
 {
-    return begin &&
-           bytes_compare(begin, blen, f->largest.data, ikey_user_len(f->largest.len)) > 0;
+    return begin && bytes_compare(begin, blen, f->largest.data, ikey_user_len(f->largest.len)) > 0;
 }
 
 bool version_overlaps_level(const version *v, int level, const char *begin, size_t blen,
@@ -362,9 +362,9 @@ void version_compute_score(version *v, int l0_trigger)
     int best_level = -1;
     double best = -1;
     for (int l = 0; l < NUM_LEVELS - 1; l++) {
-        double score = (l == 0) ? (double)v->nfiles[0] / l0_trigger
-                                : (double)version_level_bytes(v, l) /
-                                      (double)version_max_bytes_for_level(l);
+        double score =
+            (l == 0) ? (double)v->nfiles[0] / l0_trigger
+                     : (double)version_level_bytes(v, l) / (double)version_max_bytes_for_level(l);
         if (score > best) {
             best = score;
             best_level = l;

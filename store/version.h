@@ -27,14 +27,13 @@ int level_find_file(file_meta *const *files, int n, const char *ikey, size_t kle
 /* Appends to *its (growing it with realloc) one iterator per level-0 file and
  * one concatenating iterator per deeper non-empty level. false if out of
  * memory (what was appended is still owned by the caller). */
-bool version_add_iters(version *v, table_cache *tc, const lsm_read_options *ro, iter ***its,
-                       int *n, int *cap);
+bool version_add_iters(version *v, table_cache *tc, const lsm_read_options *ro, iter ***its, int *n,
+                       int *cap);
 
 /* An iterator over the files of a sorted level (disjoint, ascending), opening
  * each table only when reached. `files` must stay valid while it lives (it
  * belongs to a pinned version or a compaction). */
-iter *level_iter_new(table_cache *tc, const lsm_read_options *ro, file_meta *const *files,
-                     int n);
+iter *level_iter_new(table_cache *tc, const lsm_read_options *ro, file_meta *const *files, int n);
 
 /* Files of `level` whose user-key range intersects [begin, end] (NULL:
  * unbounded). For level 0 the range is widened to cover every overlapping

@@ -137,10 +137,10 @@ bool version_edit_encode(const version_edit *e, buf *out)
         ok = ok && buf_put_varint32(out, TAG_LAST_SEQ) && buf_put_varint64(out, e->last_seq);
     for (int l = 0; l < NUM_LEVELS; l++)
         if (e->has_compact_pointer[l])
-            ok = ok && buf_put_varint32(out, TAG_COMPACT_POINTER) &&
-                 buf_put_varint32(out, (uint32_t)l) &&
-                 buf_put_length_prefixed(out, e->compact_pointer[l].data,
-                                         e->compact_pointer[l].len);
+            ok =
+                ok && buf_put_varint32(out, TAG_COMPACT_POINTER) &&
+                buf_put_varint32(out, (uint32_t)l) &&
+                buf_put_length_prefixed(out, e->compact_pointer[l].data, e->compact_pointer[l].len);
     for (int i = 0; i < e->ndeleted; i++)
         ok = ok && buf_put_varint32(out, TAG_DELETED_FILE) &&
              buf_put_varint32(out, (uint32_t)e->deleted[i].level) &&

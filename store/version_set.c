@@ -403,12 +403,11 @@ static lsm_status *read_current(version_set *vs, uint64_t *number)
 static lsm_status *check_format(const version_edit *e, bool first, const char *name)
 {
     if (first && !e->has_format)
-        return status_new(LSM_INVALID_ARGUMENT, "%s: not an lsmfs store (no format record)",
-                          name);
+        return status_new(LSM_INVALID_ARGUMENT, "%s: not an lsmfs store (no format record)", name);
     if (e->has_format && strcmp(e->format, STORE_FORMAT) != 0)
         return status_new(LSM_NOT_SUPPORTED,
-                          "%s: store format \"%s\" is not supported by this version (\"%s\")",
-                          name, e->format, STORE_FORMAT);
+                          "%s: store format \"%s\" is not supported by this version (\"%s\")", name,
+                          e->format, STORE_FORMAT);
     return NULL;
 }
 

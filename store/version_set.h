@@ -41,17 +41,17 @@ typedef struct version {
 
 struct version_set {
     lsm_env *env;
-    const char *dir;         /* not owned */
-    mutex *mu;               /* the db mutex that guards everything here */
-    uint64_t next_file;      /* next file number to hand out */
-    uint64_t log_number;     /* logs numbered below this are obsolete */
-    uint64_t last_seq;       /* as last recorded in the MANIFEST */
+    const char *dir;     /* not owned */
+    mutex *mu;           /* the db mutex that guards everything here */
+    uint64_t next_file;  /* next file number to hand out */
+    uint64_t log_number; /* logs numbered below this are obsolete */
+    uint64_t last_seq;   /* as last recorded in the MANIFEST */
     uint64_t manifest_number;
-    wal_writer *manifest;    /* NULL until vset_recover/vset_create */
-    bool manifest_busy;      /* a log_and_apply is writing; others wait on cv */
+    wal_writer *manifest; /* NULL until vset_recover/vset_create */
+    bool manifest_busy;   /* a log_and_apply is writing; others wait on cv */
     pthread_cond_t cv;
-    version *current;        /* holds one reference */
-    version live;            /* dummy head of the list of live versions */
+    version *current;          /* holds one reference */
+    version live;              /* dummy head of the list of live versions */
     int l0_compaction_trigger; /* for version scores */
     buf compact_pointer[NUM_LEVELS];
 };

@@ -267,9 +267,8 @@ static void test_crc32c_extend(void **state)
     uint32_t whole = crc32c(s, n);
     for (size_t cut = 0; cut <= n; cut++) {
         assert_int_equal(crc32c_extend(crc32c(s, cut), s + cut, n - cut), whole);
-        assert_int_equal(crc32c_extend_portable(crc32c_extend_portable(0, s, cut), s + cut,
-                                                n - cut),
-                         whole);
+        assert_int_equal(
+            crc32c_extend_portable(crc32c_extend_portable(0, s, cut), s + cut, n - cut), whole);
     }
     assert_int_not_equal(crc32c("a", 1), crc32c("foo", 3));
 }

@@ -271,7 +271,7 @@ static void test_posix_dirs_and_names(void **state)
     assert_true(env->file_exists(env, a));
     assert_false(env->file_exists(env, b));
     ASSERT_OK(env->create_dir(env, sub));
-    ASSERT_OK(env->create_dir(env, sub)); /* fine if it exists */
+    ASSERT_OK(env->create_dir(env, sub));                   /* fine if it exists */
     ASSERT_FAILS(env->create_dir(env, a), LSM_IO_ERROR, a); /* a file is there */
 
     char **names;
@@ -499,8 +499,7 @@ static void test_posix_misc(void **state)
     uint64_t total, avail;
     ASSERT_OK(env->disk_free(env, "/tmp", &total, &avail));
     assert_true(total > 0 && avail <= total);
-    ASSERT_FAILS(env->disk_free(env, "/no/such/dir", &total, &avail), LSM_IO_ERROR,
-                 "/no/such/dir");
+    ASSERT_FAILS(env->disk_free(env, "/no/such/dir", &total, &avail), LSM_IO_ERROR, "/no/such/dir");
     uint64_t t0 = env->now_micros(env);
     env->sleep_micros(env, 2000);
     uint64_t t1 = env->now_micros(env);

@@ -24,8 +24,12 @@ static void put(fixture *fx, const schema_key *k, const void *v, size_t vlen)
 static void put_inode(fixture *fx, uint64_t ino, uint32_t mode, uint32_t nlink, uint64_t size,
                       uint64_t parent, uint64_t next_cookie, const char *payload)
 {
-    inode_rec r = {.mode = mode, .nlink = nlink, .size = size, .generation = 1,
-                   .parent = parent, .next_cookie = next_cookie};
+    inode_rec r = {.mode = mode,
+                   .nlink = nlink,
+                   .size = size,
+                   .generation = 1,
+                   .parent = parent,
+                   .next_cookie = next_cookie};
     if (S_ISREG(mode) && payload != NULL)
         r.flags = INODE_F_INLINE;
     size_t plen = payload ? strlen(payload) : 0;
@@ -37,8 +41,8 @@ static void put_inode(fixture *fx, uint64_t ino, uint32_t mode, uint32_t nlink, 
     put(fx, &k, v, INODE_HDR_LEN + plen);
 }
 
-static void put_entry(fixture *fx, uint64_t parent, const char *name, uint64_t ino,
-                      uint32_t mode, uint64_t cookie)
+static void put_entry(fixture *fx, uint64_t parent, const char *name, uint64_t ino, uint32_t mode,
+                      uint64_t cookie)
 {
     schema_key k;
     key_dirent(&k, parent, name, strlen(name));

@@ -81,10 +81,19 @@ static void test_dirent_and_cookie_round_trip(void **state)
 static void test_inode_round_trip_with_payload(void **state)
 {
     (void)state;
-    inode_rec r = {.mode = S_IFREG | 0640, .uid = 1000, .gid = 100, .flags = INODE_F_INLINE,
-                   .nlink = 3, .size = 5, .rdev = 0, .generation = 1,
-                   .atime = {.sec = -5, .nsec = 999999999}, .mtime = {.sec = 1 << 30, .nsec = 1},
-                   .ctime = {.sec = 7, .nsec = 0}, .parent = 0, .next_cookie = 0};
+    inode_rec r = {.mode = S_IFREG | 0640,
+                   .uid = 1000,
+                   .gid = 100,
+                   .flags = INODE_F_INLINE,
+                   .nlink = 3,
+                   .size = 5,
+                   .rdev = 0,
+                   .generation = 1,
+                   .atime = {.sec = -5, .nsec = 999999999},
+                   .mtime = {.sec = 1 << 30, .nsec = 1},
+                   .ctime = {.sec = 7, .nsec = 0},
+                   .parent = 0,
+                   .next_cookie = 0};
     char v[INODE_HDR_LEN + 5];
     inode_encode_hdr(&r, v);
     memcpy(v + INODE_HDR_LEN, "abcde", 5);
@@ -123,8 +132,11 @@ static void test_inode_decode_rejects_damage(void **state)
 static void test_superblock_versions(void **state)
 {
     (void)state;
-    schema_super s = {.version = SCHEMA_VERSION, .chunk_size = 65536, .inline_limit = 4096,
-                      .ctime_sec = 123, .ctime_nsec = 4};
+    schema_super s = {.version = SCHEMA_VERSION,
+                      .chunk_size = 65536,
+                      .inline_limit = 4096,
+                      .ctime_sec = 123,
+                      .ctime_nsec = 4};
     char v[SCHEMA_SUPER_LEN];
     super_encode(&s, v);
     schema_super back;

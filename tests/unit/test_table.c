@@ -510,7 +510,7 @@ static void flip_everywhere(bool compression)
     table_options o = {256, 10, compression};
     buf file;
     model m = model_table(60, COMPRESSIBLE, 64, &o, &file); /* small: no 100 KiB values */
-    if (compression) { /* lz4 blocks are among those damaged */
+    if (compression) {                                      /* lz4 blocks are among those damaged */
         buf plain;
         buf_init(&plain);
         table_options po = o;

@@ -572,8 +572,8 @@ static void test_bit_flips_in_middle(void **state)
     /* Payload bytes, header bytes (crc, length, type) of fragments in the
      * first blocks, and a few random positions. */
     uint64_t hdr = first_header(&lg, 40);
-    uint64_t spots[] = {100, hdr, hdr + 3, hdr + 4, hdr + 5, hdr + 6, hdr + 20, BLOCK,
-                        BLOCK + 1, 2 * BLOCK + 4, 3 * BLOCK + 6};
+    uint64_t spots[] = {100,      hdr,   hdr + 3,   hdr + 4,       hdr + 5,      hdr + 6,
+                        hdr + 20, BLOCK, BLOCK + 1, 2 * BLOCK + 4, 3 * BLOCK + 6};
     for (size_t i = 0; i < sizeof(spots) / sizeof(spots[0]); i++)
         check_middle_damage(&lg, spots[i], false);
     for (int i = 0; i < 200; i++)
