@@ -53,13 +53,38 @@ static void futex_wait(_Atomic int *addr, int expected)
     syscall(SYS_futex, (int *)addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
 }
 
-/* Publishes w's new state and wakes it. After the store, w may return and
- * its stack frame vanish: the wake then hits a stale address, which the
- * kernel treats as a futex with no waiter (harmless). */
-static void writer_wake(struct writer *w, enum writer_state st)
+static void futex_wake(_Atomic int *addr)
+{
+    syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Wake-ups a leader owes, issued after it lets go of mu so the woken
+ * writers do not find the mutex held for a string of system calls. */
+#define WAKE_BATCH 64
+struct wakeups {
+    _Atomic int *addr[WAKE_BATCH];
+    int n;
+};
+
+/* Publishes w's new state and wakes it now or (wk != NULL) later. Once the
+ * state is stored, w may return and its stack frame vanish: the wake then
+ * hits a stale address, which the kernel treats as a futex with no waiter,
+ * or wakes a later writer at the same address, which sees WAITING and
+ * sleeps again (harmless either way). */
+static void writer_wake(struct writer *w, enum writer_state st, struct wakeups *wk)
 {
     atomic_store_explicit(&w->state, st, memory_order_release);
-    syscall(SYS_futex, (int *)&w->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    if (wk != NULL && wk->n < WAKE_BATCH)
+        wk->addr[wk->n++] = &w->state;
+    else
+        futex_wake(&w->state);
+}
+
+static void wakeups_flush(struct wakeups *wk)
+{
+    for (int i = 0; i < wk->n; i++)
+        futex_wake(wk->addr[i]);
+    wk->n = 0;
 }
 
 /* Waits, without mu, until w is told to lead or is done. A brief spin
@@ -365,7 +390,8 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force)
 
 /* Pops the group [head, last], handing each follower its status; wakes the
  * next head. REQUIRES: mu held. */
-static void finish_group(lsm_db *db, struct writer *leader, struct writer *last, lsm_status *s)
+static void finish_group(lsm_db *db, struct writer *leader, struct writer *last, lsm_status *s,
+                         struct wakeups *wk)
 {
     assert(mutex_held(&db->mu));
     for (;;) {
@@ -375,7 +401,7 @@ static void finish_group(lsm_db *db, struct writer *leader, struct writer *last,
         if (w != leader) {
             w->seq = db->last_seq;
             w->status = status_copy(s);
-            writer_wake(w, WRITER_DONE); /* w may be gone after this */
+            writer_wake(w, WRITER_DONE, wk); /* w may be gone after this */
         }
         if (w == last)
             break;
@@ -383,13 +409,13 @@ static void finish_group(lsm_db *db, struct writer *leader, struct writer *last,
     if (db->head == NULL)
         db->tail = NULL;
     else
-        writer_wake(db->head, WRITER_LEADER);
+        writer_wake(db->head, WRITER_LEADER, wk);
 }
 
 void db_queue_pop_head(lsm_db *db, struct writer *w)
 {
     assert(mutex_held(&db->mu) && db->head == w);
-    finish_group(db, w, w, NULL);
+    finish_group(db, w, w, NULL, NULL);
 }
 
 bool db_queue_wait(lsm_db *db, struct writer *w)
@@ -425,8 +451,9 @@ static void count_group(lsm_db *db, int count, uint64_t bytes, bool synced)
         st->syncs++;
 }
 
-/* Leads one group. REQUIRES: mu held; w is the head. */
-static lsm_status *lead(lsm_db *db, struct writer *w)
+/* Leads one group; the wake-ups it owes go to wk. REQUIRES: mu held; w is
+ * the head. */
+static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk)
 {
     lsm_status *s = db_make_room_for_write(db, false);
     struct writer *last = w;
@@ -457,7 +484,7 @@ static lsm_status *lead(lsm_db *db, struct writer *w)
         if (need_sync)
             learn_group_size(db, count);
     }
-    finish_group(db, w, last, s);
+    finish_group(db, w, last, s, wk);
     return s;
 }
 
@@ -475,9 +502,11 @@ lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync, uint64_t *seqp)
             *seqp = w.seq;
         return w.status;
     }
-    lsm_status *s = lead(db, &w);
+    struct wakeups wk = {.n = 0};
+    lsm_status *s = lead(db, &w, &wk);
     if (seqp)
         *seqp = db->last_seq;
     mutex_unlock(&db->mu);
+    wakeups_flush(&wk);
     return s;
 }
