@@ -96,12 +96,10 @@ static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool pl
 {
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[plus ? OP_READDIRPLUS : OP_READDIR]);
-    inode *d;
-    int err = off < 0 ? EINVAL : icache_get(fs, ino, &d);
-    if (err != 0) {
-        fuse_reply_err(req, err);
+    inode *d = op_pin(req, fs, ino, off < 0 ? EINVAL : 0);
+    if (d == NULL)
         return;
-    }
+    int err = 0;
     inode_rec r;
     op_read_rec(d, &r);
     icache_put(fs->icache, d);

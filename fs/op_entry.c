@@ -57,12 +57,9 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     (void)fi;
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_GETATTR]);
-    inode *n;
-    int err = icache_get(fs, ino, &n);
-    if (err != 0) {
-        fuse_reply_err(req, err);
+    inode *n = op_pin(req, fs, ino, 0);
+    if (n == NULL)
         return;
-    }
     inode_rec r;
     op_read_rec(n, &r);
     icache_put(fs->icache, n);
@@ -130,12 +127,10 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     (void)fi;
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_SETATTR]);
-    inode *n;
-    int err = icache_get(fs, ino, &n);
-    if (err != 0) {
-        fuse_reply_err(req, err);
+    inode *n = op_pin(req, fs, ino, 0);
+    if (n == NULL)
         return;
-    }
+    int err = 0;
     inode_rec r;
     pthread_rwlock_wrlock(&n->lock);
     err = setattr_locked(fs, n, attr, to_set, &r);

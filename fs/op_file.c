@@ -37,12 +37,10 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, ENOSYS); /* the kernel stops sending open */
         return;
     }
-    inode *n;
-    int err = icache_get(fs, ino, &n);
-    if (err != 0) {
-        fuse_reply_err(req, err);
+    inode *n = op_pin(req, fs, ino, 0);
+    if (n == NULL)
         return;
-    }
+    int err = 0;
     pthread_rwlock_wrlock(&n->lock);
     if (n->gone)
         err = ENOENT;
@@ -63,12 +61,10 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
     (void)fi;
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_READ]);
-    inode *n;
-    int err = off < 0 ? EINVAL : icache_get(fs, ino, &n);
-    if (err != 0) {
-        fuse_reply_err(req, err);
+    inode *n = op_pin(req, fs, ino, off < 0 ? EINVAL : 0);
+    if (n == NULL)
         return;
-    }
+    int err = 0;
     char *buf = NULL;
     size_t len = 0;
     pthread_rwlock_rdlock(&n->lock);
@@ -108,12 +104,10 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
     (void)fi;
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_WRITE]);
-    inode *n;
-    int err = off < 0 ? EINVAL : icache_get(fs, ino, &n);
-    if (err != 0) {
-        fuse_reply_err(req, err);
+    inode *n = op_pin(req, fs, ino, off < 0 ? EINVAL : 0);
+    if (n == NULL)
         return;
-    }
+    int err = 0;
     pthread_rwlock_wrlock(&n->lock);
     err = write_locked(fs, n, buf, size, (uint64_t)off);
     pthread_rwlock_unlock(&n->lock);
@@ -155,12 +149,10 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, 0);
         return;
     }
-    inode *n;
-    int err = icache_get(fs, ino, &n);
-    if (err != 0) {
-        fuse_reply_err(req, err);
+    inode *n = op_pin(req, fs, ino, 0);
+    if (n == NULL)
         return;
-    }
+    int err = 0;
     bool reclaim;
     pthread_rwlock_wrlock(&n->lock);
     err = release_locked(fs, n, &reclaim);
@@ -268,12 +260,10 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
         fuse_reply_err(req, EINVAL);
         return;
     }
-    inode *n;
-    int err = off < 0 ? ENXIO : icache_get(fs, ino, &n);
-    if (err != 0) {
-        fuse_reply_err(req, err);
+    inode *n = op_pin(req, fs, ino, off < 0 ? ENXIO : 0);
+    if (n == NULL)
         return;
-    }
+    int err = 0;
     uint64_t result = 0;
     pthread_rwlock_rdlock(&n->lock);
     err = data_seek(fs, n, (uint64_t)off, whence, &result);

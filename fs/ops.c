@@ -21,6 +21,18 @@ lsmfs *op_fs(fuse_req_t req)
     return op_state(req)->fs;
 }
 
+inode *op_pin(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, int err)
+{
+    inode *n = NULL;
+    if (err == 0)
+        err = icache_get(fs, ino, &n);
+    if (err != 0) {
+        fuse_reply_err(req, err);
+        return NULL;
+    }
+    return n;
+}
+
 void op_read_rec(inode *n, inode_rec *r)
 {
     pthread_rwlock_rdlock(&n->lock);

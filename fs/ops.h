@@ -33,6 +33,10 @@ void op_fill_entry(lsmfs *fs, uint64_t ino, const inode_rec *r, struct fuse_entr
  * counts the kernel's new lookup reference. */
 void op_reply_entry(fuse_req_t req, lsmfs *fs, inode *n, const inode_rec *r);
 void op_reply_attr(fuse_req_t req, lsmfs *fs, uint64_t ino, const inode_rec *r);
+/* Pins inode ino for a request, unless err (an error found before, such as
+ * a bad offset) is set. On failure replies with the error and returns NULL:
+ * the caller just returns. */
+inode *op_pin(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, int err);
 /* Takes a snapshot of n->rec under its read lock. */
 void op_read_rec(inode *n, inode_rec *r);
 /* Ends a single-inode change: adds n's new record r (payload decision pl,
