@@ -592,13 +592,20 @@ lsm_status *lsm_get(lsm_db *db, const lsm_read_options *ro, const void *key, siz
     enum memtable_get_result r = get_from_memtables(rv, key, klen, seq, val, vlen);
     lsm_status *err = NULL;
     if (r == MEMTABLE_ABSENT) {
-        buf ik;
-        buf_init(&ik);
-        if (buf_put_ikey(&ik, key, klen, seq, TYPE_SEEK))
-            r = version_get(rv->version, db->tables, ro, ik.data, ik.len, val, vlen, &err);
-        else
+        /* The seek key on the stack: every lookup that misses the memtables
+         * (most of a filesystem's) would otherwise pay a malloc. */
+        char small[256];
+        char *ik = klen + IKEY_TRAILER <= sizeof(small) ? small : malloc(klen + IKEY_TRAILER);
+        if (ik != NULL) {
+            memcpy(ik, key, klen);
+            encode_fixed64(ik + klen, pack_seq_type(seq, TYPE_SEEK));
+            r = version_get(rv->version, db->tables, ro, ik, klen + IKEY_TRAILER, val, vlen,
+                            &err);
+        } else {
             err = status_new(LSM_IO_ERROR, "out of memory");
-        buf_free(&ik);
+        }
+        if (ik != small)
+            free(ik);
     }
     db_unref_view(db, rv);
     if (err)
