@@ -249,11 +249,11 @@ lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out)
     lsm_status *s = db->env->new_wfile(db->env, name, &f);
     if (s)
         return s;
-    /* Reserve log space ahead of the writes, 1 MiB at a time: syncs of
-     * appends into reserved space need no inode update, and a live log
-     * holds at most 1 MiB it does not use. ENOSPC here is no error: the
-     * log then simply grows as it is written. */
-    lsm_status *pre = f->ops->preallocate(f, 1u << 20);
+    /* Make log space ahead of the writes, 1 MiB at a time: syncs of
+     * appends into it need no inode update, and a live log holds at most
+     * 1 MiB it does not use. ENOSPC here is no error: the log then simply
+     * grows as it is written. */
+    lsm_status *pre = f->ops->preallocate(f, 1u << 20, db->opt.wal_zero_fill);
     lsm_status_free(pre);
     *out = wal_writer_new(f, 0);
     if (*out == NULL)

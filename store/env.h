@@ -24,13 +24,17 @@ struct lsm_wfile_ops {
     lsm_status *(*flush)(lsm_wfile *f);
     /* flush, then make the file's data durable (fdatasync). */
     lsm_status *(*sync)(lsm_wfile *f);
-    /* Reserves `len` bytes from the current end and makes them part of the
-     * file (reading as zeros), so syncs of later appends change no metadata;
-     * the POSIX env then appends through a shared mapping (no system call
-     * per append) and grows the reservation as needed. close() trims the
-     * file to its data. May be a no-op where the filesystem cannot. For the
-     * WAL only (readers must accept a zero tail while it is open). */
-    lsm_status *(*preallocate)(lsm_wfile *f, uint64_t len);
+    /* For the WAL only (readers must accept a zero tail while it is open).
+     * Makes room ahead of the appends, `len` bytes at a time, so syncs of
+     * later appends change no metadata. zero_fill false: the POSIX env
+     * reserves the space (fallocate) and appends through a shared mapping
+     * (no system call per append). zero_fill true: appends use pwrite, and
+     * once the file is synced a helper thread writes (and syncs) zeros
+     * ahead of them — the cheapest syncs. close() trims the file to its
+     * data. May be a no-op where the filesystem cannot. After this call,
+     * sync may run in one thread while another appends; it makes durable
+     * at least what was appended before it was called. */
+    lsm_status *(*preallocate)(lsm_wfile *f, uint64_t len, bool zero_fill);
     /* flush and close (no sync); frees f in every case. */
     lsm_status *(*close)(lsm_wfile *f);
 };

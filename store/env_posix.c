@@ -47,23 +47,50 @@ static lsm_status *posix_error(int err, const char *what, const char *path)
 
 /* ------------------------------------------------------------- wfile */
 
-/* Two modes. Normally appends collect in buf and go out with write(2).
- * After preallocate() the file is mapped (MAP_SHARED) over its reserved
- * space and an append is a memcpy into the page cache: the bytes are in the
- * kernel's hands at once (a crash of the process cannot lose them), with no
- * system call per append — the WAL's hot path. fdatasync covers pages
- * dirtied through the mapping as it does written ones. */
+/* Three modes. Normally appends collect in buf and go out with write(2).
+ * preallocate() switches a WAL to one of two others:
+ *  - mapped: the file is mapped (MAP_SHARED) over space reserved with
+ *    fallocate and an append is a memcpy into the page cache: the bytes are
+ *    in the kernel's hands at once (a crash of the process cannot lose them),
+ *    with no system call per append. fdatasync covers pages dirtied through
+ *    the mapping as it does written ones.
+ *  - zero-filled: appends pwrite at pos, and once the file is being synced
+ *    a helper thread (the zeroer) writes zeros ahead of pos and syncs them.
+ *    A later fdatasync then writes just the appended blocks: no extent to
+ *    convert, no size to update (space merely fallocated still costs an
+ *    extent update per sync that reaches new blocks; measured here 65 vs
+ *    110 µs for a 4 KiB append + fdatasync). Writing through a mapping into
+ *    written space was slower still, hence pwrite.
+ * In both WAL modes appends never use buf, so sync (which only flushes an
+ * empty buf, then fdatasyncs) may run in one thread while another appends.
+ */
 struct posix_wfile {
     lsm_wfile base;
     int fd;
-    int err;    /* errno of the first failed write/sync; 0 if none */
-    size_t len; /* bytes waiting in buf */
+    _Atomic int err; /* errno of the first failed write/sync; 0 if none */
+    size_t len;      /* bytes waiting in buf */
     char *path;
     char *map;         /* NULL unless mapped */
     uint64_t map_len;  /* bytes mapped from offset 0 (all reserved in the file) */
-    uint64_t pos;      /* mapped mode: offset of the next append */
+    uint64_t pos;      /* WAL modes: offset of the next append [zlk when zero-filled] */
     uint64_t map_step; /* how much more to reserve when the mapping is full */
+    struct zero_fill *zf; /* NULL unless zero-filled */
     char buf[WFILE_BUF_SIZE];
+};
+
+/* The zero-filled mode's shared state. The appending thread, a syncing
+ * thread and the zeroer meet here; zlk orders pos against the zeroer's
+ * writes so zeros never land on appended data. */
+struct zero_fill {
+    pthread_mutex_t zlk;
+    pthread_cond_t zcv;   /* the zeroer waits here for work */
+    uint64_t step;        /* bytes zeroed per round */
+    uint64_t zero_end;    /* [zlk] zeros reach this far (synced) */
+    uint64_t size;        /* [zlk] the file's size as we made it */
+    bool wanted;          /* [zlk] a round is asked for */
+    bool closing;         /* [zlk] the file is closing: the zeroer exits */
+    bool started;         /* [zlk] the zeroer thread exists */
+    pthread_t thread;     /* [zlk] valid once started */
 };
 
 /* write(2) until all n bytes are out, across EINTR and short writes.
@@ -81,6 +108,25 @@ static int write_all(int fd, const char *p, size_t n)
             return EIO; /* cannot happen for regular files; do not spin */
         p += w;
         n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* pwrite(2) until all n bytes are out at off. Returns 0 or an errno. */
+static int pwrite_all(int fd, const char *p, size_t n, uint64_t off)
+{
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        if (w == 0)
+            return EIO;
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
     }
     return 0;
 }
@@ -112,6 +158,8 @@ static lsm_status *wfile_flush_buf(struct posix_wfile *f)
 }
 
 static lsm_status *map_append(struct posix_wfile *f, const void *data, size_t n);
+static lsm_status *zero_append(struct posix_wfile *f, const void *data, size_t n);
+static void zero_after_sync(struct posix_wfile *f);
 
 static lsm_status *wfile_append(lsm_wfile *base, const void *data, size_t n)
 {
@@ -120,6 +168,8 @@ static lsm_status *wfile_append(lsm_wfile *base, const void *data, size_t n)
         return wfile_failed(f);
     if (f->map)
         return map_append(f, data, n);
+    if (f->zf)
+        return zero_append(f, data, n);
     const char *p = data;
     if (n <= WFILE_BUF_SIZE - f->len) {
         memcpy(f->buf + f->len, p, n);
@@ -166,6 +216,8 @@ static lsm_status *wfile_sync(lsm_wfile *base)
         f->err = errno;
         return posix_error(errno, "fdatasync", f->path);
     }
+    if (f->zf)
+        zero_after_sync(f);
     return NULL;
 }
 
@@ -221,16 +273,151 @@ static lsm_status *map_append(struct posix_wfile *f, const void *data, size_t n)
     return NULL;
 }
 
-static lsm_status *wfile_preallocate(lsm_wfile *base, uint64_t len)
+/* ------------------------------------------------- zero-filled WAL mode */
+
+#define ZERO_PIECE (64u << 10)
+static const char zeros[ZERO_PIECE];
+
+static lsm_status *zero_append(struct posix_wfile *f, const void *data, size_t n)
+{
+    struct zero_fill *z = f->zf;
+    pthread_mutex_lock(&z->zlk);
+    int err = pwrite_all(f->fd, data, n, f->pos);
+    if (err == 0) {
+        f->pos += n;
+        if (f->pos > z->size)
+            z->size = f->pos;
+    }
+    pthread_mutex_unlock(&z->zlk);
+    if (err == 0)
+        return NULL;
+    f->err = err;
+    return posix_error(err, "write", f->path);
+}
+
+/* Writes zeros over [from, to), piece by piece, each piece only where no
+ * append has reached yet (checked under zlk, which appends hold). Returns 0
+ * or an errno. [zeroer] */
+static int zero_range(struct posix_wfile *f, uint64_t from, uint64_t to)
+{
+    struct zero_fill *z = f->zf;
+    int err = 0;
+    for (uint64_t off = from; off < to && err == 0; off += ZERO_PIECE) {
+        uint64_t end = off + ZERO_PIECE < to ? off + ZERO_PIECE : to;
+        pthread_mutex_lock(&z->zlk);
+        uint64_t start = off > f->pos ? off : f->pos;
+        if (start < end) {
+            err = pwrite_all(f->fd, zeros, (size_t)(end - start), start);
+            if (err == 0 && end > z->size)
+                z->size = end;
+        }
+        pthread_mutex_unlock(&z->zlk);
+    }
+    return err;
+}
+
+/* The zeroer: each round zeros `step` bytes past what appends and earlier
+ * rounds reached, then syncs them. A failed write of zeros only ends the
+ * help (the WAL still works, with dearer syncs); a failed fdatasync is
+ * sticky for the file, because it may have swallowed the report of an
+ * appended page that was lost (the kernel reports a writeback error once
+ * per open file). */
+static void *zeroer_main(void *arg)
+{
+    struct posix_wfile *f = arg;
+    struct zero_fill *z = f->zf;
+    pthread_mutex_lock(&z->zlk);
+    for (;;) {
+        while (!z->wanted && !z->closing)
+            pthread_cond_wait(&z->zcv, &z->zlk);
+        if (z->closing)
+            break;
+        z->wanted = false;
+        uint64_t from = z->zero_end > f->pos ? z->zero_end : f->pos;
+        uint64_t to = from + z->step;
+        pthread_mutex_unlock(&z->zlk);
+        int err = zero_range(f, from, to);
+        bool sync_failed = false;
+        if (err == 0 && fdatasync(f->fd) < 0) {
+            err = errno;
+            sync_failed = true;
+        }
+        if (sync_failed)
+            f->err = err;
+        pthread_mutex_lock(&z->zlk);
+        if (err != 0)
+            break;
+        if (to > z->zero_end)
+            z->zero_end = to;
+    }
+    pthread_mutex_unlock(&z->zlk);
+    return NULL;
+}
+
+/* After a sync: asks the zeroer for another round once appends are within
+ * half a step of the zeros (starting it the first time). Syncs are what the
+ * zeros speed up, so a log that is never synced is never zero-filled. */
+static void zero_after_sync(struct posix_wfile *f)
+{
+    struct zero_fill *z = f->zf;
+    pthread_mutex_lock(&z->zlk);
+    if (!z->closing && f->pos + z->step / 2 >= z->zero_end) {
+        if (!z->started && pthread_create(&z->thread, NULL, zeroer_main, f) == 0)
+            z->started = true;
+        z->wanted = true;
+        pthread_cond_signal(&z->zcv);
+    }
+    pthread_mutex_unlock(&z->zlk);
+}
+
+static lsm_status *zero_fill_start(struct posix_wfile *f, uint64_t step)
+{
+    off_t end = lseek(f->fd, 0, SEEK_CUR);
+    if (end < 0)
+        return posix_error(errno, "lseek", f->path);
+    struct zero_fill *z = calloc(1, sizeof(*z));
+    if (z == NULL)
+        return posix_error(ENOMEM, "preallocate", f->path);
+    pthread_mutex_init(&z->zlk, NULL);
+    pthread_cond_init(&z->zcv, NULL);
+    z->step = step;
+    z->zero_end = z->size = (uint64_t)end;
+    f->pos = (uint64_t)end;
+    f->zf = z;
+    return NULL;
+}
+
+/* Stops the zeroer and frees the mode's state; the file keeps its zeros.
+ * *size: the file's size as appends and zeros made it. */
+static void zero_fill_stop(struct posix_wfile *f, uint64_t *size)
+{
+    struct zero_fill *z = f->zf;
+    pthread_mutex_lock(&z->zlk);
+    z->closing = true;
+    pthread_cond_signal(&z->zcv);
+    bool started = z->started;
+    pthread_mutex_unlock(&z->zlk);
+    if (started)
+        pthread_join(z->thread, NULL);
+    *size = z->size;
+    pthread_cond_destroy(&z->zcv);
+    pthread_mutex_destroy(&z->zlk);
+    free(z);
+    f->zf = NULL;
+}
+
+static lsm_status *wfile_preallocate(lsm_wfile *base, uint64_t len, bool zero_fill)
 {
     struct posix_wfile *f = (struct posix_wfile *)base;
     if (f->err)
         return wfile_failed(f);
-    if (len == 0 || f->map)
+    if (len == 0 || f->map || f->zf)
         return NULL;
     lsm_status *s = wfile_flush_buf(f);
     if (s)
         return s;
+    if (zero_fill)
+        return zero_fill_start(f, len);
     off_t end = lseek(f->fd, 0, SEEK_CUR);
     if (end < 0)
         return posix_error(errno, "lseek", f->path);
@@ -249,20 +436,31 @@ static lsm_status *wfile_preallocate(lsm_wfile *base, uint64_t len)
     return posix_error(err, "preallocate", f->path);
 }
 
+/* Gives the file back its true size (pos) now that no one appends, but only
+ * if it is still the size we made it: a file truncated behind our back (a
+ * test's simulated power cut) is left alone. */
+static lsm_status *trim_to_data(struct posix_wfile *f, uint64_t made_size)
+{
+    struct stat st;
+    bool ours = fstat(f->fd, &st) == 0 && (uint64_t)st.st_size == made_size;
+    if (f->err == 0 && ours && made_size > f->pos && ftruncate(f->fd, (off_t)f->pos) < 0)
+        return posix_error(errno, "ftruncate", f->path);
+    return NULL;
+}
+
 static lsm_status *wfile_close(lsm_wfile *base)
 {
     struct posix_wfile *f = (struct posix_wfile *)base;
     lsm_status *s = wfile_flush(base);
     if (f->map) {
-        /* Give the file back its true size: the reservation past the data
-         * is no longer needed once no one appends. */
         munmap(f->map, f->map_len);
-        /* Only if the file is still as we reserved it: a file truncated
-         * behind our back (a test's simulated power cut) is left alone. */
-        struct stat st;
-        bool ours = fstat(f->fd, &st) == 0 && (uint64_t)st.st_size == f->map_len;
-        if (s == NULL && f->err == 0 && ours && ftruncate(f->fd, (off_t)f->pos) < 0)
-            s = posix_error(errno, "ftruncate", f->path);
+        if (s == NULL)
+            s = trim_to_data(f, f->map_len);
+    } else if (f->zf) {
+        uint64_t made = 0;
+        zero_fill_stop(f, &made);
+        if (s == NULL)
+            s = trim_to_data(f, made);
     }
     if (close(f->fd) < 0 && s == NULL && errno != EINTR)
         s = posix_error(errno, "close", f->path);
@@ -307,6 +505,7 @@ static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
     f->map_len = 0;
     f->pos = 0;
     f->map_step = 0;
+    f->zf = NULL;
     *out = &f->base;
     return NULL;
 }

@@ -528,14 +528,15 @@ static lsm_status *fw_sync(lsm_wfile *wf)
     if (s == NULL) {
         fe_lock(fe);
         uint64_t delay = fe->sync_delay_us;
-        uint64_t size = f->node->size; /* only this thread appends to f */
+        uint64_t size = f->node->size; /* appended before this sync began */
         fe_unlock(fe);
         if (delay > 0)
             fe->base->sleep_micros(fe->base, delay);
         s = f->file->ops->sync(f->file);
         if (s == NULL) {
             fe_lock(fe);
-            f->node->synced = size;
+            if (size > f->node->synced)
+                f->node->synced = size;
             fe->syncs++;
             fe_unlock(fe);
         }
@@ -544,12 +545,12 @@ static lsm_status *fw_sync(lsm_wfile *wf)
     return s;
 }
 
-static lsm_status *fw_preallocate(lsm_wfile *wf, uint64_t len)
+static lsm_status *fw_preallocate(lsm_wfile *wf, uint64_t len, bool zero_fill)
 {
     struct fe_wfile *f = (struct fe_wfile *)wf;
     op_begin(f->fe);
     lsm_status *s =
-        f->h.dead ? dead_error("preallocate", f->h.path) : f->file->ops->preallocate(f->file, len);
+        f->h.dead ? dead_error("preallocate", f->h.path) : f->file->ops->preallocate(f->file, len, zero_fill);
     op_end(f->fe);
     return s;
 }

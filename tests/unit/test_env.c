@@ -4,6 +4,7 @@
 /* cmocka defines skip(); the sfile member is called as (ops->skip)(...). */
 
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -358,7 +359,7 @@ static void test_posix_preallocate_grows(void **state)
     lsm_env *env = x->env;
     char p[256];
     lsm_wfile *f = open_w(x, "log", p);
-    ASSERT_OK(f->ops->preallocate(f, 4096));
+    ASSERT_OK(f->ops->preallocate(f, 4096, false));
     char chunk[1000];
     for (int i = 0; i < 300; i++) {
         memset(chunk, 'a' + i % 26, sizeof(chunk));
@@ -387,7 +388,7 @@ static void test_posix_preallocate(void **state)
     char p[256];
     lsm_wfile *f = open_w(x, "log", p);
     ASSERT_OK(f->ops->append(f, "abc", 3));
-    ASSERT_OK(f->ops->preallocate(f, 1 << 20));
+    ASSERT_OK(f->ops->preallocate(f, 1 << 20, false));
     ASSERT_OK(f->ops->append(f, "def", 3));
     ASSERT_OK(f->ops->sync(f));
     /* While open, the file covers the reservation (zeros past the data, so
@@ -404,6 +405,111 @@ static void test_posix_preallocate(void **state)
     char got[16];
     assert_int_equal(slurp(p, got, sizeof(got)), 6);
     assert_memory_equal(got, "abcdef", 6);
+}
+
+/* The byte at offset i of what the zero-fill tests append. */
+static char zf_byte(uint64_t i)
+{
+    return (char)('a' + (i * 7 + i / 4093) % 26);
+}
+
+static void zf_fill(char *data, uint64_t off, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        data[j] = zf_byte(off + j);
+}
+
+/* The whole file must be exactly `len` appended bytes. */
+static void zf_check_file(const char *p, uint64_t len)
+{
+    FILE *in_f = fopen(p, "r");
+    assert_non_null(in_f);
+    char data[4096];
+    uint64_t off = 0;
+    size_t got;
+    while ((got = fread(data, 1, sizeof(data), in_f)) > 0) {
+        for (size_t j = 0; j < got; j++)
+            if (data[j] != zf_byte(off + j))
+                fail_msg("byte %llu is %d", (unsigned long long)(off + j), data[j]);
+        off += got;
+    }
+    fclose(in_f);
+    assert_int_equal(off, len);
+}
+
+/* Zero-filled mode: nothing is zeroed until the log is synced; then the
+ * zeroer writes zeros ahead of the data, appends land over them intact, and
+ * close trims the file to its data. */
+static void test_posix_zero_fill(void **state)
+{
+    struct fx *x = *state;
+    lsm_env *env = x->env;
+    char p[256], data[5000];
+    lsm_wfile *f = open_w(x, "log", p);
+    zf_fill(data, 0, 3);
+    ASSERT_OK(f->ops->append(f, data, 3));
+    ASSERT_OK(f->ops->preallocate(f, 64 << 10, true));
+    uint64_t off = 3, size;
+    zf_fill(data, off, 1000);
+    ASSERT_OK(f->ops->append(f, data, 1000));
+    off += 1000;
+    ASSERT_OK(env->file_size(env, p, &size));
+    assert_int_equal(size, off); /* appends went out at once, no zeros yet */
+    ASSERT_OK(f->ops->sync(f));
+    /* The zeroer runs on its own: wait (bounded) for its zeros to appear. */
+    for (int i = 0; i < 5000; i++) {
+        ASSERT_OK(env->file_size(env, p, &size));
+        if (size >= off + (64 << 10))
+            break;
+        env->sleep_micros(env, 1000);
+    }
+    assert_true(size >= off + (64 << 10));
+    for (int i = 0; i < 40; i++) { /* 200 KB: past the zeros, several rounds */
+        zf_fill(data, off, sizeof(data));
+        ASSERT_OK(f->ops->append(f, data, sizeof(data)));
+        off += sizeof(data);
+        if (i % 3 == 0)
+            ASSERT_OK(f->ops->sync(f));
+    }
+    ASSERT_OK(f->ops->close(f));
+    zf_check_file(p, off);
+}
+
+struct zf_race {
+    lsm_wfile *f;
+    _Atomic bool done;
+    uint64_t appended;
+};
+
+static void *zf_syncer(void *arg)
+{
+    struct zf_race *r = arg;
+    while (!atomic_load(&r->done))
+        assert_null(r->f->ops->sync(r->f));
+    return NULL;
+}
+
+/* Syncs from another thread while one appends, with a small zeroing step so
+ * the zeroer keeps racing the appends: no zero may land on data. */
+static void test_posix_zero_fill_concurrent(void **state)
+{
+    struct fx *x = *state;
+    char p[256], data[6000];
+    struct zf_race r = {.f = open_w(x, "log", p), .appended = 0};
+    atomic_init(&r.done, false);
+    ASSERT_OK(r.f->ops->preallocate(r.f, 8 << 10, true));
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, zf_syncer, &r), 0);
+    for (int i = 0; i < 3000; i++) {
+        size_t n = 1 + (size_t)(i * 2654435761u % sizeof(data));
+        zf_fill(data, r.appended, n);
+        ASSERT_OK(r.f->ops->append(r.f, data, n));
+        r.appended += n;
+    }
+    atomic_store(&r.done, true);
+    pthread_join(t, NULL);
+    ASSERT_OK(r.f->ops->close(r.f));
+    zf_check_file(p, r.appended);
 }
 
 static void test_posix_no_space(void **state)
@@ -533,7 +639,7 @@ static void test_fault_power_cut_data(void **state)
     ASSERT_FAILS(f->ops->append(f, "CCCC", 4), LSM_IO_ERROR, "power cut");
     ASSERT_FAILS(f->ops->flush(f), LSM_IO_ERROR, p);
     ASSERT_FAILS(f->ops->sync(f), LSM_IO_ERROR, p);
-    ASSERT_FAILS(f->ops->preallocate(f, 100), LSM_IO_ERROR, p);
+    ASSERT_FAILS(f->ops->preallocate(f, 100, false), LSM_IO_ERROR, p);
     ASSERT_FAILS(f->ops->close(f), LSM_IO_ERROR, p);
     ASSERT_FAILS(g->ops->close(g), LSM_IO_ERROR, q);
     assert_int_equal(slurp(p, got, sizeof(got)), 4);
@@ -924,6 +1030,7 @@ int main(void)
         POSIX_TEST(test_posix_write_read),          POSIX_TEST(test_posix_pread_threads),
         POSIX_TEST(test_posix_dirs_and_names),      POSIX_TEST(test_posix_small_file_helpers),
         POSIX_TEST(test_posix_preallocate),         POSIX_TEST(test_posix_preallocate_grows),
+        POSIX_TEST(test_posix_zero_fill),           POSIX_TEST(test_posix_zero_fill_concurrent),
         cmocka_unit_test(test_posix_no_space),      POSIX_TEST(test_posix_lock),
         cmocka_unit_test(test_posix_misc),          FAULT_TEST(test_fault_power_cut_data),
         FAULT_TEST(test_fault_power_cut_new_files), FAULT_TEST(test_fault_power_cut_rename),

@@ -173,10 +173,11 @@ static inline lsm_status *tu_wfile_sync(lsm_wfile *f)
     return NULL;
 }
 
-static inline lsm_status *tu_wfile_preallocate(lsm_wfile *f, uint64_t len)
+static inline lsm_status *tu_wfile_preallocate(lsm_wfile *f, uint64_t len, bool zero_fill)
 {
     (void)f;
     (void)len;
+    (void)zero_fill;
     return NULL;
 }
 
