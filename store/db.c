@@ -366,6 +366,7 @@ static void db_free(lsm_db *db)
     cache_free(db->block_cache);
     free(db->pending);
     pthread_cond_destroy(&db->gather_cv);
+    pthread_cond_destroy(&db->sync_cv);
     pthread_cond_destroy(&db->work_cv);
     pthread_cond_destroy(&db->room_cv);
     mutex_destroy(&db->mu);
@@ -395,6 +396,7 @@ static lsm_db *db_alloc(const lsm_options *o, const char *dir)
     db->snapshots.next = db->snapshots.prev = &db->snapshots;
     mutex_init(&db->mu);
     cond_init_monotonic(&db->gather_cv);
+    pthread_cond_init(&db->sync_cv, NULL);
     pthread_cond_init(&db->work_cv, NULL);
     pthread_cond_init(&db->room_cv, NULL);
     db->block_cache = cache_new(o->block_cache_size);
@@ -479,7 +481,8 @@ lsm_status *lsm_close(lsm_db *db)
     lsm_status *flush = db_flush_memtables(db);
     db_stop_background(db);
     mutex_lock(&db->mu);
-    assert(db->head == NULL); /* no write may be in flight at close */
+    /* no write or sync may be in flight at close */
+    assert(db->head == NULL && db->sync_head == NULL && !db->syncing);
     lsm_status *s = status_copy(db->bg_error);
     if (s == NULL && db->wal && db->wal_synced < wal_offset(db->wal))
         s = wal_sync(db->wal);
@@ -536,10 +539,7 @@ lsm_status *lsm_write_seq(lsm_db *db, const lsm_write_options *wo, lsm_batch *ba
 
 lsm_status *lsm_sync_upto(lsm_db *db, uint64_t seq)
 {
-    mutex_lock(&db->mu);
-    bool durable = db->durable_seq >= seq && db->bg_error == NULL;
-    mutex_unlock(&db->mu);
-    return durable ? NULL : db_write(db, NULL, true, NULL);
+    return db_sync_upto(db, seq);
 }
 
 lsm_status *lsm_put(lsm_db *db, const lsm_write_options *wo, const void *key, size_t klen,
@@ -568,7 +568,7 @@ lsm_status *lsm_delete(lsm_db *db, const lsm_write_options *wo, const void *key,
 
 lsm_status *lsm_sync(lsm_db *db)
 {
-    return db_write(db, NULL, true, NULL);
+    return db_sync_upto(db, UINT64_MAX);
 }
 
 /* ------------------------------------------------------------------- reads */

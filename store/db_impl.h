@@ -26,7 +26,8 @@
 enum writer_state {
     WRITER_WAITING = 0,
     WRITER_LEADER = 1, /* it is now the head: it must lead a group */
-    WRITER_DONE = 2,   /* a leader wrote its batch: status and seq are set */
+    WRITER_DONE = 2,   /* its write is done: status and seq are set */
+    WRITER_SYNCER = 3, /* waiting for durability, it must now run the sync */
 };
 
 /* A caller waiting in the write queue; lives on the caller's stack. A
@@ -39,7 +40,13 @@ struct writer {
     uint64_t seq;        /* last sequence of its group; written before DONE */
     lsm_status *status;  /* written before DONE */
     _Atomic int state;   /* enum writer_state; release-stored by the waker */
-    struct writer *next; /* [mu] */
+    struct writer *next; /* [mu] in the queue; then [leader] its group's links */
+    /* In the sync stage, a group waiting for durability is represented by
+     * its leader: */
+    struct writer *last;      /* [mu] the group's last member */
+    uint64_t target;          /* [mu] durable_seq the group waits for */
+    int count;                /* [mu] writers in the group */
+    struct writer *sync_next; /* [mu] next group waiting for a sync */
 };
 
 /* What a reader needs, pinned as a unit ("super version"): the memtables and
@@ -103,9 +110,19 @@ struct lsm_db {
 
     struct writer *head, *tail; /* [mu] the write queue */
     int queue_len;              /* [mu] */
-    int expected_group;         /* [mu] writers a sync group tends to have */
-    pthread_cond_t gather_cv;   /* a gathering leader waits here [mu] */
-    bool gathering;             /* [mu] a leader is waiting on gather_cv */
+
+    /* The sync stage (db_write.c): a group that needs durability leaves the
+     * queue once it is in the WAL and the memtable, and waits here; one
+     * waiter at a time runs the WAL sync for every group written so far,
+     * while the queue goes on appending behind it. */
+    bool syncing;             /* [mu] a WAL sync is running (or gathering) */
+    pthread_cond_t sync_cv;   /* [mu] broadcast when a sync ends */
+    struct writer *sync_head, *sync_tail; /* [mu] groups waiting for a sync */
+    int sync_waiters;         /* [mu] writers in those groups */
+    bool sync_gathering;      /* [mu] the syncer is still gathering waiters */
+    int expected_group;       /* [mu] writers a sync tends to cover */
+    pthread_cond_t gather_cv; /* [mu] gathering leaders and syncers wait here */
+    int gatherers;            /* [mu] how many wait on gather_cv */
 
     memtable *mem;         /* [mu] pointer; contents written by the leader */
     uint64_t mem_log;      /* [mu] the log holding mem's first entry */
@@ -116,7 +133,8 @@ struct lsm_db {
 
     wal_writer *wal;     /* [mu] pointer; appends by the leader */
     uint64_t wal_number; /* [mu] */
-    uint64_t wal_synced; /* [leader] bytes of the current WAL known durable */
+    uint64_t wal_written; /* [mu] bytes of the current WAL holding published groups */
+    uint64_t wal_synced;  /* [mu] bytes of the current WAL known durable */
     lsm_batch group;     /* [leader] scratch batch for merged groups */
 
     uint64_t last_seq;             /* [mu] last sequence visible to readers */
@@ -172,6 +190,11 @@ bool db_queue_wait(lsm_db *db, struct writer *w);
 void db_queue_pop_head(lsm_db *db, struct writer *w);
 /* *seq (may be NULL) gets the last sequence of the write's group. */
 lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync, uint64_t *seq);
+/* Returns once every write with sequence <= seq (and every write
+ * acknowledged before this call, if seq is UINT64_MAX) is durable, sharing
+ * WAL syncs with concurrent writers; never enters the write queue. Fails
+ * once the store has a sticky error. */
+lsm_status *db_sync_upto(lsm_db *db, uint64_t seq);
 /* Opens a new WAL numbered `number` and makes its directory entry durable.
  * No lock needed. */
 lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out);

@@ -4,26 +4,38 @@
  * No writer thread: each caller puts a `struct writer` on its own stack into
  * the queue. The writer at the head is the leader: it merges the batches of
  * the writers queued behind it into one group, appends the group to the WAL
- * as one record, syncs if any member asked for it, inserts the group into the
- * memtable — all with mu released — then hands every member its status and
- * makes the next writer the head.
+ * as one record and inserts it into the memtable — with mu released — then
+ * publishes it and makes the next writer the head. A group that asked for
+ * sync then moves to the sync stage: its leader waits until a WAL sync
+ * covers the group (running that sync itself if none is running), and only
+ * then hands every member its status. So the next groups append while a
+ * sync runs, and the next sync covers all of them: the disk flush, not the
+ * queue, is what writers share (MySQL's binlog group commit has the same
+ * split into a write stage and a sync stage).
  *
  * Rules that make this correct and durable:
  *  - A writer that asked for sync never joins a group whose leader did not:
- *    that leader will not sync. (A non-sync writer may ride in a sync group.)
+ *    that leader will not wait for a sync. (A non-sync writer may ride in a
+ *    sync group.)
  *  - A group is one WAL record and one range of sequence numbers, published
  *    to readers (last_seq) only after every member is in the memtable, so a
- *    batch is visible all at once or not at all.
+ *    batch is visible all at once or not at all. Groups are appended and
+ *    published in sequence order, so everything up to last_seq is in the
+ *    WAL (wal_written bytes of the current one) and a sync started after
+ *    reading both covers it all: durable_seq never runs ahead of the disk.
+ *    A synced write may be visible a moment before it is durable (as data
+ *    written to any filesystem is before its fsync); it is acknowledged
+ *    only once durable.
  *  - Before a WAL is left behind it is synced if it holds unsynced writes,
  *    and a new WAL's directory entry is synced before it is used, so a sync
  *    covers every write acknowledged before it, whatever log it went to.
  *  - Any WAL write or sync failure is sticky (db->bg_error): the page cache
  *    may have dropped what we wrote, so nothing later can be promised.
  *
- * Gathering: when the leader is going to sync and recent sync groups were
- * larger than the queue now is, it waits (at most group_commit_delay_us) for
- * the usual crowd to arrive, so one fdatasync serves all of them instead of
- * splitting them into a small group and a large one (PostgreSQL's
+ * Gathering: when a sync is about to start and recent syncs covered more
+ * writers than now wait, the syncer waits (at most group_commit_delay_us) for
+ * the usual crowd to append, so one fdatasync serves all of them instead of
+ * splitting them into a small sync and a large one (PostgreSQL's
  * commit_delay idea, self-tuned: one writer alone never waits).
  */
 #include "db_impl.h"
@@ -103,6 +115,21 @@ static enum writer_state writer_wait(struct writer *w)
     return (enum writer_state)st;
 }
 
+/* Writers a gather counts: `at_head` (a sync leader gathering its group)
+ * counts those queued too, a syncer only those already in the sync list.
+ * REQUIRES: mu held. */
+static int gathered(lsm_db *db, bool at_head)
+{
+    return db->sync_waiters + (at_head ? db->queue_len : 0);
+}
+
+/* Wakes gatherers once the crowd they wait for is there. REQUIRES: mu held. */
+static void gather_signal(lsm_db *db)
+{
+    if (db->gatherers > 0 && gathered(db, true) >= db->expected_group)
+        pthread_cond_broadcast(&db->gather_cv);
+}
+
 /* REQUIRES: mu held. */
 static void enqueue(lsm_db *db, struct writer *w)
 {
@@ -114,17 +141,16 @@ static void enqueue(lsm_db *db, struct writer *w)
         db->head = w;
     db->tail = w;
     db->queue_len++;
-    if (db->gathering && db->queue_len >= db->expected_group)
-        pthread_cond_signal(&db->gather_cv);
+    gather_signal(db);
 }
 
-/* Waits for followers to gather behind the leader `w` (see the file comment).
- * REQUIRES: mu held; w is the head. */
-static void gather(lsm_db *db, struct writer *w)
+/* Waits (at most group_commit_delay_us) for the usual crowd of sync writers
+ * to arrive (see the file comment). REQUIRES: mu held. */
+static void gather(lsm_db *db, bool at_head)
 {
-    assert(mutex_held(&db->mu) && db->head == w);
+    assert(mutex_held(&db->mu));
     uint32_t delay = db->opt.group_commit_delay_us;
-    if (!w->sync || delay == 0 || db->queue_len >= db->expected_group)
+    if (delay == 0 || gathered(db, at_head) >= db->expected_group)
         return;
     uint64_t t0 = db->env->now_micros(db->env);
     struct timespec deadline;
@@ -134,16 +160,16 @@ static void gather(lsm_db *db, struct writer *w)
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000L;
     }
-    db->gathering = true;
-    while (db->queue_len < db->expected_group &&
+    db->gatherers++;
+    while (gathered(db, at_head) < db->expected_group &&
            cond_timedwait(&db->gather_cv, &db->mu, &deadline) != ETIMEDOUT) {
     }
-    db->gathering = false;
+    db->gatherers--;
     db->stats.gather_wait_us += db->env->now_micros(db->env) - t0;
 }
 
-/* After a sync group of n writers: expect as many next time, forgetting
- * slowly (one per group) so a crowd that thinned is not waited for long. */
+/* After a sync that covered n writers: expect as many next time, forgetting
+ * slowly (one per sync) so a crowd that thinned is not waited for long. */
 static void learn_group_size(lsm_db *db, int n)
 {
     if (n >= db->expected_group)
@@ -211,14 +237,13 @@ static lsm_status *build_group(lsm_db *db, struct writer *first, struct writer *
     return NULL;
 }
 
-/* Appends the group to the WAL, syncs it if asked, inserts it into mem.
- * Runs with mu released. [leader] */
-static lsm_status *commit_group(lsm_db *db, lsm_batch *group, bool need_sync, wal_writer *wal,
-                                memtable *mem, uint64_t *bytes, bool *synced)
+/* Appends the group to the WAL and inserts it into mem; *written gets the
+ * WAL's size after it. Runs with mu released. [leader] */
+static lsm_status *commit_group(lsm_db *db, lsm_batch *group, wal_writer *wal, memtable *mem,
+                                uint64_t *bytes, uint64_t *written)
 {
     lsm_status *s = NULL;
     *bytes = 0;
-    *synced = false;
     if (group) {
         size_t n;
         const char *data = batch_contents(group, &n);
@@ -227,17 +252,167 @@ static lsm_status *commit_group(lsm_db *db, lsm_batch *group, bool need_sync, wa
             s = wal_flush(wal);
         *bytes = n;
     }
-    if (s == NULL && need_sync && db->wal_synced < wal_offset(wal)) {
-        s = wal_sync(wal);
-        if (s == NULL) {
-            db->wal_synced = wal_offset(wal);
-            *synced = true;
-        }
-    }
+    *written = wal_offset(wal);
     if (s != NULL)
         return status_wrap(s, "write-ahead log %06llu", (unsigned long long)db->wal_number);
     if (group)
         s = batch_insert_into(group, mem);
+    return s;
+}
+
+/* Takes the group [head, last] off the queue and wakes the next head. The
+ * members stay linked [head, last] and keep waiting until finish_group.
+ * REQUIRES: mu held. */
+static void pop_group(lsm_db *db, struct writer *last, struct wakeups *wk)
+{
+    assert(mutex_held(&db->mu));
+    for (struct writer *w = db->head;; w = w->next) {
+        db->queue_len--;
+        if (w == last)
+            break;
+    }
+    db->head = last->next;
+    if (db->head == NULL)
+        db->tail = NULL;
+    else
+        writer_wake(db->head, WRITER_LEADER, wk);
+}
+
+/* Hands each follower in (leader, last] its status and sequence and wakes
+ * it. REQUIRES: mu held (for the statuses' sake: s is copied). */
+static void finish_group(struct writer *leader, struct writer *last, lsm_status *s, uint64_t seq,
+                         struct wakeups *wk)
+{
+    struct writer *m = leader == last ? NULL : leader->next;
+    while (m != NULL) {
+        struct writer *next = m == last ? NULL : m->next; /* before m may go */
+        m->seq = seq;
+        m->status = status_copy(s);
+        writer_wake(m, WRITER_DONE, wk);
+        m = next;
+    }
+}
+
+/* The sync stage. A group waiting for durability is its leader's writer in
+ * the sync list; the other members sleep on, still linked from it. Whoever
+ * runs a sync finishes, after it, every group it covered (waking each member
+ * on its futex: none of them needs mu to return), and hands the next sync
+ * to the first group still waiting. */
+
+/* Finishes the waiting groups whose target is durable (all of them, with
+ * the error, if s != NULL), except `self`'s leader, which the caller
+ * finishes. REQUIRES: mu held. */
+static void finish_synced(lsm_db *db, lsm_status *s, struct writer *self, struct wakeups *wk)
+{
+    assert(mutex_held(&db->mu));
+    struct writer **pp = &db->sync_head, *prev = NULL;
+    while (*pp != NULL) {
+        struct writer *g = *pp;
+        if (s == NULL && g->target > db->durable_seq) {
+            prev = g;
+            pp = &g->sync_next;
+            continue;
+        }
+        *pp = g->sync_next;
+        db->sync_waiters -= g->count;
+        finish_group(g, g->last, s, g->target, wk);
+        if (g != self) {
+            g->seq = g->target;
+            g->status = status_copy(s);
+            writer_wake(g, WRITER_DONE, wk); /* g may be gone after this */
+        }
+    }
+    db->sync_tail = prev;
+}
+
+/* Syncs the WAL for everything published so far, after letting the usual
+ * crowd of waiting groups gather, then finishes the groups it covered. A
+ * failure is sticky: the kernel may have dropped pages it could not write.
+ * REQUIRES: mu held; no sync running; `self` waits in the sync list. */
+static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk)
+{
+    assert(mutex_held(&db->mu) && !db->syncing);
+    db->syncing = true; /* also keeps the WAL from being switched under us */
+    db->sync_gathering = true;
+    gather(db, false);
+    db->sync_gathering = false;
+    uint64_t upto = db->last_seq, off = db->wal_written;
+    int covered = db->sync_waiters;
+    lsm_status *s = NULL;
+    if (off > db->wal_synced) {
+        wal_writer *wal = db->wal;
+        mutex_unlock(&db->mu);
+        s = wal_sync(wal);
+        mutex_lock(&db->mu);
+        if (s == NULL) {
+            db->wal_synced = off;
+            db->stats.syncs++;
+        }
+    }
+    if (s == NULL) {
+        if (upto > db->durable_seq)
+            db->durable_seq = upto;
+        learn_group_size(db, covered);
+    } else {
+        s = status_wrap(s, "write-ahead log %06llu", (unsigned long long)db->wal_number);
+        db_set_bg_error(db, status_copy(s));
+    }
+    db->syncing = false;
+    pthread_cond_broadcast(&db->sync_cv); /* a memtable switch or a sync head waits */
+    finish_synced(db, s, self, wk);
+    if (db->sync_head != NULL) /* appended meanwhile: the next sync is theirs */
+        writer_wake(db->sync_head, WRITER_SYNCER, wk);
+    return s;
+}
+
+/* Waits until every write up to `target` is durable, for the group [g, last]
+ * of n writers (g is its leader, already off the queue); then g's followers
+ * are finished too. REQUIRES: mu held (released while waiting). */
+static lsm_status *wait_durable(lsm_db *db, struct writer *g, struct writer *last, uint64_t target,
+                                int n, struct wakeups *wk)
+{
+    assert(mutex_held(&db->mu) && target <= db->last_seq);
+    if (db->durable_seq >= target || db->bg_error != NULL) {
+        lsm_status *s = db->durable_seq >= target ? NULL : status_copy(db->bg_error);
+        finish_group(g, last, s, target, wk);
+        return s;
+    }
+    g->last = last;
+    g->target = target;
+    g->count = n;
+    g->sync_next = NULL;
+    if (db->sync_tail)
+        db->sync_tail->sync_next = g;
+    else
+        db->sync_head = g;
+    db->sync_tail = g;
+    db->sync_waiters += n;
+    gather_signal(db);
+    if (!db->syncing && db->sync_head == g)
+        return run_sync(db, g, wk);
+    atomic_store_explicit(&g->state, WRITER_WAITING, memory_order_relaxed);
+    mutex_unlock(&db->mu);
+    wakeups_flush(wk);
+    enum writer_state st = writer_wait(g);
+    mutex_lock(&db->mu);
+    if (st == WRITER_DONE)
+        return g->status;
+    assert(st == WRITER_SYNCER && db->sync_head == g && !db->syncing);
+    return run_sync(db, g, wk);
+}
+
+lsm_status *db_sync_upto(lsm_db *db, uint64_t seq)
+{
+    struct writer w = {.batch = NULL, .sync = true};
+    struct wakeups wk = {.n = 0};
+    mutex_lock(&db->mu);
+    db->stats.writes++;
+    db->stats.barriers++;
+    lsm_status *s = status_copy(db->bg_error);
+    if (s == NULL)
+        s = wait_durable(db, &w, &w, seq < db->last_seq ? seq : db->last_seq, 1, &wk);
+    mutex_unlock(&db->mu);
+    wakeups_flush(&wk);
     return s;
 }
 
@@ -278,9 +453,12 @@ static lsm_status *switch_memtable(lsm_db *db)
     memtable *fresh = memtable_new();
     if (fresh == NULL)
         return status_new(LSM_IO_ERROR, "out of memory switching memtables");
+    while (db->syncing) /* the sync stage holds the old log */
+        cond_wait(&db->sync_cv, &db->mu);
+    bool unsynced = db->wal_synced < db->wal_written;
     mutex_unlock(&db->mu);
     lsm_status *sync_err = NULL;
-    if (db->wal_synced < wal_offset(old))
+    if (unsynced)
         sync_err = wal_sync(old);
     wal_writer *neu = NULL;
     lsm_status *s = sync_err ? status_copy(sync_err) : db_new_wal(db, number, &neu);
@@ -303,7 +481,7 @@ static lsm_status *switch_memtable(lsm_db *db)
     db->durable_seq = db->last_seq; /* the old log was synced just now */
     db->wal = neu;
     db->wal_number = number;
-    db->wal_synced = 0;
+    db->wal_written = db->wal_synced = 0;
     db->stats.rotations++;
     db_install_view(db);
     return NULL;
@@ -388,34 +566,10 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force)
     }
 }
 
-/* Pops the group [head, last], handing each follower its status; wakes the
- * next head. REQUIRES: mu held. */
-static void finish_group(lsm_db *db, struct writer *leader, struct writer *last, lsm_status *s,
-                         struct wakeups *wk)
-{
-    assert(mutex_held(&db->mu));
-    for (;;) {
-        struct writer *w = db->head;
-        db->head = w->next;
-        db->queue_len--;
-        if (w != leader) {
-            w->seq = db->last_seq;
-            w->status = status_copy(s);
-            writer_wake(w, WRITER_DONE, wk); /* w may be gone after this */
-        }
-        if (w == last)
-            break;
-    }
-    if (db->head == NULL)
-        db->tail = NULL;
-    else
-        writer_wake(db->head, WRITER_LEADER, wk);
-}
-
 void db_queue_pop_head(lsm_db *db, struct writer *w)
 {
     assert(mutex_held(&db->mu) && db->head == w);
-    finish_group(db, w, w, NULL, NULL);
+    pop_group(db, w, NULL);
 }
 
 bool db_queue_wait(lsm_db *db, struct writer *w)
@@ -437,7 +591,7 @@ bool db_queue_wait(lsm_db *db, struct writer *w)
     return true;
 }
 
-static void count_group(lsm_db *db, int count, uint64_t bytes, bool synced)
+static void count_group(lsm_db *db, int count, uint64_t bytes)
 {
     struct db_stats *st = &db->stats;
     int followers = count - 1;
@@ -447,45 +601,69 @@ static void count_group(lsm_db *db, int count, uint64_t bytes, bool synced)
         st->wal_bytes += bytes;
         st->user_bytes += bytes - BATCH_HEADER;
     }
-    if (synced)
-        st->syncs++;
 }
 
-/* Leads one group; the wake-ups it owes go to wk. REQUIRES: mu held; w is
- * the head. */
-static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk)
+/* Writes the group led by w (picked from the queue) to the WAL and the
+ * memtable and publishes it: *last is its last member. REQUIRES: mu held;
+ * w is the head (mu is released while writing). */
+static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **last,
+                               bool *need_sync)
+{
+    int count;
+    *last = pick_group(db, need_sync, &count);
+    uint64_t seq = db->last_seq + 1;
+    lsm_batch *group = NULL;
+    lsm_status *s = build_group(db, w, *last, seq, &group);
+    wal_writer *wal = db->wal;
+    memtable *mem = db->mem;
+    uint64_t bytes = 0, written = 0;
+    mutex_unlock(&db->mu);
+    if (s == NULL)
+        s = commit_group(db, group, wal, mem, &bytes, &written);
+    mutex_lock(&db->mu);
+    if (s == NULL && group) {
+        db->last_seq = seq + lsm_batch_count(group) - 1;
+        db->wal_written = written;
+        db_account_write(db, bytes);
+    } else if (s != NULL) {
+        db_set_bg_error(db, status_copy(s));
+    }
+    count_group(db, count, bytes);
+    return s;
+}
+
+/* Leads one group: writes it, leaves the queue to the next head, waits for
+ * a sync if the group needs one, then finishes the members; *seq gets the
+ * group's last sequence and the wake-ups it owes go to wk. REQUIRES: mu
+ * held; w is the head. */
+static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64_t *seq)
 {
     lsm_status *s = db_make_room_for_write(db, false);
     struct writer *last = w;
-    int count = 1;
-    uint64_t bytes = 0;
-    bool need_sync = false, synced = false;
-    if (s == NULL) {
-        gather(db, w);
-        last = pick_group(db, &need_sync, &count);
-        uint64_t seq = db->last_seq + 1;
-        lsm_batch *group = NULL;
-        s = build_group(db, w, last, seq, &group);
-        wal_writer *wal = db->wal;
-        memtable *mem = db->mem;
-        mutex_unlock(&db->mu);
-        if (s == NULL)
-            s = commit_group(db, group, need_sync, wal, mem, &bytes, &synced);
-        mutex_lock(&db->mu);
-        if (s == NULL && group) {
-            db->last_seq = seq + lsm_batch_count(group) - 1;
-            db_account_write(db, bytes);
-        }
-        if (s == NULL && need_sync) /* the WAL is sequential: all before is durable */
-            db->durable_seq = db->last_seq;
-        else if (s != NULL)
-            db_set_bg_error(db, status_copy(s));
-        count_group(db, count, bytes, synced);
-        if (need_sync)
-            learn_group_size(db, count);
+    bool need_sync = false;
+    /* A sync group could not finish before a running sync ends anyway:
+     * wait for it at the head, so the writers that queue meanwhile join
+     * this group (one append, one wake-up round) instead of each leading
+     * a group of its own; with no sync running, gather the usual crowd.
+     * Non-sync heads and barriers (db_sync_upto) never wait here, and no
+     * one waits for a sync that is still gathering its waiters. */
+    if (s == NULL && w->sync) {
+        while (db->syncing && !db->sync_gathering)
+            cond_wait(&db->sync_cv, &db->mu);
+        gather(db, true);
     }
-    finish_group(db, w, last, s, wk);
-    return s;
+    if (s == NULL)
+        s = write_group(db, w, &last, &need_sync);
+    *seq = db->last_seq;
+    pop_group(db, last, wk);
+    if (s != NULL || !need_sync) {
+        finish_group(w, last, s, *seq, wk);
+        return s;
+    }
+    int count = 1;
+    for (struct writer *m = w; m != last; m = m->next)
+        count++;
+    return wait_durable(db, w, last, *seq, count, wk);
 }
 
 lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync, uint64_t *seqp)
@@ -503,9 +681,10 @@ lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync, uint64_t *seqp)
         return w.status;
     }
     struct wakeups wk = {.n = 0};
-    lsm_status *s = lead(db, &w, &wk);
+    uint64_t seq;
+    lsm_status *s = lead(db, &w, &wk, &seq);
     if (seqp)
-        *seqp = db->last_seq;
+        *seqp = seq;
     mutex_unlock(&db->mu);
     wakeups_flush(&wk);
     return s;

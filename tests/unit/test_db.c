@@ -406,6 +406,65 @@ static void test_group_commit_shares_syncs(void **state)
     fault_env_free(fe);
 }
 
+struct slow_sync_arg {
+    lsm_db *db;
+    _Atomic bool done;
+};
+
+static void *slow_sync_writer(void *p)
+{
+    struct slow_sync_arg *a = p;
+    lsm_write_options wo = {.sync = true};
+    lsm_status *s = lsm_put(a->db, &wo, "a", 1, "1", 1);
+    if (s) {
+        fprintf(stderr, "put: %s\n", lsm_status_message(s));
+        abort();
+    }
+    atomic_store(&a->done, true);
+    return NULL;
+}
+
+/* The sync stage is off the queue: while one writer waits for a (slow) WAL
+ * sync, others keep writing without waiting for it; a sync write that
+ * arrives meanwhile gets a sync of its own after it, and both survive a
+ * power cut. */
+static void test_writes_proceed_during_sync(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_db(fault_env_env(fe), 0);
+    fault_env_set_sync_delay_us(fe, 1000000); /* a 1 s fsync */
+    struct slow_sync_arg a = {.db = db};
+    atomic_init(&a.done, false);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, slow_sync_writer, &a), 0);
+    while (tu_prop(db, "lsm.sequence") < 1) /* "a" is written, its sync runs */
+        usleep(1000);
+    char k[32];
+    for (int i = 0; i < 50; i++) {
+        key_of(k, "n", i);
+        put(db, k, k, false);
+    }
+    assert_false(atomic_load(&a.done)); /* they did not wait for its sync */
+    assert_value(db, "a", "1");         /* visible, not yet acknowledged */
+    put(db, "b", "2", true);            /* waits for a sync after a's */
+    pthread_join(t, NULL);
+    assert_true(atomic_load(&a.done));
+    assert_int_equal(fault_env_syncs(fe) >= 2, true);
+    assert_null(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db));
+    fault_env_set_sync_delay_us(fe, 0);
+    db = open_db(fault_env_env(fe), 0);
+    assert_value(db, "a", "1");
+    assert_value(db, "b", "2");
+    for (int i = 0; i < 50; i++) { /* before b: durable with it */
+        key_of(k, "n", i);
+        assert_value(db, k, k);
+    }
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 /* Sync writers mixed with non-sync writers; after every sync write returns,
  * a power cut must keep it. Checked by cutting power at the end and
  * verifying every sync-acknowledged write (and every write before it in the
@@ -671,6 +730,7 @@ int main(void)
         DB_TEST(test_not_a_store),
         DB_TEST(test_process_crash),
         DB_TEST(test_group_commit_shares_syncs),
+        DB_TEST(test_writes_proceed_during_sync),
         DB_TEST(test_sync_rule_and_power_cut),
         DB_TEST(test_power_cut_leaves_prefix),
         DB_TEST(test_barrier_makes_earlier_writes_durable),
