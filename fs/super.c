@@ -43,7 +43,7 @@ int super_open_store(const char *dir, lsm_db **db, char *err, size_t errlen)
      * for a tree of 1 KiB files. Chunks are values of their own anyway. */
     o.block_size = 16u << 10;
     /* fsync-heavy work: WAL syncs that write only their data blocks. */
-    o.wal_zero_fill = true;
+    o.wal_mode = LSM_WAL_ZERO_FILL;
     lsm_status *s = lsm_open(&o, dir, db);
     if (s == NULL)
         return 0;

@@ -428,7 +428,10 @@ lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out)
      * appends into it need no inode update, and a live log holds at most
      * 1 MiB it does not use. ENOSPC here is no error: the log then simply
      * grows as it is written. */
-    lsm_status *pre = f->ops->preallocate(f, 1u << 20, db->opt.wal_zero_fill);
+    enum wfile_space mode = db->opt.wal_mode == LSM_WAL_MAPPED      ? WFILE_MAPPED
+                            : db->opt.wal_mode == LSM_WAL_ZERO_FILL ? WFILE_ZERO_FILL
+                                                                    : WFILE_AUTO;
+    lsm_status *pre = f->ops->preallocate(f, 1u << 20, mode);
     lsm_status_free(pre);
     *out = wal_writer_new(f, 0);
     if (*out == NULL)

@@ -15,6 +15,9 @@
 #include <stdint.h>
 #include <stddef.h>
 
+/* How a WAL makes room for its appends (see preallocate). */
+enum wfile_space { WFILE_MAPPED, WFILE_ZERO_FILL, WFILE_AUTO };
+
 /* An append-only file (WAL, table, MANIFEST being written). */
 typedef struct lsm_wfile lsm_wfile;
 struct lsm_wfile_ops {
@@ -26,15 +29,16 @@ struct lsm_wfile_ops {
     lsm_status *(*sync)(lsm_wfile *f);
     /* For the WAL only (readers must accept a zero tail while it is open).
      * Makes room ahead of the appends, `len` bytes at a time, so syncs of
-     * later appends change no metadata. zero_fill false: the POSIX env
+     * later appends change no metadata. WFILE_MAPPED: the POSIX env
      * reserves the space (fallocate) and appends through a shared mapping
-     * (no system call per append). zero_fill true: appends use pwrite, and
-     * once the file is synced a helper thread writes (and syncs) zeros
-     * ahead of them — the cheapest syncs. close() trims the file to its
-     * data. May be a no-op where the filesystem cannot. After this call,
-     * sync may run in one thread while another appends; it makes durable
-     * at least what was appended before it was called. */
-    lsm_status *(*preallocate)(lsm_wfile *f, uint64_t len, bool zero_fill);
+     * (no system call per append). WFILE_ZERO_FILL: appends use pwrite,
+     * and once the file is synced a helper thread writes (and syncs) zeros
+     * ahead of them — the cheapest syncs. WFILE_AUTO: switches between the
+     * two as the share of synced appends changes. close() trims the file
+     * to its data. May be a no-op where the filesystem cannot. After this
+     * call, sync may run in one thread while another appends; it makes
+     * durable at least what was appended before it was called. */
+    lsm_status *(*preallocate)(lsm_wfile *f, uint64_t len, enum wfile_space mode);
     /* flush and close (no sync); frees f in every case. */
     lsm_status *(*close)(lsm_wfile *f);
 };

@@ -74,7 +74,12 @@ struct posix_wfile {
     uint64_t map_len;  /* bytes mapped from offset 0 (all reserved in the file) */
     uint64_t pos;      /* WAL modes: offset of the next append [zlk when zero-filled] */
     uint64_t map_step; /* how much more to reserve when the mapping is full */
-    struct zero_fill *zf; /* NULL unless zero-filled */
+    struct zero_fill *zf; /* NULL unless zero-filled or auto */
+    /* Auto mode: the appending thread switches between mapped and
+     * zero-filled by how often the log is synced (see auto_tick). */
+    bool auto_mode;
+    uint32_t win_appends;         /* appends in this window [appender] */
+    _Atomic uint32_t win_syncs;   /* syncs in this window (any thread) */
     char buf[WFILE_BUF_SIZE];
 };
 
@@ -87,6 +92,7 @@ struct zero_fill {
     uint64_t step;        /* bytes zeroed per round */
     uint64_t zero_end;    /* [zlk] zeros reach this far (synced) */
     uint64_t size;        /* [zlk] the file's size as we made it */
+    bool active;          /* [zlk] zero-filling (auto mode may pause it) */
     bool wanted;          /* [zlk] a round is asked for */
     bool closing;         /* [zlk] the file is closing: the zeroer exits */
     bool started;         /* [zlk] the zeroer thread exists */
@@ -160,12 +166,15 @@ static lsm_status *wfile_flush_buf(struct posix_wfile *f)
 static lsm_status *map_append(struct posix_wfile *f, const void *data, size_t n);
 static lsm_status *zero_append(struct posix_wfile *f, const void *data, size_t n);
 static void zero_after_sync(struct posix_wfile *f);
+static void auto_tick(struct posix_wfile *f);
 
 static lsm_status *wfile_append(lsm_wfile *base, const void *data, size_t n)
 {
     struct posix_wfile *f = (struct posix_wfile *)base;
     if (f->err)
         return wfile_failed(f);
+    if (f->auto_mode)
+        auto_tick(f);
     if (f->map)
         return map_append(f, data, n);
     if (f->zf)
@@ -216,6 +225,8 @@ static lsm_status *wfile_sync(lsm_wfile *base)
         f->err = errno;
         return posix_error(errno, "fdatasync", f->path);
     }
+    if (f->auto_mode)
+        atomic_fetch_add_explicit(&f->win_syncs, 1, memory_order_relaxed);
     if (f->zf)
         zero_after_sync(f);
     return NULL;
@@ -305,6 +316,10 @@ static int zero_range(struct posix_wfile *f, uint64_t from, uint64_t to)
     for (uint64_t off = from; off < to && err == 0; off += ZERO_PIECE) {
         uint64_t end = off + ZERO_PIECE < to ? off + ZERO_PIECE : to;
         pthread_mutex_lock(&z->zlk);
+        if (!z->active) { /* back to mapped appends: pos is no longer ours */
+            pthread_mutex_unlock(&z->zlk);
+            break;
+        }
         uint64_t start = off > f->pos ? off : f->pos;
         if (start < end) {
             err = pwrite_all(f->fd, zeros, (size_t)(end - start), start);
@@ -333,6 +348,8 @@ static void *zeroer_main(void *arg)
         if (z->closing)
             break;
         z->wanted = false;
+        if (!z->active)
+            continue;
         uint64_t from = z->zero_end > f->pos ? z->zero_end : f->pos;
         uint64_t to = from + z->step;
         pthread_mutex_unlock(&z->zlk);
@@ -361,7 +378,7 @@ static void zero_after_sync(struct posix_wfile *f)
 {
     struct zero_fill *z = f->zf;
     pthread_mutex_lock(&z->zlk);
-    if (!z->closing && f->pos + z->step / 2 >= z->zero_end) {
+    if (z->active && !z->closing && f->pos + z->step / 2 >= z->zero_end) {
         if (!z->started && pthread_create(&z->thread, NULL, zeroer_main, f) == 0)
             z->started = true;
         z->wanted = true;
@@ -370,7 +387,9 @@ static void zero_after_sync(struct posix_wfile *f)
     pthread_mutex_unlock(&z->zlk);
 }
 
-static lsm_status *zero_fill_start(struct posix_wfile *f, uint64_t step)
+/* Sets up zero-filling (active or, for auto mode, paused) from the file's
+ * current end. */
+static lsm_status *zero_fill_start(struct posix_wfile *f, uint64_t step, bool active)
 {
     off_t end = lseek(f->fd, 0, SEEK_CUR);
     if (end < 0)
@@ -381,10 +400,56 @@ static lsm_status *zero_fill_start(struct posix_wfile *f, uint64_t step)
     pthread_mutex_init(&z->zlk, NULL);
     pthread_cond_init(&z->zcv, NULL);
     z->step = step;
+    z->active = active;
     z->zero_end = z->size = (uint64_t)end;
     f->pos = (uint64_t)end;
     f->zf = z;
     return NULL;
+}
+
+/* Auto mode, from mapped to zero-filled appends: the rest of the
+ * reservation is zeroed from pos on by the zeroer. [appender] */
+static void auto_to_zero_fill(struct posix_wfile *f)
+{
+    struct zero_fill *z = f->zf;
+    munmap(f->map, f->map_len);
+    f->map = NULL;
+    pthread_mutex_lock(&z->zlk);
+    z->active = true;
+    if (f->map_len > z->size)
+        z->size = f->map_len;
+    z->zero_end = f->pos;
+    pthread_mutex_unlock(&z->zlk);
+}
+
+/* Auto mode, from zero-filled to mapped appends (a failed mapping leaves
+ * appends on pwrite, zeroing paused). [appender] */
+static void auto_to_mapped(struct posix_wfile *f)
+{
+    struct zero_fill *z = f->zf;
+    pthread_mutex_lock(&z->zlk);
+    z->active = false; /* the zeroer stops before its next piece */
+    uint64_t size = z->size;
+    pthread_mutex_unlock(&z->zlk);
+    /* On failure appends simply stay on pwrite (zf is still there). */
+    (void)map_extend(f, size, f->map_step);
+}
+
+/* Auto mode: every AUTO_WINDOW appends, zero-fill if at least one append in
+ * four was followed by a sync (its cheap syncs pay for the pwrite per
+ * append), else map (no system call per append). [appender] */
+#define AUTO_WINDOW 64
+static void auto_tick(struct posix_wfile *f)
+{
+    if (++f->win_appends < AUTO_WINDOW)
+        return;
+    uint32_t syncs = atomic_exchange_explicit(&f->win_syncs, 0, memory_order_relaxed);
+    bool sync_heavy = syncs * 4 >= f->win_appends;
+    f->win_appends = 0;
+    if (sync_heavy && f->map)
+        auto_to_zero_fill(f);
+    else if (!sync_heavy && f->map == NULL)
+        auto_to_mapped(f);
 }
 
 /* Stops the zeroer and frees the mode's state; the file keeps its zeros.
@@ -406,7 +471,7 @@ static void zero_fill_stop(struct posix_wfile *f, uint64_t *size)
     f->zf = NULL;
 }
 
-static lsm_status *wfile_preallocate(lsm_wfile *base, uint64_t len, bool zero_fill)
+static lsm_status *wfile_preallocate(lsm_wfile *base, uint64_t len, enum wfile_space mode)
 {
     struct posix_wfile *f = (struct posix_wfile *)base;
     if (f->err)
@@ -416,8 +481,12 @@ static lsm_status *wfile_preallocate(lsm_wfile *base, uint64_t len, bool zero_fi
     lsm_status *s = wfile_flush_buf(f);
     if (s)
         return s;
-    if (zero_fill)
-        return zero_fill_start(f, len);
+    if (mode != WFILE_MAPPED) {
+        s = zero_fill_start(f, len, mode == WFILE_ZERO_FILL);
+        if (s || mode == WFILE_ZERO_FILL)
+            return s;
+        f->auto_mode = true; /* and start mapped */
+    }
     off_t end = lseek(f->fd, 0, SEEK_CUR);
     if (end < 0)
         return posix_error(errno, "lseek", f->path);
@@ -452,16 +521,15 @@ static lsm_status *wfile_close(lsm_wfile *base)
 {
     struct posix_wfile *f = (struct posix_wfile *)base;
     lsm_status *s = wfile_flush(base);
+    uint64_t made = 0;
+    if (f->zf)
+        zero_fill_stop(f, &made);
     if (f->map) {
         munmap(f->map, f->map_len);
-        if (s == NULL)
-            s = trim_to_data(f, f->map_len);
-    } else if (f->zf) {
-        uint64_t made = 0;
-        zero_fill_stop(f, &made);
-        if (s == NULL)
-            s = trim_to_data(f, made);
+        made = f->map_len;
     }
+    if (s == NULL && made > 0)
+        s = trim_to_data(f, made);
     if (close(f->fd) < 0 && s == NULL && errno != EINTR)
         s = posix_error(errno, "close", f->path);
     free(f->path);
@@ -506,6 +574,9 @@ static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
     f->pos = 0;
     f->map_step = 0;
     f->zf = NULL;
+    f->auto_mode = false;
+    f->win_appends = 0;
+    atomic_init(&f->win_syncs, 0);
     *out = &f->base;
     return NULL;
 }

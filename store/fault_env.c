@@ -545,12 +545,12 @@ static lsm_status *fw_sync(lsm_wfile *wf)
     return s;
 }
 
-static lsm_status *fw_preallocate(lsm_wfile *wf, uint64_t len, bool zero_fill)
+static lsm_status *fw_preallocate(lsm_wfile *wf, uint64_t len, enum wfile_space mode)
 {
     struct fe_wfile *f = (struct fe_wfile *)wf;
     op_begin(f->fe);
     lsm_status *s =
-        f->h.dead ? dead_error("preallocate", f->h.path) : f->file->ops->preallocate(f->file, len, zero_fill);
+        f->h.dead ? dead_error("preallocate", f->h.path) : f->file->ops->preallocate(f->file, len, mode);
     op_end(f->fe);
     return s;
 }

@@ -57,6 +57,8 @@ lsm_env *lsm_env_default(void); /* POSIX; lives for the whole process */
 
 /* -------------------------------------------------------------- options */
 
+enum { LSM_WAL_AUTO = 0, LSM_WAL_MAPPED = 1, LSM_WAL_ZERO_FILL = 2 };
+
 typedef struct lsm_options {
     bool create_if_missing; /* default false */
     bool error_if_exists;   /* default false */
@@ -80,14 +82,16 @@ typedef struct lsm_options {
      * more writers to join before it writes (microseconds; 0 disables). The
      * wait ends early once no new writer arrived for a short while. */
     uint32_t group_commit_delay_us; /* default 40 */
-    /* How the WAL makes room for its appends. false (default): space is
+    /* How the WAL makes room for its appends. LSM_WAL_MAPPED: space is
      * reserved with fallocate and appends are a memcpy into a shared
-     * mapping — no system call per write; best when most writes do not
-     * sync. true: once the log is synced, a helper thread writes zeros
-     * ahead of the appends, which use pwrite; a sync then writes only the
-     * appended blocks (~40% cheaper for syncs of a few KiB here); best when
-     * most writes are synced, as in the filesystem. */
-    bool wal_zero_fill;
+     * mapping — no system call per write; best when few writes sync.
+     * LSM_WAL_ZERO_FILL: once the log is synced, a helper thread writes
+     * zeros ahead of the appends, which use pwrite; a sync then writes only
+     * the appended blocks (~40% cheaper for syncs of a few KiB here); best
+     * when many writes sync, as in the filesystem. LSM_WAL_AUTO (default):
+     * the log switches between the two every 64 appends, zero-filled while
+     * at least one append in four is synced. */
+    int wal_mode;
     lsm_env *env; /* default lsm_env_default() */
 } lsm_options;
 

@@ -81,7 +81,7 @@ static void usage(FILE *f)
             "  --seed=N              random seed (default 301)\n"
             "  --write_buffer_size=B --cache_size=B --bloom_bits=N --compression=0|1\n"
             "  --commit_delay_us=N   our group commit's gather wait (default 40)\n"
-            "  --wal_zero_fill=0|1   our WAL's zero-filled mode (default 0; lsmfs uses 1)\n"
+            "  --wal_mode=N          our WAL: 0 auto (default), 1 mapped, 2 zero-filled (lsmfs)\n"
             "                        engine tuning; unset keeps each engine's defaults\n",
             default_benchmarks);
 }
@@ -135,7 +135,7 @@ static bool set_numeric(flags *f, const char *name, const char *val, bool *known
         {"entries_per_batch", 1, NULL, &f->batch, NULL, NULL},
         {"bloom_bits", -1, NULL, &f->open.bloom_bits, NULL, NULL},
         {"commit_delay_us", -1, NULL, &f->open.commit_delay_us, NULL, NULL},
-        {"wal_zero_fill", 0, NULL, &f->open.wal_zero_fill, NULL, NULL},
+        {"wal_mode", 0, NULL, &f->open.wal_mode, NULL, NULL},
         {"compression", -1, NULL, &f->open.compression, NULL, NULL},
         {"use_existing_db", 0, NULL, NULL, &f->use_existing_db, NULL},
         {"sync", 0, NULL, NULL, &f->sync, NULL},
@@ -415,7 +415,7 @@ static char *e_open(const bench_open_options *bo, const char *dir, bench_db **ou
         o.compression = bo->compression != 0;
     if (bo->commit_delay_us >= 0)
         o.group_commit_delay_us = (uint32_t)bo->commit_delay_us;
-    o.wal_zero_fill = bo->wal_zero_fill != 0;
+    o.wal_mode = bo->wal_mode;
     lsm_read_options_init(&h->ro);
     lsm_status *s = lsm_open(&o, dir, &h->db);
     if (s != NULL) {

@@ -27,7 +27,7 @@ typedef struct bench_open_options {
     size_t cache_size;        /* block cache bytes; 0: engine default */
     int bloom_bits;           /* -1: engine default; 0: none */
     int commit_delay_us;      /* -1: engine default (ours only: group commit gather) */
-    int wal_zero_fill;        /* ours only: lsm_options.wal_zero_fill */
+    int wal_mode;             /* ours only: lsm_options.wal_mode */
     int compression;          /* -1: engine default; 0 off; 1 on */
 } bench_open_options;
 

@@ -359,7 +359,7 @@ static void test_posix_preallocate_grows(void **state)
     lsm_env *env = x->env;
     char p[256];
     lsm_wfile *f = open_w(x, "log", p);
-    ASSERT_OK(f->ops->preallocate(f, 4096, false));
+    ASSERT_OK(f->ops->preallocate(f, 4096, WFILE_MAPPED));
     char chunk[1000];
     for (int i = 0; i < 300; i++) {
         memset(chunk, 'a' + i % 26, sizeof(chunk));
@@ -388,7 +388,7 @@ static void test_posix_preallocate(void **state)
     char p[256];
     lsm_wfile *f = open_w(x, "log", p);
     ASSERT_OK(f->ops->append(f, "abc", 3));
-    ASSERT_OK(f->ops->preallocate(f, 1 << 20, false));
+    ASSERT_OK(f->ops->preallocate(f, 1 << 20, WFILE_MAPPED));
     ASSERT_OK(f->ops->append(f, "def", 3));
     ASSERT_OK(f->ops->sync(f));
     /* While open, the file covers the reservation (zeros past the data, so
@@ -448,7 +448,7 @@ static void test_posix_zero_fill(void **state)
     lsm_wfile *f = open_w(x, "log", p);
     zf_fill(data, 0, 3);
     ASSERT_OK(f->ops->append(f, data, 3));
-    ASSERT_OK(f->ops->preallocate(f, 64 << 10, true));
+    ASSERT_OK(f->ops->preallocate(f, 64 << 10, WFILE_ZERO_FILL));
     uint64_t off = 3, size;
     zf_fill(data, off, 1000);
     ASSERT_OK(f->ops->append(f, data, 1000));
@@ -491,13 +491,12 @@ static void *zf_syncer(void *arg)
 
 /* Syncs from another thread while one appends, with a small zeroing step so
  * the zeroer keeps racing the appends: no zero may land on data. */
-static void test_posix_zero_fill_concurrent(void **state)
+static void zf_concurrent(struct fx *x, enum wfile_space mode)
 {
-    struct fx *x = *state;
     char p[256], data[6000];
     struct zf_race r = {.f = open_w(x, "log", p), .appended = 0};
     atomic_init(&r.done, false);
-    ASSERT_OK(r.f->ops->preallocate(r.f, 8 << 10, true));
+    ASSERT_OK(r.f->ops->preallocate(r.f, 8 << 10, mode));
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, zf_syncer, &r), 0);
     for (int i = 0; i < 3000; i++) {
@@ -510,6 +509,41 @@ static void test_posix_zero_fill_concurrent(void **state)
     pthread_join(t, NULL);
     ASSERT_OK(r.f->ops->close(r.f));
     zf_check_file(p, r.appended);
+}
+
+static void test_posix_zero_fill_concurrent(void **state)
+{
+    zf_concurrent(*state, WFILE_ZERO_FILL);
+}
+
+static void test_posix_auto_concurrent(void **state)
+{
+    zf_concurrent(*state, WFILE_AUTO);
+}
+
+/* Auto mode switches between mapped and zero-filled appends as phases of
+ * synced and unsynced appends alternate; every byte survives the switches
+ * and close trims the file to its data. */
+static void test_posix_auto_switches(void **state)
+{
+    struct fx *x = *state;
+    char p[256], data[3000];
+    lsm_wfile *f = open_w(x, "log", p);
+    ASSERT_OK(f->ops->preallocate(f, 16 << 10, WFILE_AUTO));
+    uint64_t off = 0;
+    for (int phase = 0; phase < 6; phase++) {
+        bool synced = phase % 2 == 0;
+        for (int i = 0; i < 300; i++) {
+            size_t n = 1 + (size_t)((phase * 300 + i) * 2654435761u % sizeof(data));
+            zf_fill(data, off, n);
+            ASSERT_OK(f->ops->append(f, data, n));
+            off += n;
+            if (synced)
+                ASSERT_OK(f->ops->sync(f));
+        }
+    }
+    ASSERT_OK(f->ops->close(f));
+    zf_check_file(p, off);
 }
 
 static void test_posix_no_space(void **state)
@@ -639,7 +673,7 @@ static void test_fault_power_cut_data(void **state)
     ASSERT_FAILS(f->ops->append(f, "CCCC", 4), LSM_IO_ERROR, "power cut");
     ASSERT_FAILS(f->ops->flush(f), LSM_IO_ERROR, p);
     ASSERT_FAILS(f->ops->sync(f), LSM_IO_ERROR, p);
-    ASSERT_FAILS(f->ops->preallocate(f, 100, false), LSM_IO_ERROR, p);
+    ASSERT_FAILS(f->ops->preallocate(f, 100, WFILE_MAPPED), LSM_IO_ERROR, p);
     ASSERT_FAILS(f->ops->close(f), LSM_IO_ERROR, p);
     ASSERT_FAILS(g->ops->close(g), LSM_IO_ERROR, q);
     assert_int_equal(slurp(p, got, sizeof(got)), 4);
@@ -1031,6 +1065,7 @@ int main(void)
         POSIX_TEST(test_posix_dirs_and_names),      POSIX_TEST(test_posix_small_file_helpers),
         POSIX_TEST(test_posix_preallocate),         POSIX_TEST(test_posix_preallocate_grows),
         POSIX_TEST(test_posix_zero_fill),           POSIX_TEST(test_posix_zero_fill_concurrent),
+        POSIX_TEST(test_posix_auto_concurrent),     POSIX_TEST(test_posix_auto_switches),
         cmocka_unit_test(test_posix_no_space),      POSIX_TEST(test_posix_lock),
         cmocka_unit_test(test_posix_misc),          FAULT_TEST(test_fault_power_cut_data),
         FAULT_TEST(test_fault_power_cut_new_files), FAULT_TEST(test_fault_power_cut_rename),

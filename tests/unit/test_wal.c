@@ -869,7 +869,7 @@ static void test_real_file_round_trip(void **state)
     lsm_env *env = lsm_env_default();
     lsm_wfile *f;
     assert_null(env->new_wfile(env, path, &f));
-    assert_null(f->ops->preallocate(f, 1 << 20, false));
+    assert_null(f->ops->preallocate(f, 1 << 20, WFILE_MAPPED));
     wal_writer *w = wal_writer_new(f, 0);
     enum { N = 500 };
     size_t lens[N];

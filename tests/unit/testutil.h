@@ -173,11 +173,11 @@ static inline lsm_status *tu_wfile_sync(lsm_wfile *f)
     return NULL;
 }
 
-static inline lsm_status *tu_wfile_preallocate(lsm_wfile *f, uint64_t len, bool zero_fill)
+static inline lsm_status *tu_wfile_preallocate(lsm_wfile *f, uint64_t len, enum wfile_space mode)
 {
     (void)f;
     (void)len;
-    (void)zero_fill;
+    (void)mode;
     return NULL;
 }
 
