@@ -289,6 +289,20 @@ static lsm_status *map_append(struct posix_wfile *f, const void *data, size_t n)
 #define ZERO_PIECE (64u << 10)
 static const char zeros[ZERO_PIECE];
 
+/* Zeros are written and synced a round at a time, keeping about `step`
+ * bytes ahead of the appends: small rounds, because a WAL sync that queues
+ * behind the zeroer's fdatasync waits for the whole round (1 MiB rounds
+ * doubled the p99 of fsync-heavy work here). */
+#define ZERO_ROUND (256u << 10)
+
+/* Whether the zeros are less than a step (minus a round) ahead of the
+ * appends. REQUIRES: zlk held. */
+static bool zero_wants_more(const struct posix_wfile *f, const struct zero_fill *z)
+{
+    uint64_t round = z->step < ZERO_ROUND ? z->step : ZERO_ROUND;
+    return f->pos + z->step > z->zero_end + round;
+}
+
 static lsm_status *zero_append(struct posix_wfile *f, const void *data, size_t n)
 {
     struct zero_fill *z = f->zf;
@@ -331,7 +345,7 @@ static int zero_range(struct posix_wfile *f, uint64_t from, uint64_t to)
     return err;
 }
 
-/* The zeroer: each round zeros `step` bytes past what appends and earlier
+/* The zeroer: each round zeros ZERO_ROUND bytes past what appends and earlier
  * rounds reached, then syncs them. A failed write of zeros only ends the
  * help (the WAL still works, with dearer syncs); a failed fdatasync is
  * sticky for the file, because it may have swallowed the report of an
@@ -351,7 +365,7 @@ static void *zeroer_main(void *arg)
         if (!z->active)
             continue;
         uint64_t from = z->zero_end > f->pos ? z->zero_end : f->pos;
-        uint64_t to = from + z->step;
+        uint64_t to = from + (z->step < ZERO_ROUND ? z->step : ZERO_ROUND);
         pthread_mutex_unlock(&z->zlk);
         int err = zero_range(f, from, to);
         bool sync_failed = false;
@@ -366,19 +380,21 @@ static void *zeroer_main(void *arg)
             break;
         if (to > z->zero_end)
             z->zero_end = to;
+        if (z->active && zero_wants_more(f, z))
+            z->wanted = true; /* another round right away */
     }
     pthread_mutex_unlock(&z->zlk);
     return NULL;
 }
 
-/* After a sync: asks the zeroer for another round once appends are within
- * half a step of the zeros (starting it the first time). Syncs are what the
+/* After a sync: asks the zeroer for more rounds once the zeros are less
+ * than a step ahead (starting it the first time). Syncs are what the
  * zeros speed up, so a log that is never synced is never zero-filled. */
 static void zero_after_sync(struct posix_wfile *f)
 {
     struct zero_fill *z = f->zf;
     pthread_mutex_lock(&z->zlk);
-    if (z->active && !z->closing && f->pos + z->step / 2 >= z->zero_end) {
+    if (z->active && !z->closing && zero_wants_more(f, z)) {
         if (!z->started && pthread_create(&z->thread, NULL, zeroer_main, f) == 0)
             z->started = true;
         z->wanted = true;
