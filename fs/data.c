@@ -30,13 +30,9 @@ static bool is_inline(const inode_rec *r)
  * the chunk size is damage. */
 static int chunk_get(lsmfs *fs, uint64_t ino, uint64_t idx, char **v, size_t *vlen)
 {
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
     schema_key k;
     key_chunk(&k, ino, idx);
-    *v = NULL;
-    *vlen = 0;
-    lsm_status *s = lsm_get(fs->db, &ro, k.b, k.len, v, vlen);
+    lsm_status *s = fs_get(fs, &k, v, vlen);
     if (s != NULL) {
         int err = fs_read_errno(fs, s, "chunk");
         return err == ENOENT ? 0 : err;

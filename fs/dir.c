@@ -27,11 +27,9 @@ int dir_lookup(lsmfs *fs, uint64_t parent, const char *name, dirent_val *d)
         return ENAMETOOLONG;
     schema_key k;
     key_dirent(&k, parent, name, nlen);
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    char *v = NULL;
-    size_t vlen = 0;
-    lsm_status *s = lsm_get(fs->db, &ro, k.b, k.len, &v, &vlen);
+    char *v;
+    size_t vlen;
+    lsm_status *s = fs_get(fs, &k, &v, &vlen);
     if (s != NULL)
         return fs_read_errno(fs, s, "dirent");
     int err = dirent_decode(v, vlen, d) ? 0 : EIO;
