@@ -71,11 +71,74 @@ static void test_xattr_queries_of_inode_without_any(void **state)
     TM_ERR(getxattr(P("."), "user.b", buf, sizeof buf), ENODATA);
 }
 
+/* pwrite of n bytes of pattern `seed` at off, mirrored into `want`. */
+static void put(int fd, char *want, size_t n, off_t off, uint64_t seed)
+{
+    tm_fill(want + off, n, seed, (uint64_t)off);
+    TM_OK(tm_pwrite_all(fd, want + off, n, off));
+}
+
+/* A write that replaces every stored byte of the inline payload or chunk
+ * it lands in (a new file, an append starting a chunk, a rewrite from 0 to
+ * the end) reads nothing first; one that keeps stored bytes reads them. */
+static void test_write_reads_only_what_it_keeps(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    const size_t size = 64 * KiB;
+    char *want = calloc(1, size);
+    assert_non_null(want);
+    const char *f = P("f");
+    int fd = open(f, O_CREAT | O_EXCL | O_RDWR, 0644);
+    TM_OK(fd);
+    uint64_t g0 = gets(m);
+    put(fd, want, 1 * KiB, 0, 1);   /* new file, inline */
+    put(fd, want, 3 * KiB, 0, 2);   /* rewrites all of it */
+    put(fd, want, 9 * KiB, 0, 3);   /* moves out of line, rewriting all */
+    put(fd, want, 20 * KiB, 16 * KiB, 4); /* chunks 1 and 2: past the end */
+    put(fd, want, 8 * KiB, 36 * KiB, 5);  /* append into chunk 2 at the end */
+    assert_int_equal(gets(m) - g0, 1);    /* ... which kept chunk 2's bytes */
+    put(fd, want, 100, 5000, 6);          /* inside chunk 0: keeps the rest */
+    assert_int_equal(gets(m) - g0, 2);
+    TM_OK(close(fd));
+    size_t len = 44 * KiB;
+    assert_true(tm_hash_file(f) == tm_hash(want, len, TM_HASH_INIT));
+    tm_remount_checked(m);
+    struct stat st;
+    TM_OK(stat(f, &st));
+    assert_int_equal(st.st_size, (off_t)len);
+    assert_true(tm_hash_file(f) == tm_hash(want, len, TM_HASH_INIT));
+    free(want);
+}
+
+/* A file grown by truncate has a payload shorter than its size: a write
+ * from 0 to past the old size still replaces all of it. */
+static void test_write_after_truncate_up(void **state)
+{
+    struct tmount *m = *state;
+    char want[6 * KiB];
+    memset(want, 0, sizeof want);
+    const char *f = P("f");
+    int fd = open(f, O_CREAT | O_EXCL | O_RDWR, 0644);
+    TM_OK(fd);
+    put(fd, want, 500, 0, 7);
+    TM_OK(ftruncate(fd, 2 * KiB));
+    put(fd, want, 100, 1500, 8); /* into the zeros past the payload */
+    put(fd, want, 3 * KiB, 3 * KiB, 9);
+    TM_OK(close(fd));
+    assert_true(tm_hash_file(f) == tm_hash(want, sizeof want, TM_HASH_INIT));
+    tm_remount_checked(m);
+    assert_true(tm_hash_file(f) == tm_hash(want, sizeof want, TM_HASH_INIT));
+}
+
 int main(void)
 {
     tm_init();
     const struct CMUnitTest tests[] = {
         TM_TEST(test_xattr_queries_of_inode_without_any, setup),
+        TM_TEST(test_write_reads_only_what_it_keeps, setup),
+        TM_TEST(test_write_after_truncate_up, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
