@@ -278,6 +278,32 @@ static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *nam
     return 0;
 }
 
+/* The usual case, an entry whose inode is numbered above its directory's
+ * (created after it): lock order allows locking the directory first, so the
+ * entry is read once, under the lock. Sets *done unless the entry is numbered
+ * below (then nothing was changed and the caller takes the general path).
+ * On return *child holds the pinned entry's inode, if any. */
+static int remove_parent_first(lsmfs *fs, inode *parent, const char *name, bool dir,
+                               inode **child, bool *reclaim, bool *done)
+{
+    pthread_rwlock_wrlock(&parent->lock);
+    dirent_val d;
+    int err = dir_lookup(fs, parent->ino, name, &d);
+    *done = err != 0 || d.ino > parent->ino;
+    if (err == 0 && *done) {
+        err = icache_get(fs, d.ino, child); /* may lock it to load it: in order */
+        if (err == ENOENT)
+            err = EIO; /* an entry without its inode */
+    }
+    if (err == 0 && *done) {
+        pthread_rwlock_wrlock(&(*child)->lock);
+        err = remove_locked(fs, parent, *child, name, &d, dir, reclaim);
+        pthread_rwlock_unlock(&(*child)->lock);
+    }
+    pthread_rwlock_unlock(&parent->lock);
+    return err;
+}
+
 static void remove_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name, bool dir)
 {
     lsmfs *fs = op_fs(req);
@@ -287,8 +313,10 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name
     }
     inode *v[2] = {NULL, NULL};
     int err = icache_get(fs, parent_ino, &v[0]);
-    bool reclaim = false;
-    for (int tries = 0; err == 0; tries++) {
+    bool reclaim = false, done = false;
+    if (err == 0)
+        err = remove_parent_first(fs, v[0], name, dir, &v[1], &reclaim, &done);
+    for (int tries = 0; err == 0 && !done; tries++) {
         dirent_val d, d2;
         if ((err = dir_lookup(fs, parent_ino, name, &d)) != 0)
             break;

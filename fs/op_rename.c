@@ -177,11 +177,50 @@ static int rename_locked(rename_op *x)
     return 0;
 }
 
+/* The usual case, entries whose inodes are numbered above both directories
+ * (created after them): lock order allows locking the directories first, so
+ * each name is read once, under the locks. Sets *done unless an entry is
+ * numbered lower (then nothing was changed or pinned, and the caller takes
+ * the general path). */
+static int rename_parents_first(rename_op *x, bool *done)
+{
+    lsmfs *fs = x->fs;
+    inode *parents[2] = {x->op, x->np};
+    icache_lock_many(parents, 2);
+    uint64_t top = x->op->ino > x->np->ino ? x->op->ino : x->np->ino;
+    bool have_d = false;
+    int err = dir_lookup(fs, x->op->ino, x->name, &x->sd);
+    if (err == 0) {
+        err = dir_lookup(fs, x->np->ino, x->newname, &x->dd);
+        have_d = err == 0;
+        err = err == ENOENT ? 0 : err;
+    }
+    *done = err != 0 || (x->sd.ino > top && (!have_d || x->dd.ino > top));
+    if (err == 0 && *done) { /* icache_get may lock them to load them: in order */
+        err = icache_get(fs, x->sd.ino, &x->s);
+        if (err == 0 && have_d)
+            err = icache_get(fs, x->dd.ino, &x->d);
+        err = err == ENOENT ? EIO : err; /* an entry without its inode */
+    }
+    if (err == 0 && *done) {
+        inode *children[2] = {x->s, x->d};
+        icache_lock_many(children, 2);
+        err = rename_locked(x);
+        icache_unlock_many(children, 2);
+    }
+    icache_unlock_many(parents, 2);
+    return err;
+}
+
 /* Looks the two names up, pins their inodes, locks all four and checks
  * the names still point where they did; loops if they moved. */
 static int rename_pinned(rename_op *x)
 {
     lsmfs *fs = x->fs;
+    bool done = false;
+    int first = rename_parents_first(x, &done);
+    if (done)
+        return first;
     for (int tries = 0; tries < 100; tries++) {
         int err = dir_lookup(fs, x->op->ino, x->name, &x->sd);
         if (err != 0)

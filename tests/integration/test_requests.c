@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -132,6 +133,84 @@ static void test_write_after_truncate_up(void **state)
     assert_true(tm_hash_file(f) == tm_hash(want, sizeof want, TM_HASH_INIT));
 }
 
+static uint64_t ino_of(const char *path)
+{
+    struct stat st;
+    TM_OK(stat(path, &st));
+    return (uint64_t)st.st_ino;
+}
+
+/* unlink and rmdir read the entry once, under the directory's lock, when
+ * the inode is numbered above its directory; below (a hard link into a
+ * newer directory, an older directory moved into it) they still work. */
+static void test_unlink_reads_entry_once(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    TM_OK(mkdir(P("d"), 0755));
+    tm_make_file(P("d/big"), 20 * KiB, 1); /* chunked: no payload to keep */
+    /* Held open, so that the reclaimer (which reads it when the kernel lets
+     * go of it) does not run while the gets are counted. */
+    int fd = open(P("d/big"), O_RDONLY);
+    TM_OK(fd);
+    uint64_t g0 = gets(m);
+    TM_OK(unlink(P("d/big")));
+    assert_int_equal(gets(m) - g0, 1);
+    TM_OK(close(fd));
+    TM_ERR(unlink(P("d/big")), ENOENT);
+
+    TM_OK(mkdir(P("old"), 0755));
+    tm_make_file(P("f"), 100, 2);
+    TM_OK(mkdir(P("newer"), 0755));
+    assert_true(ino_of(P("f")) < ino_of(P("newer")));
+    TM_OK(link(P("f"), P("newer/g")));
+    TM_OK(rename(P("old"), P("newer/old")));
+    TM_OK(unlink(P("newer/g")));
+    TM_OK(rmdir(P("newer/old")));
+    TM_ERR(rmdir(P("newer/old")), ENOENT);
+    struct stat st;
+    TM_OK(stat(P("f"), &st));
+    assert_int_equal(st.st_nlink, 1);
+    tm_check_file(P("f"), 100, 2);
+    tm_remount_checked(m);
+    tm_check_file(P("f"), 100, 2);
+    TM_OK(rmdir(P("newer")));
+}
+
+/* rename reads each name once, under the directories' locks, when both
+ * inodes are numbered above both directories (a maildir delivery); below,
+ * it takes the general path. */
+static void test_rename_reads_entries_once(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    tm_make_file(P("early"), 20 * KiB, 3);
+    TM_OK(mkdir(P("tmp"), 0755));
+    TM_OK(mkdir(P("new"), 0755));
+    tm_make_file(P("tmp/a"), 20 * KiB, 4);
+    tm_make_file(P("tmp/b"), 20 * KiB, 5);
+    tm_make_file(P("new/b"), 20 * KiB, 6);
+    int fd = open(P("new/b"), O_RDONLY); /* keeps the reclaimer away (above) */
+    TM_OK(fd);
+    uint64_t g0 = gets(m);
+    /* The kernel looks the target name up before every rename (1 get). */
+    TM_OK(rename(P("tmp/a"), P("new/a")));
+    assert_int_equal(gets(m) - g0, 3);
+    TM_OK(rename(P("tmp/b"), P("new/b"))); /* replaces new/b */
+    assert_int_equal(gets(m) - g0, 6);
+    TM_OK(close(fd));
+    TM_OK(rename(P("early"), P("new/early"))); /* numbered below both */
+    TM_OK(rename(P("new/a"), P("tmp/a2")));
+    TM_ERR(stat(P("tmp/a"), &(struct stat){0}), ENOENT);
+    tm_remount_checked(m);
+    tm_check_file(P("tmp/a2"), 20 * KiB, 4);
+    tm_check_file(P("new/b"), 20 * KiB, 5);
+    tm_check_file(P("new/early"), 20 * KiB, 3);
+    TM_ERR(stat(P("early"), &(struct stat){0}), ENOENT);
+}
+
 int main(void)
 {
     tm_init();
@@ -139,6 +218,8 @@ int main(void)
         TM_TEST(test_xattr_queries_of_inode_without_any, setup),
         TM_TEST(test_write_reads_only_what_it_keeps, setup),
         TM_TEST(test_write_after_truncate_up, setup),
+        TM_TEST(test_unlink_reads_entry_once, setup),
+        TM_TEST(test_rename_reads_entries_once, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
