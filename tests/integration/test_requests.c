@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "mount.h"
@@ -140,9 +142,29 @@ static uint64_t ino_of(const char *path)
     return (uint64_t)st.st_ino;
 }
 
+/* Waits (5 s at most) until the reclaimer has freed `n` orphans in all. */
+static void wait_reclaimed(const struct tmount *m, uint64_t n)
+{
+    for (int i = 0; i < 500 && tm_stats_counter(m, "fs orphans reclaimed") < n; i++)
+        tm_sleep_ms(10);
+    assert_true(tm_stats_counter(m, "fs orphans reclaimed") >= n);
+}
+
+/* Lists `dir` (readdir of the whole directory). */
+static void list_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    while (readdir(d) != NULL) {
+    }
+    closedir(d);
+}
+
 /* unlink and rmdir read the entry once, under the directory's lock, when
- * the inode is numbered above its directory; below (a hard link into a
- * newer directory, an older directory moved into it) they still work. */
+ * the inode is numbered above its directory, and not at all once the
+ * directory's entries are in memory (made by mkdir or a readdir); below
+ * (a hard link into a newer directory, an older directory moved into it)
+ * they still work. */
 static void test_unlink_reads_entry_once(void **state)
 {
     struct tmount *m = *state;
@@ -150,6 +172,8 @@ static void test_unlink_reads_entry_once(void **state)
         skip();
     TM_OK(mkdir(P("d"), 0755));
     tm_make_file(P("d/big"), 20 * KiB, 1); /* chunked: no payload to keep */
+    tm_make_file(P("d/big2"), 20 * KiB, 1);
+    tm_remount_checked(m); /* no directory listed in memory */
     /* Held open, so that the reclaimer (which reads it when the kernel lets
      * go of it) does not run while the gets are counted. */
     int fd = open(P("d/big"), O_RDONLY);
@@ -158,7 +182,15 @@ static void test_unlink_reads_entry_once(void **state)
     TM_OK(unlink(P("d/big")));
     assert_int_equal(gets(m) - g0, 1);
     TM_OK(close(fd));
+    wait_reclaimed(m, 1); /* its reads done before the next count */
     TM_ERR(unlink(P("d/big")), ENOENT);
+    list_dir(P("d"));
+    fd = open(P("d/big2"), O_RDONLY);
+    TM_OK(fd);
+    g0 = gets(m);
+    TM_OK(unlink(P("d/big2")));
+    assert_int_equal(gets(m) - g0, 0);
+    TM_OK(close(fd));
 
     TM_OK(mkdir(P("old"), 0755));
     tm_make_file(P("f"), 100, 2);
@@ -179,8 +211,9 @@ static void test_unlink_reads_entry_once(void **state)
 }
 
 /* rename reads each name once, under the directories' locks, when both
- * inodes are numbered above both directories (a maildir delivery); below,
- * it takes the general path. */
+ * inodes are numbered above both directories (a maildir delivery), and not
+ * at all from directories whose entries are in memory; an inode numbered
+ * below takes the general path. */
 static void test_rename_reads_entries_once(void **state)
 {
     struct tmount *m = *state;
@@ -192,8 +225,12 @@ static void test_rename_reads_entries_once(void **state)
     tm_make_file(P("tmp/a"), 20 * KiB, 4);
     tm_make_file(P("tmp/b"), 20 * KiB, 5);
     tm_make_file(P("new/b"), 20 * KiB, 6);
+    tm_make_file(P("tmp/c"), 20 * KiB, 7);
+    tm_remount_checked(m); /* no directory listed in memory */
     int fd = open(P("new/b"), O_RDONLY); /* keeps the reclaimer away (above) */
     TM_OK(fd);
+    TM_OK(stat(P("tmp/a"), &(struct stat){0}));
+    TM_OK(stat(P("tmp/b"), &(struct stat){0}));
     uint64_t g0 = gets(m);
     /* The kernel looks the target name up before every rename (1 get). */
     TM_OK(rename(P("tmp/a"), P("new/a")));
@@ -201,14 +238,155 @@ static void test_rename_reads_entries_once(void **state)
     TM_OK(rename(P("tmp/b"), P("new/b"))); /* replaces new/b */
     assert_int_equal(gets(m) - g0, 6);
     TM_OK(close(fd));
+    wait_reclaimed(m, 1);
+    list_dir(P("tmp"));
+    list_dir(P("new"));
+    g0 = gets(m);
+    TM_OK(rename(P("tmp/c"), P("new/c")));
+    assert_int_equal(gets(m) - g0, 0);
     TM_OK(rename(P("early"), P("new/early"))); /* numbered below both */
     TM_OK(rename(P("new/a"), P("tmp/a2")));
     TM_ERR(stat(P("tmp/a"), &(struct stat){0}), ENOENT);
     tm_remount_checked(m);
     tm_check_file(P("tmp/a2"), 20 * KiB, 4);
     tm_check_file(P("new/b"), 20 * KiB, 5);
+    tm_check_file(P("new/c"), 20 * KiB, 7);
     tm_check_file(P("new/early"), 20 * KiB, 3);
     TM_ERR(stat(P("early"), &(struct stat){0}), ENOENT);
+}
+
+static uint64_t scans(const struct tmount *m)
+{
+    return tm_stats_counter(m, "fs store scans");
+}
+
+#define NAMES 64
+
+/* What a directory must list: names (by index) and their inode numbers. */
+typedef struct dir_model {
+    uint64_t ino[NAMES]; /* 0: absent */
+} dir_model;
+
+/* readdir of path must list exactly the model's names, each once, with
+ * its inode number. */
+static void check_listing(const char *path, const dir_model *want)
+{
+    bool seen[NAMES] = {false};
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        int i = -1;
+        if (sscanf(e->d_name, "n%d", &i) != 1 || i < 0 || i >= NAMES || seen[i] ||
+            want->ino[i] != (uint64_t)e->d_ino) {
+            closedir(d);
+            fail_msg("%s: unexpected entry %s (ino %llu)", path, e->d_name,
+                     (unsigned long long)e->d_ino);
+        }
+        seen[i] = true;
+        n++;
+    }
+    closedir(d);
+    for (int i = 0; i < NAMES; i++)
+        if (want->ino[i] != 0 && !seen[i])
+            fail_msg("%s: n%d missing", path, i);
+}
+
+/* One random change among two directories, mirrored in the models:
+ * create, unlink, rename (within or across, replacing or not), exchange,
+ * hard link. */
+static uint64_t next_rand(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static void random_change(struct tmount *m, dir_model *dm, uint64_t *rng)
+{
+    static const char *const dirs[2] = {"a", "b"};
+    int da = (int)(next_rand(rng) % 2), db = (int)(next_rand(rng) % 2);
+    int i = (int)(next_rand(rng) % NAMES), j = (int)(next_rand(rng) % NAMES);
+    const char *src = P("%s/n%d", dirs[da], i), *dst = P("%s/n%d", dirs[db], j);
+    dir_model *ms = &dm[da], *md = &dm[db];
+    switch (next_rand(rng) % 5) {
+    case 0:
+        if (ms->ino[i] == 0) {
+            tm_touch(src);
+            ms->ino[i] = ino_of(src);
+        }
+        break;
+    case 1:
+        if (ms->ino[i] != 0) {
+            TM_OK(unlink(src));
+            ms->ino[i] = 0;
+        }
+        break;
+    case 2:
+        if (ms->ino[i] != 0 && (ms != md || i != j)) {
+            TM_OK(rename(src, dst));
+            md->ino[j] = ms->ino[i];
+            ms->ino[i] = 0;
+        }
+        break;
+    case 3:
+        if (ms->ino[i] != 0 && md->ino[j] != 0) {
+            TM_OK(syscall(SYS_renameat2, AT_FDCWD, src, AT_FDCWD, dst, RENAME_EXCHANGE));
+            uint64_t t = ms->ino[i];
+            ms->ino[i] = md->ino[j];
+            md->ino[j] = t;
+        }
+        break;
+    default:
+        if (ms->ino[i] != 0 && md->ino[j] == 0) {
+            TM_OK(link(src, dst));
+            md->ino[j] = ms->ino[i];
+        }
+    }
+}
+
+/* Directories made in this mount have their entries in memory from mkdir
+ * on: listings and lookups in them read nothing from the store, and stay
+ * exact through every kind of change; after a remount the first listing
+ * reads the store once and the next ones do not. */
+static void test_listings_in_memory(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    TM_OK(mkdir(P("a"), 0755));
+    TM_OK(mkdir(P("b"), 0755));
+    dir_model dm[2];
+    memset(dm, 0, sizeof dm);
+    uint64_t rng = tm_seed() | 1;
+    for (int round = 0; round < 8; round++) {
+        for (int step = 0; step < 60; step++)
+            random_change(m, dm, &rng);
+        uint64_t s0 = scans(m), g0 = gets(m);
+        check_listing(P("a"), &dm[0]);
+        check_listing(P("b"), &dm[1]);
+        TM_ERR(stat(P("a/none%d", round), &(struct stat){0}), ENOENT);
+        assert_int_equal(scans(m) - s0, 0);
+        assert_int_equal(gets(m) - g0, 0);
+    }
+    tm_remount_checked(m);
+    uint64_t s0 = scans(m);
+    check_listing(P("a"), &dm[0]);
+    assert_int_equal(scans(m) - s0, 1);
+    for (int step = 0; step < 60; step++) /* changes invalidate the kernel's copy */
+        random_change(m, dm, &rng);
+    s0 = scans(m);
+    check_listing(P("a"), &dm[0]);
+    assert_int_equal(scans(m) - s0, 0);
+    check_listing(P("b"), &dm[1]); /* its first listing since the remount */
+    assert_int_equal(scans(m) - s0, 1);
+    tm_remount_checked(m);
+    check_listing(P("a"), &dm[0]);
+    check_listing(P("b"), &dm[1]);
 }
 
 int main(void)
@@ -220,6 +398,7 @@ int main(void)
         TM_TEST(test_write_after_truncate_up, setup),
         TM_TEST(test_unlink_reads_entry_once, setup),
         TM_TEST(test_rename_reads_entries_once, setup),
+        TM_TEST(test_listings_in_memory, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
