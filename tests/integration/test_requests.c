@@ -89,26 +89,29 @@ static void test_write_reads_only_what_it_keeps(void **state)
     struct tmount *m = *state;
     if (m->plain)
         skip();
-    const size_t size = 64 * KiB;
-    char *want = calloc(1, size);
-    assert_non_null(want);
     const char *f = P("f");
     int fd = open(f, O_CREAT | O_EXCL | O_RDWR, 0644);
     TM_OK(fd);
+    struct stat st;
+    TM_OK(fstat(fd, &st));
+    const size_t cs = (size_t)st.st_blksize; /* the chunk size */
+    assert_true(cs >= 4 * KiB);
+    const size_t size = 16 * cs;
+    char *want = calloc(1, size);
+    assert_non_null(want);
     uint64_t g0 = gets(m);
-    put(fd, want, 1 * KiB, 0, 1);   /* new file, inline */
-    put(fd, want, 3 * KiB, 0, 2);   /* rewrites all of it */
-    put(fd, want, 9 * KiB, 0, 3);   /* moves out of line, rewriting all */
-    put(fd, want, 20 * KiB, 16 * KiB, 4); /* chunks 1 and 2: past the end */
-    put(fd, want, 8 * KiB, 36 * KiB, 5);  /* append into chunk 2 at the end */
-    assert_int_equal(gets(m) - g0, 1);    /* ... which kept chunk 2's bytes */
-    put(fd, want, 100, 5000, 6);          /* inside chunk 0: keeps the rest */
+    put(fd, want, 1 * KiB, 0, 1);           /* new file, inline */
+    put(fd, want, 3 * KiB, 0, 2);           /* rewrites all of it */
+    put(fd, want, cs + 100, 0, 3);          /* moves out of line, rewriting all */
+    put(fd, want, 3 * cs / 2, 4 * cs, 4);   /* chunks 4 and 5: past the end */
+    put(fd, want, cs / 4, 4 * cs + 3 * cs / 2, 5); /* append into chunk 5 */
+    assert_int_equal(gets(m) - g0, 1);      /* ... which kept chunk 5's bytes */
+    put(fd, want, 100, 50, 6);              /* inside chunk 0: keeps the rest */
     assert_int_equal(gets(m) - g0, 2);
     TM_OK(close(fd));
-    size_t len = 44 * KiB;
+    size_t len = 4 * cs + 3 * cs / 2 + cs / 4;
     assert_true(tm_hash_file(f) == tm_hash(want, len, TM_HASH_INIT));
     tm_remount_checked(m);
-    struct stat st;
     TM_OK(stat(f, &st));
     assert_int_equal(st.st_size, (off_t)len);
     assert_true(tm_hash_file(f) == tm_hash(want, len, TM_HASH_INIT));
