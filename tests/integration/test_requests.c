@@ -258,6 +258,38 @@ static void test_rename_reads_entries_once(void **state)
     TM_ERR(stat(P("early"), &(struct stat){0}), ENOENT);
 }
 
+/* Waits (5 s at most) until the mount has `n` inodes in use. */
+static void wait_inodes(const struct tmount *m, long long n)
+{
+    for (int i = 0; i < 500 && tm_inodes_used(m) != n; i++)
+        tm_sleep_ms(10);
+    assert_int_equal(tm_inodes_used(m), n);
+}
+
+/* An unlinked file of a few chunks is freed in one batch, its chunks
+ * deleted by name when the kernel lets go of it: no scan, no reclaimer. A
+ * larger one goes to the reclaimer. Neither leaves a key behind (fsck). */
+static void test_small_file_freed_without_reclaimer(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    long long base = tm_inodes_used(m);
+    tm_make_file(P("small"), 10 * KiB, 1);
+    tm_make_file(P("large"), 2 * MiB, 2);
+    uint64_t s0 = tm_stats_counter(m, "fs store scans");
+    uint64_t r0 = tm_stats_counter(m, "fs orphans reclaimed");
+    TM_OK(unlink(P("small")));
+    wait_inodes(m, base + 1);
+    assert_int_equal(tm_stats_counter(m, "fs store scans") - s0, 0);
+    assert_int_equal(tm_stats_counter(m, "fs orphans reclaimed") - r0, 0);
+    TM_OK(unlink(P("large")));
+    wait_reclaimed(m, r0 + 1);
+    wait_inodes(m, base);
+    tm_remount_checked(m);
+    assert_int_equal(tm_inodes_used(m), base);
+}
+
 static uint64_t scans(const struct tmount *m)
 {
     return tm_stats_counter(m, "fs store scans");
@@ -402,6 +434,7 @@ int main(void)
         TM_TEST(test_unlink_reads_entry_once, setup),
         TM_TEST(test_rename_reads_entries_once, setup),
         TM_TEST(test_listings_in_memory, setup),
+        TM_TEST(test_small_file_freed_without_reclaimer, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
