@@ -258,6 +258,27 @@ static void test_rename_reads_entries_once(void **state)
     TM_ERR(stat(P("early"), &(struct stat){0}), ENOENT);
 }
 
+/* A read of a few chunks gets them one by one (cheaper than a store
+ * iterator); a long one scans. */
+static void test_read_of_few_chunks_without_scan(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    tm_make_file(P("f"), 4, 1); /* learn the chunk size */
+    struct stat st;
+    TM_OK(stat(P("f"), &st));
+    const size_t cs = (size_t)st.st_blksize;
+    tm_make_file(P("three"), 3 * cs - 100, 2);
+    tm_make_file(P("many"), 64 * cs, 3);
+    uint64_t g0 = gets(m), s0 = tm_stats_counter(m, "fs store scans");
+    tm_check_file(P("three"), 3 * cs - 100, 2); /* one READ request */
+    assert_int_equal(gets(m) - g0, 3);
+    assert_int_equal(tm_stats_counter(m, "fs store scans") - s0, 0);
+    tm_check_file(P("many"), 64 * cs, 3);
+    assert_true(tm_stats_counter(m, "fs store scans") - s0 >= 1);
+}
+
 /* Waits (5 s at most) until the mount has `n` inodes in use. */
 static void wait_inodes(const struct tmount *m, long long n)
 {
@@ -435,6 +456,7 @@ int main(void)
         TM_TEST(test_rename_reads_entries_once, setup),
         TM_TEST(test_listings_in_memory, setup),
         TM_TEST(test_small_file_freed_without_reclaimer, setup),
+        TM_TEST(test_read_of_few_chunks_without_scan, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
