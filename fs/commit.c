@@ -111,8 +111,19 @@ int fs_read_errno(lsmfs *fs, lsm_status *s, const char *what)
     return err;
 }
 
+lsm_status *fs_get(lsmfs *fs, const schema_key *k, char **v, size_t *vlen)
+{
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    stats_inc(&fs->stats.store_gets);
+    *v = NULL;
+    *vlen = 0;
+    return lsm_get(fs->db, &ro, k->b, k->len, v, vlen);
+}
+
 lsm_iter *fs_iter_new(lsmfs *fs, bool fill_cache)
 {
+    stats_inc(&fs->stats.store_scans);
     lsm_read_options ro;
     lsm_read_options_init(&ro);
     ro.fill_cache = fill_cache;

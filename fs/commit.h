@@ -21,6 +21,7 @@
 #ifndef FS_COMMIT_H
 #define FS_COMMIT_H
 
+#include "schema.h"
 #include "super.h"
 
 typedef struct inode inode;
@@ -40,6 +41,9 @@ int fs_durable(lsmfs *fs);
 /* The sequence number a newly cached inode is stamped with: every change
  * the store holds for it is at or below this. */
 uint64_t fs_committed_seq(lsmfs *fs);
+/* Reads one key (lsm_get with default options), counted in the stats.
+ * Returns NULL with a malloc'd *v (NULL when empty) or the store status. */
+lsm_status *fs_get(lsmfs *fs, const schema_key *k, char **v, size_t *vlen);
 /* Converts a store status from a read to an errno (ENOENT for not found),
  * freeing it. */
 int fs_read_errno(lsmfs *fs, lsm_status *s, const char *what);

@@ -30,13 +30,9 @@ static bool is_inline(const inode_rec *r)
  * the chunk size is damage. */
 static int chunk_get(lsmfs *fs, uint64_t ino, uint64_t idx, char **v, size_t *vlen)
 {
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
     schema_key k;
     key_chunk(&k, ino, idx);
-    *v = NULL;
-    *vlen = 0;
-    lsm_status *s = lsm_get(fs->db, &ro, k.b, k.len, v, vlen);
+    lsm_status *s = fs_get(fs, &k, v, vlen);
     if (s != NULL) {
         int err = fs_read_errno(fs, s, "chunk");
         return err == ENOENT ? 0 : err;
@@ -136,18 +132,27 @@ static int read_one(void *ctx, uint64_t idx, const char *key, size_t klen, const
     return 0;
 }
 
-/* A consistent scan over the chunks touching [off, off+len). */
+/* Reads of up to this many chunks get them one by one: a point read costs
+ * less than opening a store iterator. (The inode's lock, held for reading,
+ * keeps the file's chunks from changing in between.) */
+#define READ_GETS_MAX 4
+
+/* The chunks touching [off, off+len): point reads for a few, else one
+ * consistent scan. REQUIRES: n->lock held. */
 static int read_chunks(lsmfs *fs, inode *n, uint64_t off, uint64_t len, char *out)
 {
     uint64_t cs = fs->sb.chunk_size;
     uint64_t first = off / cs, last = (off + len - 1) / cs;
-    if (first == last) {
-        char *v;
-        size_t vlen;
-        int err = chunk_get(fs, n->ino, first, &v, &vlen);
-        if (err == 0)
-            copy_overlap(out, off, len, first * cs, v, vlen);
-        free(v);
+    if (last - first < READ_GETS_MAX) {
+        int err = 0;
+        for (uint64_t idx = first; idx <= last && err == 0; idx++) {
+            char *v;
+            size_t vlen;
+            err = chunk_get(fs, n->ino, idx, &v, &vlen);
+            if (err == 0)
+                copy_overlap(out, off, len, idx * cs, v, vlen);
+            free(v);
+        }
         return err;
     }
     read_window w = {.off = off, .len = len, .chunk_size = cs, .out = out};
@@ -193,13 +198,38 @@ static int take_payload(lsmfs *fs, inode *n, payload *pl, char **p, size_t *plen
     return err == ENOENT ? EIO : err;
 }
 
+/* Would a write of [off, end) to a file of `fsize` bytes overwrite every
+ * stored byte of the unit [base, base + span) (a chunk, or the inline
+ * payload), so that the unit's old content need not be read? No stored byte
+ * lies at or past the file size, so a new file, an append at a unit's
+ * start, or a whole rewrite needs no read. */
+static bool nothing_to_merge(uint64_t fsize, uint64_t base, uint64_t span, uint64_t off,
+                             uint64_t end)
+{
+    uint64_t stored_end = min_u64(base + span, fsize);
+    return stored_end <= base || (off <= base && end >= stored_end);
+}
+
+/* take_payload, unless the write [off, end) replaces all of the stored
+ * payload: then none is read (an empty one is taken). */
+static int payload_for_write(lsmfs *fs, inode *n, const inode_rec *r, payload *pl, uint64_t off,
+                             uint64_t end, char **p, size_t *plen)
+{
+    if (!pl->replace && nothing_to_merge(r->size, 0, UINT64_MAX, off, end)) {
+        *p = NULL;
+        *plen = 0;
+        return 0;
+    }
+    return take_payload(fs, n, pl, p, plen);
+}
+
 /* Writes into an inline payload that stays within the inline limit. */
-static int write_inline(lsmfs *fs, inode *n, payload *pl, const char *buf, size_t size,
-                        uint64_t off)
+static int write_inline(lsmfs *fs, inode *n, const inode_rec *r, payload *pl, const char *buf,
+                        size_t size, uint64_t off)
 {
     char *p;
     size_t plen;
-    int err = take_payload(fs, n, pl, &p, &plen);
+    int err = payload_for_write(fs, n, r, pl, off, off + size, &p, &plen);
     if (err != 0)
         return err;
     size_t newlen = (size_t)max_u64(plen, off + size);
@@ -217,13 +247,14 @@ static int write_inline(lsmfs *fs, inode *n, payload *pl, const char *buf, size_
 }
 
 /* Moves an inline file's payload to chunk 0 (within this batch); returns
- * the payload in *base so that a write in the same batch builds on it. */
-static int uninline(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, char **base,
-                    size_t *blen)
+ * the payload in *base so that the write [off, end) in the same batch
+ * builds on it (none is read when that write replaces all of it). */
+static int uninline(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint64_t off,
+                    uint64_t end, char **base, size_t *blen)
 {
     char *p;
     size_t plen;
-    int err = take_payload(fs, n, pl, &p, &plen);
+    int err = payload_for_write(fs, n, r, pl, off, end, &p, &plen);
     if (err != 0)
         return err;
     err = plen > 0 ? chunk_put(b, n->ino, 0, p, plen) : 0;
@@ -239,29 +270,50 @@ static int uninline(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl
     return 0;
 }
 
-/* Writes the part of buf falling in chunk idx. base0 is chunk 0's content
- * when it is not in the store yet (just un-inlined). */
-static int write_chunk(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t idx, const char *buf,
-                       uint64_t off, size_t size, const char *base0, size_t base0len,
-                       bool have_base0)
+/* One write into a chunked file. */
+typedef struct chunk_write {
+    const char *buf;
+    uint64_t off, end;
+    uint64_t old_size;  /* the file size before the write */
+    const char *base0;  /* chunk 0's content when it is not in the store yet */
+    size_t base0len;    /* (just un-inlined: have_base0) */
+    bool have_base0;
+} chunk_write;
+
+/* The content of chunk idx the write merges with: base0, nothing when the
+ * write covers every stored byte of the chunk, else the stored chunk. */
+static int chunk_old(lsmfs *fs, uint64_t ino, uint64_t idx, const chunk_write *w, char **v,
+                     size_t *vlen)
+{
+    uint64_t cs = fs->sb.chunk_size;
+    *v = NULL;
+    *vlen = 0;
+    if (idx == 0 && w->have_base0) {
+        if (w->base0len > 0 && (*v = malloc(w->base0len)) == NULL)
+            return ENOMEM;
+        if (w->base0len > 0)
+            memcpy(*v, w->base0, w->base0len);
+        *vlen = w->base0len;
+        return 0;
+    }
+    if (nothing_to_merge(w->old_size, idx * cs, cs, w->off, w->end))
+        return 0;
+    return chunk_get(fs, ino, idx, v, vlen);
+}
+
+/* Writes the part of the write falling in chunk idx. */
+static int write_chunk(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t idx, const chunk_write *w)
 {
     uint64_t cs = fs->sb.chunk_size, cstart = idx * cs;
-    uint64_t lo = max_u64(off, cstart) - cstart, hi = min_u64(off + size, cstart + cs) - cstart;
-    const char *src = buf + (cstart + lo - off);
+    uint64_t lo = max_u64(w->off, cstart) - cstart, hi = min_u64(w->end, cstart + cs) - cstart;
+    const char *src = w->buf + (cstart + lo - w->off);
     if (lo == 0 && hi == cs)
         return chunk_put(b, ino, idx, src, cs);
-    char *v = NULL;
-    size_t vlen = 0;
-    int err = 0;
-    if (idx == 0 && have_base0) {
-        if (base0len > 0 && (v = malloc(base0len)) == NULL)
-            return ENOMEM;
-        if (base0len > 0)
-            memcpy(v, base0, base0len);
-        vlen = base0len;
-    } else if ((err = chunk_get(fs, ino, idx, &v, &vlen)) != 0) {
+    char *v;
+    size_t vlen;
+    int err = chunk_old(fs, ino, idx, w, &v, &vlen);
+    if (err != 0)
         return err;
-    }
     size_t newlen = (size_t)max_u64(vlen, hi);
     char *nv = realloc(v, newlen);
     if (nv == NULL) {
@@ -285,24 +337,24 @@ int data_write(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, con
         return EFBIG;
     uint64_t end = off + size;
     if (is_inline(r) && end <= fs->sb.inline_limit) {
-        int err = write_inline(fs, n, pl, buf, size, off);
+        int err = write_inline(fs, n, r, pl, buf, size, off);
         if (err == 0)
             r->size = max_u64(r->size, end);
         return err;
     }
+    chunk_write w = {.buf = buf, .off = off, .end = end, .old_size = r->size};
     char *base0 = NULL;
-    size_t base0len = 0;
-    bool have_base0 = false;
     if (is_inline(r)) {
-        int err = uninline(fs, b, n, r, pl, &base0, &base0len);
+        int err = uninline(fs, b, n, r, pl, off, end, &base0, &w.base0len);
         if (err != 0)
             return err;
-        have_base0 = true;
+        w.base0 = base0;
+        w.have_base0 = true;
     }
     uint64_t cs = fs->sb.chunk_size;
     int err = 0;
     for (uint64_t idx = off / cs; idx <= (end - 1) / cs && err == 0; idx++)
-        err = write_chunk(fs, b, n->ino, idx, buf, off, size, base0, base0len, have_base0);
+        err = write_chunk(fs, b, n->ino, idx, &w);
     free(base0);
     if (err == 0)
         r->size = max_u64(r->size, end);

@@ -27,11 +27,9 @@ int dir_lookup(lsmfs *fs, uint64_t parent, const char *name, dirent_val *d)
         return ENAMETOOLONG;
     schema_key k;
     key_dirent(&k, parent, name, nlen);
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    char *v = NULL;
-    size_t vlen = 0;
-    lsm_status *s = lsm_get(fs->db, &ro, k.b, k.len, &v, &vlen);
+    char *v;
+    size_t vlen;
+    lsm_status *s = fs_get(fs, &k, &v, &vlen);
     if (s != NULL)
         return fs_read_errno(fs, s, "dirent");
     int err = dirent_decode(v, vlen, d) ? 0 : EIO;
@@ -91,8 +89,186 @@ int dir_scan(lsmfs *fs, uint64_t parent, uint64_t from, dir_visit_fn fn, void *c
             err = EIO;
             break;
         }
-        if (fn(ctx, cookie, ino, type, name, nlen) != 0)
+        if (fn(ctx, cookie, ino, type, name, nlen, 0) != 0)
             break;
     }
     return fs_iter_end(fs, it, err, "readdir");
+}
+
+int dir_find(lsmfs *fs, inode *dir, const char *name, dirent_val *d)
+{
+    if (dir->dc == NULL)
+        return dir_lookup(fs, dir->ino, name, d);
+    size_t nlen = strlen(name);
+    if (nlen > SCHEMA_NAME_MAX)
+        return ENAMETOOLONG;
+    return dcache_find(dir->dc, name, nlen, &d->ino, &d->type, &d->cookie) ? 0 : ENOENT;
+}
+
+/* ------------------------------------------------ listings in memory */
+
+static bool over_budget(lsmfs *fs)
+{
+    return icache_dcache_bytes(fs->icache) > DIR_CACHE_BUDGET;
+}
+
+/* REQUIRES: dir->lock held for writing (or dir unreachable). */
+void dir_cache_drop(lsmfs *fs, inode *dir)
+{
+    if (dir->dc == NULL)
+        return;
+    icache_dcache_charge(fs->icache, -(int64_t)dcache_bytes(dir->dc));
+    dcache_free(dir->dc);
+    dir->dc = NULL;
+}
+
+/* After a change to dir's listing that found it at `before` bytes: charges
+ * the difference, and drops the listing if the change failed (err: it no
+ * longer matches the store) or the budget is exceeded. */
+static void settle(lsmfs *fs, inode *dir, size_t before, int err)
+{
+    icache_dcache_charge(fs->icache, (int64_t)dcache_bytes(dir->dc) - (int64_t)before);
+    if (err != 0 || over_budget(fs))
+        dir_cache_drop(fs, dir);
+}
+
+/* The hint an entry gets when the kernel is given its inode: see
+ * dir_told. */
+static uint32_t told_now(lsmfs *fs)
+{
+    return icache_forget_epoch(fs->icache);
+}
+
+bool dir_told(lsmfs *fs, uint32_t hint)
+{
+    return hint != 0 && hint == icache_forget_epoch(fs->icache);
+}
+
+void dir_cached_add(lsmfs *fs, inode *dir, const char *name, uint64_t ino, uint8_t type,
+                    uint64_t cookie)
+{
+    if (dir->dc != NULL)
+        settle(fs, dir, dcache_bytes(dir->dc),
+               dcache_add(dir->dc, name, strlen(name), ino, type, cookie, told_now(fs)));
+}
+
+void dir_cached_remove(lsmfs *fs, inode *dir, const char *name)
+{
+    if (dir->dc != NULL)
+        settle(fs, dir, dcache_bytes(dir->dc), dcache_remove(dir->dc, name, strlen(name)));
+}
+
+void dir_cached_retarget(lsmfs *fs, inode *dir, const char *name, uint64_t ino, uint8_t type)
+{
+    if (dir->dc != NULL)
+        settle(fs, dir, dcache_bytes(dir->dc),
+               dcache_retarget(dir->dc, name, strlen(name), ino, type, told_now(fs)));
+}
+
+void dir_cache_start(lsmfs *fs, inode *dir)
+{
+    if (dir->dc != NULL || over_budget(fs) || (dir->dc = dcache_new()) == NULL)
+        return;
+    icache_dcache_charge(fs->icache, (int64_t)dcache_bytes(dir->dc));
+}
+
+static int add_scanned(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type, const char *name,
+                       size_t nlen, uint32_t hint)
+{
+    return dcache_add(ctx, name, nlen, ino, type, cookie, hint); /* 0: not told */
+}
+
+/* Makes dir's listing from the store when it has none and may have one.
+ * A listing that does not hold exactly the record's entry count (no
+ * memory, a damaged entry) is not kept. REQUIRES: dir->lock held for
+ * writing. */
+static void build(lsmfs *fs, inode *dir)
+{
+    if (dir->dc != NULL || dir->gone || !S_ISDIR(dir->rec.mode) ||
+        dir->rec.size > DIR_CACHE_MAX_ENTRIES || over_budget(fs))
+        return;
+    dcache *c = dcache_new();
+    if (c == NULL)
+        return;
+    int err = dir_scan(fs, dir->ino, SCHEMA_FIRST_COOKIE, add_scanned, c);
+    if (err != 0 || dcache_count(c) != dir->rec.size) {
+        dcache_free(c);
+        return;
+    }
+    dir->dc = c;
+    icache_dcache_charge(fs->icache, (int64_t)dcache_bytes(c));
+}
+
+/* Entries copied out of a listing for one reply. */
+typedef struct copied {
+    struct copied_ent {
+        uint64_t cookie, ino;
+        uint32_t off; /* into names */
+        uint32_t hint;
+        uint8_t type;
+        uint8_t nlen;
+    } *e;
+    size_t n, max;
+    char *names;
+    size_t names_len, names_max;
+} copied;
+
+static int copy_one(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type, const char *name,
+                    size_t nlen, uint32_t hint)
+{
+    copied *c = ctx;
+    if (c->n == c->max || c->names_len + nlen > c->names_max)
+        return 1;
+    memcpy(c->names + c->names_len, name, nlen);
+    c->e[c->n++] = (struct copied_ent){.cookie = cookie,
+                                       .ino = ino,
+                                       .off = (uint32_t)c->names_len,
+                                       .hint = hint,
+                                       .type = type,
+                                       .nlen = (uint8_t)nlen};
+    c->names_len += nlen;
+    return 0;
+}
+
+/* Copies the entries from `from` on that can fill `room` bytes of reply
+ * (each takes 32 bytes at least, and more than its name) out of dir's
+ * listing, making it first when it may be. Returns whether dir had one.
+ * REQUIRES: dir->lock not held. */
+static bool copy_listing(lsmfs *fs, inode *dir, uint64_t from, copied *c)
+{
+    pthread_rwlock_rdlock(&dir->lock);
+    bool have = dir->dc != NULL;
+    if (have)
+        dcache_scan(dir->dc, from, copy_one, c);
+    pthread_rwlock_unlock(&dir->lock);
+    if (have)
+        return true;
+    pthread_rwlock_wrlock(&dir->lock);
+    build(fs, dir);
+    have = dir->dc != NULL;
+    if (have)
+        dcache_scan(dir->dc, from, copy_one, c);
+    pthread_rwlock_unlock(&dir->lock);
+    return have;
+}
+
+int dir_list(lsmfs *fs, inode *dir, uint64_t from, size_t room, dir_visit_fn fn, void *ctx)
+{
+    copied c = {.max = room / 32 + 1, .names_max = room};
+    c.e = malloc(c.max * sizeof *c.e);
+    c.names = malloc(room ? room : 1);
+    int err = 0;
+    if (c.e == NULL || c.names == NULL)
+        err = ENOMEM;
+    else if (!copy_listing(fs, dir, from, &c))
+        err = dir_scan(fs, dir->ino, from, fn, ctx);
+    else
+        for (size_t i = 0; i < c.n; i++) {
+            const struct copied_ent *e = &c.e[i];
+            if (fn(ctx, e->cookie, e->ino, e->type, c.names + e->off, e->nlen, e->hint) != 0)
+                break;
+        }
+    free(c.e);
+    free(c.names);
+    return err;
 }

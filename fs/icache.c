@@ -22,6 +22,8 @@ typedef struct shard {
 
 struct icache {
     shard shards[SHARDS];
+    _Atomic int64_t dcache_bytes;  /* see icache_dcache_charge */
+    _Atomic uint32_t forget_epoch; /* see icache_forget_epoch */
 };
 
 static uint64_t hash_ino(uint64_t ino)
@@ -44,6 +46,7 @@ icache *icache_new(void)
     icache *c = calloc(1, sizeof *c);
     if (c == NULL)
         return NULL;
+    atomic_init(&c->forget_epoch, 1);
     for (int i = 0; i < SHARDS; i++) {
         shard *s = &c->shards[i];
         pthread_mutex_init(&s->mu, NULL);
@@ -58,10 +61,24 @@ icache *icache_new(void)
     return c;
 }
 
-static void inode_free(inode *n)
+static void inode_free(icache *c, inode *n)
 {
+    if (n->dc != NULL) {
+        icache_dcache_charge(c, -(int64_t)dcache_bytes(n->dc));
+        dcache_free(n->dc);
+    }
     pthread_rwlock_destroy(&n->lock);
     free(n);
+}
+
+void icache_dcache_charge(icache *c, int64_t delta)
+{
+    atomic_fetch_add_explicit(&c->dcache_bytes, delta, memory_order_relaxed);
+}
+
+int64_t icache_dcache_bytes(icache *c)
+{
+    return atomic_load_explicit(&c->dcache_bytes, memory_order_relaxed);
 }
 
 void icache_free(icache *c)
@@ -74,7 +91,7 @@ void icache_free(icache *c)
             inode *n = s->buckets[b];
             while (n != NULL) {
                 inode *next = n->next;
-                inode_free(n);
+                inode_free(c, n);
                 n = next;
             }
         }
@@ -192,11 +209,11 @@ int icache_insert(lsmfs *fs, uint64_t ino, const inode_rec *rec, inode **out)
 }
 
 /* REQUIRES: s->mu held. */
-static void maybe_evict(shard *s, inode *n)
+static void maybe_evict(icache *c, shard *s, inode *n)
 {
     if (n->refs == 0 && n->nlookup == 0 && n->nopen == 0 && !n->orphan) {
         unlink_entry(s, n);
-        inode_free(n);
+        inode_free(c, n);
     }
 }
 
@@ -208,7 +225,7 @@ void icache_put(icache *c, inode *n)
     pthread_mutex_lock(&s->mu);
     assert(n->refs > 0);
     n->refs--;
-    maybe_evict(s, n);
+    maybe_evict(c, s, n);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -251,6 +268,19 @@ bool icache_kernel_knows(icache *c, uint64_t ino)
     return known;
 }
 
+uint32_t icache_forget_epoch(icache *c)
+{
+    return atomic_load_explicit(&c->forget_epoch, memory_order_acquire);
+}
+
+static void next_epoch(icache *c)
+{
+    uint32_t e = atomic_load_explicit(&c->forget_epoch, memory_order_relaxed), next;
+    do
+        next = e + 1 == 0 ? 1 : e + 1;
+    while (!atomic_compare_exchange_weak(&c->forget_epoch, &e, next));
+}
+
 inode *icache_forget(icache *c, uint64_t ino, uint64_t count)
 {
     shard *s = shard_of(c, ino);
@@ -259,11 +289,13 @@ inode *icache_forget(icache *c, uint64_t ino, uint64_t count)
     inode *out = NULL;
     if (n != NULL) {
         n->nlookup = count > n->nlookup ? 0 : n->nlookup - count;
+        if (n->nlookup == 0)
+            next_epoch(c);
         if (n->nlookup == 0 && n->orphan) {
             n->refs++;
             out = n;
         } else {
-            maybe_evict(s, n);
+            maybe_evict(c, s, n);
         }
     }
     pthread_mutex_unlock(&s->mu);

@@ -7,7 +7,7 @@
  * lock):
  *   - a shard mutex guards its hash chains and, for each inode in it, the
  *     fields `next`, `refs`, `nlookup`, `nopen` and `orphan`;
- *   - an inode's `lock` (rwlock) guards `rec` and `gone`; every change to
+ *   - an inode's `lock` (rwlock) guards `rec`, `gone` and `dc`; every change to
  *     the inode's record in the store is made with it held for writing, so
  *     the cached record always equals the stored one. Operations that read
  *     file data hold it for reading, so writers of the same file are
@@ -21,6 +21,7 @@
 #ifndef FS_ICACHE_H
 #define FS_ICACHE_H
 
+#include "dcache.h"
 #include "schema.h"
 #include "super.h"
 
@@ -30,15 +31,8 @@
 #include <stdint.h>
 
 typedef struct inode {
-    uint64_t ino; /* [const] */
-    pthread_rwlock_t lock;
-    inode_rec rec;       /* [lock] */
-    bool gone;           /* [lock] the record was deleted from the store */
-    _Atomic bool loaded; /* rec is valid */
-    /* The sequence number of the last committed batch that changed this
-     * inode's record, entries or data (atomic max; see commit.h): what
-     * fsync must make durable. */
-    _Atomic uint64_t seq;
+    /* First, in one cache line: what a hash-chain walk reads. */
+    uint64_t ino;       /* [const] */
     struct inode *next; /* [shard] */
     uint64_t refs;      /* [shard] */
     uint64_t nlookup;   /* [shard] */
@@ -46,6 +40,17 @@ typedef struct inode {
     /* [shard] Its last name is gone but the kernel still references it
      * (open files keep kernel references): free it at the last forget. */
     bool orphan;
+    _Atomic bool loaded; /* rec is valid */
+    bool gone;           /* [lock] the record was deleted from the store */
+    /* The sequence number of the last committed batch that changed this
+     * inode's record, entries or data (atomic max; see commit.h): what
+     * fsync must make durable. */
+    _Atomic uint64_t seq;
+    pthread_rwlock_t lock;
+    inode_rec rec; /* [lock] */
+    /* [lock] A directory's entries, all of them, in memory (dir.h), or
+     * NULL; freed with the inode. */
+    dcache *dc;
 } inode;
 
 icache *icache_new(void);
@@ -67,6 +72,10 @@ uint64_t icache_nlookup(icache *c, inode *n);
  * readdirplus, which may race with a forget and then sends the entry the
  * kernel looks up again.) */
 bool icache_kernel_knows(icache *c, uint64_t ino);
+/* A number that changes whenever the kernel drops its last reference to
+ * any inode (never 0): while it has not changed, every inode the kernel
+ * held before still is. */
+uint32_t icache_forget_epoch(icache *c);
 /* Drops n kernel references. Returns the inode, pinned, when that was the
  * last reference to an orphan (the caller frees it and calls
  * icache_orphan_done); NULL otherwise. */
@@ -83,6 +92,12 @@ void icache_open_inc(icache *c, inode *n);
 /* Returns the number of handles left. */
 uint64_t icache_open_dec(icache *c, inode *n);
 uint64_t icache_nopen(icache *c, inode *n);
+
+/* Bytes of directory listings (inode `dc`s) held, all inodes together:
+ * whoever changes a listing charges the difference; freeing an inode
+ * refunds its listing. */
+void icache_dcache_charge(icache *c, int64_t delta);
+int64_t icache_dcache_bytes(icache *c);
 
 /* Locks several distinct pinned inodes for writing in ascending inode
  * order (duplicates and NULLs allowed; each inode is locked once). */

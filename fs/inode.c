@@ -21,13 +21,11 @@ ts ts_now(void)
 
 int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **pay, size_t *plen)
 {
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
     schema_key k;
     key_inode(&k, ino);
-    char *v = NULL;
-    size_t vlen = 0;
-    lsm_status *s = lsm_get(fs->db, &ro, k.b, k.len, &v, &vlen);
+    char *v;
+    size_t vlen;
+    lsm_status *s = fs_get(fs, &k, &v, &vlen);
     if (s != NULL)
         return fs_read_errno(fs, s, "inode");
     const char *p;

@@ -68,7 +68,7 @@ static bool add(listing *l, const char *name, uint64_t ino, uint8_t type, uint64
 }
 
 static int visit(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type, const char *name,
-                 size_t nlen)
+                 size_t nlen, uint32_t hint)
 {
     listing *l = ctx;
     char cname[SCHEMA_NAME_MAX + 1];
@@ -78,7 +78,7 @@ static int visit(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type, const c
      * changes them behind its back): send the plain entry, which costs the
      * kernel no dentry and inode work and hands out no reference. */
     inode *n = NULL;
-    if (l->plus && !icache_kernel_knows(l->fs->icache, ino)) {
+    if (l->plus && !dir_told(l->fs, hint) && !icache_kernel_knows(l->fs->icache, ino)) {
         int err = icache_get(l->fs, ino, &n);
         if (err == ENOENT)
             return 0; /* deleted since the snapshot: skip it */
@@ -102,14 +102,10 @@ static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool pl
     int err = 0;
     inode_rec r;
     op_read_rec(d, &r);
-    icache_put(fs->icache, d);
     listing l = {.req = req, .fs = fs, .plus = plus, .size = size};
-    if (!S_ISDIR(r.mode)) {
-        fuse_reply_err(req, ENOTDIR);
-        return;
-    }
-    if ((l.buf = malloc(size)) == NULL) {
-        fuse_reply_err(req, ENOMEM);
+    if (!S_ISDIR(r.mode) || (l.buf = malloc(size)) == NULL) {
+        fuse_reply_err(req, S_ISDIR(r.mode) ? ENOMEM : ENOTDIR);
+        icache_put(fs->icache, d);
         return;
     }
     uint64_t parent = ino == SCHEMA_ROOT_INO ? ino : r.parent;
@@ -120,7 +116,8 @@ static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool pl
         fit = add(&l, "..", parent, S_IFDIR >> 12, 2, NULL);
     uint64_t from = (uint64_t)off < SCHEMA_FIRST_COOKIE ? SCHEMA_FIRST_COOKIE : (uint64_t)off;
     if (fit)
-        err = dir_scan(fs, ino, from, visit, &l);
+        err = dir_list(fs, d, from, size - l.pos, visit, &l);
+    icache_put(fs->icache, d);
     if (err == 0)
         err = l.err;
     /* Entries already packed were counted as lookups: send them even when

@@ -15,7 +15,13 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_LOOKUP]);
     dirent_val d;
-    int err = dir_lookup(fs, parent, name, &d);
+    inode *dir = op_pin(req, fs, parent, 0);
+    if (dir == NULL)
+        return;
+    pthread_rwlock_rdlock(&dir->lock);
+    int err = dir_find(fs, dir, name, &d);
+    pthread_rwlock_unlock(&dir->lock); /* before pinning the entry: lock order */
+    icache_put(fs->icache, dir);
     if (err == ENOENT) {
         /* Negative entry: nothing changes the store behind the kernel. */
         struct fuse_entry_param e = {.ino = 0, .entry_timeout = fs->cfg.timeout};

@@ -44,7 +44,7 @@ static int check_new_name(lsmfs *fs, inode *parent, const char *name)
     if (!S_ISDIR(parent->rec.mode))
         return ENOTDIR;
     dirent_val d;
-    int err = dir_lookup(fs, parent->ino, name, &d);
+    int err = dir_find(fs, parent, name, &d);
     return err == 0 ? EEXIST : err == ENOENT ? 0 : err;
 }
 
@@ -67,6 +67,7 @@ static int make_locked(fuse_req_t req, lsmfs *fs, inode *parent, const char *nam
     if (S_ISDIR(nn->mode))
         r.parent = parent->ino;
     inode_rec p = parent->rec;
+    uint64_t cookie = p.next_cookie;
     lsm_batch *b = lsm_batch_new();
     if (b == NULL)
         return ENOMEM;
@@ -81,12 +82,17 @@ static int make_locked(fuse_req_t req, lsmfs *fs, inode *parent, const char *nam
     if (err != 0)
         return err;
     parent->rec = p;
+    dir_cached_add(fs, parent, name, ino, inode_type(&r), cookie);
     atomic_fetch_add(&fs->inodes, 1);
     err = icache_insert(fs, ino, &r, out);
-    if (err == 0 && nn->fi != NULL) {
-        /* Opened before the parent unlocks: no unlink can see it closed. */
+    if (err == 0 && (nn->fi != NULL || S_ISDIR(r.mode))) {
+        /* The newest inode: locking it under its parent is in order.
+         * Opened before the parent unlocks: no unlink can see it closed. */
         pthread_rwlock_wrlock(&(*out)->lock);
-        op_file_opened(fs, *out, nn->fi);
+        if (nn->fi != NULL)
+            op_file_opened(fs, *out, nn->fi);
+        else
+            dir_cache_start(fs, *out);
         pthread_rwlock_unlock(&(*out)->lock);
     }
     *rec = r;
@@ -190,6 +196,7 @@ static int link_locked(lsmfs *fs, inode *n, inode *parent, const char *name, ino
         return ENOMEM;
     ts now = ts_now();
     inode_rec r = n->rec, p = parent->rec;
+    uint64_t cookie = p.next_cookie;
     r.nlink++;
     r.ctime = now;
     err = add_entry(b, parent, &p, name, n->ino, &r, now);
@@ -203,6 +210,7 @@ static int link_locked(lsmfs *fs, inode *n, inode *parent, const char *name, ino
     if (err == 0) {
         n->rec = r;
         parent->rec = p;
+        dir_cached_add(fs, parent, name, n->ino, inode_type(&r), cookie);
         *out = r;
     }
     return err;
@@ -274,8 +282,37 @@ static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *nam
     }
     parent->rec = p;
     child->rec = c;
+    dir_cached_remove(fs, parent, name);
+    if (dir)
+        dir_cache_drop(fs, child);
     op_dropped(fs, child, destroyed);
     return 0;
+}
+
+/* The usual case, an entry whose inode is numbered above its directory's
+ * (created after it): lock order allows locking the directory first, so the
+ * entry is read once, under the lock. Sets *done unless the entry is numbered
+ * below (then nothing was changed and the caller takes the general path).
+ * On return *child holds the pinned entry's inode, if any. */
+static int remove_parent_first(lsmfs *fs, inode *parent, const char *name, bool dir,
+                               inode **child, bool *reclaim, bool *done)
+{
+    pthread_rwlock_wrlock(&parent->lock);
+    dirent_val d;
+    int err = dir_find(fs, parent, name, &d);
+    *done = err != 0 || d.ino > parent->ino;
+    if (err == 0 && *done) {
+        err = icache_get(fs, d.ino, child); /* may lock it to load it: in order */
+        if (err == ENOENT)
+            err = EIO; /* an entry without its inode */
+    }
+    if (err == 0 && *done) {
+        pthread_rwlock_wrlock(&(*child)->lock);
+        err = remove_locked(fs, parent, *child, name, &d, dir, reclaim);
+        pthread_rwlock_unlock(&(*child)->lock);
+    }
+    pthread_rwlock_unlock(&parent->lock);
+    return err;
 }
 
 static void remove_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name, bool dir)
@@ -287,8 +324,10 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name
     }
     inode *v[2] = {NULL, NULL};
     int err = icache_get(fs, parent_ino, &v[0]);
-    bool reclaim = false;
-    for (int tries = 0; err == 0; tries++) {
+    bool reclaim = false, done = false;
+    if (err == 0)
+        err = remove_parent_first(fs, v[0], name, dir, &v[1], &reclaim, &done);
+    for (int tries = 0; err == 0 && !done; tries++) {
         dirent_val d, d2;
         if ((err = dir_lookup(fs, parent_ino, name, &d)) != 0)
             break;
@@ -297,7 +336,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name
             break;
         }
         icache_lock_many(v, 2);
-        err = dir_lookup(fs, parent_ino, name, &d2);
+        err = dir_find(fs, v[0], name, &d2);
         bool same = err == 0 && d2.ino == d.ino;
         if (same)
             err = remove_locked(fs, v[0], v[1], name, &d2, dir, &reclaim);

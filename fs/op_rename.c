@@ -22,7 +22,8 @@ typedef struct rename_op {
     dirent_val sd, dd;      /* the source and target entries */
     const char *name, *newname;
     unsigned int flags;
-    bool reclaim; /* the replaced target must go to the reclaimer */
+    uint64_t new_cookie; /* the moved entry's cookie in its new directory */
+    bool reclaim;        /* the replaced target must go to the reclaimer */
 } rename_op;
 
 /* Is directory `dir` equal to or below directory `top`? Parents are
@@ -115,9 +116,9 @@ static int move(rename_op *x, lsm_batch *b, inode_rec *po, inode_rec *pn, inode_
             D->nlink--;
         }
     }
+    x->new_cookie = pn->next_cookie++;
     if (err == 0)
-        err = dir_batch_add(b, x->np->ino, x->newname, x->s->ino, inode_type(S), pn->next_cookie);
-    pn->next_cookie++;
+        err = dir_batch_add(b, x->np->ino, x->newname, x->s->ino, inode_type(S), x->new_cookie);
     pn->size++;
     if (S_ISDIR(S->mode) && x->op != x->np) {
         po->nlink--;
@@ -125,6 +126,24 @@ static int move(rename_op *x, lsm_batch *b, inode_rec *po, inode_rec *pn, inode_
         S->parent = x->np->ino;
     }
     return err;
+}
+
+/* The committed rename, made to the directories' listings in memory. */
+static void rename_cached(rename_op *x, const inode_rec *S, const inode_rec *D)
+{
+    lsmfs *fs = x->fs;
+    if (x->flags & RENAME_EXCHANGE) {
+        dir_cached_retarget(fs, x->op, x->name, x->d->ino, inode_type(D));
+        dir_cached_retarget(fs, x->np, x->newname, x->s->ino, inode_type(S));
+        return;
+    }
+    dir_cached_remove(fs, x->op, x->name);
+    if (x->d != NULL) {
+        dir_cached_remove(fs, x->np, x->newname);
+        if (S_ISDIR(D->mode))
+            dir_cache_drop(fs, x->d);
+    }
+    dir_cached_add(fs, x->np, x->newname, x->s->ino, inode_type(S), x->new_cookie);
 }
 
 /* REQUIRES: op, np, s, d locked for writing; entries re-read under them. */
@@ -170,6 +189,7 @@ static int rename_locked(rename_op *x)
     if (cross)
         x->np->rec = *pn;
     x->s->rec = S;
+    rename_cached(x, &S, &D);
     if (x->d != NULL) {
         x->d->rec = D;
         op_dropped(x->fs, x->d, destroyed);
@@ -177,11 +197,50 @@ static int rename_locked(rename_op *x)
     return 0;
 }
 
+/* The usual case, entries whose inodes are numbered above both directories
+ * (created after them): lock order allows locking the directories first, so
+ * each name is read once, under the locks. Sets *done unless an entry is
+ * numbered lower (then nothing was changed or pinned, and the caller takes
+ * the general path). */
+static int rename_parents_first(rename_op *x, bool *done)
+{
+    lsmfs *fs = x->fs;
+    inode *parents[2] = {x->op, x->np};
+    icache_lock_many(parents, 2);
+    uint64_t top = x->op->ino > x->np->ino ? x->op->ino : x->np->ino;
+    bool have_d = false;
+    int err = dir_find(fs, x->op, x->name, &x->sd);
+    if (err == 0) {
+        err = dir_find(fs, x->np, x->newname, &x->dd);
+        have_d = err == 0;
+        err = err == ENOENT ? 0 : err;
+    }
+    *done = err != 0 || (x->sd.ino > top && (!have_d || x->dd.ino > top));
+    if (err == 0 && *done) { /* icache_get may lock them to load them: in order */
+        err = icache_get(fs, x->sd.ino, &x->s);
+        if (err == 0 && have_d)
+            err = icache_get(fs, x->dd.ino, &x->d);
+        err = err == ENOENT ? EIO : err; /* an entry without its inode */
+    }
+    if (err == 0 && *done) {
+        inode *children[2] = {x->s, x->d};
+        icache_lock_many(children, 2);
+        err = rename_locked(x);
+        icache_unlock_many(children, 2);
+    }
+    icache_unlock_many(parents, 2);
+    return err;
+}
+
 /* Looks the two names up, pins their inodes, locks all four and checks
  * the names still point where they did; loops if they moved. */
 static int rename_pinned(rename_op *x)
 {
     lsmfs *fs = x->fs;
+    bool done = false;
+    int first = rename_parents_first(x, &done);
+    if (done)
+        return first;
     for (int tries = 0; tries < 100; tries++) {
         int err = dir_lookup(fs, x->op->ino, x->name, &x->sd);
         if (err != 0)
@@ -197,9 +256,9 @@ static int rename_pinned(rename_op *x)
         inode *v[4] = {x->op, x->np, x->s, x->d};
         icache_lock_many(v, 4);
         dirent_val s2, d2;
-        bool same = dir_lookup(fs, x->op->ino, x->name, &s2) == 0 && s2.ino == x->sd.ino &&
+        bool same = dir_find(fs, x->op, x->name, &s2) == 0 && s2.ino == x->sd.ino &&
                     s2.cookie == x->sd.cookie;
-        int derr = dir_lookup(fs, x->np->ino, x->newname, &d2);
+        int derr = dir_find(fs, x->np, x->newname, &d2);
         same = same && (have_d ? derr == 0 && d2.ino == x->dd.ino && d2.cookie == x->dd.cookie
                                : derr == ENOENT);
         if (same)

@@ -104,6 +104,23 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
     change(req, ino, name, NULL, 0, 0);
 }
 
+/* Whether ino may have extended attributes: INODE_F_XATTR is set by the
+ * first setxattr and never cleared, so without it there are none, and the
+ * store need not be asked. The kernel asks for security.capability before
+ * every write; this answers it from the inode cache. Returns 0 or an errno
+ * (ENODATA: certainly none). */
+static int may_have_xattrs(lsmfs *fs, fuse_ino_t ino)
+{
+    inode *n;
+    int err = icache_get(fs, ino, &n);
+    if (err != 0)
+        return err;
+    inode_rec r;
+    op_read_rec(n, &r);
+    icache_put(fs->icache, n);
+    return (r.flags & INODE_F_XATTR) ? 0 : ENODATA;
+}
+
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     lsmfs *fs = op_fs(req);
@@ -115,7 +132,7 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
         val = stats_value(fs);
         len = val != NULL ? strlen(val) : 0;
         err = val != NULL ? 0 : ENOMEM;
-    } else {
+    } else if ((err = may_have_xattrs(fs, ino)) == 0) {
         err = xattr_get(fs, ino, name, &val, &len);
     }
     if (err != 0)
@@ -131,7 +148,11 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     stats_inc(&fs->stats.ops[OP_LISTXATTR]);
     char *list = NULL;
     size_t len = 0;
-    int err = xattr_list(fs, ino, &list, &len);
+    int err = may_have_xattrs(fs, ino);
+    if (err == ENODATA)
+        err = 0; /* an empty list */
+    else if (err == 0)
+        err = xattr_list(fs, ino, &list, &len);
     if (err != 0)
         fuse_reply_err(req, err);
     else

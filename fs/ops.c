@@ -97,7 +97,7 @@ int op_drop_inode(lsmfs *fs, lsm_batch *b, inode *child, inode_rec *r, bool *rec
     *reclaim_after = false;
     *destroyed = false;
     bool used = still_used(fs, child, r);
-    if (used || orphan_needs_reclaim(r)) {
+    if (used || orphan_needs_reclaim(fs, r)) {
         /* Keep the record (nlink 0) until the last close or forget, or
          * until the reclaimer frees the chunks. */
         int err = inode_batch_update(fs, b, child, r);
@@ -123,7 +123,7 @@ int op_free_orphan(lsmfs *fs, inode *n, bool *reclaim)
     *reclaim = false;
     if (n->gone || n->rec.nlink != 0)
         return 0;
-    if (orphan_needs_reclaim(&n->rec)) {
+    if (orphan_needs_reclaim(fs, &n->rec)) {
         *reclaim = true; /* its orphan record is already committed */
         return 0;
     }

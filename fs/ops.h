@@ -44,7 +44,8 @@ void op_read_rec(inode *n, inode_rec *r);
  * the cached record. REQUIRES: n->lock held for writing. */
 int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl);
 /* Drops the last link of child (whose new record r has nlink 0) inside the
- * batch: deletes it now, or marks it an orphan. *reclaim_after says the
+ * batch: deletes it now (with its chunks, if it has few), or marks it an
+ * orphan. *reclaim_after says the
  * caller must queue it for the reclaimer after committing; *destroyed that
  * its record is deleted. REQUIRES: child->lock held for writing. */
 int op_drop_inode(lsmfs *fs, lsm_batch *b, inode *child, inode_rec *r, bool *reclaim_after,

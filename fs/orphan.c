@@ -26,9 +26,28 @@ struct reclaimer {
     bool stop;         /* [mu] */
 };
 
-bool orphan_needs_reclaim(const inode_rec *r)
+static bool chunked(const inode_rec *r)
 {
     return S_ISREG(r->mode) && !(r->flags & INODE_F_INLINE);
+}
+
+bool orphan_needs_reclaim(const lsmfs *fs, const inode_rec *r)
+{
+    return chunked(r) && r->size > (uint64_t)ORPHAN_DIRECT_CHUNKS * fs->sb.chunk_size;
+}
+
+/* Deletes by name the chunks a small file may have: no stored byte lies at
+ * or past its size. */
+static int delete_small_chunks(lsmfs *fs, lsm_batch *b, uint64_t ino, const inode_rec *r)
+{
+    uint64_t cs = fs->sb.chunk_size, n = (r->size + cs - 1) / cs;
+    for (uint64_t i = 0; i < n; i++) {
+        schema_key k;
+        key_chunk(&k, ino, i);
+        if (!lsm_batch_delete(b, k.b, k.len))
+            return ENOMEM;
+    }
+    return 0;
 }
 
 int orphan_batch_mark(lsm_batch *b, uint64_t ino)
@@ -42,6 +61,11 @@ int orphan_batch_destroy(lsmfs *fs, lsm_batch *b, uint64_t ino, const inode_rec 
 {
     if (r->flags & INODE_F_XATTR) {
         int err = xattr_batch_remove_all(fs, b, ino);
+        if (err != 0)
+            return err;
+    }
+    if (chunked(r) && !orphan_needs_reclaim(fs, r)) {
+        int err = delete_small_chunks(fs, b, ino, r);
         if (err != 0)
             return err;
     }

@@ -15,6 +15,9 @@
 
 /* Chunks deleted per background batch. */
 #define ORPHAN_BATCH_CHUNKS 256
+/* A file of at most this many chunks is freed in one batch, its chunks
+ * deleted by name (no scan, no background work). */
+#define ORPHAN_DIRECT_CHUNKS 4
 
 /* Starts the reclaimer thread and queues every orphan found in the store. */
 int reclaimer_start(lsmfs *fs, reclaimer **out);
@@ -27,10 +30,11 @@ void reclaimer_drain(reclaimer *r);
 void reclaimer_stop(reclaimer *r);
 
 /* Must the data of an unlinked inode with record r be freed in the
- * background (it has chunks), or can its keys go in one batch? */
-bool orphan_needs_reclaim(const inode_rec *r);
-/* Adds to b the deletes of ino's record, its xattrs and its orphan record.
- * REQUIRES: the inode has no chunks. */
+ * background (more than ORPHAN_DIRECT_CHUNKS chunks), or can its keys go in
+ * one batch? */
+bool orphan_needs_reclaim(const lsmfs *fs, const inode_rec *r);
+/* Adds to b the deletes of ino's record, its xattrs, its orphan record and,
+ * unless it needs the reclaimer (which deletes those first), its chunks. */
 int orphan_batch_destroy(lsmfs *fs, lsm_batch *b, uint64_t ino, const inode_rec *r);
 int orphan_batch_mark(lsm_batch *b, uint64_t ino);
 

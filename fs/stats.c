@@ -38,6 +38,10 @@ char *stats_text(const fs_stats *s, const char *head)
     }
     fprintf(f, "fs store writes: %" PRIu64 "\n",
             atomic_load_explicit(&s->store_writes, memory_order_relaxed));
+    fprintf(f, "fs store gets: %" PRIu64 "\n",
+            atomic_load_explicit(&s->store_gets, memory_order_relaxed));
+    fprintf(f, "fs store scans: %" PRIu64 "\n",
+            atomic_load_explicit(&s->store_scans, memory_order_relaxed));
     fprintf(f, "fs sync barriers: %" PRIu64 "\n",
             atomic_load_explicit(&s->store_syncs, memory_order_relaxed));
     fprintf(f, "fs fsyncs already durable: %" PRIu64 "\n",

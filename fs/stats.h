@@ -48,6 +48,8 @@ enum fs_op {
 typedef struct fs_stats {
     _Atomic uint64_t ops[OP_COUNT];
     _Atomic uint64_t store_writes; /* lsm_write calls made by the fs */
+    _Atomic uint64_t store_gets;   /* point reads (lsm_get) made by the fs */
+    _Atomic uint64_t store_scans;  /* store iterators the fs opened */
     _Atomic uint64_t store_syncs;  /* sync barriers asked of the store */
     _Atomic uint64_t sync_free;    /* fsyncs already durable: no sync at all */
     _Atomic uint64_t sync_shared;  /* fsyncs covered by another thread's sync */

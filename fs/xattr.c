@@ -27,11 +27,7 @@ int xattr_get(lsmfs *fs, uint64_t ino, const char *name, char **val, size_t *len
         return ENODATA;
     schema_key k;
     key_xattr(&k, ino, name, nlen);
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    *val = NULL;
-    *len = 0;
-    lsm_status *s = lsm_get(fs->db, &ro, k.b, k.len, val, len);
+    lsm_status *s = fs_get(fs, &k, val, len);
     if (s == NULL)
         return 0;
     int err = fs_read_errno(fs, s, "xattr");

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1161,6 +1162,24 @@ uint64_t tm_hash_file(const char *path)
     if (n < 0)
         fail_msg("read %s at %lld: %s", path, (long long)off, tm_errname((int)-n));
     return h;
+}
+
+uint64_t tm_stats_counter(const struct tmount *m, const char *key)
+{
+    static char buf[16384];
+    ssize_t n = getxattr(m->mnt, "user.lsmfs.stats", buf, sizeof buf - 1);
+    if (n <= 0)
+        fail_msg("getxattr user.lsmfs.stats: %s", tm_errname(errno));
+    buf[n] = '\0';
+    const char *p = strstr(buf, key);
+    if (p == NULL)
+        fail_msg("no \"%s\" in the stats:\n%s", key, buf);
+    p += strlen(key);
+    while (*p == ' ' || *p == ':')
+        p++;
+    if (*p < '0' || *p > '9')
+        fail_msg("no number after \"%s\" in the stats", key);
+    return strtoull(p, NULL, 10);
 }
 
 long long tm_inodes_used(const struct tmount *m)

@@ -254,6 +254,10 @@ void tm_check_zero(const void *got, size_t n, const char *what, long long base);
 /* tm_hash of a whole file, read back from the daemon. */
 uint64_t tm_hash_file(const char *path);
 
+/* The number after `key` (e.g. "wal syncs", "fs store gets") in the root's
+ * user.lsmfs.stats text; fails the test when there is none. */
+uint64_t tm_stats_counter(const struct tmount *m, const char *key);
+
 /* Inodes in use on the mount (statvfs: files - free files). */
 long long tm_inodes_used(const struct tmount *m);
 

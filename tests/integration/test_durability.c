@@ -39,28 +39,9 @@ static int setup(void **state)
     return tm_setup(state, TEST_TIMEOUT_S, "a test_durability test", NULL);
 }
 
-/* The number after `key` in the root's stats text. */
-static uint64_t stat_counter(const struct tmount *m, const char *key)
-{
-    static char buf[16384];
-    ssize_t n = getxattr(m->mnt, "user.lsmfs.stats", buf, sizeof buf - 1);
-    if (n <= 0)
-        fail_msg("getxattr user.lsmfs.stats: %s", tm_errname(errno));
-    buf[n] = '\0';
-    const char *p = strstr(buf, key);
-    if (p == NULL)
-        fail_msg("no \"%s\" in the stats:\n%s", key, buf);
-    p += strlen(key);
-    while (*p == ' ' || *p == ':')
-        p++;
-    if (*p < '0' || *p > '9')
-        fail_msg("no number after \"%s\" in the stats", key);
-    return strtoull(p, NULL, 10);
-}
-
 static uint64_t wal_syncs(const struct tmount *m)
 {
-    return stat_counter(m, "wal syncs");
+    return tm_stats_counter(m, "wal syncs");
 }
 
 static void fsync_path(const char *path, bool dir)
@@ -90,12 +71,12 @@ static void test_fsync_of_durable_costs_no_sync(void **state)
     TM_OK(fsync(fd));
     uint64_t s1 = wal_syncs(m);
     assert_int_equal(s1, s0 + 1);
-    uint64_t free0 = stat_counter(m, "fs fsyncs already durable");
+    uint64_t free0 = tm_stats_counter(m, "fs fsyncs already durable");
     TM_OK(fsync(fd));
     TM_OK(fdatasync(fd));
     fsync_path(P("d"), true);
     assert_int_equal(wal_syncs(m), s1);
-    assert_int_equal(stat_counter(m, "fs fsyncs already durable"), free0 + 3);
+    assert_int_equal(tm_stats_counter(m, "fs fsyncs already durable"), free0 + 3);
     TM_OK(close(fd));
 }
 

@@ -1,0 +1,462 @@
+/*
+ * test_requests — the store work a request costs (issue 6).
+ *
+ * Every FUSE request is a round trip the application waits for, and what
+ * the daemon does inside one adds to it. These tests read the daemon's own
+ * counters of store point reads ("fs store gets") and writes from the
+ * root's user.lsmfs.stats attribute around a system call, and check that a
+ * call costs no more than it must: the kernel's security.capability query
+ * before a write, a write that replaces every stored byte it touches, ...
+ * Each also checks the result (content read back from the daemon, after a
+ * remount and a clean fsck), so a request made cheaper by doing less than
+ * it must fails here too.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "mount.h"
+
+#define TEST_TIMEOUT_S 60
+
+static int setup(void **state)
+{
+    return tm_setup(state, TEST_TIMEOUT_S, "a test_requests test", NULL);
+}
+
+static uint64_t gets(const struct tmount *m)
+{
+    return tm_stats_counter(m, "fs store gets");
+}
+
+/* An inode without extended attributes answers getxattr and listxattr
+ * (the kernel asks security.capability before every write) from the inode
+ * cache; one with them still finds them in the store. */
+static void test_xattr_queries_of_inode_without_any(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    const char *f = P("f");
+    tm_touch(f);
+    char buf[64];
+    uint64_t g0 = gets(m);
+    TM_ERR(getxattr(f, "security.capability", buf, sizeof buf), ENODATA);
+    TM_ERR(getxattr(f, "user.a", buf, sizeof buf), ENODATA);
+    assert_int_equal(listxattr(f, buf, sizeof buf), 0);
+    assert_int_equal(gets(m) - g0, 0);
+
+    TM_OK(setxattr(f, "user.a", "v1", 2, 0));
+    assert_int_equal(getxattr(f, "user.a", buf, sizeof buf), 2);
+    assert_memory_equal(buf, "v1", 2);
+    assert_int_equal(listxattr(f, buf, sizeof buf), (int)sizeof "user.a");
+    TM_OK(removexattr(f, "user.a"));
+    TM_ERR(getxattr(f, "user.a", buf, sizeof buf), ENODATA);
+    assert_int_equal(listxattr(f, buf, sizeof buf), 0);
+
+    TM_OK(setxattr(f, "user.b", "v2", 2, 0));
+    tm_remount_checked(m);
+    assert_int_equal(getxattr(f, "user.b", buf, sizeof buf), 2);
+    assert_memory_equal(buf, "v2", 2);
+    TM_ERR(getxattr(P("."), "user.b", buf, sizeof buf), ENODATA);
+}
+
+/* pwrite of n bytes of pattern `seed` at off, mirrored into `want`. */
+static void put(int fd, char *want, size_t n, off_t off, uint64_t seed)
+{
+    tm_fill(want + off, n, seed, (uint64_t)off);
+    TM_OK(tm_pwrite_all(fd, want + off, n, off));
+}
+
+/* A write that replaces every stored byte of the inline payload or chunk
+ * it lands in (a new file, an append starting a chunk, a rewrite from 0 to
+ * the end) reads nothing first; one that keeps stored bytes reads them. */
+static void test_write_reads_only_what_it_keeps(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    const char *f = P("f");
+    int fd = open(f, O_CREAT | O_EXCL | O_RDWR, 0644);
+    TM_OK(fd);
+    struct stat st;
+    TM_OK(fstat(fd, &st));
+    const size_t cs = (size_t)st.st_blksize; /* the chunk size */
+    assert_true(cs >= 4 * KiB);
+    const size_t size = 16 * cs;
+    char *want = calloc(1, size);
+    assert_non_null(want);
+    uint64_t g0 = gets(m);
+    put(fd, want, 1 * KiB, 0, 1);           /* new file, inline */
+    put(fd, want, 3 * KiB, 0, 2);           /* rewrites all of it */
+    put(fd, want, cs + 100, 0, 3);          /* moves out of line, rewriting all */
+    put(fd, want, 3 * cs / 2, 4 * cs, 4);   /* chunks 4 and 5: past the end */
+    put(fd, want, cs / 4, 4 * cs + 3 * cs / 2, 5); /* append into chunk 5 */
+    assert_int_equal(gets(m) - g0, 1);      /* ... which kept chunk 5's bytes */
+    put(fd, want, 100, 50, 6);              /* inside chunk 0: keeps the rest */
+    assert_int_equal(gets(m) - g0, 2);
+    TM_OK(close(fd));
+    size_t len = 4 * cs + 3 * cs / 2 + cs / 4;
+    assert_true(tm_hash_file(f) == tm_hash(want, len, TM_HASH_INIT));
+    tm_remount_checked(m);
+    TM_OK(stat(f, &st));
+    assert_int_equal(st.st_size, (off_t)len);
+    assert_true(tm_hash_file(f) == tm_hash(want, len, TM_HASH_INIT));
+    free(want);
+}
+
+/* A file grown by truncate has a payload shorter than its size: a write
+ * from 0 to past the old size still replaces all of it. */
+static void test_write_after_truncate_up(void **state)
+{
+    struct tmount *m = *state;
+    char want[6 * KiB];
+    memset(want, 0, sizeof want);
+    const char *f = P("f");
+    int fd = open(f, O_CREAT | O_EXCL | O_RDWR, 0644);
+    TM_OK(fd);
+    put(fd, want, 500, 0, 7);
+    TM_OK(ftruncate(fd, 2 * KiB));
+    put(fd, want, 100, 1500, 8); /* into the zeros past the payload */
+    put(fd, want, 3 * KiB, 3 * KiB, 9);
+    TM_OK(close(fd));
+    assert_true(tm_hash_file(f) == tm_hash(want, sizeof want, TM_HASH_INIT));
+    tm_remount_checked(m);
+    assert_true(tm_hash_file(f) == tm_hash(want, sizeof want, TM_HASH_INIT));
+}
+
+static uint64_t ino_of(const char *path)
+{
+    struct stat st;
+    TM_OK(stat(path, &st));
+    return (uint64_t)st.st_ino;
+}
+
+/* Waits (5 s at most) until the reclaimer has freed `n` orphans in all. */
+static void wait_reclaimed(const struct tmount *m, uint64_t n)
+{
+    for (int i = 0; i < 500 && tm_stats_counter(m, "fs orphans reclaimed") < n; i++)
+        tm_sleep_ms(10);
+    assert_true(tm_stats_counter(m, "fs orphans reclaimed") >= n);
+}
+
+/* Lists `dir` (readdir of the whole directory). */
+static void list_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    while (readdir(d) != NULL) {
+    }
+    closedir(d);
+}
+
+/* unlink and rmdir read the entry once, under the directory's lock, when
+ * the inode is numbered above its directory, and not at all once the
+ * directory's entries are in memory (made by mkdir or a readdir); below
+ * (a hard link into a newer directory, an older directory moved into it)
+ * they still work. */
+static void test_unlink_reads_entry_once(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    TM_OK(mkdir(P("d"), 0755));
+    tm_make_file(P("d/big"), 20 * KiB, 1); /* chunked: no payload to keep */
+    tm_make_file(P("d/big2"), 20 * KiB, 1);
+    tm_remount_checked(m); /* no directory listed in memory */
+    /* Held open, so that the reclaimer (which reads it when the kernel lets
+     * go of it) does not run while the gets are counted. */
+    int fd = open(P("d/big"), O_RDONLY);
+    TM_OK(fd);
+    uint64_t g0 = gets(m);
+    TM_OK(unlink(P("d/big")));
+    assert_int_equal(gets(m) - g0, 1);
+    TM_OK(close(fd));
+    wait_reclaimed(m, 1); /* its reads done before the next count */
+    TM_ERR(unlink(P("d/big")), ENOENT);
+    list_dir(P("d"));
+    fd = open(P("d/big2"), O_RDONLY);
+    TM_OK(fd);
+    g0 = gets(m);
+    TM_OK(unlink(P("d/big2")));
+    assert_int_equal(gets(m) - g0, 0);
+    TM_OK(close(fd));
+
+    TM_OK(mkdir(P("old"), 0755));
+    tm_make_file(P("f"), 100, 2);
+    TM_OK(mkdir(P("newer"), 0755));
+    assert_true(ino_of(P("f")) < ino_of(P("newer")));
+    TM_OK(link(P("f"), P("newer/g")));
+    TM_OK(rename(P("old"), P("newer/old")));
+    TM_OK(unlink(P("newer/g")));
+    TM_OK(rmdir(P("newer/old")));
+    TM_ERR(rmdir(P("newer/old")), ENOENT);
+    struct stat st;
+    TM_OK(stat(P("f"), &st));
+    assert_int_equal(st.st_nlink, 1);
+    tm_check_file(P("f"), 100, 2);
+    tm_remount_checked(m);
+    tm_check_file(P("f"), 100, 2);
+    TM_OK(rmdir(P("newer")));
+}
+
+/* rename reads each name once, under the directories' locks, when both
+ * inodes are numbered above both directories (a maildir delivery), and not
+ * at all from directories whose entries are in memory; an inode numbered
+ * below takes the general path. */
+static void test_rename_reads_entries_once(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    tm_make_file(P("early"), 20 * KiB, 3);
+    TM_OK(mkdir(P("tmp"), 0755));
+    TM_OK(mkdir(P("new"), 0755));
+    tm_make_file(P("tmp/a"), 20 * KiB, 4);
+    tm_make_file(P("tmp/b"), 20 * KiB, 5);
+    tm_make_file(P("new/b"), 20 * KiB, 6);
+    tm_make_file(P("tmp/c"), 20 * KiB, 7);
+    tm_remount_checked(m); /* no directory listed in memory */
+    int fd = open(P("new/b"), O_RDONLY); /* keeps the reclaimer away (above) */
+    TM_OK(fd);
+    TM_OK(stat(P("tmp/a"), &(struct stat){0}));
+    TM_OK(stat(P("tmp/b"), &(struct stat){0}));
+    uint64_t g0 = gets(m);
+    /* The kernel looks the target name up before every rename (1 get). */
+    TM_OK(rename(P("tmp/a"), P("new/a")));
+    assert_int_equal(gets(m) - g0, 3);
+    TM_OK(rename(P("tmp/b"), P("new/b"))); /* replaces new/b */
+    assert_int_equal(gets(m) - g0, 6);
+    TM_OK(close(fd));
+    wait_reclaimed(m, 1);
+    list_dir(P("tmp"));
+    list_dir(P("new"));
+    g0 = gets(m);
+    TM_OK(rename(P("tmp/c"), P("new/c")));
+    assert_int_equal(gets(m) - g0, 0);
+    TM_OK(rename(P("early"), P("new/early"))); /* numbered below both */
+    TM_OK(rename(P("new/a"), P("tmp/a2")));
+    TM_ERR(stat(P("tmp/a"), &(struct stat){0}), ENOENT);
+    tm_remount_checked(m);
+    tm_check_file(P("tmp/a2"), 20 * KiB, 4);
+    tm_check_file(P("new/b"), 20 * KiB, 5);
+    tm_check_file(P("new/c"), 20 * KiB, 7);
+    tm_check_file(P("new/early"), 20 * KiB, 3);
+    TM_ERR(stat(P("early"), &(struct stat){0}), ENOENT);
+}
+
+/* A read of a few chunks gets them one by one (cheaper than a store
+ * iterator); a long one scans. */
+static void test_read_of_few_chunks_without_scan(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    tm_make_file(P("f"), 4, 1); /* learn the chunk size */
+    struct stat st;
+    TM_OK(stat(P("f"), &st));
+    const size_t cs = (size_t)st.st_blksize;
+    tm_make_file(P("three"), 3 * cs - 100, 2);
+    tm_make_file(P("many"), 64 * cs, 3);
+    uint64_t g0 = gets(m), s0 = tm_stats_counter(m, "fs store scans");
+    tm_check_file(P("three"), 3 * cs - 100, 2); /* one READ request */
+    assert_int_equal(gets(m) - g0, 3);
+    assert_int_equal(tm_stats_counter(m, "fs store scans") - s0, 0);
+    tm_check_file(P("many"), 64 * cs, 3);
+    assert_true(tm_stats_counter(m, "fs store scans") - s0 >= 1);
+}
+
+/* Waits (5 s at most) until the mount has `n` inodes in use. */
+static void wait_inodes(const struct tmount *m, long long n)
+{
+    for (int i = 0; i < 500 && tm_inodes_used(m) != n; i++)
+        tm_sleep_ms(10);
+    assert_int_equal(tm_inodes_used(m), n);
+}
+
+/* An unlinked file of a few chunks is freed in one batch, its chunks
+ * deleted by name when the kernel lets go of it: no scan, no reclaimer. A
+ * larger one goes to the reclaimer. Neither leaves a key behind (fsck). */
+static void test_small_file_freed_without_reclaimer(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    long long base = tm_inodes_used(m);
+    tm_make_file(P("small"), 10 * KiB, 1);
+    tm_make_file(P("large"), 2 * MiB, 2);
+    uint64_t s0 = tm_stats_counter(m, "fs store scans");
+    uint64_t r0 = tm_stats_counter(m, "fs orphans reclaimed");
+    TM_OK(unlink(P("small")));
+    wait_inodes(m, base + 1);
+    assert_int_equal(tm_stats_counter(m, "fs store scans") - s0, 0);
+    assert_int_equal(tm_stats_counter(m, "fs orphans reclaimed") - r0, 0);
+    TM_OK(unlink(P("large")));
+    wait_reclaimed(m, r0 + 1);
+    wait_inodes(m, base);
+    tm_remount_checked(m);
+    assert_int_equal(tm_inodes_used(m), base);
+}
+
+static uint64_t scans(const struct tmount *m)
+{
+    return tm_stats_counter(m, "fs store scans");
+}
+
+#define NAMES 64
+
+/* What a directory must list: names (by index) and their inode numbers. */
+typedef struct dir_model {
+    uint64_t ino[NAMES]; /* 0: absent */
+} dir_model;
+
+/* readdir of path must list exactly the model's names, each once, with
+ * its inode number. */
+static void check_listing(const char *path, const dir_model *want)
+{
+    bool seen[NAMES] = {false};
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        int i = -1;
+        if (sscanf(e->d_name, "n%d", &i) != 1 || i < 0 || i >= NAMES || seen[i] ||
+            want->ino[i] != (uint64_t)e->d_ino) {
+            closedir(d);
+            fail_msg("%s: unexpected entry %s (ino %llu)", path, e->d_name,
+                     (unsigned long long)e->d_ino);
+        }
+        seen[i] = true;
+        n++;
+    }
+    closedir(d);
+    for (int i = 0; i < NAMES; i++)
+        if (want->ino[i] != 0 && !seen[i])
+            fail_msg("%s: n%d missing", path, i);
+}
+
+/* One random change among two directories, mirrored in the models:
+ * create, unlink, rename (within or across, replacing or not), exchange,
+ * hard link. */
+static uint64_t next_rand(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static void random_change(struct tmount *m, dir_model *dm, uint64_t *rng)
+{
+    static const char *const dirs[2] = {"a", "b"};
+    int da = (int)(next_rand(rng) % 2), db = (int)(next_rand(rng) % 2);
+    int i = (int)(next_rand(rng) % NAMES), j = (int)(next_rand(rng) % NAMES);
+    const char *src = P("%s/n%d", dirs[da], i), *dst = P("%s/n%d", dirs[db], j);
+    dir_model *ms = &dm[da], *md = &dm[db];
+    switch (next_rand(rng) % 5) {
+    case 0:
+        if (ms->ino[i] == 0) {
+            tm_touch(src);
+            ms->ino[i] = ino_of(src);
+        }
+        break;
+    case 1:
+        if (ms->ino[i] != 0) {
+            TM_OK(unlink(src));
+            ms->ino[i] = 0;
+        }
+        break;
+    case 2:
+        if (ms->ino[i] != 0 && (ms != md || i != j)) {
+            TM_OK(rename(src, dst));
+            md->ino[j] = ms->ino[i];
+            ms->ino[i] = 0;
+        }
+        break;
+    case 3:
+        if (ms->ino[i] != 0 && md->ino[j] != 0) {
+            TM_OK(syscall(SYS_renameat2, AT_FDCWD, src, AT_FDCWD, dst, RENAME_EXCHANGE));
+            uint64_t t = ms->ino[i];
+            ms->ino[i] = md->ino[j];
+            md->ino[j] = t;
+        }
+        break;
+    default:
+        if (ms->ino[i] != 0 && md->ino[j] == 0) {
+            TM_OK(link(src, dst));
+            md->ino[j] = ms->ino[i];
+        }
+    }
+}
+
+/* Directories made in this mount have their entries in memory from mkdir
+ * on: listings and lookups in them read nothing from the store, and stay
+ * exact through every kind of change; after a remount the first listing
+ * reads the store once and the next ones do not. */
+static void test_listings_in_memory(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    TM_OK(mkdir(P("a"), 0755));
+    TM_OK(mkdir(P("b"), 0755));
+    dir_model dm[2];
+    memset(dm, 0, sizeof dm);
+    uint64_t rng = tm_seed() | 1;
+    for (int round = 0; round < 8; round++) {
+        for (int step = 0; step < 60; step++)
+            random_change(m, dm, &rng);
+        uint64_t s0 = scans(m), g0 = gets(m);
+        check_listing(P("a"), &dm[0]);
+        check_listing(P("b"), &dm[1]);
+        TM_ERR(stat(P("a/none%d", round), &(struct stat){0}), ENOENT);
+        assert_int_equal(scans(m) - s0, 0);
+        assert_int_equal(gets(m) - g0, 0);
+    }
+    tm_remount_checked(m);
+    uint64_t s0 = scans(m);
+    check_listing(P("a"), &dm[0]);
+    assert_int_equal(scans(m) - s0, 1);
+    for (int step = 0; step < 60; step++) /* changes invalidate the kernel's copy */
+        random_change(m, dm, &rng);
+    s0 = scans(m);
+    check_listing(P("a"), &dm[0]);
+    assert_int_equal(scans(m) - s0, 0);
+    check_listing(P("b"), &dm[1]); /* its first listing since the remount */
+    assert_int_equal(scans(m) - s0, 1);
+    tm_remount_checked(m);
+    check_listing(P("a"), &dm[0]);
+    check_listing(P("b"), &dm[1]);
+}
+
+int main(void)
+{
+    tm_init();
+    const struct CMUnitTest tests[] = {
+        TM_TEST(test_xattr_queries_of_inode_without_any, setup),
+        TM_TEST(test_write_reads_only_what_it_keeps, setup),
+        TM_TEST(test_write_after_truncate_up, setup),
+        TM_TEST(test_unlink_reads_entry_once, setup),
+        TM_TEST(test_rename_reads_entries_once, setup),
+        TM_TEST(test_listings_in_memory, setup),
+        TM_TEST(test_small_file_freed_without_reclaimer, setup),
+        TM_TEST(test_read_of_few_chunks_without_scan, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
