@@ -147,7 +147,8 @@ struct lsm_db {
     uint64_t *pending;         /* [mu] numbers of tables being written */
     int npending, cap_pending;
     pacer pacer;         /* [mu] the rate compaction sustains */
-    double pace_next_us; /* [mu] when the next paced write may begin */
+    double pace_next_us;    /* [mu] when the next paced write may begin; 0: unpaced */
+    double pace_settled_us; /* [mu] pace_next_us when last checked against the time */
 };
 
 /* db.c */
