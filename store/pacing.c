@@ -4,11 +4,12 @@
 #include <assert.h>
 #include <string.h>
 
-/* A sample's weight falls as 1 / (1 + age / AGE_SECS): a few seconds, long
- * enough to span several compactions of a level (and more than one level-0
- * cycle), short enough to follow the tree as it grows and the CPU as others
- * take it. */
-#define AGE_SECS 5.0
+/* A sample's weight falls as 1 / (1 + age / AGE_SECS): long enough to span
+ * several compactions of each level and a few level-0 cycles, short enough
+ * to follow the tree as it grows and the CPU as others take it. (lsmbench
+ * stallwatch, worst window / median over 3-6 runs: 1.18-1.39 at 10 s,
+ * 1.15-1.37 at 5 s, 1.23-1.47 at 2.5 s, 1.25-1.34 at 20 s.) */
+#define AGE_SECS 10.0
 
 /* Past BACKLOG_SOFT bytes in levels 0-1 (on average) the rate falls
  * linearly, all of it over BACKLOG_RANGE more, to a floor of MIN_FACTOR.

@@ -10,7 +10,7 @@
  * The pacer measures instead what compaction costs: for each level, the
  * seconds (wall clock, so a CPU shared with writers and others counts) the
  * compaction thread spends per byte it moves out of that level, over the
- * last few seconds of that level's compactions. A byte written passes
+ * last ten seconds or so of that level's compactions. A byte written passes
  * through each of those levels in turn, so
  *
  *     table bytes per second = 1 / (sum of the per-level costs)

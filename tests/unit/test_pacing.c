@@ -49,10 +49,10 @@ static void test_older_samples_weigh_less(void **state)
     (void)state;
     pacer p;
     pacer_init(&p, MIN_BACKLOG);
-    /* 1 s per MiB, then, 5 s later (its weight halved), 3 s per MiB. */
+    /* 1 s per MiB, then, 10 s later (its weight halved), 3 s per MiB. */
     pacer_note_compaction(&p, 1, 1024 * 1024, SEC, 10 * SEC);
-    pacer_note_compaction(&p, 1, 1024 * 1024, 3 * SEC, 15 * SEC);
-    pacer_update(&p, BACKLOG, true, 1, 15 * SEC);
+    pacer_note_compaction(&p, 1, 1024 * 1024, 3 * SEC, 20 * SEC);
+    pacer_update(&p, BACKLOG, true, 1, 20 * SEC);
     double secs_per_mb = (0.5 * 1 + 3) / (0.5 * 1 + 1);
     assert_near(p.rate, MB / secs_per_mb);
     /* Each level ages on its own clock: a sample of level 0 leaves
