@@ -393,6 +393,7 @@ static lsm_db *db_alloc(const lsm_options *o, const char *dir)
     db->opt.env = db->env;
     db->dir = strdup(dir);
     db->expected_group = 1;
+    pacer_init(&db->pacer, 4 * (uint64_t)o->write_buffer_size);
     db->snapshots.next = db->snapshots.prev = &db->snapshots;
     mutex_init(&db->mu);
     cond_init_monotonic(&db->gather_cv);

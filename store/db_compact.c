@@ -126,6 +126,21 @@ static void output_cleanup(lsm_db *db, output *o, bool keep)
     o->path = NULL;
 }
 
+/* Tells the pacer how the tree looks now. REQUIRES: mu held. */
+static void update_pacing(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    const version *v = db->vs.current;
+    uint64_t backlog = version_level_bytes(v, 0) + version_level_bytes(v, 1);
+    /* How many table bytes a byte written becomes (compression, the log's
+     * record headers); 1 until something was flushed. */
+    double table_per_write = 1;
+    if (db->stats.flush_bytes > 0 && db->stats.wal_bytes > 0)
+        table_per_write = (double)db->stats.flush_bytes / (double)db->stats.wal_bytes;
+    pacer_update(&db->pacer, backlog, v->compaction_score >= 1, table_per_write,
+                 db->env->now_micros(db->env));
+}
+
 /* ------------------------------------------------------------------ flush */
 
 /* Writes memtable m to a new table. REQUIRES: mu held (released inside). */
@@ -194,6 +209,7 @@ static lsm_status *flush_one(lsm_db *db)
     db->nimm--;
     db->stats.flushes++;
     db_install_view(db);
+    update_pacing(db);
     db_delete_obsolete_files(db);
     return NULL;
 }
@@ -427,6 +443,7 @@ static lsm_status *trivial_move(lsm_db *db, compaction *c)
     lsm_status *s = vset_log_and_apply(&db->vs, &c->edit, db->last_seq);
     if (s == NULL)
         db_install_view(db);
+    update_pacing(db);
     return s;
 }
 
@@ -445,6 +462,7 @@ static lsm_status *run_compaction(lsm_db *db, compaction *c)
         s = install_compaction(db, &r);
     if (s == NULL)
         db_install_view(db);
+    update_pacing(db);
     /* Only now, with the outputs named by the MANIFEST (or abandoned), may
      * the obsolete-file sweep see them. */
     for (int i = 0; i < r.ndone; i++)
@@ -497,7 +515,18 @@ static void *compact_main(void *arg)
             break;
         db->compacting = true;
         compaction *c = compaction_pick(&db->vs, db->opt.target_file_size);
+        /* What the compaction costs per byte it moves down feeds the pacer
+         * (read before running it: the inputs may be gone after). */
+        uint64_t t0 = db->env->now_micros(db->env);
+        int level = c ? c->level : 0;
+        uint64_t moved = 0;
+        for (int i = 0; c && i < c->ninputs[0]; i++)
+            moved += c->inputs[0][i]->size;
         lsm_status *s = c ? run_compaction(db, c) : NULL;
+        if (c && s == NULL) {
+            uint64_t now = db->env->now_micros(db->env);
+            pacer_note_compaction(&db->pacer, level, moved, now - t0, now);
+        }
         compaction_free(c);
         db->compacting = false;
         if (s == NULL && c != NULL)

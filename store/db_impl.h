@@ -17,6 +17,7 @@
 #include "env.h"
 #include "memtable.h"
 #include "mutex.h"
+#include "pacing.h"
 #include "version_set.h"
 #include "wal.h"
 
@@ -67,9 +68,11 @@ struct lsm_snapshot {
 
 #define FOLLOWER_BUCKETS 17 /* 0..15 followers, and 16 or more */
 
-/* Level-0 file counts that shape the write rate (see db_compact.c). */
+/* Level-0 file counts: compaction starts at the trigger; writers are slowed
+ * on top of the pacer's rate (pacing.h) from L0_SLOWDOWN and wait at
+ * L0_STOP (see db_write.c). */
 #define L0_COMPACTION_TRIGGER 4
-#define L0_SLOWDOWN 8
+#define L0_SLOWDOWN 20
 #define L0_STOP 24
 
 struct level_stats {
@@ -161,7 +164,9 @@ struct lsm_db {
     bool flushing;             /* [mu] the flush thread is flushing (or sweeping) */
     uint64_t *pending;         /* [mu] numbers of tables being written */
     int npending, cap_pending;
-    double delay_owed_us; /* [leader] write pacing not yet slept */
+    pacer pacer;         /* [mu] the rate compaction sustains */
+    double pace_next_us;    /* [mu] when the next paced write may begin; 0: unpaced */
+    double pace_settled_us; /* [mu] pace_next_us when last checked against the time */
 };
 
 /* db.c */
@@ -210,7 +215,8 @@ void db_delete_obsolete_files(lsm_db *db);
  * waits for room; switches the memtable when full. REQUIRES: mu held; the
  * caller leads the write queue. */
 lsm_status *db_make_room_for_write(lsm_db *db, bool force_switch);
-/* After a group of `bytes` was written: accrue pacing delay. [leader] */
+/* After a group of `bytes` was written: charge them to the pacing clock.
+ * REQUIRES: mu held; the caller leads the write queue. */
 void db_account_write(lsm_db *db, uint64_t bytes);
 /* Flushes every memtable holding data and waits for it. */
 lsm_status *db_flush_memtables(lsm_db *db);

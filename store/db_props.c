@@ -100,6 +100,7 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         {"lsm.total-table-bytes", total_table_bytes(db)},
         {"lsm.flushes", st->flushes},
         {"lsm.stall-us", st->stop_us + st->slowdown_us},
+        {"lsm.paced-rate", (uint64_t)db->pacer.rate},
         {"lsm.block-cache-hits", cache_hits(db)},
         {"lsm.block-cache-misses", cache_misses(db)},
         {"lsm.user-bytes", st->user_bytes},
@@ -172,13 +173,17 @@ static bool stats_text(lsm_db *db, buf *b)
                      (double)ls->micros / 1e6);
         ok = buf_append(b, line, (size_t)n);
     }
+    char pacing[48] = "not pacing now";
+    if (db->pacer.rate > 0)
+        snprintf(pacing, sizeof(pacing), "pacing at %.1f MiB/s now", db->pacer.rate / 1048576.0);
     n = snprintf(
         line, sizeof(line),
         "  flushes %" PRIu64 ", write amplification %.2f (table bytes written / user bytes)\n"
-        "  writer stalls: %.3f s paced, %.3f s stopped (%" PRIu64 " stops)\n"
+        "  writer stalls: %.3f s paced, %.3f s stopped (%" PRIu64 " stops); %s\n"
         "  block cache: %.1f%% hits (%" PRIu64 " of %" PRIu64 ")\n",
         st->flushes, st->user_bytes ? (double)written / (double)st->user_bytes : 0.0,
         (double)st->slowdown_us / 1e6, (double)st->stop_us / 1e6, st->stops,
+        pacing,
         hits + misses ? 100.0 * (double)hits / (double)(hits + misses) : 0.0, hits, hits + misses);
     ok = ok && buf_append(b, line, (size_t)n);
     return ok;

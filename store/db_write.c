@@ -490,32 +490,67 @@ static lsm_status *switch_memtable(lsm_db *db)
     return NULL;
 }
 
-/* The write rate (bytes/s) allowed while compaction is behind: full speed
- * below the slowdown point, falling linearly to a trickle at the stop point.
- * Smooth pacing instead of LevelDB's 1 ms per write and then a hard stop. */
+/* Writers are paced by a rate rather than by delays per write: each group's
+ * bytes are charged at the rate to a clock (pace_next_us), and the leader
+ * sleeps while that clock runs ahead of real time. A window of writes then
+ * takes max(its own time, its bytes / rate): a steady rate gives steady
+ * windows, whatever the writer's own speed does. The clock may lag real time
+ * by at most PACE_BURST_US: slow writes earn no credit beyond that. Charges
+ * are settled against real time once per PACE_SETTLE_US of them, not at
+ * every write (reading the time per write cost the writer 6% of its CPU). */
+#define PACE_BURST_US 20000.0
+#define PACE_SETTLE_US 1000.0
+/* The rate the backstops scale down when the pacer sets none. */
+#define BACKSTOP_RATE 64e6
+
+/* Bytes per second writers may go: the rate compaction sustains (pacing.h),
+ * scaled down further — linearly to a trickle at the stop point — while
+ * level 0 holds L0_SLOWDOWN files or more or memtables fill past 3/4 of
+ * max_memtable_bytes. Those two are backstops: with the pacer's rate right
+ * they are not reached. 0: unpaced. REQUIRES: mu held. */
 static double paced_rate(lsm_db *db)
 {
+    assert(mutex_held(&db->mu));
     int l0 = db->vs.current->nfiles[0];
     double mem_fill = (double)db_memtable_bytes(db) / (double)db->opt.max_memtable_bytes;
-    double f = 0; /* 0: no pacing, 1: stopped */
+    double f = 0; /* 0: no slowdown, 1: stopped */
     if (l0 >= L0_SLOWDOWN)
         f = (double)(l0 - L0_SLOWDOWN + 1) / (double)(L0_STOP - L0_SLOWDOWN + 1);
     if (mem_fill > 0.75 && (mem_fill - 0.75) * 4 > f)
         f = (mem_fill - 0.75) * 4;
-    if (f <= 0)
-        return 0;
-    if (f >= 1)
-        f = 0.99;
-    return 64e6 * (1 - f); /* bytes per second */
+    double rate = db->pacer.rate;
+    if (f > 0) {
+        if (f >= 1)
+            f = 0.99;
+        rate = (rate > 0 ? rate : BACKSTOP_RATE) * (1 - f);
+    }
+    return rate;
 }
 
 void db_account_write(lsm_db *db, uint64_t bytes)
 {
     double rate = paced_rate(db);
-    if (rate > 0)
-        db->delay_owed_us += (double)bytes * 1e6 / rate;
-    else
-        db->delay_owed_us = 0;
+    if (rate <= 0) {
+        db->pace_next_us = 0;
+        return;
+    }
+    if (db->pace_next_us == 0) /* a paced stretch begins now */
+        db->pace_next_us = db->pace_settled_us = (double)db->env->now_micros(db->env);
+    db->pace_next_us += (double)bytes * 1e6 / rate;
+}
+
+/* Settles the pacing clock against real time once enough was charged to it:
+ * returns how long to sleep (0: none). REQUIRES: mu held. */
+static uint64_t pace_delay(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (db->pace_next_us == 0 || db->pace_next_us < db->pace_settled_us + PACE_SETTLE_US)
+        return 0;
+    double now = (double)db->env->now_micros(db->env);
+    if (db->pace_next_us < now - PACE_BURST_US)
+        db->pace_next_us = now - PACE_BURST_US;
+    db->pace_settled_us = db->pace_next_us;
+    return db->pace_next_us > now + PACE_SETTLE_US ? (uint64_t)(db->pace_next_us - now) : 0;
 }
 
 /* Waits for background work to make room. REQUIRES: mu held. */
@@ -535,11 +570,10 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force)
     for (;;) {
         if (db->bg_error)
             return status_copy(db->bg_error);
-        if (db->delay_owed_us >= 1000) {
-            /* Sleep off the pacing debt with mu released (others keep
+        uint64_t us = pace_delay(db);
+        if (us > 0) {
+            /* Sleep until the pacing clock, with mu released (others keep
              * queueing behind us and join the next group). */
-            uint64_t us = (uint64_t)db->delay_owed_us;
-            db->delay_owed_us = 0;
             mutex_unlock(&db->mu);
             db->env->sleep_micros(db->env, us);
             mutex_lock(&db->mu);

@@ -1,0 +1,76 @@
+/* pacing.c — the write rate compaction can sustain; see pacing.h. */
+#include "pacing.h"
+
+#include <assert.h>
+#include <string.h>
+
+/* A sample's weight falls as 1 / (1 + age / AGE_SECS): long enough to span
+ * several compactions of each level and a few level-0 cycles, short enough
+ * to follow the tree as it grows and the CPU as others take it. (lsmbench
+ * stallwatch, worst window / median over 3-6 runs: 1.18-1.39 at 10 s,
+ * 1.15-1.37 at 5 s, 1.23-1.47 at 2.5 s, 1.25-1.34 at 20 s.) */
+#define AGE_SECS 10.0
+
+/* Past BACKLOG_SOFT bytes in levels 0-1 (on average) the rate falls
+ * linearly, all of it over BACKLOG_RANGE more, to a floor of MIN_FACTOR.
+ * Below the soft limit level 0 peaks at 13-17 files under sustained random
+ * writes, short of the slowdown backstop (L0_SLOWDOWN in db_impl.h). A
+ * lower limit cuts in sooner and makes writes less even (lsmbench
+ * stallwatch, worst window / median: 1.32-1.56 at 64 MiB, 1.22-1.37 here). */
+#define BACKLOG_SOFT (96.0 * 1024 * 1024)
+#define BACKLOG_RANGE (64.0 * 1024 * 1024)
+#define MIN_FACTOR 0.1
+
+void pacer_init(pacer *p, uint64_t min_backlog)
+{
+    memset(p, 0, sizeof(*p));
+    p->min_backlog = min_backlog;
+}
+
+/* The weight left to what was measured at `then` when it is `now`. */
+static double weight_left(uint64_t then, uint64_t now)
+{
+    double age = now > then ? (double)(now - then) / 1e6 : 0;
+    return 1 / (1 + age / AGE_SECS);
+}
+
+void pacer_note_compaction(pacer *p, int level, uint64_t bytes, uint64_t micros, uint64_t now_us)
+{
+    assert(level >= 0 && level < NUM_LEVELS);
+    double keep = p->sampled_us[level] ? weight_left(p->sampled_us[level], now_us) : 0;
+    p->secs[level] = keep * p->secs[level] + (double)micros / 1e6;
+    p->bytes[level] = keep * p->bytes[level] + (double)bytes;
+    p->sampled_us[level] = now_us;
+}
+
+/* Table bytes per second the compaction thread keeps up with; 0 if it has
+ * not been measured yet. */
+static double sustainable_rate(const pacer *p)
+{
+    double secs_per_byte = 0;
+    for (int l = 0; l < NUM_LEVELS; l++)
+        if (p->bytes[l] > 0)
+            secs_per_byte += p->secs[l] / p->bytes[l];
+    return secs_per_byte > 0 ? 1 / secs_per_byte : 0;
+}
+
+void pacer_update(pacer *p, uint64_t backlog, bool behind, double table_per_write,
+                  uint64_t now_us)
+{
+    /* The average weighs the backlog that held since the last change. */
+    double keep = p->backlog_us ? weight_left(p->backlog_us, now_us) : 0;
+    p->backlog_avg = keep * p->backlog_avg + (1 - keep) * (double)p->backlog;
+    p->backlog = backlog;
+    p->backlog_us = now_us;
+    double rate = sustainable_rate(p);
+    if (!behind || backlog <= p->min_backlog || rate == 0 || table_per_write <= 0) {
+        p->rate = 0;
+        return;
+    }
+    double factor = 1;
+    if (p->backlog_avg > BACKLOG_SOFT)
+        factor = 1 - (p->backlog_avg - BACKLOG_SOFT) / BACKLOG_RANGE;
+    if (factor < MIN_FACTOR)
+        factor = MIN_FACTOR;
+    p->rate = factor * rate / table_per_write;
+}

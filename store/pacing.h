@@ -1,0 +1,58 @@
+/*
+ * pacing.h — the write rate compaction can sustain.
+ *
+ * LevelDB lets writers run at full speed until level 0 piles up, then
+ * delays each write by 1 ms and finally stops them: fast stretches, then
+ * stalls. Pacing by the level-0 file count alone cannot be smooth either,
+ * because that count is a sawtooth: it climbs a file per flush and drops by
+ * ten when level 0 is compacted.
+ *
+ * The pacer measures instead what compaction costs: for each level, the
+ * seconds (wall clock, so a CPU shared with writers and others counts) the
+ * compaction thread spends per byte it moves out of that level, over the
+ * last ten seconds or so of that level's compactions. A byte written passes
+ * through each of those levels in turn, so
+ *
+ *     table bytes per second = 1 / (sum of the per-level costs)
+ *
+ * is the ingest rate that keeps the compaction thread just busy. It moves
+ * as the costs do — slowly, as the tree grows — and not with the sawtooth.
+ * Should the backlog (the bytes in levels 0 and 1, which compaction drains
+ * first) grow past a soft limit all the same (the estimate ran ahead, or
+ * other work took the CPU), the rate is cut in proportion to the excess.
+ * While compaction has nothing to do or the backlog is small, nothing is
+ * paced.
+ *
+ * Not thread-safe: the db mutex guards a pacer (db_impl.h).
+ */
+#ifndef LSM_PACING_H
+#define LSM_PACING_H
+
+#include "version_edit.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct pacer {
+    /* Per source level: seconds spent and bytes moved out by its recent
+     * compactions, older ones weighing less the older they are. */
+    double secs[NUM_LEVELS], bytes[NUM_LEVELS];
+    uint64_t sampled_us[NUM_LEVELS]; /* when the level's last sample came */
+    uint64_t backlog;                /* bytes in levels 0-1 now */
+    double backlog_avg;              /* ... averaged over the last seconds */
+    uint64_t backlog_us;             /* when backlog was last set */
+    uint64_t min_backlog;            /* no pacing at or below this */
+    double rate; /* bytes written per second allowed; 0: unpaced */
+} pacer;
+
+/* No pacing while levels 0-1 hold at most min_backlog bytes. */
+void pacer_init(pacer *p, uint64_t min_backlog);
+/* A background compaction moved `bytes` out of `level` in `micros`. */
+void pacer_note_compaction(pacer *p, int level, uint64_t bytes, uint64_t micros, uint64_t now_us);
+/* The tree changed: levels 0-1 now hold `backlog` bytes, `behind` says
+ * whether any level needs compaction, and a byte written becomes
+ * `table_per_write` table bytes. Recomputes p->rate. */
+void pacer_update(pacer *p, uint64_t backlog, bool behind, double table_per_write,
+                  uint64_t now_us);
+
+#endif
