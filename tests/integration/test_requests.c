@@ -338,9 +338,13 @@ static void check_listing(const char *path, const dir_model *want)
         int i = -1;
         if (sscanf(e->d_name, "n%d", &i) != 1 || i < 0 || i >= NAMES || seen[i] ||
             want->ino[i] != (uint64_t)e->d_ino) {
+            char msg[512]; /* e lives in d: describe it before closing d */
+            snprintf(msg, sizeof msg, "%s: unexpected entry %s (ino %llu, want %llu, seen %d)",
+                     path, e->d_name, (unsigned long long)e->d_ino,
+                     (unsigned long long)(i >= 0 && i < NAMES ? want->ino[i] : 0),
+                     i >= 0 && i < NAMES ? seen[i] : -1);
             closedir(d);
-            fail_msg("%s: unexpected entry %s (ino %llu)", path, e->d_name,
-                     (unsigned long long)e->d_ino);
+            fail_msg("%s", msg);
         }
         seen[i] = true;
         n++;
@@ -385,8 +389,12 @@ static void random_change(struct tmount *m, dir_model *dm, uint64_t *rng)
     case 2:
         if (ms->ino[i] != 0 && (ms != md || i != j)) {
             TM_OK(rename(src, dst));
-            md->ino[j] = ms->ino[i];
-            ms->ino[i] = 0;
+            /* Onto another link of the same file, rename does nothing
+             * (POSIX): both names stay. */
+            if (md->ino[j] != ms->ino[i]) {
+                md->ino[j] = ms->ino[i];
+                ms->ino[i] = 0;
+            }
         }
         break;
     case 3:
