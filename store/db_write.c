@@ -641,13 +641,12 @@ static void count_group(lsm_db *db, int count, uint64_t bytes)
 }
 
 /* Writes the group led by w (picked from the queue) to the WAL and the
- * memtable and publishes it: *last is its last member. REQUIRES: mu held;
- * w is the head (mu is released while writing). */
-static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **last,
+ * memtable and publishes it: *last is its last member, *count its size.
+ * REQUIRES: mu held; w is the head (mu is released while writing). */
+static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **last, int *count,
                                bool *need_sync)
 {
-    int count;
-    *last = pick_group(db, need_sync, &count);
+    *last = pick_group(db, need_sync, count);
     uint64_t seq = db->last_seq + 1;
     lsm_batch *group = NULL;
     lsm_status *s = build_group(db, w, *last, seq, &group);
@@ -665,7 +664,7 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     } else if (s != NULL) {
         db_set_bg_error(db, status_copy(s));
     }
-    count_group(db, count, bytes);
+    count_group(db, *count, bytes);
     return s;
 }
 
@@ -677,6 +676,7 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
 {
     lsm_status *s = db_make_room_for_write(db, false);
     struct writer *last = w;
+    int count = 1;
     bool need_sync = false;
     /* A sync group could not finish before a running sync ends anyway:
      * wait for it at the head, so the writers that queue meanwhile join
@@ -690,16 +690,13 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
         gather(db, true);
     }
     if (s == NULL)
-        s = write_group(db, w, &last, &need_sync);
+        s = write_group(db, w, &last, &count, &need_sync);
     *seq = db->last_seq;
     pop_group(db, last, wk);
     if (s != NULL || !need_sync) {
         finish_group(w, last, s, *seq, wk);
         return s;
     }
-    int count = 1;
-    for (struct writer *m = w; m != last; m = m->next)
-        count++;
     return wait_durable(db, w, last, *seq, count, wk);
 }
 

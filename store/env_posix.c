@@ -45,6 +45,17 @@ static lsm_status *posix_error(int err, const char *what, const char *path)
     return status_from_errno(err, msg);
 }
 
+/* open(2), retried across EINTR; O_CLOEXEC always. Returns the fd or -1
+ * (errno set). */
+static int open_retry(const char *path, int flags, mode_t mode)
+{
+    int fd;
+    do {
+        fd = open(path, flags | O_CLOEXEC, mode);
+    } while (fd < 0 && errno == EINTR);
+    return fd;
+}
+
 /* ------------------------------------------------------------- wfile */
 
 /* Three modes. Normally appends collect in buf and go out with write(2).
@@ -99,12 +110,13 @@ struct zero_fill {
     pthread_t thread;     /* [zlk] valid once started */
 };
 
-/* write(2) until all n bytes are out, across EINTR and short writes.
- * Returns 0 or an errno. */
-static int write_all(int fd, const char *p, size_t n)
+/* Writes all n bytes across EINTR and short writes: at the file offset
+ * when off >= 0 (pwrite), else at the fd's position (write). Returns 0 or
+ * an errno. */
+static int write_all_at(int fd, const char *p, size_t n, off_t off)
 {
     while (n > 0) {
-        ssize_t w = write(fd, p, n);
+        ssize_t w = off >= 0 ? pwrite(fd, p, n, off) : write(fd, p, n);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -114,25 +126,8 @@ static int write_all(int fd, const char *p, size_t n)
             return EIO; /* cannot happen for regular files; do not spin */
         p += w;
         n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* pwrite(2) until all n bytes are out at off. Returns 0 or an errno. */
-static int pwrite_all(int fd, const char *p, size_t n, uint64_t off)
-{
-    while (n > 0) {
-        ssize_t w = pwrite(fd, p, n, (off_t)off);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        if (w == 0)
-            return EIO;
-        p += w;
-        n -= (size_t)w;
-        off += (uint64_t)w;
+        if (off >= 0)
+            off += w;
     }
     return 0;
 }
@@ -147,7 +142,7 @@ static lsm_status *wfile_failed(struct posix_wfile *f)
 /* Writes n bytes to the fd, making the file fail for good on error. */
 static lsm_status *wfile_write(struct posix_wfile *f, const char *p, size_t n)
 {
-    int err = write_all(f->fd, p, n);
+    int err = write_all_at(f->fd, p, n, -1);
     if (err == 0)
         return NULL;
     f->err = err;
@@ -307,7 +302,7 @@ static lsm_status *zero_append(struct posix_wfile *f, const void *data, size_t n
 {
     struct zero_fill *z = f->zf;
     pthread_mutex_lock(&z->zlk);
-    int err = pwrite_all(f->fd, data, n, f->pos);
+    int err = write_all_at(f->fd, data, n, (off_t)f->pos);
     if (err == 0) {
         f->pos += n;
         if (f->pos > z->size)
@@ -336,7 +331,7 @@ static int zero_range(struct posix_wfile *f, uint64_t from, uint64_t to)
         }
         uint64_t start = off > f->pos ? off : f->pos;
         if (start < end) {
-            err = pwrite_all(f->fd, zeros, (size_t)(end - start), start);
+            err = write_all_at(f->fd, zeros, (size_t)(end - start), (off_t)start);
             if (err == 0 && end > z->size)
                 z->size = end;
         }
@@ -565,11 +560,8 @@ static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
 {
     (void)env;
     *out = NULL;
-    int fd;
-    do {
-        /* O_RDWR: a shared writable mapping needs a readable fd. */
-        fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    } while (fd < 0 && errno == EINTR);
+    /* O_RDWR: a shared writable mapping needs a readable fd. */
+    int fd = open_retry(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
         return posix_error(errno, "open", path);
     struct posix_wfile *f = malloc(sizeof(*f));
@@ -680,10 +672,7 @@ static const struct lsm_rfile_ops posix_rfile_ops = {
 static lsm_status *open_for_read(const char *path, struct posix_rfile **out)
 {
     *out = NULL;
-    int fd;
-    do {
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-    } while (fd < 0 && errno == EINTR);
+    int fd = open_retry(path, O_RDONLY, 0);
     if (fd < 0)
         return posix_error(errno, "open", path);
     struct posix_rfile *f = malloc(sizeof(*f));
@@ -909,10 +898,7 @@ static lsm_status *posix_file_size(lsm_env *env, const char *path, uint64_t *siz
 static lsm_status *posix_sync_file(lsm_env *env, const char *path)
 {
     (void)env;
-    int fd;
-    do {
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-    } while (fd < 0 && errno == EINTR);
+    int fd = open_retry(path, O_RDONLY, 0);
     if (fd < 0)
         return posix_error(errno, "open", path);
     int r = fdatasync(fd);
@@ -924,10 +910,7 @@ static lsm_status *posix_sync_file(lsm_env *env, const char *path)
 static lsm_status *posix_sync_dir(lsm_env *env, const char *path)
 {
     (void)env;
-    int fd;
-    do {
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    } while (fd < 0 && errno == EINTR);
+    int fd = open_retry(path, O_RDONLY | O_DIRECTORY, 0);
     if (fd < 0)
         return posix_error(errno, "open directory", path);
     int r;
@@ -1061,10 +1044,7 @@ static lsm_status *posix_lock_file(lsm_env *env, const char *path, lsm_filelock 
 {
     (void)env;
     *out = NULL;
-    int fd;
-    do {
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    } while (fd < 0 && errno == EINTR);
+    int fd = open_retry(path, O_RDWR | O_CREAT, 0644);
     if (fd < 0)
         return posix_error(errno, "open", path);
     struct stat st;
