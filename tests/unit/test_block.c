@@ -17,12 +17,7 @@ static int plain_cmp(const char *a, size_t alen, const char *b, size_t blen)
     return bytes_compare(a, alen, b, blen);
 }
 
-typedef struct kv {
-    char *key;
-    size_t klen;
-    char *val;
-    size_t vlen;
-} kv;
+typedef tu_kv kv;
 
 static int kv_sort(const void *a, const void *b)
 {
@@ -121,20 +116,6 @@ static void assert_at(const block_iter *it, const kv *e)
         assert_memory_equal(it->val, e->val, e->vlen);
 }
 
-/* Index of the first entry >= target. */
-static size_t lower_bound(const kv *e, size_t n, const char *t, size_t tlen)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (bytes_compare(e[mid].key, e[mid].klen, t, tlen) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Checks every way of walking the block against the sorted entries. */
 static void check_block(const char *data, size_t size, const kv *e, size_t n)
 {
@@ -180,7 +161,7 @@ static void check_block(const char *data, size_t size, const kv *e, size_t n)
         size_t tlen = (size_t)(rnd() % sizeof(t));
         for (size_t j = 0; j < tlen; j++)
             t[j] = (char)('a' + rnd() % 3);
-        size_t want = lower_bound(e, n, t, tlen);
+        size_t want = tu_kv_lower_bound(e, n, t, tlen);
         block_iter_seek(&it, t, tlen);
         if (want == n)
             assert_false(block_iter_valid(&it));

@@ -34,11 +34,7 @@ static int sign(int r)
 
 /* ---------------------------------------------------------- entries */
 
-typedef struct kv {
-    char *key, *val;
-    size_t klen, vlen;
-    int child; /* merging tests: which child holds it */
-} kv;
+typedef tu_kv kv;
 
 static int kv_order(const void *a, const void *b)
 {
@@ -81,20 +77,6 @@ static void free_entries(kv *e, size_t n)
         free(e[i].key);
         free(e[i].val);
     }
-}
-
-/* First entry >= target in e[0..n). */
-static size_t lower_bound(const kv *e, size_t n, const char *t, size_t tlen)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (bytes_compare(e[mid].key, e[mid].klen, t, tlen) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
 }
 
 /* A block built from e[0..n) with the given restart interval. */
@@ -166,7 +148,7 @@ static void walk_block(block_iter *it, const kv *e, size_t n, int steps)
             } else {
                 random_target(e, n, t, sizeof(t), &tlen);
                 block_iter_seek(it, t, tlen);
-                pos = lower_bound(e, n, t, tlen);
+                pos = tu_kv_lower_bound(e, n, t, tlen);
             }
             run = (int)(rnd() % 40);
             back = rnd() % 3 != 0;
@@ -385,7 +367,7 @@ static void merge_walk_case(int nchild, size_t per_child, int steps)
             default:
                 random_target(mc.all, mc.n, t, sizeof(t), &tlen);
                 iter_seek(it, t, tlen);
-                pos = lower_bound(mc.all, mc.n, t, tlen);
+                pos = tu_kv_lower_bound(mc.all, mc.n, t, tlen);
             }
         } else if (op < 9) {
             iter_next(it);

@@ -305,4 +305,26 @@ static inline tu_rfile *tu_rfile_new(const char *data, size_t len)
     return r;
 }
 
+/* A key/value entry of the table- and iterator-level tests (child: which
+ * child of a merge holds it, where that matters). */
+typedef struct tu_kv {
+    char *key, *val;
+    size_t klen, vlen;
+    int child;
+} tu_kv;
+
+/* Index of the first of the sorted entries e[0..n) whose key is >= t. */
+static inline size_t tu_kv_lower_bound(const tu_kv *e, size_t n, const char *t, size_t tlen)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (bytes_compare(e[mid].key, e[mid].klen, t, tlen) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 #endif
