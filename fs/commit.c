@@ -50,40 +50,27 @@ uint64_t fs_committed_seq(lsmfs *fs)
     return atomic_load(&fs->committed_seq);
 }
 
-/* One sync that covers everything committed before it started; the caller
- * is the only thread syncing. Returns 0 or an errno. */
-static int lead_sync(lsmfs *fs, uint64_t *covered)
-{
-    *covered = atomic_load(&fs->committed_seq);
-    stats_inc(&fs->stats.store_syncs);
-    lsm_status *s = lsm_sync_upto(fs->db, *covered);
-    return s ? write_errno(fs, s, "sync") : 0;
-}
-
+/* Makes every write up to seq durable. The store shares WAL syncs between
+ * concurrent callers (and overlaps them), so this layer only keeps a
+ * watermark to answer fsyncs of what is already on disk without a call, and
+ * asks for everything committed so far, so one sync serves the fsyncs that
+ * follow it. Returns 0 or an errno. */
 int fs_sync_upto(lsmfs *fs, uint64_t seq)
 {
-    pthread_mutex_lock(&fs->sync_mu);
-    bool waited = false;
-    while (fs->durable_seq < seq && fs->syncing) {
-        waited = true;
-        pthread_cond_wait(&fs->sync_cv, &fs->sync_mu);
-    }
-    if (fs->durable_seq >= seq) {
-        pthread_mutex_unlock(&fs->sync_mu);
-        stats_inc(waited ? &fs->stats.sync_shared : &fs->stats.sync_free);
+    if (atomic_load(&fs->durable_seq) >= seq) {
+        stats_inc(&fs->stats.sync_free);
         return 0;
     }
-    fs->syncing = true;
-    pthread_mutex_unlock(&fs->sync_mu);
-    uint64_t covered;
-    int err = lead_sync(fs, &covered);
-    pthread_mutex_lock(&fs->sync_mu);
-    fs->syncing = false;
-    if (err == 0 && covered > fs->durable_seq)
-        fs->durable_seq = covered;
-    pthread_cond_broadcast(&fs->sync_cv);
-    pthread_mutex_unlock(&fs->sync_mu);
-    return err;
+    uint64_t covered = atomic_load(&fs->committed_seq);
+    if (atomic_fetch_add(&fs->syncs_in_flight, 1) > 0)
+        stats_inc(&fs->stats.sync_shared);
+    stats_inc(&fs->stats.store_syncs);
+    lsm_status *s = lsm_sync_upto(fs->db, covered);
+    atomic_fetch_sub(&fs->syncs_in_flight, 1);
+    if (s != NULL)
+        return write_errno(fs, s, "sync");
+    atomic_max(&fs->durable_seq, covered);
+    return 0;
 }
 
 int fs_sync_inode(lsmfs *fs, inode *n)

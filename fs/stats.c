@@ -46,7 +46,7 @@ char *stats_text(const fs_stats *s, const char *head)
             atomic_load_explicit(&s->store_syncs, memory_order_relaxed));
     fprintf(f, "fs fsyncs already durable: %" PRIu64 "\n",
             atomic_load_explicit(&s->sync_free, memory_order_relaxed));
-    fprintf(f, "fs fsyncs sharing a sync: %" PRIu64 "\n",
+    fprintf(f, "fs fsyncs beside another: %" PRIu64 "\n",
             atomic_load_explicit(&s->sync_shared, memory_order_relaxed));
     fprintf(f, "fs orphans reclaimed: %" PRIu64 "\n",
             atomic_load_explicit(&s->reclaimed, memory_order_relaxed));

@@ -52,7 +52,8 @@ typedef struct fs_stats {
     _Atomic uint64_t store_scans;  /* store iterators the fs opened */
     _Atomic uint64_t store_syncs;  /* sync barriers asked of the store */
     _Atomic uint64_t sync_free;    /* fsyncs already durable: no sync at all */
-    _Atomic uint64_t sync_shared;  /* fsyncs covered by another thread's sync */
+    _Atomic uint64_t sync_shared;  /* fsyncs that reached the store while another
+                                    * was there (it merges or overlaps them) */
     _Atomic uint64_t reclaimed;    /* orphan inodes whose data was freed */
 } fs_stats;
 

@@ -133,8 +133,6 @@ static void fail_close(lsmfs *fs)
         alloc_destroy(&fs->alloc);
     lsm_status_free(lsm_close(fs->db));
     pthread_mutex_destroy(&fs->rename_mu);
-    pthread_mutex_destroy(&fs->sync_mu);
-    pthread_cond_destroy(&fs->sync_cv);
     free(fs->dir);
     free(fs);
 }
@@ -147,7 +145,7 @@ static void init_durability(lsmfs *fs)
     if (!lsm_property_u64(fs->db, "lsm.sequence", &seq))
         seq = 0;
     atomic_store(&fs->committed_seq, seq);
-    fs->durable_seq = 0;
+    atomic_store(&fs->durable_seq, 0);
 }
 
 int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
@@ -159,8 +157,6 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
     }
     fs->cfg = *cfg;
     pthread_mutex_init(&fs->rename_mu, NULL);
-    pthread_mutex_init(&fs->sync_mu, NULL);
-    pthread_cond_init(&fs->sync_cv, NULL);
     fs->dir = realpath(cfg->store_dir, NULL);
     if (fs->dir == NULL) {
         int e = errno;
@@ -201,8 +197,6 @@ int lsmfs_close(lsmfs *fs)
     int e = s ? EIO : 0;
     lsm_status_free(s);
     pthread_mutex_destroy(&fs->rename_mu);
-    pthread_mutex_destroy(&fs->sync_mu);
-    pthread_cond_destroy(&fs->sync_cv);
     free(fs->dir);
     free(fs);
     return e;

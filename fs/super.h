@@ -44,12 +44,11 @@ typedef struct lsmfs {
     _Atomic int64_t inodes;   /* live inode records (statfs) */
     _Atomic bool write_error; /* a store write failed: logged once */
     /* Durability (commit.c): the highest sequence number fs_commit got
-     * back (atomic max); the sync in flight, if any, and what is durable. */
+     * back and the highest a finished sync covered (both atomic max), and
+     * how many syncs are in flight. */
     _Atomic uint64_t committed_seq;
-    pthread_mutex_t sync_mu;
-    pthread_cond_t sync_cv; /* [sync_mu] a sync finished */
-    uint64_t durable_seq;   /* [sync_mu] every write <= it is on disk */
-    bool syncing;           /* [sync_mu] a thread is running a sync */
+    _Atomic uint64_t durable_seq; /* every write <= it is on disk */
+    _Atomic int syncs_in_flight;
     /* Held by every cross-directory rename (taken before any inode lock):
      * directories' parent fields change only under it, so the "into its
      * own subtree" walk sees a stable tree. */

@@ -87,6 +87,7 @@ struct db_stats {
     uint64_t barriers; /* writers that carried no batch */
     uint64_t groups;   /* write groups = WAL appends */
     uint64_t syncs;    /* WAL syncs */
+    uint64_t overlapped_syncs; /* WAL syncs started while another ran */
     uint64_t wal_bytes;
     uint64_t followers[FOLLOWER_BUCKETS];
     _Atomic uint64_t queue_wait_us; /* total time writers waited (updated without mu) */
@@ -115,10 +116,17 @@ struct lsm_db {
     int queue_len;              /* [mu] */
 
     /* The sync stage (db_write.c): a group that needs durability leaves the
-     * queue once it is in the WAL and the memtable, and waits here; one
-     * waiter at a time runs the WAL sync for every group written so far,
-     * while the queue goes on appending behind it. */
-    bool syncing;             /* [mu] a WAL sync is running (or gathering) */
+     * queue once it is in the WAL and the memtable, and waits here; a
+     * waiter runs the WAL sync for every group written so far, while the
+     * queue goes on appending behind it. Up to SYNC_MAX syncs overlap: a
+     * group that a running sync does not cover starts the next at once. */
+    int syncs_running;        /* [mu] WAL syncs in flight (or gathering) */
+    uint64_t sync_upto;       /* [mu] last_seq when the latest sync started */
+    uint64_t sync_running_upto[2]; /* [mu] what each running sync covers (0: none);
+                                    * 2 = SYNC_MAX (db_write.c) */
+    struct writer *syncer;    /* [mu] a waiting group told to run a sync, if any */
+    bool wal_switching;       /* [mu] a memtable switch is leaving the WAL:
+                               * no sync may start on it */
     pthread_cond_t sync_cv;   /* [mu] broadcast when a sync ends */
     struct writer *sync_head, *sync_tail; /* [mu] groups waiting for a sync */
     int sync_waiters;         /* [mu] writers in those groups */

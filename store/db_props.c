@@ -87,6 +87,7 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         {"lsm.barriers", st->barriers},
         {"lsm.write-groups", st->groups},
         {"lsm.wal-syncs", st->syncs},
+        {"lsm.wal-syncs-overlapped", st->overlapped_syncs},
         {"lsm.wal-bytes", st->wal_bytes},
         {"lsm.queue-wait-us", st->queue_wait_us},
         {"lsm.gather-wait-us", st->gather_wait_us},
@@ -133,11 +134,11 @@ static bool stats_text(lsm_db *db, buf *b)
         line, sizeof(line),
         "write path\n"
         "  writes %" PRIu64 " (barriers %" PRIu64 "), groups %" PRIu64 ", wal syncs %" PRIu64
-        ", wal bytes %" PRIu64 "\n"
+        " (%" PRIu64 " overlapping another), wal bytes %" PRIu64 "\n"
         "  writes per group %.2f, queue wait %.1f us/write, gather wait %" PRIu64 " us total\n"
         "  memtables %.1f MiB (%d immutable), switches %" PRIu64 ", last sequence %" PRIu64 "\n"
         "  followers per leader:",
-        st->writes, st->barriers, st->groups, st->syncs, st->wal_bytes,
+        st->writes, st->barriers, st->groups, st->syncs, st->overlapped_syncs, st->wal_bytes,
         (double)(st->writes - st->barriers) / (double)groups,
         (double)st->queue_wait_us / (double)writes, st->gather_wait_us,
         (double)db_memtable_bytes(db) / 1048576.0, db->nimm, st->rotations, db->last_seq);

@@ -7,11 +7,12 @@
  * as one record and inserts it into the memtable — with mu released — then
  * publishes it and makes the next writer the head. A group that asked for
  * sync then moves to the sync stage: its leader waits until a WAL sync
- * covers the group (running that sync itself if none is running), and only
- * then hands every member its status. So the next groups append while a
- * sync runs, and the next sync covers all of them: the disk flush, not the
- * queue, is what writers share (MySQL's binlog group commit has the same
- * split into a write stage and a sync stage).
+ * covers the group (running that sync itself if no running sync covers it,
+ * up to SYNC_MAX at once), and only then hands every member its status. So
+ * the next groups append while a sync runs, and the next sync covers all of
+ * them: the disk flush, not the queue, is what writers share (MySQL's
+ * binlog group commit has the same split into a write stage and a sync
+ * stage).
  *
  * Rules that make this correct and durable:
  *  - A writer that asked for sync never joins a group whose leader did not:
@@ -26,6 +27,8 @@
  *    A synced write may be visible a moment before it is durable (as data
  *    written to any filesystem is before its fsync); it is acknowledged
  *    only once durable.
+ *  - A sync starts only when no memtable switch is leaving the WAL, and a
+ *    switch waits for running syncs (they use the old log).
  *  - Before a WAL is left behind it is synced if it holds unsynced writes,
  *    and a new WAL's directory entry is synced before it is used, so a sync
  *    covers every write acknowledged before it, whatever log it went to.
@@ -297,55 +300,127 @@ static void finish_group(struct writer *leader, struct writer *last, lsm_status 
  * the sync list; the other members sleep on, still linked from it. Whoever
  * runs a sync finishes, after it, every group it covered (waking each member
  * on its futex: none of them needs mu to return), and hands the next sync
- * to the first group still waiting. */
+ * to the first group no running sync covers.
+ *
+ * Syncs overlap, up to SYNC_MAX: a group published after the running sync
+ * started (so not covered by it) starts its own at once instead of waiting
+ * a whole sync for its turn. The disk serves overlapping fdatasyncs of one
+ * file well (here two threads complete ~2x the syncs of one), and each
+ * still covers everything appended before it started, so durable_seq only
+ * ever moves up to what a finished sync covered (a later-started sync that
+ * finishes first covers the earlier one's groups too). The env gives each
+ * overlapping sync its own file description, so a lost page is reported to
+ * every sync that needed it (see env.h). */
+#define SYNC_MAX 2
 
-/* Finishes the waiting groups whose target is durable (all of them, with
- * the error, if s != NULL), except `self`'s leader, which the caller
- * finishes. REQUIRES: mu held. */
+/* Whether a sync that is running or about to start covers `target`: one
+ * gathering or told to start reads last_seq after the group was published.
+ * REQUIRES: mu held. */
+static bool sync_coming(const lsm_db *db, uint64_t target)
+{
+    return db->sync_gathering || db->syncer != NULL ||
+           (db->syncs_running > 0 && db->sync_upto >= target);
+}
+
+_Static_assert(sizeof(((lsm_db *)0)->sync_running_upto) == SYNC_MAX * sizeof(uint64_t),
+               "one slot per running sync");
+
+/* Whether a sync still running will decide about a group waiting for
+ * `target`. REQUIRES: mu held. */
+static bool running_sync_covers(const lsm_db *db, uint64_t target)
+{
+    for (int i = 0; i < SYNC_MAX; i++)
+        if (db->sync_running_upto[i] >= target)
+            return true;
+    return false;
+}
+
+/* REQUIRES: mu held. */
+static bool may_start_sync(const lsm_db *db, uint64_t target)
+{
+    return !db->wal_switching && db->syncs_running < SYNC_MAX && !sync_coming(db, target);
+}
+
+/* Finishes the waiting groups whose target is durable, or, if s != NULL,
+ * with that error every group no running sync still covers (one that does
+ * gets that sync's verdict: its own description of the file reports any
+ * page it needed that was lost). REQUIRES: mu held. */
 static void finish_synced(lsm_db *db, lsm_status *s, struct writer *self, struct wakeups *wk)
 {
     assert(mutex_held(&db->mu));
     struct writer **pp = &db->sync_head, *prev = NULL;
     while (*pp != NULL) {
         struct writer *g = *pp;
-        if (s == NULL && g->target > db->durable_seq) {
+        bool wait_on = s == NULL ? g->target > db->durable_seq
+                                 : running_sync_covers(db, g->target);
+        if (wait_on) {
             prev = g;
             pp = &g->sync_next;
             continue;
         }
         *pp = g->sync_next;
         db->sync_waiters -= g->count;
+        if (g == db->syncer) /* told to sync, but covered before it could */
+            db->syncer = NULL;
         finish_group(g, g->last, s, g->target, wk);
-        if (g != self) {
-            g->seq = g->target;
-            g->status = status_copy(s);
+        g->seq = g->target;
+        g->status = status_copy(s);
+        if (g != self) /* a group running its own sync sees DONE after it */
             writer_wake(g, WRITER_DONE, wk); /* g may be gone after this */
-        }
+        else
+            atomic_store_explicit(&g->state, WRITER_DONE, memory_order_relaxed);
     }
     db->sync_tail = prev;
 }
 
-/* Syncs the WAL for everything published so far, after letting the usual
- * crowd of waiting groups gather, then finishes the groups it covered. A
- * failure is sticky: the kernel may have dropped pages it could not write.
- * REQUIRES: mu held; no sync running; `self` waits in the sync list. */
+/* Tells the first group that no running sync covers to run the next one,
+ * if one may start. REQUIRES: mu held. */
+static void hand_off_sync(lsm_db *db, struct wakeups *wk)
+{
+    assert(mutex_held(&db->mu));
+    for (struct writer *g = db->sync_head; g != NULL; g = g->sync_next) {
+        if (!may_start_sync(db, g->target))
+            continue;
+        db->syncer = g;
+        writer_wake(g, WRITER_SYNCER, wk);
+        return;
+    }
+}
+
+/* Syncs the WAL for everything published so far — after letting the usual
+ * crowd of waiting groups gather, unless another sync is running — then
+ * finishes the groups it covered. A failure is sticky: the kernel may have
+ * dropped pages it could not write. Returns self's status (self may have
+ * been finished meanwhile by an overlapping sync).
+ * REQUIRES: mu held; may_start_sync; `self` waits in the sync list. */
 static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk)
 {
-    assert(mutex_held(&db->mu) && !db->syncing);
-    db->syncing = true; /* also keeps the WAL from being switched under us */
-    db->sync_gathering = true;
-    gather(db, false);
-    db->sync_gathering = false;
+    assert(mutex_held(&db->mu) && db->syncs_running < SYNC_MAX && !db->wal_switching);
+    db->syncs_running++; /* also keeps the WAL from being switched under us */
+    if (db->syncs_running == 1) {
+        db->sync_gathering = true;
+        gather(db, false);
+        db->sync_gathering = false;
+    }
     uint64_t upto = db->last_seq, off = db->wal_written;
+    if (upto > db->sync_upto)
+        db->sync_upto = upto;
+    int slot = 0;
+    while (db->sync_running_upto[slot] != 0)
+        slot++;
+    assert(slot < SYNC_MAX && upto > 0);
+    db->sync_running_upto[slot] = upto;
     int covered = db->sync_waiters;
     lsm_status *s = NULL;
     if (off > db->wal_synced) {
         wal_writer *wal = db->wal;
+        db->stats.overlapped_syncs += db->syncs_running > 1;
         mutex_unlock(&db->mu);
         s = wal_sync(wal);
         mutex_lock(&db->mu);
         if (s == NULL) {
-            db->wal_synced = off;
+            if (off > db->wal_synced)
+                db->wal_synced = off;
             db->stats.syncs++;
         }
     }
@@ -357,11 +432,18 @@ static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk)
         s = status_wrap(s, "write-ahead log %06llu", (unsigned long long)db->wal_number);
         db_set_bg_error(db, status_copy(s));
     }
-    db->syncing = false;
+    db->syncs_running--;
+    db->sync_running_upto[slot] = 0;
     pthread_cond_broadcast(&db->sync_cv); /* a memtable switch or a sync head waits */
+    bool was_done = atomic_load_explicit(&self->state, memory_order_relaxed) == WRITER_DONE;
     finish_synced(db, s, self, wk);
-    if (db->sync_head != NULL) /* appended meanwhile: the next sync is theirs */
-        writer_wake(db->sync_head, WRITER_SYNCER, wk);
+    hand_off_sync(db, wk);
+    if (was_done) { /* an overlapping sync covered self: its verdict stands */
+        lsm_status_free(s);
+        return self->status;
+    }
+    assert(atomic_load_explicit(&self->state, memory_order_relaxed) == WRITER_DONE);
+    lsm_status_free(self->status); /* the copy finish_synced made */
     return s;
 }
 
@@ -387,18 +469,23 @@ static lsm_status *wait_durable(lsm_db *db, struct writer *g, struct writer *las
         db->sync_head = g;
     db->sync_tail = g;
     db->sync_waiters += n;
-    gather_signal(db);
-    if (!db->syncing && db->sync_head == g)
-        return run_sync(db, g, wk);
     atomic_store_explicit(&g->state, WRITER_WAITING, memory_order_relaxed);
-    mutex_unlock(&db->mu);
-    wakeups_flush(wk);
-    enum writer_state st = writer_wait(g);
-    mutex_lock(&db->mu);
-    if (st == WRITER_DONE)
-        return g->status;
-    assert(st == WRITER_SYNCER && db->sync_head == g && !db->syncing);
-    return run_sync(db, g, wk);
+    gather_signal(db);
+    for (;;) {
+        if (may_start_sync(db, target))
+            return run_sync(db, g, wk);
+        mutex_unlock(&db->mu);
+        wakeups_flush(wk);
+        (void)writer_wait(g);
+        mutex_lock(&db->mu);
+        /* Read again under mu: a sync may have finished g since it woke. */
+        if (atomic_load_explicit(&g->state, memory_order_relaxed) == WRITER_DONE)
+            return g->status;
+        assert(db->syncer == g);
+        db->syncer = NULL;
+        /* Still waiting; a sync may have started meanwhile that covers g. */
+        atomic_store_explicit(&g->state, WRITER_WAITING, memory_order_relaxed);
+    }
 }
 
 lsm_status *db_sync_upto(lsm_db *db, uint64_t seq)
@@ -445,19 +532,16 @@ lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out)
     return s;
 }
 
-/* Switches to a new memtable and a new WAL; the old memtable becomes
- * immutable. REQUIRES: mu held; caller is the leader (mu is released while
- * the old log is synced and the new one created). */
-static lsm_status *switch_memtable(lsm_db *db)
+/* The body of switch_memtable. REQUIRES: mu held; no sync running or
+ * starting (wal_switching). */
+static lsm_status *leave_wal(lsm_db *db)
 {
-    assert(mutex_held(&db->mu));
+    assert(mutex_held(&db->mu) && db->wal_switching && db->syncs_running == 0);
     uint64_t number = vset_new_file_number(&db->vs);
     wal_writer *old = db->wal;
     memtable *fresh = memtable_new();
     if (fresh == NULL)
         return status_new(LSM_IO_ERROR, "out of memory switching memtables");
-    while (db->syncing) /* the sync stage holds the old log */
-        cond_wait(&db->sync_cv, &db->mu);
     bool unsynced = db->wal_synced < db->wal_written;
     mutex_unlock(&db->mu);
     lsm_status *sync_err = NULL;
@@ -488,6 +572,24 @@ static lsm_status *switch_memtable(lsm_db *db)
     db->stats.rotations++;
     db_install_view(db);
     return NULL;
+}
+
+/* Switches to a new memtable and a new WAL; the old memtable becomes
+ * immutable. REQUIRES: mu held; caller is the leader (mu is released while
+ * the old log is synced and the new one created). */
+static lsm_status *switch_memtable(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    db->wal_switching = true; /* no sync starts on the old log now */
+    while (db->syncs_running > 0) /* and those running hold it */
+        cond_wait(&db->sync_cv, &db->mu);
+    lsm_status *s = leave_wal(db);
+    db->wal_switching = false;
+    /* Groups that waited meanwhile are durable now (the old log was synced
+     * to its end) or failed with it; the rest get a sync of their own. */
+    finish_synced(db, db->bg_error, NULL, NULL);
+    hand_off_sync(db, NULL);
+    return s;
 }
 
 /* Writers are paced by a rate rather than by delays per write: each group's
@@ -685,7 +787,7 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
      * Non-sync heads and barriers (db_sync_upto) never wait here, and no
      * one waits for a sync that is still gathering its waiters. */
     if (s == NULL && w->sync) {
-        while (db->syncing && !db->sync_gathering)
+        while (db->syncs_running >= SYNC_MAX && !db->sync_gathering)
             cond_wait(&db->sync_cv, &db->mu);
         gather(db, true);
     }

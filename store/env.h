@@ -36,8 +36,9 @@ struct lsm_wfile_ops {
      * ahead of them — the cheapest syncs. WFILE_AUTO: switches between the
      * two as the share of synced appends changes. close() trims the file
      * to its data. May be a no-op where the filesystem cannot. After this
-     * call, sync may run in one thread while another appends; it makes
-     * durable at least what was appended before it was called. */
+     * call, syncs may run in several threads at once while another
+     * appends; each makes durable at least what was appended before it was
+     * called, and each reports any write error that could touch that. */
     lsm_status *(*preallocate)(lsm_wfile *f, uint64_t len, enum wfile_space mode);
     /* flush and close (no sync); frees f in every case. */
     lsm_status *(*close)(lsm_wfile *f);

@@ -91,7 +91,24 @@ struct posix_wfile {
     bool auto_mode;
     uint32_t win_appends;         /* appends in this window [appender] */
     _Atomic uint32_t win_syncs;   /* syncs in this window (any thread) */
+    struct sync_slots *slots; /* NULL until preallocate (then syncs may overlap) */
     char buf[WFILE_BUF_SIZE];
+};
+
+/* A WAL's syncs may overlap: the store runs more than one at a time, and
+ * the zeroer syncs its zeros beside them. Linux reports a writeback error
+ * once per open file description, so two fdatasyncs through one description
+ * could split a lost page's report between them — one fails, the other
+ * returns success for data that was not written. So each sync runs on a
+ * description no other sync is using at that moment: one of SYNC_SLOTS
+ * opened beside the appending fd. */
+#define SYNC_SLOTS 3
+struct sync_slots {
+    int n;                              /* [const] slots opened (>= 1) */
+    struct {
+        pthread_mutex_t lk; /* held while a sync uses fd */
+        int fd;             /* [const] */
+    } slot[SYNC_SLOTS];
 };
 
 /* The zero-filled mode's shared state. The appending thread, a syncing
@@ -206,19 +223,75 @@ static lsm_status *wfile_flush(lsm_wfile *base)
     return wfile_flush_buf(f);
 }
 
+/* fdatasync through a description no other sync is using (see struct
+ * sync_slots), waiting for one if all are busy. Returns 0 or an errno. */
+static int datasync(struct posix_wfile *f)
+{
+    struct sync_slots *ss = f->slots;
+    int fd = f->fd, taken = -1;
+    if (ss != NULL) {
+        for (int i = 0; i < ss->n && taken < 0; i++)
+            if (pthread_mutex_trylock(&ss->slot[i].lk) == 0)
+                taken = i;
+        if (taken < 0)
+            pthread_mutex_lock(&ss->slot[taken = 0].lk);
+        fd = ss->slot[taken].fd;
+    }
+    int r;
+    do {
+        r = fdatasync(fd);
+    } while (r < 0 && errno == EINTR);
+    int err = r < 0 ? errno : 0;
+    if (taken >= 0)
+        pthread_mutex_unlock(&ss->slot[taken].lk);
+    return err;
+}
+
+/* Opens the sync slots of a WAL: more descriptions of the same file. If
+ * none can be opened, one slot on the appending fd serialises the syncs. */
+static lsm_status *slots_open(struct posix_wfile *f)
+{
+    struct sync_slots *ss = calloc(1, sizeof(*ss));
+    if (ss == NULL)
+        return posix_error(ENOMEM, "preallocate", f->path);
+    for (int i = 0; i < SYNC_SLOTS; i++) {
+        int fd = open_retry(f->path, O_WRONLY, 0);
+        if (fd < 0)
+            break;
+        ss->slot[ss->n++].fd = fd;
+    }
+    if (ss->n == 0)
+        ss->slot[ss->n++].fd = f->fd;
+    for (int i = 0; i < ss->n; i++)
+        pthread_mutex_init(&ss->slot[i].lk, NULL);
+    f->slots = ss;
+    return NULL;
+}
+
+static void slots_close(struct posix_wfile *f)
+{
+    struct sync_slots *ss = f->slots;
+    if (ss == NULL)
+        return;
+    for (int i = 0; i < ss->n; i++) {
+        pthread_mutex_destroy(&ss->slot[i].lk);
+        if (ss->slot[i].fd != f->fd)
+            close(ss->slot[i].fd);
+    }
+    free(ss);
+    f->slots = NULL;
+}
+
 static lsm_status *wfile_sync(lsm_wfile *base)
 {
     struct posix_wfile *f = (struct posix_wfile *)base;
     lsm_status *s = wfile_flush(base);
     if (s != NULL)
         return s;
-    int r;
-    do {
-        r = fdatasync(f->fd);
-    } while (r < 0 && errno == EINTR);
-    if (r < 0) {
-        f->err = errno;
-        return posix_error(errno, "fdatasync", f->path);
+    int err = datasync(f);
+    if (err != 0) {
+        f->err = err;
+        return posix_error(err, "fdatasync", f->path);
     }
     if (f->auto_mode)
         atomic_fetch_add_explicit(&f->win_syncs, 1, memory_order_relaxed);
@@ -343,9 +416,7 @@ static int zero_range(struct posix_wfile *f, uint64_t from, uint64_t to)
 /* The zeroer: each round zeros ZERO_ROUND bytes past what appends and earlier
  * rounds reached, then syncs them. A failed write of zeros only ends the
  * help (the WAL still works, with dearer syncs); a failed fdatasync is
- * sticky for the file, because it may have swallowed the report of an
- * appended page that was lost (the kernel reports a writeback error once
- * per open file). */
+ * sticky for the file: the page it could not write may be an append's. */
 static void *zeroer_main(void *arg)
 {
     struct posix_wfile *f = arg;
@@ -364,10 +435,8 @@ static void *zeroer_main(void *arg)
         pthread_mutex_unlock(&z->zlk);
         int err = zero_range(f, from, to);
         bool sync_failed = false;
-        if (err == 0 && fdatasync(f->fd) < 0) {
-            err = errno;
+        if (err == 0 && (err = datasync(f)) != 0)
             sync_failed = true;
-        }
         if (sync_failed)
             f->err = err;
         pthread_mutex_lock(&z->zlk);
@@ -490,6 +559,8 @@ static lsm_status *wfile_preallocate(lsm_wfile *base, uint64_t len, enum wfile_s
     if (len == 0 || f->map || f->zf)
         return NULL;
     lsm_status *s = wfile_flush_buf(f);
+    if (s == NULL && f->slots == NULL)
+        s = slots_open(f);
     if (s)
         return s;
     if (mode != WFILE_MAPPED) {
@@ -541,6 +612,7 @@ static lsm_status *wfile_close(lsm_wfile *base)
     }
     if (s == NULL && made > 0)
         s = trim_to_data(f, made);
+    slots_close(f);
     if (close(f->fd) < 0 && s == NULL && errno != EINTR)
         s = posix_error(errno, "close", f->path);
     free(f->path);
@@ -585,6 +657,7 @@ static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
     f->auto_mode = false;
     f->win_appends = 0;
     atomic_init(&f->win_syncs, 0);
+    f->slots = NULL;
     *out = &f->base;
     return NULL;
 }

@@ -465,6 +465,73 @@ static void test_writes_proceed_during_sync(void **state)
     fault_env_free(fe);
 }
 
+/* Opens a store on fe whose syncs take 300 ms and starts a thread that
+ * sync-writes "a"; returns once that write's sync is in the env. */
+static lsm_db *start_slow_sync(fault_env *fe, struct slow_sync_arg *a, pthread_t *t)
+{
+    lsm_db *db = open_db(fault_env_env(fe), 0);
+    fault_env_set_sync_delay_us(fe, 300000);
+    a->db = db;
+    atomic_init(&a->done, false);
+    assert_int_equal(pthread_create(t, NULL, slow_sync_writer, a), 0);
+    while (tu_prop(db, "lsm.sequence") < 1)
+        usleep(1000);
+    usleep(20000); /* past its gather (40 us) */
+    return db;
+}
+
+/* Cuts the power under db and opens the store again. */
+static lsm_db *power_cut_and_reopen(fault_env *fe, lsm_db *db)
+{
+    assert_null(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db)); /* the cut made its files dead */
+    fault_env_set_sync_delay_us(fe, 0);
+    return open_db(fault_env_env(fe), 0);
+}
+
+/* Syncs overlap: a sync write published after a (slow) sync started does
+ * not wait for it to end but starts its own at once; both survive a power
+ * cut. */
+static void test_syncs_overlap(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    struct slow_sync_arg a;
+    pthread_t t;
+    lsm_db *db = start_slow_sync(fe, &a, &t);
+    put(db, "b", "2", true);
+    assert_int_equal(tu_prop(db, "lsm.wal-syncs-overlapped"), 1);
+    pthread_join(t, NULL);
+    assert_int_equal(tu_prop(db, "lsm.wal-syncs"), 2);
+    db = power_cut_and_reopen(fe, db);
+    assert_value(db, "a", "1");
+    assert_value(db, "b", "2");
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+/* An overlapping sync that fails fails its own writers and, sticky, every
+ * later write — but not a write the other sync made durable. */
+static void test_overlapping_sync_fails(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    struct slow_sync_arg a;
+    pthread_t t;
+    lsm_db *db = start_slow_sync(fe, &a, &t);
+    fault_env_fail(fe, FAULT_SYNC, ".log", EIO, 0, 1); /* b's sync, not a's */
+    lsm_write_options wo = {.sync = true};
+    ASSERT_FAILS(lsm_put(db, &wo, "b", 1, "2", 1), LSM_IO_ERROR, NULL);
+    pthread_join(t, NULL); /* a's own sync succeeded: slow_sync_writer checks */
+    assert_true(atomic_load(&a.done));
+    ASSERT_FAILS(lsm_put(db, &wo, "c", 1, "3", 1), LSM_IO_ERROR, NULL);
+    db = power_cut_and_reopen(fe, db);
+    assert_value(db, "a", "1");
+    assert_value(db, "c", NULL);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 /* Sync writers mixed with non-sync writers; after every sync write returns,
  * a power cut must keep it. Checked by cutting power at the end and
  * verifying every sync-acknowledged write (and every write before it in the
@@ -731,6 +798,8 @@ int main(void)
         DB_TEST(test_process_crash),
         DB_TEST(test_group_commit_shares_syncs),
         DB_TEST(test_writes_proceed_during_sync),
+        DB_TEST(test_syncs_overlap),
+        DB_TEST(test_overlapping_sync_fails),
         DB_TEST(test_sync_rule_and_power_cut),
         DB_TEST(test_power_cut_leaves_prefix),
         DB_TEST(test_barrier_makes_earlier_writes_durable),
