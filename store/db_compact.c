@@ -141,43 +141,150 @@ static void update_pacing(lsm_db *db)
                  db->env->now_micros(db->env));
 }
 
+/* ---------------------------------------------------------- table outputs */
+
+/* The state of one flush or compaction while it writes tables (c is NULL
+ * for a flush). */
+typedef struct compaction_run {
+    compaction *c;
+    uint64_t smallest_snapshot;
+    output out;
+    bool out_open;
+    file_meta **done; /* finished outputs */
+    int ndone, cap_done;
+    buf user_key; /* the user key of the previous entry */
+    bool has_user_key;
+    uint64_t last_seq_for_key;
+    buf last_added; /* the user key of the last entry written */
+    buf zero_key;   /* scratch: an internal key with its sequence zeroed */
+    bool has_last_added;
+    bool close_wanted; /* the output is full: cut it at the next user key */
+    uint64_t written;
+} compaction_run;
+
+/* Finishes the current output. REQUIRES: mu not held. */
+static lsm_status *close_output(lsm_db *db, compaction_run *r)
+{
+    file_meta *meta = NULL;
+    lsm_status *s = output_finish(db, &r->out, &meta);
+    output_cleanup(db, &r->out, s == NULL);
+    r->out_open = false;
+    if (s || meta == NULL)
+        return s;
+    if (r->ndone == r->cap_done) {
+        int cap = r->cap_done ? r->cap_done * 2 : 8;
+        file_meta **p = realloc(r->done, (size_t)cap * sizeof(*p));
+        if (p == NULL) {
+            meta->refs++, file_meta_unref(meta);
+            return status_new(LSM_IO_ERROR, "out of memory");
+        }
+        r->done = p;
+        r->cap_done = cap;
+    }
+    meta->refs++; /* the run's reference */
+    r->done[r->ndone++] = meta;
+    r->written += meta->size;
+    return NULL;
+}
+
+/* Whether k starts a new user key in the current output. Outputs are only
+ * ever cut between user keys: if two files of a level shared a user key, a
+ * later compaction could move the newer version of it below the older one. */
+static bool new_user_key(compaction_run *r, const char *k, size_t kn)
+{
+    return !r->has_last_added ||
+           bytes_compare(k, ikey_user_len(kn), r->last_added.data, r->last_added.len) != 0;
+}
+
+/* Whether k (an internal key) starts a new table partition: its user key
+ * differs from the last one written in the first table_partition_prefix
+ * bytes (lsm.h). REQUIRES: has_last_added. */
+static bool new_partition(const lsm_db *db, const compaction_run *r, const char *k, size_t kn)
+{
+    size_t p = db->opt.table_partition_prefix, un = ikey_user_len(kn);
+    if (p == 0)
+        return false;
+    size_t a = r->last_added.len < p ? r->last_added.len : p, b = un < p ? un : p;
+    return a != b || memcmp(r->last_added.data, k, a) != 0;
+}
+
+static lsm_status *add_entry(lsm_db *db, compaction_run *r, const char *k, size_t kn, const char *v,
+                             size_t vn)
+{
+    lsm_status *s = NULL;
+    if (r->out_open && new_user_key(r, k, kn) &&
+        ((r->c && (compaction_should_stop_before(r->c, k, kn) || r->close_wanted)) ||
+         new_partition(db, r, k, kn)))
+        s = close_output(db, r);
+    if (s == NULL && !r->out_open) {
+        mutex_lock(&db->mu);
+        s = output_open(db, &r->out);
+        mutex_unlock(&db->mu);
+        r->out_open = true;
+        r->close_wanted = false;
+    }
+    if (s == NULL)
+        s = table_builder_add(r->out.builder, k, kn, v, vn);
+    if (s == NULL && r->c && table_builder_file_size(r->out.builder) >= r->c->max_output_file_size)
+        r->close_wanted = true; /* at the next user key */
+    r->last_added.len = 0;
+    r->has_last_added = buf_append(&r->last_added, k, ikey_user_len(kn));
+    return s;
+}
+
+/* Lets go of what a run holds once its outputs are named by the MANIFEST
+ * (or abandoned): only then may the obsolete-file sweep see them.
+ * REQUIRES: mu held. */
+static void run_release(lsm_db *db, compaction_run *r)
+{
+    assert(mutex_held(&db->mu));
+    for (int i = 0; i < r->ndone; i++)
+        remove_pending(db, r->done[i]->number);
+    if (r->out.number)
+        remove_pending(db, r->out.number);
+    for (int i = 0; i < r->ndone; i++)
+        file_meta_unref(r->done[i]);
+    free(r->done);
+    buf_free(&r->user_key);
+    buf_free(&r->last_added);
+    buf_free(&r->zero_key);
+}
+
 /* ------------------------------------------------------------------ flush */
 
-/* Writes memtable m to a new table. REQUIRES: mu held (released inside). */
-static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, uint64_t *number)
+/* Writes memtable m to new level-0 tables (one, or one per key partition)
+ * and adds them to edit; r->done holds them. REQUIRES: mu held (released
+ * inside). */
+static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, compaction_run *r)
 {
     uint64_t t0 = db->env->now_micros(db->env);
-    output o;
-    lsm_status *s = output_open(db, &o);
-    file_meta *meta = NULL;
     mutex_unlock(&db->mu);
-    iter *it = s ? NULL : memtable_iter_new(m);
-    if (s == NULL && it == NULL)
-        s = status_new(LSM_IO_ERROR, "out of memory");
+    iter *it = memtable_iter_new(m);
+    lsm_status *s = it ? NULL : status_new(LSM_IO_ERROR, "out of memory");
     for (it ? iter_seek_first(it) : (void)0; s == NULL && iter_valid(it); iter_next(it)) {
         size_t kn, vn;
         const char *k = iter_key(it, &kn);
         const char *v = iter_value(it, &vn);
-        s = table_builder_add(o.builder, k, kn, v, vn);
+        s = add_entry(db, r, k, kn, v, vn);
     }
     iter_free(it);
-    if (s == NULL)
-        s = output_finish(db, &o, &meta);
-    /* The MANIFEST will name the table: its directory entry must be durable
-     * first. */
-    if (s == NULL && meta)
+    if (s == NULL && r->out_open)
+        s = close_output(db, r);
+    if (r->out_open)
+        output_cleanup(db, &r->out, false);
+    /* The MANIFEST will name the tables: their directory entries must be
+     * durable first. */
+    if (s == NULL && r->ndone)
         s = db->env->sync_dir(db->env, db->dir);
-    output_cleanup(db, &o, s == NULL);
     mutex_lock(&db->mu);
-    *number = o.number; /* stays pending until the MANIFEST names it */
-    if (s == NULL && meta) {
-        if (!version_edit_add_file(edit, 0, meta))
+    for (int i = 0; s == NULL && i < r->ndone; i++) {
+        if (!version_edit_add_file(edit, 0, r->done[i]))
             s = status_new(LSM_IO_ERROR, "out of memory");
-        db->stats.flush_bytes += meta->size;
-        db->stats.levels[0].written_bytes += meta->size;
     }
-    if (meta && s)
-        meta->refs++, file_meta_unref(meta);
+    if (s == NULL) {
+        db->stats.flush_bytes += r->written;
+        db->stats.levels[0].written_bytes += r->written;
+    }
     db->stats.levels[0].micros += db->env->now_micros(db->env) - t0;
     return s;
 }
@@ -190,15 +297,15 @@ static lsm_status *flush_one(lsm_db *db)
     memtable_ref(m);
     version_edit edit;
     version_edit_init(&edit);
-    uint64_t number = 0;
-    lsm_status *s = write_level0(db, m, &edit, &number);
+    compaction_run r = {.c = NULL};
+    lsm_status *s = write_level0(db, m, &edit, &r);
     if (s == NULL) {
         /* Logs before the next memtable's first log are no longer needed. */
         uint64_t next_log = db->nimm > 1 ? db->imm_log[1] : db->mem_log;
         version_edit_set_log_number(&edit, next_log);
         s = vset_log_and_apply(&db->vs, &edit, db->last_seq);
     }
-    remove_pending(db, number);
+    run_release(db, &r);
     version_edit_destroy(&edit);
     memtable_unref(m);
     if (s)
@@ -265,23 +372,6 @@ static void *flush_main(void *arg)
 
 /* ------------------------------------------------------------- compaction */
 
-typedef struct compaction_run {
-    compaction *c;
-    uint64_t smallest_snapshot;
-    output out;
-    bool out_open;
-    file_meta **done; /* finished outputs */
-    int ndone, cap_done;
-    buf user_key; /* the user key of the previous entry */
-    bool has_user_key;
-    uint64_t last_seq_for_key;
-    buf last_added; /* the user key of the last entry written */
-    buf zero_key;   /* scratch: an internal key with its sequence zeroed */
-    bool has_last_added;
-    bool close_wanted; /* the output is full: cut it at the next user key */
-    uint64_t written;
-} compaction_run;
-
 uint64_t db_smallest_snapshot(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
@@ -316,63 +406,6 @@ static bool can_zero_seq(compaction_run *r, const parsed_ikey *pk)
 {
     return pk->type == TYPE_VALUE && pk->seq != 0 && pk->seq <= r->smallest_snapshot &&
            compaction_is_base_level_for_key(r->c, pk->user_key, pk->user_len);
-}
-
-/* Finishes the current output. REQUIRES: mu not held. */
-static lsm_status *close_output(lsm_db *db, compaction_run *r)
-{
-    file_meta *meta = NULL;
-    lsm_status *s = output_finish(db, &r->out, &meta);
-    output_cleanup(db, &r->out, s == NULL);
-    r->out_open = false;
-    if (s || meta == NULL)
-        return s;
-    if (r->ndone == r->cap_done) {
-        int cap = r->cap_done ? r->cap_done * 2 : 8;
-        file_meta **p = realloc(r->done, (size_t)cap * sizeof(*p));
-        if (p == NULL) {
-            meta->refs++, file_meta_unref(meta);
-            return status_new(LSM_IO_ERROR, "out of memory");
-        }
-        r->done = p;
-        r->cap_done = cap;
-    }
-    meta->refs++; /* the run's reference */
-    r->done[r->ndone++] = meta;
-    r->written += meta->size;
-    return NULL;
-}
-
-/* Whether k starts a new user key in the current output. Outputs are only
- * ever cut between user keys: if two files of a level shared a user key, a
- * later compaction could move the newer version of it below the older one. */
-static bool new_user_key(compaction_run *r, const char *k, size_t kn)
-{
-    return !r->has_last_added ||
-           bytes_compare(k, ikey_user_len(kn), r->last_added.data, r->last_added.len) != 0;
-}
-
-static lsm_status *add_entry(lsm_db *db, compaction_run *r, const char *k, size_t kn, const char *v,
-                             size_t vn)
-{
-    lsm_status *s = NULL;
-    if (r->out_open && new_user_key(r, k, kn) &&
-        (compaction_should_stop_before(r->c, k, kn) || r->close_wanted))
-        s = close_output(db, r);
-    if (s == NULL && !r->out_open) {
-        mutex_lock(&db->mu);
-        s = output_open(db, &r->out);
-        mutex_unlock(&db->mu);
-        r->out_open = true;
-        r->close_wanted = false;
-    }
-    if (s == NULL)
-        s = table_builder_add(r->out.builder, k, kn, v, vn);
-    if (s == NULL && table_builder_file_size(r->out.builder) >= r->c->max_output_file_size)
-        r->close_wanted = true; /* at the next user key */
-    r->last_added.len = 0;
-    r->has_last_added = buf_append(&r->last_added, k, ikey_user_len(kn));
-    return s;
 }
 
 /* Merges the inputs into new tables. REQUIRES: mu not held. */
@@ -465,21 +498,12 @@ static lsm_status *run_compaction(lsm_db *db, compaction *c)
     update_pacing(db);
     /* Only now, with the outputs named by the MANIFEST (or abandoned), may
      * the obsolete-file sweep see them. */
-    for (int i = 0; i < r.ndone; i++)
-        remove_pending(db, r.done[i]->number);
-    if (r.out.number)
-        remove_pending(db, r.out.number);
+    run_release(db, &r);
     struct level_stats *ls = &db->stats.levels[c->level + 1];
     ls->compactions++;
     ls->read_bytes += compaction_input_bytes(c);
     ls->written_bytes += r.written;
     ls->micros += db->env->now_micros(db->env) - t0;
-    for (int i = 0; i < r.ndone; i++)
-        file_meta_unref(r.done[i]);
-    free(r.done);
-    buf_free(&r.user_key);
-    buf_free(&r.last_added);
-    buf_free(&r.zero_key);
     /* The inputs stay alive while the compaction pins its version: let go
      * first, so the sweep can delete them. */
     version_unref(c->input_version);

@@ -67,6 +67,15 @@ static bool tables_text(lsm_db *db, buf *b)
     return ok;
 }
 
+/* Table bytes compactions wrote (trivial moves write none). REQUIRES: mu held. */
+static uint64_t compaction_written(lsm_db *db)
+{
+    uint64_t sum = 0;
+    for (int l = 1; l < NUM_LEVELS; l++)
+        sum += db->stats.levels[l].written_bytes;
+    return sum;
+}
+
 /* Numeric properties. REQUIRES: mu held. */
 static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
 {
@@ -100,6 +109,7 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         {"lsm.recovered-torn-bytes", st->recovered_torn_bytes},
         {"lsm.total-table-bytes", total_table_bytes(db)},
         {"lsm.flushes", st->flushes},
+        {"lsm.compaction-bytes-written", compaction_written(db)},
         {"lsm.stall-us", st->stop_us + st->slowdown_us},
         {"lsm.paced-rate", (uint64_t)db->pacer.rate},
         {"lsm.block-cache-hits", cache_hits(db)},

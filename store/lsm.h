@@ -92,6 +92,13 @@ typedef struct lsm_options {
      * the log switches between the two every 64 appends, zero-filled while
      * at least one append in four is synced. */
     int wal_mode;
+    /* Tables are cut where the first N bytes of the user key change (0, the
+     * default: never), so keys of different prefixes never share a table. An
+     * application whose key space is a few kinds (the filesystem's inode
+     * records, entries, data chunks) keeps each kind's tables to its own key
+     * range: a table of data appended in key order then overlaps no other and
+     * compaction moves it down without rewriting it. */
+    size_t table_partition_prefix;
     lsm_env *env; /* default lsm_env_default() */
 } lsm_options;
 
