@@ -317,3 +317,8 @@ bool cookie_decode(const char *v, size_t len, uint64_t *ino, uint8_t *type, cons
     *nlen = len - COOKIE_VAL_HDR;
     return *ino != 0 && *type <= 017;
 }
+
+uint32_t schema_table_partition(const void *key, size_t n)
+{
+    return n > 0 && *(const char *)key == K_CHUNK;
+}

@@ -105,6 +105,11 @@ bool key_parse_cookie(const char *k, size_t klen, uint64_t *parent, uint64_t *co
 bool key_parse_chunk(const char *k, size_t klen, uint64_t *ino, uint64_t *index);
 bool key_parse_xattr(const char *k, size_t klen, uint64_t *ino, const char **name, size_t *nlen);
 
+/* The store's table partition of a key (lsm_options.table_partition): 1 for
+ * file chunks, 0 for everything else, so chunk tables hold no inode
+ * records (which every data write rewrites). */
+uint32_t schema_table_partition(const void *key, size_t n);
+
 /* ------------------------------------------------------------ superblock */
 
 typedef struct schema_super {

@@ -6,6 +6,7 @@
 
 #include "icache.h"
 #include "orphan.h"
+#include "schema.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -44,11 +45,10 @@ int super_open_store(const char *dir, lsm_db **db, char *err, size_t errlen)
     o.block_size = 16u << 10;
     /* fsync-heavy work: WAL syncs that write only their data blocks. */
     o.wal_mode = LSM_WAL_ZERO_FILL;
-    /* Inode records, entries and data chunks each keep to their own tables:
-     * a file written in order then makes chunk tables that overlap no other
-     * and sink by moves, not rewrites (write amplification of a large
-     * sequential write 3.1 -> ~2). */
-    o.table_partition_prefix = 1;
+    /* File chunks keep to tables of their own: a file written in order then
+     * makes chunk tables that overlap no other and sink by moves, not
+     * rewrites (write amplification of a large sequential write 3.1 -> 2). */
+    o.table_partition = schema_table_partition;
     lsm_status *s = lsm_open(&o, dir, db);
     if (s == NULL)
         return 0;

@@ -114,7 +114,10 @@ compaction *compaction_pick(version_set *vs, uint64_t target_file_size)
     compaction *c = compaction_new(vs, level, target_file_size);
     if (c == NULL)
         return NULL;
-    file_meta *first = next_file_after_pointer(vs, level);
+    /* Level 0 is compacted where it is deepest (the files there and all
+     * that overlap them); other levels round-robin by the pointer. */
+    file_meta *first = level == 0 && v->l0_deepest ? v->l0_deepest
+                                                   : next_file_after_pointer(vs, level);
     bool ok = true;
     if (level == 0) {
         /* Level-0 files overlap: take every file overlapping the first. */

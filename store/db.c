@@ -24,7 +24,7 @@ void lsm_options_init(lsm_options *o)
     o->target_file_size = 4u << 20;
     o->max_open_files = 1000;
     o->group_commit_delay_us = 40;
-    o->table_partition_prefix = 0;
+    o->table_partition = NULL;
     o->env = NULL;
 }
 

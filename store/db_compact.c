@@ -196,16 +196,13 @@ static bool new_user_key(compaction_run *r, const char *k, size_t kn)
            bytes_compare(k, ikey_user_len(kn), r->last_added.data, r->last_added.len) != 0;
 }
 
-/* Whether k (an internal key) starts a new table partition: its user key
- * differs from the last one written in the first table_partition_prefix
- * bytes (lsm.h). REQUIRES: has_last_added. */
+/* Whether k (an internal key) starts a new table partition: the user
+ * key's partition (lsm_options.table_partition) differs from the last one
+ * written. REQUIRES: has_last_added. */
 static bool new_partition(const lsm_db *db, const compaction_run *r, const char *k, size_t kn)
 {
-    size_t p = db->opt.table_partition_prefix, un = ikey_user_len(kn);
-    if (p == 0)
-        return false;
-    size_t a = r->last_added.len < p ? r->last_added.len : p, b = un < p ? un : p;
-    return a != b || memcmp(r->last_added.data, k, a) != 0;
+    uint32_t (*part)(const void *, size_t) = db->opt.table_partition;
+    return part && part(k, ikey_user_len(kn)) != part(r->last_added.data, r->last_added.len);
 }
 
 static lsm_status *add_entry(lsm_db *db, compaction_run *r, const char *k, size_t kn, const char *v,

@@ -109,6 +109,7 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         {"lsm.recovered-torn-bytes", st->recovered_torn_bytes},
         {"lsm.total-table-bytes", total_table_bytes(db)},
         {"lsm.flushes", st->flushes},
+        {"lsm.level0-load", (uint64_t)db->vs.current->l0_load},
         {"lsm.compaction-bytes-written", compaction_written(db)},
         {"lsm.stall-us", st->stop_us + st->slowdown_us},
         {"lsm.paced-rate", (uint64_t)db->pacer.rate},

@@ -613,7 +613,7 @@ static lsm_status *switch_memtable(lsm_db *db)
 static double paced_rate(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
-    int l0 = db->vs.current->nfiles[0];
+    int l0 = db->vs.current->l0_load;
     double mem_fill = (double)db_memtable_bytes(db) / (double)db->opt.max_memtable_bytes;
     double f = 0; /* 0: no slowdown, 1: stopped */
     if (l0 >= L0_SLOWDOWN)
@@ -690,7 +690,7 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force)
         bool no_memory =
             db_memtable_bytes(db) + db->opt.write_buffer_size > db->opt.max_memtable_bytes &&
             db->nimm > 0;
-        if (no_memory || db->vs.current->nfiles[0] >= L0_STOP) {
+        if (no_memory || db->vs.current->l0_load >= L0_STOP) {
             /* Room comes from flushes and compactions; while the disk is
              * too full for them, say so rather than wait forever. */
             if (db->nospace)

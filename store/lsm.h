@@ -92,13 +92,14 @@ typedef struct lsm_options {
      * the log switches between the two every 64 appends, zero-filled while
      * at least one append in four is synced. */
     int wal_mode;
-    /* Tables are cut where the first N bytes of the user key change (0, the
-     * default: never), so keys of different prefixes never share a table. An
-     * application whose key space is a few kinds (the filesystem's inode
-     * records, entries, data chunks) keeps each kind's tables to its own key
-     * range: a table of data appended in key order then overlaps no other and
-     * compaction moves it down without rewriting it. */
-    size_t table_partition_prefix;
+    /* Tables are cut between two neighbouring keys for which this returns
+     * different values (NULL, the default: no cuts), so keys of different
+     * partitions never share a table. Bulk data kept apart from small
+     * records that are rewritten all the time (the filesystem's file chunks
+     * vs its inode records) makes tables of data appended in key order
+     * that overlap no other: compaction moves them down without rewriting
+     * them. Must be a pure function of the key. */
+    uint32_t (*table_partition)(const void *key, size_t n);
     lsm_env *env; /* default lsm_env_default() */
 } lsm_options;
 

@@ -357,13 +357,41 @@ uint64_t version_max_bytes_for_level(int level)
     return bytes;
 }
 
+static int user_cmp(const buf *a, const buf *b)
+{
+    return bytes_compare(a->data, ikey_user_len(a->len), b->data, ikey_user_len(b->len));
+}
+
+/* Sets l0_load and l0_deepest. The most intervals covering one point are
+ * found at some interval's start: n^2 over a level of a few dozen files. */
+static void compute_l0_load(version *v)
+{
+    int depth = 0;
+    v->l0_deepest = NULL;
+    for (int i = 0; i < v->nfiles[0]; i++) {
+        const buf *at = &v->files[0][i]->smallest;
+        int n = 0;
+        for (int j = 0; j < v->nfiles[0]; j++) {
+            const file_meta *g = v->files[0][j];
+            n += user_cmp(&g->smallest, at) <= 0 && user_cmp(at, &g->largest) <= 0;
+        }
+        if (n > depth) {
+            depth = n;
+            v->l0_deepest = v->files[0][i];
+        }
+    }
+    int quarter = (v->nfiles[0] + 3) / 4;
+    v->l0_load = depth > quarter ? depth : quarter;
+}
+
 void version_compute_score(version *v, int l0_trigger)
 {
+    compute_l0_load(v);
     int best_level = -1;
     double best = -1;
     for (int l = 0; l < NUM_LEVELS - 1; l++) {
         double score =
-            (l == 0) ? (double)v->nfiles[0] / l0_trigger
+            (l == 0) ? (double)v->l0_load / l0_trigger
                      : (double)version_level_bytes(v, l) / (double)version_max_bytes_for_level(l);
         if (score > best) {
             best = score;

@@ -46,7 +46,8 @@ bool version_overlaps_level(const version *v, int level, const char *begin, size
 
 /* The byte size that triggers compaction of `level` (>= 1). */
 uint64_t version_max_bytes_for_level(int level);
-/* Sets v->compaction_level and v->compaction_score (>= 1 means needed). */
+/* Sets v->compaction_level, v->compaction_score (>= 1 means needed) and the
+ * level-0 load. */
 void version_compute_score(version *v, int l0_trigger);
 
 #endif

@@ -36,6 +36,14 @@ typedef struct version {
      * computed when the version is built (version.h). */
     int compaction_level;
     double compaction_score;
+    /* How loaded level 0 is, in tables: its depth (the most tables any one
+     * key falls in — what a read may have to look into), or a quarter of
+     * its file count if that is more (so tables that overlap nothing, as
+     * from data written in key order, are still moved down in fours).
+     * Level-0 compaction, slowdown and stop go by it; it is the file count
+     * when every table overlaps every other (LevelDB's measure). */
+    int l0_load;
+    file_meta *l0_deepest; /* a file at the deepest point (NULL: level empty) */
     struct version *prev, *next; /* the list of live versions [mu] */
 } version;
 
