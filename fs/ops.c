@@ -41,6 +41,16 @@ void op_read_rec(inode *n, inode_rec *r)
     pthread_rwlock_unlock(&n->lock);
 }
 
+bool op_get_rec(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, inode_rec *r)
+{
+    inode *n = op_pin(req, fs, ino, 0);
+    if (n == NULL)
+        return false;
+    op_read_rec(n, r);
+    icache_put(fs->icache, n);
+    return true;
+}
+
 int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl)
 {
     int err = inode_batch_finish(fs, b, n, r, pl);
@@ -204,12 +214,9 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_ACCESS]);
-    inode *n = op_pin(req, fs, ino, 0);
-    if (n == NULL)
-        return;
     inode_rec r;
-    op_read_rec(n, &r);
-    icache_put(fs->icache, n);
+    if (!op_get_rec(req, fs, ino, &r))
+        return;
     perm_cred c;
     perm_cred_of_req(req, &c);
     int err = perm_check(&c, r.mode, r.uid, r.gid, mask);
