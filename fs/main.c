@@ -35,15 +35,20 @@ struct options {
     int writeback;  /* -o writeback */
     int nonempty;   /* -o nonempty */
     double timeout; /* -o cache_timeout=SEC */
+    bool others;    /* -o allow_other or allow_root: other users may enter */
+    bool kernel_perms; /* -o default_permissions given */
 };
 
-enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD };
+enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_OTHERS, KEY_KERNEL_PERMS };
 
 static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("sync", KEY_SYNC),
     FUSE_OPT_KEY("writeback", KEY_WRITEBACK),
     FUSE_OPT_KEY("nonempty", KEY_NONEMPTY),
     FUSE_OPT_KEY("defaults", KEY_DISCARD),
+    FUSE_OPT_KEY("allow_other", KEY_OTHERS),
+    FUSE_OPT_KEY("allow_root", KEY_OTHERS),
+    FUSE_OPT_KEY("default_permissions", KEY_KERNEL_PERMS),
     {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
     FUSE_OPT_END,
 };
@@ -72,6 +77,12 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
         return 0;
     case KEY_DISCARD:
         return 0;
+    case KEY_OTHERS: /* noted, and kept for libfuse's mount */
+        o->others = true;
+        return 1;
+    case KEY_KERNEL_PERMS:
+        o->kernel_perms = true;
+        return 1;
     default:
         return 1;
     }
@@ -86,7 +97,9 @@ static void usage(const char *prog)
            "    -o sync                every operation is durable before it returns\n"
            "    -o writeback           let the kernel cache writes (fsync stays exact)\n"
            "    -o nonempty            allow a non-empty mount point\n"
-           "    -o cache_timeout=SEC   kernel entry/attribute cache timeout (default 3600)\n\n",
+           "    -o cache_timeout=SEC   kernel entry/attribute cache timeout (default 3600)\n"
+           "    -o default_permissions the kernel checks permissions even on a mount only\n"
+           "                           root can enter (on by default otherwise)\n\n",
            prog);
 }
 
@@ -187,8 +200,27 @@ static void check_mountpoint(const char *mnt, bool nonempty)
         fail("mount point %s is not empty (use -o nonempty to mount over it)", mnt);
 }
 
-/* -o fsname=STORE,subtype=lsmfs,default_permissions for the kernel. */
-static void add_mount_options(struct fuse_args *args, const char *store)
+/*
+ * Does the kernel need to check permissions (default_permissions)? Not on a
+ * mount only root can enter: without allow_other the kernel lets in only
+ * processes whose uids (real, effective, saved) and gids all equal the
+ * mounting user's -- libfuse mounts with our real uid -- and for uid 0 the
+ * kernel's checks can only refuse to execute a regular file with no
+ * execute bit, which it still checks itself without default_permissions.
+ * access(2) and chdir(2) then come to op_access. Skipping the checks saves
+ * a GETATTR of the directory after every change in it: the kernel drops a
+ * directory's attributes on each create/unlink/rename and would fetch them
+ * again for the next check. The one difference: a root process without
+ * CAP_DAC_OVERRIDE (dropped, or its fsuid changed) is no longer refused;
+ * -o default_permissions brings the kernel's checks back.
+ */
+static bool kernel_checks_needed(const struct options *o)
+{
+    return o->others || o->kernel_perms || getuid() != 0 || geteuid() != 0;
+}
+
+/* -o fsname=STORE,subtype=lsmfs[,default_permissions] for the kernel. */
+static void add_mount_options(struct fuse_args *args, const char *store, bool kernel_perms)
 {
     char *opt = malloc(strlen(store) * 2 + 64);
     if (opt == NULL)
@@ -199,7 +231,7 @@ static void add_mount_options(struct fuse_args *args, const char *store)
             *p++ = '\\';
         *p++ = *s;
     }
-    strcpy(p, ",subtype=lsmfs,default_permissions");
+    strcpy(p, kernel_perms ? ",subtype=lsmfs,default_permissions" : ",subtype=lsmfs");
     if (fuse_opt_add_arg(args, opt) != 0)
         fail("out of memory");
     free(opt);
@@ -255,7 +287,7 @@ int main(int argc, char *argv[])
     char *store = realpath(o.store, NULL);
     if (store == NULL)
         fail("%s: %s", o.store, strerror(errno));
-    add_mount_options(&args, store);
+    add_mount_options(&args, store, kernel_checks_needed(&o) && !o.kernel_perms);
     if (!co.foreground)
         daemon_begin();
 

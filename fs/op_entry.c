@@ -63,13 +63,9 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     (void)fi;
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_GETATTR]);
-    inode *n = op_pin(req, fs, ino, 0);
-    if (n == NULL)
-        return;
     inode_rec r;
-    op_read_rec(n, &r);
-    icache_put(fs->icache, n);
-    op_reply_attr(req, fs, ino, &r);
+    if (op_get_rec(req, fs, ino, &r))
+        op_reply_attr(req, fs, ino, &r);
 }
 
 static ts time_arg(int to_set, int now_flag, struct timespec t, ts now)

@@ -7,6 +7,7 @@
 #include "commit.h"
 #include "inode.h"
 #include "orphan.h"
+#include "perm.h"
 
 #include <errno.h>
 #include <string.h>
@@ -38,6 +39,16 @@ void op_read_rec(inode *n, inode_rec *r)
     pthread_rwlock_rdlock(&n->lock);
     *r = n->rec;
     pthread_rwlock_unlock(&n->lock);
+}
+
+bool op_get_rec(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, inode_rec *r)
+{
+    inode *n = op_pin(req, fs, ino, 0);
+    if (n == NULL)
+        return false;
+    op_read_rec(n, r);
+    icache_put(fs->icache, n);
+    return true;
 }
 
 int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl)
@@ -197,13 +208,20 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->time_gran = 1;
 }
 
+/* Sent only without default_permissions (root-private mounts), for
+ * access(2), faccessat(2) and chdir(2): the kernel checks nothing itself. */
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-    (void)ino;
-    (void)mask;
-    stats_inc(&op_fs(req)->stats.ops[OP_ACCESS]);
-    /* default_permissions: the kernel has checked already. */
-    fuse_reply_err(req, 0);
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_ACCESS]);
+    inode_rec r;
+    if (!op_get_rec(req, fs, ino, &r))
+        return;
+    perm_cred c;
+    perm_cred_of_req(req, &c);
+    int err = perm_check(&c, r.mode, r.uid, r.gid, mask);
+    perm_cred_release(&c);
+    fuse_reply_err(req, err);
 }
 
 static const struct fuse_lowlevel_ops ops = {

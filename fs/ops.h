@@ -39,6 +39,9 @@ void op_reply_attr(fuse_req_t req, lsmfs *fs, uint64_t ino, const inode_rec *r);
 inode *op_pin(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, int err);
 /* Takes a snapshot of n->rec under its read lock. */
 void op_read_rec(inode *n, inode_rec *r);
+/* A snapshot of inode ino's record, for a request that changes nothing.
+ * On failure replies with the error and returns false. */
+bool op_get_rec(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, inode_rec *r);
 /* Ends a single-inode change: adds n's new record r (payload decision pl,
  * NULL to keep the stored payload) to b, commits b, and on success makes r
  * the cached record. REQUIRES: n->lock held for writing. */

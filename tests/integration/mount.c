@@ -1164,13 +1164,20 @@ uint64_t tm_hash_file(const char *path)
     return h;
 }
 
-uint64_t tm_stats_counter(const struct tmount *m, const char *key)
+/* The root's user.lsmfs.stats text (static storage, until the next call). */
+static const char *stats_text(const struct tmount *m)
 {
     static char buf[16384];
     ssize_t n = getxattr(m->mnt, "user.lsmfs.stats", buf, sizeof buf - 1);
     if (n <= 0)
         fail_msg("getxattr user.lsmfs.stats: %s", tm_errname(errno));
     buf[n] = '\0';
+    return buf;
+}
+
+uint64_t tm_stats_counter(const struct tmount *m, const char *key)
+{
+    const char *buf = stats_text(m);
     const char *p = strstr(buf, key);
     if (p == NULL)
         fail_msg("no \"%s\" in the stats:\n%s", key, buf);
@@ -1180,6 +1187,24 @@ uint64_t tm_stats_counter(const struct tmount *m, const char *key)
     if (*p < '0' || *p > '9')
         fail_msg("no number after \"%s\" in the stats", key);
     return strtoull(p, NULL, 10);
+}
+
+uint64_t tm_stats_requests(const struct tmount *m, const char *op)
+{
+    const char *buf = stats_text(m);
+    const char *p = strstr(buf, "fs requests:\n");
+    if (p == NULL)
+        fail_msg("no request counts in the stats:\n%s", buf);
+    /* Lines "  name count" follow, one per operation served at all. */
+    for (p = strchr(p, '\n') + 1; p[0] == ' ' && p[1] == ' '; p = strchr(p, '\n') + 1) {
+        char name[64];
+        unsigned long long count;
+        if (sscanf(p, "%63s %llu", name, &count) == 2 && strcmp(name, op) == 0)
+            return count;
+        if (strchr(p, '\n') == NULL)
+            break;
+    }
+    return 0;
 }
 
 long long tm_inodes_used(const struct tmount *m)

@@ -258,6 +258,11 @@ uint64_t tm_hash_file(const char *path);
  * user.lsmfs.stats text; fails the test when there is none. */
 uint64_t tm_stats_counter(const struct tmount *m, const char *key);
 
+/* How many requests of FUSE operation `op` (as the stats name it:
+ * "getattr", "access", ...) the daemon has served; 0 when the stats list
+ * none. Fails the test when the stats cannot be read. */
+uint64_t tm_stats_requests(const struct tmount *m, const char *op);
+
 /* Inodes in use on the mount (statvfs: files - free files). */
 long long tm_inodes_used(const struct tmount *m);
 

@@ -24,6 +24,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <sys/fsuid.h>
 #include <grp.h>
 #include <time.h>
 #include <unistd.h>
@@ -1687,8 +1688,18 @@ static void test_copy_file_range(void **state)
 
 /* ---------------------------------------------------------- permissions */
 
-/* Run fn as uid/gid 65534 in a child; fails the test with its message. */
-static void as_nobody(struct tmount *m, const char *(*fn)(const struct tmount *))
+/* In a child: become uid/gid 65534. NULL, or why not. */
+static const char *become_nobody(void)
+{
+    if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+        return "cannot become 65534";
+    return NULL;
+}
+
+/* Run fn in a child after become() (NULL: as is); fails the test with the
+ * message of either. */
+static void in_child(struct tmount *m, const char *(*become)(void),
+                     const char *(*fn)(const struct tmount *))
 {
     int pfd[2];
     TM_OK(pipe(pfd));
@@ -1696,10 +1707,8 @@ static void as_nobody(struct tmount *m, const char *(*fn)(const struct tmount *)
     TM_OK(pid);
     if (pid == 0) {
         close(pfd[0]);
-        const char *err = NULL;
-        if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
-            err = "cannot become 65534";
-        else
+        const char *err = become ? become() : NULL;
+        if (err == NULL)
             err = fn(m);
         if (err) {
             ssize_t w = write(pfd[1], err, strlen(err));
@@ -1715,7 +1724,7 @@ static void as_nobody(struct tmount *m, const char *(*fn)(const struct tmount *)
     int status;
     TM_OK(waitpid(pid, &status, 0));
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("as uid 65534: %s", msg[0] ? msg : "child failed");
+        fail_msg("in a child: %s", msg[0] ? msg : "child failed");
 }
 
 /* For the child: a description of the first unexpected result. */
@@ -1814,11 +1823,121 @@ static void test_permissions(void **state)
     TM_OK(chmod(P("sgid"), 02777));
     TM_OK(tm_write_file(P("suid"), "", 0, 0777));
     TM_OK(chmod(P("suid"), 06777));
-    as_nobody(m, nobody_checks);
+    in_child(m, become_nobody, nobody_checks);
 
     /* Root needs an execute bit somewhere to execute. */
     TM_ERR(access(P("pub"), X_OK), EACCES);
     TM_OK(access(P("suid"), X_OK));
+}
+
+/* Does the kernel list default_permissions among the mount's options? */
+static bool kernel_checks(const char *path)
+{
+    FILE *f = fopen("/proc/mounts", "re");
+    assert_non_null(f);
+    char line[4096], dir[PATH_MAX], opts[4096];
+    bool found = false, checks = false;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%*s %4095s %*s %4095s", dir, opts) == 2 && strcmp(dir, path) == 0) {
+            found = true;
+            checks = false;
+            for (char *o = strtok(opts, ","); o != NULL; o = strtok(NULL, ","))
+                checks |= strcmp(o, "default_permissions") == 0;
+        }
+    fclose(f);
+    assert_true(found);
+    return checks;
+}
+
+/* The kernel checks permissions (default_permissions) where users other
+ * than root may enter, or when asked to; on a mount only root can enter
+ * lsmfs answers access(2) and chdir(2) itself. */
+static void test_kernel_checks_where_others_enter(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    assert_false(kernel_checks(m->mnt));
+    struct tmount *other = tm_new("allow_other");
+    assert_non_null(other);
+    assert_true(kernel_checks(other->mnt));
+    assert_int_equal(tm_free(other), 0);
+    struct tmount *asked = tm_new("default_permissions");
+    assert_non_null(asked);
+    assert_true(kernel_checks(asked->mnt));
+    assert_int_equal(tm_free(asked), 0);
+}
+
+/* In a child, on a root-private mount: keep the uids (the kernel lets in
+ * only processes whose uids and gids are all root's) but check files as
+ * fsuid/fsgid 65534 with supplementary group 4242. */
+static const char *become_fs_nobody(void)
+{
+    gid_t g = 4242;
+    if (setgroups(1, &g) != 0)
+        return "setgroups";
+    setfsgid(65534);
+    setfsuid(65534);
+    if ((int)setfsuid((uid_t)-1) != 65534 || (int)setfsgid((gid_t)-1) != 65534)
+        return "cannot take fsuid/fsgid 65534";
+    return NULL;
+}
+
+/* Run from the mount's root: the daemon's answers for fsuid 65534. */
+static const char *fs_nobody_checks(const struct tmount *m)
+{
+    (void)m;
+    EXPECT_ERR(chdir("d0700"), EACCES);
+    EXPECT_OK(chdir("d0710"));                /* supplementary group */
+    EXPECT_OK(chdir("../d0701"));             /* other */
+    EXPECT_OK(chdir(".."));
+    EXPECT_ERR(chdir("d0760"), EACCES);       /* the group class decides */
+    EXPECT_OK(faccessat(AT_FDCWD, "f0640", R_OK, AT_EACCESS));
+    EXPECT_ERR(faccessat(AT_FDCWD, "f0640", W_OK, AT_EACCESS), EACCES);
+    EXPECT_ERR(faccessat(AT_FDCWD, "f0660", R_OK, AT_EACCESS), EACCES); /* not group 0 */
+    EXPECT_OK(faccessat(AT_FDCWD, "f0604", R_OK, AT_EACCESS));
+    EXPECT_ERR(faccessat(AT_FDCWD, "f0604", W_OK, AT_EACCESS), EACCES);
+    return NULL;
+}
+
+/* Without the kernel's checks the daemon answers access(2), faccessat(2)
+ * and chdir(2) (FUSE_ACCESS) as the kernel would: root reads and writes
+ * anything, searches any directory, and executes only files with an
+ * execute bit; anyone else by owner, group and supplementary groups. */
+static void test_access_answered_by_daemon(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    TM_OK(tm_write_file(P("f0644"), "x", 1, 0644));
+    TM_OK(tm_write_file(P("f0744"), "x", 1, 0744));
+    TM_OK(tm_write_file(P("f0000"), "x", 1, 0000));
+    TM_OK(mkdir(P("d0000"), 0000));
+    uint64_t a0 = tm_stats_requests(m, "access");
+    TM_ERR(access(P("f0644"), X_OK), EACCES);
+    TM_OK(access(P("f0744"), X_OK));
+    TM_OK(access(P("f0000"), R_OK | W_OK));
+    TM_ERR(access(P("f0000"), X_OK), EACCES);
+    TM_OK(access(P("d0000"), R_OK | W_OK | X_OK));
+    TM_ERR(access(P("none"), F_OK), ENOENT);
+    assert_true(tm_stats_requests(m, "access") - a0 >= 5);
+
+    TM_OK(mkdir(P("d0700"), 0700));
+    TM_OK(mkdir(P("d0710"), 0710));
+    TM_OK(chown(P("d0710"), 0, 4242));
+    TM_OK(mkdir(P("d0701"), 0701));
+    TM_OK(mkdir(P("d0760"), 0760));
+    TM_OK(chown(P("d0760"), 0, 4242));
+    TM_OK(tm_write_file(P("f0640"), "x", 1, 0640));
+    TM_OK(chown(P("f0640"), 0, 4242));
+    TM_OK(tm_write_file(P("f0660"), "x", 1, 0660));
+    TM_OK(tm_write_file(P("f0604"), "x", 1, 0604));
+    int cwd = open(".", O_RDONLY | O_DIRECTORY);
+    TM_OK(cwd);
+    TM_OK(chdir(m->mnt)); /* the child starts here; it may not walk /tmp */
+    in_child(m, become_fs_nobody, fs_nobody_checks);
+    TM_OK(fchdir(cwd));
+    close(cwd);
 }
 
 int main(void)
@@ -1859,6 +1978,8 @@ int main(void)
         TM_TEST(test_mmap, setup),
         TM_TEST(test_copy_file_range, setup),
         TM_TEST(test_permissions, setup_allow_other),
+        TM_TEST(test_kernel_checks_where_others_enter, setup),
+        TM_TEST(test_access_answered_by_daemon, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -453,6 +453,41 @@ static void test_listings_in_memory(void **state)
     check_listing(P("b"), &dm[1]);
 }
 
+/* GETATTRs the daemon serves while n files are created, written, closed
+ * and unlinked in a fresh directory of m. */
+static uint64_t getattrs_for_changes(struct tmount *m, int n)
+{
+    TM_OK(mkdir(P("d"), 0755));
+    uint64_t g0 = tm_stats_requests(m, "getattr");
+    for (int i = 0; i < n; i++) {
+        int fd = open(P("d/f%d", i), O_CREAT | O_WRONLY | O_EXCL, 0644);
+        TM_OK(fd);
+        assert_int_equal(write(fd, "msg", 3), 3);
+        TM_OK(close(fd));
+    }
+    for (int i = 0; i < n; i++)
+        TM_OK(unlink(P("d/f%d", i)));
+    uint64_t got = tm_stats_requests(m, "getattr") - g0;
+    TM_OK(rmdir(P("d")));
+    return got;
+}
+
+/* The kernel forgets a directory's attributes at every change in it and,
+ * when it checks permissions itself (default_permissions), asks for them
+ * again before the next change: one GETATTR per create or unlink. A mount
+ * only root can enter goes without those checks, so without the GETATTRs. */
+static void test_changes_cost_no_directory_getattr(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    assert_in_range(getattrs_for_changes(m, 100), 0, 2);
+    struct tmount *checked = tm_new("default_permissions");
+    assert_non_null(checked);
+    assert_true(getattrs_for_changes(checked, 100) >= 150); /* 199 */
+    assert_int_equal(tm_free(checked), 0);
+}
+
 int main(void)
 {
     tm_init();
@@ -465,6 +500,7 @@ int main(void)
         TM_TEST(test_listings_in_memory, setup),
         TM_TEST(test_small_file_freed_without_reclaimer, setup),
         TM_TEST(test_read_of_few_chunks_without_scan, setup),
+        TM_TEST(test_changes_cost_no_directory_getattr, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
