@@ -98,11 +98,12 @@ int op_drop_inode(lsmfs *fs, lsm_batch *b, inode *child, inode_rec *r, bool *rec
     *destroyed = false;
     bool used = still_used(fs, child, r);
     if (used || orphan_needs_reclaim(fs, r)) {
-        /* Keep the record (nlink 0) until the last close or forget, or
-         * until the reclaimer frees the chunks. */
-        int err = inode_batch_update(fs, b, child, r);
-        if (err == 0)
-            err = orphan_batch_mark(b, child->ino);
+        /* Keep the inode until the last close or forget, or until the
+         * reclaimer frees the chunks. The mark alone says it has no names:
+         * its stored record keeps the old link count (only the cached one
+         * says 0), so a small file's payload need not be read back to
+         * rewrite the record. */
+        int err = orphan_batch_mark(b, child->ino);
         *reclaim_after = !used && err == 0;
         return err;
     }

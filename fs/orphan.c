@@ -95,7 +95,9 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
     lsmfs *fs = rc->fs;
     inode_rec r;
     int err = inode_load(fs, ino, &r, NULL, NULL);
-    if (err == ENOENT || (err == 0 && r.nlink != 0)) /* a stale mark */
+    /* The mark is what says the inode has no names (its record may still
+     * hold the link count it had before its last unlink). */
+    if (err == ENOENT) /* a stale mark */
         return drop_orphan_record(fs, ino);
     if (err != 0)
         return err;

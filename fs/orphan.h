@@ -1,9 +1,10 @@
 /*
  * orphan.h — inodes whose last name is gone. An 'O' ino record marks an
- * inode with nlink 0 whose keys still have to be deleted: it is written in
+ * inode without names whose keys still have to be deleted: it is written in
  * the same batch that drops the last link (when the file is still open or
  * has chunks to free), and deleted in the batch that removes the inode
- * record. A background thread reclaims chunked files in bounded batches so
+ * record. The mark, not the record, is what says so: that batch leaves the
+ * record as it was (the link count it had; the cached record says 0). A background thread reclaims chunked files in bounded batches so
  * unlink never waits for a large file's chunks; orphans left by a crash or
  * an unmount are picked up again at the next mount.
  */

@@ -426,22 +426,32 @@ static void test_kill_without_fsync(void **state)
 
 /* ------------------------------------------------- orphans and crashes */
 
-/* A file unlinked while open when the daemon dies is reclaimed by the
- * next mount. */
+/* Files unlinked while open when the daemon dies are reclaimed by the
+ * next mount: a large one and a small inline one (whose record the unlink
+ * left with its link count: the orphan mark alone says it has no name). */
 static void test_orphan_reclaimed(void **state)
 {
     struct tmount *m = *state;
     long long base = tm_inodes_used(m);
     tm_make_file(P("orphan"), 8 * MiB, 9);
+    tm_make_file(P("small"), 700, 11);
     tm_make_file(P("kept"), 1000, 10);
     int fd = open(P("orphan"), O_RDONLY);
     TM_OK(fd);
+    int sfd = open(P("small"), O_RDONLY);
+    TM_OK(sfd);
     TM_OK(unlink(P("orphan")));
+    TM_OK(unlink(P("small")));
     char c;
     assert_int_equal(pread(fd, &c, 1, 4 * MiB), 1);
+    struct stat sst;
+    TM_OK(fstat(sfd, &sst));
+    assert_int_equal(sst.st_nlink, 0);
+    assert_int_equal(pread(sfd, &c, 1, 600), 1);
     if (tm_kill(m) != 0)
         fail_msg("the daemon was not running at the kill");
     close(fd);
+    close(sfd);
     tm_crash_checked(m, "orphan crash");
     struct stat st;
     TM_ERR(lstat(P("orphan"), &st), ENOENT);
