@@ -145,6 +145,11 @@ void op_forget_refs(lsmfs *fs, uint64_t ino, uint64_t count)
     inode *n = icache_forget(fs->icache, ino, count);
     if (n == NULL)
         return;
+    /* Not on this thread, and not one store write per orphan: the
+     * reclaimer frees many in one batch (an unlinked file's FORGET comes
+     * right after its UNLINK, so a second commit each halved unlink rates). */
+    if (reclaimer_free_later(fs->reclaim, n))
+        return;
     bool reclaim = false;
     int err = 0;
     pthread_rwlock_wrlock(&n->lock);

@@ -469,6 +469,93 @@ static void test_orphan_reclaimed(void **state)
     tm_remount_checked(m);
 }
 
+/* Small files unlinked (so freed in batches by the reclaimer once the
+ * kernel lets go of them) when the daemon dies: mid-way through the
+ * unlinks, or right after the last one (orphans still gathering for their
+ * batch). After the remount (fsck clean) every file whose unlink returned is
+ * gone, every file not reached is whole, and the inodes in use are exactly
+ * those left: nothing leaks. */
+enum { BATCH_FILES = 1500 };
+
+struct unlinker {
+    const struct tmount *m;
+    atomic_int done; /* unlinks that returned */
+};
+
+static void *unlink_all(void *arg)
+{
+    struct unlinker *u = arg;
+    const struct tmount *m = u->m;
+    for (int i = 0; i < BATCH_FILES; i++) {
+        if (unlink(P("b/f%d", i)) != 0)
+            break;
+        atomic_store(&u->done, i + 1);
+    }
+    return NULL;
+}
+
+/* Waits (10 s at most: orphans left by a crash are freed in the
+ * background) until the mount has `n` inodes in use. */
+static void wait_inodes(const struct tmount *m, long long n)
+{
+    double end = tm_now() + 10;
+    long long used;
+    while ((used = tm_inodes_used(m)) != n && tm_now() < end)
+        tm_sleep_ms(50);
+    if (used != n)
+        fail_msg("%lld inodes in use, %lld expected", used, n);
+}
+
+static void check_after_batch_crash(struct tmount *m, long long base, int done)
+{
+    int left = 0;
+    for (int i = 0; i < BATCH_FILES; i++) {
+        struct stat st;
+        int r = lstat(P("b/f%d", i), &st);
+        if (i < done && r == 0)
+            fail_msg("b/f%d came back after the crash (its unlink had returned)", i);
+        if (i > done && r != 0)
+            fail_msg("b/f%d is gone after the crash (never unlinked)", i);
+        if (r == 0) {
+            tm_check_file(P("b/f%d", i), 1000, (uint64_t)i);
+            left++;
+        }
+    }
+    wait_inodes(m, base + left);
+}
+
+static void test_orphan_batches_crash(void **state)
+{
+    struct tmount *m = *state;
+    unsigned r = (unsigned)tm_seed() ^ 0xba7c4;
+    TM_OK(mkdir(P("b"), 0755));
+    long long base = tm_inodes_used(m);
+    for (int round = 0; round < 2; round++) {
+        tm_watchdog(ROUND_TIMEOUT_S, "an orphan batch crash round");
+        for (int i = 0; i < BATCH_FILES; i++)
+            tm_make_file(P("b/f%d", i), 1000, (uint64_t)i);
+        struct unlinker u = {.m = m};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, unlink_all, &u), 0);
+        if (round == 0)
+            tm_sleep_ms(5 + (unsigned)rand_r(&r) % 30);
+        else
+            pthread_join(t, NULL);
+        int killed = tm_kill(m);
+        if (round == 0)
+            pthread_join(t, NULL);
+        if (killed != 0)
+            fail_msg("the daemon was not running at the kill");
+        int done = atomic_load(&u.done);
+        tm_crash_checked(m, "orphan batch crash");
+        check_after_batch_crash(m, base, done);
+        for (int i = done; i < BATCH_FILES; i++)
+            unlink(P("b/f%d", i));
+    }
+    tm_remount_checked(m);
+    wait_inodes(m, base);
+}
+
 /* "Inode numbers are never reused, crash or not": the newest inodes are
  * freed just before the crash, so an allocator that restarts from the
  * largest live number would hand them out again. */
@@ -581,7 +668,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TM_TEST(test_maildir_crash, setup),      TM_TEST(test_kill_without_fsync, setup),
         TM_TEST(test_orphan_reclaimed, setup),   TM_TEST(test_inode_numbers_after_crash, setup),
-        TM_TEST(test_crash_during_churn, setup),
+        TM_TEST(test_crash_during_churn, setup), TM_TEST(test_orphan_batches_crash, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

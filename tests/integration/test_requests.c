@@ -311,6 +311,49 @@ static void test_small_file_freed_without_reclaimer(void **state)
     assert_int_equal(tm_inodes_used(m), base);
 }
 
+/* Files unlinked while open are freed when the kernel lets go of them
+ * (closing them): not one store write each on the FUSE thread, but
+ * together, in few batches, by the reclaimer (a crash amid them: test_crash's
+ * test_orphan_batches_crash). */
+static void test_small_orphans_freed_in_batches(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    enum { N = 100 };
+    long long base = tm_inodes_used(m);
+    int fd[N];
+    for (int i = 0; i < N; i++) {
+        tm_make_file(P("f%d", i), 1000, (uint64_t)i);
+        fd[i] = open(P("f%d", i), O_RDONLY);
+        TM_OK(fd[i]);
+    }
+    tm_make_file(P("kept"), 1000, 1000);
+    for (int i = 0; i < N; i++)
+        TM_OK(unlink(P("f%d", i)));
+    uint64_t w0 = tm_stats_counter(m, "fs store writes");
+    uint64_t f0 = tm_stats_counter(m, "fs orphans freed in batches");
+    uint64_t b0 = tm_stats_counter(m, "fs orphan batches");
+    for (int i = 0; i < N; i++) {
+        char c;
+        assert_int_equal(pread(fd[i], &c, 1, 999), 1);
+        TM_OK(close(fd[i]));
+    }
+    wait_inodes(m, base + 1);
+    uint64_t freed = tm_stats_counter(m, "fs orphans freed in batches") - f0;
+    uint64_t batches = tm_stats_counter(m, "fs orphan batches") - b0;
+    assert_int_equal(freed, N);
+    if (batches > N / 2)
+        fail_msg("%d orphans freed in %llu batches", N, (unsigned long long)batches);
+    assert_int_equal(tm_stats_counter(m, "fs store writes") - w0, batches);
+    for (int i = 0; i < N; i++)
+        TM_ERR(lstat(P("f%d", i), &(struct stat){0}), ENOENT);
+    tm_check_file(P("kept"), 1000, 1000);
+    tm_remount_checked(m);
+    assert_int_equal(tm_inodes_used(m), base + 1);
+    tm_check_file(P("kept"), 1000, 1000);
+}
+
 static uint64_t scans(const struct tmount *m)
 {
     return tm_stats_counter(m, "fs store scans");
@@ -464,6 +507,7 @@ int main(void)
         TM_TEST(test_rename_reads_entries_once, setup),
         TM_TEST(test_listings_in_memory, setup),
         TM_TEST(test_small_file_freed_without_reclaimer, setup),
+        TM_TEST(test_small_orphans_freed_in_batches, setup),
         TM_TEST(test_read_of_few_chunks_without_scan, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
