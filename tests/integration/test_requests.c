@@ -354,6 +354,60 @@ static void test_small_orphans_freed_in_batches(void **state)
     tm_check_file(P("kept"), 1000, 1000);
 }
 
+/* Requests of one kind the daemon served (0 before the first). */
+static uint64_t requests(const struct tmount *m, const char *op)
+{
+    static char buf[16384];
+    ssize_t n = getxattr(m->mnt, "user.lsmfs.stats", buf, sizeof buf - 1);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    char key[64];
+    snprintf(key, sizeof key, "\n  %s ", op);
+    const char *p = strstr(buf, key);
+    return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+/* Once the kernel opens files without OPEN requests, new files are made by
+ * MKNOD (CREATE is declined): a CREATE hands out a handle the kernel must
+ * RELEASE at close, one more request per file. Creating still behaves:
+ * mode and content as asked, O_EXCL holds. */
+static void test_create_without_release(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    tm_make_file(P("first"), 10, 1); /* the kernel learns both */
+    tm_sleep_ms(50);                 /* its RELEASE, if any, is async */
+    uint64_t r0 = requests(m, "release"), c0 = requests(m, "create");
+    uint64_t k0 = requests(m, "mknod");
+    char want[100];
+    memset(want, 'q', sizeof want);
+    for (int i = 0; i < 10; i++) {
+        int fd = open(P("f%d", i), O_CREAT | O_EXCL | O_WRONLY, 0444);
+        TM_OK(fd);
+        assert_int_equal(write(fd, want, sizeof want), (ssize_t)sizeof want);
+        TM_OK(close(fd));
+    }
+    TM_ERR(open(P("f0"), O_CREAT | O_EXCL | O_WRONLY, 0644), EEXIST);
+    tm_sleep_ms(50);
+    assert_int_equal(requests(m, "release") - r0, 0);
+    assert_int_equal(requests(m, "create") - c0, 0);
+    assert_int_equal(requests(m, "mknod") - k0, 10);
+    tm_remount_checked(m);
+    for (int i = 0; i < 10; i++) {
+        struct stat st;
+        TM_OK(stat(P("f%d", i), &st));
+        assert_int_equal(st.st_mode, S_IFREG | 0444);
+        assert_int_equal(st.st_size, (off_t)sizeof want);
+        char got[sizeof want];
+        int fd = open(P("f%d", i), O_RDONLY);
+        TM_OK(fd);
+        assert_int_equal(read(fd, got, sizeof got), (ssize_t)sizeof got);
+        TM_OK(close(fd));
+        assert_memory_equal(got, want, sizeof want);
+    }
+}
+
 static uint64_t scans(const struct tmount *m)
 {
     return tm_stats_counter(m, "fs store scans");
@@ -508,6 +562,7 @@ int main(void)
         TM_TEST(test_listings_in_memory, setup),
         TM_TEST(test_small_file_freed_without_reclaimer, setup),
         TM_TEST(test_small_orphans_freed_in_batches, setup),
+        TM_TEST(test_create_without_release, setup),
         TM_TEST(test_read_of_few_chunks_without_scan, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
