@@ -456,16 +456,9 @@ static void test_orphan_reclaimed(void **state)
     struct stat st;
     TM_ERR(lstat(P("orphan"), &st), ENOENT);
     TM_OK(lstat(P("kept"), &st));
-    /* One inode (kept) beyond the start, once the orphan is reclaimed,
+    /* One inode (kept) beyond the start, once the orphans are reclaimed,
      * which may happen in the background. */
-    double end = tm_now() + 10;
-    long long used;
-    while ((used = tm_inodes_used(m)) != base + 1 && tm_now() < end)
-        tm_sleep_ms(50);
-    if (used != base + 1)
-        fail_msg("after the crash and remount, %lld inodes in use; %lld "
-                 "expected once the orphan is reclaimed",
-                 used, base + 1);
+    tm_wait_inodes(m, base + 1, 10);
     tm_remount_checked(m);
 }
 
@@ -494,18 +487,6 @@ static void *unlink_all(void *arg)
     return NULL;
 }
 
-/* Waits (10 s at most: orphans left by a crash are freed in the
- * background) until the mount has `n` inodes in use. */
-static void wait_inodes(const struct tmount *m, long long n)
-{
-    double end = tm_now() + 10;
-    long long used;
-    while ((used = tm_inodes_used(m)) != n && tm_now() < end)
-        tm_sleep_ms(50);
-    if (used != n)
-        fail_msg("%lld inodes in use, %lld expected", used, n);
-}
-
 static void check_after_batch_crash(struct tmount *m, long long base, int done)
 {
     int left = 0;
@@ -521,7 +502,7 @@ static void check_after_batch_crash(struct tmount *m, long long base, int done)
             left++;
         }
     }
-    wait_inodes(m, base + left);
+    tm_wait_inodes(m, base + left, 10);
 }
 
 static void test_orphan_batches_crash(void **state)
@@ -553,7 +534,7 @@ static void test_orphan_batches_crash(void **state)
             unlink(P("b/f%d", i));
     }
     tm_remount_checked(m);
-    wait_inodes(m, base);
+    tm_wait_inodes(m, base, 10);
 }
 
 /* "Inode numbers are never reused, crash or not": the newest inodes are

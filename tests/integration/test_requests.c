@@ -279,14 +279,6 @@ static void test_read_of_few_chunks_without_scan(void **state)
     assert_true(tm_stats_counter(m, "fs store scans") - s0 >= 1);
 }
 
-/* Waits (5 s at most) until the mount has `n` inodes in use. */
-static void wait_inodes(const struct tmount *m, long long n)
-{
-    for (int i = 0; i < 500 && tm_inodes_used(m) != n; i++)
-        tm_sleep_ms(10);
-    assert_int_equal(tm_inodes_used(m), n);
-}
-
 /* An unlinked file of a few chunks is freed in one batch, its chunks
  * deleted by name when the kernel lets go of it: no scan, no reclaimer. A
  * larger one goes to the reclaimer. Neither leaves a key behind (fsck). */
@@ -301,12 +293,12 @@ static void test_small_file_freed_without_reclaimer(void **state)
     uint64_t s0 = tm_stats_counter(m, "fs store scans");
     uint64_t r0 = tm_stats_counter(m, "fs orphans reclaimed");
     TM_OK(unlink(P("small")));
-    wait_inodes(m, base + 1);
+    tm_wait_inodes(m, base + 1, 5);
     assert_int_equal(tm_stats_counter(m, "fs store scans") - s0, 0);
     assert_int_equal(tm_stats_counter(m, "fs orphans reclaimed") - r0, 0);
     TM_OK(unlink(P("large")));
     wait_reclaimed(m, r0 + 1);
-    wait_inodes(m, base);
+    tm_wait_inodes(m, base, 5);
     tm_remount_checked(m);
     assert_int_equal(tm_inodes_used(m), base);
 }
@@ -339,7 +331,7 @@ static void test_small_orphans_freed_in_batches(void **state)
         assert_int_equal(pread(fd[i], &c, 1, 999), 1);
         TM_OK(close(fd[i]));
     }
-    wait_inodes(m, base + 1);
+    tm_wait_inodes(m, base + 1, 5);
     uint64_t freed = tm_stats_counter(m, "fs orphans freed in batches") - f0;
     uint64_t batches = tm_stats_counter(m, "fs orphan batches") - b0;
     assert_int_equal(freed, N);
