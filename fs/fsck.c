@@ -456,12 +456,13 @@ static void orphan_cb(fsck *f, const char *k, size_t klen, const char *v, size_t
     (void)vlen;
     uint64_t ino;
     ino_info *i = NULL;
-    if (!key_parse_ino(k, klen, K_ORPHAN, &ino) || (i = find_ino(f, ino)) == NULL ||
-        i->rec.nlink != 0) {
-        problem(f, "stale orphan mark%s: deleting it", i ? " on a linked inode" : "");
+    if (!key_parse_ino(k, klen, K_ORPHAN, &ino) || (i = find_ino(f, ino)) == NULL) {
+        problem(f, "stale orphan mark: deleting it");
         fix_del(f, k, klen);
         return;
     }
+    /* Whatever its record's link count says (the unlink that marked it
+     * left the record as it was); a name found for it unmarks it. */
     i->orphan_mark = true;
 }
 
@@ -612,12 +613,19 @@ static ino_info *lost_found(fsck *f, uint64_t *alloc_next)
     return lf;
 }
 
+/* An inode without names the daemon still has to free: marked, or with no
+ * link left. */
+static bool is_orphan(const ino_info *i)
+{
+    return i->refs == 0 && (i->orphan_mark || i->rec.nlink == 0);
+}
+
 /* Reconnects unreachable linked inodes under /lost+found as "#ino". */
 static void reconnect(fsck *f, uint64_t *alloc_next)
 {
     for (size_t i = 0; i < f->ninodes; i++) {
         ino_info *c = &f->inodes[i];
-        if (c->deleted || c->reachable || c->ino == SCHEMA_ROOT_INO || c->rec.nlink == 0)
+        if (c->deleted || c->reachable || c->ino == SCHEMA_ROOT_INO || is_orphan(c))
             continue;
         if (c->refs > 0 && !is_dir(c))
             continue; /* named from an unreachable directory: follows it */
@@ -658,7 +666,7 @@ static void reconnect(fsck *f, uint64_t *alloc_next)
 static void check_counts(fsck *f, ino_info *i)
 {
     inode_rec *r = &i->rec;
-    if (r->nlink == 0 && i->refs == 0) {
+    if (is_orphan(i)) {
         if (!i->orphan_mark) {
             problem(f, "inode %" PRIu64 ": unlinked but not marked orphan: marking it", i->ino);
             schema_key k;

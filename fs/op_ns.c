@@ -174,7 +174,15 @@ void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char 
 void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                struct fuse_file_info *fi)
 {
-    stats_inc(&op_fs(req)->stats.ops[OP_CREATE]);
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_CREATE]);
+    if (fs->no_open) {
+        /* The kernel then makes new files with MKNOD and opens them without
+         * asking, as any other file: no RELEASE at their close (a CREATE
+         * hands out a handle the kernel must release). It remembers. */
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
     new_node nn = {.mode = S_IFREG | (mode & 07777), .fi = fi};
     make_node(req, parent, name, &nn);
 }

@@ -59,8 +59,9 @@ void op_dropped(lsmfs *fs, inode *child, bool destroyed);
  * *reclaim when the caller must queue it for the reclaimer (after
  * unlocking). REQUIRES: n->lock held for writing. */
 int op_free_orphan(lsmfs *fs, inode *n, bool *reclaim);
-/* Drops `count` kernel references to ino, freeing an orphan whose last
- * reference that was. REQUIRES: no inode lock held. */
+/* Drops `count` kernel references to ino; an orphan whose last reference
+ * that was is freed soon after, in a batch with others (orphan.h).
+ * REQUIRES: no inode lock held. */
 void op_forget_refs(lsmfs *fs, uint64_t ino, uint64_t count);
 
 /* op_entry.c */

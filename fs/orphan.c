@@ -6,24 +6,32 @@
 #include "commit.h"
 #include "data.h"
 #include "fuse_api.h"
+#include "icache.h"
 #include "inode.h"
 #include "xattr.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 struct reclaimer {
     lsmfs *fs;        /* [const] */
     pthread_t thread; /* [const] */
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* work arrived, stop asked, or queue drained */
-    uint64_t *queue;   /* [mu] */
+    pthread_cond_t cv; /* work arrived, stop or drain asked, or queue drained */
+    uint64_t *queue;   /* [mu] orphans to reclaim chunk batch by chunk batch */
     size_t len, cap;   /* [mu] */
-    bool busy;         /* [mu] the thread is reclaiming one */
-    bool stop;         /* [mu] */
+    /* [mu] Orphans the kernel let go of, each pinned in the inode cache,
+     * freed together in one store batch (free_small). */
+    inode **small;
+    size_t nsmall, capsmall; /* [mu] */
+    bool busy;               /* [mu] the thread is working outside mu */
+    int draining;            /* [mu] threads in reclaimer_drain */
+    bool stop;               /* [mu] */
 };
 
 static bool chunked(const inode_rec *r)
@@ -95,7 +103,9 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
     lsmfs *fs = rc->fs;
     inode_rec r;
     int err = inode_load(fs, ino, &r, NULL, NULL);
-    if (err == ENOENT || (err == 0 && r.nlink != 0)) /* a stale mark */
+    /* The mark is what says the inode has no names (its record may still
+     * hold the link count it had before its last unlink). */
+    if (err == ENOENT) /* a stale mark */
         return drop_orphan_record(fs, ino);
     if (err != 0)
         return err;
@@ -124,28 +134,172 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
     return err;
 }
 
+static int cmp_ino(const void *a, const void *b)
+{
+    uint64_t x = (*(inode *const *)a)->ino, y = (*(inode *const *)b)->ino;
+    return x < y ? -1 : x > y;
+}
+
+/* What to do with one orphan the kernel let go of. REQUIRES: n->lock. */
+enum small_fate { KEEP, DONE, DESTROY, RECLAIM };
+
+static enum small_fate small_fate(lsmfs *fs, inode *n)
+{
+    /* A readdirplus working from an older snapshot may have handed out a
+     * new reference meanwhile: then a later forget frees it. */
+    if (icache_nlookup(fs->icache, n) != 0)
+        return KEEP;
+    if (n->gone || n->rec.nlink != 0)
+        return DONE;
+    return orphan_needs_reclaim(fs, &n->rec) ? RECLAIM : DESTROY;
+}
+
+/* Frees orphans v[0..n) (pinned; the pins are dropped here) in one batch.
+ * They are locked in inode order (the lock order; nothing else is held) and
+ * stay locked until the batch is in, so no request sees one half freed.
+ * A failed write leaves the orphan marks for the next mount. */
+static void free_small(struct reclaimer *rc, inode **v, size_t n)
+{
+    lsmfs *fs = rc->fs;
+    qsort(v, n, sizeof *v, cmp_ino);
+    enum small_fate fate[ORPHAN_FREE_BATCH];
+    lsm_batch *b = lsm_batch_new();
+    int err = b == NULL ? ENOMEM : 0;
+    size_t destroyed = 0;
+    for (size_t i = 0; i < n; i++) {
+        fate[i] = KEEP;
+        if (i > 0 && v[i] == v[i - 1])
+            continue; /* forgotten twice (see small_fate) */
+        pthread_rwlock_wrlock(&v[i]->lock);
+        fate[i] = small_fate(fs, v[i]);
+        if (fate[i] == DESTROY && err == 0)
+            err = orphan_batch_destroy(fs, b, v[i]->ino, &v[i]->rec);
+        destroyed += fate[i] == DESTROY;
+    }
+    if (err == 0 && destroyed > 0) {
+        stats_inc(&fs->stats.orphan_batches);
+        err = fs_commit(fs, b, NULL, 0);
+    }
+    if (err != 0)
+        fuse_log(FUSE_LOG_ERR, "lsmfs: freeing %zu orphans: %s (left for next mount)\n",
+                 destroyed, strerror(err));
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && v[i] == v[i - 1])
+            continue;
+        if (fate[i] == DESTROY && err == 0) {
+            v[i]->gone = true;
+            atomic_fetch_sub(&fs->inodes, 1);
+            stats_inc(&fs->stats.orphans_freed);
+        }
+        if (fate[i] != KEEP)
+            icache_orphan_done(fs->icache, v[i]);
+        if (fate[i] == RECLAIM)
+            reclaimer_enqueue(rc, v[i]->ino);
+        pthread_rwlock_unlock(&v[i]->lock);
+    }
+    for (size_t i = 0; i < n; i++)
+        icache_put(fs->icache, v[i]);
+    lsm_batch_free(b);
+}
+
+static struct timespec deadline_in_ms(int ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_nsec += (long)ms * 1000000L;
+    t.tv_sec += t.tv_nsec / 1000000000L;
+    t.tv_nsec %= 1000000000L;
+    return t;
+}
+
+/* Waits up to ORPHAN_GATHER_MS for more small orphans to join the first
+ * one, unless a batch is full or someone waits for the work to end.
+ * REQUIRES: rc->mu. */
+static void gather_small(struct reclaimer *rc)
+{
+    struct timespec until = deadline_in_ms(ORPHAN_GATHER_MS);
+    while (rc->nsmall < ORPHAN_FREE_BATCH && !rc->stop && rc->draining == 0)
+        if (pthread_cond_timedwait(&rc->cv, &rc->mu, &until) == ETIMEDOUT)
+            break;
+}
+
+/* Frees the small orphans queued, a batch at a time. REQUIRES: rc->mu,
+ * which is dropped meanwhile. */
+static void run_small(struct reclaimer *rc)
+{
+    inode *v[ORPHAN_FREE_BATCH];
+    while (rc->nsmall > 0) {
+        size_t n = rc->nsmall < ORPHAN_FREE_BATCH ? rc->nsmall : ORPHAN_FREE_BATCH;
+        rc->nsmall -= n;
+        memcpy(v, rc->small + rc->nsmall, n * sizeof *v);
+        rc->busy = true;
+        pthread_mutex_unlock(&rc->mu);
+        free_small(rc, v, n);
+        pthread_mutex_lock(&rc->mu);
+        rc->busy = false;
+    }
+    pthread_cond_broadcast(&rc->cv);
+}
+
+static void run_one(struct reclaimer *rc)
+{
+    uint64_t ino = rc->queue[--rc->len];
+    rc->busy = true;
+    pthread_mutex_unlock(&rc->mu);
+    int err = reclaim_one(rc, ino);
+    if (err != 0)
+        fuse_log(FUSE_LOG_ERR, "lsmfs: reclaiming inode %llu: %s (left for next mount)\n",
+                 (unsigned long long)ino, strerror(err));
+    pthread_mutex_lock(&rc->mu);
+    rc->busy = false;
+    pthread_cond_broadcast(&rc->cv);
+}
+
+/* Small orphans go first: each is one key or a few, and pins an inode. At
+ * a stop they are still freed (their pins must go before the inode cache
+ * does); large ones stay for the next mount. */
 static void *reclaimer_main(void *arg)
 {
     struct reclaimer *rc = arg;
     pthread_mutex_lock(&rc->mu);
     for (;;) {
-        while (!rc->stop && rc->len == 0)
+        while (!rc->stop && rc->len == 0 && rc->nsmall == 0)
             pthread_cond_wait(&rc->cv, &rc->mu);
-        if (rc->stop)
+        if (rc->nsmall > 0) {
+            gather_small(rc);
+            run_small(rc);
+        } else if (rc->stop) {
             break;
-        uint64_t ino = rc->queue[--rc->len];
-        rc->busy = true;
-        pthread_mutex_unlock(&rc->mu);
-        int err = reclaim_one(rc, ino);
-        if (err != 0)
-            fuse_log(FUSE_LOG_ERR, "lsmfs: reclaiming inode %llu: %s (left for next mount)\n",
-                     (unsigned long long)ino, strerror(err));
-        pthread_mutex_lock(&rc->mu);
-        rc->busy = false;
-        pthread_cond_broadcast(&rc->cv);
+        } else {
+            run_one(rc);
+        }
     }
     pthread_mutex_unlock(&rc->mu);
     return NULL;
+}
+
+bool reclaimer_free_later(reclaimer *rc, inode *n)
+{
+    pthread_mutex_lock(&rc->mu);
+    bool ok = !rc->stop;
+    if (ok && rc->nsmall == rc->capsmall) {
+        size_t cap = rc->capsmall ? rc->capsmall * 2 : ORPHAN_FREE_BATCH;
+        inode **v = realloc(rc->small, cap * sizeof *v);
+        ok = v != NULL;
+        if (ok) {
+            rc->small = v;
+            rc->capsmall = cap;
+        }
+    }
+    if (ok) {
+        rc->small[rc->nsmall++] = n;
+        /* The first wakes the thread, which then gathers more; a full
+         * batch ends the gathering early. */
+        if (rc->nsmall == 1 || rc->nsmall == ORPHAN_FREE_BATCH)
+            pthread_cond_broadcast(&rc->cv);
+    }
+    pthread_mutex_unlock(&rc->mu);
+    return ok;
 }
 
 void reclaimer_enqueue(reclaimer *rc, uint64_t ino)
@@ -169,8 +323,11 @@ void reclaimer_enqueue(reclaimer *rc, uint64_t ino)
 void reclaimer_drain(reclaimer *rc)
 {
     pthread_mutex_lock(&rc->mu);
-    while (!rc->stop && (rc->len > 0 || rc->busy))
+    rc->draining++;
+    pthread_cond_broadcast(&rc->cv); /* no more gathering */
+    while (!rc->stop && (rc->len > 0 || rc->nsmall > 0 || rc->busy))
         pthread_cond_wait(&rc->cv, &rc->mu);
+    rc->draining--;
     pthread_mutex_unlock(&rc->mu);
 }
 
@@ -200,7 +357,11 @@ int reclaimer_start(lsmfs *fs, reclaimer **out)
         return ENOMEM;
     rc->fs = fs;
     pthread_mutex_init(&rc->mu, NULL);
-    pthread_cond_init(&rc->cv, NULL);
+    pthread_condattr_t ca; /* gather_small's deadlines are monotonic */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&rc->cv, &ca);
+    pthread_condattr_destroy(&ca);
     int err = scan_orphans(rc);
     if (err == 0)
         err = pthread_create(&rc->thread, NULL, reclaimer_main, rc);
@@ -224,6 +385,8 @@ void reclaimer_stop(reclaimer *rc)
     pthread_cond_broadcast(&rc->cv);
     pthread_mutex_unlock(&rc->mu);
     pthread_join(rc->thread, NULL);
+    assert(rc->nsmall == 0);
+    free(rc->small);
     free(rc->queue);
     pthread_cond_destroy(&rc->cv);
     pthread_mutex_destroy(&rc->mu);

@@ -1,9 +1,10 @@
 /*
  * orphan.h — inodes whose last name is gone. An 'O' ino record marks an
- * inode with nlink 0 whose keys still have to be deleted: it is written in
+ * inode without names whose keys still have to be deleted: it is written in
  * the same batch that drops the last link (when the file is still open or
  * has chunks to free), and deleted in the batch that removes the inode
- * record. A background thread reclaims chunked files in bounded batches so
+ * record. The mark, not the record, is what says so: that batch leaves the
+ * record as it was (the link count it had; the cached record says 0). A background thread reclaims chunked files in bounded batches so
  * unlink never waits for a large file's chunks; orphans left by a crash or
  * an unmount are picked up again at the next mount.
  */
@@ -19,14 +20,30 @@
  * deleted by name (no scan, no background work). */
 #define ORPHAN_DIRECT_CHUNKS 4
 
+/* Small orphans the kernel let go of are freed together, up to this many
+ * in one store batch... */
+#define ORPHAN_FREE_BATCH 256
+/* ... gathered for at most this long after the first one arrives. */
+#define ORPHAN_GATHER_MS 2
+
+typedef struct inode inode;
+
 /* Starts the reclaimer thread and queues every orphan found in the store. */
 int reclaimer_start(lsmfs *fs, reclaimer **out);
 /* Queues ino (whose orphan record is committed) for reclaim. If memory
  * runs out the orphan just waits for the next mount. */
 void reclaimer_enqueue(reclaimer *r, uint64_t ino);
-/* Waits until the queue is empty (tests and fsync-before-unmount). */
+/* Takes over orphan n, pinned, whose last kernel reference is gone (its
+ * orphan mark is committed, so a crash before it is freed loses nothing:
+ * the next mount frees it). It is freed with others in one batch within
+ * ORPHAN_GATHER_MS, on the reclaimer's thread, which then drops the pin; a
+ * chunked one goes on to the reclaimer's queue. Returns false (n not taken)
+ * when out of memory or stopping: the caller frees it itself. */
+bool reclaimer_free_later(reclaimer *r, inode *n);
+/* Waits until both queues are empty (tests and fsync-before-unmount). */
 void reclaimer_drain(reclaimer *r);
-/* Stops after the batch in progress; queued orphans stay for next mount. */
+/* Stops after the batch in progress, having freed the small orphans taken
+ * over; queued large orphans stay for next mount. */
 void reclaimer_stop(reclaimer *r);
 
 /* Must the data of an unlinked inode with record r be freed in the

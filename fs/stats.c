@@ -50,6 +50,10 @@ char *stats_text(const fs_stats *s, const char *head)
             atomic_load_explicit(&s->sync_shared, memory_order_relaxed));
     fprintf(f, "fs orphans reclaimed: %" PRIu64 "\n",
             atomic_load_explicit(&s->reclaimed, memory_order_relaxed));
+    fprintf(f, "fs orphans freed in batches: %" PRIu64 "\n",
+            atomic_load_explicit(&s->orphans_freed, memory_order_relaxed));
+    fprintf(f, "fs orphan batches: %" PRIu64 "\n",
+            atomic_load_explicit(&s->orphan_batches, memory_order_relaxed));
     if (fclose(f) != 0) {
         free(out);
         return NULL;

@@ -1215,6 +1215,16 @@ long long tm_inodes_used(const struct tmount *m)
     return (long long)sv.f_files - (long long)sv.f_ffree;
 }
 
+void tm_wait_inodes(const struct tmount *m, long long want, double seconds)
+{
+    double end = tm_now() + seconds;
+    long long got;
+    while ((got = tm_inodes_used(m)) != want && tm_now() < end)
+        tm_sleep_ms(20);
+    if (got != want)
+        fail_msg("statfs: %lld inodes in use, expected %lld", got, want);
+}
+
 void tm_errs_init(struct tm_errs *e)
 {
     pthread_mutex_init(&e->mu, NULL);

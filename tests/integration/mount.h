@@ -265,6 +265,10 @@ uint64_t tm_stats_requests(const struct tmount *m, const char *op);
 
 /* Inodes in use on the mount (statvfs: files - free files). */
 long long tm_inodes_used(const struct tmount *m);
+/* Polls (the kernel sends FORGET and RELEASE asynchronously, and orphans
+ * are freed in the background) until tm_inodes_used is `want`, failing the
+ * test after `seconds`. */
+void tm_wait_inodes(const struct tmount *m, long long want, double seconds);
 
 /* The first problem seen by worker threads, reported on the main thread. */
 struct tm_errs {

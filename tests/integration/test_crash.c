@@ -426,37 +426,115 @@ static void test_kill_without_fsync(void **state)
 
 /* ------------------------------------------------- orphans and crashes */
 
-/* A file unlinked while open when the daemon dies is reclaimed by the
- * next mount. */
+/* Files unlinked while open when the daemon dies are reclaimed by the
+ * next mount: a large one and a small inline one (whose record the unlink
+ * left with its link count: the orphan mark alone says it has no name). */
 static void test_orphan_reclaimed(void **state)
 {
     struct tmount *m = *state;
     long long base = tm_inodes_used(m);
     tm_make_file(P("orphan"), 8 * MiB, 9);
+    tm_make_file(P("small"), 700, 11);
     tm_make_file(P("kept"), 1000, 10);
     int fd = open(P("orphan"), O_RDONLY);
     TM_OK(fd);
+    int sfd = open(P("small"), O_RDONLY);
+    TM_OK(sfd);
     TM_OK(unlink(P("orphan")));
+    TM_OK(unlink(P("small")));
     char c;
     assert_int_equal(pread(fd, &c, 1, 4 * MiB), 1);
+    struct stat sst;
+    TM_OK(fstat(sfd, &sst));
+    assert_int_equal(sst.st_nlink, 0);
+    assert_int_equal(pread(sfd, &c, 1, 600), 1);
     if (tm_kill(m) != 0)
         fail_msg("the daemon was not running at the kill");
     close(fd);
+    close(sfd);
     tm_crash_checked(m, "orphan crash");
     struct stat st;
     TM_ERR(lstat(P("orphan"), &st), ENOENT);
     TM_OK(lstat(P("kept"), &st));
-    /* One inode (kept) beyond the start, once the orphan is reclaimed,
+    /* One inode (kept) beyond the start, once the orphans are reclaimed,
      * which may happen in the background. */
-    double end = tm_now() + 10;
-    long long used;
-    while ((used = tm_inodes_used(m)) != base + 1 && tm_now() < end)
-        tm_sleep_ms(50);
-    if (used != base + 1)
-        fail_msg("after the crash and remount, %lld inodes in use; %lld "
-                 "expected once the orphan is reclaimed",
-                 used, base + 1);
+    tm_wait_inodes(m, base + 1, 10);
     tm_remount_checked(m);
+}
+
+/* Small files unlinked (so freed in batches by the reclaimer once the
+ * kernel lets go of them) when the daemon dies: mid-way through the
+ * unlinks, or right after the last one (orphans still gathering for their
+ * batch). After the remount (fsck clean) every file whose unlink returned is
+ * gone, every file not reached is whole, and the inodes in use are exactly
+ * those left: nothing leaks. */
+enum { BATCH_FILES = 1500 };
+
+struct unlinker {
+    const struct tmount *m;
+    atomic_int done; /* unlinks that returned */
+};
+
+static void *unlink_all(void *arg)
+{
+    struct unlinker *u = arg;
+    const struct tmount *m = u->m;
+    for (int i = 0; i < BATCH_FILES; i++) {
+        if (unlink(P("b/f%d", i)) != 0)
+            break;
+        atomic_store(&u->done, i + 1);
+    }
+    return NULL;
+}
+
+static void check_after_batch_crash(struct tmount *m, long long base, int done)
+{
+    int left = 0;
+    for (int i = 0; i < BATCH_FILES; i++) {
+        struct stat st;
+        int r = lstat(P("b/f%d", i), &st);
+        if (i < done && r == 0)
+            fail_msg("b/f%d came back after the crash (its unlink had returned)", i);
+        if (i > done && r != 0)
+            fail_msg("b/f%d is gone after the crash (never unlinked)", i);
+        if (r == 0) {
+            tm_check_file(P("b/f%d", i), 1000, (uint64_t)i);
+            left++;
+        }
+    }
+    tm_wait_inodes(m, base + left, 10);
+}
+
+static void test_orphan_batches_crash(void **state)
+{
+    struct tmount *m = *state;
+    unsigned r = (unsigned)tm_seed() ^ 0xba7c4;
+    TM_OK(mkdir(P("b"), 0755));
+    long long base = tm_inodes_used(m);
+    for (int round = 0; round < 2; round++) {
+        tm_watchdog(ROUND_TIMEOUT_S, "an orphan batch crash round");
+        for (int i = 0; i < BATCH_FILES; i++)
+            tm_make_file(P("b/f%d", i), 1000, (uint64_t)i);
+        struct unlinker u = {.m = m};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, unlink_all, &u), 0);
+        if (round == 0)
+            tm_sleep_ms(5 + (unsigned)rand_r(&r) % 30);
+        else
+            pthread_join(t, NULL);
+        int killed = tm_kill(m);
+        if (round == 0)
+            pthread_join(t, NULL);
+        if (killed != 0)
+            fail_msg("the daemon was not running at the kill");
+        int done = atomic_load(&u.done);
+        tm_crash_checked(m, "orphan batch crash");
+        check_after_batch_crash(m, base, done);
+        for (int i = done; i < BATCH_FILES; i++)
+            unlink(P("b/f%d", i));
+    }
+    tm_remount_checked(m);
+    tm_wait_inodes(m, base, 10);
 }
 
 /* "Inode numbers are never reused, crash or not": the newest inodes are
@@ -571,7 +649,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TM_TEST(test_maildir_crash, setup),      TM_TEST(test_kill_without_fsync, setup),
         TM_TEST(test_orphan_reclaimed, setup),   TM_TEST(test_inode_numbers_after_crash, setup),
-        TM_TEST(test_crash_during_churn, setup),
+        TM_TEST(test_crash_during_churn, setup), TM_TEST(test_orphan_batches_crash, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,18 +120,6 @@ static long long bytes_used(const struct tmount *m)
     return (long long)(sv.f_blocks - sv.f_bfree) * (long long)sv.f_frsize;
 }
 
-/* Poll (the kernel sends RELEASE and FORGET asynchronously) until the
- * used-inode count reaches `want`, for up to 5 s. */
-static void wait_inodes(const struct tmount *m, long long want)
-{
-    double end = tm_now() + 5;
-    long long got;
-    while ((got = tm_inodes_used(m)) != want && tm_now() < end)
-        tm_sleep_ms(20);
-    if (got != want)
-        fail_msg("statfs: %lld inodes in use, expected %lld", got, want);
-}
-
 static int renameat2_(const char *from, const char *to, unsigned flags)
 {
     return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, flags);
@@ -1342,7 +1330,7 @@ static void test_statfs(void **state)
     for (int i = 0; i < 99; i++)
         TM_OK(unlink(P("d/f%d", i)));
     TM_OK(rmdir(P("d")));
-    wait_inodes(m, i0);
+    tm_wait_inodes(m, i0, 5);
 
     /* So is the space: 16 MiB of incompressible data, synced, must be
      * somewhere.  (Not a difference: the store may preallocate.) */
@@ -1510,7 +1498,7 @@ static void test_unlink_while_open(void **state)
     free(buf);
     free(want);
     /* The last close frees the inode. */
-    wait_inodes(m, i0);
+    tm_wait_inodes(m, i0, 5);
 }
 
 static void test_readdir_seek(void **state)

@@ -279,14 +279,6 @@ static void test_read_of_few_chunks_without_scan(void **state)
     assert_true(tm_stats_counter(m, "fs store scans") - s0 >= 1);
 }
 
-/* Waits (5 s at most) until the mount has `n` inodes in use. */
-static void wait_inodes(const struct tmount *m, long long n)
-{
-    for (int i = 0; i < 500 && tm_inodes_used(m) != n; i++)
-        tm_sleep_ms(10);
-    assert_int_equal(tm_inodes_used(m), n);
-}
-
 /* An unlinked file of a few chunks is freed in one batch, its chunks
  * deleted by name when the kernel lets go of it: no scan, no reclaimer. A
  * larger one goes to the reclaimer. Neither leaves a key behind (fsck). */
@@ -301,14 +293,111 @@ static void test_small_file_freed_without_reclaimer(void **state)
     uint64_t s0 = tm_stats_counter(m, "fs store scans");
     uint64_t r0 = tm_stats_counter(m, "fs orphans reclaimed");
     TM_OK(unlink(P("small")));
-    wait_inodes(m, base + 1);
+    tm_wait_inodes(m, base + 1, 5);
     assert_int_equal(tm_stats_counter(m, "fs store scans") - s0, 0);
     assert_int_equal(tm_stats_counter(m, "fs orphans reclaimed") - r0, 0);
     TM_OK(unlink(P("large")));
     wait_reclaimed(m, r0 + 1);
-    wait_inodes(m, base);
+    tm_wait_inodes(m, base, 5);
     tm_remount_checked(m);
     assert_int_equal(tm_inodes_used(m), base);
+}
+
+/* Files unlinked while open are freed when the kernel lets go of them
+ * (closing them): not one store write each on the FUSE thread, but
+ * together, in few batches, by the reclaimer (a crash amid them: test_crash's
+ * test_orphan_batches_crash). */
+static void test_small_orphans_freed_in_batches(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    enum { N = 100 };
+    long long base = tm_inodes_used(m);
+    int fd[N];
+    for (int i = 0; i < N; i++) {
+        tm_make_file(P("f%d", i), 1000, (uint64_t)i);
+        fd[i] = open(P("f%d", i), O_RDONLY);
+        TM_OK(fd[i]);
+    }
+    tm_make_file(P("kept"), 1000, 1000);
+    for (int i = 0; i < N; i++)
+        TM_OK(unlink(P("f%d", i)));
+    uint64_t w0 = tm_stats_counter(m, "fs store writes");
+    uint64_t f0 = tm_stats_counter(m, "fs orphans freed in batches");
+    uint64_t b0 = tm_stats_counter(m, "fs orphan batches");
+    for (int i = 0; i < N; i++) {
+        char c;
+        assert_int_equal(pread(fd[i], &c, 1, 999), 1);
+        TM_OK(close(fd[i]));
+    }
+    tm_wait_inodes(m, base + 1, 5);
+    uint64_t freed = tm_stats_counter(m, "fs orphans freed in batches") - f0;
+    uint64_t batches = tm_stats_counter(m, "fs orphan batches") - b0;
+    assert_int_equal(freed, N);
+    if (batches > N / 2)
+        fail_msg("%d orphans freed in %llu batches", N, (unsigned long long)batches);
+    assert_int_equal(tm_stats_counter(m, "fs store writes") - w0, batches);
+    for (int i = 0; i < N; i++)
+        TM_ERR(lstat(P("f%d", i), &(struct stat){0}), ENOENT);
+    tm_check_file(P("kept"), 1000, 1000);
+    tm_remount_checked(m);
+    assert_int_equal(tm_inodes_used(m), base + 1);
+    tm_check_file(P("kept"), 1000, 1000);
+}
+
+/* Requests of one kind the daemon served (0 before the first). */
+static uint64_t requests(const struct tmount *m, const char *op)
+{
+    static char buf[16384];
+    ssize_t n = getxattr(m->mnt, "user.lsmfs.stats", buf, sizeof buf - 1);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    char key[64];
+    snprintf(key, sizeof key, "\n  %s ", op);
+    const char *p = strstr(buf, key);
+    return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+/* Once the kernel opens files without OPEN requests, new files are made by
+ * MKNOD (CREATE is declined): a CREATE hands out a handle the kernel must
+ * RELEASE at close, one more request per file. Creating still behaves:
+ * mode and content as asked, O_EXCL holds. */
+static void test_create_without_release(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    tm_make_file(P("first"), 10, 1); /* the kernel learns both */
+    tm_sleep_ms(50);                 /* its RELEASE, if any, is async */
+    uint64_t r0 = requests(m, "release"), c0 = requests(m, "create");
+    uint64_t k0 = requests(m, "mknod");
+    char want[100];
+    memset(want, 'q', sizeof want);
+    for (int i = 0; i < 10; i++) {
+        int fd = open(P("f%d", i), O_CREAT | O_EXCL | O_WRONLY, 0444);
+        TM_OK(fd);
+        assert_int_equal(write(fd, want, sizeof want), (ssize_t)sizeof want);
+        TM_OK(close(fd));
+    }
+    TM_ERR(open(P("f0"), O_CREAT | O_EXCL | O_WRONLY, 0644), EEXIST);
+    tm_sleep_ms(50);
+    assert_int_equal(requests(m, "release") - r0, 0);
+    assert_int_equal(requests(m, "create") - c0, 0);
+    assert_int_equal(requests(m, "mknod") - k0, 10);
+    tm_remount_checked(m);
+    for (int i = 0; i < 10; i++) {
+        struct stat st;
+        TM_OK(stat(P("f%d", i), &st));
+        assert_int_equal(st.st_mode, S_IFREG | 0444);
+        assert_int_equal(st.st_size, (off_t)sizeof want);
+        char got[sizeof want];
+        int fd = open(P("f%d", i), O_RDONLY);
+        TM_OK(fd);
+        assert_int_equal(read(fd, got, sizeof got), (ssize_t)sizeof got);
+        TM_OK(close(fd));
+        assert_memory_equal(got, want, sizeof want);
+    }
 }
 
 static uint64_t scans(const struct tmount *m)
@@ -499,6 +588,8 @@ int main(void)
         TM_TEST(test_rename_reads_entries_once, setup),
         TM_TEST(test_listings_in_memory, setup),
         TM_TEST(test_small_file_freed_without_reclaimer, setup),
+        TM_TEST(test_small_orphans_freed_in_batches, setup),
+        TM_TEST(test_create_without_release, setup),
         TM_TEST(test_read_of_few_chunks_without_scan, setup),
         TM_TEST(test_changes_cost_no_directory_getattr, setup),
     };

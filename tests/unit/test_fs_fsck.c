@@ -229,6 +229,28 @@ static void test_unlinked_inode_gets_orphan_mark(void **state)
     assert_true(exists(fx, &k));
 }
 
+/* The unlink that marks an orphan leaves its record as it was: a marked
+ * inode without names is an orphan whatever its link count (neither
+ * reconnected nor "fixed"); a marked inode that still has a name loses its
+ * mark. */
+static void test_orphan_mark_decides_over_link_count(void **state)
+{
+    fixture *fx = *state;
+    put_inode(fx, 8, S_IFREG | 0644, 1, 2, 0, 0, "hi");
+    schema_key k;
+    key_orphan(&k, 8);
+    put(fx, &k, "", 0);
+    assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    assert_int_equal(stored_nlink(fx, 8), 1);
+    assert_int_equal(lookup(fx, 1, "lost+found"), 0);
+    key_orphan(&k, 2); /* "a", named by / */
+    put(fx, &k, "", 0);
+    expect_repaired(fx);
+    assert_false(exists(fx, &k));
+    key_orphan(&k, 8);
+    assert_true(exists(fx, &k));
+}
+
 static void test_missing_readdir_index_added(void **state)
 {
     fixture *fx = *state;
@@ -261,6 +283,7 @@ int main(void)
         FSCK_TEST(test_wrong_link_count_fixed),
         FSCK_TEST(test_chunk_beyond_size_deleted),
         FSCK_TEST(test_unlinked_inode_gets_orphan_mark),
+        FSCK_TEST(test_orphan_mark_decides_over_link_count),
         FSCK_TEST(test_missing_readdir_index_added),
         FSCK_TEST(test_not_lsmfs_is_operational_error),
     };
