@@ -49,6 +49,11 @@ int super_open_store(const char *dir, lsm_db **db, char *err, size_t errlen)
      * makes chunk tables that overlap no other and sink by moves, not
      * rewrites (write amplification of a large sequential write 3.1 -> 2). */
     o.table_partition = schema_table_partition;
+    /* No gather before a sync: the store overlaps syncs instead, and an
+     * fsyncdir waits holding the kernel's directory lock, so a sync that
+     * waited for company would hold up every rename into the directory
+     * (8-writer maildir: ~+10%, steadier). */
+    o.group_commit_delay_us = 0;
     lsm_status *s = lsm_open(&o, dir, db);
     if (s == NULL)
         return 0;
