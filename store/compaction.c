@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An output may overlap at most this many bytes of the grandparent level. */
-static uint64_t max_grandparent_overlap(uint64_t target)
+uint64_t max_grandparent_overlap(uint64_t target)
 {
     return 10 * target;
 }

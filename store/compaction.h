@@ -54,4 +54,8 @@ bool compaction_should_stop_before(compaction *c, const char *ikey, size_t n);
 iter *compaction_input_iter(compaction *c, table_cache *tc);
 uint64_t compaction_input_bytes(const compaction *c);
 
+/* An output may overlap at most this many bytes of the grandparent level
+ * (target: the table size compactions aim for). */
+uint64_t max_grandparent_overlap(uint64_t target);
+
 #endif

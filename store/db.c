@@ -422,6 +422,7 @@ static lsm_db *db_alloc(const lsm_options *o, const char *dir)
         return NULL;
     }
     db->vs.l0_compaction_trigger = L0_COMPACTION_TRIGGER;
+    db->vs.l0_unit_bytes = o->write_buffer_size;
     return db;
 }
 

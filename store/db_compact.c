@@ -249,8 +249,9 @@ static void run_release(lsm_db *db, compaction_run *r)
 
 /* ------------------------------------------------------------------ flush */
 
-/* Writes memtable m to new level-0 tables (one, or one per key partition)
- * and adds them to edit; r->done holds them. REQUIRES: mu held (released
+/* Writes memtable m to new tables (one, or one per key partition) and adds
+ * them to edit, each at level 0 or, overlapping nothing, deeper
+ * (version_level_for_flush); r->done holds them. REQUIRES: mu held (released
  * inside). */
 static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, compaction_run *r)
 {
@@ -275,7 +276,11 @@ static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, com
         s = db->env->sync_dir(db->env, db->dir);
     mutex_lock(&db->mu);
     for (int i = 0; s == NULL && i < r->ndone; i++) {
-        if (!version_edit_add_file(edit, 0, r->done[i]))
+        const file_meta *f = r->done[i];
+        int level = version_level_for_flush(
+            db->vs.current, f->smallest.data, ikey_user_len(f->smallest.len), f->largest.data,
+            ikey_user_len(f->largest.len), max_grandparent_overlap(db->opt.target_file_size));
+        if (!version_edit_add_file(edit, level, r->done[i]))
             s = status_new(LSM_IO_ERROR, "out of memory");
     }
     if (s == NULL) {

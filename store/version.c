@@ -348,6 +348,32 @@ bool version_overlapping(const version *v, int level, const char *begin, size_t 
 
 /* ----------------------------------------------------------------- scores */
 
+int version_level_for_flush(const version *v, const char *smallest, size_t slen,
+                            const char *largest, size_t llen, uint64_t max_grandparent_bytes)
+{
+    int level = 0;
+    if (version_overlaps_level(v, 0, smallest, slen, largest, llen))
+        return 0;
+    while (level < MAX_FLUSH_LEVEL) {
+        if (version_overlaps_level(v, level + 1, smallest, slen, largest, llen))
+            break;
+        if (level + 2 < NUM_LEVELS) {
+            file_meta **gp = NULL;
+            int n = 0;
+            if (!version_overlapping(v, level + 2, smallest, slen, largest, llen, &gp, &n))
+                break; /* out of memory: level 0 is always right */
+            uint64_t bytes = 0;
+            for (int i = 0; i < n; i++)
+                bytes += gp[i]->size;
+            free(gp);
+            if (bytes > max_grandparent_bytes)
+                break;
+        }
+        level++;
+    }
+    return level;
+}
+
 uint64_t version_max_bytes_for_level(int level)
 {
     /* 10 MiB at level 1, ten times more per level below (LevelDB's shape). */
@@ -364,7 +390,7 @@ static int user_cmp(const buf *a, const buf *b)
 
 /* Sets l0_load and l0_deepest. The most intervals covering one point are
  * found at some interval's start: n^2 over a level of a few dozen files. */
-static void compute_l0_load(version *v)
+static void compute_l0_load(version *v, uint64_t unit_bytes)
 {
     int depth = 0;
     v->l0_deepest = NULL;
@@ -380,13 +406,14 @@ static void compute_l0_load(version *v)
             v->l0_deepest = v->files[0][i];
         }
     }
-    int quarter = (v->nfiles[0] + 3) / 4;
-    v->l0_load = depth > quarter ? depth : quarter;
+    uint64_t units = (version_level_bytes(v, 0) + unit_bytes - 1) / unit_bytes;
+    v->l0_load = (uint64_t)depth > units ? depth : (int)units;
 }
 
-void version_compute_score(version *v, int l0_trigger)
+void version_compute_score(version *v, int l0_trigger, uint64_t l0_unit_bytes)
 {
-    compute_l0_load(v);
+    assert(l0_unit_bytes > 0);
+    compute_l0_load(v, l0_unit_bytes);
     int best_level = -1;
     double best = -1;
     for (int l = 0; l < NUM_LEVELS - 1; l++) {

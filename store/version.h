@@ -44,10 +44,19 @@ bool version_overlapping(const version *v, int level, const char *begin, size_t 
 bool version_overlaps_level(const version *v, int level, const char *begin, size_t blen,
                             const char *end, size_t elen);
 
+/* The level a flushed table of user keys [smallest, largest] goes to: 0,
+ * unless it overlaps nothing there, then as deep as MAX_FLUSH_LEVEL while it
+ * overlaps nothing in the next level and at most max_grandparent_bytes two
+ * levels down (LevelDB's rule: data written in key order skips the moves
+ * through levels 0 and 1, each of which costs a MANIFEST sync). */
+#define MAX_FLUSH_LEVEL 2
+int version_level_for_flush(const version *v, const char *smallest, size_t slen,
+                            const char *largest, size_t llen, uint64_t max_grandparent_bytes);
+
 /* The byte size that triggers compaction of `level` (>= 1). */
 uint64_t version_max_bytes_for_level(int level);
 /* Sets v->compaction_level, v->compaction_score (>= 1 means needed) and the
  * level-0 load. */
-void version_compute_score(version *v, int l0_trigger);
+void version_compute_score(version *v, int l0_trigger, uint64_t l0_unit_bytes);
 
 #endif

@@ -37,11 +37,13 @@ typedef struct version {
     int compaction_level;
     double compaction_score;
     /* How loaded level 0 is, in tables: its depth (the most tables any one
-     * key falls in — what a read may have to look into), or a quarter of
-     * its file count if that is more (so tables that overlap nothing, as
-     * from data written in key order, are still moved down in fours).
-     * Level-0 compaction, slowdown and stop go by it; it is the file count
-     * when every table overlaps every other (LevelDB's measure). */
+     * key falls in — what a read may have to look into), or its bytes in
+     * memtables' worth if that is more (so full tables that overlap
+     * nothing, as from data written in key order, still move down in fours
+     * and do not pile up as backlog). Level-0 compaction, slowdown and stop
+     * go by it; it is the file count when every table overlaps every other
+     * (LevelDB's measure), while small tables of a partition of their own
+     * count only by their depth. */
     int l0_load;
     file_meta *l0_deepest; /* a file at the deepest point (NULL: level empty) */
     struct version *prev, *next; /* the list of live versions [mu] */
@@ -61,6 +63,7 @@ struct version_set {
     version *current;          /* holds one reference */
     version live;              /* dummy head of the list of live versions */
     int l0_compaction_trigger; /* for version scores */
+    uint64_t l0_unit_bytes;    /* a flushed memtable's size (write_buffer_size) */
     buf compact_pointer[NUM_LEVELS];
 };
 
