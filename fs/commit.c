@@ -50,21 +50,19 @@ uint64_t fs_committed_seq(lsmfs *fs)
     return atomic_load(&fs->committed_seq);
 }
 
-/* Makes every write up to seq durable, counting the call in the fsync
- * stats if `counted`. The store shares WAL syncs between concurrent callers
- * (and overlaps them), so this layer only keeps a watermark to answer
- * fsyncs of what is already on disk without a call, and asks for
- * everything committed so far, so one sync serves the fsyncs that follow
- * it. Returns 0 or an errno. */
-static int sync_upto(lsmfs *fs, uint64_t seq, bool counted)
+/* Makes every write up to seq durable. The store shares WAL syncs between
+ * concurrent callers (and overlaps them), so this layer only keeps a
+ * watermark to answer fsyncs of what is already on disk without a call, and
+ * asks for everything committed so far, so one sync serves the fsyncs that
+ * follow it. Returns 0 or an errno. */
+int fs_sync_upto(lsmfs *fs, uint64_t seq)
 {
     if (atomic_load(&fs->durable_seq) >= seq) {
-        if (counted)
-            stats_inc(&fs->stats.sync_free);
+        stats_inc(&fs->stats.sync_free);
         return 0;
     }
     uint64_t covered = atomic_load(&fs->committed_seq);
-    if (atomic_fetch_add(&fs->syncs_in_flight, 1) > 0 && counted)
+    if (atomic_fetch_add(&fs->syncs_in_flight, 1) > 0)
         stats_inc(&fs->stats.sync_shared);
     stats_inc(&fs->stats.store_syncs);
     lsm_status *s = lsm_sync_upto(fs->db, covered);
@@ -73,16 +71,6 @@ static int sync_upto(lsmfs *fs, uint64_t seq, bool counted)
         return write_errno(fs, s, "sync");
     atomic_max(&fs->durable_seq, covered);
     return 0;
-}
-
-int fs_sync_upto(lsmfs *fs, uint64_t seq)
-{
-    return sync_upto(fs, seq, true);
-}
-
-int fs_sync_committed(lsmfs *fs)
-{
-    return sync_upto(fs, atomic_load(&fs->committed_seq), false);
 }
 
 int fs_sync_inode(lsmfs *fs, inode *n)

@@ -33,9 +33,6 @@ int fs_commit(lsmfs *fs, lsm_batch *b, inode *const *touched, int n);
 /* Makes every write with a sequence number <= seq durable, sharing or
  * skipping syncs as described above. REQUIRES: no inode lock held. */
 int fs_sync_upto(lsmfs *fs, uint64_t seq);
-/* Makes everything committed so far durable, outside the fsync stats (a
- * sync started ahead: syncahead.h). Returns 0 or an errno. */
-int fs_sync_committed(lsmfs *fs);
 /* fsync/fsyncdir of inode n: fs_sync_upto(n's stamp). */
 int fs_sync_inode(lsmfs *fs, inode *n);
 /* After a state change, before replying: everything committed so far made

@@ -49,10 +49,6 @@ typedef struct inode {
      * inode's record, entries or data (atomic max; see commit.h): what
      * fsync must make durable. */
     _Atomic uint64_t seq;
-    /* When this directory was last fsynced (CLOCK_MONOTONIC µs, 0: never;
-     * syncahead.h): renames into a directory fsynced often start a sync
-     * at once. */
-    _Atomic uint64_t fsyncdir_us;
     pthread_rwlock_t lock;
     inode_rec rec; /* [lock] */
     /* [lock] A directory's entries, all of them, in memory (dir.h), or

@@ -155,5 +155,5 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
     (void)datasync;
     (void)fi;
     stats_inc(&op_fs(req)->stats.ops[OP_FSYNCDIR]);
-    op_sync_inode(req, ino, true);
+    op_sync_inode(req, ino);
 }

@@ -7,7 +7,6 @@
 #include "inode.h"
 #include "ops.h"
 #include "orphan.h"
-#include "syncahead.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -167,16 +166,14 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fuse_reply_err(req, 0);
 }
 
-/* fsync, fdatasync and fsyncdir (dir): everything up to the inode's last
- * change made durable (usually by a sync some other writer already made). */
-void op_sync_inode(fuse_req_t req, fuse_ino_t ino, bool dir)
+/* fsync, fdatasync and fsyncdir: everything up to the inode's last change
+ * made durable (usually by a sync some other writer already made). */
+void op_sync_inode(fuse_req_t req, fuse_ino_t ino)
 {
     lsmfs *fs = op_fs(req);
     inode *n;
     int err = icache_get(fs, ino, &n);
     if (err == 0) {
-        if (dir)
-            syncahead_note_fsyncdir(n);
         err = fs_sync_inode(fs, n);
         icache_put(fs->icache, n);
     }
@@ -188,7 +185,7 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
     (void)datasync;
     (void)fi;
     stats_inc(&op_fs(req)->stats.ops[OP_FSYNC]);
-    op_sync_inode(req, ino, false);
+    op_sync_inode(req, ino);
 }
 
 /* REQUIRES: n->lock held for writing. */

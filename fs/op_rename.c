@@ -8,7 +8,6 @@
 #include "inode.h"
 #include "ops.h"
 #include "orphan.h"
-#include "syncahead.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -304,8 +303,6 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
         err = icache_get(fs, newparent, &x.np);
     if (err == 0)
         err = rename_pinned(&x);
-    if (err == 0)
-        syncahead_changed(fs->ahead, x.np);
     uint64_t target = x.d ? x.d->ino : 0;
     icache_put(fs->icache, x.op);
     icache_put(fs->icache, x.np);

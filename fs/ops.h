@@ -99,7 +99,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
                   struct fuse_file_info *fi);
 void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi);
 /* fsync/fsyncdir of ino: its last change made durable, then the reply. */
-void op_sync_inode(fuse_req_t req, fuse_ino_t ino, bool dir);
+void op_sync_inode(fuse_req_t req, fuse_ino_t ino);
 /* The open-file bookkeeping shared with create. REQUIRES: n->lock held. */
 void op_file_opened(lsmfs *fs, inode *n, struct fuse_file_info *fi);
 /* Undoes op_file_opened when the kernel never got the handle. */

@@ -48,8 +48,6 @@ char *stats_text(const fs_stats *s, const char *head)
             atomic_load_explicit(&s->sync_free, memory_order_relaxed));
     fprintf(f, "fs fsyncs beside another: %" PRIu64 "\n",
             atomic_load_explicit(&s->sync_shared, memory_order_relaxed));
-    fprintf(f, "fs syncs started ahead: %" PRIu64 "\n",
-            atomic_load_explicit(&s->sync_ahead, memory_order_relaxed));
     fprintf(f, "fs orphans reclaimed: %" PRIu64 "\n",
             atomic_load_explicit(&s->reclaimed, memory_order_relaxed));
     fprintf(f, "fs orphans freed in batches: %" PRIu64 "\n",

@@ -54,7 +54,6 @@ typedef struct fs_stats {
     _Atomic uint64_t sync_free;    /* fsyncs already durable: no sync at all */
     _Atomic uint64_t sync_shared;  /* fsyncs that reached the store while another
                                     * was there (it merges or overlaps them) */
-    _Atomic uint64_t sync_ahead;   /* syncs started ahead of an fsyncdir (syncahead.h) */
     _Atomic uint64_t reclaimed;    /* orphan inodes whose data was freed */
     _Atomic uint64_t orphans_freed; /* small orphans freed by the batcher */
     _Atomic uint64_t orphan_batches; /* the store writes that freed them */

@@ -7,7 +7,6 @@
 #include "icache.h"
 #include "orphan.h"
 #include "schema.h"
-#include "syncahead.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -138,7 +137,6 @@ static int count_inodes(lsm_db *db, int64_t *count)
 
 static void fail_close(lsmfs *fs)
 {
-    syncahead_stop(fs->ahead);
     reclaimer_stop(fs->reclaim);
     icache_free(fs->icache);
     if (fs->alloc.db != NULL)
@@ -192,8 +190,6 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
         e = ENOMEM;
     if (e == 0 && (e = reclaimer_start(fs, &fs->reclaim)) != 0)
         snprintf(err, errlen, "cannot start the orphan reclaimer: %s", strerror(e));
-    if (e == 0 && (e = syncahead_start(fs, &fs->ahead)) != 0)
-        snprintf(err, errlen, "cannot start the sync-ahead thread: %s", strerror(e));
     if (e != 0) {
         fail_close(fs);
         return e;
@@ -204,7 +200,6 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
 
 int lsmfs_close(lsmfs *fs)
 {
-    syncahead_stop(fs->ahead);
     reclaimer_stop(fs->reclaim);
     icache_free(fs->icache);
     alloc_destroy(&fs->alloc);

@@ -17,7 +17,6 @@
 
 typedef struct icache icache;
 typedef struct reclaimer reclaimer;
-typedef struct syncahead syncahead;
 
 typedef struct lsmfs_config {
     const char *store_dir;
@@ -36,7 +35,6 @@ typedef struct lsmfs {
     icache *icache;     /* [const] pointer; the cache has its own locks */
     ino_alloc alloc;    /* its own mutex */
     reclaimer *reclaim; /* [const] pointer; its own mutex */
-    syncahead *ahead;   /* [const] pointer; its own mutex (syncahead.h) */
     fs_stats stats;     /* atomics */
     /* The kernel opens files without asking (FUSE_CAP_NO_OPEN_SUPPORT): no
      * OPEN/RELEASE requests, so an unlinked file is kept while the kernel

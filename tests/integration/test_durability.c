@@ -111,34 +111,6 @@ static void test_changes_after_a_sync_are_synced(void **state)
     assert_memory_equal(back, "hello world", 11);
 }
 
-/* A rename into a directory fsynced moments ago starts a WAL sync at once
- * (syncahead.h), so the directory's fsync that follows needs no sync of its
- * own; a rename into a directory nobody fsyncs starts none. */
-static void test_rename_into_fsynced_dir_syncs_ahead(void **state)
-{
-    struct tmount *m = *state;
-    if (m->plain)
-        skip();
-    TM_OK(mkdir(P("tmp"), 0700));
-    TM_OK(mkdir(P("new"), 0700));
-    TM_OK(mkdir(P("cold"), 0700));
-    tm_touch(P("tmp/a"));
-    tm_touch(P("tmp/b"));
-    const char *ahead = "fs syncs started ahead";
-    uint64_t a0 = tm_stats_counter(m, ahead);
-    TM_OK(rename(P("tmp/a"), P("cold/a")));
-    tm_sleep_ms(50);
-    assert_int_equal(tm_stats_counter(m, ahead), a0);
-    fsync_path(P("new"), true);
-    uint64_t s0 = wal_syncs(m);
-    TM_OK(rename(P("tmp/b"), P("new/b")));
-    for (int i = 0; i < 500 && tm_stats_counter(m, ahead) == a0; i++)
-        tm_sleep_ms(10);
-    assert_int_equal(tm_stats_counter(m, ahead), a0 + 1);
-    fsync_path(P("new"), true); /* rides on the sync started ahead */
-    assert_int_equal(wal_syncs(m), s0 + 1);
-}
-
 static long used_inodes(const struct tmount *m)
 {
     struct statvfs sv;
@@ -221,7 +193,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TM_TEST(test_fsync_of_durable_costs_no_sync, setup),
         TM_TEST(test_changes_after_a_sync_are_synced, setup),
-        TM_TEST(test_rename_into_fsynced_dir_syncs_ahead, setup),
         TM_TEST(test_unlinked_open_files_live_until_closed, setup),
         TM_TEST(test_replaced_open_file_lives_until_closed, setup),
     };
