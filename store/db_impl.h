@@ -68,6 +68,9 @@ struct lsm_snapshot {
 
 #define FOLLOWER_BUCKETS 17 /* 0..15 followers, and 16 or more */
 
+/* WAL syncs that may run at once (db_write.c, the sync stage). */
+#define SYNC_MAX 2
+
 /* Level-0 file counts: compaction starts at the trigger; writers are slowed
  * on top of the pacer's rate (pacing.h) from L0_SLOWDOWN and wait at
  * L0_STOP (see db_write.c). */
@@ -121,9 +124,8 @@ struct lsm_db {
      * queue goes on appending behind it. Up to SYNC_MAX syncs overlap: a
      * group that a running sync does not cover starts the next at once. */
     int syncs_running;        /* [mu] WAL syncs in flight (or gathering) */
-    uint64_t sync_upto;       /* [mu] last_seq when the latest sync started */
-    uint64_t sync_running_upto[2]; /* [mu] what each running sync covers (0: none);
-                                    * 2 = SYNC_MAX (db_write.c) */
+    uint64_t sync_running_upto[SYNC_MAX]; /* [mu] what each running sync covers
+                                           * (last_seq at its start; 0: none) */
     struct writer *syncer;    /* [mu] a waiting group told to run a sync, if any */
     bool wal_switching;       /* [mu] a memtable switch is leaving the WAL:
                                * no sync may start on it */

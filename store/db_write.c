@@ -311,19 +311,6 @@ static void finish_group(struct writer *leader, struct writer *last, lsm_status 
  * finishes first covers the earlier one's groups too). The env gives each
  * overlapping sync its own file description, so a lost page is reported to
  * every sync that needed it (see env.h). */
-#define SYNC_MAX 2
-
-/* Whether a sync that is running or about to start covers `target`: one
- * gathering or told to start reads last_seq after the group was published.
- * REQUIRES: mu held. */
-static bool sync_coming(const lsm_db *db, uint64_t target)
-{
-    return db->sync_gathering || db->syncer != NULL ||
-           (db->syncs_running > 0 && db->sync_upto >= target);
-}
-
-_Static_assert(sizeof(((lsm_db *)0)->sync_running_upto) == SYNC_MAX * sizeof(uint64_t),
-               "one slot per running sync");
 
 /* Whether a sync still running will decide about a group waiting for
  * `target`. REQUIRES: mu held. */
@@ -333,6 +320,14 @@ static bool running_sync_covers(const lsm_db *db, uint64_t target)
         if (db->sync_running_upto[i] >= target)
             return true;
     return false;
+}
+
+/* Whether a sync that is running or about to start covers `target`: one
+ * gathering or told to start reads last_seq after the group was published.
+ * REQUIRES: mu held. */
+static bool sync_coming(const lsm_db *db, uint64_t target)
+{
+    return db->sync_gathering || db->syncer != NULL || running_sync_covers(db, target);
 }
 
 /* REQUIRES: mu held. */
@@ -403,8 +398,6 @@ static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk)
         db->sync_gathering = false;
     }
     uint64_t upto = db->last_seq, off = db->wal_written;
-    if (upto > db->sync_upto)
-        db->sync_upto = upto;
     int slot = 0;
     while (db->sync_running_upto[slot] != 0)
         slot++;
