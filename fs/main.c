@@ -9,6 +9,7 @@
  * requests finish (the loop joins its workers) and the store is closed.
  */
 #include "fuse_api.h"
+#include "loop.h"
 #include "ops.h"
 #include "super.h"
 
@@ -27,6 +28,8 @@
 
 #define LSMFS_VERSION "0.1"
 #define DEFAULT_THREADS 64
+#define DEFAULT_SPIN_US 50
+#define MAX_SPIN_US 100000
 
 struct options {
     char *store;
@@ -35,6 +38,7 @@ struct options {
     int writeback;  /* -o writeback */
     int nonempty;   /* -o nonempty */
     double timeout; /* -o cache_timeout=SEC */
+    int spin_us;    /* -o spin=USEC: the reader polls this long (loop.h) */
     bool others;    /* -o allow_other or allow_root: other users may enter */
     bool kernel_perms; /* -o default_permissions given */
 };
@@ -50,6 +54,7 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("allow_root", KEY_OTHERS),
     FUSE_OPT_KEY("default_permissions", KEY_KERNEL_PERMS),
     {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
+    {"spin=%d", offsetof(struct options, spin_us), 0},
     FUSE_OPT_END,
 };
 
@@ -99,8 +104,10 @@ static void usage(const char *prog)
            "    -o nonempty            allow a non-empty mount point\n"
            "    -o cache_timeout=SEC   kernel entry/attribute cache timeout (default 3600)\n"
            "    -o default_permissions the kernel checks permissions even on a mount only\n"
-           "                           root can enter (on by default otherwise)\n\n",
-           prog);
+           "                           root can enter (on by default otherwise)\n"
+           "    -o spin=USEC           after a request, the reader polls /dev/fuse this long\n"
+           "                           before it sleeps (default %d; 0 never polls)\n\n",
+           prog, DEFAULT_SPIN_US);
 }
 
 /* Where startup errors go: stderr, or the pipe to the waiting parent. */
@@ -237,29 +244,26 @@ static void add_mount_options(struct fuse_args *args, const char *store, bool ke
     free(opt);
 }
 
-static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co)
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, unsigned spin_us,
+                 ops_state *st)
 {
     if (co->singlethread)
         return fuse_session_loop(se);
-    struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-    if (cfg == NULL)
-        return -ENOMEM;
-    fuse_loop_cfg_set_clone_fd(cfg, (unsigned int)co->clone_fd);
-    /* Enough workers that many concurrent fsyncs all reach the store's
-     * writer queue together and share a WAL sync. */
-    unsigned int threads = co->max_threads > DEFAULT_THREADS ? co->max_threads : DEFAULT_THREADS;
-    fuse_loop_cfg_set_max_threads(cfg, threads);
-    fuse_loop_cfg_set_idle_threads(cfg, co->max_idle_threads < threads ? co->max_idle_threads
-                                                                       : threads / 4);
-    int r = fuse_session_loop_mt(se, cfg);
-    fuse_loop_cfg_destroy(cfg);
-    return r;
+    loop_config cfg = {
+        /* Enough workers that many concurrent fsyncs all reach the store's
+         * writer queue together and share a WAL sync. */
+        .max_threads = co->max_threads > DEFAULT_THREADS ? co->max_threads : DEFAULT_THREADS,
+        .spin_us = spin_us,
+        .may_wait = lsmfs_request_may_wait,
+        .ctx = st,
+    };
+    return loop_run(se, &cfg);
 }
 
 int main(int argc, char *argv[])
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct options o = {.timeout = 3600};
+    struct options o = {.timeout = 3600, .spin_us = DEFAULT_SPIN_US};
     struct fuse_cmdline_opts co;
     if (fuse_opt_parse(&args, &o, option_spec, opt_proc) != 0 ||
         fuse_parse_cmdline(&args, &co) != 0)
@@ -281,6 +285,10 @@ int main(int argc, char *argv[])
     }
     if (o.store == NULL || co.mountpoint == NULL) {
         fprintf(stderr, "usage: %s STORE MOUNTPOINT [options] (--help for more)\n", argv[0]);
+        return 1;
+    }
+    if (o.spin_us < 0 || o.spin_us > MAX_SPIN_US) {
+        fprintf(stderr, "lsmfs: spin=%d: give 0 to %d microseconds\n", o.spin_us, MAX_SPIN_US);
         return 1;
     }
     check_mountpoint(co.mountpoint, o.nonempty);
@@ -307,7 +315,7 @@ int main(int argc, char *argv[])
     }
     if (!co.foreground)
         daemon_detach();
-    int r = serve(se, &co);
+    int r = serve(se, &co, (unsigned)o.spin_us, &st);
     /* libfuse's loop returns the number of the signal that ended it: a
      * SIGTERM/SIGINT/SIGHUP is an orderly shutdown, not a failure. */
     if (r > 0)

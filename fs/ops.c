@@ -10,6 +10,7 @@
 #include "perm.h"
 
 #include <errno.h>
+#include <linux/fuse.h>
 #include <string.h>
 
 ops_state *op_state(fuse_req_t req)
@@ -270,4 +271,27 @@ static const struct fuse_lowlevel_ops ops = {
 const struct fuse_lowlevel_ops *lsmfs_ops(void)
 {
     return &ops;
+}
+
+/* The requests that commit a batch (or may: a RELEASE frees an unlinked
+ * file), by opcode. */
+static bool commits(uint32_t opcode)
+{
+    switch (opcode) {
+    case FUSE_SETATTR: case FUSE_SYMLINK: case FUSE_MKNOD: case FUSE_MKDIR: case FUSE_UNLINK:
+    case FUSE_RMDIR: case FUSE_RENAME: case FUSE_RENAME2: case FUSE_LINK: case FUSE_WRITE:
+    case FUSE_RELEASE: case FUSE_SETXATTR: case FUSE_REMOVEXATTR: case FUSE_CREATE:
+    case FUSE_FALLOCATE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool lsmfs_request_may_wait(void *state, uint32_t opcode)
+{
+    lsmfs *fs = ((ops_state *)state)->fs;
+    if (opcode == FUSE_FSYNC || opcode == FUSE_FSYNCDIR || opcode == FUSE_DESTROY)
+        return true;
+    return commits(opcode) && (fs->cfg.sync_all || lsm_write_may_wait(fs->db));
 }

@@ -24,6 +24,9 @@ typedef struct ops_state {
 } ops_state;
 
 const struct fuse_lowlevel_ops *lsmfs_ops(void);
+/* For the request loop (loop.h): whether a request with this FUSE opcode
+ * may wait on a sync or a stalled store. state is the ops_state. */
+bool lsmfs_request_may_wait(void *state, uint32_t opcode);
 
 /* Helpers shared by the op files. */
 ops_state *op_state(fuse_req_t req);

@@ -659,6 +659,20 @@ static void wait_for_room(lsm_db *db)
     db->stats.stop_us += db->env->now_micros(db->env) - t0;
 }
 
+bool lsm_write_may_wait(lsm_db *db)
+{
+    mutex_lock(&db->mu);
+    bool paced = db->pace_next_us > (double)db->env->now_micros(db->env);
+    /* "Nearly full": one more large write (max_write is 1 MiB) may fill it. */
+    bool filling = memtable_memory_usage(db->mem) + (1u << 20) >= db->opt.write_buffer_size;
+    bool no_memory = db_memtable_bytes(db) + db->opt.write_buffer_size > db->opt.max_memtable_bytes &&
+                     db->nimm > 0;
+    bool stuck = no_memory || db->vs.current->l0_load >= L0_STOP;
+    bool may = db->bg_error == NULL && (paced || (filling && stuck));
+    mutex_unlock(&db->mu);
+    return may;
+}
+
 lsm_status *db_make_room_for_write(lsm_db *db, bool force)
 {
     assert(mutex_held(&db->mu));

@@ -173,6 +173,12 @@ lsm_status *lsm_write_seq(lsm_db *db, const lsm_write_options *wo, lsm_batch *ba
  * filesystem can answer fsync() for a file whose last change is already on
  * disk for free. */
 lsm_status *lsm_sync_upto(lsm_db *db, uint64_t seq);
+/* Whether a write issued now may sleep for background work: the writes are
+ * being paced, or the memtable is nearly full while a switch would have to
+ * wait (level 0 at its stop, no memory for another memtable). A hint, true
+ * or false a moment later, for a caller that has something else it could do
+ * while the write waits. Thread-safe; takes the store's mutex briefly. */
+bool lsm_write_may_wait(lsm_db *db);
 
 /* On success *val is a malloc'd copy (free() it) of *vlen bytes; a missing
  * key returns a status with code LSM_NOT_FOUND. */

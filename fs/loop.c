@@ -1,0 +1,183 @@
+/*
+ * loop.c — the request loop (see loop.h).
+ */
+#include "loop.h"
+
+#include <linux/fuse.h>
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* How often a sleeping reader looks whether a signal ended the session
+ * (the signal handler only sets libfuse's exit flag). */
+#define EXIT_CHECK_MS 200
+
+struct loop {
+    struct fuse_session *se; /* [const] */
+    int fd;                  /* [const] the device, O_NONBLOCK */
+    loop_config cfg;         /* [const] */
+    uint64_t spin_ns;        /* [const] */
+    pthread_mutex_t mu;
+    pthread_cond_t turn_cv; /* idle workers wait here for the reader's turn */
+    pthread_cond_t done_cv; /* loop_run waits here for the end */
+    bool reading;           /* [mu] a worker has the turn */
+    bool stop;              /* [mu] the session is over: workers exit */
+    int err;                /* [mu] the device error that ended it, or 0 */
+    unsigned idle;          /* [mu] workers waiting on turn_cv */
+    _Atomic unsigned busy;  /* workers processing a request (the reader
+                             * polls only while this is 0) */
+    unsigned nthreads;      /* [mu] workers started (never shrinks) */
+    pthread_t *threads;     /* [mu] the first nthreads are started */
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads one request into buf: tries the device until spin_ns have passed
+ * without one, then sleeps in poll(2). Returns the request's size, 0 when
+ * the session is over, or a negative errno. [the reader] */
+static int receive(struct loop *l, struct fuse_buf *buf)
+{
+    uint64_t deadline = now_ns() + l->spin_ns;
+    for (;;) {
+        int r = fuse_session_receive_buf(l->se, buf);
+        if (fuse_session_exited(l->se))
+            return 0;
+        if (r != -EAGAIN && r != -EINTR)
+            return r == -ENODEV ? 0 : r;
+        if (atomic_load_explicit(&l->busy, memory_order_relaxed) == 0 && now_ns() < deadline)
+            continue; /* the read(2) that said EAGAIN is pause enough */
+        struct pollfd p = {.fd = l->fd, .events = POLLIN};
+        if (poll(&p, 1, EXIT_CHECK_MS) < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+static void *worker(void *arg);
+
+static bool may_wait(const struct loop *l, const struct fuse_buf *buf)
+{
+    const struct fuse_in_header *in = buf->mem;
+    assert(buf->size >= sizeof(*in) && !(buf->flags & FUSE_BUF_IS_FD));
+    return l->cfg.may_wait(l->cfg.ctx, in->opcode);
+}
+
+/* Starts a worker with every signal blocked, so that the handlers (which
+ * end the session) run on the main thread. REQUIRES: mu held. */
+static int start_worker(struct loop *l)
+{
+    assert(l->nthreads < l->cfg.max_threads);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int err = pthread_create(&l->threads[l->nthreads], NULL, worker, l);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err == 0)
+        l->nthreads++;
+    return err;
+}
+
+/* Hands the reader's turn to an idle worker, or to a new one. If none can
+ * start, the turn waits for the next worker to finish its request.
+ * REQUIRES: mu held. */
+static void pass_turn(struct loop *l)
+{
+    if (l->idle > 0)
+        pthread_cond_signal(&l->turn_cv);
+    else if (l->nthreads < l->cfg.max_threads && start_worker(l) != 0 && l->nthreads == 1)
+        fuse_log(FUSE_LOG_WARNING, "lsmfs: cannot start a worker thread; serving with one\n");
+}
+
+/* Ends the session for every worker. REQUIRES: mu held. */
+static void end_session(struct loop *l, int err)
+{
+    if (!l->stop) {
+        l->stop = true;
+        l->err = err;
+        fuse_session_exit(l->se);
+    }
+    pthread_cond_broadcast(&l->turn_cv);
+    pthread_cond_broadcast(&l->done_cv);
+}
+
+static void *worker(void *arg)
+{
+    struct loop *l = arg;
+    struct fuse_buf buf = {.mem = NULL};
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop) {
+        if (l->reading) {
+            l->idle++;
+            pthread_cond_wait(&l->turn_cv, &l->mu);
+            l->idle--;
+            continue;
+        }
+        l->reading = true;
+        pthread_mutex_unlock(&l->mu);
+        int r = receive(l, &buf);
+        pthread_mutex_lock(&l->mu);
+        l->reading = false;
+        if (r <= 0) {
+            end_session(l, r);
+            break;
+        }
+        if (!l->stop && may_wait(l, &buf))
+            pass_turn(l);
+        pthread_mutex_unlock(&l->mu);
+        atomic_fetch_add_explicit(&l->busy, 1, memory_order_relaxed);
+        fuse_session_process_buf(l->se, &buf);
+        atomic_fetch_sub_explicit(&l->busy, 1, memory_order_relaxed);
+        pthread_mutex_lock(&l->mu);
+    }
+    pthread_mutex_unlock(&l->mu);
+    free(buf.mem);
+    return NULL;
+}
+
+int loop_run(struct fuse_session *se, const loop_config *cfg)
+{
+    assert(cfg->max_threads >= 1 && cfg->may_wait != NULL);
+    struct loop l = {.se = se,
+                     .fd = fuse_session_fd(se),
+                     .cfg = *cfg,
+                     .spin_ns = (uint64_t)cfg->spin_us * 1000};
+    int flags = fcntl(l.fd, F_GETFL);
+    if (flags < 0 || fcntl(l.fd, F_SETFL, flags | O_NONBLOCK) < 0)
+        return -errno;
+    l.threads = calloc(cfg->max_threads, sizeof(*l.threads));
+    if (l.threads == NULL)
+        return -ENOMEM;
+    pthread_mutex_init(&l.mu, NULL);
+    pthread_cond_init(&l.turn_cv, NULL);
+    pthread_cond_init(&l.done_cv, NULL);
+    pthread_mutex_lock(&l.mu);
+    int err = start_worker(&l);
+    if (err != 0)
+        l.err = -err;
+    while (err == 0 && !l.stop)
+        pthread_cond_wait(&l.done_cv, &l.mu);
+    unsigned n = l.nthreads;
+    pthread_mutex_unlock(&l.mu);
+    for (unsigned i = 0; i < n; i++) /* no worker starts once stop is set */
+        pthread_join(l.threads[i], NULL);
+    pthread_cond_destroy(&l.done_cv);
+    pthread_cond_destroy(&l.turn_cv);
+    pthread_mutex_destroy(&l.mu);
+    free(l.threads);
+    fcntl(l.fd, F_SETFL, flags);
+    return l.err;
+}

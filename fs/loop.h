@@ -1,0 +1,48 @@
+/*
+ * loop.h — lsmfs's request loop: worker threads take turns reading
+ * /dev/fuse, and the one whose turn it is polls the device briefly before
+ * it sleeps.
+ *
+ * Why: a FUSE request's round trip is mostly two wake-ups on the other CPU
+ * (the daemon's, then the caller's). A caller that issues its requests one
+ * after another — PostMark, tar, a maildir writer — sends the next one a
+ * few microseconds after the reply to the last. A reader that is still
+ * polling then takes it without being woken: the daemon's half of the
+ * round trip goes. Polling stops after spin_us without a request, so an
+ * idle mount costs no CPU.
+ *
+ * Leader/followers: one worker (the reader) owns the device; the others
+ * wait on a condition variable, so a request wakes no crowd. Having read a
+ * request that may wait (an fsync, a write to a stalled store), the reader
+ * passes the turn to an idle worker (or starts one, up to max_threads)
+ * before processing it, so it never holds up the rest; any other request
+ * it processes at once and then reads again, so a caller's stream of short
+ * requests costs no wake-up in the daemon at all. The reader polls only
+ * while no other worker is processing (one waiting in an fsync included):
+ * on two CPUs, a poller beside a busy worker takes the CPU the callers
+ * need.
+ */
+#ifndef FS_LOOP_H
+#define FS_LOOP_H
+
+#include "fuse_api.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct loop_config {
+    unsigned max_threads; /* workers at most (>= 1) */
+    unsigned spin_us;     /* 0: the reader sleeps in poll(2) at once */
+    /* Whether a request (by its FUSE opcode) may wait on something other
+     * than the CPU and short locks: a sync, a stalled store. The reader
+     * passes its turn on before processing such a request; any other it
+     * processes before it reads again. */
+    bool (*may_wait)(void *ctx, uint32_t opcode);
+    void *ctx;
+} loop_config;
+
+/* Serves se until it exits (unmount or a signal). Returns 0, or a negative
+ * errno if the loop could not start or the device failed. */
+int loop_run(struct fuse_session *se, const loop_config *cfg);
+
+#endif
