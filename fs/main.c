@@ -1,11 +1,12 @@
 /*
  * main.c — the lsmfs daemon: lsmfs STORE MOUNTPOINT [-f] [-d] [-s] [-o opt,...]
  *
- * Opens the store, mounts, and serves requests with libfuse's multithreaded
- * loop. Unless run in the foreground it forks first; the parent waits until
- * the child has opened the store and mounted (or failed), so that errors are
- * printed and reflected in the exit status, and the child then detaches and
- * logs to syslog. SIGTERM/SIGINT/SIGHUP or an unmount end the loop; in-flight
+ * Opens the store, mounts, and serves requests with our request loop
+ * (loop.h; libfuse's single-threaded one with -s). Unless run in the
+ * foreground it forks first; the parent waits until the child has opened
+ * the store and mounted (or failed), so that errors are printed and
+ * reflected in the exit status, and the child then detaches and logs to
+ * syslog. SIGTERM/SIGINT/SIGHUP or an unmount end the loop; in-flight
  * requests finish (the loop joins its workers) and the store is closed.
  */
 #include "fuse_api.h"
@@ -316,8 +317,9 @@ int main(int argc, char *argv[])
     if (!co.foreground)
         daemon_detach();
     int r = serve(se, &co, (unsigned)o.spin_us, &st);
-    /* libfuse's loop returns the number of the signal that ended it: a
-     * SIGTERM/SIGINT/SIGHUP is an orderly shutdown, not a failure. */
+    /* libfuse's single-threaded loop returns the number of the signal that
+     * ended it: a SIGTERM/SIGINT/SIGHUP is an orderly shutdown, not a
+     * failure. */
     if (r > 0)
         r = 0;
     fuse_session_unmount(se);
