@@ -13,7 +13,10 @@
  *   -k       keep one open descriptor of new/ per writer instead of opening
  *            it for each delivery's fsync (dovecot and qmail open it anew).
  *
- * Prints a human summary and one "RESULT maildir key=value ..." line.
+ * Prints a human summary, the mean time of each step of a delivery (where
+ * the writers wait: with a directory lock held by another writer's fsync of
+ * new/, the rename step shows it), and one "RESULT maildir key=value ..."
+ * line.
  * Exits 1 on any failed call or any message that does not read back intact.
  */
 #include "bench_common.h"
@@ -35,12 +38,18 @@ typedef struct config {
     bool keep_dirfd;
 } config;
 
+/* The steps of a delivery, timed separately. */
+enum step { S_CREATE, S_WRITE, S_FSYNC, S_CLOSE, S_RENAME, S_FSYNC_DIR, S_COUNT };
+static const char *const step_names[S_COUNT] = {"create", "write",  "fsync",
+                                                "close",  "rename", "fsync-new"};
+
 typedef struct writer {
     const config *cfg;
     int id;
     pthread_barrier_t *start;
     uint64_t *lat_ns;        /* per_writer entries; owned by this writer while it runs */
     uint64_t bad;            /* read-back mismatches */
+    uint64_t step_ns[S_COUNT]; /* summed over this writer's deliveries */
     uint64_t t_start, t_end; /* the writer's own clock readings */
 } writer;
 
@@ -96,7 +105,15 @@ static void fsync_dir(const writer *wr, int keep_fd, const char *newdir)
         close(fd);
 }
 
-static void deliver(const writer *wr, int i, char *buf, int keep_fd)
+/* Ends step s of a delivery: adds the time since *t to it, restarts *t. */
+static void step_done(writer *wr, enum step s, uint64_t *t)
+{
+    uint64_t now = bench_now_ns();
+    wr->step_ns[s] += now - *t;
+    *t = now;
+}
+
+static void deliver(writer *wr, int i, char *buf, int keep_fd)
 {
     const config *c = wr->cfg;
     char name[96], tmp[4096], dst[4096], newdir[4096];
@@ -105,15 +122,24 @@ static void deliver(const writer *wr, int i, char *buf, int keep_fd)
     snprintf(dst, sizeof(dst), "%s/new/%s", c->dir, name);
     snprintf(newdir, sizeof(newdir), "%s/new", c->dir);
     size_t len = message(c, wr->id, i, buf);
+    uint64_t t = bench_now_ns();
     int fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY, 0600);
     if (fd < 0)
         BENCH_DIE("create %s: %s", tmp, strerror(errno));
+    step_done(wr, S_CREATE, &t);
     write_all(fd, buf, len, tmp);
-    if (fsync(fd) != 0 || close(fd) != 0)
-        BENCH_DIE("fsync/close %s: %s", tmp, strerror(errno));
+    step_done(wr, S_WRITE, &t);
+    if (fsync(fd) != 0)
+        BENCH_DIE("fsync %s: %s", tmp, strerror(errno));
+    step_done(wr, S_FSYNC, &t);
+    if (close(fd) != 0)
+        BENCH_DIE("close %s: %s", tmp, strerror(errno));
+    step_done(wr, S_CLOSE, &t);
     if (rename(tmp, dst) != 0)
         BENCH_DIE("rename %s: %s", tmp, strerror(errno));
+    step_done(wr, S_RENAME, &t);
     fsync_dir(wr, keep_fd, newdir);
+    step_done(wr, S_FSYNC_DIR, &t);
 }
 
 static void *deliver_main(void *arg)
@@ -320,6 +346,14 @@ int main(int argc, char **argv)
     printf("maildir: writers=%d deliveries=%zu in %.3f s: %.0f deliveries/s, latency p50 %.3f ms "
            "p99 %.3f ms; syncs/delivery %s\n",
            c.writers, total, dsecs, rate, p50, p99, spd);
+    printf("maildir: mean per step (us):");
+    for (int s = 0; s < S_COUNT; s++) {
+        uint64_t sum = 0;
+        for (int i = 0; i < c.writers; i++)
+            sum += ws[i].step_ns[s];
+        printf(" %s %.0f", step_names[s], (double)sum / 1e3 / (double)total);
+    }
+    printf("\n");
     printf("maildir: read back %zu messages in %.3f s (%.0f/s): %" PRIu64 " bad\n", total, rsecs,
            (double)total / rsecs, bad);
     printf("RESULT maildir writers=%d deliveries_per_s=%.0f p50_ms=%.3f p99_ms=%.3f "
