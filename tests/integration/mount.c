@@ -746,6 +746,23 @@ struct tmount *tm_new(const char *opts)
     return m;
 }
 
+struct tmount *tm_new_external(void)
+{
+    if (!H.inited) {
+        fprintf(stderr, "[harness] tm_init() was not called\n");
+        abort();
+    }
+    struct tmount *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    if (make_dirs(m) != 0) {
+        free(m);
+        return NULL;
+    }
+    registry_set(NULL, m);
+    return m;
+}
+
 /* Close descriptors a failed test left open on the mount: they would make
  * the unmount fail with EBUSY. */
 static int close_leaked_fds(const struct tmount *m)
