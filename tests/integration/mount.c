@@ -721,7 +721,9 @@ static int mkfs(struct tmount *m)
     return 0;
 }
 
-struct tmount *tm_new(const char *opts)
+/* A fresh temp dir, registered for cleanup; `plain` and `opts` as for
+ * tm_new.  NULL (after saying why) if it could not be made. */
+static struct tmount *new_registered(bool plain, const char *opts)
 {
     if (!H.inited) {
         fprintf(stderr, "[harness] tm_init() was not called\n");
@@ -730,20 +732,31 @@ struct tmount *tm_new(const char *opts)
     struct tmount *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
-    m->plain = tm_plain();
+    m->plain = plain;
     set_opts(m, opts);
     if (make_dirs(m) != 0) {
         free(m);
         return NULL;
     }
     registry_set(NULL, m);
-    if (m->plain)
+    return m;
+}
+
+struct tmount *tm_new(const char *opts)
+{
+    struct tmount *m = new_registered(tm_plain(), opts);
+    if (!m || m->plain)
         return m;
     if (!have_binaries() || mkfs(m) != 0 || tm_mount(m) != 0) {
         tm_free(m);
         return NULL;
     }
     return m;
+}
+
+struct tmount *tm_new_external(void)
+{
+    return new_registered(false, NULL);
 }
 
 /* Close descriptors a failed test left open on the mount: they would make

@@ -60,6 +60,14 @@ void tm_init(void);
  * NULL (after saying why on stderr) if anything failed. */
 struct tmount *tm_new(const char *opts);
 
+/* A fresh temp dir with an empty mount point (m->mnt) for a FUSE daemon the
+ * test starts itself: no store, no mkfs, no daemon yet.  Set m->daemon to
+ * the daemon's pid (a child of the test) as soon as it runs: from then on
+ * tm_free, exit, the termination signals and the watchdog undo its mount as
+ * for tm_new's.  Never tm_mount it (that starts lsmfs).  NULL (after saying
+ * why on stderr) if anything failed. */
+struct tmount *tm_new_external(void);
+
 /* Unmount (cleanly if possible, by force otherwise), remove the temp dir
  * (unless LSMFS_TEST_KEEP), free.  0 if the unmount was clean: no file left
  * open on the mount, and the daemon exited with status 0.  NULL is fine. */

@@ -1,0 +1,519 @@
+/*
+ * test_loop — the request loop (fs/loop.c) serving a real mount.
+ *
+ * The test program is also its own FUSE daemon: run as
+ * `test_loop --serve MOUNTPOINT`, it mounts a tiny file system (a root
+ * directory holding one empty file "f") and serves it with loop_run, as
+ * lsmfs does. Its fsync blocks until the test releases it, so a test can
+ * hold a request that may wait in the daemon for as long as it likes. Entry
+ * and attribute timeouts are 0: every stat(2) reaches the daemon.
+ *
+ * Each test forks and execs such a daemon on a fresh mount point of the
+ * harness (tm_new_external), so every way out — teardown, a failed
+ * assertion, the watchdog, a signal — kills it and undoes the mount.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "fuse_api.h"
+#include "loop.h"
+
+#include <linux/fuse.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mount.h"
+
+#define TEST_TIMEOUT_S 60
+#define MOUNT_WAIT_S 10
+/* How long the daemon's fsync waits for the release before it gives up
+ * (and fails the fsync): far longer than the stats test 1 makes meanwhile. */
+#define FSYNC_HOLD_MS 5000
+/* How long a daemon may take to leave loop_run and exit once told to. */
+#define EXIT_WAIT_MS 2000
+
+/* The daemon's descriptors (set up by the test before the exec). */
+#define ENTERED_FD 3 /* the daemon writes a byte here when an fsync starts */
+#define RELEASE_FD 4 /* ... and replies to it once a byte arrives here */
+
+#define ROOT_INO FUSE_ROOT_ID
+#define FILE_INO 2
+#define FILE_NAME "f"
+
+/* ------------------------------------------------------------ the daemon */
+
+static bool stat_of(fuse_ino_t ino, struct stat *st)
+{
+    memset(st, 0, sizeof *st);
+    st->st_ino = ino;
+    if (ino == ROOT_INO) {
+        st->st_mode = S_IFDIR | 0755;
+        st->st_nlink = 2;
+    } else if (ino == FILE_INO) {
+        st->st_mode = S_IFREG | 0644;
+        st->st_nlink = 1;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static void d_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fuse_entry_param e = {.ino = FILE_INO}; /* timeouts 0: never cached */
+    if (parent != ROOT_INO || strcmp(name, FILE_NAME) != 0) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    stat_of(FILE_INO, &e.attr);
+    fuse_reply_entry(req, &e);
+}
+
+static void d_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct stat st;
+    if (stat_of(ino, &st))
+        fuse_reply_attr(req, &st, 0);
+    else
+        fuse_reply_err(req, ENOENT);
+}
+
+static void d_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    if (ino == FILE_INO)
+        fuse_reply_open(req, fi);
+    else
+        fuse_reply_err(req, EISDIR);
+}
+
+/* Tells the test it started, then waits for its release: 0 then, EIO if
+ * none comes in FSYNC_HOLD_MS (or the test went away). */
+static void d_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)datasync;
+    (void)fi;
+    char c = 'e';
+    int err = write(ENTERED_FD, &c, 1) == 1 ? 0 : EIO;
+    struct pollfd p = {.fd = RELEASE_FD, .events = POLLIN};
+    if (err == 0 && (poll(&p, 1, FSYNC_HOLD_MS) != 1 || read(RELEASE_FD, &c, 1) != 1))
+        err = EIO;
+    fuse_reply_err(req, err);
+}
+
+static const struct fuse_lowlevel_ops daemon_ops = {
+    .lookup = d_lookup,
+    .getattr = d_getattr,
+    .open = d_open,
+    .fsync = d_fsync,
+};
+
+static bool fsync_may_wait(void *ctx, uint32_t opcode)
+{
+    (void)ctx;
+    return opcode == FUSE_FSYNC;
+}
+
+/* main() of `test_loop --serve MOUNTPOINT`: 0 if loop_run ended cleanly. */
+static int serve(const char *mnt)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    char *argv[] = {"test_loop", "-ofsname=test_loop", NULL};
+    struct fuse_args args = FUSE_ARGS_INIT(2, argv);
+    struct fuse_session *se = fuse_session_new(&args, &daemon_ops, sizeof daemon_ops, NULL);
+    fuse_opt_free_args(&args);
+    if (se == NULL || fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, mnt) != 0) {
+        fprintf(stderr, "test_loop daemon: cannot mount %s\n", mnt);
+        return 2;
+    }
+    loop_config cfg = {.max_threads = 8, .spin_us = 50, .may_wait = fsync_may_wait, .ctx = NULL};
+    int r = loop_run(se, &cfg);
+    if (r != 0)
+        fprintf(stderr, "test_loop daemon: loop_run: %s\n", strerror(-r));
+    fuse_session_unmount(se);
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return r == 0 ? 0 : 1;
+}
+
+/* ------------------------------------------------------- the test side */
+
+struct fixture {
+    struct tmount *m;
+    int entered;  /* read end of the daemon's ENTERED_FD */
+    int release;  /* write end of the daemon's RELEASE_FD */
+    bool stopped; /* the test ended the daemon itself */
+    pthread_t fsyncer;
+    bool fsyncer_started;
+    atomic_bool fsync_returned;
+    int fsync_rc;  /* written by the fsyncer before fsync_returned */
+    int fsync_err; /* its errno */
+};
+
+/* In the forked child: give the daemon its pipe ends as ENTERED_FD and
+ * RELEASE_FD and exec it. Async-signal-safe calls only (the test has
+ * threads). */
+static void exec_daemon(char *const argv[], int entered_w, int release_r, pid_t parent)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    setpgid(0, 0); /* signals for the test's group are the harness's */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127);
+    if (dup2(entered_w, ENTERED_FD) < 0 || dup2(release_r, RELEASE_FD) < 0)
+        _exit(127);
+    close_range(RELEASE_FD + 1, ~0U, 0);
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+/* Starts the daemon on f->m->mnt and waits until it answers. 0 or -1. */
+static int start_daemon(struct fixture *f)
+{
+    int ent[2], rel[2];
+    if (pipe2(ent, O_CLOEXEC) != 0)
+        return -1;
+    if (pipe2(rel, O_CLOEXEC) != 0) {
+        close(ent[0]);
+        close(ent[1]);
+        return -1;
+    }
+    f->entered = ent[0];
+    f->release = rel[1];
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return -1;
+    self[n] = 0;
+    char *argv[] = {self, "--serve", f->m->mnt, NULL};
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_daemon(argv, ent[1], rel[0], parent);
+    close(ent[1]);
+    close(rel[0]);
+    if (pid < 0)
+        return -1;
+    f->m->daemon = pid;
+    double end = tm_now() + MOUNT_WAIT_S;
+    while (!tm_is_mounted(f->m->mnt)) {
+        if (!tm_daemon_alive(f->m) || tm_now() > end) {
+            fprintf(stderr, "[test_loop] the daemon did not mount %s\n", f->m->mnt);
+            return -1;
+        }
+        tm_sleep_ms(2);
+    }
+    struct stat st; /* waits for INIT to be answered */
+    if (stat(f->m->mnt, &st) != 0 || st.st_ino != ROOT_INO) {
+        fprintf(stderr, "[test_loop] stat %s: %s\n", f->m->mnt, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int setup(void **state)
+{
+    tm_watchdog(TEST_TIMEOUT_S, "a test_loop test");
+    struct fixture *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return -1;
+    f->entered = f->release = -1;
+    *state = f;
+    f->m = tm_new_external();
+    return f->m != NULL && start_daemon(f) == 0 ? 0 : -1;
+}
+
+/* Releases and joins a held fsync, then unmounts: cleanly (the daemon must
+ * leave loop_run on the unmount and exit 0) unless the test ended the
+ * daemon itself; tm_free kills it and detaches the mount if that fails. */
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    int rc = 0;
+    if (f->fsyncer_started) {
+        char c = 'r';
+        if (write(f->release, &c, 1) != 1)
+            rc = -1;
+        pthread_join(f->fsyncer, NULL);
+    }
+    if (f->m != NULL) {
+        bool alive = tm_daemon_alive(f->m);
+        if (!alive && !f->stopped) {
+            fprintf(stderr, "[test_loop] the daemon died during the test\n");
+            rc = -1;
+        }
+        if (tm_free(f->m) != 0)
+            rc = -1;
+    }
+    if (f->entered >= 0)
+        close(f->entered);
+    if (f->release >= 0)
+        close(f->release);
+    free(f);
+    tm_watchdog(0, NULL);
+    return rc;
+}
+
+static const char *file_path(const struct fixture *f)
+{
+    return tm_path(f->m, FILE_NAME);
+}
+
+/* stat of "f" through the daemon; false (errno set, or EBADE for wrong
+ * attributes) unless it answered with f's. */
+static bool stat_file(const struct fixture *f)
+{
+    struct stat st;
+    if (stat(file_path(f), &st) != 0)
+        return false;
+    if (st.st_ino != FILE_INO || !S_ISREG(st.st_mode) || st.st_size != 0) {
+        errno = EBADE;
+        return false;
+    }
+    return true;
+}
+
+static void stat_file_n(const struct fixture *f, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!stat_file(f))
+            fail_msg("stat #%d of %s: %s", i, file_path(f), tm_errname(errno));
+}
+
+static void *fsyncer(void *arg)
+{
+    struct fixture *f = arg;
+    int fd = open(file_path(f), O_RDONLY);
+    f->fsync_rc = fd < 0 ? -1 : fsync(fd);
+    f->fsync_err = errno;
+    if (fd >= 0)
+        close(fd);
+    atomic_store(&f->fsync_returned, true);
+    return NULL;
+}
+
+/* Waits up to ms for a byte on fd. */
+static bool byte_arrives(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char c;
+    return poll(&p, 1, ms) == 1 && read(fd, &c, 1) == 1;
+}
+
+/* Holds an fsync in the daemon, makes 300 stats meanwhile, releases it. */
+static void stats_beside_held_fsync(struct fixture *f)
+{
+    atomic_store(&f->fsync_returned, false);
+    int err = pthread_create(&f->fsyncer, NULL, fsyncer, f);
+    if (err != 0)
+        fail_msg("pthread_create: %s", tm_errname(err));
+    f->fsyncer_started = true;
+    if (!byte_arrives(f->entered, FSYNC_HOLD_MS))
+        fail_msg("the daemon never started the fsync");
+    stat_file_n(f, 300);
+    /* All 300 were answered while the fsync still waited in the daemon. */
+    assert_false(atomic_load(&f->fsync_returned));
+    char c = 'r';
+    assert_int_equal(write(f->release, &c, 1), 1);
+    pthread_join(f->fsyncer, NULL);
+    f->fsyncer_started = false;
+    if (f->fsync_rc != 0)
+        fail_msg("fsync: %s", tm_errname(f->fsync_err));
+}
+
+/* A request that may wait (an fsync held in the daemon) does not hold up
+ * the others: the reader passes its turn on before processing it — the
+ * first time to a worker it starts, the second time to that idle one. */
+static void test_waiting_request_holds_up_no_other(void **state)
+{
+    struct fixture *f = *state;
+    stats_beside_held_fsync(f);
+    stats_beside_held_fsync(f);
+}
+
+#define CALLERS 4
+#define STATS_EACH 2000
+#define FSYNCERS 2
+#define FSYNCS_EACH 200
+
+struct caller_args {
+    const struct fixture *f;
+    struct tm_errs *errs;
+    bool fsyncs; /* fsyncs f instead of stat'ing it */
+};
+
+static void *caller(void *arg)
+{
+    struct caller_args *a = arg;
+    int fd = a->fsyncs ? open(file_path(a->f), O_RDONLY) : -1;
+    if (a->fsyncs && fd < 0) {
+        tm_errs_add(a->errs, "open: %s", tm_errname(errno));
+        return NULL;
+    }
+    for (int i = 0; i < (a->fsyncs ? FSYNCS_EACH : STATS_EACH); i++) {
+        if (a->fsyncs ? fsync(fd) != 0 : !stat_file(a->f)) {
+            tm_errs_add(a->errs, "%s #%d: %s", a->fsyncs ? "fsync" : "stat", i, tm_errname(errno));
+            break;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+/* A field of /proc/PID/status ("Threads"), or -1. */
+static long proc_status_field(pid_t pid, const char *key)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *fp = fopen(path, "re");
+    if (fp == NULL)
+        return -1;
+    long v = -1;
+    size_t len = strlen(key);
+    while (v < 0 && fgets(line, sizeof line, fp))
+        if (strncmp(line, key, len) == 0 && line[len] == ':')
+            v = strtol(line + len + 1, NULL, 10);
+    fclose(fp);
+    return v;
+}
+
+/* Many concurrent callers are all served, by max_threads workers at most,
+ * with fsyncs (released at once) passing the turn among the workers. */
+static void test_concurrent_callers_all_served(void **state)
+{
+    struct fixture *f = *state;
+    char release[FSYNCERS * FSYNCS_EACH];
+    memset(release, 'r', sizeof release); /* fits in a pipe's buffer */
+    assert_int_equal(write(f->release, release, sizeof release), (ssize_t)sizeof release);
+    struct tm_errs errs;
+    tm_errs_init(&errs);
+    struct caller_args args[CALLERS + FSYNCERS];
+    for (int i = 0; i < CALLERS + FSYNCERS; i++)
+        args[i] = (struct caller_args){.f = f, .errs = &errs, .fsyncs = i >= CALLERS};
+    tm_run_threads(CALLERS + FSYNCERS, caller, args, sizeof args[0]);
+    tm_errs_check(&errs);
+    long threads = proc_status_field(f->m->daemon, "Threads");
+    if (threads < 2 || threads > 1 + 8)
+        fail_msg("the daemon runs %ld threads; expected its main thread and 1 to 8 workers",
+                 threads);
+}
+
+/* CPU time (user + system, all threads) the process has used, in ticks. */
+static long long cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        fail_msg("open %s: %s", path, tm_errname(errno));
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        fail_msg("read %s: %s", path, tm_errname(errno));
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* after the command name */
+    unsigned long long utime, stime;
+    /* Fields 3 to 15: state ... utime stime. */
+    if (p == NULL || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                            &stime) != 2)
+        fail_msg("cannot parse %s", path);
+    return (long long)(utime + stime);
+}
+
+/* Once the requests stop, the reader stops polling the device after spin_us
+ * and sleeps: an idle mount costs no CPU. */
+static void test_idle_loop_costs_no_cpu(void **state)
+{
+    struct fixture *f = *state;
+    stat_file_n(f, 2000);
+    tm_sleep_ms(200);
+    long long t0 = cpu_ticks(f->m->daemon);
+    double s0 = tm_now();
+    tm_sleep_ms(1000);
+    long long used = cpu_ticks(f->m->daemon) - t0;
+    double window = tm_now() - s0;
+    double share = (double)used / (double)sysconf(_SC_CLK_TCK) / window;
+    if (share >= 0.05)
+        fail_msg("the idle daemon used %.0f%% of a CPU (%lld ticks in %.2f s)", share * 100, used,
+                 window);
+}
+
+/* Waits up to EXIT_WAIT_MS for the daemon to exit: its exit status, or -1
+ * if it had to be killed (or died by a signal). */
+static int daemon_exit_status(struct fixture *f)
+{
+    pid_t pid = f->m->daemon;
+    double end = tm_now() + EXIT_WAIT_MS / 1000.0;
+    int status = 0;
+    pid_t r;
+    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && tm_now() < end)
+        tm_sleep_ms(5);
+    if (r == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        fprintf(stderr, "[test_loop] the daemon did not exit in %d ms: killed\n", EXIT_WAIT_MS);
+        status = -1;
+    }
+    f->m->daemon = 0;
+    f->stopped = true;
+    return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* SIGTERM ends loop_run (the handler only sets the session's exit flag,
+ * so the reader must notice it while it sleeps): the daemon unmounts and
+ * exits 0. */
+static void test_sigterm_ends_loop(void **state)
+{
+    struct fixture *f = *state;
+    stat_file_n(f, 100);
+    tm_sleep_ms(300); /* the reader has stopped polling the device */
+    assert_int_equal(kill(f->m->daemon, SIGTERM), 0);
+    assert_int_equal(daemon_exit_status(f), 0);
+    assert_false(tm_is_mounted(f->m->mnt));
+}
+
+/* An unmount from outside ends loop_run: the daemon exits 0. */
+static void test_unmount_ends_loop(void **state)
+{
+    struct fixture *f = *state;
+    stat_file_n(f, 100);
+    char *argv[] = {"/usr/bin/fusermount3", "-u", f->m->mnt, NULL};
+    assert_int_equal(tm_run(argv, NULL, 10), 0);
+    assert_false(tm_is_mounted(f->m->mnt));
+    assert_int_equal(daemon_exit_status(f), 0);
+}
+
+int main(int argc, char *argv[])
+{
+    if (argc == 3 && strcmp(argv[1], "--serve") == 0)
+        return serve(argv[2]);
+    tm_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_waiting_request_holds_up_no_other, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_callers_all_served, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_loop_costs_no_cpu, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_ends_loop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unmount_ends_loop, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
