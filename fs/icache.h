@@ -49,6 +49,9 @@ typedef struct inode {
      * inode's record, entries or data (atomic max; see commit.h): what
      * fsync must make durable. */
     _Atomic uint64_t seq;
+    /* A directory's seq when a listing of it last started at offset 0, or
+     * 0: while seq stays so, the kernel may cache its listings (opendir). */
+    _Atomic uint64_t listed_seq;
     pthread_rwlock_t lock;
     inode_rec rec; /* [lock] */
     /* [lock] A directory's entries, all of them, in memory (dir.h), or

@@ -191,11 +191,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_READDIRPLUS;
     if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
         conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-    /* Directory handles carry no state: readdir offsets are cookies. */
-    if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) {
-        conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
-        st->no_opendir = true;
-    }
+    /* Directory handles carry no state either, but no OPENDIR would make
+     * the kernel cache every listing (op_opendir says why it should not). */
     /* File handles carry none either once unlinked files are kept by the
      * kernel's references instead of open counts: no OPEN, no RELEASE. */
     if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {

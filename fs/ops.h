@@ -20,7 +20,6 @@
  * request is served, read-only afterwards). */
 typedef struct ops_state {
     lsmfs *fs;
-    bool no_opendir; /* the kernel accepted FUSE_CAP_NO_OPENDIR_SUPPORT */
 } ops_state;
 
 const struct fuse_lowlevel_ops *lsmfs_ops(void);

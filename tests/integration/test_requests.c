@@ -542,6 +542,46 @@ static void test_listings_in_memory(void **state)
     check_listing(P("b"), &dm[1]);
 }
 
+/* Lists dir (expecting `want` names besides . and ..) and returns the
+ * READDIR and READDIRPLUS requests the daemon served meanwhile. */
+static uint64_t listing_requests(const struct tmount *m, const char *dir, int want)
+{
+    uint64_t r0 = tm_stats_requests(m, "readdir") + tm_stats_requests(m, "readdirplus");
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    assert_int_equal(n, want);
+    return tm_stats_requests(m, "readdir") + tm_stats_requests(m, "readdirplus") - r0;
+}
+
+/* Filling the kernel's listing cache costs a listing a third of its time,
+ * so the kernel caches a directory only from its second listing without a
+ * change in between: the first two listings reach the daemon, the later
+ * ones do not, and any change starts over. */
+static void test_listing_cached_from_second(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    TM_OK(mkdir(P("d"), 0755));
+    for (int i = 0; i < 300; i++)
+        tm_touch(P("d/f%d", i));
+    assert_true(listing_requests(m, P("d"), 300) > 0);
+    assert_true(listing_requests(m, P("d"), 300) > 0); /* not cached by the first */
+    assert_int_equal(listing_requests(m, P("d"), 300), 0);
+    assert_int_equal(listing_requests(m, P("d"), 300), 0);
+    tm_touch(P("d/new"));
+    assert_true(listing_requests(m, P("d"), 301) > 0);
+    assert_true(listing_requests(m, P("d"), 301) > 0);
+    assert_int_equal(listing_requests(m, P("d"), 301), 0);
+    TM_OK(unlink(P("d/f7")));
+    assert_true(listing_requests(m, P("d"), 300) > 0);
+}
+
 /* GETATTRs the daemon serves while n files are created, written, closed
  * and unlinked in a fresh directory of m. */
 static uint64_t getattrs_for_changes(struct tmount *m, int n)
@@ -587,6 +627,7 @@ int main(void)
         TM_TEST(test_unlink_reads_entry_once, setup),
         TM_TEST(test_rename_reads_entries_once, setup),
         TM_TEST(test_listings_in_memory, setup),
+        TM_TEST(test_listing_cached_from_second, setup),
         TM_TEST(test_small_file_freed_without_reclaimer, setup),
         TM_TEST(test_small_orphans_freed_in_batches, setup),
         TM_TEST(test_create_without_release, setup),
