@@ -480,6 +480,39 @@ static lsm_db *start_slow_sync(fault_env *fe, struct slow_sync_arg *a, pthread_t
     return db;
 }
 
+/* lsm_write_may_wait says so before a writer would block: not on an idle
+ * store; yes while the memtable is full and another cannot be made (the
+ * immutable one's flush is stuck in a 1 s table sync, and two memtables
+ * are all the memory allowed); no again once the flush is done. */
+static void test_write_may_wait_hint(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_options o;
+    db_options(&o, fault_env_env(fe), 64 * 1024);
+    o.max_memtable_bytes = 128 * 1024;
+    lsm_db *db = NULL;
+    ASSERT_OK(lsm_open(&o, dir, &db));
+    assert_false(lsm_write_may_wait(db));
+    fault_env_set_sync_delay_us(fe, 1000000);
+    char k[32], v[200];
+    memset(v, 'v', sizeof v - 1);
+    v[sizeof v - 1] = '\0';
+    for (int i = 0; tu_prop(db, "lsm.immutable-memtables") == 0; i++) {
+        assert_true(i < 10000);
+        key_of(k, "k", i);
+        put(db, k, v, false);
+    }
+    assert_true(lsm_write_may_wait(db)); /* the flush waits for its sync */
+    fault_env_set_sync_delay_us(fe, 0);
+    for (int t = 0; t < 5000 && tu_prop(db, "lsm.immutable-memtables") > 0; t++)
+        usleep(1000);
+    assert_int_equal(tu_prop(db, "lsm.immutable-memtables"), 0);
+    assert_false(lsm_write_may_wait(db));
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 /* Cuts the power under db and opens the store again. */
 static lsm_db *power_cut_and_reopen(fault_env *fe, lsm_db *db)
 {
@@ -864,6 +897,7 @@ int main(void)
         DB_TEST(test_process_crash),
         DB_TEST(test_group_commit_shares_syncs),
         DB_TEST(test_writes_proceed_during_sync),
+        DB_TEST(test_write_may_wait_hint),
         DB_TEST(test_syncs_overlap),
         DB_TEST(test_overlapping_sync_fails),
         DB_TEST(test_table_partitions),
