@@ -73,7 +73,7 @@ static bool may_wait(const struct loop *l, const struct fuse_buf *buf)
 {
     const struct fuse_in_header *in = buf->mem;
     assert(buf->size >= sizeof(*in) && !(buf->flags & FUSE_BUF_IS_FD));
-    return l->cfg.may_wait(l->cfg.ctx, in->opcode);
+    return l->cfg.may_wait(l->cfg.ctx, in, buf->size);
 }
 
 /* Starts a worker with every signal blocked, so that the handlers (which

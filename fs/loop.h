@@ -28,16 +28,20 @@
 #include "fuse_api.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+struct fuse_in_header; /* <linux/fuse.h> */
 
 typedef struct loop_config {
     unsigned max_threads; /* workers at most (>= 1) */
     unsigned spin_us;     /* 0: the reader sleeps in poll(2) at once */
-    /* Whether a request (by its FUSE opcode) may wait on something other
-     * than the CPU and short locks: a sync, a stalled store. The reader
-     * passes its turn on before processing such a request; any other it
-     * processes before it reads again. */
-    bool (*may_wait)(void *ctx, uint32_t opcode);
+    /* Whether a request (in: its header, followed by its arguments; len
+     * bytes in all) may take long or wait on something other than the CPU
+     * and short locks: a sync, a stalled store, a large transfer. The
+     * reader passes its turn on before processing such a request; any
+     * other it processes before it reads again. */
+    bool (*may_wait)(void *ctx, const struct fuse_in_header *in, size_t len);
     void *ctx;
 } loop_config;
 

@@ -285,10 +285,29 @@ static bool commits(uint32_t opcode)
     }
 }
 
-bool lsmfs_request_may_wait(void *state, uint32_t opcode)
+/* A READ or WRITE larger than this takes long enough (a 1 MiB one takes
+ * 2-4 ms here) that other requests should not wait behind it; and large
+ * transfers come several at a time (readahead, big writes), which two
+ * workers then serve side by side. */
+#define LONG_TRANSFER (128u * 1024)
+
+/* The size of a READ or WRITE request's transfer (0 if malformed: the
+ * request's own handler rejects it). */
+static uint32_t transfer_size(const struct fuse_in_header *in, size_t len)
+{
+    if (in->opcode == FUSE_READ && len >= sizeof(*in) + sizeof(struct fuse_read_in))
+        return ((const struct fuse_read_in *)(in + 1))->size;
+    if (in->opcode == FUSE_WRITE && len >= sizeof(*in) + sizeof(struct fuse_write_in))
+        return ((const struct fuse_write_in *)(in + 1))->size;
+    return 0;
+}
+
+bool lsmfs_request_may_wait(void *state, const struct fuse_in_header *in, size_t len)
 {
     lsmfs *fs = ((ops_state *)state)->fs;
-    if (opcode == FUSE_FSYNC || opcode == FUSE_FSYNCDIR || opcode == FUSE_DESTROY)
+    uint32_t op = in->opcode;
+    if (op == FUSE_FSYNC || op == FUSE_FSYNCDIR || op == FUSE_DESTROY ||
+        transfer_size(in, len) > LONG_TRANSFER)
         return true;
-    return commits(opcode) && (fs->cfg.sync_all || lsm_write_may_wait(fs->db));
+    return commits(op) && (fs->cfg.sync_all || lsm_write_may_wait(fs->db));
 }

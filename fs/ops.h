@@ -23,9 +23,10 @@ typedef struct ops_state {
 } ops_state;
 
 const struct fuse_lowlevel_ops *lsmfs_ops(void);
-/* For the request loop (loop.h): whether a request with this FUSE opcode
- * may wait on a sync or a stalled store. state is the ops_state. */
-bool lsmfs_request_may_wait(void *state, uint32_t opcode);
+/* For the request loop (loop.h): whether a request may wait on a sync or a
+ * stalled store, or is a large transfer. state is the ops_state. */
+struct fuse_in_header;
+bool lsmfs_request_may_wait(void *state, const struct fuse_in_header *in, size_t len);
 
 /* Helpers shared by the op files. */
 ops_state *op_state(fuse_req_t req);

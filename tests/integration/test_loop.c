@@ -123,10 +123,11 @@ static const struct fuse_lowlevel_ops daemon_ops = {
     .fsync = d_fsync,
 };
 
-static bool fsync_may_wait(void *ctx, uint32_t opcode)
+static bool fsync_may_wait(void *ctx, const struct fuse_in_header *in, size_t len)
 {
     (void)ctx;
-    return opcode == FUSE_FSYNC;
+    (void)len;
+    return in->opcode == FUSE_FSYNC;
 }
 
 /* main() of `test_loop --serve MOUNTPOINT`: 0 if loop_run ended cleanly. */
