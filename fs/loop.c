@@ -69,11 +69,21 @@ static int receive(struct loop *l, struct fuse_buf *buf)
 
 static void *worker(void *arg);
 
-static bool may_wait(const struct loop *l, const struct fuse_buf *buf)
+static const struct fuse_in_header *header(const struct fuse_buf *buf)
 {
-    const struct fuse_in_header *in = buf->mem;
-    assert(buf->size >= sizeof(*in) && !(buf->flags & FUSE_BUF_IS_FD));
-    return l->cfg.may_wait(l->cfg.ctx, in, buf->size);
+    assert(buf->size >= sizeof(struct fuse_in_header) && !(buf->flags & FUSE_BUF_IS_FD));
+    return buf->mem;
+}
+
+/* Serves the request in buf. [any worker, mu not held] */
+static void process(struct loop *l, const struct fuse_buf *buf)
+{
+    uint32_t op = header(buf)->opcode;
+    atomic_fetch_add_explicit(&l->busy, 1, memory_order_relaxed);
+    fuse_session_process_buf(l->se, buf); /* the reply is in the kernel's hands */
+    atomic_fetch_sub_explicit(&l->busy, 1, memory_order_relaxed);
+    if (op == FUSE_INIT && l->cfg.on_init != NULL)
+        l->cfg.on_init(l->cfg.init_ctx);
 }
 
 /* Starts a worker with every signal blocked, so that the handlers (which
@@ -135,12 +145,10 @@ static void *worker(void *arg)
             end_session(l, r);
             break;
         }
-        if (!l->stop && may_wait(l, &buf))
+        if (!l->stop && l->cfg.may_wait(l->cfg.ctx, header(&buf), buf.size))
             pass_turn(l);
         pthread_mutex_unlock(&l->mu);
-        atomic_fetch_add_explicit(&l->busy, 1, memory_order_relaxed);
-        fuse_session_process_buf(l->se, &buf);
-        atomic_fetch_sub_explicit(&l->busy, 1, memory_order_relaxed);
+        process(l, &buf);
         pthread_mutex_lock(&l->mu);
     }
     pthread_mutex_unlock(&l->mu);

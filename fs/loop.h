@@ -43,6 +43,10 @@ typedef struct loop_config {
      * other it processes before it reads again. */
     bool (*may_wait)(void *ctx, const struct fuse_in_header *in, size_t len);
     void *ctx;
+    /* If not NULL: called once the kernel has taken the INIT reply (what
+     * it fixes at INIT, such as the readahead window, may change after). */
+    void (*on_init)(void *init_ctx);
+    void *init_ctx;
 } loop_config;
 
 /* Serves se until it exits (unmount or a signal). Returns 0, or a negative

@@ -9,6 +9,7 @@
  * syslog. SIGTERM/SIGINT/SIGHUP or an unmount end the loop; in-flight
  * requests finish (the loop joins its workers) and the store is closed.
  */
+#include "bdi.h"
 #include "fuse_api.h"
 #include "loop.h"
 #include "ops.h"
@@ -31,6 +32,8 @@
 #define DEFAULT_THREADS 64
 #define DEFAULT_SPIN_US 50
 #define MAX_SPIN_US 100000
+#define DEFAULT_READAHEAD_KB 4096
+#define MAX_READAHEAD_KB (1024 * 1024)
 
 struct options {
     char *store;
@@ -40,6 +43,7 @@ struct options {
     int nonempty;   /* -o nonempty */
     double timeout; /* -o cache_timeout=SEC */
     int spin_us;    /* -o spin=USEC: the reader polls this long (loop.h) */
+    int readahead_kb; /* -o readahead=KB: the mount's readahead window (bdi.h) */
     bool others;    /* -o allow_other or allow_root: other users may enter */
     bool kernel_perms; /* -o default_permissions given */
 };
@@ -56,6 +60,7 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("default_permissions", KEY_KERNEL_PERMS),
     {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
     {"spin=%d", offsetof(struct options, spin_us), 0},
+    {"readahead=%d", offsetof(struct options, readahead_kb), 0},
     FUSE_OPT_END,
 };
 
@@ -107,8 +112,10 @@ static void usage(const char *prog)
            "    -o default_permissions the kernel checks permissions even on a mount only\n"
            "                           root can enter (on by default otherwise)\n"
            "    -o spin=USEC           after a request, the reader polls /dev/fuse this long\n"
-           "                           before it sleeps (default %d; 0 never polls)\n\n",
-           prog, DEFAULT_SPIN_US);
+           "                           before it sleeps (default %d; 0 never polls)\n"
+           "    -o readahead=KB        the mount's readahead window (default %d; 0 keeps\n"
+           "                           the kernel's 128)\n\n",
+           prog, DEFAULT_SPIN_US, DEFAULT_READAHEAD_KB);
 }
 
 /* Where startup errors go: stderr, or the pipe to the waiting parent. */
@@ -245,8 +252,24 @@ static void add_mount_options(struct fuse_args *args, const char *store, bool ke
     free(opt);
 }
 
+struct mount_tuning {
+    const char *mountpoint; /* absolute (fuse_parse_cmdline resolves it) */
+    unsigned readahead_kb;  /* 0: leave the kernel's */
+};
+
+/* After INIT: the settings the kernel fixed at INIT. Failing is no error
+ * (not root, no sysfs): the mount works with the kernel's defaults. */
+static void tune_mount(void *arg)
+{
+    const struct mount_tuning *t = arg;
+    int err = t->readahead_kb ? bdi_set_readahead(t->mountpoint, t->readahead_kb) : 0;
+    if (err != 0)
+        fuse_log(FUSE_LOG_WARNING, "lsmfs: cannot set the readahead of %s to %u KiB: %s\n",
+                 t->mountpoint, t->readahead_kb, strerror(err));
+}
+
 static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, unsigned spin_us,
-                 ops_state *st)
+                 ops_state *st, struct mount_tuning *tuning)
 {
     if (co->singlethread)
         return fuse_session_loop(se);
@@ -257,6 +280,8 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, un
         .spin_us = spin_us,
         .may_wait = lsmfs_request_may_wait,
         .ctx = st,
+        .on_init = tune_mount,
+        .init_ctx = tuning,
     };
     return loop_run(se, &cfg);
 }
@@ -264,7 +289,8 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, un
 int main(int argc, char *argv[])
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct options o = {.timeout = 3600, .spin_us = DEFAULT_SPIN_US};
+    struct options o = {
+        .timeout = 3600, .spin_us = DEFAULT_SPIN_US, .readahead_kb = DEFAULT_READAHEAD_KB};
     struct fuse_cmdline_opts co;
     if (fuse_opt_parse(&args, &o, option_spec, opt_proc) != 0 ||
         fuse_parse_cmdline(&args, &co) != 0)
@@ -292,6 +318,11 @@ int main(int argc, char *argv[])
         fprintf(stderr, "lsmfs: spin=%d: give 0 to %d microseconds\n", o.spin_us, MAX_SPIN_US);
         return 1;
     }
+    if (o.readahead_kb < 0 || o.readahead_kb > MAX_READAHEAD_KB) {
+        fprintf(stderr, "lsmfs: readahead=%d: give 0 to %d KiB\n", o.readahead_kb,
+                MAX_READAHEAD_KB);
+        return 1;
+    }
     check_mountpoint(co.mountpoint, o.nonempty);
     char *store = realpath(o.store, NULL);
     if (store == NULL)
@@ -316,7 +347,9 @@ int main(int argc, char *argv[])
     }
     if (!co.foreground)
         daemon_detach();
-    int r = serve(se, &co, (unsigned)o.spin_us, &st);
+    struct mount_tuning tuning = {.mountpoint = co.mountpoint,
+                                  .readahead_kb = (unsigned)o.readahead_kb};
+    int r = serve(se, &co, (unsigned)o.spin_us, &st, &tuning);
     /* libfuse's single-threaded loop returns the number of the signal that
      * ended it: a SIGTERM/SIGINT/SIGHUP is an orderly shutdown, not a
      * failure. */

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -582,6 +583,42 @@ static void test_listing_cached_from_second(void **state)
     assert_true(listing_requests(m, P("d"), 300) > 0);
 }
 
+/* The readahead window of the mount at mnt, in KiB (from its bdi). */
+static long readahead_kb(const char *mnt)
+{
+    struct stat st;
+    TM_OK(stat(mnt, &st));
+    char path[128];
+    snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
+             minor(st.st_dev));
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    long kb = -1;
+    assert_int_equal(fscanf(f, "%ld", &kb), 1);
+    fclose(f);
+    return kb;
+}
+
+/* The kernel gives a FUSE mount 128 KiB of readahead, so a sequential read
+ * comes as 128 KiB READs one or two at a time; lsmfs sets its own window
+ * once the kernel has its INIT reply (4 MiB, or -o readahead=KB; 0 keeps
+ * the kernel's). */
+static void test_readahead_window(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    assert_int_equal(readahead_kb(m->mnt), 4096);
+    struct tmount *small = tm_new("readahead=256");
+    assert_non_null(small);
+    assert_int_equal(readahead_kb(small->mnt), 256);
+    assert_int_equal(tm_free(small), 0);
+    struct tmount *kernels = tm_new("readahead=0");
+    assert_non_null(kernels);
+    assert_int_equal(readahead_kb(kernels->mnt), 128);
+    assert_int_equal(tm_free(kernels), 0);
+}
+
 /* GETATTRs the daemon serves while n files are created, written, closed
  * and unlinked in a fresh directory of m. */
 static uint64_t getattrs_for_changes(struct tmount *m, int n)
@@ -628,6 +665,7 @@ int main(void)
         TM_TEST(test_rename_reads_entries_once, setup),
         TM_TEST(test_listings_in_memory, setup),
         TM_TEST(test_listing_cached_from_second, setup),
+        TM_TEST(test_readahead_window, setup),
         TM_TEST(test_small_file_freed_without_reclaimer, setup),
         TM_TEST(test_small_orphans_freed_in_batches, setup),
         TM_TEST(test_create_without_release, setup),
