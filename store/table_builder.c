@@ -28,6 +28,9 @@ struct table_builder {
     bool pending_index;
     uint64_t pending_offset, pending_size;
     uint64_t entries;
+    /* Data blocks in a row that lz4 could not shrink by 1/8, and blocks
+     * since then not tried (see want_compress). */
+    unsigned incompressible, untried;
     lsm_status *status; /* first error; sticky */
     bool finished;
 };
@@ -103,15 +106,39 @@ static bool try_compress(table_builder *b, const char *raw, size_t n)
     return true;
 }
 
-/* Appends a block and its trailer; *offset and *size form its handle. */
+/* Whether to try lz4 on the next data block. Data that does not compress
+ * (compressed files, media, random bytes) is tried only every
+ * COMPRESS_PROBE_EVERY blocks once COMPRESS_GIVE_UP blocks in a row failed:
+ * lz4 took a quarter of the daemon's CPU in a 1 GiB write of such data.
+ * The probes find where the data becomes compressible again. */
+#define COMPRESS_GIVE_UP 8
+#define COMPRESS_PROBE_EVERY 16
+static bool want_compress(table_builder *b)
+{
+    if (!b->opt.compression)
+        return false;
+    if (b->incompressible < COMPRESS_GIVE_UP)
+        return true;
+    if (++b->untried < COMPRESS_PROBE_EVERY)
+        return false;
+    b->untried = 0;
+    return true;
+}
+
+/* Appends a block and its trailer; *offset and *size form its handle.
+ * *packed (if not NULL) says whether it went out compressed. */
 static lsm_status *write_block(table_builder *b, const char *raw, size_t n, bool compress,
-                               uint64_t *offset, uint64_t *size)
+                               uint64_t *offset, uint64_t *size, bool *packed)
 {
     const char *out = raw;
     size_t outn = n;
     char trailer[TABLE_TRAILER_SIZE];
     trailer[0] = TABLE_BLOCK_RAW;
+    if (packed != NULL)
+        *packed = false;
     if (compress && try_compress(b, raw, n)) {
+        if (packed != NULL)
+            *packed = true;
         out = b->compressed.data;
         outn = b->compressed.len;
         trailer[0] = TABLE_BLOCK_LZ4;
@@ -138,10 +165,12 @@ static lsm_status *flush_data_block(table_builder *b)
     size_t n;
     if (!block_builder_finish(&b->data, &raw, &n))
         return fail_oom(b);
-    lsm_status *st =
-        write_block(b, raw, n, b->opt.compression, &b->pending_offset, &b->pending_size);
+    bool tried = want_compress(b), packed;
+    lsm_status *st = write_block(b, raw, n, tried, &b->pending_offset, &b->pending_size, &packed);
     if (st != NULL)
         return st;
+    if (tried)
+        b->incompressible = packed ? 0 : b->incompressible + 1;
     block_builder_reset(&b->data);
     b->pending_index = true;
     return NULL;
@@ -240,7 +269,7 @@ static lsm_status *write_filter(table_builder *b, uint64_t *offset, uint64_t *si
     buf_init(&f);
     if (!bloom_builder_finish(&b->filter, &f))
         return fail_oom(b);
-    lsm_status *st = write_block(b, f.data, f.len, false, offset, size);
+    lsm_status *st = write_block(b, f.data, f.len, false, offset, size, NULL);
     buf_free(&f);
     return st;
 }
@@ -262,7 +291,7 @@ lsm_status *table_builder_finish(table_builder *b)
     size_t n;
     if (!block_builder_finish(&b->index, &raw, &n))
         return fail_oom(b);
-    if ((st = write_block(b, raw, n, b->opt.compression, &ioff, &isize)) != NULL)
+    if ((st = write_block(b, raw, n, b->opt.compression, &ioff, &isize, NULL)) != NULL)
         return st;
     char footer[TABLE_FOOTER_SIZE];
     encode_footer(footer, foff, fsize, ioff, isize);

@@ -380,6 +380,35 @@ static void test_round_trip(void **state)
     round_trip(500, INCOMPRESSIBLE, &o, false);
 }
 
+/* lz4 is given up on after a run of blocks it cannot shrink and tried
+ * again now and then: a table whose first half does not compress and whose
+ * second half does comes out with that second half compressed, and reads
+ * back exactly. */
+static void test_compression_resumes(void **state)
+{
+    (void)state;
+    table_options o = {4096, 10, true};
+    model m = gen_model(3000, INCOMPRESSIBLE);
+    size_t tail = 0;
+    for (size_t i = m.n / 2; i < m.n; i++) {
+        fill_value(m.e[i].val, m.e[i].vlen, COMPRESSIBLE);
+        tail += m.e[i].vlen;
+    }
+    assert_true(tail > 1000000);
+    buf file;
+    buf_init(&file);
+    build_table(&m, &o, &file);
+    assert_true(file.len >= m.val_bytes - tail); /* the first half raw */
+    assert_true(file.len < m.raw_bytes - tail / 2); /* the second half compressed */
+    sstable *t;
+    assert_null(open_mem(file.data, file.len, NULL, &t));
+    check_iteration(t, &m, NULL);
+    check_gets(t, &m, NULL);
+    table_free(t);
+    buf_free(&file);
+    free_model(&m);
+}
+
 static void test_empty_and_single(void **state)
 {
     (void)state;
@@ -837,7 +866,8 @@ static void test_concurrent_readers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_empty_and_single),
+        cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_compression_resumes),
+        cmocka_unit_test(test_empty_and_single),
         cmocka_unit_test(test_separator_edges), cmocka_unit_test(test_flip_every_byte),
         cmocka_unit_test(test_truncated),       cmocka_unit_test(test_read_errors),
         cmocka_unit_test(test_not_a_table),     cmocka_unit_test(test_write_errors_stick),
