@@ -159,10 +159,8 @@ static void *worker(void *arg)
 int loop_run(struct fuse_session *se, const loop_config *cfg)
 {
     assert(cfg->max_threads >= 1 && cfg->may_wait != NULL);
-    struct loop l = {.se = se,
-                     .fd = fuse_session_fd(se),
-                     .cfg = *cfg,
-                     .spin_ns = (uint64_t)cfg->spin_us * 1000};
+    struct loop l = {
+        .se = se, .fd = fuse_session_fd(se), .cfg = *cfg, .spin_ns = (uint64_t)cfg->spin_us * 1000};
     int flags = fcntl(l.fd, F_GETFL);
     if (flags < 0 || fcntl(l.fd, F_SETFL, flags | O_NONBLOCK) < 0)
         return -errno;

@@ -275,9 +275,20 @@ const struct fuse_lowlevel_ops *lsmfs_ops(void)
 static bool commits(uint32_t opcode)
 {
     switch (opcode) {
-    case FUSE_SETATTR: case FUSE_SYMLINK: case FUSE_MKNOD: case FUSE_MKDIR: case FUSE_UNLINK:
-    case FUSE_RMDIR: case FUSE_RENAME: case FUSE_RENAME2: case FUSE_LINK: case FUSE_WRITE:
-    case FUSE_RELEASE: case FUSE_SETXATTR: case FUSE_REMOVEXATTR: case FUSE_CREATE:
+    case FUSE_SETATTR:
+    case FUSE_SYMLINK:
+    case FUSE_MKNOD:
+    case FUSE_MKDIR:
+    case FUSE_UNLINK:
+    case FUSE_RMDIR:
+    case FUSE_RENAME:
+    case FUSE_RENAME2:
+    case FUSE_LINK:
+    case FUSE_WRITE:
+    case FUSE_RELEASE:
+    case FUSE_SETXATTR:
+    case FUSE_REMOVEXATTR:
+    case FUSE_CREATE:
     case FUSE_FALLOCATE:
         return true;
     default:

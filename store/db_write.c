@@ -659,16 +659,25 @@ static void wait_for_room(lsm_db *db)
     db->stats.stop_us += db->env->now_micros(db->env) - t0;
 }
 
+/* Whether a full memtable could not be switched now: no memory for another
+ * (the immutable ones still flushing), or level 0 at its stop. Room then
+ * comes only from background work. REQUIRES: mu held. */
+static bool switch_must_wait(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    bool no_memory =
+        db_memtable_bytes(db) + db->opt.write_buffer_size > db->opt.max_memtable_bytes &&
+        db->nimm > 0;
+    return no_memory || db->vs.current->l0_load >= L0_STOP;
+}
+
 bool lsm_write_may_wait(lsm_db *db)
 {
     mutex_lock(&db->mu);
     bool paced = db->pace_next_us > (double)db->env->now_micros(db->env);
     /* "Nearly full": one more large write (max_write is 1 MiB) may fill it. */
     bool filling = memtable_memory_usage(db->mem) + (1u << 20) >= db->opt.write_buffer_size;
-    bool no_memory = db_memtable_bytes(db) + db->opt.write_buffer_size > db->opt.max_memtable_bytes &&
-                     db->nimm > 0;
-    bool stuck = no_memory || db->vs.current->l0_load >= L0_STOP;
-    bool may = db->bg_error == NULL && (paced || (filling && stuck));
+    bool may = db->bg_error == NULL && (paced || (filling && switch_must_wait(db)));
     mutex_unlock(&db->mu);
     return may;
 }
@@ -694,10 +703,7 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force)
             return NULL;
         if (force && memtable_entries(db->mem) == 0)
             return NULL;
-        bool no_memory =
-            db_memtable_bytes(db) + db->opt.write_buffer_size > db->opt.max_memtable_bytes &&
-            db->nimm > 0;
-        if (no_memory || db->vs.current->l0_load >= L0_STOP) {
+        if (switch_must_wait(db)) {
             /* Room comes from flushes and compactions; while the disk is
              * too full for them, say so rather than wait forever. */
             if (db->nospace)

@@ -47,10 +47,10 @@ typedef struct writer {
     const config *cfg;
     int id;
     pthread_barrier_t *start;
-    uint64_t *lat_ns;        /* per_writer entries; owned by this writer while it runs */
-    uint64_t bad;            /* read-back mismatches */
+    uint64_t *lat_ns;          /* per_writer entries; owned by this writer while it runs */
+    uint64_t bad;              /* read-back mismatches */
     uint64_t step_ns[S_COUNT]; /* summed over this writer's deliveries */
-    uint64_t t_start, t_end; /* the writer's own clock readings */
+    uint64_t t_start, t_end;   /* the writer's own clock readings */
 } writer;
 
 /* Message text: headers then lines of pseudo-random words, all determined

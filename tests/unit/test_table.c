@@ -398,7 +398,7 @@ static void test_compression_resumes(void **state)
     buf file;
     buf_init(&file);
     build_table(&m, &o, &file);
-    assert_true(file.len >= m.val_bytes - tail); /* the first half raw */
+    assert_true(file.len >= m.val_bytes - tail);    /* the first half raw */
     assert_true(file.len < m.raw_bytes - tail / 2); /* the second half compressed */
     sstable *t;
     assert_null(open_mem(file.data, file.len, NULL, &t));
@@ -866,12 +866,12 @@ static void test_concurrent_readers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_compression_resumes),
-        cmocka_unit_test(test_empty_and_single),
-        cmocka_unit_test(test_separator_edges), cmocka_unit_test(test_flip_every_byte),
-        cmocka_unit_test(test_truncated),       cmocka_unit_test(test_read_errors),
-        cmocka_unit_test(test_not_a_table),     cmocka_unit_test(test_write_errors_stick),
-        cmocka_unit_test(test_table_cache),     cmocka_unit_test(test_concurrent_readers),
+        cmocka_unit_test(test_round_trip),         cmocka_unit_test(test_compression_resumes),
+        cmocka_unit_test(test_empty_and_single),   cmocka_unit_test(test_separator_edges),
+        cmocka_unit_test(test_flip_every_byte),    cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_read_errors),        cmocka_unit_test(test_not_a_table),
+        cmocka_unit_test(test_write_errors_stick), cmocka_unit_test(test_table_cache),
+        cmocka_unit_test(test_concurrent_readers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
