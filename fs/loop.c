@@ -139,13 +139,15 @@ static void *worker(void *arg)
         l->reading = true;
         pthread_mutex_unlock(&l->mu);
         int r = receive(l, &buf);
+        /* Asked before taking mu: the answer may take the store's mutex. */
+        bool hand_off = r > 0 && l->cfg.may_wait(l->cfg.ctx, header(&buf), buf.size);
         pthread_mutex_lock(&l->mu);
         l->reading = false;
         if (r <= 0) {
             end_session(l, r);
             break;
         }
-        if (!l->stop && l->cfg.may_wait(l->cfg.ctx, header(&buf), buf.size))
+        if (!l->stop && hand_off)
             pass_turn(l);
         pthread_mutex_unlock(&l->mu);
         process(l, &buf);
