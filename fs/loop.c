@@ -15,7 +15,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 /* How often a sleeping reader looks whether a signal ended the session
@@ -26,7 +25,6 @@ struct loop {
     struct fuse_session *se; /* [const] */
     int fd;                  /* [const] the device, O_NONBLOCK */
     loop_config cfg;         /* [const] */
-    uint64_t spin_ns;        /* [const] */
     pthread_mutex_t mu;
     pthread_cond_t turn_cv; /* idle workers wait here for the reader's turn */
     pthread_cond_t done_cv; /* loop_run waits here for the end */
@@ -47,12 +45,12 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Reads one request into buf: tries the device until spin_ns have passed
+/* Reads one request into buf: tries the device until spin_us have passed
  * without one, then sleeps in poll(2). Returns the request's size, 0 when
  * the session is over, or a negative errno. [the reader] */
 static int receive(struct loop *l, struct fuse_buf *buf)
 {
-    uint64_t deadline = now_ns() + l->spin_ns;
+    uint64_t deadline = now_ns() + (uint64_t)l->cfg.spin_us * 1000;
     for (;;) {
         int r = fuse_session_receive_buf(l->se, buf);
         if (fuse_session_exited(l->se))
@@ -161,8 +159,7 @@ static void *worker(void *arg)
 int loop_run(struct fuse_session *se, const loop_config *cfg)
 {
     assert(cfg->max_threads >= 1 && cfg->may_wait != NULL);
-    struct loop l = {
-        .se = se, .fd = fuse_session_fd(se), .cfg = *cfg, .spin_ns = (uint64_t)cfg->spin_us * 1000};
+    struct loop l = {.se = se, .fd = fuse_session_fd(se), .cfg = *cfg};
     int flags = fcntl(l.fd, F_GETFL);
     if (flags < 0 || fcntl(l.fd, F_SETFL, flags | O_NONBLOCK) < 0)
         return -errno;

@@ -331,6 +331,17 @@ static void check_offsets(sstable *t, const model *m, size_t file_size)
     free(k);
 }
 
+/* Opens the table in file and checks every entry of m by iteration and by
+ * point reads. */
+static void check_table(const buf *file, const model *m)
+{
+    sstable *t;
+    assert_null(open_mem(file->data, file->len, NULL, &t));
+    check_iteration(t, m, NULL);
+    check_gets(t, m, NULL);
+    table_free(t);
+}
+
 static void round_trip(size_t nkeys, enum value_kind kind, const table_options *o, bool use_cache)
 {
     buf file;
@@ -400,11 +411,7 @@ static void test_compression_resumes(void **state)
     build_table(&m, &o, &file);
     assert_true(file.len >= m.val_bytes - tail);    /* the first half raw */
     assert_true(file.len < m.raw_bytes - tail / 2); /* the second half compressed */
-    sstable *t;
-    assert_null(open_mem(file.data, file.len, NULL, &t));
-    check_iteration(t, &m, NULL);
-    check_gets(t, &m, NULL);
-    table_free(t);
+    check_table(&file, &m);
     buf_free(&file);
     free_model(&m);
 }
@@ -417,21 +424,14 @@ static void test_empty_and_single(void **state)
     buf file;
     buf_init(&file);
     build_table(&m, &o, &file);
-    sstable *t;
-    assert_null(open_mem(file.data, file.len, NULL, &t));
-    check_iteration(t, &m, NULL);
-    check_gets(t, &m, NULL);
-    table_free(t);
+    check_table(&file, &m);
 
     m.e[0].ikey = make_ikey("only", 4, 5, TYPE_VALUE, &m.e[0].klen);
     m.e[0].val = malloc(1);
     m.e[0].vlen = 0;
     m.n = 1;
     build_table(&m, &o, &file);
-    assert_null(open_mem(file.data, file.len, NULL, &t));
-    check_iteration(t, &m, NULL);
-    check_gets(t, &m, NULL);
-    table_free(t);
+    check_table(&file, &m);
     buf_free(&file);
     free_model(&m);
 }
@@ -455,11 +455,7 @@ static void test_separator_edges(void **state)
     buf file;
     buf_init(&file);
     build_table(&m, &o, &file);
-    sstable *t;
-    assert_null(open_mem(file.data, file.len, NULL, &t));
-    check_iteration(t, &m, NULL);
-    check_gets(t, &m, NULL);
-    table_free(t);
+    check_table(&file, &m);
     buf_free(&file);
     free_model(&m);
 }
