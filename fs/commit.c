@@ -30,7 +30,12 @@ static void atomic_max(_Atomic uint64_t *v, uint64_t x)
 
 int fs_commit(lsmfs *fs, lsm_batch *b, inode *const *touched, int n)
 {
-    lsm_write_options wo = {.sync = false};
+    return fs_commit_as(fs, b, touched, n, false);
+}
+
+int fs_commit_as(lsmfs *fs, lsm_batch *b, inode *const *touched, int n, bool defer_log)
+{
+    lsm_write_options wo = {.sync = false, .defer_log = defer_log && !fs->cfg.sync_all};
     stats_inc(&fs->stats.store_writes);
     uint64_t seq = 0;
     lsm_status *s = lsm_write_seq(fs->db, &wo, b, &seq);

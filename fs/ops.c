@@ -54,9 +54,15 @@ bool op_get_rec(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, inode_rec *r)
 
 int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl)
 {
+    return op_commit_one_as(fs, b, n, r, pl, false);
+}
+
+int op_commit_one_as(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl,
+                     bool defer_log)
+{
     int err = inode_batch_finish(fs, b, n, r, pl);
     if (err == 0)
-        err = fs_commit(fs, b, &n, 1);
+        err = fs_commit_as(fs, b, &n, 1, defer_log);
     if (err == 0)
         n->rec = *r;
     return err;

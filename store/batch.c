@@ -4,6 +4,7 @@
 
 #include "status.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdlib.h>
 
@@ -234,4 +235,29 @@ lsm_status *batch_insert_into(const lsm_batch *b, memtable *m)
         seq++;
     }
     return NULL;
+}
+
+/* Tag bytes: no record type (TYPE_DELETION, TYPE_VALUE) is either. */
+#define TAG_DEFERRED 0xD5
+#define TAG_EPOCH 0xE9
+
+void wal_marker_encode(char out[WAL_MARKER_LEN], enum wal_record_kind kind, uint64_t seq,
+                       uint32_t count)
+{
+    assert(kind == WAL_DEFERRED || (kind == WAL_EPOCH && seq == 0 && count == 0));
+    encode_fixed64(out, seq);
+    encode_fixed32(out + 8, count);
+    out[BATCH_HEADER] = (char)(kind == WAL_DEFERRED ? TAG_DEFERRED : TAG_EPOCH);
+}
+
+enum wal_record_kind wal_record_kind_of(const char *rec, size_t n, uint64_t *seq, uint32_t *count)
+{
+    if (n != WAL_MARKER_LEN)
+        return WAL_BATCH;
+    unsigned char tag = (unsigned char)rec[BATCH_HEADER];
+    if (tag != TAG_DEFERRED && tag != TAG_EPOCH)
+        return WAL_BATCH; /* not a marker: refused as a batch when parsed */
+    *seq = decode_fixed64(rec);
+    *count = decode_fixed32(rec + 8);
+    return tag == TAG_DEFERRED ? WAL_DEFERRED : WAL_EPOCH;
 }

@@ -8,6 +8,15 @@
  * The same bytes are what a WAL record holds, so a group of batches is
  * written by concatenating records and fixing the header. The public
  * functions (lsm_batch_*) are declared in lsm.h.
+ *
+ * Two more WAL records are not batches: a header and one tag byte (13
+ * bytes; no batch with a record is that short):
+ *   WAL_DEFERRED (sequence, count): a batch written with defer_log went to
+ *       the memtable but not to the log. Its own record follows later
+ *       ("logged late", before the next logged batch or sync) unless its
+ *       memtable reaches a table first.
+ *   WAL_EPOCH (0, 0): written by recovery after it dropped records: the
+ *       records it skipped stay skipped in every later recovery.
  */
 #ifndef LSM_BATCH_H
 #define LSM_BATCH_H
@@ -15,6 +24,9 @@
 #include "memtable.h"
 
 #define BATCH_HEADER 12
+#define WAL_MARKER_LEN (BATCH_HEADER + 1)
+
+enum wal_record_kind { WAL_BATCH, WAL_DEFERRED, WAL_EPOCH };
 
 struct lsm_batch {
     buf rep; /* always at least BATCH_HEADER bytes once initialised */
@@ -39,5 +51,11 @@ lsm_status *batch_set_contents(lsm_batch *b, const char *data, size_t n);
  * REQUIRES: the memtable's writer serialisation. LSM_CORRUPTION if a record
  * is malformed or the count does not match. */
 lsm_status *batch_insert_into(const lsm_batch *b, memtable *m);
+
+/* Encodes a WAL_DEFERRED or WAL_EPOCH record into out. */
+void wal_marker_encode(char out[WAL_MARKER_LEN], enum wal_record_kind kind, uint64_t seq,
+                       uint32_t count);
+/* What a WAL record is; for a marker, *seq and *count get its header. */
+enum wal_record_kind wal_record_kind_of(const char *rec, size_t n, uint64_t *seq, uint32_t *count);
 
 #endif

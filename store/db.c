@@ -24,6 +24,7 @@ void lsm_options_init(lsm_options *o)
     o->target_file_size = 4u << 20;
     o->max_open_files = 1000;
     o->group_commit_delay_us = 40;
+    o->deferred_max_age_ms = 5000;
     o->table_partition = NULL;
     o->env = NULL;
 }
@@ -212,8 +213,9 @@ static lsm_status *replay_record(lsm_db *db, uint64_t log, const char *rec, size
     return NULL;
 }
 
-/* Replays one log into the memtables. REQUIRES: mu held. */
-static lsm_status *replay_log(lsm_db *db, uint64_t number)
+/* Replays one log into the memtables; f carries the deferred markers seen
+ * from one log to the next. REQUIRES: mu held. */
+static lsm_status *replay_log(lsm_db *db, uint64_t number, replay_filter *filter)
 {
     char *name = log_file_name(db->dir, number);
     lsm_sfile *f = NULL;
@@ -233,7 +235,10 @@ static lsm_status *replay_log(lsm_db *db, uint64_t number)
         s = wal_read_record(r, &rec, &n, &eof);
         if (s || eof)
             break;
-        s = replay_record(db, number, rec, n, &b);
+        bool apply;
+        s = replay_filter_check(filter, rec, n, &apply);
+        if (s == NULL && apply)
+            s = replay_record(db, number, rec, n, &b);
         if (s)
             s = status_wrap(s, "%s", name);
     }
@@ -266,6 +271,24 @@ static lsm_status *open_manifest(lsm_db *db)
     return vset_create(&db->vs);
 }
 
+/* Starts the fresh log with a WAL_EPOCH, durable before any write: the
+ * records this recovery skipped (after a lost deferred batch) stay skipped
+ * when the old logs are replayed again, while this log's apply.
+ * REQUIRES: mu held; db->wal fresh. */
+static lsm_status *write_epoch(lsm_db *db)
+{
+    char epoch[WAL_MARKER_LEN];
+    wal_marker_encode(epoch, WAL_EPOCH, 0, 0);
+    lsm_status *s = wal_add_record(db->wal, epoch, sizeof(epoch));
+    if (s == NULL)
+        s = wal_flush(db->wal);
+    if (s == NULL)
+        s = wal_sync(db->wal);
+    if (s == NULL)
+        db->wal_written = db->wal_synced = wal_offset(db->wal);
+    return s;
+}
+
 static lsm_status *recover(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
@@ -274,8 +297,14 @@ static lsm_status *recover(lsm_db *db)
     if (s == NULL)
         s = find_logs(db, &logs);
     db->last_seq = db->vs.last_seq;
+    replay_filter f;
+    replay_filter_init(&f);
     for (int i = 0; s == NULL && i < logs.n; i++)
-        s = replay_log(db, logs.numbers[i]);
+        s = replay_log(db, logs.numbers[i], &f);
+    bool dropped = replay_filter_dropped(&f);
+    db->stats.recovered_skipped = f.skipped;
+    db->stats.recovered_lost = replay_filter_lost(&f);
+    replay_filter_free(&f);
     /* What was replayed may never have been synced (a crash of the process,
      * not of the machine): make it durable before any new sync can promise
      * "and everything before it". */
@@ -294,6 +323,8 @@ static lsm_status *recover(lsm_db *db)
     if ((s = db_new_wal(db, number, &db->wal)) != NULL)
         return s;
     db->wal_number = number;
+    if (dropped && (s = write_epoch(db)) != NULL)
+        return s;
     if (memtable_entries(db->mem) == 0)
         db->mem_log = number;
     version_edit e;
@@ -353,6 +384,7 @@ static void free_memtables(lsm_db *db)
 static void db_free(lsm_db *db)
 {
     mutex_lock(&db->mu);
+    db_free_deferred(db);
     free_memtables(db);
     if (db->wal)
         lsm_status_free(wal_writer_close(db->wal));
@@ -399,7 +431,7 @@ static lsm_db *db_alloc(const lsm_options *o, const char *dir)
     mutex_init(&db->mu);
     cond_init_monotonic(&db->gather_cv);
     pthread_cond_init(&db->sync_cv, NULL);
-    pthread_cond_init(&db->work_cv, NULL);
+    cond_init_monotonic(&db->work_cv); /* the flush thread's timed waits */
     pthread_cond_init(&db->room_cv, NULL);
     db->block_cache = cache_new(o->block_cache_size);
     db->tables = db->dir ? table_cache_new(db->env, db->dir, db->block_cache,
@@ -482,6 +514,8 @@ lsm_status *lsm_close(lsm_db *db)
      * logs (with their preallocated space) can go. Skipped after an error:
      * then the logs are what recovery needs. */
     lsm_status *flush = db_flush_memtables(db);
+    if (flush != NULL) /* the logs stay what recovery needs: deferred batches too */
+        lsm_status_free(lsm_sync(db));
     db_stop_background(db);
     mutex_lock(&db->mu);
     /* no write or sync may be in flight at close */
@@ -532,12 +566,12 @@ lsm_status *lsm_destroy(const lsm_options *o, const char *dir)
 
 lsm_status *lsm_write(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch)
 {
-    return db_write(db, batch, wo && wo->sync, NULL);
+    return db_write(db, batch, wo, NULL);
 }
 
 lsm_status *lsm_write_seq(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch, uint64_t *seq)
 {
-    return db_write(db, batch, wo && wo->sync, seq);
+    return db_write(db, batch, wo, seq);
 }
 
 lsm_status *lsm_sync_upto(lsm_db *db, uint64_t seq)
@@ -552,7 +586,7 @@ lsm_status *lsm_put(lsm_db *db, const lsm_write_options *wo, const void *key, si
     if (!batch_init(&b))
         return status_new(LSM_IO_ERROR, "out of memory");
     lsm_status *s = lsm_batch_put(&b, key, klen, val, vlen)
-                        ? db_write(db, &b, wo && wo->sync, NULL)
+                        ? db_write(db, &b, wo, NULL)
                         : status_new(LSM_IO_ERROR, "out of memory");
     batch_destroy(&b);
     return s;
@@ -563,7 +597,7 @@ lsm_status *lsm_delete(lsm_db *db, const lsm_write_options *wo, const void *key,
     lsm_batch b;
     if (!batch_init(&b))
         return status_new(LSM_IO_ERROR, "out of memory");
-    lsm_status *s = lsm_batch_delete(&b, key, klen) ? db_write(db, &b, wo && wo->sync, NULL)
+    lsm_status *s = lsm_batch_delete(&b, key, klen) ? db_write(db, &b, wo, NULL)
                                                     : status_new(LSM_IO_ERROR, "out of memory");
     batch_destroy(&b);
     return s;

@@ -132,11 +132,12 @@ static void update_pacing(lsm_db *db)
     assert(mutex_held(&db->mu));
     const version *v = db->vs.current;
     uint64_t backlog = version_level_bytes(v, 0) + version_level_bytes(v, 1);
-    /* How many table bytes a byte written becomes (compression, the log's
-     * record headers); 1 until something was flushed. */
+    /* How many table bytes a byte written becomes (compression, the
+     * tables' own overhead); 1 until something was flushed. Counted against
+     * the bytes written, not the log's: deferred batches skip the log. */
     double table_per_write = 1;
-    if (db->stats.flush_bytes > 0 && db->stats.wal_bytes > 0)
-        table_per_write = (double)db->stats.flush_bytes / (double)db->stats.wal_bytes;
+    if (db->stats.flush_bytes > 0 && db->stats.user_bytes > 0)
+        table_per_write = (double)db->stats.flush_bytes / (double)db->stats.user_bytes;
     pacer_update(&db->pacer, backlog, v->compaction_score >= 1, table_per_write,
                  db->env->now_micros(db->env));
 }
@@ -312,6 +313,7 @@ static lsm_status *flush_one(lsm_db *db)
     memtable_unref(m);
     if (s)
         return s;
+    db_drop_deferred(db, db->imm_log[0]); /* in a table now */
     memtable_unref(db->imm[0]);
     memmove(db->imm, db->imm + 1, (size_t)(db->nimm - 1) * sizeof(*db->imm));
     memmove(db->imm_log, db->imm_log + 1, (size_t)(db->nimm - 1) * sizeof(*db->imm_log));
@@ -349,13 +351,27 @@ static void background_succeeded(lsm_db *db)
     db->nospace = NULL;
 }
 
+/* Waits on work_cv for at most us microseconds. REQUIRES: mu held. */
+static void wait_micros(lsm_db *db, uint64_t us)
+{
+    struct timespec t = monotonic_deadline(us);
+    (void)cond_timedwait(&db->work_cv, &db->mu, &t);
+}
+
 static void *flush_main(void *arg)
 {
     lsm_db *db = arg;
     mutex_lock(&db->mu);
     for (;;) {
-        while (!db->shutting_down && (db->nimm == 0 || db->bg_error))
-            cond_wait(&db->work_cv, &db->mu);
+        while (!db->shutting_down && (db->nimm == 0 || db->bg_error)) {
+            uint64_t look_us = db->bg_error ? 0 : db_retire_old_deferred(db);
+            if (db->nimm > 0 || db->shutting_down)
+                break;
+            if (look_us == 0)
+                cond_wait(&db->work_cv, &db->mu);
+            else
+                wait_micros(db, look_us);
+        }
         if (db->shutting_down)
             break;
         db->flushing = true;

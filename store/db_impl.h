@@ -38,6 +38,7 @@ struct writer {
     lsm_batch *batch;    /* NULL for a barrier [const] */
     bool sync;           /* [const] */
     bool solo;           /* never joins a group: wants the head to itself [const] */
+    bool defer;          /* its batch may stay out of the WAL (defer_log) [const] */
     uint64_t seq;        /* last sequence of its group; written before DONE */
     lsm_status *status;  /* written before DONE */
     _Atomic int state;   /* enum writer_state; release-stored by the waker */
@@ -48,6 +49,19 @@ struct writer {
     uint64_t target;          /* [mu] durable_seq the group waits for */
     int count;                /* [mu] writers in the group */
     struct writer *sync_next; /* [mu] next group waiting for a sync */
+};
+
+/* A batch written with defer_log: in the memtable, in no log yet (only its
+ * WAL_DEFERRED marker is). It is logged late, whole, before the next logged
+ * batch or sync barrier, unless its memtable reaches a table first. */
+struct deferred {
+    struct deferred *next;
+    uint64_t log;   /* the log of its memtable (mem_log when written) */
+    uint64_t at_us; /* when it was written (env->now_micros) */
+    uint64_t seq;   /* its first sequence */
+    uint32_t count; /* its records */
+    size_t len;
+    char rep[];     /* the batch, sequence set */
 };
 
 /* What a reader needs, pinned as a unit ("super version"): the memtables and
@@ -99,6 +113,11 @@ struct db_stats {
     uint64_t recovered_records;
     uint64_t recovered_dropped_bytes;
     uint64_t recovered_torn_bytes;
+    uint64_t recovered_skipped;   /* records after a deferred batch that was lost */
+    uint64_t recovered_lost;      /* deferred batches lost (never logged nor flushed) */
+    uint64_t deferred;            /* batches written with defer_log */
+    uint64_t deferred_bytes;      /* their bytes (kept out of the WAL) */
+    uint64_t late_logged_bytes;   /* of which logged late after all */
     uint64_t flushes;
     uint64_t flush_bytes; /* table bytes written by flushes */
     uint64_t user_bytes;  /* key + value bytes written by users */
@@ -149,6 +168,13 @@ struct lsm_db {
     uint64_t wal_written; /* [mu] bytes of the current WAL holding published groups */
     uint64_t wal_synced;  /* [mu] bytes of the current WAL known durable */
     lsm_batch group;     /* [leader] scratch batch for merged groups */
+
+    /* Deferred batches in no log and no table, oldest first. While a
+     * leader logs them late (detached from the list, mu released),
+     * deferred_floor is the first one's sequence, else 0: no sync may
+     * claim them durable before they are in the log. */
+    struct deferred *deferred_head, *deferred_tail; /* [mu] */
+    uint64_t deferred_floor;                        /* [mu] */
 
     uint64_t last_seq;             /* [mu] last sequence visible to readers */
     uint64_t durable_seq;          /* [mu] every write with seq <= this is durable */
@@ -204,7 +230,61 @@ bool db_queue_wait(lsm_db *db, struct writer *w);
  * on. REQUIRES: mu held; w is the head. */
 void db_queue_pop_head(lsm_db *db, struct writer *w);
 /* *seq (may be NULL) gets the last sequence of the write's group. */
-lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync, uint64_t *seq);
+lsm_status *db_write(lsm_db *db, lsm_batch *batch, const lsm_write_options *wo, uint64_t *seq);
+
+/* db_defer.c: deferred logging (see there). */
+/* A copy of b (sequence set) for the memtable logged from `log`; NULL if
+ * out of memory. No lock needed. */
+struct deferred *deferred_copy(const lsm_batch *b, uint64_t log);
+/* Adds d, the newest deferred batch. REQUIRES: mu held. */
+void db_keep_deferred(lsm_db *db, struct deferred *d);
+/* Takes every deferred batch, for the caller to log late (sets
+ * deferred_floor). REQUIRES: mu held; no late logging in progress. */
+struct deferred *db_take_deferred(lsm_db *db);
+/* Appends the list's batches to the WAL; *bytes gets how many. [leader] */
+lsm_status *deferred_log_late(wal_writer *wal, const struct deferred *list, uint64_t *bytes);
+/* After deferred_log_late (whatever its outcome): frees the list and
+ * clears deferred_floor. REQUIRES: mu held. */
+void db_end_late_log(lsm_db *db, struct deferred *list);
+/* db_write.c: when the oldest deferred batch has waited deferred_max_age_ms
+ * in the active memtable and the write queue is empty, switches the
+ * memtable out (the flush then writes it to a table). Returns the µs after
+ * which to look again, 0 if nothing is deferred. Never waits for room, so
+ * the flush thread may call it. REQUIRES: mu held. */
+uint64_t db_retire_old_deferred(lsm_db *db);
+/* Forgets the deferred batches of the memtable logged from `log`, now in a
+ * table. REQUIRES: mu held. */
+void db_drop_deferred(lsm_db *db, uint64_t log);
+/* Frees every deferred batch (at close). */
+void db_free_deferred(lsm_db *db);
+/* The highest sequence a sync starting now may make durable: last_seq, or
+ * just below the first deferred batch not yet in the log. REQUIRES: mu. */
+uint64_t db_sync_ceiling(lsm_db *db);
+/* Whether a deferred batch with sequence <= seq is not in the log yet.
+ * REQUIRES: mu held. */
+bool db_deferred_upto(lsm_db *db, uint64_t seq);
+
+/* Recovery's view of deferred markers: which records to apply. */
+struct replay_wait {
+    uint64_t seq;
+    uint32_t count;
+};
+typedef struct replay_filter {
+    struct replay_wait *waiting; /* markers [head, n) whose batches must follow */
+    int head, n, cap;
+    bool skipping;    /* a deferred batch was lost: nothing after it applies */
+    uint64_t skipped; /* records not applied for that */
+    uint64_t lost;    /* deferred batches lost before an epoch */
+} replay_filter;
+void replay_filter_init(replay_filter *f);
+void replay_filter_free(replay_filter *f);
+/* Classifies the next WAL record (in log order, across all logs replayed):
+ * *apply tells whether to apply it as a batch. */
+lsm_status *replay_filter_check(replay_filter *f, const char *rec, size_t n, bool *apply);
+/* Whether records were dropped, so recovery must write a WAL_EPOCH. */
+bool replay_filter_dropped(const replay_filter *f);
+/* Deferred batches found lost. */
+uint64_t replay_filter_lost(const replay_filter *f);
 /* Returns once every write with sequence <= seq (and every write
  * acknowledged before this call, if seq is UINT64_MAX) is durable, sharing
  * WAL syncs with concurrent writers; never enters the write queue. Fails

@@ -107,6 +107,11 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         {"lsm.recovered-records", st->recovered_records},
         {"lsm.recovered-dropped-bytes", st->recovered_dropped_bytes},
         {"lsm.recovered-torn-bytes", st->recovered_torn_bytes},
+        {"lsm.recovered-skipped", st->recovered_skipped},
+        {"lsm.recovered-lost-deferred", st->recovered_lost},
+        {"lsm.deferred-writes", st->deferred},
+        {"lsm.deferred-bytes", st->deferred_bytes},
+        {"lsm.late-logged-bytes", st->late_logged_bytes},
         {"lsm.total-table-bytes", total_table_bytes(db)},
         {"lsm.flushes", st->flushes},
         {"lsm.level0-load", (uint64_t)db->vs.current->l0_load},
@@ -162,11 +167,19 @@ static bool stats_text(lsm_db *db, buf *b)
         ok = buf_append(b, line, (size_t)n);
     }
     n = snprintf(line, sizeof(line),
+                 "\n  deferred writes %" PRIu64 " (%" PRIu64 " bytes, %" PRIu64 " logged late)",
+                 st->deferred, st->deferred_bytes, st->late_logged_bytes);
+    ok = ok && buf_append(b, line, (size_t)n);
+    n = snprintf(line, sizeof(line),
                  "\nrecovery\n  records %" PRIu64 ", dropped bytes %" PRIu64
-                 ", torn-tail bytes %" PRIu64 "\nbackground error: %s\ndisk full: %s\n",
+                 ", torn-tail bytes %" PRIu64 ", skipped %" PRIu64 " after %" PRIu64
+                 " lost deferred writes\nbackground error: %s\ndisk full: %s\n",
                  st->recovered_records, st->recovered_dropped_bytes, st->recovered_torn_bytes,
+                 st->recovered_skipped, st->recovered_lost,
                  db->bg_error ? lsm_status_message(db->bg_error) : "none",
                  db->nospace ? lsm_status_message(db->nospace) : "no");
+    if (n >= (int)sizeof(line)) /* a long error message: cut */
+        n = (int)sizeof(line) - 1;
     ok = ok && buf_append(b, line, (size_t)n);
     uint64_t hits, misses, written = 0;
     cache_stats(db->block_cache, &hits, &misses);

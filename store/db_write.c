@@ -156,13 +156,7 @@ static void gather(lsm_db *db, bool at_head)
     if (delay == 0 || gathered(db, at_head) >= db->expected_group)
         return;
     uint64_t t0 = db->env->now_micros(db->env);
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_nsec += (long)delay * 1000;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = monotonic_deadline(delay);
     db->gatherers++;
     while (gathered(db, at_head) < db->expected_group &&
            cond_timedwait(&db->gather_cv, &db->mu, &deadline) != ETIMEDOUT) {
@@ -193,10 +187,12 @@ static struct writer *pick_group(lsm_db *db, bool *need_sync, int *count)
         max = size + SMALL_BATCH;
     *need_sync = first->sync;
     *count = 1;
+    if (first->defer)
+        return first; /* its record stays out of the log: a group of its own */
     for (struct writer *w = first->next; w != NULL; w = w->next) {
         if (w->sync && !first->sync)
             break; /* this leader will not sync: w must lead its own group */
-        if (w->solo)
+        if (w->solo || w->defer)
             break;
         if (size + writer_bytes(w) > max)
             break;
@@ -241,20 +237,32 @@ static lsm_status *build_group(lsm_db *db, struct writer *first, struct writer *
 }
 
 /* Appends the group to the WAL and inserts it into mem; *written gets the
- * WAL's size after it. Runs with mu released. [leader] */
+ * WAL's size after it. For a deferred group (*keep != NULL, its copy) the
+ * log gets only a marker. The deferred batches in `late` are logged first.
+ * Runs with mu released. [leader] */
 static lsm_status *commit_group(lsm_db *db, lsm_batch *group, wal_writer *wal, memtable *mem,
-                                uint64_t *bytes, uint64_t *written)
+                                const struct deferred *late, const struct deferred *keep,
+                                uint64_t *bytes, uint64_t *late_bytes, uint64_t *written)
 {
     lsm_status *s = NULL;
     *bytes = 0;
-    if (group) {
+    *late_bytes = 0;
+    if (late)
+        s = deferred_log_late(wal, late, late_bytes);
+    if (group && s == NULL) {
         size_t n;
         const char *data = batch_contents(group, &n);
-        s = wal_add_record(wal, data, n);
-        if (s == NULL)
-            s = wal_flush(wal);
+        char marker[WAL_MARKER_LEN];
+        if (keep) {
+            wal_marker_encode(marker, WAL_DEFERRED, keep->seq, keep->count);
+            s = wal_add_record(wal, marker, sizeof(marker));
+        } else {
+            s = wal_add_record(wal, data, n);
+        }
         *bytes = n;
     }
+    if ((group || late) && s == NULL)
+        s = wal_flush(wal);
     *written = wal_offset(wal);
     if (s != NULL)
         return status_wrap(s, "write-ahead log %06llu", (unsigned long long)db->wal_number);
@@ -397,7 +405,7 @@ static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk)
         gather(db, false);
         db->sync_gathering = false;
     }
-    uint64_t upto = db->last_seq, off = db->wal_written;
+    uint64_t upto = db_sync_ceiling(db), off = db->wal_written;
     int slot = 0;
     while (db->sync_running_upto[slot] != 0)
         slot++;
@@ -486,11 +494,22 @@ lsm_status *db_sync_upto(lsm_db *db, uint64_t seq)
     struct writer w = {.batch = NULL, .sync = true};
     struct wakeups wk = {.n = 0};
     mutex_lock(&db->mu);
+    /* Fixed now: a deferred batch written later must not raise it (its
+     * sync could never cover a batch that is in no log). */
+    uint64_t target = seq < db->last_seq ? seq : db->last_seq;
+    if (db_deferred_upto(db, target)) {
+        /* A barrier through the queue: its leader logs them late. */
+        mutex_unlock(&db->mu);
+        lsm_status *s = db_write(db, NULL, NULL, NULL);
+        if (s != NULL)
+            return s;
+        mutex_lock(&db->mu);
+    }
     db->stats.writes++;
     db->stats.barriers++;
     lsm_status *s = status_copy(db->bg_error);
     if (s == NULL)
-        s = wait_durable(db, &w, &w, seq < db->last_seq ? seq : db->last_seq, 1, &wk);
+        s = wait_durable(db, &w, &w, target, 1, &wk);
     mutex_unlock(&db->mu);
     wakeups_flush(&wk);
     return s;
@@ -595,6 +614,9 @@ static lsm_status *switch_memtable(lsm_db *db)
  * every write (reading the time per write cost the writer 6% of its CPU). */
 #define PACE_BURST_US 20000.0
 #define PACE_SETTLE_US 1000.0
+/* The pacing clock runs at most this far ahead of real time: no estimate,
+ * however wrong, may hold a write for longer. */
+#define PACE_MAX_AHEAD_US 1e6
 /* The rate the backstops scale down when the pacer sets none. */
 #define BACKSTOP_RATE 64e6
 
@@ -644,6 +666,8 @@ static uint64_t pace_delay(lsm_db *db)
     double now = (double)db->env->now_micros(db->env);
     if (db->pace_next_us < now - PACE_BURST_US)
         db->pace_next_us = now - PACE_BURST_US;
+    if (db->pace_next_us > now + PACE_MAX_AHEAD_US)
+        db->pace_next_us = now + PACE_MAX_AHEAD_US;
     db->pace_settled_us = db->pace_next_us;
     return db->pace_next_us > now + PACE_SETTLE_US ? (uint64_t)(db->pace_next_us - now) : 0;
 }
@@ -669,6 +693,42 @@ static bool switch_must_wait(lsm_db *db)
         db_memtable_bytes(db) + db->opt.write_buffer_size > db->opt.max_memtable_bytes &&
         db->nimm > 0;
     return no_memory || db->vs.current->l0_load >= L0_STOP;
+}
+
+/* How soon an idle store looks again at an old deferred batch it could not
+ * retire (the queue was busy, or level 0 full). */
+#define DEFERRED_RETRY_US 20000
+
+uint64_t db_retire_old_deferred(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    const struct deferred *d = db->deferred_head;
+    if (d == NULL)
+        return 0;
+    uint64_t max = (uint64_t)db->opt.deferred_max_age_ms * 1000;
+    uint64_t now = db->env->now_micros(db->env);
+    if (now < d->at_us + max)
+        return d->at_us + max - now;
+    bool in_mem = false;
+    for (; d != NULL && !in_mem; d = d->next)
+        in_mem = d->log == db->mem_log;
+    if (!in_mem) /* its memtable is already waiting for the flush */
+        return DEFERRED_RETRY_US;
+    if (db->head != NULL || db->bg_error || switch_must_wait(db))
+        return DEFERRED_RETRY_US;
+    struct writer w = {.batch = NULL, .solo = true};
+    atomic_init(&w.state, WRITER_WAITING);
+    enqueue(db, &w); /* the head at once: the queue was empty */
+    lsm_status *s = switch_memtable(db);
+    struct wakeups wk = {.n = 0};
+    pop_group(db, &w, &wk);
+    if (s == NULL)
+        pthread_cond_broadcast(&db->work_cv);
+    lsm_status_free(s); /* not sticky (see leave_wal): retried later */
+    mutex_unlock(&db->mu);
+    wakeups_flush(&wk);
+    mutex_lock(&db->mu);
+    return DEFERRED_RETRY_US;
 }
 
 bool lsm_write_may_wait(lsm_db *db)
@@ -743,14 +803,15 @@ bool db_queue_wait(lsm_db *db, struct writer *w)
     return true;
 }
 
-static void count_group(lsm_db *db, int count, uint64_t bytes)
+/* wal_bytes: what the group put in the log; bytes: its batch. */
+static void count_group(lsm_db *db, int count, uint64_t wal_bytes, uint64_t bytes)
 {
     struct db_stats *st = &db->stats;
     int followers = count - 1;
     st->followers[followers < FOLLOWER_BUCKETS - 1 ? followers : FOLLOWER_BUCKETS - 1]++;
     if (bytes) {
         st->groups++;
-        st->wal_bytes += bytes;
+        st->wal_bytes += wal_bytes;
         st->user_bytes += bytes - BATCH_HEADER;
     }
 }
@@ -765,21 +826,44 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     uint64_t seq = db->last_seq + 1;
     lsm_batch *group = NULL;
     lsm_status *s = build_group(db, w, *last, seq, &group);
+    bool defer = w->defer && group != NULL;
+    /* Nothing logged may follow a deferred batch that is in no log yet. */
+    struct deferred *late = defer ? NULL : db_take_deferred(db);
     wal_writer *wal = db->wal;
     memtable *mem = db->mem;
-    uint64_t bytes = 0, written = 0;
+    uint64_t log = db->mem_log;
+    uint64_t bytes = 0, late_bytes = 0, written = 0;
     mutex_unlock(&db->mu);
+    struct deferred *keep = NULL;
+    if (s == NULL && defer && (keep = deferred_copy(group, log)) == NULL)
+        s = status_new(LSM_IO_ERROR, "out of memory deferring a write");
     if (s == NULL)
-        s = commit_group(db, group, wal, mem, &bytes, &written);
+        s = commit_group(db, group, wal, mem, late, keep, &bytes, &late_bytes, &written);
     mutex_lock(&db->mu);
+    if (late) {
+        db->stats.late_logged_bytes += late_bytes;
+        db->stats.wal_bytes += late_bytes;
+        db_end_late_log(db, late);
+    }
     if (s == NULL && group) {
         db->last_seq = seq + lsm_batch_count(group) - 1;
         db->wal_written = written;
         db_account_write(db, bytes);
+        if (keep) {
+            if (db->deferred_head == NULL) /* the flush thread times them */
+                pthread_cond_broadcast(&db->work_cv);
+            keep->at_us = db->env->now_micros(db->env);
+            db_keep_deferred(db, keep);
+            db->stats.deferred++;
+            db->stats.deferred_bytes += bytes;
+        }
     } else if (s != NULL) {
+        free(keep);
         db_set_bg_error(db, status_copy(s));
+    } else if (late) {
+        db->wal_written = written;
     }
-    count_group(db, *count, bytes);
+    count_group(db, *count, keep ? WAL_MARKER_LEN : bytes, bytes);
     return s;
 }
 
@@ -815,11 +899,13 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
     return wait_durable(db, w, last, *seq, count, wk);
 }
 
-lsm_status *db_write(lsm_db *db, lsm_batch *batch, bool sync, uint64_t *seqp)
+lsm_status *db_write(lsm_db *db, lsm_batch *batch, const lsm_write_options *wo, uint64_t *seqp)
 {
+    bool sync = wo && wo->sync;
     struct writer w = {.batch = batch, .sync = sync};
     if (batch && lsm_batch_count(batch) == 0)
         w.batch = NULL;
+    w.defer = w.batch != NULL && !sync && wo && wo->defer_log;
     mutex_lock(&db->mu);
     db->stats.writes++;
     if (w.batch == NULL)

@@ -82,6 +82,10 @@ typedef struct lsm_options {
      * more writers to join before it writes (microseconds; 0 disables). The
      * wait ends early once no new writer arrived for a short while. */
     uint32_t group_commit_delay_us; /* default 40 */
+    /* A batch written with defer_log waits at most about this long in the
+     * memtable outside the log while the store is idle: then its memtable
+     * is written to a table (milliseconds; default 5000). */
+    uint32_t deferred_max_age_ms;
     /* How the WAL makes room for its appends. LSM_WAL_MAPPED: space is
      * reserved with fallocate and appends are a memcpy into a shared
      * mapping — no system call per write; best when few writes sync.
@@ -117,6 +121,13 @@ void lsm_read_options_init(lsm_read_options *o);
 
 typedef struct lsm_write_options {
     bool sync; /* default false */
+    /* For large batches (whole file chunks): the batch's bytes stay out of
+     * the write-ahead log if its memtable is written to a table before any
+     * later logged write or sync needs them logged, so they reach the disk
+     * once instead of twice. Until then a crash loses the batch and every
+     * write after it (recovery keeps a prefix, as for any write not yet
+     * synced). Ignored with sync. Default false. */
+    bool defer_log;
 } lsm_write_options;
 
 /* ---------------------------------------------------------------- batch */

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 typedef struct mutex {
     pthread_mutex_t m;
@@ -54,6 +55,20 @@ static inline void cond_wait(pthread_cond_t *cv, mutex *mu)
     pthread_cond_wait(cv, &mu->m);
     atomic_store_explicit(&mu->owner, thread_id(), memory_order_relaxed);
 }
+/* The CLOCK_MONOTONIC time us microseconds from now. */
+static inline struct timespec monotonic_deadline(uint64_t us)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += (time_t)(us / 1000000);
+    t.tv_nsec += (long)(us % 1000000) * 1000;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
 /* Waits at most until the CLOCK_MONOTONIC time `deadline`; the cv must have
  * been initialised with cond_init_monotonic. */
 static inline int cond_timedwait(pthread_cond_t *cv, mutex *mu, const struct timespec *deadline)

@@ -30,20 +30,12 @@ static int teardown(void **state)
 
 static void db_options(lsm_options *o, lsm_env *env, size_t wbs)
 {
-    lsm_options_init(o);
-    o->create_if_missing = true;
-    o->env = env;
-    if (wbs)
-        o->write_buffer_size = wbs;
+    tu_db_options(o, env, wbs);
 }
 
 static lsm_db *open_db(lsm_env *env, size_t wbs)
 {
-    lsm_options o;
-    db_options(&o, env, wbs);
-    lsm_db *db = NULL;
-    ASSERT_OK(lsm_open(&o, dir, &db));
-    return db;
+    return tu_open_db(dir, env, wbs);
 }
 
 static void put(lsm_db *db, const char *k, const char *v, bool sync)

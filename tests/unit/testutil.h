@@ -112,6 +112,27 @@ static inline bool tu_mentions(const lsm_status *s, const char *needle)
         lsm_status_free(s_);                                                                       \
     } while (0)
 
+/* Options that create a store in env (NULL: the default), with a write
+ * buffer of wbs bytes (0: the default). */
+static inline void tu_db_options(lsm_options *o, lsm_env *env, size_t wbs)
+{
+    lsm_options_init(o);
+    o->create_if_missing = true;
+    o->env = env;
+    if (wbs)
+        o->write_buffer_size = wbs;
+}
+
+/* Opens (creating) the store in dir with tu_db_options. */
+static inline lsm_db *tu_open_db(const char *dir, lsm_env *env, size_t wbs)
+{
+    lsm_options o;
+    tu_db_options(&o, env, wbs);
+    lsm_db *db = NULL;
+    ASSERT_OK(lsm_open(&o, dir, &db));
+    return db;
+}
+
 /* A numeric property of an open store (it must exist). */
 static inline uint64_t tu_prop(lsm_db *db, const char *name)
 {

@@ -1,0 +1,204 @@
+/*
+ * db_defer.c — deferred logging (lsm_write_options.defer_log).
+ *
+ * A large batch written without sync need not cost its bytes twice (WAL,
+ * then table). With defer_log, the leader puts only a WAL_DEFERRED marker
+ * in the log, inserts the batch into the memtable and keeps a copy here.
+ * The copy is then either
+ *  - dropped when its memtable is written to a table (the common case for a
+ *    large file written in one go: its bytes reach the disk once), or
+ *  - logged late, whole, by the next leader of a logged batch or of a sync
+ *    barrier, before that leader's own record.
+ * So the log never holds a record that follows a deferred batch which is
+ * in neither the log nor a table, and recovery (replay_filter below) keeps
+ * a prefix of the writes: at a marker whose batch does not follow, it stops
+ * applying records. A sync never claims a deferred batch durable before it
+ * is logged (db_sync_ceiling).
+ */
+#include "db_impl.h"
+
+#include "status.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct deferred *deferred_copy(const lsm_batch *b, uint64_t log)
+{
+    size_t n;
+    const char *rep = batch_contents(b, &n);
+    struct deferred *d = malloc(sizeof(*d) + n);
+    if (d == NULL)
+        return NULL;
+    d->next = NULL;
+    d->log = log;
+    d->seq = batch_sequence(b);
+    d->count = lsm_batch_count(b);
+    d->len = n;
+    memcpy(d->rep, rep, n);
+    return d;
+}
+
+void db_keep_deferred(lsm_db *db, struct deferred *d)
+{
+    assert(mutex_held(&db->mu) && d->next == NULL);
+    assert(db->deferred_tail == NULL || db->deferred_tail->seq < d->seq);
+    if (db->deferred_tail)
+        db->deferred_tail->next = d;
+    else
+        db->deferred_head = d;
+    db->deferred_tail = d;
+}
+
+struct deferred *db_take_deferred(lsm_db *db)
+{
+    assert(mutex_held(&db->mu) && db->deferred_floor == 0);
+    struct deferred *list = db->deferred_head;
+    if (list != NULL)
+        db->deferred_floor = list->seq;
+    db->deferred_head = db->deferred_tail = NULL;
+    return list;
+}
+
+lsm_status *deferred_log_late(wal_writer *wal, const struct deferred *list, uint64_t *bytes)
+{
+    *bytes = 0;
+    for (const struct deferred *d = list; d != NULL; d = d->next) {
+        lsm_status *s = wal_add_record(wal, d->rep, d->len);
+        if (s != NULL)
+            return s;
+        *bytes += d->len;
+    }
+    return NULL;
+}
+
+static void free_list(struct deferred *d)
+{
+    while (d != NULL) {
+        struct deferred *next = d->next;
+        free(d);
+        d = next;
+    }
+}
+
+void db_end_late_log(lsm_db *db, struct deferred *list)
+{
+    assert(mutex_held(&db->mu));
+    db->deferred_floor = 0;
+    free_list(list);
+}
+
+void db_drop_deferred(lsm_db *db, uint64_t log)
+{
+    assert(mutex_held(&db->mu));
+    struct deferred **pp = &db->deferred_head, *prev = NULL;
+    while (*pp != NULL) {
+        struct deferred *d = *pp;
+        if (d->log != log) {
+            prev = d;
+            pp = &d->next;
+            continue;
+        }
+        *pp = d->next;
+        free(d);
+    }
+    db->deferred_tail = prev;
+}
+
+void db_free_deferred(lsm_db *db)
+{
+    free_list(db->deferred_head);
+    db->deferred_head = db->deferred_tail = NULL;
+}
+
+uint64_t db_sync_ceiling(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t first = db->deferred_floor;
+    if (first == 0 && db->deferred_head != NULL)
+        first = db->deferred_head->seq;
+    return first != 0 && first - 1 < db->last_seq ? first - 1 : db->last_seq;
+}
+
+bool db_deferred_upto(lsm_db *db, uint64_t seq)
+{
+    assert(mutex_held(&db->mu));
+    return (db->deferred_floor != 0 && db->deferred_floor <= seq) ||
+           (db->deferred_head != NULL && db->deferred_head->seq <= seq);
+}
+
+/* ------------------------------------------------------------- recovery */
+
+void replay_filter_init(replay_filter *f)
+{
+    memset(f, 0, sizeof(*f));
+}
+
+void replay_filter_free(replay_filter *f)
+{
+    free(f->waiting);
+    memset(f, 0, sizeof(*f));
+}
+
+/* Notes a marker whose batch must follow. false if out of memory. */
+static bool await(replay_filter *f, uint64_t seq, uint32_t count)
+{
+    if (f->n == f->cap) {
+        int cap = f->cap ? f->cap * 2 : 16;
+        struct replay_wait *w = realloc(f->waiting, (size_t)cap * sizeof(*w));
+        if (w == NULL)
+            return false;
+        f->waiting = w;
+        f->cap = cap;
+    }
+    f->waiting[f->n++] = (struct replay_wait){seq, count};
+    return true;
+}
+
+lsm_status *replay_filter_check(replay_filter *f, const char *rec, size_t n, bool *apply)
+{
+    uint64_t seq = 0;
+    uint32_t count = 0;
+    enum wal_record_kind kind = wal_record_kind_of(rec, n, &seq, &count);
+    *apply = false;
+    if (kind == WAL_EPOCH) { /* what was skipped before stays skipped */
+        f->lost += (uint64_t)f->n;
+        f->n = f->head = 0;
+        f->skipping = false;
+        return NULL;
+    }
+    if (f->skipping) {
+        f->skipped++;
+        return NULL;
+    }
+    if (kind == WAL_DEFERRED) {
+        if (f->n == f->head)
+            f->n = f->head = 0;
+        return await(f, seq, count) ? NULL : status_new(LSM_IO_ERROR, "out of memory");
+    }
+    if (f->head == f->n) {
+        *apply = true; /* nothing awaited (a late copy of a flushed batch repeats it: harmless) */
+        return NULL;
+    }
+    if (n >= BATCH_HEADER && decode_fixed64(rec) == f->waiting[f->head].seq &&
+        decode_fixed32(rec + 8) == f->waiting[f->head].count) {
+        f->head++; /* the awaited batch, logged late */
+        *apply = true;
+        return NULL;
+    }
+    /* A record after a deferred batch that is in no log nor table: the
+     * batch is lost, so is everything after it. */
+    f->skipping = true;
+    f->skipped++;
+    return NULL;
+}
+
+bool replay_filter_dropped(const replay_filter *f)
+{
+    return f->skipping || f->head < f->n;
+}
+
+uint64_t replay_filter_lost(const replay_filter *f)
+{
+    return f->lost + (uint64_t)(f->n - f->head);
+}

@@ -1,0 +1,388 @@
+/* test_db_defer.c — deferred logging (lsm_write_options.defer_log): a
+ * deferred batch reaches the disk once when its memtable is flushed, is
+ * logged late before any later logged write or sync, is retired to a table
+ * when the store idles, and when lost in a crash takes only what followed
+ * it; recovery's filter and epoch keep that so across repeated crashes. */
+#include "testutil.h"
+
+#include "db_impl.h"
+#include "fault_env.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[128];
+
+static int setup(void **state)
+{
+    (void)state;
+    tu_mkdtemp(dir, sizeof(dir), "defer");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(dir);
+    return 0;
+}
+
+enum { VLEN = 16 << 10 };
+
+/* Value i: VLEN bytes that name i. */
+static void value_of(char *v, int i)
+{
+    for (int j = 0; j < VLEN; j++)
+        v[j] = (char)('a' + (i * 7 + j) % 26);
+    snprintf(v, 16, "v%06d", i);
+}
+
+static void key_of(char k[32], const char *prefix, int i)
+{
+    snprintf(k, 32, "%s%06d", prefix, i);
+}
+
+/* Puts key i with value i; deferred or synced as asked. No cmocka inside:
+ * the forked children use it too. */
+static lsm_status *put_i(lsm_db *db, const char *prefix, int i, bool defer, bool sync)
+{
+    char k[32], *v = malloc(VLEN);
+    key_of(k, prefix, i);
+    value_of(v, i);
+    lsm_write_options wo = {.sync = sync, .defer_log = defer};
+    lsm_status *s = lsm_put(db, &wo, k, strlen(k), v, VLEN);
+    free(v);
+    return s;
+}
+
+/* Whether key i holds value i (false if absent; a wrong value fails). */
+static bool has_i(lsm_db *db, const char *prefix, int i)
+{
+    char k[32], want[VLEN];
+    key_of(k, prefix, i);
+    value_of(want, i);
+    char *v = NULL;
+    size_t n = 0;
+    lsm_status *s = lsm_get(db, NULL, k, strlen(k), &v, &n);
+    if (lsm_status_code(s) == LSM_NOT_FOUND) {
+        lsm_status_free(s);
+        return false;
+    }
+    ASSERT_OK(s);
+    assert_int_equal(n, VLEN);
+    assert_memory_equal(v, want, VLEN);
+    free(v);
+    return true;
+}
+
+static void assert_all(lsm_db *db, const char *prefix, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!has_i(db, prefix, i))
+            fail_msg("%s%06d is missing", prefix, i);
+}
+
+/* ------------------------------------------------------- replay filter */
+
+/* A batch record's header alone: enough for the filter. */
+static void batch_rec(char rec[BATCH_HEADER + 2], uint64_t seq, uint32_t count)
+{
+    encode_fixed64(rec, seq);
+    encode_fixed32(rec + 8, count);
+    rec[BATCH_HEADER] = 1; /* TYPE_VALUE */
+    rec[BATCH_HEADER + 1] = 0;
+}
+
+static bool feed(replay_filter *f, char kind, uint64_t seq, uint32_t count)
+{
+    char rec[WAL_MARKER_LEN + 1];
+    size_t n = WAL_MARKER_LEN;
+    if (kind == 'B') {
+        batch_rec(rec, seq, count);
+        n = BATCH_HEADER + 2;
+    } else {
+        wal_marker_encode(rec, kind == 'D' ? WAL_DEFERRED : WAL_EPOCH, seq, count);
+    }
+    bool apply = true;
+    ASSERT_OK(replay_filter_check(f, rec, n, &apply));
+    return apply;
+}
+
+static void test_replay_filter(void **state)
+{
+    (void)state;
+    replay_filter f;
+    replay_filter_init(&f);
+    assert_true(feed(&f, 'B', 1, 2));  /* plain batches apply */
+    assert_false(feed(&f, 'D', 3, 1)); /* a marker is no batch */
+    assert_false(feed(&f, 'D', 4, 2));
+    assert_true(feed(&f, 'B', 3, 1)); /* logged late, in order */
+    assert_true(feed(&f, 'B', 4, 2));
+    assert_true(feed(&f, 'B', 6, 1)); /* nothing awaited */
+    assert_false(replay_filter_dropped(&f));
+    assert_false(feed(&f, 'D', 7, 1));
+    assert_true(replay_filter_dropped(&f)); /* 7 awaited at the end: lost */
+    assert_int_equal(replay_filter_lost(&f), 1);
+    assert_false(feed(&f, 'B', 8, 1)); /* follows a lost batch: skipped */
+    assert_false(feed(&f, 'B', 7, 1)); /* too late: skipping stays */
+    assert_true(replay_filter_dropped(&f));
+    assert_int_equal(f.skipped, 2);
+    assert_false(feed(&f, 'E', 0, 0)); /* the epoch ends it */
+    assert_false(replay_filter_dropped(&f));
+    assert_true(feed(&f, 'B', 9, 1));
+    assert_true(feed(&f, 'B', 2, 1)); /* a late copy of a flushed batch: harmless */
+    replay_filter_free(&f);
+}
+
+/* ---------------------------------------------------------- the store */
+
+/* Deferred batches whose memtables are flushed never enter the log. */
+static void test_deferred_reach_tables_once(void **state)
+{
+    (void)state;
+    enum { N = 64 };
+    lsm_db *db = tu_open_db(dir, NULL, 256 << 10);
+    for (int i = 0; i < N; i++)
+        ASSERT_OK(put_i(db, "d", i, true, false));
+    assert_int_equal(tu_prop(db, "lsm.deferred-writes"), N);
+    assert_true(tu_prop(db, "lsm.wal-bytes") < N * 2 * WAL_MARKER_LEN);
+    assert_true(tu_prop(db, "lsm.flushes") >= 2);
+    assert_all(db, "d", N);
+    /* A sync now logs only what no flush took yet. */
+    assert_null(lsm_sync(db));
+    assert_true(tu_prop(db, "lsm.late-logged-bytes") < N * VLEN / 2);
+    assert_null(lsm_close(db));
+    db = tu_open_db(dir, NULL, 256 << 10);
+    assert_all(db, "d", N);
+    assert_int_equal(tu_prop(db, "lsm.recovered-lost-deferred"), 0);
+    assert_null(lsm_close(db));
+}
+
+/* A sync logs the deferred batches first: they survive a power cut. */
+static void test_deferred_logged_by_sync(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    for (int i = 0; i < N; i++)
+        ASSERT_OK(put_i(db, "d", i, true, false));
+    assert_int_equal(tu_prop(db, "lsm.late-logged-bytes"), 0);
+    assert_null(lsm_sync(db));
+    assert_true(tu_prop(db, "lsm.late-logged-bytes") >= N * VLEN);
+    ASSERT_OK(put_i(db, "x", 0, true, false)); /* not synced: may go */
+    assert_null(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db));
+    db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    assert_all(db, "d", N);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+/* A logged write after a deferred one carries it into the log: a synced
+ * write, or lsm_sync_upto of the deferred batch's own sequence. */
+static void test_deferred_logged_before_later_writes(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    ASSERT_OK(put_i(db, "d", 0, true, false));
+    ASSERT_OK(put_i(db, "s", 0, false, true));
+    char k[32] = "d000001", *v = malloc(VLEN);
+    value_of(v, 1);
+    lsm_batch *b = lsm_batch_new();
+    assert_true(lsm_batch_put(b, k, strlen(k), v, VLEN));
+    lsm_write_options wo = {.defer_log = true};
+    uint64_t seq = 0;
+    ASSERT_OK(lsm_write_seq(db, &wo, b, &seq));
+    ASSERT_OK(put_i(db, "d", 2, true, false)); /* after seq: not needed */
+    assert_null(lsm_sync_upto(db, seq));
+    assert_null(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db));
+    db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    assert_all(db, "d", 2);
+    assert_all(db, "s", 1);
+    assert_null(lsm_close(db));
+    lsm_batch_free(b);
+    free(v);
+    fault_env_free(fe);
+}
+
+/* A sync for writes before a deferred batch must not count the batch as
+ * durable: a later sync of it then still writes it to the log's disk. */
+static void test_sync_below_deferred_claims_nothing(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    char k[] = "n", v[] = "before";
+    lsm_write_options plain = {.sync = false};
+    lsm_batch *b = lsm_batch_new();
+    assert_true(lsm_batch_put(b, k, 1, v, strlen(v)));
+    uint64_t first = 0, deferred = 0;
+    ASSERT_OK(lsm_write_seq(db, &plain, b, &first));
+    lsm_batch_clear(b);
+    char dk[32], *dv = malloc(VLEN);
+    key_of(dk, "d", 0);
+    value_of(dv, 0);
+    assert_true(lsm_batch_put(b, dk, strlen(dk), dv, VLEN));
+    lsm_write_options wo = {.defer_log = true};
+    ASSERT_OK(lsm_write_seq(db, &wo, b, &deferred));
+    assert_true(deferred > first);
+    assert_null(lsm_sync_upto(db, first));
+    assert_null(lsm_sync_upto(db, deferred));
+    assert_null(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db));
+    db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    assert_all(db, "d", 1);
+    assert_null(lsm_close(db));
+    lsm_batch_free(b);
+    free(dv);
+    fault_env_free(fe);
+}
+
+/* An idle store does not keep deferred batches out of both log and table
+ * for long: the memtable holding them is flushed. */
+static void test_old_deferred_retired(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_options o;
+    tu_db_options(&o, fault_env_env(fe), 4 << 20);
+    o.deferred_max_age_ms = 50;
+    lsm_db *db = NULL;
+    ASSERT_OK(lsm_open(&o, dir, &db));
+    for (int i = 0; i < 4; i++)
+        ASSERT_OK(put_i(db, "d", i, true, false));
+    for (int t = 0; t < 200 && tu_prop(db, "lsm.flushes") == 0; t++)
+        usleep(10000);
+    assert_int_equal(tu_prop(db, "lsm.flushes"), 1);
+    assert_int_equal(tu_prop(db, "lsm.late-logged-bytes"), 0);
+    assert_null(fault_env_power_cut(fe)); /* no sync was asked for */
+    lsm_status_free(lsm_close(db));
+    ASSERT_OK(lsm_open(&o, dir, &db));
+    assert_all(db, "d", 4);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+/* A forked child: opens the store, writes, dies without closing. Returns
+ * false on any error (no cmocka in the child). */
+static bool child_run(int stage)
+{
+    lsm_options o;
+    tu_db_options(&o, NULL, 4 << 20);
+    lsm_db *db = NULL;
+    if (lsm_open(&o, dir, &db) != NULL)
+        return false;
+    if (stage == 1) /* n0 synced, then two deferred batches nothing logs */
+        return put_i(db, "n", 0, false, true) == NULL && put_i(db, "d", 0, true, false) == NULL &&
+               put_i(db, "d", 1, true, false) == NULL;
+    return put_i(db, "n", 1, false, true) == NULL; /* stage 2: after recovery */
+}
+
+static void crash_child(int stage)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(child_run(stage) ? 0 : 1); /* no lsm_close */
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* A process crash loses deferred batches nothing logged (they were never
+ * synced) and only them. Recovery then starts the new log with an epoch:
+ * when the old log is replayed again after a second crash, the writes
+ * made after the first recovery still apply. */
+static void test_lost_deferred_and_epoch(void **state)
+{
+    (void)state;
+    crash_child(1);
+    crash_child(2);
+    lsm_db *db = tu_open_db(dir, NULL, 4 << 20);
+    assert_true(has_i(db, "n", 0));
+    assert_true(has_i(db, "n", 1));
+    assert_false(has_i(db, "d", 0));
+    assert_false(has_i(db, "d", 1));
+    assert_int_equal(tu_prop(db, "lsm.recovered-lost-deferred"), 2);
+    assert_null(lsm_close(db));
+    db = tu_open_db(dir, NULL, 4 << 20); /* closed cleanly: nothing replayed */
+    assert_true(has_i(db, "n", 1));
+    assert_int_equal(tu_prop(db, "lsm.recovered-lost-deferred"), 0);
+    assert_null(lsm_close(db));
+}
+
+struct mixed_arg {
+    lsm_db *db;
+    char prefix[8];
+    int n;
+    bool defer;
+};
+
+/* On a worker thread: no cmocka. */
+static void *mixed_writer(void *p)
+{
+    struct mixed_arg *a = p;
+    for (int i = 0; i < a->n; i++) {
+        lsm_status *s = put_i(a->db, a->prefix, i, a->defer, !a->defer);
+        if (s) {
+            fprintf(stderr, "put: %s\n", lsm_status_message(s));
+            abort();
+        }
+    }
+    return NULL;
+}
+
+/* Deferred and synced writers at once, small memtables, then a power cut:
+ * every synced write is there, and what is left of each deferred writer is
+ * a prefix of its writes. */
+static void test_deferred_among_sync_writers(void **state)
+{
+    (void)state;
+    enum { THREADS = 4, PER = 150 };
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
+    struct mixed_arg a[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        a[i] = (struct mixed_arg){db, "", PER, i % 2 == 1};
+        snprintf(a[i].prefix, sizeof(a[i].prefix), "t%d-", i);
+    }
+    tu_run_threads(THREADS, mixed_writer, a, sizeof(a[0]));
+    assert_null(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db));
+    db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
+    for (int t = 0; t < THREADS; t++) {
+        if (!a[t].defer) {
+            assert_all(db, a[t].prefix, PER);
+            continue;
+        }
+        bool gap = false;
+        for (int i = 0; i < PER; i++) {
+            bool has = has_i(db, a[t].prefix, i);
+            if (has && gap)
+                fail_msg("%s%06d survived but an earlier write did not", a[t].prefix, i);
+            gap = gap || !has;
+        }
+    }
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+#define DB_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay_filter),
+        DB_TEST(test_deferred_reach_tables_once),
+        DB_TEST(test_deferred_logged_by_sync),
+        DB_TEST(test_deferred_logged_before_later_writes),
+        DB_TEST(test_sync_below_deferred_claims_nothing),
+        DB_TEST(test_old_deferred_retired),
+        DB_TEST(test_lost_deferred_and_epoch),
+        DB_TEST(test_deferred_among_sync_writers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
