@@ -52,6 +52,10 @@ typedef struct inode {
     /* A directory's seq when a listing of it last started at offset 0, or
      * 0: while seq stays so, the kernel may cache its listings (opendir). */
     _Atomic uint64_t listed_seq;
+    /* Someone asked to fsync it: its large writes are logged at once, not
+     * deferred (the next fsync would log them late anyway, after a copy:
+     * 1 MiB write + fsync was 10-15% slower deferred). */
+    _Atomic bool fsynced;
     pthread_rwlock_t lock;
     inode_rec rec; /* [lock] */
     /* [lock] A directory's entries, all of them, in memory (dir.h), or

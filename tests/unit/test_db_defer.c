@@ -316,7 +316,7 @@ static void test_lost_deferred_and_epoch(void **state)
 
 struct mixed_arg {
     lsm_db *db;
-    char prefix[8];
+    char prefix[16];
     int n;
     bool defer;
 };
