@@ -213,8 +213,8 @@ static lsm_status *replay_record(lsm_db *db, uint64_t log, const char *rec, size
     return NULL;
 }
 
-/* Replays one log into the memtables; f carries the deferred markers seen
- * from one log to the next. REQUIRES: mu held. */
+/* Replays one log into the memtables; filter carries the deferred markers
+ * seen from one log to the next. REQUIRES: mu held. */
 static lsm_status *replay_log(lsm_db *db, uint64_t number, replay_filter *filter)
 {
     char *name = log_file_name(db->dir, number);

@@ -494,8 +494,8 @@ lsm_status *db_sync_upto(lsm_db *db, uint64_t seq)
     struct writer w = {.batch = NULL, .sync = true};
     struct wakeups wk = {.n = 0};
     mutex_lock(&db->mu);
-    /* Fixed now: a deferred batch written later must not raise it (its
-     * sync could never cover a batch that is in no log). */
+    /* The target is taken now: were it raised past a deferred batch
+     * written meanwhile, which is in no log, no sync could ever cover it. */
     uint64_t target = seq < db->last_seq ? seq : db->last_seq;
     if (db_deferred_upto(db, target)) {
         /* A barrier through the queue: its leader logs them late. */
@@ -840,6 +840,7 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     if (s == NULL)
         s = commit_group(db, group, wal, mem, late, keep, &bytes, &late_bytes, &written);
     mutex_lock(&db->mu);
+    uint64_t wal_bytes = keep ? WAL_MARKER_LEN : bytes;
     if (late) {
         db->stats.late_logged_bytes += late_bytes;
         db->stats.wal_bytes += late_bytes;
@@ -863,7 +864,7 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     } else if (late) {
         db->wal_written = written;
     }
-    count_group(db, *count, keep ? WAL_MARKER_LEN : bytes, bytes);
+    count_group(db, *count, wal_bytes, bytes);
     return s;
 }
 
