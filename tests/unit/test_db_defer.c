@@ -276,6 +276,26 @@ static void test_old_deferred_retired(void **state)
     fault_env_free(fe);
 }
 
+/* A close whose flush fails (here: the disk is full for tables) leaves the
+ * logs as what recovery needs, so it logs the deferred batches late and
+ * syncs them first. */
+static void test_close_logs_deferred_when_flush_fails(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    for (int i = 0; i < 4; i++)
+        ASSERT_OK(put_i(db, "d", i, true, false));
+    fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
+    lsm_status_free(lsm_close(db));
+    assert_null(fault_env_power_cut(fe));
+    fault_env_clear_failures(fe);
+    db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    assert_all(db, "d", 4);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 /* A forked child: opens the store, writes, dies without closing. Returns
  * false on any error (no cmocka in the child). */
 static bool child_run(int stage)
@@ -391,6 +411,7 @@ int main(void)
         DB_TEST(test_deferred_logged_before_later_writes),
         DB_TEST(test_sync_below_deferred_claims_nothing),
         DB_TEST(test_old_deferred_retired),
+        DB_TEST(test_close_logs_deferred_when_flush_fails),
         DB_TEST(test_lost_deferred_and_epoch),
         DB_TEST(test_deferred_among_sync_writers),
     };
