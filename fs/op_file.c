@@ -99,7 +99,8 @@ static int write_locked(lsmfs *fs, inode *n, const char *buf, size_t size, uint6
          * logged: write amplification 2.08 -> 1.07. Small writes, and
          * writes to a file someone fsyncs, are the fsync-heavy kind: they
          * would be logged soon anyway. */
-        bool defer = size >= DEFER_LOG_WRITE && !atomic_load_explicit(&n->fsynced, memory_order_relaxed);
+        bool defer =
+            size >= DEFER_LOG_WRITE && !atomic_load_explicit(&n->fsynced, memory_order_relaxed);
         err = op_commit_one_as(fs, b, n, &r, &pl, defer);
     }
     payload_free(&pl);

@@ -32,17 +32,26 @@ struct deferred *deferred_copy(const lsm_batch *b, uint64_t log)
         return NULL;
     d->next = NULL;
     d->log = log;
-    d->seq = batch_sequence(b);
-    d->count = lsm_batch_count(b);
     d->len = n;
     memcpy(d->rep, rep, n);
     return d;
 }
 
+/* The first sequence of a deferred batch, from its header. */
+static uint64_t first_seq(const struct deferred *d)
+{
+    return decode_fixed64(d->rep);
+}
+
 void db_keep_deferred(lsm_db *db, struct deferred *d)
 {
     assert(mutex_held(&db->mu) && d->next == NULL);
-    assert(db->deferred_tail == NULL || db->deferred_tail->seq < d->seq);
+    assert(db->deferred_tail == NULL || first_seq(db->deferred_tail) < first_seq(d));
+    if (db->deferred_head == NULL) /* the flush thread times them */
+        pthread_cond_broadcast(&db->work_cv);
+    d->at_us = db->env->now_micros(db->env);
+    db->stats.deferred++;
+    db->stats.deferred_bytes += d->len;
     if (db->deferred_tail)
         db->deferred_tail->next = d;
     else
@@ -55,7 +64,7 @@ struct deferred *db_take_deferred(lsm_db *db)
     assert(mutex_held(&db->mu) && db->deferred_floor == 0);
     struct deferred *list = db->deferred_head;
     if (list != NULL)
-        db->deferred_floor = list->seq;
+        db->deferred_floor = first_seq(list);
     db->deferred_head = db->deferred_tail = NULL;
     return list;
 }
@@ -111,20 +120,26 @@ void db_free_deferred(lsm_db *db)
     db->deferred_head = db->deferred_tail = NULL;
 }
 
-uint64_t db_sync_ceiling(lsm_db *db)
+/* The first sequence of a deferred batch not yet in the log (being logged
+ * late, or waiting), or 0 if none. REQUIRES: mu held. */
+static uint64_t first_unlogged(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
-    uint64_t first = db->deferred_floor;
-    if (first == 0 && db->deferred_head != NULL)
-        first = db->deferred_head->seq;
+    if (db->deferred_floor != 0)
+        return db->deferred_floor;
+    return db->deferred_head != NULL ? first_seq(db->deferred_head) : 0;
+}
+
+uint64_t db_sync_ceiling(lsm_db *db)
+{
+    uint64_t first = first_unlogged(db);
     return first != 0 && first - 1 < db->last_seq ? first - 1 : db->last_seq;
 }
 
 bool db_deferred_upto(lsm_db *db, uint64_t seq)
 {
-    assert(mutex_held(&db->mu));
-    return (db->deferred_floor != 0 && db->deferred_floor <= seq) ||
-           (db->deferred_head != NULL && db->deferred_head->seq <= seq);
+    uint64_t first = first_unlogged(db);
+    return first != 0 && first <= seq;
 }
 
 /* ------------------------------------------------------------- recovery */

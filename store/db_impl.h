@@ -58,10 +58,9 @@ struct deferred {
     struct deferred *next;
     uint64_t log;   /* the log of its memtable (mem_log when written) */
     uint64_t at_us; /* when it was written (env->now_micros) */
-    uint64_t seq;   /* its first sequence */
-    uint32_t count; /* its records */
     size_t len;
-    char rep[];     /* the batch, sequence set */
+    char rep[];     /* the batch, sequence set (batch.h: its header says
+                     * its first sequence and its count) */
 };
 
 /* What a reader needs, pinned as a unit ("super version"): the memtables and
@@ -236,7 +235,8 @@ lsm_status *db_write(lsm_db *db, lsm_batch *batch, const lsm_write_options *wo, 
 /* A copy of b (sequence set) for the memtable logged from `log`; NULL if
  * out of memory. No lock needed. */
 struct deferred *deferred_copy(const lsm_batch *b, uint64_t log);
-/* Adds d, the newest deferred batch. REQUIRES: mu held. */
+/* Adds d, the newest deferred batch (timed from now, counted in the
+ * stats). REQUIRES: mu held. */
 void db_keep_deferred(lsm_db *db, struct deferred *d);
 /* Takes every deferred batch, for the caller to log late (sets
  * deferred_floor). REQUIRES: mu held; no late logging in progress. */

@@ -254,7 +254,8 @@ static lsm_status *commit_group(lsm_db *db, lsm_batch *group, wal_writer *wal, m
         const char *data = batch_contents(group, &n);
         char marker[WAL_MARKER_LEN];
         if (keep) {
-            wal_marker_encode(marker, WAL_DEFERRED, keep->seq, keep->count);
+            wal_marker_encode(marker, WAL_DEFERRED, batch_sequence(group),
+                              lsm_batch_count(group));
             s = wal_add_record(wal, marker, sizeof(marker));
         } else {
             s = wal_add_record(wal, data, n);
@@ -846,23 +847,17 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
         db->stats.wal_bytes += late_bytes;
         db_end_late_log(db, late);
     }
-    if (s == NULL && group) {
-        db->last_seq = seq + lsm_batch_count(group) - 1;
-        db->wal_written = written;
-        db_account_write(db, bytes);
-        if (keep) {
-            if (db->deferred_head == NULL) /* the flush thread times them */
-                pthread_cond_broadcast(&db->work_cv);
-            keep->at_us = db->env->now_micros(db->env);
-            db_keep_deferred(db, keep);
-            db->stats.deferred++;
-            db->stats.deferred_bytes += bytes;
-        }
-    } else if (s != NULL) {
+    if (s != NULL) {
         free(keep);
         db_set_bg_error(db, status_copy(s));
-    } else if (late) {
+    } else if (group || late) {
         db->wal_written = written;
+    }
+    if (s == NULL && group) {
+        db->last_seq = seq + lsm_batch_count(group) - 1;
+        db_account_write(db, bytes);
+        if (keep)
+            db_keep_deferred(db, keep);
     }
     count_group(db, *count, wal_bytes, bytes);
     return s;

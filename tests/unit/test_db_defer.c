@@ -42,17 +42,35 @@ static void key_of(char k[32], const char *prefix, int i)
     snprintf(k, 32, "%s%06d", prefix, i);
 }
 
-/* Puts key i with value i; deferred or synced as asked. No cmocka inside:
- * the forked children use it too. */
-static lsm_status *put_i(lsm_db *db, const char *prefix, int i, bool defer, bool sync)
+/* Writes key i with value i, deferred or synced as asked; *seq (if not
+ * NULL) gets its sequence. No cmocka inside: the forked children use it. */
+static lsm_status *write_i(lsm_db *db, const char *prefix, int i, bool defer, bool sync,
+                           uint64_t *seq)
 {
     char k[32], *v = malloc(VLEN);
+    lsm_batch *b = lsm_batch_new();
     key_of(k, prefix, i);
     value_of(v, i);
     lsm_write_options wo = {.sync = sync, .defer_log = defer};
-    lsm_status *s = lsm_put(db, &wo, k, strlen(k), v, VLEN);
+    lsm_status *s = v != NULL && b != NULL && lsm_batch_put(b, k, strlen(k), v, VLEN)
+                        ? lsm_write_seq(db, &wo, b, seq != NULL ? seq : &(uint64_t){0})
+                        : status_new(LSM_IO_ERROR, "out of memory");
+    lsm_batch_free(b);
     free(v);
     return s;
+}
+
+static lsm_status *put_i(lsm_db *db, const char *prefix, int i, bool defer, bool sync)
+{
+    return write_i(db, prefix, i, defer, sync, NULL);
+}
+
+/* A power cut under the open store, then the store opened again. */
+static lsm_db *cut_and_reopen(fault_env *fe, lsm_db *db, size_t wbs)
+{
+    assert_null(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db)); /* the cut made its files dead */
+    return tu_open_db(dir, fault_env_env(fe), wbs);
 }
 
 /* Whether key i holds value i (false if absent; a wrong value fails). */
@@ -181,9 +199,7 @@ static void test_deferred_logged_by_sync(void **state)
     assert_null(lsm_sync(db));
     assert_true(tu_prop(db, "lsm.late-logged-bytes") >= N * VLEN);
     ASSERT_OK(put_i(db, "x", 0, true, false)); /* not synced: may go */
-    assert_null(fault_env_power_cut(fe));
-    lsm_status_free(lsm_close(db));
-    db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    db = cut_and_reopen(fe, db, 4 << 20);
     assert_all(db, "d", N);
     assert_null(lsm_close(db));
     fault_env_free(fe);
@@ -198,23 +214,14 @@ static void test_deferred_logged_before_later_writes(void **state)
     lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
     ASSERT_OK(put_i(db, "d", 0, true, false));
     ASSERT_OK(put_i(db, "s", 0, false, true));
-    char k[32] = "d000001", *v = malloc(VLEN);
-    value_of(v, 1);
-    lsm_batch *b = lsm_batch_new();
-    assert_true(lsm_batch_put(b, k, strlen(k), v, VLEN));
-    lsm_write_options wo = {.defer_log = true};
     uint64_t seq = 0;
-    ASSERT_OK(lsm_write_seq(db, &wo, b, &seq));
+    ASSERT_OK(write_i(db, "d", 1, true, false, &seq));
     ASSERT_OK(put_i(db, "d", 2, true, false)); /* after seq: not needed */
     assert_null(lsm_sync_upto(db, seq));
-    assert_null(fault_env_power_cut(fe));
-    lsm_status_free(lsm_close(db));
-    db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    db = cut_and_reopen(fe, db, 4 << 20);
     assert_all(db, "d", 2);
     assert_all(db, "s", 1);
     assert_null(lsm_close(db));
-    lsm_batch_free(b);
-    free(v);
     fault_env_free(fe);
 }
 
@@ -225,29 +232,15 @@ static void test_sync_below_deferred_claims_nothing(void **state)
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
     lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
-    char k[] = "n", v[] = "before";
-    lsm_write_options plain = {.sync = false};
-    lsm_batch *b = lsm_batch_new();
-    assert_true(lsm_batch_put(b, k, 1, v, strlen(v)));
     uint64_t first = 0, deferred = 0;
-    ASSERT_OK(lsm_write_seq(db, &plain, b, &first));
-    lsm_batch_clear(b);
-    char dk[32], *dv = malloc(VLEN);
-    key_of(dk, "d", 0);
-    value_of(dv, 0);
-    assert_true(lsm_batch_put(b, dk, strlen(dk), dv, VLEN));
-    lsm_write_options wo = {.defer_log = true};
-    ASSERT_OK(lsm_write_seq(db, &wo, b, &deferred));
+    ASSERT_OK(write_i(db, "n", 0, false, false, &first));
+    ASSERT_OK(write_i(db, "d", 0, true, false, &deferred));
     assert_true(deferred > first);
     assert_null(lsm_sync_upto(db, first));
     assert_null(lsm_sync_upto(db, deferred));
-    assert_null(fault_env_power_cut(fe));
-    lsm_status_free(lsm_close(db));
-    db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    db = cut_and_reopen(fe, db, 4 << 20);
     assert_all(db, "d", 1);
     assert_null(lsm_close(db));
-    lsm_batch_free(b);
-    free(dv);
     fault_env_free(fe);
 }
 
@@ -380,9 +373,7 @@ static void test_deferred_among_sync_writers(void **state)
         snprintf(a[i].prefix, sizeof(a[i].prefix), "t%d-", i);
     }
     tu_run_threads(THREADS, mixed_writer, a, sizeof(a[0]));
-    assert_null(fault_env_power_cut(fe));
-    lsm_status_free(lsm_close(db));
-    db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
+    db = cut_and_reopen(fe, db, 256 << 10);
     for (int t = 0; t < THREADS; t++) {
         if (!a[t].defer) {
             assert_all(db, a[t].prefix, PER);

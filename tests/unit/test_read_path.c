@@ -777,8 +777,7 @@ static void walk_store(lsm_iter *it, const store_model *m, int steps)
 static void new_store_dir(char *dir, size_t cap, lsm_options *o)
 {
     tu_mkdtemp(dir, cap, "readpath");
-    lsm_options_init(o);
-    o->create_if_missing = true;
+    tu_db_options(o, NULL, 0);
 }
 
 static void test_store_walks(void **state)
