@@ -105,16 +105,20 @@ $(BIN)/fsck.lsmfs: $(BUILD)/mkfs/fsck.o $(LIBFS) $(LIBSTORE)
 $(BIN)/lsmctl: $(BUILD)/tools/lsmctl.o $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(STORE_LIBS)
-$(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o
+$(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o $(BUILD)/tools/nowork_log.o
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(FUSE_LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(FUSE_LIB)
 
 $(BUILD)/tools/lsmbench_leveldb.o: CFLAGS += $(LEVELDB_CF)
 $(BIN)/lsmbench: $(BUILD)/tools/lsmbench.o $(BUILD)/tools/lsmbench_leveldb.o $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STORE_LIBS) $(LEVELDB_LIB)
 
-# Unit tests of fs/ modules (test_fs_*) link libfs; the store's only libstore.
+# Unit tests of fs/ modules (test_fs_*) link libfs; the store's only libstore;
+# nowork-fs's log its own object.
+$(BUILD)/tests/test_nowork_log: $(BUILD)/tests/unit/test_nowork_log.o $(BUILD)/tools/nowork_log.o $(LIBSTORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STORE_LIBS) $(CMOCKA)
 $(BUILD)/tests/test_fs_%: $(BUILD)/tests/unit/test_fs_%.o $(LIBFS) $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(FS_LIBS) $(CMOCKA)

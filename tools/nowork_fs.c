@@ -3,7 +3,14 @@
  * memory, fsync is a no-op. It is the ceiling for lsmfs's benchmarks (issue 6):
  * whatever it reaches is the cost of FUSE round trips alone.
  *
- *   nowork-fs MOUNTPOINT [-f] [-s] [-d] [-o opt,...]
+ *   nowork-fs MOUNTPOINT [-f] [-s] [-d] [-o opt,...] [-o log=PATH[,log_mb=N]]
+ *
+ * Durable mode (-o log=PATH): the ceiling for a filesystem whose fsync
+ * means something. Every change is also appended to a log at PATH (a write
+ * its data, any other change a 64-byte record) before it is acknowledged,
+ * and fsync and fsyncdir are one fdatasync of that log, shared by all who
+ * wait for it (see nowork_log.h). That is the least any durable filesystem
+ * must do; it still recovers nothing after a crash.
  *
  * It uses the low-level API with the DEFAULT request pattern on purpose: no
  * capabilities asked for or refused in init, entry and attribute timeouts of
@@ -18,11 +25,14 @@
 
 #include <fuse_lowlevel.h>
 
+#include "nowork_log.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,11 +79,23 @@ typedef struct nowork {
     node **nodes;     /* GUARDED_BY(lock); indexed by inode number, NULL if free */
     size_t nnodes;    /* GUARDED_BY(lock) */
     size_t cap_nodes; /* GUARDED_BY(lock) */
+    nw_log *log;      /* durable mode's log (thread-safe itself); NULL if none */
 } nowork;
 
 static nowork *fs_of(fuse_req_t req)
 {
     return fuse_req_userdata(req);
+}
+
+/* Bytes logged for a change other than a write: about an inode record and
+ * a directory entry. */
+#define META_RECORD 64
+
+/* In durable mode, puts a change in the log before it is acknowledged (n
+ * bytes of data, or zeros if data is NULL). Returns 0 or an errno. */
+static int log_change(nowork *fs, const void *data, size_t n)
+{
+    return fs->log == NULL ? 0 : nw_log_append(fs->log, data, n);
 }
 
 /* ------------------------------------------------------------ directories */
@@ -385,6 +407,8 @@ static void nw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     node *n = get_node(fs, ino);
     int err = n == NULL ? ENOENT : apply_setattr(n, attr, to_set);
     if (err == 0)
+        err = log_change(fs, NULL, META_RECORD);
+    if (err == 0)
         reply_attr_for(req, n);
     else
         fuse_reply_err(req, err);
@@ -460,7 +484,7 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
         return err;
     }
     *out = n;
-    return 0;
+    return log_change(fs, NULL, META_RECORD);
 }
 
 static void reply_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -530,6 +554,8 @@ static void reply_remove(fuse_req_t req, fuse_ino_t parent, const char *name, bo
     nowork *fs = fs_of(req);
     pthread_mutex_lock(&fs->lock);
     int err = remove_name(fs, parent, name, dir);
+    if (err == 0)
+        err = log_change(fs, NULL, META_RECORD);
     pthread_mutex_unlock(&fs->lock);
     fuse_reply_err(req, err);
 }
@@ -600,6 +626,8 @@ static void nw_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
     nowork *fs = fs_of(req);
     pthread_mutex_lock(&fs->lock);
     int err = do_rename(fs, parent, name, newparent, newname, flags);
+    if (err == 0)
+        err = log_change(fs, NULL, META_RECORD);
     pthread_mutex_unlock(&fs->lock);
     fuse_reply_err(req, err);
 }
@@ -614,6 +642,8 @@ static void nw_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
                                        : check_new_name(fs, newparent, newname, &p);
     if (err == 0)
         err = link_in(p, newname, n);
+    if (err == 0)
+        err = log_change(fs, NULL, META_RECORD);
     if (err == 0) {
         n->st.st_nlink++;
         touch(&n->st.st_ctim);
@@ -635,6 +665,8 @@ static void nw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         err = set_size(n, 0);
         touch(&n->st.st_mtim);
         n->st.st_ctim = n->st.st_mtim;
+        if (err == 0)
+            err = log_change(fs, NULL, META_RECORD);
     }
     if (err == 0) {
         n->open++;
@@ -702,6 +734,9 @@ static void nw_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         memcpy(n->data + start, buf, size);
         touch(&n->st.st_mtim);
         n->st.st_ctim = n->st.st_mtim;
+        err = log_change(fs, buf, size);
+    }
+    if (err == 0) {
         fuse_reply_write(req, size);
     } else {
         fuse_reply_err(req, err);
@@ -738,13 +773,15 @@ static void nw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     close_handle(req, ino);
 }
 
-/* The ceiling: durability costs nothing here. */
+/* The ceiling: durability costs nothing here, or (durable mode) one shared
+ * sync of the log. */
 static void nw_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     (void)ino;
     (void)datasync;
     (void)fi;
-    fuse_reply_err(req, 0);
+    nowork *fs = fs_of(req);
+    fuse_reply_err(req, fs->log == NULL ? 0 : nw_log_sync(fs->log));
 }
 
 static void nw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -893,6 +930,7 @@ static void nowork_free(nowork *fs)
         free(n);
     }
     free(fs->nodes);
+    nw_log_close(fs->log);
     pthread_mutex_destroy(&fs->lock);
 }
 
@@ -932,9 +970,35 @@ static int run(struct fuse_args *args, const struct fuse_cmdline_opts *opts, now
     return rc;
 }
 
+/* Durable mode's options. */
+struct log_opts {
+    char *path;
+    unsigned mib;
+};
+
+static const struct fuse_opt log_opt_spec[] = {
+    {"log=%s", offsetof(struct log_opts, path), 0},
+    {"log_mb=%u", offsetof(struct log_opts, mib), 0},
+    FUSE_OPT_END,
+};
+
+/* Opens the durable mode's log if -o log= was given. Returns 0 or 1. */
+static int open_log(const struct log_opts *lo, nowork *fs)
+{
+    if (lo->path == NULL)
+        return 0;
+    int err = nw_log_open(lo->path, (size_t)lo->mib << 20, &fs->log);
+    if (err != 0)
+        fprintf(stderr, "nowork-fs: log %s (%u MiB): %s\n", lo->path, lo->mib, strerror(err));
+    return err != 0;
+}
+
 int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct log_opts lo = {.path = NULL, .mib = 64};
+    if (fuse_opt_parse(&args, &lo, log_opt_spec, NULL) != 0)
+        return 1;
     struct fuse_cmdline_opts opts;
     if (fuse_parse_cmdline(&args, &opts) != 0)
         return 1;
@@ -942,7 +1006,9 @@ int main(int argc, char **argv)
     if (opts.show_help || opts.mountpoint == NULL) {
         printf("usage: %s MOUNTPOINT [-f] [-s] [-d] [-o options]\n"
                "An in-memory FUSE filesystem that does no work (fsync is a no-op),\n"
-               "with libfuse's default request pattern: the FUSE ceiling.\n\n",
+               "with libfuse's default request pattern: the FUSE ceiling.\n\n"
+               "    -o log=PATH     durable mode: log every change to PATH, fsync syncs it\n"
+               "    -o log_mb=N     size of that log's ring (default 64 MiB)\n\n",
                argv[0]);
         if (opts.show_help) {
             fuse_cmdline_help();
@@ -954,12 +1020,14 @@ int main(int argc, char **argv)
         fuse_lowlevel_version();
     } else {
         nowork fs;
-        rc = nowork_init(&fs) != 0 || fuse_opt_add_arg(&args, "-ofsname=nowork-fs") != 0;
+        rc = nowork_init(&fs) != 0 || fuse_opt_add_arg(&args, "-ofsname=nowork-fs") != 0 ||
+             open_log(&lo, &fs) != 0;
         if (rc == 0)
             rc = run(&args, &opts, &fs);
         nowork_free(&fs);
     }
     free(opts.mountpoint);
+    free(lo.path);
     fuse_opt_free_args(&args);
     return rc;
 }

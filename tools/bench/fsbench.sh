@@ -6,8 +6,11 @@
 #   ext4       a directory on the root filesystem (the one /tmp is on)
 #   lsmfs      lsmfs with its store on the root filesystem
 #   nowork     nowork-fs, the no-work FUSE ceiling (in memory)
+#   durable    nowork-fs in durable mode (-o log=), its log on the root fs:
+#              the ceiling for a FUSE filesystem whose fsync is real
 #   loopext4   a journaled ext4 made with mkfs.ext4 on a loop device
 #   looplsmfs  lsmfs with its store on that loop ext4
+#   loopdurable  nowork-fs in durable mode with its log on that loop ext4
 #   dir        any directory given with --dir=PATH (e.g. a filesystem mounted by hand)
 # Workloads (--workloads, default all):
 #   maildir smallfile space seq tar postmark
@@ -21,7 +24,7 @@ repo=$(cd "$here/../.." && pwd)
 
 # ------------------------------------------------------------------ options
 mode=quick
-targets="ext4,lsmfs,nowork,loopext4,looplsmfs"
+targets="ext4,lsmfs,nowork,durable,loopext4,looplsmfs,loopdurable"
 workloads="maildir,smallfile,space,seq,tar,postmark"
 bindir=${LSMFS_BIN:-$repo/bin}
 work=""
@@ -37,7 +40,8 @@ usage() {
     cat <<EOF
 usage: $0 [options]
   --quick | --full         sizes: quick (default, < 2 min) or the issue's full sizes
-  --targets=LIST           ext4,lsmfs,nowork,loopext4,looplsmfs,dir (default all but dir)
+  --targets=LIST           ext4,lsmfs,nowork,durable,loopext4,looplsmfs,loopdurable,dir
+                           (default all but dir)
   --dir=PATH               the directory of target "dir" (added to the targets if given)
   --workloads=LIST         maildir,smallfile,space,seq,tar,postmark (default all)
   --bin=DIR                where lsmfs, mkfs.lsmfs, nowork-fs are (default \$LSMFS_BIN or bin/)
@@ -98,7 +102,7 @@ else
 fi
 
 has() { case ",$1," in *",$2,"*) return 0 ;; *) return 1 ;; esac; }
-all_targets="ext4 lsmfs nowork loopext4 looplsmfs dir"
+all_targets="ext4 lsmfs nowork durable loopext4 looplsmfs loopdurable dir"
 if [ -n "$custom_dir" ]; then
     [ -d "$custom_dir" ] || { echo "fsbench: --dir=$custom_dir is not a directory" >&2; exit 2; }
     custom_dir=$(cd "$custom_dir" && pwd)
@@ -267,12 +271,22 @@ setup_targets() {
             if [ -z "$custom_dir" ]; then note[$t]="no --dir given"; continue; fi
             dir_of[$t]=$(mktemp -d "$custom_dir/fsbench.XXXXXX") || { note[$t]="cannot write to $custom_dir"; continue; }
             ;;
-        nowork)
+        nowork | durable | loopdurable)
             if [ ! -x "$bindir/nowork-fs" ]; then note[$t]="$bindir/nowork-fs not built"; continue; fi
-            pid=$(mount_fuse "$work/mnt/nowork" "$work/logs/nowork.log" \
-                "$bindir/nowork-fs" "$work/mnt/nowork" -f) || { note[$t]="mount failed"; continue; }
-            mounts+=("fuse:$work/mnt/nowork:$pid")
-            dir_of[$t]=$work/mnt/nowork pid_of[$t]=$pid ;;
+            local log_opt=()
+            if [ "$t" = durable ]; then
+                log_opt=(-o "log=$work/$t.log")
+            elif [ "$t" = loopdurable ]; then
+                if [ -z "$loopdev" ]; then
+                    setup_loop || { note[$t]="loop ext4 setup failed"; continue; }
+                fi
+                log_opt=(-o "log=$work/mnt/loop/$t.log")
+            fi
+            pid=$(mount_fuse "$work/mnt/$t" "$work/logs/$t.log" \
+                "$bindir/nowork-fs" "$work/mnt/$t" -f "${log_opt[@]}") ||
+                { note[$t]="mount failed (see $work/logs/$t.log)"; continue; }
+            mounts+=("fuse:$work/mnt/$t:$pid")
+            dir_of[$t]=$work/mnt/$t pid_of[$t]=$pid ;;
         lsmfs | looplsmfs)
             if [ ! -x "$bindir/lsmfs" ] || [ ! -x "$bindir/mkfs.lsmfs" ]; then
                 note[$t]="lsmfs or mkfs.lsmfs not built in $bindir"; continue
@@ -341,8 +355,8 @@ daemon_written() { awk '/^write_bytes/ { print $2 }' "/proc/$1/io"; }
 # Bytes written to disk on behalf of target t so far, or empty if unknown.
 written_for() {
     case $1 in
-    loopext4 | looplsmfs) loop_written ;;
-    lsmfs) daemon_written "${pid_of[$1]}" ;;
+    loopext4 | looplsmfs | loopdurable) loop_written ;;
+    lsmfs | durable) daemon_written "${pid_of[$1]}" ;;
     *) echo "" ;;
     esac
 }
@@ -402,7 +416,7 @@ wl_space() {
     files=$((per * 10))
     drop_caches
     case $t in
-    nowork) return 0 ;;
+    nowork | durable | loopdurable) return 0 ;; # in memory
     ext4 | loopext4 | dir)
         r=$(run_logged "space-$t" "$work/bin/bench_smallfile" "${dir_of[$t]}/space" \
             -d 10 -f "$per" -s "$sf_size" -k -p create) || { record "space bytes/file" "$t" ERR; return; }
@@ -522,8 +536,8 @@ print_table() {
     local cols=() t m
     for t in $all_targets; do has "$targets" "$t" && cols+=("$t"); done
     local pairs=() p
-    for p in lsmfs/ext4 lsmfs/nowork looplsmfs/loopext4 looplsmfs/nowork nowork/ext4 \
-        dir/ext4 dir/nowork; do
+    for p in lsmfs/ext4 lsmfs/nowork lsmfs/durable looplsmfs/loopext4 looplsmfs/nowork \
+        looplsmfs/loopdurable nowork/ext4 durable/ext4 loopdurable/loopext4 dir/ext4 dir/nowork; do
         has "$targets" "${p%/*}" && has "$targets" "${p#*/}" && pairs+=("$p")
     done
     echo
