@@ -578,7 +578,11 @@ static lsm_status *leave_wal(lsm_db *db)
         return status_new(LSM_IO_ERROR, "out of memory switching memtables");
     }
     lsm_status_free(wal_writer_close(old));
-    db->durable_seq = db->last_seq; /* the old log was synced just now */
+    /* The old log was synced just now, but it holds only the markers of
+     * deferred batches: those become durable when logged late or flushed. */
+    uint64_t synced = db_sync_ceiling(db);
+    if (synced > db->durable_seq)
+        db->durable_seq = synced;
     db->wal = neu;
     db->wal_number = number;
     db->wal_written = db->wal_synced = 0;

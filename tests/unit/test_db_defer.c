@@ -244,6 +244,23 @@ static void test_sync_below_deferred_claims_nothing(void **state)
     fault_env_free(fe);
 }
 
+/* A store (options in *o) that retires deferred batches after 50 ms idle. */
+static lsm_db *open_retiring(fault_env *fe, lsm_options *o)
+{
+    tu_db_options(o, fault_env_env(fe), 4 << 20);
+    o->deferred_max_age_ms = 50;
+    lsm_db *db = NULL;
+    ASSERT_OK(lsm_open(o, dir, &db));
+    return db;
+}
+
+/* Waits (up to 30 s) until the counter `prop` is no longer 0. */
+static void wait_for_prop(lsm_db *db, const char *prop)
+{
+    for (int t = 0; t < 3000 && tu_prop(db, prop) == 0; t++)
+        usleep(10000);
+}
+
 /* An idle store does not keep deferred batches out of both log and table
  * for long: the memtable holding them is flushed. */
 static void test_old_deferred_retired(void **state)
@@ -251,20 +268,43 @@ static void test_old_deferred_retired(void **state)
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
     lsm_options o;
-    tu_db_options(&o, fault_env_env(fe), 4 << 20);
-    o.deferred_max_age_ms = 50;
-    lsm_db *db = NULL;
-    ASSERT_OK(lsm_open(&o, dir, &db));
+    lsm_db *db = open_retiring(fe, &o);
     for (int i = 0; i < 4; i++)
         ASSERT_OK(put_i(db, "d", i, true, false));
-    for (int t = 0; t < 3000 && tu_prop(db, "lsm.flushes") == 0; t++)
-        usleep(10000);
+    wait_for_prop(db, "lsm.flushes");
     assert_int_equal(tu_prop(db, "lsm.flushes"), 1);
     assert_int_equal(tu_prop(db, "lsm.late-logged-bytes"), 0);
     assert_null(fault_env_power_cut(fe)); /* no sync was asked for */
     lsm_status_free(lsm_close(db));
     ASSERT_OK(lsm_open(&o, dir, &db));
     assert_all(db, "d", 4);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+/* A memtable switch syncs the log it leaves, which holds only the marker of
+ * a deferred batch: the switch must not count the batch durable, or a sync
+ * of it (which logs it late, into the new log) would skip syncing that.
+ * Here the idle store retires the memtable and its flush fails for want of
+ * space, so the batch is in neither a table nor a synced log. */
+static void test_switch_claims_no_deferred(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_options o;
+    lsm_db *db = open_retiring(fe, &o);
+    uint64_t seq = 0;
+    ASSERT_OK(write_i(db, "d", 0, true, false, &seq));
+    fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
+    wait_for_prop(db, "lsm.memtable-switches");
+    assert_int_equal(tu_prop(db, "lsm.memtable-switches"), 1);
+    assert_int_equal(tu_prop(db, "lsm.flushes"), 0);
+    assert_null(lsm_sync_upto(db, seq));
+    assert_null(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db));
+    fault_env_clear_failures(fe);
+    db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    assert_all(db, "d", 1);
     assert_null(lsm_close(db));
     fault_env_free(fe);
 }
@@ -402,6 +442,7 @@ int main(void)
         DB_TEST(test_deferred_logged_before_later_writes),
         DB_TEST(test_sync_below_deferred_claims_nothing),
         DB_TEST(test_old_deferred_retired),
+        DB_TEST(test_switch_claims_no_deferred),
         DB_TEST(test_close_logs_deferred_when_flush_fails),
         DB_TEST(test_lost_deferred_and_epoch),
         DB_TEST(test_deferred_among_sync_writers),
