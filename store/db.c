@@ -513,7 +513,7 @@ lsm_status *lsm_close(lsm_db *db)
     /* Write the memtables out, so the next open replays nothing and the
      * logs (with their preallocated space) can go. Skipped after an error:
      * then the logs are what recovery needs. */
-    lsm_status *flush = db_flush_memtables(db);
+    lsm_status *flush = db_flush_memtables(db, 0);
     if (flush != NULL) /* the logs stay what recovery needs: deferred batches too */
         lsm_status_free(lsm_sync(db));
     db_stop_background(db);

@@ -694,7 +694,15 @@ void db_stop_background(lsm_db *db)
 
 /* ------------------------------------------------------ manual compaction */
 
-lsm_status *db_flush_memtables(lsm_db *db)
+/* Whether db_flush_memtables still has flushes to wait for. REQUIRES: mu. */
+static bool flush_pending(lsm_db *db, uint64_t deferred_upto)
+{
+    if (deferred_upto != 0)
+        return db_deferred_upto(db, deferred_upto);
+    return db->nimm > 0 || db->flushing;
+}
+
+lsm_status *db_flush_memtables(lsm_db *db, uint64_t deferred_upto)
 {
     lsm_status *s = NULL;
     mutex_lock(&db->mu);
@@ -708,7 +716,7 @@ lsm_status *db_flush_memtables(lsm_db *db)
     db_queue_pop_head(db, &w);
     /* Wait for the flushes, unless one fails for a full disk meanwhile. */
     uint64_t full_before = db->nospace_events;
-    while (s == NULL && (db->nimm > 0 || db->flushing) && db->bg_error == NULL &&
+    while (s == NULL && flush_pending(db, deferred_upto) && db->bg_error == NULL &&
            db->nospace_events == full_before) {
         pthread_cond_broadcast(&db->work_cv);
         cond_wait(&db->room_cv, &db->mu);
@@ -741,7 +749,7 @@ static lsm_status *compact_level_range(lsm_db *db, int level, const char *begin,
 lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const void *end,
                               size_t elen)
 {
-    lsm_status *s = db_flush_memtables(db);
+    lsm_status *s = db_flush_memtables(db, 0);
     if (s)
         return s;
     mutex_lock(&db->mu);

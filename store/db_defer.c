@@ -142,6 +142,16 @@ bool db_deferred_upto(lsm_db *db, uint64_t seq)
     return first != 0 && first <= seq;
 }
 
+uint64_t db_deferred_bytes_upto(lsm_db *db, uint64_t seq)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t bytes = 0;
+    for (const struct deferred *d = db->deferred_head; d != NULL && first_seq(d) <= seq;
+         d = d->next)
+        bytes += d->len;
+    return bytes;
+}
+
 /* ------------------------------------------------------------- recovery */
 
 void replay_filter_init(replay_filter *f)

@@ -117,6 +117,7 @@ struct db_stats {
     uint64_t deferred;            /* batches written with defer_log */
     uint64_t deferred_bytes;      /* their bytes (kept out of the WAL) */
     uint64_t late_logged_bytes;   /* of which logged late after all */
+    uint64_t sync_flushes;        /* syncs that flushed memtables instead */
     uint64_t flushes;
     uint64_t flush_bytes; /* table bytes written by flushes */
     uint64_t user_bytes;  /* key + value bytes written by users */
@@ -263,6 +264,9 @@ uint64_t db_sync_ceiling(lsm_db *db);
 /* Whether a deferred batch with sequence <= seq is not in the log yet.
  * REQUIRES: mu held. */
 bool db_deferred_upto(lsm_db *db, uint64_t seq);
+/* Bytes of the deferred batches with sequences <= seq waiting to be logged
+ * (not those being logged late right now). REQUIRES: mu held. */
+uint64_t db_deferred_bytes_upto(lsm_db *db, uint64_t seq);
 
 /* Recovery's view of deferred markers: which records to apply. */
 struct replay_wait {
@@ -308,8 +312,11 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force_switch);
 /* After a group of `bytes` was written: charge them to the pacing clock.
  * REQUIRES: mu held; the caller leads the write queue. */
 void db_account_write(lsm_db *db, uint64_t bytes);
-/* Flushes every memtable holding data and waits for it. */
-lsm_status *db_flush_memtables(lsm_db *db);
+/* Switches the memtable if it holds data and waits for the flushes: of
+ * every memtable (deferred_upto 0), or only until no deferred batch with a
+ * sequence <= deferred_upto is outside the tables and the log. Returns the
+ * error of a flush that failed meanwhile (also for a full disk). */
+lsm_status *db_flush_memtables(lsm_db *db, uint64_t deferred_upto);
 /* The oldest sequence any snapshot can see. REQUIRES: mu held. */
 uint64_t db_smallest_snapshot(lsm_db *db);
 

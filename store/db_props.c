@@ -112,6 +112,7 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         {"lsm.deferred-writes", st->deferred},
         {"lsm.deferred-bytes", st->deferred_bytes},
         {"lsm.late-logged-bytes", st->late_logged_bytes},
+        {"lsm.sync-flushes", st->sync_flushes},
         {"lsm.total-table-bytes", total_table_bytes(db)},
         {"lsm.flushes", st->flushes},
         {"lsm.level0-load", (uint64_t)db->vs.current->l0_load},
@@ -167,8 +168,9 @@ static bool stats_text(lsm_db *db, buf *b)
         ok = buf_append(b, line, (size_t)n);
     }
     n = snprintf(line, sizeof(line),
-                 "\n  deferred writes %" PRIu64 " (%" PRIu64 " bytes, %" PRIu64 " logged late)",
-                 st->deferred, st->deferred_bytes, st->late_logged_bytes);
+                 "\n  deferred writes %" PRIu64 " (%" PRIu64 " bytes, %" PRIu64
+                 " logged late); syncs that flushed them %" PRIu64,
+                 st->deferred, st->deferred_bytes, st->late_logged_bytes, st->sync_flushes);
     ok = ok && buf_append(b, line, (size_t)n);
     n = snprintf(line, sizeof(line),
                  "\nrecovery\n  records %" PRIu64 ", dropped bytes %" PRIu64

@@ -490,6 +490,32 @@ static lsm_status *wait_durable(lsm_db *db, struct writer *g, struct writer *las
     }
 }
 
+/* Makes the deferred batches up to `target` durable: by flushing the
+ * memtables when they are many bytes (a table holds them anyway once
+ * flushed, so they reach the disk once, as they would have without the
+ * sync), else by logging them late (a barrier through the queue: its leader
+ * logs them). Flushing a small amount would instead cut a small table for
+ * every fsync. A flush that fails for a full disk falls back to the log.
+ * REQUIRES: mu held (released meanwhile). */
+static lsm_status *make_deferred_durable(lsm_db *db, uint64_t target)
+{
+    assert(mutex_held(&db->mu));
+    bool flush = db_deferred_bytes_upto(db, target) >= db->opt.write_buffer_size / 4;
+    mutex_unlock(&db->mu);
+    lsm_status *s = NULL;
+    if (flush) {
+        s = db_flush_memtables(db, target);
+        mutex_lock(&db->mu);
+        db->stats.sync_flushes += s == NULL;
+        flush = s == NULL && !db_deferred_upto(db, target);
+        mutex_unlock(&db->mu);
+        lsm_status_free(s);
+    }
+    s = flush ? NULL : db_write(db, NULL, NULL, NULL);
+    mutex_lock(&db->mu);
+    return s;
+}
+
 lsm_status *db_sync_upto(lsm_db *db, uint64_t seq)
 {
     struct writer w = {.batch = NULL, .sync = true};
@@ -499,12 +525,11 @@ lsm_status *db_sync_upto(lsm_db *db, uint64_t seq)
      * written meanwhile, which is in no log, no sync could ever cover it. */
     uint64_t target = seq < db->last_seq ? seq : db->last_seq;
     if (db_deferred_upto(db, target)) {
-        /* A barrier through the queue: its leader logs them late. */
-        mutex_unlock(&db->mu);
-        lsm_status *s = db_write(db, NULL, NULL, NULL);
-        if (s != NULL)
+        lsm_status *s = make_deferred_durable(db, target);
+        if (s != NULL) {
+            mutex_unlock(&db->mu);
             return s;
-        mutex_lock(&db->mu);
+        }
     }
     db->stats.writes++;
     db->stats.barriers++;

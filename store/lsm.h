@@ -124,9 +124,11 @@ typedef struct lsm_write_options {
     /* For large batches (whole file chunks): the batch's bytes stay out of
      * the write-ahead log if its memtable is written to a table before any
      * later logged write or sync needs them logged, so they reach the disk
-     * once instead of twice. Until then a crash loses the batch and every
-     * write after it (recovery keeps a prefix, as for any write not yet
-     * synced). Ignored with sync. Default false. */
+     * once instead of twice (a sync that needs a quarter of a memtable or
+     * more of such bytes flushes the memtables rather than log them). Until
+     * then a crash loses the batch and every write after it (recovery keeps
+     * a prefix, as for any write not yet synced). Ignored with sync.
+     * Default false. */
     bool defer_log;
 } lsm_write_options;
 

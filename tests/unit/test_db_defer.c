@@ -205,6 +205,51 @@ static void test_deferred_logged_by_sync(void **state)
     fault_env_free(fe);
 }
 
+/* A sync of many deferred bytes (a quarter of a memtable or more) flushes
+ * the memtables instead of logging them: they reach the disk once, and
+ * survive a power cut. */
+static void test_sync_flushes_many_deferred(void **state)
+{
+    (void)state;
+    enum { N = 80 }; /* 80 x 16 KiB = 1.25 MiB >= 4 MiB / 4 */
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    uint64_t seq = 0;
+    for (int i = 0; i < N; i++)
+        ASSERT_OK(write_i(db, "d", i, true, false, &seq));
+    ASSERT_OK(put_i(db, "x", 0, true, false)); /* after seq: not waited for */
+    assert_null(lsm_sync_upto(db, seq));
+    assert_int_equal(tu_prop(db, "lsm.sync-flushes"), 1);
+    assert_int_equal(tu_prop(db, "lsm.late-logged-bytes"), 0);
+    assert_true(tu_prop(db, "lsm.flushes") >= 1);
+    db = cut_and_reopen(fe, db, 4 << 20);
+    assert_all(db, "d", N);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+/* When that flush fails for a full disk, the sync logs them late instead. */
+static void test_sync_logs_deferred_when_flush_fails(void **state)
+{
+    (void)state;
+    enum { N = 80 };
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    for (int i = 0; i < N; i++)
+        ASSERT_OK(put_i(db, "d", i, true, false));
+    fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
+    assert_null(lsm_sync(db));
+    assert_int_equal(tu_prop(db, "lsm.sync-flushes"), 0);
+    assert_true(tu_prop(db, "lsm.late-logged-bytes") >= N * VLEN);
+    assert_null(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db));
+    fault_env_clear_failures(fe);
+    db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    assert_all(db, "d", N);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 /* A logged write after a deferred one carries it into the log: a synced
  * write, or lsm_sync_upto of the deferred batch's own sequence. */
 static void test_deferred_logged_before_later_writes(void **state)
@@ -439,6 +484,8 @@ int main(void)
         cmocka_unit_test(test_replay_filter),
         DB_TEST(test_deferred_reach_tables_once),
         DB_TEST(test_deferred_logged_by_sync),
+        DB_TEST(test_sync_flushes_many_deferred),
+        DB_TEST(test_sync_logs_deferred_when_flush_fails),
         DB_TEST(test_deferred_logged_before_later_writes),
         DB_TEST(test_sync_below_deferred_claims_nothing),
         DB_TEST(test_old_deferred_retired),
