@@ -452,6 +452,24 @@ static void test_large_writes_crash_as_prefix(void **state)
     tm_check_file(P("tail"), (size_t)st.st_size, 3);
 }
 
+/* A large file fsynced right after it was written: the store flushes its
+ * memtable rather than log the deferred bytes (they reach the disk once),
+ * and the file survives a kill -9 like any fsynced one. */
+static void test_fsynced_large_file_survives_crash(void **state)
+{
+    struct tmount *m = *state;
+    enum { BIG = 6 * 1024 * 1024 };
+    tm_make_file(P("synced"), BIG, 4);
+    int fd = open(P("synced"), O_RDONLY);
+    assert_true(fd >= 0);
+    TM_OK(fsync(fd));
+    TM_OK(close(fd));
+    assert_true(tm_stats_counter(m, "syncs that flushed them") >= 1);
+    tm_make_file(P("unsynced"), BIG, 5);
+    tm_crash_checked(m, "kill after an fsynced large file");
+    tm_check_file(P("synced"), BIG, 4);
+}
+
 /* ------------------------------------------------- orphans and crashes */
 
 /* Files unlinked while open when the daemon dies are reclaimed by the
@@ -677,6 +695,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TM_TEST(test_maildir_crash, setup),      TM_TEST(test_kill_without_fsync, setup),
         TM_TEST(test_large_writes_crash_as_prefix, setup),
+        TM_TEST(test_fsynced_large_file_survives_crash, setup),
         TM_TEST(test_orphan_reclaimed, setup),   TM_TEST(test_inode_numbers_after_crash, setup),
         TM_TEST(test_crash_during_churn, setup), TM_TEST(test_orphan_batches_crash, setup),
     };

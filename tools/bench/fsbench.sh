@@ -352,11 +352,12 @@ field() { sed -n "s/.*[ ]$2=\\([^ ]*\\).*/\\1/p" <<<"$1" | head -n 1; }
 loop_written() { awk '{ print $7 * 512 }' "/sys/block/$(basename "$loopdev")/stat"; }
 daemon_written() { awk '/^write_bytes/ { print $2 }' "/proc/$1/io"; }
 
-# Bytes written to disk on behalf of target t so far, or empty if unknown.
+# Bytes written to disk on behalf of target t so far, or empty if unknown
+# (or meaningless: the durable ceiling's log is a ring, rewritten in place).
 written_for() {
     case $1 in
-    loopext4 | looplsmfs | loopdurable) loop_written ;;
-    lsmfs | durable) daemon_written "${pid_of[$1]}" ;;
+    loopext4 | looplsmfs) loop_written ;;
+    lsmfs) daemon_written "${pid_of[$1]}" ;;
     *) echo "" ;;
     esac
 }
