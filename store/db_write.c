@@ -491,16 +491,19 @@ static lsm_status *wait_durable(lsm_db *db, struct writer *g, struct writer *las
 }
 
 /* Makes the deferred batches up to `target` durable: by flushing the
- * memtables when they are many bytes (a table holds them anyway once
- * flushed, so they reach the disk once, as they would have without the
- * sync), else by logging them late (a barrier through the queue: its leader
- * logs them). Flushing a small amount would instead cut a small table for
- * every fsync. A flush that fails for a full disk falls back to the log.
- * REQUIRES: mu held (released meanwhile). */
+ * memtables when those batches are many bytes and most of what the
+ * memtables hold (a table holds them anyway once flushed, so they reach the
+ * disk once, as they would have without the sync), else by logging them
+ * late (a barrier through the queue: its leader logs them). Flushing a
+ * small amount would cut a small table for every fsync; flushing memtables
+ * full of other data would make the sync wait for all of it. A flush that
+ * fails for a full disk falls back to the log. REQUIRES: mu held (released
+ * meanwhile). */
 static lsm_status *make_deferred_durable(lsm_db *db, uint64_t target)
 {
     assert(mutex_held(&db->mu));
-    bool flush = db_deferred_bytes_upto(db, target) >= db->opt.write_buffer_size / 4;
+    uint64_t bytes = db_deferred_bytes_upto(db, target);
+    bool flush = bytes >= db->opt.write_buffer_size / 4 && 2 * bytes >= db_memtable_bytes(db);
     mutex_unlock(&db->mu);
     lsm_status *s = NULL;
     if (flush) {

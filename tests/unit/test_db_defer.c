@@ -228,6 +228,28 @@ static void test_sync_flushes_many_deferred(void **state)
     fault_env_free(fe);
 }
 
+/* But not when the memtable holds mostly other data: the sync would wait
+ * for all of it to be flushed. It logs them late. */
+static void test_sync_logs_deferred_among_much_else(void **state)
+{
+    (void)state;
+    enum { N = 80, OTHER = 160 }; /* 1.25 MiB deferred after 2.5 MiB logged */
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    for (int i = 0; i < OTHER; i++)
+        ASSERT_OK(put_i(db, "o", i, false, false));
+    for (int i = 0; i < N; i++)
+        ASSERT_OK(put_i(db, "d", i, true, false));
+    assert_null(lsm_sync(db));
+    assert_int_equal(tu_prop(db, "lsm.sync-flushes"), 0);
+    assert_true(tu_prop(db, "lsm.late-logged-bytes") >= N * VLEN);
+    db = cut_and_reopen(fe, db, 4 << 20);
+    assert_all(db, "o", OTHER);
+    assert_all(db, "d", N);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 /* When that flush fails for a full disk, the sync logs them late instead. */
 static void test_sync_logs_deferred_when_flush_fails(void **state)
 {
@@ -485,6 +507,7 @@ int main(void)
         DB_TEST(test_deferred_reach_tables_once),
         DB_TEST(test_deferred_logged_by_sync),
         DB_TEST(test_sync_flushes_many_deferred),
+        DB_TEST(test_sync_logs_deferred_among_much_else),
         DB_TEST(test_sync_logs_deferred_when_flush_fails),
         DB_TEST(test_deferred_logged_before_later_writes),
         DB_TEST(test_sync_below_deferred_claims_nothing),
