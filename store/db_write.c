@@ -503,18 +503,18 @@ static lsm_status *make_deferred_durable(lsm_db *db, uint64_t target)
 {
     assert(mutex_held(&db->mu));
     uint64_t bytes = db_deferred_bytes_upto(db, target);
-    bool flush = bytes >= db->opt.write_buffer_size / 4 && 2 * bytes >= db_memtable_bytes(db);
-    mutex_unlock(&db->mu);
-    lsm_status *s = NULL;
-    if (flush) {
-        s = db_flush_memtables(db, target);
+    if (bytes >= db->opt.write_buffer_size / 4 && 2 * bytes >= db_memtable_bytes(db)) {
+        mutex_unlock(&db->mu);
+        lsm_status *s = db_flush_memtables(db, target);
         mutex_lock(&db->mu);
         db->stats.sync_flushes += s == NULL;
-        flush = s == NULL && !db_deferred_upto(db, target);
-        mutex_unlock(&db->mu);
+        bool done = s == NULL && !db_deferred_upto(db, target);
         lsm_status_free(s);
+        if (done)
+            return NULL;
     }
-    s = flush ? NULL : db_write(db, NULL, NULL, NULL);
+    mutex_unlock(&db->mu);
+    lsm_status *s = db_write(db, NULL, NULL, NULL);
     mutex_lock(&db->mu);
     return s;
 }

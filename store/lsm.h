@@ -126,10 +126,9 @@ typedef struct lsm_write_options {
      * later logged write or sync needs them logged, so they reach the disk
      * once instead of twice (a sync that needs a quarter of a memtable or
      * more of such bytes, half or more of the memtables' contents, flushes
-     * the memtables rather than log them). Until
-     * then a crash loses the batch and every write after it (recovery keeps
-     * a prefix, as for any write not yet synced). Ignored with sync.
-     * Default false. */
+     * the memtables rather than log them). Until then a crash loses the
+     * batch and every write after it (recovery keeps a prefix, as for any
+     * write not yet synced). Ignored with sync. Default false. */
     bool defer_log;
 } lsm_write_options;
 

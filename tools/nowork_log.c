@@ -19,12 +19,12 @@
 
 struct nw_log {
     int fd;
-    uint64_t ring;               /* bytes; appends wrap around */
-    _Atomic uint64_t head;       /* bytes ever reserved (offset = head % ring) */
-    _Atomic uint64_t appended;   /* appends completed */
-    pthread_mutex_t sync_mu;     /* one fdatasync at a time */
-    uint64_t synced;             /* GUARDED_BY(sync_mu): appends covered by a sync */
-    int sync_error;              /* GUARDED_BY(sync_mu): sticky errno, 0 if none */
+    uint64_t ring;             /* bytes; appends wrap around */
+    _Atomic uint64_t head;     /* bytes ever reserved (offset = head % ring) */
+    _Atomic uint64_t appended; /* appends completed */
+    pthread_mutex_t sync_mu;   /* one fdatasync at a time */
+    uint64_t synced;           /* GUARDED_BY(sync_mu): appends covered by a sync */
+    int sync_error;            /* GUARDED_BY(sync_mu): sticky errno, 0 if none */
 };
 
 static int write_all(int fd, const void *buf, size_t n, uint64_t off)
