@@ -28,6 +28,11 @@
  *  - Files opened before the cut (written or read) are dead: every operation
  *    on them fails with EIO and writes nothing. Files that existed before this
  *    env was made, and were not written through it, are durable as they are.
+ *  - The power stays off until a store next locks its directory (or
+ *    fault_env_restart): every change meanwhile — create, rename, remove,
+ *    sync — fails with EIO, so the store that ran at the cut cannot save
+ *    anything while it closes (its flush would otherwise write new tables
+ *    and a new MANIFEST, and hide what the cut lost). Reads work.
  *  - This is the pessimistic end of what POSIX allows: a real disk may keep
  *    more (ext4 usually persists a new file's entry along with its fsync),
  *    and the store must not rely on that. It never keeps less than what was
@@ -117,6 +122,10 @@ struct fault_env {
     uint64_t syncs;         /* GUARDED_BY(mu) */
     uint64_t dir_syncs;     /* GUARDED_BY(mu) */
     uint64_t hidden_seq;    /* GUARDED_BY(mu): names hidden files */
+    /* GUARDED_BY(mu): a power cut happened and no store has locked its
+     * directory since, so the one that ran at the cut may still be closing:
+     * every change (create, write, sync, rename, remove) fails. */
+    bool down;
 };
 
 static fault_env *fe_of(lsm_env *env)
@@ -163,6 +172,13 @@ static lsm_status *injected(int err, const char *what, const char *path)
     char msg[PATH_MAX + 64];
     snprintf(msg, sizeof(msg), "%s %s (injected fault)", what, path);
     return status_from_errno(err, msg);
+}
+
+static lsm_status *down_error(const char *what, const char *path)
+{
+    char msg[PATH_MAX + 64];
+    snprintf(msg, sizeof(msg), "%s %s (after a simulated power cut)", what, path);
+    return status_from_errno(EIO, msg);
 }
 
 static lsm_status *dead_error(const char *what, const char *path)
@@ -218,6 +234,35 @@ static int should_fail(fault_env *fe, unsigned op, const char *path, const char 
     }
     fe_unlock(fe);
     return err;
+}
+
+/* Fails a change while the power is off since a cut; NULL otherwise.
+ * REQUIRES: mu held; for a change that must not slip past a cut, `cut`
+ * held for reading too (op_begin), as the change itself is. */
+static lsm_status *down_locked(fault_env *fe, const char *what, const char *path)
+{
+    assert_held(fe);
+    return fe->down ? down_error(what, path) : NULL;
+}
+
+static lsm_status *down_check(fault_env *fe, const char *what, const char *path)
+{
+    fe_lock(fe);
+    lsm_status *s = down_locked(fe, what, path);
+    fe_unlock(fe);
+    return s;
+}
+
+/* The checks before operation `what` (of kind `op`) on path: a change while
+ * the power is off, or an injected failure. NULL if it may go ahead. */
+static lsm_status *op_check(fault_env *fe, unsigned op, const char *what, const char *path,
+                            const char *path2)
+{
+    lsm_status *s = op == FAULT_READ ? NULL : down_check(fe, what, path);
+    if (s != NULL)
+        return s;
+    int err = should_fail(fe, op, path, path2);
+    return err != 0 ? injected(err, what, path) : NULL;
 }
 
 void fault_env_fail(fault_env *fe, unsigned ops, const char *path_substr, int err, int skip,
@@ -474,8 +519,7 @@ static lsm_status *file_check(fault_env *fe, struct fe_handle *h, unsigned op, c
 {
     if (h->dead)
         return dead_error(what, h->path);
-    int err = should_fail(fe, op, h->path, NULL);
-    return err != 0 ? injected(err, what, h->path) : NULL;
+    return op_check(fe, op, what, h->path, NULL);
 }
 
 /* -------------------------------------------------------------- wfile */
@@ -628,9 +672,9 @@ static lsm_status *fe_new_wfile(lsm_env *env, const char *path, lsm_wfile **out)
 {
     fault_env *fe = fe_of(env);
     *out = NULL;
-    int err = should_fail(fe, FAULT_CREATE, path, NULL);
-    if (err != 0)
-        return injected(err, "create", path);
+    lsm_status *check = op_check(fe, FAULT_CREATE, "create", path, NULL);
+    if (check != NULL)
+        return check;
     struct fe_wfile *f = calloc(1, sizeof(*f));
     struct fe_node *spare = calloc(1, sizeof(*spare));
     struct undo *u = undo_new(UNDO_CREATE, path, NULL);
@@ -650,7 +694,9 @@ static lsm_status *fe_new_wfile(lsm_env *env, const char *path, lsm_wfile **out)
     f->fe = fe;
     op_begin(fe);
     fe_lock(fe);
-    lsm_status *s = create_locked(fe, path, f, spare, u);
+    lsm_status *s = down_locked(fe, "create", path);
+    if (s == NULL)
+        s = create_locked(fe, path, f, spare, u);
     fe_unlock(fe);
     op_end(fe);
     if (s != NULL) {
@@ -858,7 +904,9 @@ static lsm_status *fe_remove_file(lsm_env *env, const char *path)
         return oom("remove", path);
     op_begin(fe);
     fe_lock(fe);
-    lsm_status *s = remove_locked(fe, path, u);
+    lsm_status *s = down_locked(fe, "remove", path);
+    if (s == NULL)
+        s = remove_locked(fe, path, u);
     bool logged = s == NULL;
     fe_unlock(fe);
     op_end(fe);
@@ -908,9 +956,9 @@ static lsm_status *rename_locked(fault_env *fe, const char *from, const char *to
 static lsm_status *fe_rename_file(lsm_env *env, const char *from, const char *to)
 {
     fault_env *fe = fe_of(env);
-    int err = should_fail(fe, FAULT_RENAME, from, to);
-    if (err != 0)
-        return injected(err, "rename", from);
+    lsm_status *check = op_check(fe, FAULT_RENAME, "rename", from, to);
+    if (check != NULL)
+        return check;
     if (strcmp(from, to) == 0)
         return fe->base->rename_file(fe->base, from, to);
     struct undo *u = undo_new(UNDO_RENAME, to, from);
@@ -918,7 +966,9 @@ static lsm_status *fe_rename_file(lsm_env *env, const char *from, const char *to
         return oom("rename", from);
     op_begin(fe);
     fe_lock(fe);
-    lsm_status *s = rename_locked(fe, from, to, u);
+    lsm_status *s = down_locked(fe, "rename", from);
+    if (s == NULL)
+        s = rename_locked(fe, from, to, u);
     fe_unlock(fe);
     op_end(fe);
     if (s != NULL)
@@ -929,12 +979,18 @@ static lsm_status *fe_rename_file(lsm_env *env, const char *from, const char *to
 static lsm_status *fe_create_dir(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
-    return fe->base->create_dir(fe->base, path);
+    /* An existing directory is no change (the store's open asks for its
+     * own before it locks it). */
+    lsm_status *down = fe->base->file_exists(fe->base, path) ? NULL : down_check(fe, "mkdir", path);
+    return down != NULL ? down : fe->base->create_dir(fe->base, path);
 }
 
 static lsm_status *fe_remove_dir(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
+    lsm_status *down = down_check(fe, "rmdir", path);
+    if (down != NULL)
+        return down;
     char *dir = dir_norm(path);
     if (dir == NULL)
         return oom("rmdir", path);
@@ -975,9 +1031,9 @@ static void dirlog_restore(fault_env *fe, const char *dir, struct undo *ops)
 static lsm_status *fe_sync_file(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
-    int err = should_fail(fe, FAULT_SYNC, path, NULL);
-    if (err != 0)
-        return injected(err, "sync", path);
+    lsm_status *check = op_check(fe, FAULT_SYNC, "sync", path, NULL);
+    if (check != NULL)
+        return check;
     op_begin(fe);
     lsm_status *s = fe->base->sync_file(fe->base, path);
     if (s == NULL) {
@@ -995,9 +1051,9 @@ static lsm_status *fe_sync_file(lsm_env *env, const char *path)
 static lsm_status *fe_sync_dir(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
-    int err = should_fail(fe, FAULT_SYNC_DIR, path, NULL);
-    if (err != 0)
-        return injected(err, "sync directory", path);
+    lsm_status *check = op_check(fe, FAULT_SYNC_DIR, "sync directory", path, NULL);
+    if (check != NULL)
+        return check;
     char *dir = dir_norm(path);
     if (dir == NULL)
         return oom("sync directory", path);
@@ -1021,9 +1077,18 @@ static lsm_status *fe_sync_dir(lsm_env *env, const char *path)
     return s;
 }
 
+void fault_env_restart(fault_env *fe)
+{
+    fe_lock(fe);
+    fe->down = false;
+    fe_unlock(fe);
+}
+
+/* A store opening: the machine was restarted, the power is on again. */
 static lsm_status *fe_lock_file(lsm_env *env, const char *path, lsm_filelock **out)
 {
     fault_env *fe = fe_of(env);
+    fault_env_restart(fe);
     return fe->base->lock_file(fe->base, path, out);
 }
 
@@ -1113,6 +1178,7 @@ static lsm_status *power_cut_locked(fault_env *fe)
 {
     assert_held(fe);
     lsm_status *first = NULL;
+    fe->down = true;
     for (struct fe_handle *h = fe->open.next; h != &fe->open; h = h->next)
         h->dead = true;
     for (struct fe_node *n = fe->nodes; n != NULL; n = n->next)

@@ -39,9 +39,14 @@ void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us);
 /* Simulates a power cut on everything written through this env: unsynced
  * data and unsynced directory entries are dropped from the disk. Files that
  * were open at the cut are dead from then on: their appends, flushes and
- * syncs fail with EIO and change nothing, so the store that used them can
- * then be closed (its close writes nothing) and a new one opened. */
+ * syncs fail with EIO and change nothing. Until a store next locks its
+ * directory (lock_file: the machine restarted), every change through the
+ * env fails with EIO too — creates, renames, removes, syncs — so the store
+ * that ran at the cut can then be closed without writing anything (not even
+ * new files) and a new one opened. Reads work throughout. */
 lsm_status *fault_env_power_cut(fault_env *fe);
+/* The power is on again after a cut (what a store's lock_file also does). */
+void fault_env_restart(fault_env *fe);
 /* Counters for tests. */
 uint64_t fault_env_syncs(fault_env *fe); /* wfile syncs that succeeded */
 uint64_t fault_env_dir_syncs(fault_env *fe);

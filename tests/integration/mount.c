@@ -1071,6 +1071,14 @@ void tm_make_file(const char *path, size_t size, uint64_t seed)
         fail_msg("writing %s: %s", path, tm_errname(-rc));
 }
 
+void tm_fsync_path(const char *path, bool dir)
+{
+    int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd < 0 || fsync(fd) != 0)
+        fail_msg("fsync %s: %s", path, tm_errname(errno));
+    close(fd);
+}
+
 /* Index of the first byte where a and b differ (n if none). */
 static size_t first_difference(const unsigned char *a, const unsigned char *b, size_t n)
 {

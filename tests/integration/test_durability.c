@@ -44,14 +44,6 @@ static uint64_t wal_syncs(const struct tmount *m)
     return tm_stats_counter(m, "wal syncs");
 }
 
-static void fsync_path(const char *path, bool dir)
-{
-    int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    TM_OK(fd);
-    TM_OK(fsync(fd));
-    TM_OK(close(fd));
-}
-
 /* A second fsync, an fdatasync, and an fsync of the directory whose last
  * change (the create) the first fsync covered: no WAL sync for any. */
 static void test_fsync_of_durable_costs_no_sync(void **state)
@@ -74,7 +66,7 @@ static void test_fsync_of_durable_costs_no_sync(void **state)
     uint64_t free0 = tm_stats_counter(m, "fs fsyncs already durable");
     TM_OK(fsync(fd));
     TM_OK(fdatasync(fd));
-    fsync_path(P("d"), true);
+    tm_fsync_path(P("d"), true);
     assert_int_equal(wal_syncs(m), s1);
     assert_int_equal(tm_stats_counter(m, "fs fsyncs already durable"), free0 + 3);
     TM_OK(close(fd));
@@ -101,10 +93,10 @@ static void test_changes_after_a_sync_are_synced(void **state)
     assert_int_equal(wal_syncs(m), s0 + 1);
     TM_OK(close(fd));
     TM_OK(rename(P("tmp/msg"), P("new/msg")));
-    fsync_path(P("new"), true);
+    tm_fsync_path(P("new"), true);
     assert_int_equal(wal_syncs(m), s0 + 2);
-    fsync_path(P("tmp"), true);
-    fsync_path(P("new/msg"), false);
+    tm_fsync_path(P("tmp"), true);
+    tm_fsync_path(P("new/msg"), false);
     assert_int_equal(wal_syncs(m), s0 + 2);
     char back[32];
     assert_int_equal(tm_read_file(P("new/msg"), back, sizeof back), 11);

@@ -152,6 +152,28 @@ static void test_replay_filter(void **state)
     replay_filter_free(&f);
 }
 
+/* Late copies of batches older than an awaited marker: their own markers
+ * were in an earlier log, gone since their memtable was flushed. They come
+ * before the awaited batch's copy in the same late-logging run, and must
+ * neither be skipped nor make what follows skipped. */
+static void test_replay_filter_older_late_copies(void **state)
+{
+    (void)state;
+    replay_filter f;
+    replay_filter_init(&f);
+    assert_false(feed(&f, 'D', 100, 5)); /* this log's only marker */
+    assert_true(feed(&f, 'B', 50, 25));  /* late copies, markers in a gone log */
+    assert_true(feed(&f, 'B', 75, 25));
+    assert_true(feed(&f, 'B', 100, 5)); /* the awaited one */
+    assert_true(feed(&f, 'B', 105, 1)); /* a synced write after them */
+    assert_false(replay_filter_dropped(&f));
+    assert_int_equal(f.skipped, 0);
+    assert_false(feed(&f, 'D', 106, 1)); /* and a batch still after a lost one */
+    assert_false(feed(&f, 'B', 107, 1));
+    assert_true(replay_filter_dropped(&f));
+    replay_filter_free(&f);
+}
+
 /* ---------------------------------------------------------- the store */
 
 /* Waits (up to 30 s: valgrind is slow) until no immutable memtable waits
@@ -376,6 +398,36 @@ static void test_switch_claims_no_deferred(void **state)
     fault_env_free(fe);
 }
 
+/* Deferred batches on both sides of a memtable switch, logged late into
+ * the new log by the next logged write, a synced one (their older memtable
+ * could not be flushed yet); then that memtable is flushed and the old log,
+ * with the older markers, deleted. Recovery meets the new log's markers
+ * first, then late copies of older batches: all of it applies (it once
+ * dropped everything from there on, the synced write too). */
+static void test_late_copies_after_switch(void **state)
+{
+    (void)state;
+    enum { N = 40 }; /* 640 KiB of deferred batches: a switch at 256 KiB */
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
+    fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
+    for (int i = 0; i < N; i++)
+        ASSERT_OK(put_i(db, "d", i, true, false));
+    assert_true(tu_prop(db, "lsm.memtable-switches") >= 1);
+    assert_int_equal(tu_prop(db, "lsm.flushes"), 0);
+    ASSERT_OK(put_i(db, "s", 0, false, true)); /* logs them all late first */
+    assert_true(tu_prop(db, "lsm.late-logged-bytes") >= N * VLEN);
+    fault_env_clear_failures(fe);
+    wait_for_prop(db, "lsm.flushes");
+    wait_flushed(db);
+    db = cut_and_reopen(fe, db, 256 << 10);
+    assert_int_equal(tu_prop(db, "lsm.recovered-skipped"), 0);
+    assert_all(db, "d", N);
+    assert_all(db, "s", 1);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 /* A close whose flush fails (here: the disk is full for tables) leaves the
  * logs as what recovery needs, so it logs the deferred batches late and
  * syncs them first. */
@@ -504,6 +556,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay_filter),
+        cmocka_unit_test(test_replay_filter_older_late_copies),
         DB_TEST(test_deferred_reach_tables_once),
         DB_TEST(test_deferred_logged_by_sync),
         DB_TEST(test_sync_flushes_many_deferred),
@@ -513,6 +566,7 @@ int main(void)
         DB_TEST(test_sync_below_deferred_claims_nothing),
         DB_TEST(test_old_deferred_retired),
         DB_TEST(test_switch_claims_no_deferred),
+        DB_TEST(test_late_copies_after_switch),
         DB_TEST(test_close_logs_deferred_when_flush_fails),
         DB_TEST(test_lost_deferred_and_epoch),
         DB_TEST(test_deferred_among_sync_writers),

@@ -679,6 +679,12 @@ static void test_fault_power_cut_data(void **state)
     assert_int_equal(slurp(p, got, sizeof(got)), 4);
     assert_int_equal(fault_env_syncs(x->fe), 1);
 
+    /* Until the power is back, no change is made: not even a new file. */
+    ASSERT_FAILS(env->new_wfile(env, p, &f), LSM_IO_ERROR, "power cut");
+    ASSERT_FAILS(env->remove_file(env, q), LSM_IO_ERROR, "power cut");
+    assert_true(exists(q));
+    fault_env_restart(x->fe);
+
     /* Life goes on with new files. */
     ASSERT_OK(env->new_wfile(env, p, &f));
     ASSERT_OK(f->ops->append(f, "new", 3));
@@ -706,6 +712,7 @@ static void test_fault_power_cut_new_files(void **state)
     ASSERT_OK(env->sync_dir(env, sub));
     /* ...and the sub dir's own sync kept sub/inner. */
     ASSERT_OK(fault_env_power_cut(x->fe));
+    fault_env_restart(x->fe);
     char got[16];
     assert_int_equal(slurp(a, got, sizeof(got)), 3);
     assert_int_equal(slurp(b, got, sizeof(got)), 3);
@@ -723,6 +730,7 @@ static void test_fault_power_cut_new_files(void **state)
     write_file(env, c, "cc", true);
     write_file(env, c, "longer but unsynced", false); /* and a tracked one */
     ASSERT_OK(fault_env_power_cut(x->fe));
+    fault_env_restart(x->fe);
     assert_int_equal(slurp(c, got, sizeof(got)), 0);
     /* Truncation is modelled pessimistically: unsynced, so empty. */
     assert_int_equal(slurp(a, got, sizeof(got)), 0);
@@ -745,6 +753,7 @@ static void test_fault_power_cut_rename(void **state)
     assert_false(has_child(env, x->dir, "CURRENT.tmp"));
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     ASSERT_OK(fault_env_power_cut(x->fe));
+    fault_env_restart(x->fe);
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     assert_memory_equal(got, "old", 3);
     assert_false(exists(tmp));
@@ -755,6 +764,7 @@ static void test_fault_power_cut_rename(void **state)
     ASSERT_OK(env->rename_file(env, tmp, cur));
     ASSERT_OK(env->sync_dir(env, x->dir));
     ASSERT_OK(fault_env_power_cut(x->fe));
+    fault_env_restart(x->fe);
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     assert_memory_equal(got, "new", 3);
     assert_false(exists(tmp));
@@ -763,6 +773,7 @@ static void test_fault_power_cut_rename(void **state)
     /* A durable file renamed to a new name, unsynced: back to the old name. */
     ASSERT_OK(env->rename_file(env, cur, tmp));
     ASSERT_OK(fault_env_power_cut(x->fe));
+    fault_env_restart(x->fe);
     assert_false(exists(tmp));
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     assert_memory_equal(got, "new", 3);
@@ -772,6 +783,7 @@ static void test_fault_power_cut_rename(void **state)
     ASSERT_OK(env->rename_file(env, cur, tmp));
     ASSERT_OK(env->rename_file(env, tmp, third));
     ASSERT_OK(fault_env_power_cut(x->fe));
+    fault_env_restart(x->fe);
     assert_false(exists(tmp));
     assert_false(exists(third));
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
@@ -801,6 +813,7 @@ static void test_fault_power_cut_remove(void **state)
     ASSERT_FAILS(env->remove_file(env, a), LSM_IO_ERROR, a);
     /* Unsynced remove: the file comes back, with its synced data only. */
     ASSERT_OK(fault_env_power_cut(x->fe));
+    fault_env_restart(x->fe);
     assert_int_equal(slurp(a, got, sizeof(got)), 7);
     assert_memory_equal(got, "durable", 7);
     assert_int_equal(count_entries(x->dir), 1);
@@ -809,12 +822,14 @@ static void test_fault_power_cut_remove(void **state)
     ASSERT_OK(env->sync_dir(env, x->dir));
     assert_int_equal(count_entries(x->dir), 0);
     ASSERT_OK(fault_env_power_cut(x->fe));
+    fault_env_restart(x->fe);
     assert_false(exists(a));
     /* Remove of a never-durable file, then a re-create: both undone. */
     write_file(env, b, "one", true);
     ASSERT_OK(env->remove_file(env, b));
     write_file(env, b, "two", true);
     ASSERT_OK(fault_env_power_cut(x->fe));
+    fault_env_restart(x->fe);
     assert_false(exists(b));
     assert_int_equal(count_entries(x->dir), 0);
 }
@@ -861,6 +876,7 @@ static void test_fault_dead_readers(void **state)
     ASSERT_OK(sf->ops->read(sf, b, 2, &n));
     assert_int_equal(n, 2);
     ASSERT_OK(fault_env_power_cut(x->fe));
+    fault_env_restart(x->fe);
     ASSERT_FAILS(sf->ops->read(sf, b, 2, &n), LSM_IO_ERROR, p);
     ASSERT_FAILS((sf->ops->skip)(sf, 1), LSM_IO_ERROR, p);
     ASSERT_FAILS(rf->ops->pread(rf, 0, b, 2, &n), LSM_IO_ERROR, p);
@@ -917,6 +933,7 @@ static void test_fault_inject_sync(void **state)
     assert_int_equal(fault_env_syncs(x->fe), 1); /* only successes count */
     /* The failed sync made nothing durable. */
     ASSERT_OK(fault_env_power_cut(x->fe));
+    fault_env_restart(x->fe);
     assert_int_equal(slurp(p, got, sizeof(got)), 3);
     lsm_status_free(f->ops->close(f));
 }
@@ -942,6 +959,7 @@ static void test_fault_inject_dir_ops(void **state)
     assert_int_equal(fault_env_dir_syncs(x->fe), 0);
     /* The failed dir sync made nothing durable. */
     ASSERT_OK(fault_env_power_cut(x->fe));
+    fault_env_restart(x->fe);
     assert_false(exists(a));
     assert_false(exists(b));
     /* Reads: sfile and rfile. */
@@ -1041,6 +1059,7 @@ static void test_fault_power_cut_concurrent(void **state)
     }
     uint64_t synced = fault_env_syncs(x->fe);
     ASSERT_OK(fault_env_power_cut(x->fe));
+    fault_env_restart(x->fe);
     for (int i = 0; i < T; i++) {
         pthread_join(th[i], NULL);
         assert_int_equal(args[i].ops_after_death, 0);
