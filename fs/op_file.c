@@ -78,10 +78,10 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
     free(buf);
 }
 
-/* REQUIRES: n->lock held for writing. */
 /* Writes at least this large are committed with defer_log. */
 #define DEFER_LOG_WRITE (128u * 1024)
 
+/* REQUIRES: n->lock held for writing. */
 static int write_locked(lsmfs *fs, inode *n, const char *buf, size_t size, uint64_t off)
 {
     if (n->gone)

@@ -201,28 +201,27 @@ lsm_status *replay_filter_check(replay_filter *f, const char *rec, size_t n, boo
             f->n = f->head = 0;
         return await(f, seq, count) ? NULL : status_new(LSM_IO_ERROR, "out of memory");
     }
-    if (f->head == f->n) {
-        *apply = true; /* nothing awaited (a late copy of a flushed batch repeats it: harmless) */
-        return NULL;
+    /* A batch applies unless a deferred batch before it is missing.
+     * Logged records come in sequence order, so one older than the awaited
+     * batch is a late copy of an earlier deferred batch, logged in the same
+     * run before the awaited one's copy: its marker went with an earlier
+     * log, gone since its memtable became a table (re-applying a batch a
+     * table holds is harmless). So is any batch when nothing is awaited. */
+    if (f->head < f->n) {
+        const struct replay_wait *w = &f->waiting[f->head];
+        bool header = n >= BATCH_HEADER;
+        uint64_t rec_seq = header ? decode_fixed64(rec) : 0;
+        if (header && rec_seq == w->seq && decode_fixed32(rec + 8) == w->count) {
+            f->head++; /* the awaited batch, logged late */
+        } else if (!header || rec_seq >= w->seq) {
+            /* After a deferred batch that is in no log nor table: the
+             * batch is lost, so is everything after it. */
+            f->skipping = true;
+            f->skipped++;
+            return NULL;
+        }
     }
-    uint64_t rec_seq = n >= BATCH_HEADER ? decode_fixed64(rec) : 0;
-    if (rec_seq == f->waiting[f->head].seq && decode_fixed32(rec + 8) == f->waiting[f->head].count) {
-        f->head++; /* the awaited batch, logged late */
-        *apply = true;
-        return NULL;
-    }
-    if (rec_seq != 0 && rec_seq < f->waiting[f->head].seq) {
-        /* Logged records come in sequence order, so one older than the
-         * awaited batch is a late copy of an earlier deferred batch, logged
-         * in the same run before the awaited one's: its marker was in an
-         * earlier log, gone since its memtable became a table. */
-        *apply = true;
-        return NULL;
-    }
-    /* A record after a deferred batch that is in no log nor table: the
-     * batch is lost, so is everything after it. */
-    f->skipping = true;
-    f->skipped++;
+    *apply = true;
     return NULL;
 }
 

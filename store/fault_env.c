@@ -29,10 +29,12 @@
  *    on them fails with EIO and writes nothing. Files that existed before this
  *    env was made, and were not written through it, are durable as they are.
  *  - The power stays off until a store next locks its directory (or
- *    fault_env_restart): every change meanwhile — create, rename, remove,
- *    sync — fails with EIO, so the store that ran at the cut cannot save
- *    anything while it closes (its flush would otherwise write new tables
- *    and a new MANIFEST, and hide what the cut lost). Reads work.
+ *    fault_env_restart): every create, rename, remove, mkdir and rmdir
+ *    meanwhile fails with EIO, and the files open at the cut are dead, so
+ *    the store that ran at the cut cannot save anything while it closes
+ *    (its flush would otherwise write new tables and a new MANIFEST, and
+ *    hide what the cut lost). Reads work; a sync has nothing to make
+ *    durable.
  *  - This is the pessimistic end of what POSIX allows: a real disk may keep
  *    more (ext4 usually persists a new file's entry along with its fsync),
  *    and the store must not rely on that. It never keeps less than what was
@@ -124,7 +126,7 @@ struct fault_env {
     uint64_t hidden_seq;    /* GUARDED_BY(mu): names hidden files */
     /* GUARDED_BY(mu): a power cut happened and no store has locked its
      * directory since, so the one that ran at the cut may still be closing:
-     * every change (create, write, sync, rename, remove) fails. */
+     * creates, renames and removes fail (see the model above). */
     bool down;
 };
 
@@ -251,18 +253,6 @@ static lsm_status *down_check(fault_env *fe, const char *what, const char *path)
     lsm_status *s = down_locked(fe, what, path);
     fe_unlock(fe);
     return s;
-}
-
-/* The checks before operation `what` (of kind `op`) on path: a change while
- * the power is off, or an injected failure. NULL if it may go ahead. */
-static lsm_status *op_check(fault_env *fe, unsigned op, const char *what, const char *path,
-                            const char *path2)
-{
-    lsm_status *s = op == FAULT_READ ? NULL : down_check(fe, what, path);
-    if (s != NULL)
-        return s;
-    int err = should_fail(fe, op, path, path2);
-    return err != 0 ? injected(err, what, path) : NULL;
 }
 
 void fault_env_fail(fault_env *fe, unsigned ops, const char *path_substr, int err, int skip,
@@ -519,7 +509,8 @@ static lsm_status *file_check(fault_env *fe, struct fe_handle *h, unsigned op, c
 {
     if (h->dead)
         return dead_error(what, h->path);
-    return op_check(fe, op, what, h->path, NULL);
+    int err = should_fail(fe, op, h->path, NULL);
+    return err != 0 ? injected(err, what, h->path) : NULL;
 }
 
 /* -------------------------------------------------------------- wfile */
@@ -672,9 +663,9 @@ static lsm_status *fe_new_wfile(lsm_env *env, const char *path, lsm_wfile **out)
 {
     fault_env *fe = fe_of(env);
     *out = NULL;
-    lsm_status *check = op_check(fe, FAULT_CREATE, "create", path, NULL);
-    if (check != NULL)
-        return check;
+    int err = should_fail(fe, FAULT_CREATE, path, NULL);
+    if (err != 0)
+        return injected(err, "create", path);
     struct fe_wfile *f = calloc(1, sizeof(*f));
     struct fe_node *spare = calloc(1, sizeof(*spare));
     struct undo *u = undo_new(UNDO_CREATE, path, NULL);
@@ -956,9 +947,9 @@ static lsm_status *rename_locked(fault_env *fe, const char *from, const char *to
 static lsm_status *fe_rename_file(lsm_env *env, const char *from, const char *to)
 {
     fault_env *fe = fe_of(env);
-    lsm_status *check = op_check(fe, FAULT_RENAME, "rename", from, to);
-    if (check != NULL)
-        return check;
+    int err = should_fail(fe, FAULT_RENAME, from, to);
+    if (err != 0)
+        return injected(err, "rename", from);
     if (strcmp(from, to) == 0)
         return fe->base->rename_file(fe->base, from, to);
     struct undo *u = undo_new(UNDO_RENAME, to, from);
@@ -1031,9 +1022,9 @@ static void dirlog_restore(fault_env *fe, const char *dir, struct undo *ops)
 static lsm_status *fe_sync_file(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
-    lsm_status *check = op_check(fe, FAULT_SYNC, "sync", path, NULL);
-    if (check != NULL)
-        return check;
+    int err = should_fail(fe, FAULT_SYNC, path, NULL);
+    if (err != 0)
+        return injected(err, "sync", path);
     op_begin(fe);
     lsm_status *s = fe->base->sync_file(fe->base, path);
     if (s == NULL) {
@@ -1051,9 +1042,9 @@ static lsm_status *fe_sync_file(lsm_env *env, const char *path)
 static lsm_status *fe_sync_dir(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
-    lsm_status *check = op_check(fe, FAULT_SYNC_DIR, "sync directory", path, NULL);
-    if (check != NULL)
-        return check;
+    int err = should_fail(fe, FAULT_SYNC_DIR, path, NULL);
+    if (err != 0)
+        return injected(err, "sync directory", path);
     char *dir = dir_norm(path);
     if (dir == NULL)
         return oom("sync directory", path);

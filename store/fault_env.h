@@ -40,10 +40,10 @@ void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us);
  * data and unsynced directory entries are dropped from the disk. Files that
  * were open at the cut are dead from then on: their appends, flushes and
  * syncs fail with EIO and change nothing. Until a store next locks its
- * directory (lock_file: the machine restarted), every change through the
- * env fails with EIO too — creates, renames, removes, syncs — so the store
- * that ran at the cut can then be closed without writing anything (not even
- * new files) and a new one opened. Reads work throughout. */
+ * directory (lock_file: the machine restarted), creates, renames, removes,
+ * mkdirs and rmdirs through the env fail with EIO too, so the store that
+ * ran at the cut can then be closed without writing anything (not even new
+ * files) and a new one opened. Reads work throughout. */
 lsm_status *fault_env_power_cut(fault_env *fe);
 /* The power is on again after a cut (what a store's lock_file also does). */
 void fault_env_restart(fault_env *fe);

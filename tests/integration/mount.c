@@ -1071,12 +1071,21 @@ void tm_make_file(const char *path, size_t size, uint64_t seed)
         fail_msg("writing %s: %s", path, tm_errname(-rc));
 }
 
-void tm_fsync_path(const char *path, bool dir)
+int tm_sync_path(const char *path, bool dir)
 {
     int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    if (fd < 0 || fsync(fd) != 0)
-        fail_msg("fsync %s: %s", path, tm_errname(errno));
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) == 0 ? 0 : -errno;
     close(fd);
+    return rc;
+}
+
+void tm_fsync_path(const char *path, bool dir)
+{
+    int rc = tm_sync_path(path, dir);
+    if (rc != 0)
+        fail_msg("fsync %s: %s", path, tm_errname(-rc));
 }
 
 /* Index of the first byte where a and b differ (n if none). */

@@ -248,7 +248,9 @@ void tm_touch(const char *path);
 /* Write path as `size` bytes of tm_fill(seed). */
 void tm_make_file(const char *path, size_t size, uint64_t seed);
 
-/* fsync path (opened as a directory if dir); fails the test on error. */
+/* fsync path (opened as a directory if dir): 0 or -errno (no cmocka: for
+ * worker threads). tm_fsync_path fails the test on error instead. */
+int tm_sync_path(const char *path, bool dir);
 void tm_fsync_path(const char *path, bool dir);
 
 /* path must hold exactly `size` bytes of tm_fill(seed), read back from the

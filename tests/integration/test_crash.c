@@ -467,6 +467,12 @@ static void test_fsynced_large_file_survives_crash(void **state)
     tm_check_file(P("synced"), BIG, 4);
 }
 
+/* Advances a 64-bit LCG (Knuth's MMIX constants); draw from its top bits. */
+static void next_rand(uint64_t *state)
+{
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+}
+
 /* Crash after crash, every file fsynced before a kill -9 is intact after
  * it, whatever else went on: large writes kept out of the WAL, memtable
  * switches between them, late logging of them by later writes. (Recovery
@@ -486,7 +492,7 @@ static void test_fsynced_files_survive_crash_cycles(void **state)
     uint64_t rng = tm_seed();
     for (int c = 0; c < CYCLES; c++) {
         for (int i = 0; i < FILES; i++) {
-            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            next_rand(&rng);
             struct kept *k = &kept[nkept];
             snprintf(k->name, sizeof(k->name), "c%d_%d", c, i);
             k->size = sizes[(rng >> 33) % 5];
@@ -527,7 +533,7 @@ struct kill_writer {
 static bool write_one(struct kill_writer *w, int i, char *buf)
 {
     static const size_t sizes[] = {4096, 20000, 300 * 1024, 1u << 20, 3u << 20, 6u << 20};
-    w->rng = w->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    next_rand(&w->rng);
     int n = atomic_load_explicit(&w->nkept, memory_order_relaxed);
     if (n == KILL_FILES)
         return false;
@@ -537,21 +543,10 @@ static bool write_one(struct kill_writer *w, int i, char *buf)
     k->seed = w->rng >> 16;
     tm_fill(buf, k->size, k->seed, 0);
     struct tmount *m = w->m;
-    int fd = open(P("%s", k->name), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    bool ok = fd >= 0;
-    for (size_t off = 0; ok && off < k->size; off += 1u << 20) {
-        size_t len = k->size - off < (1u << 20) ? k->size - off : 1u << 20;
-        ok = write(fd, buf + off, len) == (ssize_t)len;
-    }
+    bool ok = tm_write_file(P("%s", k->name), buf, k->size, 0644) == 0;
     bool sync = (w->rng >> 40) % 10 < 6;
-    ok = ok && (!sync || fsync(fd) == 0);
-    if (fd >= 0)
-        ok = close(fd) == 0 && ok;
-    int dfd = ok && sync ? open(P("."), O_RDONLY | O_DIRECTORY) : -1;
-    if (dfd >= 0) {
-        ok = fsync(dfd) == 0;
-        close(dfd);
-    }
+    if (ok && sync)
+        ok = tm_sync_path(P("%s", k->name), false) == 0 && tm_sync_path(P("."), true) == 0;
     if (ok && sync)
         atomic_store_explicit(&w->nkept, n + 1, memory_order_release);
     return ok;

@@ -65,11 +65,13 @@ static lsm_status *put_i(lsm_db *db, const char *prefix, int i, bool defer, bool
     return write_i(db, prefix, i, defer, sync, NULL);
 }
 
-/* A power cut under the open store, then the store opened again. */
+/* A power cut under the open store, then the store opened again on a disk
+ * without the injected failures. */
 static lsm_db *cut_and_reopen(fault_env *fe, lsm_db *db, size_t wbs)
 {
     assert_null(fault_env_power_cut(fe));
-    lsm_status_free(lsm_close(db)); /* the cut made its files dead */
+    lsm_status_free(lsm_close(db)); /* the power is off: it writes nothing */
+    fault_env_clear_failures(fe);
     return tu_open_db(dir, fault_env_env(fe), wbs);
 }
 
@@ -285,10 +287,7 @@ static void test_sync_logs_deferred_when_flush_fails(void **state)
     assert_null(lsm_sync(db));
     assert_int_equal(tu_prop(db, "lsm.sync-flushes"), 0);
     assert_true(tu_prop(db, "lsm.late-logged-bytes") >= N * VLEN);
-    assert_null(fault_env_power_cut(fe));
-    lsm_status_free(lsm_close(db));
-    fault_env_clear_failures(fe);
-    db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    db = cut_and_reopen(fe, db, 4 << 20);
     assert_all(db, "d", N);
     assert_null(lsm_close(db));
     fault_env_free(fe);
@@ -389,10 +388,7 @@ static void test_switch_claims_no_deferred(void **state)
     assert_int_equal(tu_prop(db, "lsm.memtable-switches"), 1);
     assert_int_equal(tu_prop(db, "lsm.flushes"), 0);
     assert_null(lsm_sync_upto(db, seq));
-    assert_null(fault_env_power_cut(fe));
-    lsm_status_free(lsm_close(db));
-    fault_env_clear_failures(fe);
-    db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    db = cut_and_reopen(fe, db, 4 << 20);
     assert_all(db, "d", 1);
     assert_null(lsm_close(db));
     fault_env_free(fe);
