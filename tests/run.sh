@@ -3,7 +3,10 @@
 # Exits non-zero if any program failed, timed out or crashed.
 set -u
 TEST_TIMEOUT=${TEST_TIMEOUT:-600}
-test_mounts() { awk '$3 ~ /^fuse/ && $2 ~ /lsmfs-test/ {print $2}' /proc/mounts | sort; }
+# Test directories carry this run's tag (tests/integration/mount.c), so a
+# concurrent run elsewhere on the machine is not counted as our leftover.
+export LSMFS_TEST_RUN=$$
+test_mounts() { awk -v tag="lsmfs-test-$$-" '$3 ~ /^fuse/ && index($2, tag) {print $2}' /proc/mounts | sort; }
 mounts_before=$(test_mounts)
 passed=0
 failed=0

@@ -666,9 +666,17 @@ static bool have_binaries(void)
     return true;
 }
 
+/* tests/run.sh sets LSMFS_TEST_RUN to its pid, so that its check for mounts
+ * left behind sees only its own runs' directories, not a concurrent run's. */
+static const char *run_tag(void)
+{
+    const char *t = getenv("LSMFS_TEST_RUN");
+    return t && *t ? t : "0";
+}
+
 int tm_mkdtemp(char *out, const char *name)
 {
-    snprintf(out, PATH_MAX, "/tmp/lsmfs-test-%s-XXXXXX", name);
+    snprintf(out, PATH_MAX, "/tmp/lsmfs-test-%s-%s-XXXXXX", run_tag(), name);
     if (!mkdtemp(out)) {
         fprintf(stderr, "[harness] mkdtemp %s: %s\n", out, strerror(errno));
         return -1;
@@ -680,7 +688,7 @@ static int make_dirs(struct tmount *m)
 {
     const char *base = tm_plain() ? getenv("LSMFS_TEST_DIR") : "/tmp";
     char tmpl[PATH_MAX];
-    snprintf(tmpl, sizeof tmpl, "%s/lsmfs-test-XXXXXX", base);
+    snprintf(tmpl, sizeof tmpl, "%s/lsmfs-test-%s-XXXXXX", base, run_tag());
     if (!mkdtemp(tmpl) || !realpath(tmpl, m->root)) {
         fprintf(stderr, "[harness] mkdtemp %s: %s\n", tmpl, strerror(errno));
         return -1;

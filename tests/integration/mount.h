@@ -1,7 +1,7 @@
 /*
  * Integration-test harness: a real lsmfs mounted in a temporary directory.
  *
- * tm_new() makes /tmp/lsmfs-test-XXXXXX/{store,mnt}, runs mkfs.lsmfs on
+ * tm_new() makes /tmp/lsmfs-test-<run>-XXXXXX/{store,mnt}, runs mkfs.lsmfs on
  * store/ and starts `lsmfs store mnt -f` as a child of the test, so a test
  * can SIGKILL it.  Every mount is unmounted and its directory removed on
  * every way out: tm_free(), exit (atexit), SIGINT/SIGTERM/SIGHUP/SIGQUIT,
@@ -158,7 +158,7 @@ ssize_t tm_pread_all(int fd, void *buf, size_t n, off_t off);
 int tm_write_file(const char *path, const void *buf, size_t n, mode_t mode);
 ssize_t tm_read_file(const char *path, void *buf, size_t cap);
 
-/* A fresh directory /tmp/lsmfs-test-<name>-XXXXXX (for tests that need no
+/* A fresh directory /tmp/lsmfs-test-<run>-<name>-XXXXXX (for tests that need no
  * mount); its path goes to out (PATH_MAX bytes).  0, or -1 after saying why
  * on stderr. */
 int tm_mkdtemp(char *out, const char *name);
