@@ -10,9 +10,18 @@
  * db_write.c slows them gradually well before that).
  *
  * Both threads do their I/O with mu released and take it to install the
- * result (vset_log_and_apply serialises MANIFEST writes). Flushes always
- * write to level 0, so a flush can never place newer data below older data
- * that a running compaction is still moving.
+ * result (vset_log_and_apply serialises MANIFEST writes). A flush writes to
+ * level 0, or deeper only where its key range overlaps nothing at or above
+ * its level in the current version (version_level_for_flush) — where a
+ * running compaction's inputs still are — so a flush never places newer
+ * data below older data, even data a compaction is moving.
+ *
+ * Files are deleted by one sweep (db_delete_obsolete_files), and only while
+ * vset_state_known: after a failed MANIFEST write a failed flush or
+ * compaction leaves its outputs and inputs alone, since the disk may name
+ * either. A full disk is retried (retry_later_if_full), and the retry's new
+ * MANIFEST makes the state known again; any other error is sticky until the
+ * store is reopened, whose recovery writes that new MANIFEST.
  */
 #include "compaction.h"
 #include "db_impl.h"
@@ -613,8 +622,8 @@ static bool keep_file(lsm_db *db, enum file_type type, uint64_t number, const ui
     case FILE_TABLE:
         return bsearch(&number, live, (size_t)nlive, sizeof(*live), cmp_u64) != NULL ||
                contains(db->pending, db->npending, number);
-    case FILE_TEMP:
-        return contains(db->pending, db->npending, number);
+    case FILE_TEMP: /* a CURRENT being written has its new MANIFEST's number */
+        return number > db->vs.manifest_number || contains(db->pending, db->npending, number);
     default:
         return true;
     }
@@ -623,6 +632,8 @@ static bool keep_file(lsm_db *db, enum file_type type, uint64_t number, const ui
 void db_delete_obsolete_files(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
+    if (!vset_state_known(&db->vs))
+        return;
     uint64_t *live = NULL;
     int nlive = 0;
     char **names = NULL;

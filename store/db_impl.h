@@ -302,7 +302,8 @@ lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out);
 lsm_status *db_start_background(lsm_db *db);
 /* Stops the background threads. REQUIRES: mu not held. */
 void db_stop_background(lsm_db *db);
-/* Deletes files no live version, pending output or live log needs.
+/* Deletes files no live version, pending output or live log needs; does
+ * nothing while the MANIFEST on disk is unknown (vset_state_known).
  * REQUIRES: mu held (released while deleting). */
 void db_delete_obsolete_files(lsm_db *db);
 /* Decides whether a write may go ahead, delays it to pace compaction, or

@@ -52,7 +52,8 @@ char *lock_file_name(const char *dir)
     return join(dir, "LOCK");
 }
 
-/* Parses a decimal number filling all of [s, end); false on overflow. */
+/* Parses a decimal number filling all of [s, end); false if it is not below
+ * MAX_FILE_NUMBER. */
 static bool parse_number(const char *s, const char *end, uint64_t *out)
 {
     uint64_t v = 0;
@@ -67,7 +68,7 @@ static bool parse_number(const char *s, const char *end, uint64_t *out)
         v = v * 10 + d;
     }
     *out = v;
-    return true;
+    return v < MAX_FILE_NUMBER;
 }
 
 bool parse_file_name(const char *name, uint64_t *number, enum file_type *type)

@@ -6,13 +6,17 @@
  *   CURRENT          the name of the live MANIFEST
  *   LOCK             held (flock) by the process that has the store open
  *   NNNNNN.dbtmp     temporary files (renamed into place)
- * File numbers come from one counter and are never reused.
+ * File numbers come from one counter and are never reused. Every number is
+ * below MAX_FILE_NUMBER: a name with a larger one is not the store's, a
+ * MANIFEST field with one is corrupt, so the counter can never wrap.
  */
 #ifndef LSM_FILENAME_H
 #define LSM_FILENAME_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#define MAX_FILE_NUMBER (UINT64_C(1) << 62)
 
 enum file_type {
     FILE_LOG,

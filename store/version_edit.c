@@ -1,5 +1,6 @@
 /* version_edit.c — encoding and decoding MANIFEST records; see version_edit.h. */
 #include "version_edit.h"
+#include "filename.h"
 #include "status.h"
 
 #include <stdio.h>
@@ -166,6 +167,13 @@ static const char *get_level(const char *p, const char *limit, int *level)
     return p;
 }
 
+/* A file number (or the next one): NULL unless below MAX_FILE_NUMBER. */
+static const char *decode_file_number(const char *p, const char *limit, uint64_t *number)
+{
+    p = decode_varint64(p, limit, number);
+    return p && *number < MAX_FILE_NUMBER ? p : NULL;
+}
+
 static const char *decode_new_file(version_edit *e, const char *p, const char *limit, bool *oom)
 {
     int level;
@@ -173,7 +181,7 @@ static const char *decode_new_file(version_edit *e, const char *p, const char *l
     const char *s, *lg;
     uint32_t slen, llen;
     if ((p = get_level(p, limit, &level)) == NULL ||
-        (p = decode_varint64(p, limit, &number)) == NULL ||
+        (p = decode_file_number(p, limit, &number)) == NULL ||
         (p = decode_varint64(p, limit, &size)) == NULL ||
         (p = decode_length_prefixed(p, limit, &s, &slen)) == NULL ||
         (p = decode_length_prefixed(p, limit, &lg, &llen)) == NULL || slen < IKEY_TRAILER ||
@@ -206,10 +214,10 @@ static const char *decode_field(version_edit *e, uint32_t tag, const char *p, co
         return p;
     case TAG_LOG_NUMBER:
         e->has_log_number = true;
-        return decode_varint64(p, limit, &e->log_number);
+        return decode_file_number(p, limit, &e->log_number);
     case TAG_NEXT_FILE:
         e->has_next_file = true;
-        return decode_varint64(p, limit, &e->next_file);
+        return decode_file_number(p, limit, &e->next_file);
     case TAG_LAST_SEQ:
         e->has_last_seq = true;
         return decode_varint64(p, limit, &e->last_seq);
@@ -222,7 +230,7 @@ static const char *decode_field(version_edit *e, uint32_t tag, const char *p, co
         return *oom ? NULL : p;
     case TAG_DELETED_FILE:
         if ((p = get_level(p, limit, &level)) == NULL ||
-            (p = decode_varint64(p, limit, &num)) == NULL)
+            (p = decode_file_number(p, limit, &num)) == NULL)
             return NULL;
         if (!version_edit_delete_file(e, level, num))
             *oom = true;

@@ -246,32 +246,39 @@ static lsm_status *write_edit(wal_writer *w, const version_edit *e)
     return s ? s : wal_sync(w);
 }
 
-/* Points CURRENT at MANIFEST-number, atomically and durably. */
-static lsm_status *set_current(version_set *vs, uint64_t number)
+/* Points CURRENT at MANIFEST-number, atomically and durably. *renamed says
+ * whether the rename happened: from then on CURRENT may name the new
+ * MANIFEST (even if this fails), which must therefore never be removed. */
+static lsm_status *set_current(version_set *vs, uint64_t number, bool *renamed)
 {
     char content[64];
     int n = snprintf(content, sizeof(content), "MANIFEST-%06" PRIu64 "\n", number);
     char *tmp = temp_file_name(vs->dir, number);
     char *cur = current_file_name(vs->dir);
     lsm_status *s = NULL;
+    *renamed = false;
     if (tmp == NULL || cur == NULL)
         s = status_new(LSM_IO_ERROR, "out of memory");
     if (s == NULL)
         s = env_write_file_sync(vs->env, tmp, content, (size_t)n);
     if (s == NULL)
         s = vs->env->rename_file(vs->env, tmp, cur);
-    if (s == NULL)
+    if (s == NULL) {
+        *renamed = true;
         s = vs->env->sync_dir(vs->env, vs->dir);
-    else if (tmp)
+    } else if (tmp) {
         lsm_status_free(vs->env->remove_file(vs->env, tmp));
+    }
     free(tmp);
     free(cur);
     return s;
 }
 
 /* Starts a new MANIFEST holding a snapshot of the current state, makes it
- * durable and points CURRENT at it. On failure nothing changes. The caller
- * holds no lock (it has exclusive use of the manifest via manifest_busy). */
+ * durable and points CURRENT at it. On failure *out is NULL and the new
+ * MANIFEST is removed unless CURRENT may already name it (set_current); the
+ * disk state is then unknown either way (vset_state_known). The caller holds
+ * no lock (it has exclusive use of the manifest via manifest_busy). */
 static lsm_status *new_manifest(version_set *vs, uint64_t number, const version_edit *snap,
                                 wal_writer **out)
 {
@@ -280,6 +287,7 @@ static lsm_status *new_manifest(version_set *vs, uint64_t number, const version_
         return status_new(LSM_IO_ERROR, "out of memory");
     lsm_wfile *f = NULL;
     wal_writer *w = NULL;
+    bool named = false; /* CURRENT may name it */
     lsm_status *s = vs->env->new_wfile(vs->env, name, &f);
     if (s == NULL && (w = wal_writer_new(f, 0)) == NULL)
         s = status_new(LSM_IO_ERROR, "out of memory");
@@ -288,11 +296,12 @@ static lsm_status *new_manifest(version_set *vs, uint64_t number, const version_
     if (s == NULL)
         s = vs->env->sync_dir(vs->env, vs->dir);
     if (s == NULL)
-        s = set_current(vs, number);
+        s = set_current(vs, number, &named);
     if (s != NULL) {
         if (w)
             lsm_status_free(wal_writer_close(w));
-        lsm_status_free(vs->env->remove_file(vs->env, name));
+        if (!named)
+            lsm_status_free(vs->env->remove_file(vs->env, name));
         w = NULL;
     }
     free(name);
@@ -353,8 +362,10 @@ lsm_status *vset_log_and_apply(version_set *vs, version_edit *e, uint64_t last_s
     vs->manifest_busy = false;
     pthread_cond_broadcast(&vs->cv);
     if (s != NULL) {
-        /* The edit may be in the MANIFEST or not; a new MANIFEST on the next
-         * attempt settles it either way. */
+        /* The edit may be in the MANIFEST or not, and CURRENT may name a
+         * new MANIFEST or the old one: vs->manifest is NULL now, so nothing
+         * is swept (vset_state_known) until the next attempt has written a
+         * new MANIFEST from the in-memory state, which settles it. */
         if (w && w != vs->manifest)
             lsm_status_free(wal_writer_close(w));
         else if (w) {
@@ -383,12 +394,15 @@ static lsm_status *read_current(version_set *vs, uint64_t *number)
     if (cur == NULL)
         return status_new(LSM_IO_ERROR, "out of memory");
     lsm_status *s = env_read_file(vs->env, cur, &data, &n);
+    bool absent = s && !vs->env->file_exists(vs->env, cur);
     free(cur);
-    if (s) {
+    if (absent) {
         lsm_status_free(s);
         return status_new(LSM_INVALID_ARGUMENT, "%s: not an lsmfs store (no CURRENT file)",
                           vs->dir);
     }
+    if (s) /* a store whose CURRENT cannot be read now: say why */
+        return status_wrap(s, "%s: reading CURRENT", vs->dir);
     enum file_type type;
     bool ok = n > 1 && n < 64 && data[n - 1] == '\n';
     if (ok) {

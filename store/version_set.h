@@ -57,7 +57,7 @@ struct version_set {
     uint64_t log_number; /* logs numbered below this are obsolete */
     uint64_t last_seq;   /* as last recorded in the MANIFEST */
     uint64_t manifest_number;
-    wal_writer *manifest; /* NULL until vset_recover/vset_create */
+    wal_writer *manifest; /* NULL: the disk state is unknown (vset_state_known) */
     bool manifest_busy;   /* a log_and_apply is writing; others wait on cv */
     pthread_cond_t cv;
     version *current;          /* holds one reference */
@@ -85,6 +85,22 @@ lsm_status *vset_log_and_apply(version_set *vs, version_edit *e, uint64_t last_s
 static inline uint64_t vset_new_file_number(version_set *vs)
 {
     return vs->next_file++;
+}
+/* Whether the MANIFEST that CURRENT names is known to describe the
+ * in-memory state: true once this process has written and synced a new
+ * MANIFEST from it (vset_create, the first vset_log_and_apply after
+ * vset_recover) and as long as every edit appended since was synced. After a
+ * MANIFEST write or sync fails, or before the first one, the disk may name
+ * files the memory does not (an edit that reached the disk although its sync
+ * failed) or a MANIFEST other than manifest_number: no file may then be
+ * deleted as obsolete. The next vset_log_and_apply starts a new MANIFEST
+ * (new number, new CURRENT) from the in-memory state, which makes it true
+ * again. The one rule every sweep (db_delete_obsolete_files) obeys.
+ * REQUIRES: mu held. */
+static inline bool vset_state_known(const version_set *vs)
+{
+    assert(mutex_held(vs->mu));
+    return vs->manifest != NULL;
 }
 /* Makes sure `number` is never handed out (found on disk during recovery). */
 void vset_mark_file_number_used(version_set *vs, uint64_t number);
