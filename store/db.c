@@ -327,6 +327,10 @@ static lsm_status *recover(lsm_db *db)
         return s;
     if (memtable_entries(db->mem) == 0)
         db->mem_log = number;
+    else if ((s = retire_recovered_mem(db, number)) != NULL)
+        return s;
+    if ((s = db_flush_recovered(db)) != NULL)
+        return s;
     version_edit e;
     version_edit_init(&e);
     version_edit_set_log_number(&e, db->nimm ? db->imm_log[0] : db->mem_log);

@@ -334,6 +334,19 @@ static lsm_status *flush_one(lsm_db *db)
     return NULL;
 }
 
+lsm_status *db_flush_recovered(lsm_db *db)
+{
+    assert(mutex_held(&db->mu) && !db->threads_started);
+    lsm_status *s = NULL;
+    while (s == NULL && db->nimm > 0)
+        s = flush_one(db);
+    if (lsm_status_code(s) == LSM_NO_SPACE) { /* the flush thread retries */
+        lsm_status_free(s);
+        s = NULL;
+    }
+    return s;
+}
+
 /* A full disk stops background work but does not break the store: nothing
  * was lost (the WAL and the old tables are intact) and a retry succeeds once
  * space is freed. Records it and waits a little before the retry.

@@ -300,6 +300,15 @@ lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out);
 
 /* db_compact.c */
 lsm_status *db_start_background(lsm_db *db);
+/* Writes the recovered (immutable) memtables to tables, synced, oldest
+ * first, each installed before the next, so what recovery read back from a
+ * log is made durable from memory and the log can go: an fdatasync on a
+ * new file description is not trusted with it (pages whose writeback failed
+ * in an earlier process read back from the page cache, and the new sync
+ * succeeds without writing them). A full disk leaves the rest to the flush
+ * thread; any other error is returned. REQUIRES: mu held (released while
+ * writing); background not started. */
+lsm_status *db_flush_recovered(lsm_db *db);
 /* Stops the background threads. REQUIRES: mu not held. */
 void db_stop_background(lsm_db *db);
 /* Deletes files no live version, pending output or live log needs; does

@@ -8,6 +8,10 @@
  *    wfile sync (synced). At the cut every tracked file is truncated to its
  *    synced length. Opening a file for writing truncates it, and that counts
  *    as unsynced too (the cut leaves it empty until it is synced).
+ *  - Lost writeback (fault_env_set_lost_writeback): a failed sync records
+ *    where its unsynced data began (lost); the data stays readable, later
+ *    syncs succeed without making it durable, and the cut truncates the file
+ *    to at most that offset — Linux's behaviour after a writeback error.
  *  - Directory entries: every create (new_wfile of a path that did not
  *    exist), rename and remove is logged, per directory, as an undo record
  *    until sync_dir of that directory. The cut undoes each directory's log,
@@ -70,6 +74,7 @@ struct fe_node {
     char *path;      /* its current name (NULL once out of the table) */
     uint64_t size;   /* bytes handed to the base file */
     uint64_t synced; /* bytes durable; a cut truncates the file to this */
+    uint64_t lost;   /* a cut truncates to at most this; UINT64_MAX: nothing lost */
     int refs;        /* 1 for the table + 1 per open wfile */
     struct fe_node *next;
 };
@@ -121,6 +126,7 @@ struct fault_env {
     struct fe_handle open;  /* GUARDED_BY(mu): sentinel of the open files */
     struct rule *rules;     /* GUARDED_BY(mu): oldest first */
     uint64_t sync_delay_us; /* GUARDED_BY(mu) */
+    bool lost_writeback;    /* GUARDED_BY(mu): fault_env_set_lost_writeback */
     uint64_t syncs;         /* GUARDED_BY(mu) */
     uint64_t dir_syncs;     /* GUARDED_BY(mu) */
     uint64_t hidden_seq;    /* GUARDED_BY(mu): names hidden files */
@@ -289,6 +295,13 @@ void fault_env_clear_failures(fault_env *fe)
         free(r);
         r = next;
     }
+}
+
+void fault_env_set_lost_writeback(fault_env *fe, bool on)
+{
+    fe_lock(fe);
+    fe->lost_writeback = on;
+    fe_unlock(fe);
 }
 
 void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us)
@@ -554,6 +567,15 @@ static lsm_status *fw_flush(lsm_wfile *wf)
     return s;
 }
 
+/* With lost writeback, a failed sync loses what it was to write.
+ * REQUIRES: mu held. */
+static void sync_failed(fault_env *fe, struct fe_node *n)
+{
+    assert_held(fe);
+    if (fe->lost_writeback && n != NULL && n->synced < n->lost)
+        n->lost = n->synced;
+}
+
 static lsm_status *fw_sync(lsm_wfile *wf)
 {
     struct fe_wfile *f = (struct fe_wfile *)wf;
@@ -575,6 +597,11 @@ static lsm_status *fw_sync(lsm_wfile *wf)
             fe->syncs++;
             fe_unlock(fe);
         }
+    }
+    if (s != NULL) {
+        fe_lock(fe);
+        sync_failed(fe, f->node);
+        fe_unlock(fe);
     }
     op_end(fe);
     return s;
@@ -634,6 +661,7 @@ static struct fe_node *node_open(fault_env *fe, const char *path, struct fe_node
         free(spare);
     }
     n->size = n->synced = 0;
+    n->lost = UINT64_MAX;
     n->refs++;
     return n;
 }
@@ -1023,8 +1051,12 @@ static lsm_status *fe_sync_file(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
     int err = should_fail(fe, FAULT_SYNC, path, NULL);
-    if (err != 0)
+    if (err != 0) {
+        fe_lock(fe);
+        sync_failed(fe, node_find(fe, path));
+        fe_unlock(fe);
         return injected(err, "sync", path);
+    }
     op_begin(fe);
     lsm_status *s = fe->base->sync_file(fe->base, path);
     if (s == NULL) {
@@ -1173,7 +1205,8 @@ static lsm_status *power_cut_locked(fault_env *fe)
     for (struct fe_handle *h = fe->open.next; h != &fe->open; h = h->next)
         h->dead = true;
     for (struct fe_node *n = fe->nodes; n != NULL; n = n->next)
-        keep_first(&first, truncate_file(fe->base, n->path, n->synced));
+        keep_first(&first,
+                   truncate_file(fe->base, n->path, n->synced < n->lost ? n->synced : n->lost));
     while (fe->dirs != NULL) {
         struct dirlog *d = fe->dirs;
         fe->dirs = d->next;

@@ -13,6 +13,8 @@
 
 #include "env.h"
 
+#include <stdbool.h>
+
 typedef struct fault_env fault_env;
 
 fault_env *fault_env_new(lsm_env *base); /* NULL if out of memory */
@@ -34,6 +36,11 @@ enum fault_op {
 void fault_env_fail(fault_env *fe, unsigned ops, const char *path_substr, int err, int skip,
                     int count);
 void fault_env_clear_failures(fault_env *fe);
+/* on: a sync that fails loses the data it was to write, as Linux does after
+ * a writeback error: it stays readable (the page cache), later syncs of the
+ * file succeed without writing it, and a power cut truncates the file to
+ * where it began. Off by default (a cut keeps what a later sync covered). */
+void fault_env_set_lost_writeback(fault_env *fe, bool on);
 /* Adds latency to every wfile sync (simulates a slow disk). */
 void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us);
 /* Simulates a power cut on everything written through this env: unsynced

@@ -449,7 +449,13 @@ static void test_close_logs_deferred_when_flush_fails(void **state)
 static bool child_run(int stage)
 {
     lsm_options o;
-    tu_db_options(&o, NULL, 4 << 20);
+    /* Stage 2: the disk is full for tables, so the recovery cannot write
+     * what it replayed into tables (db_flush_recovered) and the old log
+     * stays live, to be replayed again. */
+    fault_env *fe = stage == 2 ? fault_env_new(lsm_env_default()) : NULL;
+    if (fe)
+        fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
+    tu_db_options(&o, fe ? fault_env_env(fe) : NULL, 4 << 20);
     lsm_db *db = NULL;
     if (lsm_open(&o, dir, &db) != NULL)
         return false;
@@ -472,8 +478,9 @@ static void crash_child(int stage)
 
 /* A process crash loses deferred batches nothing logged (they were never
  * synced) and only them. Recovery then starts the new log with an epoch:
- * when the old log is replayed again after a second crash, the writes
- * made after the first recovery still apply. */
+ * when the old log is replayed again after a second crash (its data could
+ * not be written to tables for a full disk), the writes made after the
+ * first recovery still apply. */
 static void test_lost_deferred_and_epoch(void **state)
 {
     (void)state;
