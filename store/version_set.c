@@ -246,29 +246,30 @@ static lsm_status *write_edit(wal_writer *w, const version_edit *e)
     return s ? s : wal_sync(w);
 }
 
-/* Points CURRENT at MANIFEST-number, atomically and durably. *renamed says
- * whether the rename happened: from then on CURRENT may name the new
- * MANIFEST (even if this fails), which must therefore never be removed. */
-static lsm_status *set_current(version_set *vs, uint64_t number, bool *renamed)
+/* Points CURRENT at MANIFEST-number, atomically and durably. *may_name says
+ * whether the rename was tried: from then on CURRENT may name the new
+ * MANIFEST (even if this fails; a failed rename may have happened too),
+ * which must therefore never be removed. */
+static lsm_status *set_current(version_set *vs, uint64_t number, bool *may_name)
 {
     char content[64];
     int n = snprintf(content, sizeof(content), "MANIFEST-%06" PRIu64 "\n", number);
     char *tmp = temp_file_name(vs->dir, number);
     char *cur = current_file_name(vs->dir);
     lsm_status *s = NULL;
-    *renamed = false;
+    *may_name = false;
     if (tmp == NULL || cur == NULL)
         s = status_new(LSM_IO_ERROR, "out of memory");
     if (s == NULL)
         s = env_write_file_sync(vs->env, tmp, content, (size_t)n);
-    if (s == NULL)
-        s = vs->env->rename_file(vs->env, tmp, cur);
     if (s == NULL) {
-        *renamed = true;
-        s = vs->env->sync_dir(vs->env, vs->dir);
-    } else if (tmp) {
-        lsm_status_free(vs->env->remove_file(vs->env, tmp));
+        *may_name = true;
+        s = vs->env->rename_file(vs->env, tmp, cur);
     }
+    if (s == NULL)
+        s = vs->env->sync_dir(vs->env, vs->dir);
+    else if (tmp)
+        lsm_status_free(vs->env->remove_file(vs->env, tmp));
     free(tmp);
     free(cur);
     return s;

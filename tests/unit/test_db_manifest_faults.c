@@ -4,14 +4,9 @@
  * deleted, and the store reopens with everything it acknowledged. Also the
  * file-number and CURRENT edge cases of recovery.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "fault_env.h"
-#include "lsm.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -28,38 +23,29 @@ static char dir[256];
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/lsm-test-manifest-XXXXXX");
-    assert_non_null(mkdtemp(dir));
+    tu_mkdtemp(dir, sizeof(dir), "manifest");
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    tu_rmtree(dir);
     return 0;
 }
 
-/* Opens dir through env (NULL: the default env); the status is returned. */
+/* Opens dir through env (NULL: the default env); NKEYS keys stay in one
+ * memtable. */
 static lsm_status *try_open(lsm_env *env, lsm_db **db)
 {
     lsm_options o;
-    lsm_options_init(&o);
-    o.create_if_missing = true;
-    o.write_buffer_size = 1 << 20; /* NKEYS keys stay in one memtable */
-    o.env = env;
+    tu_db_options(&o, env, 1 << 20);
     return lsm_open(&o, dir, db);
 }
 
 static lsm_db *open_db(lsm_env *env)
 {
-    lsm_db *db = NULL;
-    lsm_status *s = try_open(env, &db);
-    if (s)
-        fail_msg("open: %s", lsm_status_message(s));
-    return db;
+    return tu_open_db(dir, env, 1 << 20);
 }
 
 static void key_value(int i, int version, char *k, char *v)
@@ -84,14 +70,7 @@ static void check_all(lsm_db *db, int version)
     char k[32], v[160];
     for (int i = 0; i < NKEYS; i++) {
         key_value(i, version, k, v);
-        char *got;
-        size_t gn;
-        lsm_status *s = lsm_get(db, NULL, k, strlen(k), &got, &gn);
-        if (s)
-            fail_msg("%s: %s", k, lsm_status_message(s));
-        assert_int_equal(gn, strlen(v));
-        assert_memory_equal(got, v, gn);
-        free(got);
+        tu_assert_value(db, k, v);
     }
 }
 
@@ -118,6 +97,18 @@ static void close_ignoring_error(lsm_db *db)
     lsm_status_free(lsm_close(db));
 }
 
+/* Opens the store through fe with version 1 of the keys in a level-1 table
+ * and version 2 in the memtable: the next lsm_compact_range flushes it to a
+ * level-0 table and merges that with the level-1 one. */
+static lsm_db *open_with_two_levels(fault_env *fe)
+{
+    lsm_db *db = open_db(fault_env_env(fe));
+    put_all(db, 1);
+    assert_null(lsm_compact_range(db, NULL, 0, NULL, 0));
+    put_all(db, 2);
+    return db;
+}
+
 /* Bug 2 of issue 14: the MANIFEST's fdatasync fails with EIO after a
  * compaction's edit was written. The failed compaction must not delete its
  * outputs: the edit is in the MANIFEST, and the reopen applies it. */
@@ -125,10 +116,7 @@ static void test_compaction_manifest_sync_failure_keeps_outputs(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = open_db(fault_env_env(fe));
-    put_all(db, 1);
-    assert_null(lsm_compact_range(db, NULL, 0, NULL, 0)); /* all of it at level 1 */
-    put_all(db, 2);
+    lsm_db *db = open_with_two_levels(fe);
     /* The flush's MANIFEST sync succeeds, the compaction's (level-0 table
      * merged with the level-1 one) fails, and every later one. */
     fault_env_fail(fe, FAULT_SYNC, "MANIFEST", EIO, 1, -1);
@@ -147,10 +135,7 @@ static void test_compaction_manifest_full_disk_recovers(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = open_db(fault_env_env(fe));
-    put_all(db, 1);
-    assert_null(lsm_compact_range(db, NULL, 0, NULL, 0));
-    put_all(db, 2);
+    lsm_db *db = open_with_two_levels(fe);
     fault_env_fail(fe, FAULT_SYNC, "MANIFEST", ENOSPC, 1, 1);
     lsm_status *s = lsm_compact_range(db, NULL, 0, NULL, 0);
     assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);

@@ -4,14 +4,9 @@
  * acknowledged is lost, and once space is back the store carries on without
  * a reopen.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "fault_env.h"
-#include "lsm.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -64,14 +59,7 @@ static void check_present(lsm_db *db, int n)
     char k[32], v[160];
     for (int i = 0; i < n; i++) {
         key_value(i, k, v);
-        char *got;
-        size_t gn;
-        lsm_status *s = lsm_get(db, NULL, k, strlen(k), &got, &gn);
-        if (s)
-            fail_msg("%s: %s", k, lsm_status_message(s));
-        assert_int_equal(gn, strlen(v));
-        assert_memory_equal(got, v, gn);
-        free(got);
+        tu_assert_value(db, k, v);
     }
 }
 

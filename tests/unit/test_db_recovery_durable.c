@@ -7,14 +7,9 @@
  * them, serves them, and a later synced write must not survive a power cut
  * without them.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "fault_env.h"
-#include "lsm.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -26,32 +21,20 @@ static char dir[256];
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/lsm-test-recdur-XXXXXX");
-    assert_non_null(mkdtemp(dir));
+    tu_mkdtemp(dir, sizeof(dir), "recdur");
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    tu_rmtree(dir);
     return 0;
 }
 
 static lsm_db *open_db(lsm_env *env)
 {
-    lsm_options o;
-    lsm_options_init(&o);
-    o.create_if_missing = true;
-    o.write_buffer_size = 1 << 20;
-    o.env = env;
-    lsm_db *db = NULL;
-    lsm_status *s = lsm_open(&o, dir, &db);
-    if (s)
-        fail_msg("open: %s", lsm_status_message(s));
-    return db;
+    return tu_open_db(dir, env, 1 << 20);
 }
 
 static lsm_status *put(lsm_db *db, const char *k, bool sync)

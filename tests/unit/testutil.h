@@ -133,6 +133,19 @@ static inline lsm_db *tu_open_db(const char *dir, lsm_env *env, size_t wbs)
     return db;
 }
 
+/* Key k (a string) of db holds value v (a string), or the test fails. */
+static inline void tu_assert_value(lsm_db *db, const char *k, const char *v)
+{
+    char *got;
+    size_t gn;
+    lsm_status *s = lsm_get(db, NULL, k, strlen(k), &got, &gn);
+    if (s)
+        fail_msg("%s: %s", k, lsm_status_message(s));
+    assert_int_equal(gn, strlen(v));
+    assert_memory_equal(got, v, gn);
+    free(got);
+}
+
 /* A numeric property of an open store (it must exist). */
 static inline uint64_t tu_prop(lsm_db *db, const char *name)
 {
