@@ -171,12 +171,18 @@ bool db_push_imm(lsm_db *db, memtable *fresh, uint64_t fresh_log)
         if (logs == NULL)
             return false;
         db->imm_log = logs;
+        uint64_t *ids = realloc(db->imm_id, (size_t)cap * sizeof(*ids));
+        if (ids == NULL)
+            return false;
+        db->imm_id = ids;
         db->cap_imm = cap;
     }
     db->imm[db->nimm] = db->mem;
-    db->imm_log[db->nimm++] = db->mem_log;
+    db->imm_log[db->nimm] = db->mem_log;
+    db->imm_id[db->nimm++] = db->mem_id;
     db->mem = fresh;
     db->mem_log = fresh_log;
+    db->mem_id = db->next_mem_id++;
     return true;
 }
 
@@ -379,6 +385,7 @@ static void free_memtables(lsm_db *db)
         memtable_unref(db->imm[i]);
     free(db->imm);
     free(db->imm_log);
+    free(db->imm_id);
 }
 
 static void db_free(lsm_db *db)
@@ -426,6 +433,7 @@ static lsm_db *db_alloc(const lsm_options *o, const char *dir)
     db->opt.env = db->env;
     db->dir = strdup(dir);
     db->expected_group = 1;
+    db->next_mem_id = 1; /* db->mem is memtable 0 */
     pacer_init(&db->pacer, 4 * (uint64_t)o->write_buffer_size);
     db->snapshots.next = db->snapshots.prev = &db->snapshots;
     mutex_init(&db->mu);

@@ -53,10 +53,20 @@ struct writer {
 
 /* A batch written with defer_log: in the memtable, in no log yet (only its
  * WAL_DEFERRED marker is). It is logged late, whole, before the next logged
- * batch or sync barrier, unless its memtable reaches a table first. */
+ * batch or sync barrier, unless its memtable reaches a table first.
+ *
+ * Memtable identity. A deferred batch belongs to the memtable it was
+ * inserted into, named by that memtable's id (db->mem_id / db->imm_id):
+ * ids are unique for the life of the lsm_db, never reused, and never a log
+ * number — several memtables may start in the same log (recovery spills a
+ * long log into several), so a log number does not say which memtable
+ * holds a batch. Only the flush of memtable `id` may forget the batches
+ * of `id` (db_drop_deferred, from db_compact.c's flush_one); db.c's
+ * db_push_imm hands out the ids, db_write.c's write_group tags a batch
+ * with mem_id and db_retire_old_deferred looks for mem_id. */
 struct deferred {
     struct deferred *next;
-    uint64_t log;   /* the log of its memtable (mem_log when written) */
+    uint64_t mem;   /* the id of its memtable (mem_id when written) */
     uint64_t at_us; /* when it was written (env->now_micros) */
     size_t len;
     char rep[];     /* the batch, sequence set (batch.h: its header says
@@ -158,8 +168,11 @@ struct lsm_db {
 
     memtable *mem;         /* [mu] pointer; contents written by the leader */
     uint64_t mem_log;      /* [mu] the log holding mem's first entry */
+    uint64_t mem_id;       /* [mu] mem's identity (see struct deferred) */
+    uint64_t next_mem_id;  /* [mu] the id the next memtable gets */
     memtable **imm;        /* [mu] immutable memtables, oldest first */
     uint64_t *imm_log;     /* [mu] the log holding each one's first entry */
+    uint64_t *imm_id;      /* [mu] each one's identity */
     int nimm, cap_imm;     /* [mu] */
     struct readview *view; /* [mu] the current one (holds a reference) */
 
@@ -209,8 +222,9 @@ struct lsm_db {
 /* Bytes of all memtables. REQUIRES: mu held. */
 size_t db_memtable_bytes(lsm_db *db);
 /* Makes mem immutable (logged from mem_log) and fresh the active memtable,
- * whose first entry will be in log fresh_log. false if out of memory
- * (nothing changed). REQUIRES: mu held. */
+ * whose first entry will be in log fresh_log; fresh gets a new id (see
+ * struct deferred). false if out of memory (nothing changed). REQUIRES: mu
+ * held. */
 bool db_push_imm(lsm_db *db, memtable *fresh, uint64_t fresh_log);
 /* Replaces db->view after mem/imm/version changed. REQUIRES: mu held.
  * false if out of memory (the old view stays, still correct to read). */
@@ -233,9 +247,9 @@ void db_queue_pop_head(lsm_db *db, struct writer *w);
 lsm_status *db_write(lsm_db *db, lsm_batch *batch, const lsm_write_options *wo, uint64_t *seq);
 
 /* db_defer.c: deferred logging (see there). */
-/* A copy of b (sequence set) for the memtable logged from `log`; NULL if
- * out of memory. No lock needed. */
-struct deferred *deferred_copy(const lsm_batch *b, uint64_t log);
+/* A copy of b (sequence set) for the memtable with id `mem`; NULL if out
+ * of memory. No lock needed. */
+struct deferred *deferred_copy(const lsm_batch *b, uint64_t mem);
 /* Adds d, the newest deferred batch (timed from now, counted in the
  * stats). REQUIRES: mu held. */
 void db_keep_deferred(lsm_db *db, struct deferred *d);
@@ -253,9 +267,9 @@ void db_end_late_log(lsm_db *db, struct deferred *list);
  * which to look again, 0 if nothing is deferred. Never waits for room, so
  * the flush thread may call it. REQUIRES: mu held. */
 uint64_t db_retire_old_deferred(lsm_db *db);
-/* Forgets the deferred batches of the memtable logged from `log`, now in a
- * table. REQUIRES: mu held. */
-void db_drop_deferred(lsm_db *db, uint64_t log);
+/* Forgets the deferred batches of the memtable with id `mem`, now in a
+ * table (see struct deferred). REQUIRES: mu held. */
+void db_drop_deferred(lsm_db *db, uint64_t mem);
 /* Frees every deferred batch (at close). */
 void db_free_deferred(lsm_db *db);
 /* The highest sequence a sync starting now may make durable: last_seq, or

@@ -744,7 +744,7 @@ uint64_t db_retire_old_deferred(lsm_db *db)
         return d->at_us + max - now;
     bool in_mem = false;
     for (; d != NULL && !in_mem; d = d->next)
-        in_mem = d->log == db->mem_log;
+        in_mem = d->mem == db->mem_id; /* see struct deferred */
     if (!in_mem) /* its memtable is already waiting for the flush */
         return DEFERRED_RETRY_US;
     if (db->head != NULL || db->bg_error || switch_must_wait(db))
@@ -864,11 +864,11 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     struct deferred *late = defer ? NULL : db_take_deferred(db);
     wal_writer *wal = db->wal;
     memtable *mem = db->mem;
-    uint64_t log = db->mem_log;
+    uint64_t mem_id = db->mem_id; /* see struct deferred */
     uint64_t bytes = 0, late_bytes = 0, written = 0;
     mutex_unlock(&db->mu);
     struct deferred *keep = NULL;
-    if (s == NULL && defer && (keep = deferred_copy(group, log)) == NULL)
+    if (s == NULL && defer && (keep = deferred_copy(group, mem_id)) == NULL)
         s = status_new(LSM_IO_ERROR, "out of memory deferring a write");
     if (s == NULL)
         s = commit_group(db, group, wal, mem, late, keep, &bytes, &late_bytes, &written);
