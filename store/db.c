@@ -101,10 +101,7 @@ void db_unref_view(lsm_db *db, struct readview *rv)
 void db_set_bg_error(lsm_db *db, lsm_status *s)
 {
     assert(mutex_held(&db->mu));
-    if (db->bg_error == NULL)
-        db->bg_error = s;
-    else
-        lsm_status_free(s);
+    status_keep_first(&db->bg_error, s);
 }
 
 /* --------------------------------------------------------------- recovery */
@@ -519,22 +516,25 @@ lsm_status *lsm_close(lsm_db *db)
     if (db == NULL)
         return NULL;
     /* Write the memtables out, so the next open replays nothing and the
-     * logs (with their preallocated space) can go. Skipped after an error:
-     * then the logs are what recovery needs. */
-    lsm_status *flush = db_flush_memtables(db, 0);
-    if (flush != NULL) /* the logs stay what recovery needs: deferred batches too */
-        lsm_status_free(lsm_sync(db));
+     * logs (with their preallocated space) can go. If that fails the logs
+     * stay what recovery needs: every write goes into them (deferred
+     * batches logged late) and is synced. Any failed step is reported,
+     * the first one seen, even when the logs saved everything. */
+    lsm_status *s = db_flush_memtables(db, 0);
+    bool flushed = s == NULL;
+    if (!flushed)
+        status_keep_first(&s, lsm_sync(db));
     db_stop_background(db);
     mutex_lock(&db->mu);
     /* no write or sync may be in flight at close */
     assert(db->head == NULL && db->sync_head == NULL && db->syncs_running == 0);
-    lsm_status *s = status_copy(db->bg_error);
-    if (s == NULL && db->wal && db->wal_synced < wal_offset(db->wal))
-        s = wal_sync(db->wal);
-    if (s == NULL && flush == NULL)
+    bool sticky = db->bg_error != NULL;
+    status_keep_first(&s, status_copy(db->bg_error));
+    if (!sticky && db->wal && db->wal_synced < wal_offset(db->wal))
+        status_keep_first(&s, wal_sync(db->wal));
+    if (s == NULL)
         drop_empty_wal(db);
     mutex_unlock(&db->mu);
-    lsm_status_free(flush);
     db_free(db);
     return s;
 }

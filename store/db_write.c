@@ -192,6 +192,8 @@ static struct writer *pick_group(lsm_db *db, bool *need_sync, int *count)
     for (struct writer *w = first->next; w != NULL; w = w->next) {
         if (w->sync && !first->sync)
             break; /* this leader will not sync: w must lead its own group */
+        if (first->batch == NULL && w->batch != NULL)
+            break; /* a barrier's group made no room in the memtable (lead) */
         if (w->solo || w->defer)
             break;
         if (size + writer_bytes(w) > max)
@@ -901,7 +903,11 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
  * held; w is the head. */
 static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64_t *seq)
 {
-    lsm_status *s = db_make_room_for_write(db, false);
+    /* A barrier inserts nothing: it never waits for memtable room (it may
+     * be what saves the deferred batches of a store whose disk is full),
+     * and its group holds only barriers (pick_group). */
+    lsm_status *s = w->batch != NULL ? db_make_room_for_write(db, false)
+                                     : status_copy(db->bg_error);
     struct writer *last = w;
     int count = 1;
     bool need_sync = false;
