@@ -420,6 +420,7 @@ static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk)
         wal_writer *wal = db->wal;
         db->stats.overlapped_syncs += db->syncs_running > 1;
         mutex_unlock(&db->mu);
+        wakeups_flush(wk); /* the next head (pop_group) need not wait for the disk */
         s = wal_sync(wal);
         mutex_lock(&db->mu);
         if (s == NULL) {
