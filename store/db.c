@@ -43,7 +43,6 @@ static void view_free(lsm_db *db, struct readview *rv)
     memtable_unref(rv->mem);
     for (int i = 0; i < rv->nimm; i++)
         memtable_unref(rv->imm[i]);
-    free(rv->imm);
     if (rv->version) {
         bool held = mutex_held(&db->mu);
         if (!held)
@@ -55,16 +54,28 @@ static void view_free(lsm_db *db, struct readview *rv)
     free(rv);
 }
 
+struct readview *db_view_alloc(int cap_imm)
+{
+    struct readview *rv = calloc(1, sizeof(*rv) + (size_t)cap_imm * sizeof(memtable *));
+    if (rv == NULL)
+        return NULL;
+    rv->imm = (memtable **)(rv + 1);
+    rv->cap_imm = cap_imm;
+    return rv;
+}
+
 bool db_install_view(lsm_db *db)
 {
-    assert(mutex_held(&db->mu));
-    struct readview *rv = calloc(1, sizeof(*rv));
+    struct readview *rv = db_view_alloc(db->nimm);
     if (rv == NULL)
         return false;
-    if (db->nimm && (rv->imm = malloc((size_t)db->nimm * sizeof(*rv->imm))) == NULL) {
-        free(rv);
-        return false;
-    }
+    db_view_install(db, rv);
+    return true;
+}
+
+void db_view_install(lsm_db *db, struct readview *rv)
+{
+    assert(mutex_held(&db->mu) && db->nimm <= rv->cap_imm);
     atomic_init(&rv->refs, 1);
     rv->mem = db->mem;
     memtable_ref(rv->mem);
@@ -79,7 +90,6 @@ bool db_install_view(lsm_db *db)
     db->view = rv;
     if (old)
         db_unref_view(db, old);
-    return true;
 }
 
 struct readview *db_ref_view(lsm_db *db, uint64_t *seq, const lsm_read_options *ro)

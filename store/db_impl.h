@@ -79,8 +79,8 @@ struct deferred {
 struct readview {
     _Atomic int refs;
     memtable *mem;
-    memtable **imm; /* newest first */
-    int nimm;
+    memtable **imm; /* newest first (in the same allocation) */
+    int nimm, cap_imm;
     version *version;
 };
 
@@ -226,8 +226,18 @@ size_t db_memtable_bytes(lsm_db *db);
  * struct deferred). false if out of memory (nothing changed). REQUIRES: mu
  * held. */
 bool db_push_imm(lsm_db *db, memtable *fresh, uint64_t fresh_log);
-/* Replaces db->view after mem/imm/version changed. REQUIRES: mu held.
- * false if out of memory (the old view stays, still correct to read). */
+/* A view with room for cap_imm immutable memtables, to fill in with
+ * db_view_install; NULL if out of memory. Free an unused one with free(). */
+struct readview *db_view_alloc(int cap_imm);
+/* Fills rv (from db_view_alloc, room for db->nimm) from mem/imm/version
+ * and makes it db->view. REQUIRES: mu held. */
+void db_view_install(lsm_db *db, struct readview *rv);
+/* Replaces db->view after imm or version changed; false if out of memory.
+ * The old view then stays: correct to read only while every memtable
+ * written since is in it, so a change that adds one (a memtable switch)
+ * allocates its view first (db_view_alloc) and never fails here; a flush
+ * or a new version leaves the old view showing the same data. REQUIRES: mu
+ * held. */
 bool db_install_view(lsm_db *db);
 struct readview *db_ref_view(lsm_db *db, uint64_t *seq, const lsm_read_options *ro);
 void db_unref_view(lsm_db *db, struct readview *rv);

@@ -584,8 +584,15 @@ static lsm_status *leave_wal(lsm_db *db)
     uint64_t number = vset_new_file_number(&db->vs);
     wal_writer *old = db->wal;
     memtable *fresh = memtable_new();
-    if (fresh == NULL)
+    /* The view is allocated now: once fresh takes writes, readers must
+     * see it (db_install_view). */
+    struct readview *rv = db_view_alloc(db->nimm + 1);
+    if (fresh == NULL || rv == NULL) {
+        if (fresh != NULL)
+            memtable_unref(fresh);
+        free(rv);
         return status_new(LSM_IO_ERROR, "out of memory switching memtables");
+    }
     bool unsynced = db->wal_synced < db->wal_written;
     mutex_unlock(&db->mu);
     lsm_status *sync_err = NULL;
@@ -600,12 +607,14 @@ static lsm_status *leave_wal(lsm_db *db)
         /* A failed create is not sticky: the old log is intact and the next
          * write tries again. */
         memtable_unref(fresh);
+        free(rv);
         return s;
     }
     if (!db_push_imm(db, fresh, number)) {
         /* Keep writing the old log; the empty new one is swept later. */
         lsm_status_free(wal_writer_close(neu));
         memtable_unref(fresh);
+        free(rv);
         return status_new(LSM_IO_ERROR, "out of memory switching memtables");
     }
     lsm_status_free(wal_writer_close(old));
@@ -618,7 +627,7 @@ static lsm_status *leave_wal(lsm_db *db)
     db->wal_number = number;
     db->wal_written = db->wal_synced = 0;
     db->stats.rotations++;
-    db_install_view(db);
+    db_view_install(db, rv);
     return NULL;
 }
 
@@ -862,8 +871,11 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     uint64_t seq = db->last_seq + 1;
     lsm_batch *group = NULL;
     lsm_status *s = build_group(db, w, *last, seq, &group);
+    if (s != NULL) /* out of memory, nothing written or taken: not sticky */
+        return s;
     bool defer = w->defer && group != NULL;
-    /* Nothing logged may follow a deferred batch that is in no log yet. */
+    /* Nothing logged may follow a deferred batch that is in no log yet. A
+     * deferred group takes none (so an error copying it loses none). */
     struct deferred *late = defer ? NULL : db_take_deferred(db);
     wal_writer *wal = db->wal;
     memtable *mem = db->mem;
@@ -871,10 +883,13 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     uint64_t bytes = 0, late_bytes = 0, written = 0;
     mutex_unlock(&db->mu);
     struct deferred *keep = NULL;
-    if (s == NULL && defer && (keep = deferred_copy(group, mem_id)) == NULL)
+    bool wrote = false; /* whether the log or mem may have changed */
+    if (defer && (keep = deferred_copy(group, mem_id)) == NULL) {
         s = status_new(LSM_IO_ERROR, "out of memory deferring a write");
-    if (s == NULL)
+    } else {
         s = commit_group(db, group, wal, mem, late, keep, &bytes, &late_bytes, &written);
+        wrote = true;
+    }
     mutex_lock(&db->mu);
     uint64_t wal_bytes = keep ? WAL_MARKER_LEN : bytes;
     if (late) {
@@ -884,7 +899,8 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     }
     if (s != NULL) {
         free(keep);
-        db_set_bg_error(db, status_copy(s));
+        if (wrote) /* the log may hold what the memtable does not */
+            db_set_bg_error(db, status_copy(s));
     } else if (group || late) {
         db->wal_written = written;
     }
