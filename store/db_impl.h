@@ -91,7 +91,7 @@ struct lsm_snapshot {
 
 #define FOLLOWER_BUCKETS 17 /* 0..15 followers, and 16 or more */
 
-/* WAL syncs that may run at once (db_write.c, the sync stage). */
+/* WAL syncs that may run at once (db_sync.c, the sync stage). */
 #define SYNC_MAX 2
 
 /* Level-0 file counts: compaction starts at the trigger; writers are slowed
@@ -147,7 +147,7 @@ struct lsm_db {
     struct writer *head, *tail; /* [mu] the write queue */
     int queue_len;              /* [mu] */
 
-    /* The sync stage (db_write.c): a group that needs durability leaves the
+    /* The sync stage (db_sync.c): a group that needs durability leaves the
      * queue once it is in the WAL and the memtable, and waits here; a
      * waiter runs the WAL sync for every group written so far, while the
      * queue goes on appending behind it. Up to SYNC_MAX syncs overlap: a
@@ -246,6 +246,23 @@ void db_unref_view(lsm_db *db, struct readview *rv);
 void db_set_bg_error(lsm_db *db, lsm_status *s);
 
 /* db_write.c */
+/* Wake-ups a leader owes, issued after it lets go of mu so the woken
+ * writers do not find the mutex held for a string of system calls. */
+#define WAKE_BATCH 64
+struct wakeups {
+    _Atomic int *addr[WAKE_BATCH];
+    int n;
+};
+/* Hand-off between writers (see db_write.c): publishes w's state and wakes
+ * it now or, with wk, at db_wakeups_flush (no lock needed for that). */
+void db_writer_wake(struct writer *w, enum writer_state st, struct wakeups *wk);
+void db_wakeups_flush(struct wakeups *wk);
+/* Waits, without mu, until w is no longer WAITING; returns its state. */
+enum writer_state db_writer_wait(struct writer *w);
+/* Finishes the followers (leader, last] of a group with s and seq.
+ * REQUIRES: mu held. */
+void db_finish_group(struct writer *leader, struct writer *last, lsm_status *s, uint64_t seq,
+                     struct wakeups *wk);
 /* Puts w in the queue and waits until it is the head (returns true, mu
  * held: the caller leads) or a leader has done its write (returns false,
  * mu not held). REQUIRES: mu held. */
@@ -318,6 +335,23 @@ uint64_t replay_filter_lost(const replay_filter *f);
  * WAL syncs with concurrent writers; never enters the write queue. Fails
  * once the store has a sticky error. */
 lsm_status *db_sync_upto(lsm_db *db, uint64_t seq);
+/* db_sync.c: the sync stage (its states and invariants are listed there). */
+/* Wakes gatherers once the crowd they wait for is there. REQUIRES: mu. */
+void db_gather_signal(lsm_db *db);
+/* Waits (at most group_commit_delay_us) for the usual crowd of sync
+ * writers; at_head: the caller leads the queue. REQUIRES: mu held. */
+void db_gather(lsm_db *db, bool at_head);
+/* Waits until every write up to target is durable for the group [g, last]
+ * of n writers (g off the queue), then finishes g's followers; returns g's
+ * status. REQUIRES: mu held (released while waiting). */
+lsm_status *db_wait_durable(lsm_db *db, struct writer *g, struct writer *last, uint64_t target,
+                            int n, struct wakeups *wk);
+/* Finishes the waiting groups whose target is durable, or with error s
+ * those no running sync covers. REQUIRES: mu held. */
+void db_finish_synced(lsm_db *db, lsm_status *s, struct writer *self, struct wakeups *wk);
+/* Tells the first waiting group no running sync covers to run the next
+ * sync, if one may start. REQUIRES: mu held. */
+void db_hand_off_sync(lsm_db *db, struct wakeups *wk);
 /* Opens a new WAL numbered `number` and makes its directory entry durable.
  * No lock needed. */
 lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out);
