@@ -15,6 +15,7 @@
  * sync of that file fails too rather than claim something it cannot know.
  */
 #include "env.h"
+#include "env_posix_hook.h"
 
 #include "status.h"
 
@@ -223,6 +224,8 @@ static lsm_status *wfile_flush(lsm_wfile *base)
     return wfile_flush_buf(f);
 }
 
+int (*env_posix_fdatasync)(int fd) = fdatasync;
+
 /* Makes the file fail for good with err, unless it failed already. */
 static void fail_file(struct posix_wfile *f, int err)
 {
@@ -249,7 +252,7 @@ static int datasync(struct posix_wfile *f)
     }
     int r;
     do {
-        r = fdatasync(fd);
+        r = env_posix_fdatasync(fd);
     } while (r < 0 && errno == EINTR);
     int err = r < 0 ? errno : 0;
     if (err != 0)
