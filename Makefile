@@ -71,7 +71,7 @@ STORE_LIBS := $(LIBSTORE) $(LZ4_LIB)
 FS_LIBS    := $(LIBFS) $(LIBSTORE) $(FUSE_LIB) $(LZ4_LIB)
 
 PROGS := $(BIN)/lsmfs $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(BIN)/lsmctl \
-         $(BIN)/lsmbench $(BIN)/nowork-fs
+         $(BIN)/lsmbench $(BIN)/nowork-fs $(BIN)/bench-syncwake
 UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 INTEG_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
 INTEG_LIB   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/integration/test_%,$(wildcard tests/integration/*.c)))
@@ -103,6 +103,9 @@ $(BIN)/fsck.lsmfs: $(BUILD)/mkfs/fsck.o $(LIBFS) $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(FS_LIBS)
 $(BIN)/lsmctl: $(BUILD)/tools/lsmctl.o $(LIBSTORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(STORE_LIBS)
+$(BIN)/bench-syncwake: $(BUILD)/tools/bench_syncwake.o $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(STORE_LIBS)
 $(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o $(BUILD)/tools/nowork_log.o

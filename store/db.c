@@ -43,7 +43,6 @@ static void view_free(lsm_db *db, struct readview *rv)
     memtable_unref(rv->mem);
     for (int i = 0; i < rv->nimm; i++)
         memtable_unref(rv->imm[i]);
-    free(rv->imm);
     if (rv->version) {
         bool held = mutex_held(&db->mu);
         if (!held)
@@ -55,16 +54,28 @@ static void view_free(lsm_db *db, struct readview *rv)
     free(rv);
 }
 
+struct readview *db_view_alloc(int cap_imm)
+{
+    struct readview *rv = calloc(1, sizeof(*rv) + (size_t)cap_imm * sizeof(memtable *));
+    if (rv == NULL)
+        return NULL;
+    rv->imm = (memtable **)(rv + 1);
+    rv->cap_imm = cap_imm;
+    return rv;
+}
+
 bool db_install_view(lsm_db *db)
 {
-    assert(mutex_held(&db->mu));
-    struct readview *rv = calloc(1, sizeof(*rv));
+    struct readview *rv = db_view_alloc(db->nimm);
     if (rv == NULL)
         return false;
-    if (db->nimm && (rv->imm = malloc((size_t)db->nimm * sizeof(*rv->imm))) == NULL) {
-        free(rv);
-        return false;
-    }
+    db_view_install(db, rv);
+    return true;
+}
+
+void db_view_install(lsm_db *db, struct readview *rv)
+{
+    assert(mutex_held(&db->mu) && db->nimm <= rv->cap_imm);
     atomic_init(&rv->refs, 1);
     rv->mem = db->mem;
     memtable_ref(rv->mem);
@@ -79,7 +90,6 @@ bool db_install_view(lsm_db *db)
     db->view = rv;
     if (old)
         db_unref_view(db, old);
-    return true;
 }
 
 struct readview *db_ref_view(lsm_db *db, uint64_t *seq, const lsm_read_options *ro)
@@ -101,10 +111,7 @@ void db_unref_view(lsm_db *db, struct readview *rv)
 void db_set_bg_error(lsm_db *db, lsm_status *s)
 {
     assert(mutex_held(&db->mu));
-    if (db->bg_error == NULL)
-        db->bg_error = s;
-    else
-        lsm_status_free(s);
+    status_keep_first(&db->bg_error, s);
 }
 
 /* --------------------------------------------------------------- recovery */
@@ -171,12 +178,18 @@ bool db_push_imm(lsm_db *db, memtable *fresh, uint64_t fresh_log)
         if (logs == NULL)
             return false;
         db->imm_log = logs;
+        uint64_t *ids = realloc(db->imm_id, (size_t)cap * sizeof(*ids));
+        if (ids == NULL)
+            return false;
+        db->imm_id = ids;
         db->cap_imm = cap;
     }
     db->imm[db->nimm] = db->mem;
-    db->imm_log[db->nimm++] = db->mem_log;
+    db->imm_log[db->nimm] = db->mem_log;
+    db->imm_id[db->nimm++] = db->mem_id;
     db->mem = fresh;
     db->mem_log = fresh_log;
+    db->mem_id = db->next_mem_id++;
     return true;
 }
 
@@ -383,6 +396,7 @@ static void free_memtables(lsm_db *db)
         memtable_unref(db->imm[i]);
     free(db->imm);
     free(db->imm_log);
+    free(db->imm_id);
 }
 
 static void db_free(lsm_db *db)
@@ -430,6 +444,7 @@ static lsm_db *db_alloc(const lsm_options *o, const char *dir)
     db->opt.env = db->env;
     db->dir = strdup(dir);
     db->expected_group = 1;
+    db->next_mem_id = 1; /* db->mem is memtable 0 */
     pacer_init(&db->pacer, 4 * (uint64_t)o->write_buffer_size);
     db->snapshots.next = db->snapshots.prev = &db->snapshots;
     mutex_init(&db->mu);
@@ -515,22 +530,25 @@ lsm_status *lsm_close(lsm_db *db)
     if (db == NULL)
         return NULL;
     /* Write the memtables out, so the next open replays nothing and the
-     * logs (with their preallocated space) can go. Skipped after an error:
-     * then the logs are what recovery needs. */
-    lsm_status *flush = db_flush_memtables(db, 0);
-    if (flush != NULL) /* the logs stay what recovery needs: deferred batches too */
-        lsm_status_free(lsm_sync(db));
+     * logs (with their preallocated space) can go. If that fails the logs
+     * stay what recovery needs: every write goes into them (deferred
+     * batches logged late) and is synced. Any failed step is reported,
+     * the first one seen, even when the logs saved everything. */
+    lsm_status *s = db_flush_memtables(db, 0);
+    bool flushed = s == NULL;
+    if (!flushed)
+        status_keep_first(&s, lsm_sync(db));
     db_stop_background(db);
     mutex_lock(&db->mu);
     /* no write or sync may be in flight at close */
     assert(db->head == NULL && db->sync_head == NULL && db->syncs_running == 0);
-    lsm_status *s = status_copy(db->bg_error);
-    if (s == NULL && db->wal && db->wal_synced < wal_offset(db->wal))
-        s = wal_sync(db->wal);
-    if (s == NULL && flush == NULL)
+    bool sticky = db->bg_error != NULL;
+    status_keep_first(&s, status_copy(db->bg_error));
+    if (!sticky && db->wal && db->wal_synced < wal_offset(db->wal))
+        status_keep_first(&s, wal_sync(db->wal));
+    if (s == NULL)
         drop_empty_wal(db);
     mutex_unlock(&db->mu);
-    lsm_status_free(flush);
     db_free(db);
     return s;
 }

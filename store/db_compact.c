@@ -322,10 +322,11 @@ static lsm_status *flush_one(lsm_db *db)
     memtable_unref(m);
     if (s)
         return s;
-    db_drop_deferred(db, db->imm_log[0]); /* in a table now */
+    db_drop_deferred(db, db->imm_id[0]); /* in a table now */
     memtable_unref(db->imm[0]);
     memmove(db->imm, db->imm + 1, (size_t)(db->nimm - 1) * sizeof(*db->imm));
     memmove(db->imm_log, db->imm_log + 1, (size_t)(db->nimm - 1) * sizeof(*db->imm_log));
+    memmove(db->imm_id, db->imm_id + 1, (size_t)(db->nimm - 1) * sizeof(*db->imm_id));
     db->nimm--;
     db->stats.flushes++;
     db_install_view(db);

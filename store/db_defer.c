@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct deferred *deferred_copy(const lsm_batch *b, uint64_t log)
+struct deferred *deferred_copy(const lsm_batch *b, uint64_t mem)
 {
     size_t n;
     const char *rep = batch_contents(b, &n);
@@ -31,7 +31,7 @@ struct deferred *deferred_copy(const lsm_batch *b, uint64_t log)
     if (d == NULL)
         return NULL;
     d->next = NULL;
-    d->log = log;
+    d->mem = mem;
     d->len = n;
     memcpy(d->rep, rep, n);
     return d;
@@ -97,13 +97,13 @@ void db_end_late_log(lsm_db *db, struct deferred *list)
     free_list(list);
 }
 
-void db_drop_deferred(lsm_db *db, uint64_t log)
+void db_drop_deferred(lsm_db *db, uint64_t mem)
 {
     assert(mutex_held(&db->mu));
     struct deferred **pp = &db->deferred_head, *prev = NULL;
     while (*pp != NULL) {
         struct deferred *d = *pp;
-        if (d->log != log) {
+        if (d->mem != mem) {
             prev = d;
             pp = &d->next;
             continue;

@@ -53,10 +53,20 @@ struct writer {
 
 /* A batch written with defer_log: in the memtable, in no log yet (only its
  * WAL_DEFERRED marker is). It is logged late, whole, before the next logged
- * batch or sync barrier, unless its memtable reaches a table first. */
+ * batch or sync barrier, unless its memtable reaches a table first.
+ *
+ * Memtable identity. A deferred batch belongs to the memtable it was
+ * inserted into, named by that memtable's id (db->mem_id / db->imm_id):
+ * ids are unique for the life of the lsm_db, never reused, and never a log
+ * number — several memtables may start in the same log (recovery spills a
+ * long log into several), so a log number does not say which memtable
+ * holds a batch. Only the flush of memtable `id` may forget the batches
+ * of `id` (db_drop_deferred, from db_compact.c's flush_one); db.c's
+ * db_push_imm hands out the ids, db_write.c's write_group tags a batch
+ * with mem_id and db_retire_old_deferred looks for mem_id. */
 struct deferred {
     struct deferred *next;
-    uint64_t log;   /* the log of its memtable (mem_log when written) */
+    uint64_t mem;   /* the id of its memtable (mem_id when written) */
     uint64_t at_us; /* when it was written (env->now_micros) */
     size_t len;
     char rep[];     /* the batch, sequence set (batch.h: its header says
@@ -69,8 +79,8 @@ struct deferred {
 struct readview {
     _Atomic int refs;
     memtable *mem;
-    memtable **imm; /* newest first */
-    int nimm;
+    memtable **imm; /* newest first (in the same allocation) */
+    int nimm, cap_imm;
     version *version;
 };
 
@@ -81,7 +91,7 @@ struct lsm_snapshot {
 
 #define FOLLOWER_BUCKETS 17 /* 0..15 followers, and 16 or more */
 
-/* WAL syncs that may run at once (db_write.c, the sync stage). */
+/* WAL syncs that may run at once (db_sync.c, the sync stage). */
 #define SYNC_MAX 2
 
 /* Level-0 file counts: compaction starts at the trigger; writers are slowed
@@ -137,7 +147,7 @@ struct lsm_db {
     struct writer *head, *tail; /* [mu] the write queue */
     int queue_len;              /* [mu] */
 
-    /* The sync stage (db_write.c): a group that needs durability leaves the
+    /* The sync stage (db_sync.c): a group that needs durability leaves the
      * queue once it is in the WAL and the memtable, and waits here; a
      * waiter runs the WAL sync for every group written so far, while the
      * queue goes on appending behind it. Up to SYNC_MAX syncs overlap: a
@@ -158,8 +168,11 @@ struct lsm_db {
 
     memtable *mem;         /* [mu] pointer; contents written by the leader */
     uint64_t mem_log;      /* [mu] the log holding mem's first entry */
+    uint64_t mem_id;       /* [mu] mem's identity (see struct deferred) */
+    uint64_t next_mem_id;  /* [mu] the id the next memtable gets */
     memtable **imm;        /* [mu] immutable memtables, oldest first */
     uint64_t *imm_log;     /* [mu] the log holding each one's first entry */
+    uint64_t *imm_id;      /* [mu] each one's identity */
     int nimm, cap_imm;     /* [mu] */
     struct readview *view; /* [mu] the current one (holds a reference) */
 
@@ -209,11 +222,22 @@ struct lsm_db {
 /* Bytes of all memtables. REQUIRES: mu held. */
 size_t db_memtable_bytes(lsm_db *db);
 /* Makes mem immutable (logged from mem_log) and fresh the active memtable,
- * whose first entry will be in log fresh_log. false if out of memory
- * (nothing changed). REQUIRES: mu held. */
+ * whose first entry will be in log fresh_log; fresh gets a new id (see
+ * struct deferred). false if out of memory (nothing changed). REQUIRES: mu
+ * held. */
 bool db_push_imm(lsm_db *db, memtable *fresh, uint64_t fresh_log);
-/* Replaces db->view after mem/imm/version changed. REQUIRES: mu held.
- * false if out of memory (the old view stays, still correct to read). */
+/* A view with room for cap_imm immutable memtables, to fill in with
+ * db_view_install; NULL if out of memory. Free an unused one with free(). */
+struct readview *db_view_alloc(int cap_imm);
+/* Fills rv (from db_view_alloc, room for db->nimm) from mem/imm/version
+ * and makes it db->view. REQUIRES: mu held. */
+void db_view_install(lsm_db *db, struct readview *rv);
+/* Replaces db->view after imm or version changed; false if out of memory.
+ * The old view then stays: correct to read only while every memtable
+ * written since is in it, so a change that adds one (a memtable switch)
+ * allocates its view first (db_view_alloc) and never fails here; a flush
+ * or a new version leaves the old view showing the same data. REQUIRES: mu
+ * held. */
 bool db_install_view(lsm_db *db);
 struct readview *db_ref_view(lsm_db *db, uint64_t *seq, const lsm_read_options *ro);
 void db_unref_view(lsm_db *db, struct readview *rv);
@@ -222,6 +246,23 @@ void db_unref_view(lsm_db *db, struct readview *rv);
 void db_set_bg_error(lsm_db *db, lsm_status *s);
 
 /* db_write.c */
+/* Wake-ups a leader owes, issued after it lets go of mu so the woken
+ * writers do not find the mutex held for a string of system calls. */
+#define WAKE_BATCH 64
+struct wakeups {
+    _Atomic int *addr[WAKE_BATCH];
+    int n;
+};
+/* Hand-off between writers (see db_write.c): publishes w's state and wakes
+ * it now or, with wk, at db_wakeups_flush (no lock needed for that). */
+void db_writer_wake(struct writer *w, enum writer_state st, struct wakeups *wk);
+void db_wakeups_flush(struct wakeups *wk);
+/* Waits, without mu, until w is no longer WAITING; returns its state. */
+enum writer_state db_writer_wait(struct writer *w);
+/* Finishes the followers (leader, last] of a group with s and seq.
+ * REQUIRES: mu held. */
+void db_finish_group(struct writer *leader, struct writer *last, lsm_status *s, uint64_t seq,
+                     struct wakeups *wk);
 /* Puts w in the queue and waits until it is the head (returns true, mu
  * held: the caller leads) or a leader has done its write (returns false,
  * mu not held). REQUIRES: mu held. */
@@ -233,9 +274,9 @@ void db_queue_pop_head(lsm_db *db, struct writer *w);
 lsm_status *db_write(lsm_db *db, lsm_batch *batch, const lsm_write_options *wo, uint64_t *seq);
 
 /* db_defer.c: deferred logging (see there). */
-/* A copy of b (sequence set) for the memtable logged from `log`; NULL if
- * out of memory. No lock needed. */
-struct deferred *deferred_copy(const lsm_batch *b, uint64_t log);
+/* A copy of b (sequence set) for the memtable with id `mem`; NULL if out
+ * of memory. No lock needed. */
+struct deferred *deferred_copy(const lsm_batch *b, uint64_t mem);
 /* Adds d, the newest deferred batch (timed from now, counted in the
  * stats). REQUIRES: mu held. */
 void db_keep_deferred(lsm_db *db, struct deferred *d);
@@ -253,9 +294,9 @@ void db_end_late_log(lsm_db *db, struct deferred *list);
  * which to look again, 0 if nothing is deferred. Never waits for room, so
  * the flush thread may call it. REQUIRES: mu held. */
 uint64_t db_retire_old_deferred(lsm_db *db);
-/* Forgets the deferred batches of the memtable logged from `log`, now in a
- * table. REQUIRES: mu held. */
-void db_drop_deferred(lsm_db *db, uint64_t log);
+/* Forgets the deferred batches of the memtable with id `mem`, now in a
+ * table (see struct deferred). REQUIRES: mu held. */
+void db_drop_deferred(lsm_db *db, uint64_t mem);
 /* Frees every deferred batch (at close). */
 void db_free_deferred(lsm_db *db);
 /* The highest sequence a sync starting now may make durable: last_seq, or
@@ -294,6 +335,23 @@ uint64_t replay_filter_lost(const replay_filter *f);
  * WAL syncs with concurrent writers; never enters the write queue. Fails
  * once the store has a sticky error. */
 lsm_status *db_sync_upto(lsm_db *db, uint64_t seq);
+/* db_sync.c: the sync stage (its states and invariants are listed there). */
+/* Wakes gatherers once the crowd they wait for is there. REQUIRES: mu. */
+void db_gather_signal(lsm_db *db);
+/* Waits (at most group_commit_delay_us) for the usual crowd of sync
+ * writers; at_head: the caller leads the queue. REQUIRES: mu held. */
+void db_gather(lsm_db *db, bool at_head);
+/* Waits until every write up to target is durable for the group [g, last]
+ * of n writers (g off the queue), then finishes g's followers; returns g's
+ * status. REQUIRES: mu held (released while waiting). */
+lsm_status *db_wait_durable(lsm_db *db, struct writer *g, struct writer *last, uint64_t target,
+                            int n, struct wakeups *wk);
+/* Finishes the waiting groups whose target is durable, or with error s
+ * those no running sync covers. REQUIRES: mu held. */
+void db_finish_synced(lsm_db *db, lsm_status *s, struct writer *self, struct wakeups *wk);
+/* Tells the first waiting group no running sync covers to run the next
+ * sync, if one may start. REQUIRES: mu held. */
+void db_hand_off_sync(lsm_db *db, struct wakeups *wk);
 /* Opens a new WAL numbered `number` and makes its directory entry durable.
  * No lock needed. */
 lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out);

@@ -35,23 +35,17 @@
  *  - Any WAL write or sync failure is sticky (db->bg_error): the page cache
  *    may have dropped what we wrote, so nothing later can be promised.
  *
- * Gathering: when a sync is about to start and recent syncs covered more
- * writers than now wait, the syncer waits (at most group_commit_delay_us) for
- * the usual crowd to append, so one fdatasync serves all of them instead of
- * splitting them into a small sync and a large one (PostgreSQL's
- * commit_delay idea, self-tuned: one writer alone never waits).
+ * The sync stage, with its own rules, is db_sync.c.
  */
 #include "db_impl.h"
 #include "status.h"
 
-#include <errno.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MAX_GROUP_BYTES (1u << 20)
 #define SMALL_BATCH (128u << 10)
@@ -73,20 +67,12 @@ static void futex_wake(_Atomic int *addr)
     syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-/* Wake-ups a leader owes, issued after it lets go of mu so the woken
- * writers do not find the mutex held for a string of system calls. */
-#define WAKE_BATCH 64
-struct wakeups {
-    _Atomic int *addr[WAKE_BATCH];
-    int n;
-};
-
 /* Publishes w's new state and wakes it now or (wk != NULL) later. Once the
  * state is stored, w may return and its stack frame vanish: the wake then
  * hits a stale address, which the kernel treats as a futex with no waiter,
  * or wakes a later writer at the same address, which sees WAITING and
  * sleeps again (harmless either way). */
-static void writer_wake(struct writer *w, enum writer_state st, struct wakeups *wk)
+void db_writer_wake(struct writer *w, enum writer_state st, struct wakeups *wk)
 {
     atomic_store_explicit(&w->state, st, memory_order_release);
     if (wk != NULL && wk->n < WAKE_BATCH)
@@ -95,7 +81,7 @@ static void writer_wake(struct writer *w, enum writer_state st, struct wakeups *
         futex_wake(&w->state);
 }
 
-static void wakeups_flush(struct wakeups *wk)
+void db_wakeups_flush(struct wakeups *wk)
 {
     for (int i = 0; i < wk->n; i++)
         futex_wake(wk->addr[i]);
@@ -104,7 +90,7 @@ static void wakeups_flush(struct wakeups *wk)
 
 /* Waits, without mu, until w is told to lead or is done. A brief spin
  * first: a non-sync group finishes in microseconds. */
-static enum writer_state writer_wait(struct writer *w)
+enum writer_state db_writer_wait(struct writer *w)
 {
     for (int i = 0; i < 64; i++) {
         int st = atomic_load_explicit(&w->state, memory_order_acquire);
@@ -118,20 +104,6 @@ static enum writer_state writer_wait(struct writer *w)
     return (enum writer_state)st;
 }
 
-/* Writers a gather counts: `at_head` (a sync leader gathering its group)
- * counts those queued too, a syncer only those already in the sync list.
- * REQUIRES: mu held. */
-static int gathered(lsm_db *db, bool at_head)
-{
-    return db->sync_waiters + (at_head ? db->queue_len : 0);
-}
-
-/* Wakes gatherers once the crowd they wait for is there. REQUIRES: mu held. */
-static void gather_signal(lsm_db *db)
-{
-    if (db->gatherers > 0 && gathered(db, true) >= db->expected_group)
-        pthread_cond_broadcast(&db->gather_cv);
-}
 
 /* REQUIRES: mu held. */
 static void enqueue(lsm_db *db, struct writer *w)
@@ -144,35 +116,7 @@ static void enqueue(lsm_db *db, struct writer *w)
         db->head = w;
     db->tail = w;
     db->queue_len++;
-    gather_signal(db);
-}
-
-/* Waits (at most group_commit_delay_us) for the usual crowd of sync writers
- * to arrive (see the file comment). REQUIRES: mu held. */
-static void gather(lsm_db *db, bool at_head)
-{
-    assert(mutex_held(&db->mu));
-    uint32_t delay = db->opt.group_commit_delay_us;
-    if (delay == 0 || gathered(db, at_head) >= db->expected_group)
-        return;
-    uint64_t t0 = db->env->now_micros(db->env);
-    struct timespec deadline = monotonic_deadline(delay);
-    db->gatherers++;
-    while (gathered(db, at_head) < db->expected_group &&
-           cond_timedwait(&db->gather_cv, &db->mu, &deadline) != ETIMEDOUT) {
-    }
-    db->gatherers--;
-    db->stats.gather_wait_us += db->env->now_micros(db->env) - t0;
-}
-
-/* After a sync that covered n writers: expect as many next time, forgetting
- * slowly (one per sync) so a crowd that thinned is not waited for long. */
-static void learn_group_size(lsm_db *db, int n)
-{
-    if (n >= db->expected_group)
-        db->expected_group = n;
-    else if (db->expected_group > 1)
-        db->expected_group--;
+    db_gather_signal(db);
 }
 
 /* Picks the writers that join the leader's group: returns the last one, and
@@ -192,6 +136,8 @@ static struct writer *pick_group(lsm_db *db, bool *need_sync, int *count)
     for (struct writer *w = first->next; w != NULL; w = w->next) {
         if (w->sync && !first->sync)
             break; /* this leader will not sync: w must lead its own group */
+        if (first->batch == NULL && w->batch != NULL)
+            break; /* a barrier's group made no room in the memtable (lead) */
         if (w->solo || w->defer)
             break;
         if (size + writer_bytes(w) > max)
@@ -273,7 +219,7 @@ static lsm_status *commit_group(lsm_db *db, lsm_batch *group, wal_writer *wal, m
 }
 
 /* Takes the group [head, last] off the queue and wakes the next head. The
- * members stay linked [head, last] and keep waiting until finish_group.
+ * members stay linked [head, last] and keep waiting until db_finish_group.
  * REQUIRES: mu held. */
 static void pop_group(lsm_db *db, struct writer *last, struct wakeups *wk)
 {
@@ -287,12 +233,12 @@ static void pop_group(lsm_db *db, struct writer *last, struct wakeups *wk)
     if (db->head == NULL)
         db->tail = NULL;
     else
-        writer_wake(db->head, WRITER_LEADER, wk);
+        db_writer_wake(db->head, WRITER_LEADER, wk);
 }
 
 /* Hands each follower in (leader, last] its status and sequence and wakes
  * it. REQUIRES: mu held (for the statuses' sake: s is copied). */
-static void finish_group(struct writer *leader, struct writer *last, lsm_status *s, uint64_t seq,
+void db_finish_group(struct writer *leader, struct writer *last, lsm_status *s, uint64_t seq,
                          struct wakeups *wk)
 {
     struct writer *m = leader == last ? NULL : leader->next;
@@ -300,248 +246,9 @@ static void finish_group(struct writer *leader, struct writer *last, lsm_status 
         struct writer *next = m == last ? NULL : m->next; /* before m may go */
         m->seq = seq;
         m->status = status_copy(s);
-        writer_wake(m, WRITER_DONE, wk);
+        db_writer_wake(m, WRITER_DONE, wk);
         m = next;
     }
-}
-
-/* The sync stage. A group waiting for durability is its leader's writer in
- * the sync list; the other members sleep on, still linked from it. Whoever
- * runs a sync finishes, after it, every group it covered (waking each member
- * on its futex: none of them needs mu to return), and hands the next sync
- * to the first group no running sync covers.
- *
- * Syncs overlap, up to SYNC_MAX: a group published after the running sync
- * started (so not covered by it) starts its own at once instead of waiting
- * a whole sync for its turn. The disk serves overlapping fdatasyncs of one
- * file well (here two threads complete ~2x the syncs of one), and each
- * still covers everything appended before it started, so durable_seq only
- * ever moves up to what a finished sync covered (a later-started sync that
- * finishes first covers the earlier one's groups too). The env gives each
- * overlapping sync its own file description, so a lost page is reported to
- * every sync that needed it (see env.h). */
-
-/* Whether a sync still running will decide about a group waiting for
- * `target`. REQUIRES: mu held. */
-static bool running_sync_covers(const lsm_db *db, uint64_t target)
-{
-    for (int i = 0; i < SYNC_MAX; i++)
-        if (db->sync_running_upto[i] >= target)
-            return true;
-    return false;
-}
-
-/* Whether a sync that is running or about to start covers `target`: one
- * gathering or told to start reads last_seq after the group was published.
- * REQUIRES: mu held. */
-static bool sync_coming(const lsm_db *db, uint64_t target)
-{
-    return db->sync_gathering || db->syncer != NULL || running_sync_covers(db, target);
-}
-
-/* REQUIRES: mu held. */
-static bool may_start_sync(const lsm_db *db, uint64_t target)
-{
-    return !db->wal_switching && db->syncs_running < SYNC_MAX && !sync_coming(db, target);
-}
-
-/* Finishes the waiting groups whose target is durable, or, if s != NULL,
- * with that error every group no running sync still covers (one that does
- * gets that sync's verdict: its own description of the file reports any
- * page it needed that was lost). REQUIRES: mu held. */
-static void finish_synced(lsm_db *db, lsm_status *s, struct writer *self, struct wakeups *wk)
-{
-    assert(mutex_held(&db->mu));
-    struct writer **pp = &db->sync_head, *prev = NULL;
-    while (*pp != NULL) {
-        struct writer *g = *pp;
-        bool wait_on = s == NULL ? g->target > db->durable_seq
-                                 : running_sync_covers(db, g->target);
-        if (wait_on) {
-            prev = g;
-            pp = &g->sync_next;
-            continue;
-        }
-        *pp = g->sync_next;
-        db->sync_waiters -= g->count;
-        if (g == db->syncer) /* told to sync, but covered before it could */
-            db->syncer = NULL;
-        finish_group(g, g->last, s, g->target, wk);
-        g->seq = g->target;
-        g->status = status_copy(s);
-        if (g != self) /* a group running its own sync sees DONE after it */
-            writer_wake(g, WRITER_DONE, wk); /* g may be gone after this */
-        else
-            atomic_store_explicit(&g->state, WRITER_DONE, memory_order_relaxed);
-    }
-    db->sync_tail = prev;
-}
-
-/* Tells the first group that no running sync covers to run the next one,
- * if one may start. REQUIRES: mu held. */
-static void hand_off_sync(lsm_db *db, struct wakeups *wk)
-{
-    assert(mutex_held(&db->mu));
-    for (struct writer *g = db->sync_head; g != NULL; g = g->sync_next) {
-        if (!may_start_sync(db, g->target))
-            continue;
-        db->syncer = g;
-        writer_wake(g, WRITER_SYNCER, wk);
-        return;
-    }
-}
-
-/* Syncs the WAL for everything published so far — after letting the usual
- * crowd of waiting groups gather, unless another sync is running — then
- * finishes the groups it covered. A failure is sticky: the kernel may have
- * dropped pages it could not write. Returns self's status (self may have
- * been finished meanwhile by an overlapping sync).
- * REQUIRES: mu held; may_start_sync; `self` waits in the sync list. */
-static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk)
-{
-    assert(mutex_held(&db->mu) && db->syncs_running < SYNC_MAX && !db->wal_switching);
-    db->syncs_running++; /* also keeps the WAL from being switched under us */
-    if (db->syncs_running == 1) {
-        db->sync_gathering = true;
-        gather(db, false);
-        db->sync_gathering = false;
-    }
-    uint64_t upto = db_sync_ceiling(db), off = db->wal_written;
-    int slot = 0;
-    while (db->sync_running_upto[slot] != 0)
-        slot++;
-    assert(slot < SYNC_MAX && upto > 0);
-    db->sync_running_upto[slot] = upto;
-    int covered = db->sync_waiters;
-    lsm_status *s = NULL;
-    if (off > db->wal_synced) {
-        wal_writer *wal = db->wal;
-        db->stats.overlapped_syncs += db->syncs_running > 1;
-        mutex_unlock(&db->mu);
-        s = wal_sync(wal);
-        mutex_lock(&db->mu);
-        if (s == NULL) {
-            if (off > db->wal_synced)
-                db->wal_synced = off;
-            db->stats.syncs++;
-        }
-    }
-    if (s == NULL) {
-        if (upto > db->durable_seq)
-            db->durable_seq = upto;
-        learn_group_size(db, covered);
-    } else {
-        s = status_wrap(s, "write-ahead log %06llu", (unsigned long long)db->wal_number);
-        db_set_bg_error(db, status_copy(s));
-    }
-    db->syncs_running--;
-    db->sync_running_upto[slot] = 0;
-    pthread_cond_broadcast(&db->sync_cv); /* a memtable switch or a sync head waits */
-    bool was_done = atomic_load_explicit(&self->state, memory_order_relaxed) == WRITER_DONE;
-    finish_synced(db, s, self, wk);
-    hand_off_sync(db, wk);
-    if (was_done) { /* an overlapping sync covered self: its verdict stands */
-        lsm_status_free(s);
-        return self->status;
-    }
-    assert(atomic_load_explicit(&self->state, memory_order_relaxed) == WRITER_DONE);
-    lsm_status_free(self->status); /* the copy finish_synced made */
-    return s;
-}
-
-/* Waits until every write up to `target` is durable, for the group [g, last]
- * of n writers (g is its leader, already off the queue); then g's followers
- * are finished too. REQUIRES: mu held (released while waiting). */
-static lsm_status *wait_durable(lsm_db *db, struct writer *g, struct writer *last, uint64_t target,
-                                int n, struct wakeups *wk)
-{
-    assert(mutex_held(&db->mu) && target <= db->last_seq);
-    if (db->durable_seq >= target || db->bg_error != NULL) {
-        lsm_status *s = db->durable_seq >= target ? NULL : status_copy(db->bg_error);
-        finish_group(g, last, s, target, wk);
-        return s;
-    }
-    g->last = last;
-    g->target = target;
-    g->count = n;
-    g->sync_next = NULL;
-    if (db->sync_tail)
-        db->sync_tail->sync_next = g;
-    else
-        db->sync_head = g;
-    db->sync_tail = g;
-    db->sync_waiters += n;
-    atomic_store_explicit(&g->state, WRITER_WAITING, memory_order_relaxed);
-    gather_signal(db);
-    for (;;) {
-        if (may_start_sync(db, target))
-            return run_sync(db, g, wk);
-        mutex_unlock(&db->mu);
-        wakeups_flush(wk);
-        (void)writer_wait(g);
-        mutex_lock(&db->mu);
-        /* Read again under mu: a sync may have finished g since it woke. */
-        if (atomic_load_explicit(&g->state, memory_order_relaxed) == WRITER_DONE)
-            return g->status;
-        assert(db->syncer == g);
-        db->syncer = NULL;
-        /* Still waiting; a sync may have started meanwhile that covers g. */
-        atomic_store_explicit(&g->state, WRITER_WAITING, memory_order_relaxed);
-    }
-}
-
-/* Makes the deferred batches up to `target` durable: by flushing the
- * memtables when those batches are many bytes and most of what the
- * memtables hold (a table holds them anyway once flushed, so they reach the
- * disk once, as they would have without the sync), else by logging them
- * late (a barrier through the queue: its leader logs them). Flushing a
- * small amount would cut a small table for every fsync; flushing memtables
- * full of other data would make the sync wait for all of it. A flush that
- * fails for a full disk falls back to the log. REQUIRES: mu held (released
- * meanwhile). */
-static lsm_status *make_deferred_durable(lsm_db *db, uint64_t target)
-{
-    assert(mutex_held(&db->mu));
-    uint64_t bytes = db_deferred_bytes_upto(db, target);
-    if (bytes >= db->opt.write_buffer_size / 4 && 2 * bytes >= db_memtable_bytes(db)) {
-        mutex_unlock(&db->mu);
-        lsm_status *s = db_flush_memtables(db, target);
-        mutex_lock(&db->mu);
-        db->stats.sync_flushes += s == NULL;
-        bool done = s == NULL && !db_deferred_upto(db, target);
-        lsm_status_free(s);
-        if (done)
-            return NULL;
-    }
-    mutex_unlock(&db->mu);
-    lsm_status *s = db_write(db, NULL, NULL, NULL);
-    mutex_lock(&db->mu);
-    return s;
-}
-
-lsm_status *db_sync_upto(lsm_db *db, uint64_t seq)
-{
-    struct writer w = {.batch = NULL, .sync = true};
-    struct wakeups wk = {.n = 0};
-    mutex_lock(&db->mu);
-    /* The target is taken now: were it raised past a deferred batch
-     * written meanwhile, which is in no log, no sync could ever cover it. */
-    uint64_t target = seq < db->last_seq ? seq : db->last_seq;
-    if (db_deferred_upto(db, target)) {
-        lsm_status *s = make_deferred_durable(db, target);
-        if (s != NULL) {
-            mutex_unlock(&db->mu);
-            return s;
-        }
-    }
-    db->stats.writes++;
-    db->stats.barriers++;
-    lsm_status *s = status_copy(db->bg_error);
-    if (s == NULL)
-        s = wait_durable(db, &w, &w, target, 1, &wk);
-    mutex_unlock(&db->mu);
-    wakeups_flush(&wk);
-    return s;
 }
 
 lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out)
@@ -581,8 +288,15 @@ static lsm_status *leave_wal(lsm_db *db)
     uint64_t number = vset_new_file_number(&db->vs);
     wal_writer *old = db->wal;
     memtable *fresh = memtable_new();
-    if (fresh == NULL)
+    /* The view is allocated now: once fresh takes writes, readers must
+     * see it (db_install_view). */
+    struct readview *rv = db_view_alloc(db->nimm + 1);
+    if (fresh == NULL || rv == NULL) {
+        if (fresh != NULL)
+            memtable_unref(fresh);
+        free(rv);
         return status_new(LSM_IO_ERROR, "out of memory switching memtables");
+    }
     bool unsynced = db->wal_synced < db->wal_written;
     mutex_unlock(&db->mu);
     lsm_status *sync_err = NULL;
@@ -597,12 +311,14 @@ static lsm_status *leave_wal(lsm_db *db)
         /* A failed create is not sticky: the old log is intact and the next
          * write tries again. */
         memtable_unref(fresh);
+        free(rv);
         return s;
     }
     if (!db_push_imm(db, fresh, number)) {
         /* Keep writing the old log; the empty new one is swept later. */
         lsm_status_free(wal_writer_close(neu));
         memtable_unref(fresh);
+        free(rv);
         return status_new(LSM_IO_ERROR, "out of memory switching memtables");
     }
     lsm_status_free(wal_writer_close(old));
@@ -615,7 +331,7 @@ static lsm_status *leave_wal(lsm_db *db)
     db->wal_number = number;
     db->wal_written = db->wal_synced = 0;
     db->stats.rotations++;
-    db_install_view(db);
+    db_view_install(db, rv);
     return NULL;
 }
 
@@ -632,8 +348,8 @@ static lsm_status *switch_memtable(lsm_db *db)
     db->wal_switching = false;
     /* Groups that waited meanwhile are durable now (the old log was synced
      * to its end) or failed with it; the rest get a sync of their own. */
-    finish_synced(db, db->bg_error, NULL, NULL);
-    hand_off_sync(db, NULL);
+    db_finish_synced(db, db->bg_error, NULL, NULL);
+    db_hand_off_sync(db, NULL);
     return s;
 }
 
@@ -744,7 +460,7 @@ uint64_t db_retire_old_deferred(lsm_db *db)
         return d->at_us + max - now;
     bool in_mem = false;
     for (; d != NULL && !in_mem; d = d->next)
-        in_mem = d->log == db->mem_log;
+        in_mem = d->mem == db->mem_id; /* see struct deferred */
     if (!in_mem) /* its memtable is already waiting for the flush */
         return DEFERRED_RETRY_US;
     if (db->head != NULL || db->bg_error || switch_must_wait(db))
@@ -759,7 +475,7 @@ uint64_t db_retire_old_deferred(lsm_db *db)
         pthread_cond_broadcast(&db->work_cv);
     lsm_status_free(s); /* not sticky (see leave_wal): retried later */
     mutex_unlock(&db->mu);
-    wakeups_flush(&wk);
+    db_wakeups_flush(&wk);
     mutex_lock(&db->mu);
     return DEFERRED_RETRY_US;
 }
@@ -826,7 +542,7 @@ bool db_queue_wait(lsm_db *db, struct writer *w)
         return true;
     mutex_unlock(&db->mu);
     uint64_t t0 = db->env->now_micros(db->env); /* only writers that queue pay for it */
-    enum writer_state st = writer_wait(w);
+    enum writer_state st = db_writer_wait(w);
     atomic_fetch_add_explicit(&db->stats.queue_wait_us, db->env->now_micros(db->env) - t0,
                               memory_order_relaxed);
     if (st == WRITER_DONE)
@@ -859,19 +575,25 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     uint64_t seq = db->last_seq + 1;
     lsm_batch *group = NULL;
     lsm_status *s = build_group(db, w, *last, seq, &group);
+    if (s != NULL) /* out of memory, nothing written or taken: not sticky */
+        return s;
     bool defer = w->defer && group != NULL;
-    /* Nothing logged may follow a deferred batch that is in no log yet. */
+    /* Nothing logged may follow a deferred batch that is in no log yet. A
+     * deferred group takes none (so an error copying it loses none). */
     struct deferred *late = defer ? NULL : db_take_deferred(db);
     wal_writer *wal = db->wal;
     memtable *mem = db->mem;
-    uint64_t log = db->mem_log;
+    uint64_t mem_id = db->mem_id; /* see struct deferred */
     uint64_t bytes = 0, late_bytes = 0, written = 0;
     mutex_unlock(&db->mu);
     struct deferred *keep = NULL;
-    if (s == NULL && defer && (keep = deferred_copy(group, log)) == NULL)
+    bool wrote = false; /* whether the log or mem may have changed */
+    if (defer && (keep = deferred_copy(group, mem_id)) == NULL) {
         s = status_new(LSM_IO_ERROR, "out of memory deferring a write");
-    if (s == NULL)
+    } else {
         s = commit_group(db, group, wal, mem, late, keep, &bytes, &late_bytes, &written);
+        wrote = true;
+    }
     mutex_lock(&db->mu);
     uint64_t wal_bytes = keep ? WAL_MARKER_LEN : bytes;
     if (late) {
@@ -881,7 +603,8 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     }
     if (s != NULL) {
         free(keep);
-        db_set_bg_error(db, status_copy(s));
+        if (wrote) /* the log may hold what the memtable does not */
+            db_set_bg_error(db, status_copy(s));
     } else if (group || late) {
         db->wal_written = written;
     }
@@ -901,7 +624,11 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
  * held; w is the head. */
 static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64_t *seq)
 {
-    lsm_status *s = db_make_room_for_write(db, false);
+    /* A barrier inserts nothing: it never waits for memtable room (it may
+     * be what saves the deferred batches of a store whose disk is full),
+     * and its group holds only barriers (pick_group). */
+    lsm_status *s = w->batch != NULL ? db_make_room_for_write(db, false)
+                                     : status_copy(db->bg_error);
     struct writer *last = w;
     int count = 1;
     bool need_sync = false;
@@ -914,17 +641,17 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
     if (s == NULL && w->sync) {
         while (db->syncs_running >= SYNC_MAX && !db->sync_gathering)
             cond_wait(&db->sync_cv, &db->mu);
-        gather(db, true);
+        db_gather(db, true);
     }
     if (s == NULL)
         s = write_group(db, w, &last, &count, &need_sync);
     *seq = db->last_seq;
     pop_group(db, last, wk);
     if (s != NULL || !need_sync) {
-        finish_group(w, last, s, *seq, wk);
+        db_finish_group(w, last, s, *seq, wk);
         return s;
     }
-    return wait_durable(db, w, last, *seq, count, wk);
+    return db_wait_durable(db, w, last, *seq, count, wk);
 }
 
 lsm_status *db_write(lsm_db *db, lsm_batch *batch, const lsm_write_options *wo, uint64_t *seqp)
@@ -949,6 +676,6 @@ lsm_status *db_write(lsm_db *db, lsm_batch *batch, const lsm_write_options *wo, 
     if (seqp)
         *seqp = seq;
     mutex_unlock(&db->mu);
-    wakeups_flush(&wk);
+    db_wakeups_flush(&wk);
     return s;
 }

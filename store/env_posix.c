@@ -15,6 +15,7 @@
  * sync of that file fails too rather than claim something it cannot know.
  */
 #include "env.h"
+#include "env_posix_hook.h"
 
 #include "status.h"
 
@@ -223,8 +224,20 @@ static lsm_status *wfile_flush(lsm_wfile *base)
     return wfile_flush_buf(f);
 }
 
+int (*env_posix_fdatasync)(int fd) = fdatasync;
+
+/* Makes the file fail for good with err, unless it failed already. */
+static void fail_file(struct posix_wfile *f, int err)
+{
+    int none = 0;
+    atomic_compare_exchange_strong(&f->err, &none, err);
+}
+
 /* fdatasync through a description no other sync is using (see struct
- * sync_slots), waiting for one if all are busy. Returns 0 or an errno. */
+ * sync_slots), waiting for one if all are busy. Returns 0 or an errno; a
+ * failure is the file's sticky error (f->err) before the slot is released:
+ * the next sync on that description gets 0 for the pages whose loss was
+ * reported to this one, so it must find f->err set, and it checks. */
 static int datasync(struct posix_wfile *f)
 {
     struct sync_slots *ss = f->slots;
@@ -239,9 +252,13 @@ static int datasync(struct posix_wfile *f)
     }
     int r;
     do {
-        r = fdatasync(fd);
+        r = env_posix_fdatasync(fd);
     } while (r < 0 && errno == EINTR);
     int err = r < 0 ? errno : 0;
+    if (err != 0)
+        fail_file(f, err);
+    else
+        err = atomic_load(&f->err); /* a loss reported to an earlier sync */
     if (taken >= 0)
         pthread_mutex_unlock(&ss->slot[taken].lk);
     return err;
@@ -288,11 +305,9 @@ static lsm_status *wfile_sync(lsm_wfile *base)
     lsm_status *s = wfile_flush(base);
     if (s != NULL)
         return s;
-    int err = datasync(f);
-    if (err != 0) {
-        f->err = err;
+    int err = datasync(f); /* sets f->err on failure */
+    if (err != 0)
         return posix_error(err, "fdatasync", f->path);
-    }
     if (f->auto_mode)
         atomic_fetch_add_explicit(&f->win_syncs, 1, memory_order_relaxed);
     if (f->zf)
@@ -434,11 +449,8 @@ static void *zeroer_main(void *arg)
         uint64_t to = from + (z->step < ZERO_ROUND ? z->step : ZERO_ROUND);
         pthread_mutex_unlock(&z->zlk);
         int err = zero_range(f, from, to);
-        bool sync_failed = false;
-        if (err == 0 && (err = datasync(f)) != 0)
-            sync_failed = true;
-        if (sync_failed)
-            f->err = err;
+        if (err == 0)
+            err = datasync(f); /* sets f->err on failure */
         pthread_mutex_lock(&z->zlk);
         if (err != 0)
             break;

@@ -165,8 +165,11 @@ typedef struct lsm_db lsm_db;
 /* Opens (recovering after a crash if needed) the store in directory `dir`.
  * Fails with LSM_BUSY if another process or handle has it open. */
 lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out);
-/* Waits for background work, syncs, closes. Returns the first error seen
- * (the db is freed in every case). NULL db is allowed. */
+/* Waits for background work, writes the memtables to tables, syncs,
+ * closes. Returns the first error of any step (the db is freed in every
+ * case). If the tables could not be written (e.g. LSM_NO_SPACE), every
+ * write, deferred ones too, is logged and synced first, so the next open
+ * recovers all of it unless the log's own sync failed. NULL db is allowed. */
 lsm_status *lsm_close(lsm_db *db);
 
 lsm_status *lsm_put(lsm_db *db, const lsm_write_options *wo, const void *key, size_t klen,

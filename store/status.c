@@ -84,6 +84,14 @@ lsm_status *status_copy(const lsm_status *s)
     return status_new(s->code, "%s", s->msg);
 }
 
+void status_keep_first(lsm_status **first, lsm_status *s)
+{
+    if (*first == NULL)
+        *first = s;
+    else
+        lsm_status_free(s);
+}
+
 lsm_status *status_wrap(lsm_status *s, const char *fmt, ...)
 {
     if (s == NULL)

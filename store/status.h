@@ -22,6 +22,9 @@ lsm_status *status_from_errno(int err, const char *what);
 lsm_status *status_not_found(void);
 /* A copy of s (NULL for NULL). */
 lsm_status *status_copy(const lsm_status *s);
+/* Keeps the first error of a sequence of steps: *first becomes s if it is
+ * NULL (OK), else s is freed. Takes ownership of s. */
+void status_keep_first(lsm_status **first, lsm_status *s);
 /* Prefixes the message of s with context; returns s (or a replacement). */
 lsm_status *status_wrap(lsm_status *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

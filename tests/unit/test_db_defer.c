@@ -424,6 +424,46 @@ static void test_late_copies_after_switch(void **state)
     fault_env_free(fe);
 }
 
+/* Recovery that spills one log into several memtables (here the late
+ * copies of test_late_copies_after_switch's 640 KiB) gives them all that
+ * log's number. A deferred batch written then lives in the active one; the
+ * flush of an older one must not forget it, or a synced write after it is
+ * logged behind its marker with the batch in no log nor table, and a power
+ * cut takes both (each memtable has its own identity, see struct deferred). */
+static void test_deferred_survive_flush_of_replayed_sibling(void **state)
+{
+    (void)state;
+    enum { N = 40 };
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
+    fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
+    for (int i = 0; i < N; i++)
+        ASSERT_OK(put_i(db, "d", i, true, false));
+    ASSERT_OK(put_i(db, "s", 0, false, true)); /* logs them all late */
+    fault_env_clear_failures(fe);
+    wait_for_prop(db, "lsm.flushes");
+    wait_flushed(db);
+    assert_null(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db));
+    fault_env_clear_failures(fe);
+    /* Reopen with tables failing, so the replayed memtables stay. */
+    fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
+    db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
+    assert_true(tu_prop(db, "lsm.immutable-memtables") >= 1);
+    ASSERT_OK(put_i(db, "x", 0, true, false));
+    fault_env_clear_failures(fe);
+    wait_for_prop(db, "lsm.flushes");
+    wait_flushed(db);
+    ASSERT_OK(put_i(db, "s", 1, false, true)); /* logs x0 late first */
+    db = cut_and_reopen(fe, db, 256 << 10);
+    assert_int_equal(tu_prop(db, "lsm.recovered-skipped"), 0);
+    assert_all(db, "d", N);
+    assert_all(db, "s", 2);
+    assert_all(db, "x", 1);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 /* A close whose flush fails (here: the disk is full for tables) leaves the
  * logs as what recovery needs, so it logs the deferred batches late and
  * syncs them first. */
@@ -440,6 +480,36 @@ static void test_close_logs_deferred_when_flush_fails(void **state)
     fault_env_clear_failures(fe);
     db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
     assert_all(db, "d", 4);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+/* A close on a disk full for tables, with memtables at their memory limit:
+ * the sync that logs the deferred batches late is a barrier, which needs
+ * no memtable room, so all of them reach the log; close still reports the
+ * failed flush (its first error) and nothing is lost to a power cut. */
+static void test_close_on_full_disk_reports_and_keeps(void **state)
+{
+    (void)state;
+    enum { N = 48 };
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_options o;
+    tu_db_options(&o, fault_env_env(fe), 256 << 10);
+    o.max_memtable_bytes = 1 << 20;
+    lsm_db *db = NULL;
+    ASSERT_OK(lsm_open(&o, dir, &db));
+    fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
+    for (int i = 0; i < N; i++)
+        ASSERT_OK(put_i(db, "d", i, true, false));
+    lsm_status *s = lsm_close(db);
+    assert_non_null(s);
+    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+    lsm_status_free(s);
+    assert_null(fault_env_power_cut(fe));
+    fault_env_clear_failures(fe);
+    db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
+    assert_int_equal(tu_prop(db, "lsm.recovered-lost-deferred"), 0);
+    assert_all(db, "d", N);
     assert_null(lsm_close(db));
     fault_env_free(fe);
 }
@@ -570,7 +640,9 @@ int main(void)
         DB_TEST(test_old_deferred_retired),
         DB_TEST(test_switch_claims_no_deferred),
         DB_TEST(test_late_copies_after_switch),
+        DB_TEST(test_deferred_survive_flush_of_replayed_sibling),
         DB_TEST(test_close_logs_deferred_when_flush_fails),
+        DB_TEST(test_close_on_full_disk_reports_and_keeps),
         DB_TEST(test_lost_deferred_and_epoch),
         DB_TEST(test_deferred_among_sync_writers),
     };

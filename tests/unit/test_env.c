@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "env.h"
+#include "env_posix_hook.h"
 #include "fault_env.h"
 #include "status.h"
 
@@ -1073,6 +1074,94 @@ static void test_fault_power_cut_concurrent(void **state)
     assert_true(synced >= 4 * T); /* the cut came after real work, not before */
 }
 
+/* fdatasync as Linux reports a page it failed to write back: EIO once to
+ * each open file description, 0 after that. The first sync through each
+ * description waits for `release` (so the test can line syncs up). */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool reported[1024]; /* by fd */
+    bool release;
+    int calls;
+} lossy = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {false}, false, 0};
+
+static int lossy_fdatasync(int fd)
+{
+    assert_true(fd >= 0 && fd < 1024);
+    pthread_mutex_lock(&lossy.mu);
+    lossy.calls++;
+    pthread_cond_broadcast(&lossy.cv);
+    bool report = !lossy.reported[fd];
+    lossy.reported[fd] = true;
+    while (report && !lossy.release)
+        pthread_cond_wait(&lossy.cv, &lossy.mu);
+    pthread_mutex_unlock(&lossy.mu);
+    if (!report)
+        return 0;
+    errno = EIO;
+    return -1;
+}
+
+static void lossy_wait_calls(int n)
+{
+    pthread_mutex_lock(&lossy.mu);
+    while (lossy.calls < n)
+        pthread_cond_wait(&lossy.cv, &lossy.mu);
+    pthread_mutex_unlock(&lossy.mu);
+}
+
+struct sync_call {
+    lsm_wfile *f;
+    lsm_status *s;
+};
+
+static void *sync_thread(void *p)
+{
+    struct sync_call *c = p;
+    c->s = c->f->ops->sync(c->f);
+    return NULL;
+}
+
+/* fsyncgate on the sync slots: a WAL's overlapping syncs each use a
+ * description of their own, but when every slot is busy a sync waits for
+ * one, and the description it gets may have reported the lost page to the
+ * sync before it already. That sync's fdatasync then returns 0: it must
+ * still fail, from the error the earlier one recorded (before it let the
+ * slot go). Here sync A fails on slot 0 while C and D hold the other two,
+ * and B, started before A failed, gets slot 0 after it. */
+static void test_posix_sync_slot_keeps_error(void **state)
+{
+    struct fx *x = *state;
+    char p[256];
+    lsm_wfile *f = open_w(x, "log", p);
+    ASSERT_OK(f->ops->preallocate(f, 1 << 20, WFILE_MAPPED));
+    ASSERT_OK(f->ops->append(f, "lost", 4));
+    env_posix_fdatasync = lossy_fdatasync;
+    struct sync_call c[4] = {{f, NULL}, {f, NULL}, {f, NULL}, {f, NULL}};
+    pthread_t t[4];
+    for (int i = 0; i < 3; i++) { /* A, C, D: one slot each, all waiting */
+        assert_int_equal(pthread_create(&t[i], NULL, sync_thread, &c[i]), 0);
+        lossy_wait_calls(i + 1);
+    }
+    assert_int_equal(pthread_create(&t[3], NULL, sync_thread, &c[3]), 0); /* B */
+    usleep(100000); /* B waits for a slot (if it is late, it fails anyway) */
+    pthread_mutex_lock(&lossy.mu);
+    lossy.release = true;
+    pthread_cond_broadcast(&lossy.cv);
+    pthread_mutex_unlock(&lossy.mu);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    env_posix_fdatasync = fdatasync;
+    assert_int_equal(lossy.calls, 4);
+    for (int i = 0; i < 4; i++) {
+        if (c[i].s == NULL)
+            fail_msg("sync %d reported success after the page was lost", i);
+        assert_int_equal(lsm_status_code(c[i].s), LSM_IO_ERROR);
+        lsm_status_free(c[i].s);
+    }
+    lsm_status_free(f->ops->close(f));
+}
+
 /* A test of the POSIX env, or of the fault env, in a fresh directory. */
 #define POSIX_TEST(fn) cmocka_unit_test_setup_teardown(fn, posix_setup, fx_teardown)
 #define FAULT_TEST(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
@@ -1080,6 +1169,7 @@ static void test_fault_power_cut_concurrent(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        POSIX_TEST(test_posix_sync_slot_keeps_error),
         POSIX_TEST(test_posix_write_read),          POSIX_TEST(test_posix_pread_threads),
         POSIX_TEST(test_posix_dirs_and_names),      POSIX_TEST(test_posix_small_file_helpers),
         POSIX_TEST(test_posix_preallocate),         POSIX_TEST(test_posix_preallocate_grows),

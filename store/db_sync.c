@@ -1,0 +1,352 @@
+/*
+ * db_sync.c — the sync stage of the write path: groups that asked for sync
+ * wait here, after db_write.c's queue put them in the WAL and the memtable,
+ * until a WAL sync covers them.
+ *
+ * A group's life here (the state of its leader's writer, enum writer_state):
+ *   - db_wait_durable puts it in the sync list (WAITING), unless it is
+ *     durable already or the store has a sticky error;
+ *   - if a sync may start (may_start_sync) it runs one itself (run_sync);
+ *     else it sleeps until either a sync that covered it finishes it
+ *     (DONE, with that sync's verdict) or db_hand_off_sync tells it to run
+ *     the next sync (SYNCER; db->syncer names it until it starts);
+ *   - whoever finishes a sync finishes every group it covered and hands the
+ *     next sync to the first group no running sync covers.
+ * A sync: syncs_running counts it from before it gathers, a slot of
+ * sync_running_upto holds what it covers (db_sync_ceiling at its start)
+ * while it runs; memtable switches (db_write.c) set wal_switching, wait
+ * for syncs_running to reach 0, and then finish or hand on the waiters.
+ *
+ * Invariants (REQUIRES mu; sync_state_ok checks them, asserted before and
+ * after every WAL sync):
+ *   S1. 0 <= syncs_running <= SYNC_MAX, and at most that many slots are
+ *       taken (a sync still gathering has none yet).
+ *   S2. durable_seq <= last_seq, and no deferred batch with a sequence
+ *       <= durable_seq is outside the log (a sync never claims one).
+ *   S3. Each running sync covers at most last_seq and no deferred batch
+ *       outside the log.
+ *   S4. wal_synced <= wal_written: only appended bytes are synced.
+ *   S5. The sync list is empty exactly when sync_head, sync_tail and
+ *       sync_waiters all say so.
+ *   S6. A sync starts only when no memtable switch is leaving the WAL
+ *       (asserted in run_sync), so every sync uses the current log.
+ *
+ * Gathering: when a sync is about to start and recent syncs covered more
+ * writers than now wait, the syncer waits (at most group_commit_delay_us) for
+ * the usual crowd to append, so one fdatasync serves all of them instead of
+ * splitting them into a small sync and a large one (PostgreSQL's
+ * commit_delay idea, self-tuned: one writer alone never waits).
+ */
+#include "db_impl.h"
+#include "status.h"
+
+#include <errno.h>
+#include <time.h>
+
+/* Whether S1-S5 of the file comment hold. REQUIRES: mu held. */
+static bool sync_state_ok(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    int taken = 0;
+    for (int i = 0; i < SYNC_MAX; i++) {
+        uint64_t upto = db->sync_running_upto[i];
+        if (upto == 0)
+            continue;
+        taken++;
+        if (upto > db->last_seq || db_deferred_upto(db, upto))
+            return false; /* S3 */
+    }
+    bool s1 = db->syncs_running >= 0 && db->syncs_running <= SYNC_MAX &&
+              taken <= db->syncs_running;
+    bool s2 = db->durable_seq <= db->last_seq && !db_deferred_upto(db, db->durable_seq);
+    bool s4 = db->wal_synced <= db->wal_written;
+    bool empty = db->sync_head == NULL;
+    bool s5 = (db->sync_tail == NULL) == empty && (db->sync_waiters == 0) == empty;
+    return s1 && s2 && s4 && s5;
+}
+
+/* Writers a gather counts: `at_head` (a sync leader gathering its group)
+ * counts those queued too, a syncer only those already in the sync list.
+ * REQUIRES: mu held. */
+static int gathered(lsm_db *db, bool at_head)
+{
+    return db->sync_waiters + (at_head ? db->queue_len : 0);
+}
+
+/* Wakes gatherers once the crowd they wait for is there. REQUIRES: mu held. */
+void db_gather_signal(lsm_db *db)
+{
+    if (db->gatherers > 0 && gathered(db, true) >= db->expected_group)
+        pthread_cond_broadcast(&db->gather_cv);
+}
+
+/* Waits (at most group_commit_delay_us) for the usual crowd of sync writers
+ * to arrive (see the file comment). REQUIRES: mu held. */
+void db_gather(lsm_db *db, bool at_head)
+{
+    assert(mutex_held(&db->mu));
+    uint32_t delay = db->opt.group_commit_delay_us;
+    if (delay == 0 || gathered(db, at_head) >= db->expected_group)
+        return;
+    uint64_t t0 = db->env->now_micros(db->env);
+    struct timespec deadline = monotonic_deadline(delay);
+    db->gatherers++;
+    while (gathered(db, at_head) < db->expected_group &&
+           cond_timedwait(&db->gather_cv, &db->mu, &deadline) != ETIMEDOUT) {
+    }
+    db->gatherers--;
+    db->stats.gather_wait_us += db->env->now_micros(db->env) - t0;
+}
+
+/* After a sync that covered n writers: expect as many next time, forgetting
+ * slowly (one per sync) so a crowd that thinned is not waited for long. */
+static void learn_group_size(lsm_db *db, int n)
+{
+    if (n >= db->expected_group)
+        db->expected_group = n;
+    else if (db->expected_group > 1)
+        db->expected_group--;
+}
+
+
+/* The sync stage. A group waiting for durability is its leader's writer in
+ * the sync list; the other members sleep on, still linked from it. Whoever
+ * runs a sync finishes, after it, every group it covered (waking each member
+ * on its futex: none of them needs mu to return), and hands the next sync
+ * to the first group no running sync covers.
+ *
+ * Syncs overlap, up to SYNC_MAX: a group published after the running sync
+ * started (so not covered by it) starts its own at once instead of waiting
+ * a whole sync for its turn. The disk serves overlapping fdatasyncs of one
+ * file well (here two threads complete ~2x the syncs of one), and each
+ * still covers everything appended before it started, so durable_seq only
+ * ever moves up to what a finished sync covered (a later-started sync that
+ * finishes first covers the earlier one's groups too). The env gives each
+ * overlapping sync its own file description, so a lost page is reported to
+ * every sync that needed it (see env.h). */
+
+/* Whether a sync still running will decide about a group waiting for
+ * `target`. REQUIRES: mu held. */
+static bool running_sync_covers(const lsm_db *db, uint64_t target)
+{
+    for (int i = 0; i < SYNC_MAX; i++)
+        if (db->sync_running_upto[i] >= target)
+            return true;
+    return false;
+}
+
+/* Whether a sync that is running or about to start covers `target`: one
+ * gathering or told to start reads last_seq after the group was published.
+ * REQUIRES: mu held. */
+static bool sync_coming(const lsm_db *db, uint64_t target)
+{
+    return db->sync_gathering || db->syncer != NULL || running_sync_covers(db, target);
+}
+
+/* REQUIRES: mu held. */
+static bool may_start_sync(const lsm_db *db, uint64_t target)
+{
+    return !db->wal_switching && db->syncs_running < SYNC_MAX && !sync_coming(db, target);
+}
+
+/* Finishes the waiting groups whose target is durable, or, if s != NULL,
+ * with that error every group no running sync still covers (one that does
+ * gets that sync's verdict: its own description of the file reports any
+ * page it needed that was lost). REQUIRES: mu held. */
+void db_finish_synced(lsm_db *db, lsm_status *s, struct writer *self, struct wakeups *wk)
+{
+    assert(mutex_held(&db->mu));
+    struct writer **pp = &db->sync_head, *prev = NULL;
+    while (*pp != NULL) {
+        struct writer *g = *pp;
+        bool wait_on = s == NULL ? g->target > db->durable_seq
+                                 : running_sync_covers(db, g->target);
+        if (wait_on) {
+            prev = g;
+            pp = &g->sync_next;
+            continue;
+        }
+        *pp = g->sync_next;
+        db->sync_waiters -= g->count;
+        if (g == db->syncer) /* told to sync, but covered before it could */
+            db->syncer = NULL;
+        db_finish_group(g, g->last, s, g->target, wk);
+        g->seq = g->target;
+        g->status = status_copy(s);
+        if (g != self) /* a group running its own sync sees DONE after it */
+            db_writer_wake(g, WRITER_DONE, wk); /* g may be gone after this */
+        else
+            atomic_store_explicit(&g->state, WRITER_DONE, memory_order_relaxed);
+    }
+    db->sync_tail = prev;
+}
+
+/* Tells the first group that no running sync covers to run the next one,
+ * if one may start. REQUIRES: mu held. */
+void db_hand_off_sync(lsm_db *db, struct wakeups *wk)
+{
+    assert(mutex_held(&db->mu));
+    for (struct writer *g = db->sync_head; g != NULL; g = g->sync_next) {
+        if (!may_start_sync(db, g->target))
+            continue;
+        db->syncer = g;
+        db_writer_wake(g, WRITER_SYNCER, wk);
+        return;
+    }
+}
+
+/* Syncs the WAL for everything published so far — after letting the usual
+ * crowd of waiting groups gather, unless another sync is running — then
+ * finishes the groups it covered. A failure is sticky: the kernel may have
+ * dropped pages it could not write. Returns self's status (self may have
+ * been finished meanwhile by an overlapping sync).
+ * REQUIRES: mu held; may_start_sync; `self` waits in the sync list. */
+static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk)
+{
+    assert(mutex_held(&db->mu) && db->syncs_running < SYNC_MAX && !db->wal_switching);
+    db->syncs_running++; /* also keeps the WAL from being switched under us */
+    if (db->syncs_running == 1) {
+        db->sync_gathering = true;
+        db_gather(db, false);
+        db->sync_gathering = false;
+    }
+    uint64_t upto = db_sync_ceiling(db), off = db->wal_written;
+    int slot = 0;
+    while (db->sync_running_upto[slot] != 0)
+        slot++;
+    assert(slot < SYNC_MAX && upto > 0);
+    db->sync_running_upto[slot] = upto;
+    assert(!db->wal_switching && sync_state_ok(db)); /* S6, S1-S5 */
+    int covered = db->sync_waiters;
+    lsm_status *s = NULL;
+    if (off > db->wal_synced) {
+        wal_writer *wal = db->wal;
+        db->stats.overlapped_syncs += db->syncs_running > 1;
+        mutex_unlock(&db->mu);
+        db_wakeups_flush(wk); /* the next head (pop_group) need not wait for the disk */
+        s = wal_sync(wal);
+        mutex_lock(&db->mu);
+        if (s == NULL) {
+            if (off > db->wal_synced)
+                db->wal_synced = off;
+            db->stats.syncs++;
+        }
+    }
+    if (s == NULL) {
+        if (upto > db->durable_seq)
+            db->durable_seq = upto;
+        learn_group_size(db, covered);
+    } else {
+        s = status_wrap(s, "write-ahead log %06llu", (unsigned long long)db->wal_number);
+        db_set_bg_error(db, status_copy(s));
+    }
+    db->syncs_running--;
+    db->sync_running_upto[slot] = 0;
+    assert(sync_state_ok(db));
+    pthread_cond_broadcast(&db->sync_cv); /* a memtable switch or a sync head waits */
+    bool was_done = atomic_load_explicit(&self->state, memory_order_relaxed) == WRITER_DONE;
+    db_finish_synced(db, s, self, wk);
+    db_hand_off_sync(db, wk);
+    if (was_done) { /* an overlapping sync covered self: its verdict stands */
+        lsm_status_free(s);
+        return self->status;
+    }
+    assert(atomic_load_explicit(&self->state, memory_order_relaxed) == WRITER_DONE);
+    lsm_status_free(self->status); /* the copy finish_synced made */
+    return s;
+}
+
+/* Waits until every write up to `target` is durable, for the group [g, last]
+ * of n writers (g is its leader, already off the queue); then g's followers
+ * are finished too. REQUIRES: mu held (released while waiting). */
+lsm_status *db_wait_durable(lsm_db *db, struct writer *g, struct writer *last, uint64_t target,
+                                int n, struct wakeups *wk)
+{
+    assert(mutex_held(&db->mu) && target <= db->last_seq);
+    if (db->durable_seq >= target || db->bg_error != NULL) {
+        lsm_status *s = db->durable_seq >= target ? NULL : status_copy(db->bg_error);
+        db_finish_group(g, last, s, target, wk);
+        return s;
+    }
+    g->last = last;
+    g->target = target;
+    g->count = n;
+    g->sync_next = NULL;
+    if (db->sync_tail)
+        db->sync_tail->sync_next = g;
+    else
+        db->sync_head = g;
+    db->sync_tail = g;
+    db->sync_waiters += n;
+    atomic_store_explicit(&g->state, WRITER_WAITING, memory_order_relaxed);
+    db_gather_signal(db);
+    for (;;) {
+        if (may_start_sync(db, target))
+            return run_sync(db, g, wk);
+        mutex_unlock(&db->mu);
+        db_wakeups_flush(wk);
+        (void)db_writer_wait(g);
+        mutex_lock(&db->mu);
+        /* Read again under mu: a sync may have finished g since it woke. */
+        if (atomic_load_explicit(&g->state, memory_order_relaxed) == WRITER_DONE)
+            return g->status;
+        assert(db->syncer == g);
+        db->syncer = NULL;
+        /* Still waiting; a sync may have started meanwhile that covers g. */
+        atomic_store_explicit(&g->state, WRITER_WAITING, memory_order_relaxed);
+    }
+}
+
+/* Makes the deferred batches up to `target` durable: by flushing the
+ * memtables when those batches are many bytes and most of what the
+ * memtables hold (a table holds them anyway once flushed, so they reach the
+ * disk once, as they would have without the sync), else by logging them
+ * late (a barrier through the queue: its leader logs them). Flushing a
+ * small amount would cut a small table for every fsync; flushing memtables
+ * full of other data would make the sync wait for all of it. A flush that
+ * fails for a full disk falls back to the log. REQUIRES: mu held (released
+ * meanwhile). */
+static lsm_status *make_deferred_durable(lsm_db *db, uint64_t target)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t bytes = db_deferred_bytes_upto(db, target);
+    if (bytes >= db->opt.write_buffer_size / 4 && 2 * bytes >= db_memtable_bytes(db)) {
+        mutex_unlock(&db->mu);
+        lsm_status *s = db_flush_memtables(db, target);
+        mutex_lock(&db->mu);
+        db->stats.sync_flushes += s == NULL;
+        bool done = s == NULL && !db_deferred_upto(db, target);
+        lsm_status_free(s);
+        if (done)
+            return NULL;
+    }
+    mutex_unlock(&db->mu);
+    lsm_status *s = db_write(db, NULL, NULL, NULL);
+    mutex_lock(&db->mu);
+    return s;
+}
+
+lsm_status *db_sync_upto(lsm_db *db, uint64_t seq)
+{
+    struct writer w = {.batch = NULL, .sync = true};
+    struct wakeups wk = {.n = 0};
+    mutex_lock(&db->mu);
+    /* The target is taken now: were it raised past a deferred batch
+     * written meanwhile, which is in no log, no sync could ever cover it. */
+    uint64_t target = seq < db->last_seq ? seq : db->last_seq;
+    if (db_deferred_upto(db, target)) {
+        lsm_status *s = make_deferred_durable(db, target);
+        if (s != NULL) {
+            mutex_unlock(&db->mu);
+            return s;
+        }
+    }
+    db->stats.writes++;
+    db->stats.barriers++;
+    lsm_status *s = status_copy(db->bg_error);
+    if (s == NULL)
+        s = db_wait_durable(db, &w, &w, target, 1, &wk);
+    mutex_unlock(&db->mu);
+    db_wakeups_flush(&wk);
+    return s;
+}
