@@ -208,10 +208,13 @@ int icache_insert(lsmfs *fs, uint64_t ino, const inode_rec *rec, inode **out)
     return 0;
 }
 
-/* REQUIRES: s->mu held. */
+/* REQUIRES: s->mu held. The root stays for the life of the mount (with
+ * its listing): the kernel never looks it up, so its nlookup stays 0 and it
+ * would otherwise be freed, and its listing rebuilt, after every request. */
 static void maybe_evict(icache *c, shard *s, inode *n)
 {
-    if (n->refs == 0 && n->nlookup == 0 && n->nopen == 0 && !n->orphan) {
+    if (n->refs == 0 && n->nlookup == 0 && n->nopen == 0 && !n->orphan &&
+        n->ino != SCHEMA_ROOT_INO) {
         unlink_entry(s, n);
         inode_free(c, n);
     }

@@ -19,7 +19,8 @@
  *     filled, under `lock`.
  * An entry lives while refs (in-flight operations pinning it), nlookup
  * (kernel references) or nopen (open file handles) is non-zero, or while it
- * is an orphan waiting for the kernel's last reference to go.
+ * is an orphan waiting for the kernel's last reference to go. The root,
+ * once loaded, lives until icache_free (icache.c maybe_evict).
  */
 #ifndef FS_ICACHE_H
 #define FS_ICACHE_H

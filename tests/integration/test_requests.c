@@ -583,6 +583,33 @@ static void test_listing_cached_from_second(void **state)
     assert_true(listing_requests(m, P("d"), 300) > 0);
 }
 
+/* The root is pinned for the life of the mount: the kernel never looks it
+ * up, so nothing else keeps it (and its listing) in memory. After a remount
+ * the first listing of the root reads the store once; the next ones, and a
+ * lookup of a name that is not there, read nothing. */
+static void test_root_listing_stays_in_memory(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    char path[PATH_MAX + 16];
+    for (int i = 0; i < 50; i++) {
+        snprintf(path, sizeof path, "%s/r%d", m->mnt, i);
+        tm_touch(path);
+    }
+    tm_remount_checked(m);
+    uint64_t s0 = scans(m);
+    listing_requests(m, m->mnt, 50);
+    assert_int_equal(scans(m) - s0, 1);
+    for (int i = 0; i < 5; i++)
+        listing_requests(m, m->mnt, 50);
+    snprintf(path, sizeof path, "%s/none", m->mnt);
+    uint64_t g0 = gets(m);
+    TM_ERR(stat(path, &(struct stat){0}), ENOENT);
+    assert_int_equal(gets(m) - g0, 0);
+    assert_int_equal(scans(m) - s0, 1);
+}
+
 /* The readahead window of the mount at mnt, in KiB (from its bdi). */
 static long readahead_kb(const char *mnt)
 {
@@ -665,6 +692,7 @@ int main(void)
         TM_TEST(test_rename_reads_entries_once, setup),
         TM_TEST(test_listings_in_memory, setup),
         TM_TEST(test_listing_cached_from_second, setup),
+        TM_TEST(test_root_listing_stays_in_memory, setup),
         TM_TEST(test_readahead_window, setup),
         TM_TEST(test_small_file_freed_without_reclaimer, setup),
         TM_TEST(test_small_orphans_freed_in_batches, setup),
