@@ -180,6 +180,7 @@ int icache_get(lsmfs *fs, uint64_t ino, inode **out)
             /* Whatever the store holds for it was committed by now. */
             atomic_store(&n->seq, fs_committed_seq(fs));
             err = inode_load(fs, ino, &n->rec, NULL, NULL);
+            atomic_store(&n->parent, n->rec.parent);
             if (err == 0)
                 atomic_store_explicit(&n->loaded, true, memory_order_release);
         }
@@ -200,6 +201,7 @@ int icache_insert(lsmfs *fs, uint64_t ino, const inode_rec *rec, inode **out)
         return ENOMEM;
     pthread_rwlock_wrlock(&n->lock);
     n->rec = *rec;
+    atomic_store(&n->parent, rec->parent);
     n->gone = false;
     atomic_store(&n->seq, fs_committed_seq(fs)); /* its creation is committed */
     atomic_store_explicit(&n->loaded, true, memory_order_release);
@@ -218,6 +220,18 @@ static void maybe_evict(icache *c, shard *s, inode *n)
         unlink_entry(s, n);
         inode_free(c, n);
     }
+}
+
+bool icache_cached_parent(icache *c, uint64_t ino, uint64_t *parent)
+{
+    shard *s = shard_of(c, ino);
+    pthread_mutex_lock(&s->mu);
+    inode *n = find(s, ino);
+    bool ok = n != NULL && atomic_load_explicit(&n->loaded, memory_order_acquire);
+    if (ok)
+        *parent = atomic_load(&n->parent);
+    pthread_mutex_unlock(&s->mu);
+    return ok;
 }
 
 void icache_put(icache *c, inode *n)

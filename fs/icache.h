@@ -57,6 +57,10 @@ typedef struct inode {
      * deferred (the next fsync would log them late anyway, after a copy:
      * 1 MiB write + fsync was 10-15% slower deferred). */
     _Atomic bool fsynced;
+    /* rec.parent, readable without the lock (is_within walks ancestors
+     * while holding other inodes' locks): set with rec when loaded or
+     * inserted, and by rename, the one change that moves a directory. */
+    _Atomic uint64_t parent;
     pthread_rwlock_t lock;
     inode_rec rec; /* [lock] */
     /* [lock] A directory's entries, all of them, in memory (dir.h), or
@@ -73,6 +77,9 @@ void icache_free(icache *c);
 int icache_get(lsmfs *fs, uint64_t ino, inode **out);
 /* Pins a just-created inode (whose record is in the store) with `rec`. */
 int icache_insert(lsmfs *fs, uint64_t ino, const inode_rec *rec, inode **out);
+/* The parent of a directory whose record is cached (the `parent` copy: no
+ * lock, no pin, no load); false when it is not cached. */
+bool icache_cached_parent(icache *c, uint64_t ino, uint64_t *parent);
 /* Drops a pin; the entry is freed once nothing references it. */
 void icache_put(icache *c, inode *n);
 

@@ -13,9 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Deepest directory chain walked before calling the tree damaged. */
-#define MAX_DEPTH 100000
-
 typedef struct rename_op {
     lsmfs *fs;
     inode *op, *np, *s, *d; /* old/new parent, source, replaced target */
@@ -26,23 +23,33 @@ typedef struct rename_op {
     bool reclaim;        /* the replaced target must go to the reclaimer */
 } rename_op;
 
-/* Is directory `dir` equal to or below directory `top`? Parents are
- * stable: cross-directory renames hold fs->rename_mu. */
+/* Is directory `dir` equal to or below directory `top`? The kernel makes
+ * this check itself, on its dentries, under the mount's rename mutex
+ * (lock_rename), which also serialises every cross-directory rename: so
+ * parents are stable here without a lock of ours, and this walk only keeps
+ * a kernel that let a loop through from detaching a subtree. It reads the
+ * cached parents (the kernel holds every ancestor of a directory it works
+ * in); a chain longer than the inodes in use is a loop in the store. */
 static int is_within(lsmfs *fs, uint64_t dir, uint64_t top, bool *within)
 {
     *within = false;
-    for (int depth = 0; depth < MAX_DEPTH; depth++) {
+    int64_t live = atomic_load(&fs->inodes);
+    for (int64_t steps = 0; steps <= live; steps++) {
         if (dir == top) {
             *within = true;
             return 0;
         }
         if (dir == SCHEMA_ROOT_INO)
             return 0;
-        inode_rec r;
-        int err = inode_load(fs, dir, &r, NULL, NULL);
-        if (err != 0)
-            return err == ENOENT ? EIO : err;
-        dir = r.parent;
+        uint64_t parent;
+        if (!icache_cached_parent(fs->icache, dir, &parent)) {
+            inode_rec r;
+            int err = inode_load(fs, dir, &r, NULL, NULL);
+            if (err != 0)
+                return err == ENOENT ? EIO : err;
+            parent = r.parent;
+        }
+        dir = parent;
     }
     return EIO;
 }
@@ -189,9 +196,11 @@ static int rename_locked(rename_op *x)
     if (cross)
         x->np->rec = *pn;
     x->s->rec = S;
+    atomic_store(&x->s->parent, S.parent);
     rename_cached(x, &S, &D);
     if (x->d != NULL) {
         x->d->rec = D;
+        atomic_store(&x->d->parent, D.parent);
         op_dropped(x->fs, x->d, destroyed);
     }
     return 0;
@@ -295,9 +304,6 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
         fuse_reply_err(req, err);
         return;
     }
-    bool cross = parent != newparent;
-    if (cross)
-        pthread_mutex_lock(&fs->rename_mu);
     err = icache_get(fs, parent, &x.op);
     if (err == 0)
         err = icache_get(fs, newparent, &x.np);
@@ -308,8 +314,6 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
     icache_put(fs->icache, x.np);
     icache_put(fs->icache, x.s);
     icache_put(fs->icache, x.d);
-    if (cross)
-        pthread_mutex_unlock(&fs->rename_mu);
     if (x.reclaim)
         reclaimer_enqueue(fs->reclaim, target);
     if (err == 0)

@@ -142,7 +142,6 @@ static void fail_close(lsmfs *fs)
     if (fs->alloc.db != NULL)
         alloc_destroy(&fs->alloc);
     lsm_status_free(lsm_close(fs->db));
-    pthread_mutex_destroy(&fs->rename_mu);
     free(fs->dir);
     free(fs);
 }
@@ -166,7 +165,6 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
         return ENOMEM;
     }
     fs->cfg = *cfg;
-    pthread_mutex_init(&fs->rename_mu, NULL);
     fs->dir = realpath(cfg->store_dir, NULL);
     if (fs->dir == NULL) {
         int e = errno;
@@ -206,7 +204,6 @@ int lsmfs_close(lsmfs *fs)
     lsm_status *s = lsm_close(fs->db);
     int e = s ? EIO : 0;
     lsm_status_free(s);
-    pthread_mutex_destroy(&fs->rename_mu);
     free(fs->dir);
     free(fs);
     return e;

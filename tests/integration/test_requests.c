@@ -543,6 +543,67 @@ static void test_listings_in_memory(void **state)
     check_listing(P("b"), &dm[1]);
 }
 
+/* Makes a chain of `depth` directories "d" below dir (an open fd) and
+ * returns an open fd of the deepest. */
+static int make_chain(int dir, int depth)
+{
+    int fd = dup(dir);
+    TM_OK(fd);
+    for (int i = 0; i < depth; i++) {
+        TM_OK(mkdirat(fd, "d", 0755));
+        int next = openat(fd, "d", O_RDONLY | O_DIRECTORY);
+        TM_OK(next);
+        TM_OK(close(fd));
+        fd = next;
+    }
+    return fd;
+}
+
+/* Moving a directory to another one checks it is not moved below itself
+ * by walking the new parent's ancestors: from the inode cache (the kernel
+ * holds every ancestor of a directory it works in), not one store read
+ * each. The moves are exact; moving a directory below itself fails. */
+static void test_deep_directory_rename_reads_nothing(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    enum { DEPTH = 3000 };
+    int top = open(m->mnt, O_RDONLY | O_DIRECTORY);
+    TM_OK(top);
+    int deep = make_chain(top, DEPTH);
+    TM_OK(mkdirat(top, "x", 0755));
+    TM_OK(mkdirat(top, "x/inner", 0700));
+    uint64_t g0 = gets(m);
+    TM_OK(renameat(top, "x", deep, "x"));
+    TM_OK(renameat(deep, "x", top, "y"));
+    TM_OK(renameat(top, "y", deep, "z"));
+    uint64_t got = gets(m) - g0;
+    if (got > 4 && close(deep) == 0 && close(top) == 0)
+        fail_msg("3 renames at depth %d read %llu records", DEPTH, (unsigned long long)got);
+    TM_ERR(renameat(top, "d", deep, "loop"), EINVAL);
+    TM_OK(close(deep));
+    TM_OK(close(top));
+    tm_remount_checked(m);
+    top = open(m->mnt, O_RDONLY | O_DIRECTORY);
+    TM_OK(top);
+    deep = openat(top, "d", O_RDONLY | O_DIRECTORY);
+    TM_OK(deep);
+    for (int i = 1; i < DEPTH; i++) {
+        int next = openat(deep, "d", O_RDONLY | O_DIRECTORY);
+        TM_OK(next);
+        TM_OK(close(deep));
+        deep = next;
+    }
+    struct stat st;
+    TM_OK(fstatat(deep, "z/inner", &st, 0));
+    assert_int_equal(st.st_mode, S_IFDIR | 0700);
+    TM_OK(renameat(deep, "z", top, "x"));
+    TM_OK(fstatat(top, "x/inner", &st, 0));
+    TM_OK(close(deep));
+    TM_OK(close(top));
+}
+
 /* Lists dir (expecting `want` names besides . and ..) and returns the
  * READDIR and READDIRPLUS requests the daemon served meanwhile. */
 static uint64_t listing_requests(const struct tmount *m, const char *dir, int want)
@@ -690,6 +751,7 @@ int main(void)
         TM_TEST(test_write_after_truncate_up, setup),
         TM_TEST(test_unlink_reads_entry_once, setup),
         TM_TEST(test_rename_reads_entries_once, setup),
+        TM_TEST(test_deep_directory_rename_reads_nothing, setup),
         TM_TEST(test_listings_in_memory, setup),
         TM_TEST(test_listing_cached_from_second, setup),
         TM_TEST(test_root_listing_stays_in_memory, setup),
