@@ -193,6 +193,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
     /* Truncation on open arrives as a setattr (keeps suid clearing exact). */
     conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+    /* Every change passes through this mount, so the kernel's pages stay
+     * right: no dropping a file's whole cache when its mtime moves. */
+    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS;
     if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)

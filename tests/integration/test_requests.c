@@ -671,6 +671,56 @@ static void test_root_listing_stays_in_memory(void **state)
     assert_int_equal(scans(m) - s0, 1);
 }
 
+/* Reads path through the page cache (no fadvise, unlike tm_check_file),
+ * checks it holds `size` bytes of tm_fill(seed), and returns the READ
+ * requests the daemon served meanwhile. */
+static uint64_t cached_read_requests(const struct tmount *m, const char *path, size_t size,
+                                     uint64_t seed)
+{
+    char *got = malloc(size + 1), *want = malloc(size);
+    assert_true(got != NULL && want != NULL);
+    tm_fill(want, size, seed, 0);
+    uint64_t r0 = tm_stats_requests(m, "read");
+    ssize_t n = tm_read_file(path, got, size + 1);
+    uint64_t reads = tm_stats_requests(m, "read") - r0;
+    bool same = n == (ssize_t)size && memcmp(got, want, size) == 0;
+    free(got);
+    free(want);
+    assert_true(same);
+    return reads;
+}
+
+/* Every change passes through this mount, so the kernel keeps a file's
+ * pages across changes: after appending 2 bytes to an 8 MiB file it has
+ * read, reading it again asks the daemon for the new tail only. */
+static void test_append_keeps_page_cache(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    enum { SIZE = 8 * MiB };
+    char *buf = malloc(SIZE + 2);
+    assert_non_null(buf);
+    tm_fill(buf, SIZE + 2, 1, 0);
+    int fd = open(P("f"), O_CREAT | O_WRONLY, 0644);
+    TM_OK(fd);
+    assert_int_equal(write(fd, buf, SIZE), SIZE);
+    TM_OK(close(fd));
+    cached_read_requests(m, P("f"), SIZE, 1); /* the kernel caches it */
+    assert_int_equal(cached_read_requests(m, P("f"), SIZE, 1), 0);
+    fd = open(P("f"), O_WRONLY | O_APPEND);
+    TM_OK(fd);
+    assert_int_equal(write(fd, buf + SIZE, 2), 2);
+    TM_OK(close(fd));
+    free(buf);
+    struct stat st;
+    TM_OK(stat(P("f"), &st)); /* the attributes the write made stale */
+    assert_int_equal(st.st_size, SIZE + 2);
+    uint64_t reads = cached_read_requests(m, P("f"), SIZE + 2, 1);
+    if (reads > 1)
+        fail_msg("re-reading after a 2-byte append took %llu READs", (unsigned long long)reads);
+}
+
 /* The readahead window of the mount at mnt, in KiB (from its bdi). */
 static long readahead_kb(const char *mnt)
 {
@@ -756,6 +806,7 @@ int main(void)
         TM_TEST(test_listing_cached_from_second, setup),
         TM_TEST(test_root_listing_stays_in_memory, setup),
         TM_TEST(test_readahead_window, setup),
+        TM_TEST(test_append_keeps_page_cache, setup),
         TM_TEST(test_small_file_freed_without_reclaimer, setup),
         TM_TEST(test_small_orphans_freed_in_batches, setup),
         TM_TEST(test_create_without_release, setup),
