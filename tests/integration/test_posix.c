@@ -381,6 +381,65 @@ static void test_sparse(void **state)
     free(buf);
 }
 
+/* st_blocks of path, in 512-byte units. */
+static long long blocks_of(const char *path)
+{
+    struct stat st;
+    TM_OK(stat(path, &st));
+    return (long long)st.st_blocks;
+}
+
+/* st_blocks counts what is stored (whole chunks, in 512-byte units), not
+ * the size: holes cost nothing, as on ext4, so du is right and cp
+ * --sparse=auto sees a sparse file. The count follows writes into holes
+ * and over data, punched holes, truncation, and survives a remount. */
+static void test_blocks_count_what_is_stored(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    const char *f = P("sparse");
+    int fd = open(f, O_CREAT | O_RDWR, 0644);
+    TM_OK(fd);
+    struct stat st;
+    TM_OK(fstat(fd, &st));
+    const long long cb = st.st_blksize / 512; /* blocks of one chunk */
+    TM_OK(ftruncate(fd, 1LL << 30)); /* inline still: counted as one chunk at most */
+    assert_in_range(blocks_of(f), 0, cb);
+    assert_int_equal(pwrite(fd, "x", 1, 2 * st.st_blksize), 1); /* chunked now */
+    TM_OK(ftruncate(fd, 1));
+    TM_OK(ftruncate(fd, 1LL << 30));
+    assert_int_equal(blocks_of(f), 0);
+    char *buf = calloc(1, 4 * (size_t)st.st_blksize);
+    assert_non_null(buf);
+    memset(buf, 'x', 4 * (size_t)st.st_blksize);
+    const off_t mid = 512LL << 20, cs = st.st_blksize;
+    assert_int_equal(pwrite(fd, buf, (size_t)cs, mid), cs); /* a whole chunk in a hole */
+    assert_int_equal(blocks_of(f), cb);
+    assert_int_equal(pwrite(fd, buf, (size_t)cs, mid), cs); /* over it again */
+    assert_int_equal(blocks_of(f), cb);
+    assert_int_equal(pwrite(fd, buf, 10, mid + 3 * cs + 7), 10); /* part of a chunk */
+    assert_int_equal(blocks_of(f), 2 * cb);
+    assert_int_equal(pwrite(fd, buf, 4 * (size_t)cs, mid), 4 * cs); /* two new, two old */
+    assert_int_equal(blocks_of(f), 4 * cb);
+    TM_OK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, mid + cs, cs));
+    assert_int_equal(blocks_of(f), 3 * cb);
+    TM_OK(ftruncate(fd, mid + 2 * cs + 1)); /* drops the last one, keeps part of one */
+    assert_int_equal(blocks_of(f), 2 * cb);
+    TM_OK(close(fd));
+    tm_make_file(P("dense"), 1 << 20, 1);
+    assert_int_equal(blocks_of(P("dense")), (1 << 20) / 512);
+    tm_remount_checked(m);
+    assert_int_equal(blocks_of(f), 2 * cb);
+    assert_int_equal(blocks_of(P("dense")), (1 << 20) / 512);
+    fd = open(f, O_RDWR);
+    TM_OK(fd);
+    TM_OK(ftruncate(fd, 0));
+    assert_int_equal(blocks_of(f), 0);
+    TM_OK(close(fd));
+    free(buf);
+}
+
 static void test_truncate(void **state)
 {
     struct tmount *m = *state;
@@ -1940,6 +1999,7 @@ int main(void)
         TM_TEST(test_read_eof, setup),
         TM_TEST(test_rw_random, setup),
         TM_TEST(test_sparse, setup),
+        TM_TEST(test_blocks_count_what_is_stored, setup),
         TM_TEST(test_truncate, setup),
         TM_TEST(test_large_offsets, setup),
         TM_TEST(test_mkdir_rmdir, setup),
