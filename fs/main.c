@@ -46,9 +46,18 @@ struct options {
     int readahead_kb; /* -o readahead=KB: the mount's readahead window (bdi.h) */
     bool others;    /* -o allow_other or allow_root: other users may enter */
     bool kernel_perms; /* -o default_permissions given */
+    const char *atime; /* -o atime, relatime or strictatime given (refused) */
 };
 
-enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_OTHERS, KEY_KERNEL_PERMS };
+enum {
+    KEY_SYNC,
+    KEY_WRITEBACK,
+    KEY_NONEMPTY,
+    KEY_DISCARD,
+    KEY_OTHERS,
+    KEY_KERNEL_PERMS,
+    KEY_ATIME
+};
 
 static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("sync", KEY_SYNC),
@@ -58,6 +67,10 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("allow_other", KEY_OTHERS),
     FUSE_OPT_KEY("allow_root", KEY_OTHERS),
     FUSE_OPT_KEY("default_permissions", KEY_KERNEL_PERMS),
+    FUSE_OPT_KEY("noatime", KEY_DISCARD), /* what every mount is */
+    FUSE_OPT_KEY("atime", KEY_ATIME),
+    FUSE_OPT_KEY("relatime", KEY_ATIME),
+    FUSE_OPT_KEY("strictatime", KEY_ATIME),
     {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
     {"spin=%d", offsetof(struct options, spin_us), 0},
     {"readahead=%d", offsetof(struct options, readahead_kb), 0},
@@ -94,6 +107,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     case KEY_KERNEL_PERMS:
         o->kernel_perms = true;
         return 1;
+    case KEY_ATIME:
+        o->atime = arg;
+        return 0;
     default:
         return 1;
     }
@@ -323,11 +339,20 @@ int main(int argc, char *argv[])
                 MAX_READAHEAD_KB);
         return 1;
     }
+    if (o.atime != NULL) {
+        fprintf(stderr, "lsmfs: -o %s: reads do not update access times on lsmfs (every mount "
+                        "is noatime)\n", o.atime);
+        return 1;
+    }
     check_mountpoint(co.mountpoint, o.nonempty);
     char *store = realpath(o.store, NULL);
     if (store == NULL)
         fail("%s: %s", o.store, strerror(errno));
     add_mount_options(&args, store, kernel_checks_needed(&o) && !o.kernel_perms);
+    /* Reads never update access times: say so (the kernel's default,
+     * relatime, would promise updates that never come). */
+    if (fuse_opt_add_arg(&args, "-onoatime") != 0)
+        fail("out of memory");
     if (!co.foreground)
         daemon_begin();
 

@@ -711,6 +711,56 @@ static void test_refusals(void **state)
     assert_int_equal(st.st_mode & 07777, 0755);
 }
 
+/* The mount options of the mount at mnt as /proc/mounts shows them ("" if
+ * not mounted; static storage). */
+static const char *mount_options(const char *mnt)
+{
+    static char opts[512];
+    opts[0] = '\0';
+    FILE *f = fopen("/proc/mounts", "r");
+    assert_non_null(f);
+    char dev[PATH_MAX], dir[PATH_MAX], type[64];
+    while (fscanf(f, "%4095s %4095s %63s %511s %*d %*d", dev, dir, type, opts) == 4)
+        if (strcmp(dir, mnt) == 0)
+            break;
+        else
+            opts[0] = '\0';
+    fclose(f);
+    return opts;
+}
+
+/* Reads do not update access times, and the mount says so (noatime); asking
+ * for atime updates is refused, not silently ignored. */
+static void test_mounted_noatime(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    const char *opts = mount_options(m->mnt);
+    if (strstr(opts, "noatime") == NULL)
+        fail_msg("mounted with %s: no noatime", opts);
+    tm_make_file(P("f"), 100, 1);
+    struct timespec old[2] = {{.tv_sec = 1000}, {.tv_sec = 2000}};
+    TM_OK(utimensat(AT_FDCWD, P("f"), old, 0));
+    tm_check_file(P("f"), 100, 1);
+    struct stat st;
+    TM_OK(stat(P("f"), &st));
+    assert_int_equal(st.st_atime, 1000);
+    if (tm_unmount(m) != 0)
+        fail_msg("unmount failed");
+    char lsmfs[PATH_MAX];
+    snprintf(lsmfs, sizeof lsmfs, "%s", tm_bin("lsmfs"));
+    static const char *const asks[] = {"strictatime", "relatime", "atime"};
+    for (size_t i = 0; i < sizeof asks / sizeof *asks; i++) {
+        char *argv[] = {lsmfs, m->store, m->mnt, "-f", "-o", (char *)asks[i], NULL};
+        int rc = run_refused(argv, m->log, m->mnt);
+        if (rc <= 0)
+            fail_msg("lsmfs -o %s exited %d", asks[i], rc);
+    }
+    if (tm_mount(m) != 0)
+        fail_msg("mount failed");
+}
+
 static void test_help_version(void **state)
 {
     struct tmount *m = *state;
@@ -735,6 +785,7 @@ int main(void)
         TM_TEST(test_daemonizes, setup),
         TM_TEST(test_refusals, setup),
         TM_TEST(test_help_version, setup),
+        TM_TEST(test_mounted_noatime, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
