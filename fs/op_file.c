@@ -117,6 +117,10 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
     inode *n = op_pin(req, fs, ino, off < 0 ? EINVAL : 0);
     if (n == NULL)
         return;
+    /* A write crossing the largest file size writes what fits (a short
+     * write, as ext4's); one starting there fails with EFBIG. */
+    if (off >= 0 && (uint64_t)off < DATA_MAX_SIZE && size > DATA_MAX_SIZE - (uint64_t)off)
+        size = (size_t)(DATA_MAX_SIZE - (uint64_t)off);
     int err = 0;
     pthread_rwlock_wrlock(&n->lock);
     err = write_locked(fs, n, buf, size, (uint64_t)off);

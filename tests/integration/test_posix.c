@@ -488,6 +488,41 @@ static void test_truncate(void **state)
     close(fd);
 }
 
+/* A write crossing the largest file size (2^62) writes what fits and
+ * returns that count, as ext4 does at its limit; one starting there fails
+ * with EFBIG. */
+static void test_write_crossing_max_size(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip(); /* other filesystems have other limits */
+    const off_t max = 1LL << 62;
+    enum { FITS = 40000 }; /* the kernel sends it in pieces: the last crosses */
+    char *data = malloc(MiB), *buf = malloc(MiB);
+    assert_true(data != NULL && buf != NULL);
+    tm_fill(data, MiB, 62, 0);
+    int fd = open(P("f"), O_RDWR | O_CREAT, 0644);
+    TM_OK(fd);
+    ssize_t n = pwrite(fd, data, MiB, max - FITS);
+    struct stat st;
+    TM_OK(fstat(fd, &st));
+    errno = 0;
+    ssize_t at_max = pwrite(fd, "x", 1, max);
+    int at_max_err = errno;
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ssize_t back = pread(fd, buf, MiB, max - FITS);
+    bool same = back == FITS && memcmp(buf, data, FITS) == 0;
+    TM_OK(close(fd));
+    free(data);
+    free(buf);
+    assert_int_equal(n, FITS);
+    assert_int_equal(st.st_size, max);
+    assert_int_equal(at_max, -1);
+    assert_int_equal(at_max_err, EFBIG);
+    assert_true(same);
+    TM_OK(unlink(P("f")));
+}
+
 static void test_large_offsets(void **state)
 {
     struct tmount *m = *state;
@@ -2002,6 +2037,7 @@ int main(void)
         TM_TEST(test_blocks_count_what_is_stored, setup),
         TM_TEST(test_truncate, setup),
         TM_TEST(test_large_offsets, setup),
+        TM_TEST(test_write_crossing_max_size, setup),
         TM_TEST(test_mkdir_rmdir, setup),
         TM_TEST(test_unlink, setup),
         TM_TEST(test_inode_numbers, setup),
