@@ -1,7 +1,9 @@
 /*
  * op_rename.c — rename, with RENAME_NOREPLACE and RENAME_EXCHANGE, as one
  * batch: the old entry goes, the new one comes, a replaced target loses a
- * link (and becomes an orphan or is deleted when that was its last).
+ * link (and becomes an orphan or is deleted when that was its last). With
+ * RENAME_WHITEOUT (overlayfs; the VFS requires CAP_MKNOD) the old name
+ * goes to a new whiteout, a character device 0:0, as on ext4.
  */
 #include "commit.h"
 #include "dir.h"
@@ -9,6 +11,7 @@
 #include "ops.h"
 #include "orphan.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +22,8 @@ typedef struct rename_op {
     dirent_val sd, dd;      /* the source and target entries */
     const char *name, *newname;
     unsigned int flags;
+    uint64_t whiteout;   /* RENAME_WHITEOUT: the new whiteout's inode number */
+    uint32_t uid, gid;   /* the caller's, for the whiteout */
     uint64_t new_cookie; /* the moved entry's cookie in its new directory */
     bool reclaim;        /* the replaced target must go to the reclaimer */
 } rename_op;
@@ -107,12 +112,30 @@ static int exchange(rename_op *x, lsm_batch *b, inode_rec *po, inode_rec *pn, in
     return err;
 }
 
+/* The whiteout taking the old name (in the old entry's place, with its
+ * cookie), for RENAME_WHITEOUT. */
+static int add_whiteout(rename_op *x, lsm_batch *b, ts now)
+{
+    inode_rec w;
+    inode_init(&w, S_IFCHR, x->uid, x->gid, 0, &x->op->rec);
+    w.atime = w.mtime = w.ctime = now;
+    int err = inode_batch_put(b, x->whiteout, &w, NULL, 0);
+    if (err == 0)
+        err = dir_batch_add(b, x->op->ino, x->name, x->whiteout, inode_type(&w), x->sd.cookie);
+    return err;
+}
+
 /* Entries and link counts for a move (replacing the target if any). */
 static int move(rename_op *x, lsm_batch *b, inode_rec *po, inode_rec *pn, inode_rec *S,
                 inode_rec *D)
 {
-    int err = dir_batch_remove(b, x->op->ino, x->name, x->sd.cookie);
-    po->size--;
+    int err = 0;
+    if (x->flags & RENAME_WHITEOUT) {
+        err = add_whiteout(x, b, ts_now());
+    } else {
+        err = dir_batch_remove(b, x->op->ino, x->name, x->sd.cookie);
+        po->size--;
+    }
     if (err == 0 && x->d != NULL) {
         err = dir_batch_remove(b, x->np->ino, x->newname, x->dd.cookie);
         pn->size--;
@@ -144,7 +167,10 @@ static void rename_cached(rename_op *x, const inode_rec *S, const inode_rec *D)
         dir_cached_retarget(fs, x->np, x->newname, x->s->ino, inode_type(S));
         return;
     }
-    dir_cached_remove(fs, x->op, x->name);
+    if (x->flags & RENAME_WHITEOUT)
+        dir_cached_retarget(fs, x->op, x->name, x->whiteout, DT_CHR);
+    else
+        dir_cached_remove(fs, x->op, x->name);
     if (x->d != NULL) {
         dir_cached_remove(fs, x->np, x->newname);
         if (S_ISDIR(D->mode))
@@ -193,6 +219,8 @@ static int rename_locked(rename_op *x)
         return err;
     }
     x->op->rec = po;
+    if (x->flags & RENAME_WHITEOUT)
+        atomic_fetch_add(&x->fs->inodes, 1);
     if (cross)
         x->np->rec = *pn;
     x->s->rec = S;
@@ -284,9 +312,9 @@ static int rename_pinned(rename_op *x)
 
 static int check_args(const char *name, const char *newname, unsigned int flags)
 {
-    if (flags & ~(unsigned int)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+    if (flags & ~(unsigned int)(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
         return EINVAL;
-    if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+    if ((flags & RENAME_EXCHANGE) && (flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)))
         return EINVAL;
     if (strlen(name) > SCHEMA_NAME_MAX)
         return ENAMETOOLONG;
@@ -300,6 +328,12 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
     stats_inc(&fs->stats.ops[OP_RENAME]);
     rename_op x = {.fs = fs, .name = name, .newname = newname, .flags = flags};
     int err = check_args(name, newname, flags);
+    if (err == 0 && (flags & RENAME_WHITEOUT)) {
+        const struct fuse_ctx *ctx = fuse_req_ctx(req);
+        x.uid = ctx->uid;
+        x.gid = ctx->gid;
+        err = alloc_ino(&fs->alloc, &x.whiteout);
+    }
     if (err != 0) {
         fuse_reply_err(req, err);
         return;

@@ -1025,6 +1025,34 @@ static void test_rename_exchange(void **state)
 
 /* ------------------------------------------------- nodes and attributes */
 
+/* RENAME_WHITEOUT (overlayfs's upper layer needs it) moves the file and
+ * leaves a whiteout, a character device 0:0, under the old name, as ext4
+ * does; both survive a remount and fsck. */
+static void test_rename_whiteout(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(mkdir(P("d"), 0755));
+    tm_make_file(P("a"), 5000, 1);
+    tm_make_file(P("d/old"), 10, 2);
+    TM_OK(syscall(SYS_renameat2, AT_FDCWD, P("a"), AT_FDCWD, P("d/b"), RENAME_WHITEOUT));
+    TM_OK(syscall(SYS_renameat2, AT_FDCWD, P("d/b"), AT_FDCWD, P("d/old"), RENAME_WHITEOUT));
+    TM_ERR(syscall(SYS_renameat2, AT_FDCWD, P("d/old"), AT_FDCWD, P("a"),
+                   RENAME_WHITEOUT | RENAME_EXCHANGE),
+           EINVAL);
+    tm_remount_checked(m);
+    const char *const wo[] = {P("a"), P("d/b")};
+    for (int i = 0; i < 2; i++) {
+        struct stat st;
+        TM_OK(lstat(wo[i], &st));
+        assert_true(S_ISCHR(st.st_mode));
+        assert_int_equal(st.st_rdev, makedev(0, 0));
+    }
+    tm_check_file(P("d/old"), 5000, 1);
+    TM_OK(unlink(P("a")));
+    TM_OK(unlink(P("d/b")));
+    tm_remount_checked(m);
+}
+
 static void test_mknod(void **state)
 {
     struct tmount *m = *state;
@@ -2048,6 +2076,7 @@ int main(void)
         TM_TEST(test_rename_dirs, setup),
         TM_TEST(test_rename_noreplace, setup),
         TM_TEST(test_rename_exchange, setup),
+        TM_TEST(test_rename_whiteout, setup),
         TM_TEST(test_mknod, setup),
         TM_TEST(test_chmod_chown, setup),
         TM_TEST(test_utimens, setup),
