@@ -450,6 +450,64 @@ int data_delete_chunks(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t first, ui
     return err;
 }
 
+/* The index of the last stored chunk of ino with index >= first, if any
+ * (*found). */
+static int last_chunk(lsmfs *fs, uint64_t ino, uint64_t first, bool *found, uint64_t *idx)
+{
+    *found = false;
+    lsm_iter *it = fs_iter_new(fs, false);
+    if (it == NULL)
+        return ENOMEM;
+    schema_key start, end;
+    key_range(&start, &end, K_CHUNK, ino);
+    lsm_iter_seek(it, end.b, end.len);
+    if (lsm_iter_valid(it))
+        lsm_iter_prev(it);
+    else
+        lsm_iter_seek_last(it);
+    if (lsm_iter_valid(it)) {
+        size_t klen;
+        const char *key = lsm_iter_key(it, &klen);
+        uint64_t kino;
+        *found = key_parse_chunk(key, klen, &kino, idx) && kino == ino && *idx >= first;
+    }
+    return fs_iter_end(fs, it, 0, "chunk scan");
+}
+
+/* Deletes the chunks of n from index `first` on, but the last
+ * DATA_DELETE_BATCH indexes' worth, in batches of its own from the end
+ * (see data_truncate); r's chunk count follows. REQUIRES: n->lock held for
+ * writing, n chunked. */
+static int truncate_in_batches(lsmfs *fs, inode *n, inode_rec *r, uint64_t first)
+{
+    uint64_t cs = fs->sb.chunk_size, last;
+    bool found;
+    int err = last_chunk(fs, n->ino, first, &found, &last);
+    lsm_batch *b = NULL;
+    while (err == 0 && found && last - first >= DATA_DELETE_BATCH) {
+        uint64_t lo = last + 1 - DATA_DELETE_BATCH;
+        if (b == NULL && (b = lsm_batch_new()) == NULL)
+            return ENOMEM;
+        lsm_batch_clear(b);
+        chunk_deletes d = {.b = b, .max = UINT64_MAX};
+        err = scan_chunks(fs, n->ino, lo, last, false, "chunk scan", delete_one, &d);
+        inode_rec cut = n->rec;
+        cut.size = lo * cs;
+        chunks_add(&cut, -(int64_t)d.n);
+        if (err == 0)
+            err = inode_batch_update(fs, b, n, &cut);
+        if (err == 0)
+            err = fs_commit(fs, b, &n, 1);
+        if (err == 0) {
+            n->rec = cut;
+            r->chunks = cut.chunks;
+            err = last_chunk(fs, n->ino, first, &found, &last);
+        }
+    }
+    lsm_batch_free(b);
+    return err;
+}
+
 static int truncate_inline(lsmfs *fs, inode *n, inode_rec *r, payload *pl, uint64_t newsize)
 {
     if (newsize < r->size) {
@@ -496,9 +554,10 @@ int data_truncate(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, 
     if (newsize < r->size) {
         uint64_t cs = fs->sb.chunk_size;
         bool more;
-        uint64_t deleted;
-        int err = data_delete_chunks(fs, b, n->ino, (newsize + cs - 1) / cs, UINT64_MAX, &more,
-                                     &deleted);
+        uint64_t deleted, first = (newsize + cs - 1) / cs;
+        int err = truncate_in_batches(fs, n, r, first);
+        if (err == 0)
+            err = data_delete_chunks(fs, b, n->ino, first, UINT64_MAX, &more, &deleted);
         if (err == 0)
             err = trim_boundary(fs, b, n->ino, newsize);
         if (err != 0)

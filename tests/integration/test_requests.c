@@ -347,6 +347,32 @@ static void test_small_orphans_freed_in_batches(void **state)
     tm_check_file(P("kept"), 1000, 1000);
 }
 
+/* Truncating a large file deletes its chunks in bounded batches, from the
+ * end (each batch lowers the size: a crash between them leaves a file cut
+ * at a chunk boundary between the two sizes, never a hole), as the
+ * reclaimer frees an unlinked one: not one batch holding every delete. */
+static void test_truncate_of_large_file_in_batches(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    tm_make_file(P("big"), 32 * MiB, 5);
+    struct stat st;
+    TM_OK(stat(P("big"), &st));
+    const uint64_t chunks = 32 * MiB / (uint64_t)st.st_blksize;
+    uint64_t w0 = tm_stats_counter(m, "fs store writes");
+    TM_OK(truncate(P("big"), 3 * MiB + 5));
+    uint64_t writes = tm_stats_counter(m, "fs store writes") - w0;
+    if (writes < chunks / 1024)
+        fail_msg("deleting %llu chunks took %llu store writes", (unsigned long long)chunks,
+                 (unsigned long long)writes);
+    TM_OK(stat(P("big"), &st));
+    assert_int_equal(st.st_size, 3 * MiB + 5);
+    tm_check_file(P("big"), 3 * MiB + 5, 5);
+    tm_remount_checked(m);
+    tm_check_file(P("big"), 3 * MiB + 5, 5);
+}
+
 /* Requests of one kind the daemon served (0 before the first). */
 static uint64_t requests(const struct tmount *m, const char *op)
 {
@@ -808,6 +834,7 @@ int main(void)
         TM_TEST(test_readahead_window, setup),
         TM_TEST(test_append_keeps_page_cache, setup),
         TM_TEST(test_small_file_freed_without_reclaimer, setup),
+        TM_TEST(test_truncate_of_large_file_in_batches, setup),
         TM_TEST(test_small_orphans_freed_in_batches, setup),
         TM_TEST(test_create_without_release, setup),
         TM_TEST(test_read_of_few_chunks_without_scan, setup),
