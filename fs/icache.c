@@ -194,11 +194,14 @@ int icache_get(lsmfs *fs, uint64_t ino, inode **out)
     return 0;
 }
 
-int icache_insert(lsmfs *fs, uint64_t ino, const inode_rec *rec, inode **out)
+int icache_reserve(icache *c, uint64_t ino, inode **out)
 {
-    inode *n = pin(fs->icache, ino);
-    if (n == NULL)
-        return ENOMEM;
+    *out = pin(c, ino);
+    return *out == NULL ? ENOMEM : 0;
+}
+
+void icache_fill(lsmfs *fs, inode *n, const inode_rec *rec)
+{
     pthread_rwlock_wrlock(&n->lock);
     n->rec = *rec;
     atomic_store(&n->parent, rec->parent);
@@ -206,8 +209,6 @@ int icache_insert(lsmfs *fs, uint64_t ino, const inode_rec *rec, inode **out)
     atomic_store(&n->seq, fs_committed_seq(fs)); /* its creation is committed */
     atomic_store_explicit(&n->loaded, true, memory_order_release);
     pthread_rwlock_unlock(&n->lock);
-    *out = n;
-    return 0;
 }
 
 /* REQUIRES: s->mu held. The root stays for the life of the mount (with

@@ -75,8 +75,12 @@ void icache_free(icache *c);
 /* Pins the inode, loading its record from the store if it is not cached.
  * Returns 0, ENOENT (no such inode) or EIO. */
 int icache_get(lsmfs *fs, uint64_t ino, inode **out);
-/* Pins a just-created inode (whose record is in the store) with `rec`. */
-int icache_insert(lsmfs *fs, uint64_t ino, const inode_rec *rec, inode **out);
+/* Pins an entry for a new inode number before its record is committed
+ * (ENOMEM), so that nothing can fail after the commit (ops.h); must be
+ * paired with icache_fill once committed, or icache_put if not. */
+int icache_reserve(icache *c, uint64_t ino, inode **out);
+/* The reserved entry gets the committed record `rec`. */
+void icache_fill(lsmfs *fs, inode *n, const inode_rec *rec);
 /* The parent of a directory whose record is cached (the `parent` copy: no
  * lock, no pin, no load); false when it is not cached. */
 bool icache_cached_parent(icache *c, uint64_t ino, uint64_t *parent);

@@ -365,6 +365,7 @@ int main(int argc, char *argv[])
     ops_state st = {.fs = fs};
     struct fuse_session *se =
         fuse_session_new(&args, lsmfs_ops(), sizeof(struct fuse_lowlevel_ops), &st);
+    st.se = se;
     if (se == NULL || fuse_set_signal_handlers(se) != 0 ||
         fuse_session_mount(se, co.mountpoint) != 0) {
         lsmfs_close(fs);
@@ -380,6 +381,7 @@ int main(int argc, char *argv[])
      * failure. */
     if (r > 0)
         r = 0;
+    op_notify_drain(&st);
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);

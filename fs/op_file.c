@@ -126,9 +126,9 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
     err = write_locked(fs, n, buf, size, (uint64_t)off);
     pthread_rwlock_unlock(&n->lock);
     icache_put(fs->icache, n);
-    if (err == 0)
-        err = fs_durable(fs);
-    if (err != 0)
+    if (err == 0 && (err = fs_durable(fs)) != 0)
+        op_reply_undurable(req, err, &(op_touched){.ino = {ino}});
+    else if (err != 0)
         fuse_reply_err(req, err);
     else
         fuse_reply_write(req, size);
@@ -261,9 +261,10 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
         pthread_rwlock_unlock(&n->lock);
         icache_put(fs->icache, n);
     }
-    if (err == 0)
-        err = fs_durable(fs);
-    fuse_reply_err(req, err);
+    if (err == 0 && (err = fs_durable(fs)) != 0)
+        op_reply_undurable(req, err, &(op_touched){.ino = {ino}});
+    else
+        fuse_reply_err(req, err);
 }
 
 void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)

@@ -350,7 +350,9 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
     icache_put(fs->icache, x.d);
     if (x.reclaim)
         reclaimer_enqueue(fs->reclaim, target);
-    if (err == 0)
-        err = fs_durable(fs);
-    fuse_reply_err(req, err);
+    if (err == 0 && (err = fs_durable(fs)) != 0)
+        op_reply_undurable(req, err,
+                           &(op_touched){.dir = {parent, newparent}, .name = {name, newname}});
+    else
+        fuse_reply_err(req, err);
 }
