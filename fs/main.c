@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <mntent.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -231,6 +232,30 @@ static void check_mountpoint(const char *mnt, bool nonempty)
         fail("mount point %s is not empty (use -o nonempty to mount over it)", mnt);
 }
 
+/* Refuses a mount point (absolute, resolved) where lsmfs would stack on a
+ * live lsmfs mount, hiding it, or lie inside its own store directory,
+ * where the daemon's new store files would go into its own mount. */
+static void check_placement(const char *mnt, const char *store)
+{
+    size_t n = strlen(store);
+    if (strncmp(mnt, store, n) == 0 && (mnt[n] == '/' || mnt[n] == '\0'))
+        fail("mount point %s is inside the store directory %s: the store would be written "
+             "through its own mount",
+             mnt, store);
+    FILE *f = setmntent("/proc/self/mounts", "r");
+    if (f == NULL)
+        return; /* no /proc: the kernel's own checks only */
+    struct mntent *e;
+    while ((e = getmntent(f)) != NULL)
+        if (strcmp(e->mnt_dir, mnt) == 0 && strcmp(e->mnt_type, "fuse.lsmfs") == 0) {
+            char from[PATH_MAX];
+            snprintf(from, sizeof from, "%s", e->mnt_fsname);
+            endmntent(f);
+            fail("%s is already an lsmfs mount (of %s): unmount it first", mnt, from);
+        }
+    endmntent(f);
+}
+
 /*
  * Does the kernel need to check permissions (default_permissions)? Not on a
  * mount only root can enter: without allow_other the kernel lets in only
@@ -348,6 +373,7 @@ int main(int argc, char *argv[])
     char *store = realpath(o.store, NULL);
     if (store == NULL)
         fail("%s: %s", o.store, strerror(errno));
+    check_placement(co.mountpoint, store);
     add_mount_options(&args, store, kernel_checks_needed(&o) && !o.kernel_perms);
     /* Reads never update access times: say so (the kernel's default,
      * relatime, would promise updates that never come). */

@@ -766,6 +766,41 @@ static void test_listing_with_damaged_inode_fails(void **state)
     TM_ERR(stat(P("d/f1"), &st), EIO);
 }
 
+/* lsmfs refuses to mount over a live lsmfs mount (the mounts would stack,
+ * the first one hidden) and at a mount point inside the store directory
+ * (the daemon would write its tables into its own mount), even with -o
+ * nonempty, and both refusals leave every store as it was. */
+static void test_refuses_stacked_and_nested_mounts(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    char lsmfs_bin[PATH_MAX], mkfs[PATH_MAX];
+    snprintf(lsmfs_bin, sizeof lsmfs_bin, "%s", tm_bin("lsmfs"));
+    snprintf(mkfs, sizeof mkfs, "%s", tm_bin("mkfs.lsmfs"));
+    char store2[PATH_MAX + 16], inside[PATH_MAX + 32];
+    snprintf(store2, sizeof store2, "%s/store2", m->root);
+    snprintf(inside, sizeof inside, "%s/sub", store2);
+    char *mk[] = {mkfs, store2, NULL};
+    assert_int_equal(tm_run(mk, m->log, 60), 0);
+    tm_make_file(P("kept"), 100, 7);
+    char *stacked[] = {lsmfs_bin, store2, m->mnt, "-f", "-o", "nonempty", NULL};
+    int rc = tm_run(stacked, m->log, 20);
+    if (rc <= 0) {
+        tm_umount_path(m->mnt); /* the second mount, on top */
+        fail_msg("lsmfs over a live lsmfs mount exited %d", rc);
+    }
+    tm_check_file(P("kept"), 100, 7); /* still the first mount */
+    TM_OK(mkdir(inside, 0755));
+    char *nested[] = {lsmfs_bin, store2, inside, "-f", NULL};
+    rc = run_refused(nested, m->log, inside);
+    TM_OK(rmdir(inside));
+    if (rc <= 0)
+        fail_msg("lsmfs at a mount point inside its store exited %d", rc);
+    char *check[] = {(char *)tm_bin("fsck.lsmfs"), "-n", store2, NULL};
+    assert_int_equal(tm_run(check, m->log, 60), 0);
+}
+
 /* The mount options of the mount at mnt as /proc/mounts shows them ("" if
  * not mounted; static storage). */
 static const char *mount_options(const char *mnt)
@@ -841,6 +876,7 @@ int main(void)
         TM_TEST(test_refusals, setup),
         TM_TEST(test_help_version, setup),
         TM_TEST(test_mounted_noatime, setup),
+        TM_TEST(test_refuses_stacked_and_nested_mounts, setup),
         TM_TEST(test_listing_with_damaged_inode_fails, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
