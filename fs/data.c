@@ -460,11 +460,7 @@ static int last_chunk(lsmfs *fs, uint64_t ino, uint64_t first, bool *found, uint
         return ENOMEM;
     schema_key start, end;
     key_range(&start, &end, K_CHUNK, ino);
-    lsm_iter_seek(it, end.b, end.len);
-    if (lsm_iter_valid(it))
-        lsm_iter_prev(it);
-    else
-        lsm_iter_seek_last(it);
+    fs_iter_seek_before(it, end.b, end.len);
     if (lsm_iter_valid(it)) {
         size_t klen;
         const char *key = lsm_iter_key(it, &klen);
