@@ -3,6 +3,8 @@
  */
 #include "alloc.h"
 
+#include "commit.h"
+
 #include "schema.h"
 
 #include <errno.h>
@@ -18,11 +20,7 @@ int alloc_highest_inode(lsm_db *db, uint64_t *ino)
     char after[1] = {(char)(K_INODE + 1)};
     *ino = 0;
     /* The last 'I' key is the one just before the first key past the kind. */
-    lsm_iter_seek(it, after, 1);
-    if (lsm_iter_valid(it))
-        lsm_iter_prev(it);
-    else
-        lsm_iter_seek_last(it);
+    fs_iter_seek_before(it, after, 1);
     if (lsm_iter_valid(it)) {
         size_t klen;
         const char *k = lsm_iter_key(it, &klen);

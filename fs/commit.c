@@ -122,6 +122,15 @@ lsm_iter *fs_iter_new(lsmfs *fs, bool fill_cache)
     return lsm_iter_new(fs->db, &ro);
 }
 
+void fs_iter_seek_before(lsm_iter *it, const void *key, size_t klen)
+{
+    lsm_iter_seek(it, key, klen);
+    if (lsm_iter_valid(it))
+        lsm_iter_prev(it);
+    else
+        lsm_iter_seek_last(it);
+}
+
 int fs_iter_end(lsmfs *fs, lsm_iter *it, int err, const char *what)
 {
     lsm_status *s = lsm_iter_status(it);

@@ -54,6 +54,9 @@ int fs_read_errno(lsmfs *fs, lsm_status *s, const char *what);
 /* A store iterator for a scan (fill_cache: whether its blocks should stay
  * cached); NULL when out of memory. */
 lsm_iter *fs_iter_new(lsmfs *fs, bool fill_cache);
+/* Positions it at the last key before `key` (not valid if there is none):
+ * the last key of a range, given the first key past it. */
+void fs_iter_seek_before(lsm_iter *it, const void *key, size_t klen);
 /* Ends a scan: frees it and returns err, or when the scan itself found no
  * error (err 0), the iterator's status as an errno (logged as `what`). */
 int fs_iter_end(lsmfs *fs, lsm_iter *it, int err, const char *what);

@@ -47,6 +47,14 @@ static int chunk_get(lsmfs *fs, uint64_t ino, uint64_t idx, char **v, size_t *vl
     return 0;
 }
 
+/* Counts d chunks added to (or, negative, deleted from) the record, unless
+ * its count is unknown (a record of version 1). */
+static void chunks_add(inode_rec *r, int64_t d)
+{
+    if (r->chunks != INODE_CHUNKS_UNKNOWN)
+        r->chunks += (uint64_t)d;
+}
+
 static int chunk_put(lsm_batch *b, uint64_t ino, uint64_t idx, const char *v, size_t vlen)
 {
     schema_key k;
@@ -265,6 +273,7 @@ static int uninline(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl
     payload_free(pl);
     pl->replace = true; /* the record keeps no payload */
     r->flags &= ~INODE_F_INLINE;
+    r->chunks = plen > 0; /* an inline file has no chunks: the count starts */
     *base = p;
     *blen = plen;
     return 0;
@@ -278,16 +287,45 @@ typedef struct chunk_write {
     const char *base0;  /* chunk 0's content when it is not in the store yet */
     size_t base0len;    /* (just un-inlined: have_base0) */
     bool have_base0;
+    inode_rec *r;       /* the record whose chunk count the write keeps */
+    bool dense;         /* every chunk below old_size is stored */
 } chunk_write;
 
+/* Was chunk idx stored before the write? Known without a read below a
+ * dense file's size and at or past its size (no stored byte lies there);
+ * else one point read, for writes into sparse files only. */
+static int chunk_was_stored(lsmfs *fs, uint64_t ino, uint64_t idx, const chunk_write *w,
+                            bool *stored)
+{
+    uint64_t cs = fs->sb.chunk_size;
+    *stored = true;
+    if (w->r->chunks == INODE_CHUNKS_UNKNOWN)
+        return 0;
+    if (idx == 0 && w->have_base0) {
+        *stored = w->base0len > 0; /* un-inlined into chunk 0 */
+        return 0;
+    }
+    *stored = idx * cs < w->old_size;
+    if (!*stored || w->dense)
+        return 0;
+    char *v;
+    size_t vlen;
+    int err = chunk_get(fs, ino, idx, &v, &vlen);
+    *stored = err == 0 && v != NULL;
+    free(v);
+    return err;
+}
+
 /* The content of chunk idx the write merges with: base0, nothing when the
- * write covers every stored byte of the chunk, else the stored chunk. */
+ * write covers every stored byte of the chunk, else the stored chunk (then
+ * *read says whether it was stored). */
 static int chunk_old(lsmfs *fs, uint64_t ino, uint64_t idx, const chunk_write *w, char **v,
-                     size_t *vlen)
+                     size_t *vlen, bool *read)
 {
     uint64_t cs = fs->sb.chunk_size;
     *v = NULL;
     *vlen = 0;
+    *read = false;
     if (idx == 0 && w->have_base0) {
         if (w->base0len > 0 && (*v = malloc(w->base0len)) == NULL)
             return ENOMEM;
@@ -298,6 +336,7 @@ static int chunk_old(lsmfs *fs, uint64_t ino, uint64_t idx, const chunk_write *w
     }
     if (nothing_to_merge(w->old_size, idx * cs, cs, w->off, w->end))
         return 0;
+    *read = true;
     return chunk_get(fs, ino, idx, v, vlen);
 }
 
@@ -307,13 +346,29 @@ static int write_chunk(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t idx, cons
     uint64_t cs = fs->sb.chunk_size, cstart = idx * cs;
     uint64_t lo = max_u64(w->off, cstart) - cstart, hi = min_u64(w->end, cstart + cs) - cstart;
     const char *src = w->buf + (cstart + lo - w->off);
-    if (lo == 0 && hi == cs)
-        return chunk_put(b, ino, idx, src, cs);
+    bool stored;
+    if (lo == 0 && hi == cs) {
+        int err = chunk_was_stored(fs, ino, idx, w, &stored);
+        if (err == 0)
+            err = chunk_put(b, ino, idx, src, cs);
+        if (err == 0 && !stored)
+            chunks_add(w->r, 1);
+        return err;
+    }
     char *v;
     size_t vlen;
-    int err = chunk_old(fs, ino, idx, w, &v, &vlen);
-    if (err != 0)
+    bool read;
+    int err = chunk_old(fs, ino, idx, w, &v, &vlen, &read);
+    if (err == 0 && !read)
+        err = chunk_was_stored(fs, ino, idx, w, &stored);
+    else
+        stored = v != NULL;
+    if (err != 0) {
+        free(v);
         return err;
+    }
+    if (!stored)
+        chunks_add(w->r, 1);
     size_t newlen = (size_t)max_u64(vlen, hi);
     char *nv = realloc(v, newlen);
     if (nv == NULL) {
@@ -342,7 +397,7 @@ int data_write(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, con
             r->size = max_u64(r->size, end);
         return err;
     }
-    chunk_write w = {.buf = buf, .off = off, .end = end, .old_size = r->size};
+    chunk_write w = {.buf = buf, .off = off, .end = end, .old_size = r->size, .r = r};
     char *base0 = NULL;
     if (is_inline(r)) {
         int err = uninline(fs, b, n, r, pl, off, end, &base0, &w.base0len);
@@ -352,6 +407,7 @@ int data_write(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, con
         w.have_base0 = true;
     }
     uint64_t cs = fs->sb.chunk_size;
+    w.dense = !w.have_base0 && r->chunks >= (w.old_size + cs - 1) / cs;
     int err = 0;
     for (uint64_t idx = off / cs; idx <= (end - 1) / cs && err == 0; idx++)
         err = write_chunk(fs, b, n->ino, idx, &w);
@@ -385,11 +441,66 @@ static int delete_one(void *ctx, uint64_t idx, const char *key, size_t klen, con
 }
 
 int data_delete_chunks(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t first, uint64_t max,
-                       bool *more)
+                       bool *more, uint64_t *deleted)
 {
     chunk_deletes d = {.b = b, .max = max};
     int err = scan_chunks(fs, ino, first, UINT64_MAX, false, "chunk scan", delete_one, &d);
     *more = d.more;
+    *deleted = d.n;
+    return err;
+}
+
+/* The index of the last stored chunk of ino with index >= first, if any
+ * (*found). */
+static int last_chunk(lsmfs *fs, uint64_t ino, uint64_t first, bool *found, uint64_t *idx)
+{
+    *found = false;
+    lsm_iter *it = fs_iter_new(fs, false);
+    if (it == NULL)
+        return ENOMEM;
+    schema_key start, end;
+    key_range(&start, &end, K_CHUNK, ino);
+    fs_iter_seek_before(it, end.b, end.len);
+    if (lsm_iter_valid(it)) {
+        size_t klen;
+        const char *key = lsm_iter_key(it, &klen);
+        uint64_t kino;
+        *found = key_parse_chunk(key, klen, &kino, idx) && kino == ino && *idx >= first;
+    }
+    return fs_iter_end(fs, it, 0, "chunk scan");
+}
+
+/* Deletes the chunks of n from index `first` on, but the last
+ * DATA_DELETE_BATCH indexes' worth, in batches of its own from the end
+ * (see data_truncate); r's chunk count follows. REQUIRES: n->lock held for
+ * writing, n chunked. */
+static int truncate_in_batches(lsmfs *fs, inode *n, inode_rec *r, uint64_t first)
+{
+    uint64_t cs = fs->sb.chunk_size, last;
+    bool found;
+    int err = last_chunk(fs, n->ino, first, &found, &last);
+    lsm_batch *b = NULL;
+    while (err == 0 && found && last - first >= DATA_DELETE_BATCH) {
+        uint64_t lo = last + 1 - DATA_DELETE_BATCH;
+        if (b == NULL && (b = lsm_batch_new()) == NULL)
+            return ENOMEM;
+        lsm_batch_clear(b);
+        chunk_deletes d = {.b = b, .max = UINT64_MAX};
+        err = scan_chunks(fs, n->ino, lo, last, false, "chunk scan", delete_one, &d);
+        inode_rec cut = n->rec;
+        cut.size = lo * cs;
+        chunks_add(&cut, -(int64_t)d.n);
+        if (err == 0)
+            err = inode_batch_update(fs, b, n, &cut);
+        if (err == 0)
+            err = fs_commit(fs, b, &n, 1);
+        if (err == 0) {
+            n->rec = cut;
+            r->chunks = cut.chunks;
+            err = last_chunk(fs, n->ino, first, &found, &last);
+        }
+    }
+    lsm_batch_free(b);
     return err;
 }
 
@@ -439,11 +550,17 @@ int data_truncate(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, 
     if (newsize < r->size) {
         uint64_t cs = fs->sb.chunk_size;
         bool more;
-        int err = data_delete_chunks(fs, b, n->ino, (newsize + cs - 1) / cs, UINT64_MAX, &more);
+        uint64_t deleted, first = (newsize + cs - 1) / cs;
+        int err = truncate_in_batches(fs, n, r, first);
+        if (err == 0)
+            err = data_delete_chunks(fs, b, n->ino, first, UINT64_MAX, &more, &deleted);
         if (err == 0)
             err = trim_boundary(fs, b, n->ino, newsize);
         if (err != 0)
             return err;
+        chunks_add(r, -(int64_t)deleted);
+        if (newsize == 0)
+            r->chunks = 0; /* known from here on, for a record of version 1 too */
         if (newsize == 0 && fs->sb.inline_limit > 0) {
             r->flags |= INODE_F_INLINE; /* an emptied file starts over inline */
             payload_free(pl);
@@ -469,8 +586,8 @@ static int zero_inline(lsmfs *fs, inode *n, payload *pl, uint64_t off, uint64_t 
 }
 
 /* Zeroes part of one stored chunk, or deletes it when wholly covered. */
-static int zero_chunk(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t idx, uint64_t off,
-                      uint64_t end)
+static int zero_chunk(lsmfs *fs, lsm_batch *b, inode_rec *r, uint64_t ino, uint64_t idx,
+                      uint64_t off, uint64_t end)
 {
     uint64_t cs = fs->sb.chunk_size, cstart = idx * cs;
     uint64_t lo = max_u64(off, cstart) - cstart, hi = min_u64(end, cstart + cs) - cstart;
@@ -479,9 +596,11 @@ static int zero_chunk(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t idx, uint6
     int err = chunk_get(fs, ino, idx, &v, &vlen);
     if (err != 0 || v == NULL)
         return err;
-    if (lo == 0 && hi >= vlen)
+    if (lo == 0 && hi >= vlen) {
         err = chunk_del(b, ino, idx);
-    else if (lo < vlen) {
+        if (err == 0)
+            chunks_add(r, -1);
+    } else if (lo < vlen) {
         memset(v + lo, 0, (size_t)(min_u64(hi, vlen) - lo));
         err = chunk_put(b, ino, idx, v, vlen);
     }
@@ -541,7 +660,7 @@ int data_zero(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint
     size_t count;
     int err = list_chunks(fs, n->ino, off / cs, (end - 1) / cs, &idx, &count);
     for (size_t i = 0; i < count && err == 0; i++)
-        err = zero_chunk(fs, b, n->ino, idx[i], off, end);
+        err = zero_chunk(fs, b, r, n->ino, idx[i], off, end);
     free(idx);
     return err;
 }

@@ -24,12 +24,20 @@
 /* The largest file size lsmfs accepts (2^62: chunk indexes stay far from
  * overflow). */
 #define DATA_MAX_SIZE (1ULL << 62)
+/* Chunk deletes per store batch when a large file is truncated or freed:
+ * a batch stays small (a 100 GiB file would make one of ~570 MB). */
+#define DATA_DELETE_BATCH 256
 
 /* Reads up to size bytes at off into a malloc'd buffer (*out, *outlen;
  * *out may be NULL when *outlen is 0). */
 int data_read(lsmfs *fs, inode *n, uint64_t off, size_t size, char **out, size_t *outlen);
 int data_write(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, const char *buf,
                size_t size, uint64_t off);
+/* Sets the size to newsize. Shrinking a chunked file by more than
+ * DATA_DELETE_BATCH chunks commits batches of its own first, from the end,
+ * each deleting at most that many and lowering the stored size to a chunk
+ * boundary (so a crash leaves the file cut between the two sizes, with no
+ * hole); b gets the last of the deletes and the caller commits it. */
 int data_truncate(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint64_t newsize);
 /* Zeroes [off, off+len) ∩ [0, size): whole chunks are deleted (punched). */
 int data_zero(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint64_t off,
@@ -37,8 +45,9 @@ int data_zero(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint
 /* SEEK_DATA / SEEK_HOLE. Returns 0, ENXIO or EIO. */
 int data_seek(lsmfs *fs, inode *n, uint64_t off, int whence, uint64_t *result);
 /* Adds deletes of every chunk of ino with index >= first (at most `max`;
- * *more says whether some were left). For truncation and reclaim. */
+ * *more says whether some were left, *deleted how many it deleted: the
+ * caller keeps the record's chunk count). For truncation and reclaim. */
 int data_delete_chunks(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t first, uint64_t max,
-                       bool *more);
+                       bool *more, uint64_t *deleted);
 
 #endif

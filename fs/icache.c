@@ -180,6 +180,7 @@ int icache_get(lsmfs *fs, uint64_t ino, inode **out)
             /* Whatever the store holds for it was committed by now. */
             atomic_store(&n->seq, fs_committed_seq(fs));
             err = inode_load(fs, ino, &n->rec, NULL, NULL);
+            atomic_store(&n->parent, n->rec.parent);
             if (err == 0)
                 atomic_store_explicit(&n->loaded, true, memory_order_release);
         }
@@ -193,28 +194,45 @@ int icache_get(lsmfs *fs, uint64_t ino, inode **out)
     return 0;
 }
 
-int icache_insert(lsmfs *fs, uint64_t ino, const inode_rec *rec, inode **out)
+int icache_reserve(icache *c, uint64_t ino, inode **out)
 {
-    inode *n = pin(fs->icache, ino);
-    if (n == NULL)
-        return ENOMEM;
+    *out = pin(c, ino);
+    return *out == NULL ? ENOMEM : 0;
+}
+
+void icache_fill(lsmfs *fs, inode *n, const inode_rec *rec)
+{
     pthread_rwlock_wrlock(&n->lock);
     n->rec = *rec;
+    atomic_store(&n->parent, rec->parent);
     n->gone = false;
     atomic_store(&n->seq, fs_committed_seq(fs)); /* its creation is committed */
     atomic_store_explicit(&n->loaded, true, memory_order_release);
     pthread_rwlock_unlock(&n->lock);
-    *out = n;
-    return 0;
 }
 
-/* REQUIRES: s->mu held. */
+/* REQUIRES: s->mu held. The root stays for the life of the mount (with
+ * its listing): the kernel never looks it up, so its nlookup stays 0 and it
+ * would otherwise be freed, and its listing rebuilt, after every request. */
 static void maybe_evict(icache *c, shard *s, inode *n)
 {
-    if (n->refs == 0 && n->nlookup == 0 && n->nopen == 0 && !n->orphan) {
+    if (n->refs == 0 && n->nlookup == 0 && n->nopen == 0 && !n->orphan &&
+        n->ino != SCHEMA_ROOT_INO) {
         unlink_entry(s, n);
         inode_free(c, n);
     }
+}
+
+bool icache_cached_parent(icache *c, uint64_t ino, uint64_t *parent)
+{
+    shard *s = shard_of(c, ino);
+    pthread_mutex_lock(&s->mu);
+    inode *n = find(s, ino);
+    bool ok = n != NULL && atomic_load_explicit(&n->loaded, memory_order_acquire);
+    if (ok)
+        *parent = atomic_load(&n->parent);
+    pthread_mutex_unlock(&s->mu);
+    return ok;
 }
 
 void icache_put(icache *c, inode *n)

@@ -19,7 +19,8 @@
  *     filled, under `lock`.
  * An entry lives while refs (in-flight operations pinning it), nlookup
  * (kernel references) or nopen (open file handles) is non-zero, or while it
- * is an orphan waiting for the kernel's last reference to go.
+ * is an orphan waiting for the kernel's last reference to go. The root,
+ * once loaded, lives until icache_free (icache.c maybe_evict).
  */
 #ifndef FS_ICACHE_H
 #define FS_ICACHE_H
@@ -56,6 +57,10 @@ typedef struct inode {
      * deferred (the next fsync would log them late anyway, after a copy:
      * 1 MiB write + fsync was 10-15% slower deferred). */
     _Atomic bool fsynced;
+    /* rec.parent, readable without the lock (is_within walks ancestors
+     * while holding other inodes' locks): set with rec when loaded or
+     * inserted, and by rename, the one change that moves a directory. */
+    _Atomic uint64_t parent;
     pthread_rwlock_t lock;
     inode_rec rec; /* [lock] */
     /* [lock] A directory's entries, all of them, in memory (dir.h), or
@@ -70,8 +75,15 @@ void icache_free(icache *c);
 /* Pins the inode, loading its record from the store if it is not cached.
  * Returns 0, ENOENT (no such inode) or EIO. */
 int icache_get(lsmfs *fs, uint64_t ino, inode **out);
-/* Pins a just-created inode (whose record is in the store) with `rec`. */
-int icache_insert(lsmfs *fs, uint64_t ino, const inode_rec *rec, inode **out);
+/* Pins an entry for a new inode number before its record is committed
+ * (ENOMEM), so that nothing can fail after the commit (ops.h); must be
+ * paired with icache_fill once committed, or icache_put if not. */
+int icache_reserve(icache *c, uint64_t ino, inode **out);
+/* The reserved entry gets the committed record `rec`. */
+void icache_fill(lsmfs *fs, inode *n, const inode_rec *rec);
+/* The parent of a directory whose record is cached (the `parent` copy: no
+ * lock, no pin, no load); false when it is not cached. */
+bool icache_cached_parent(icache *c, uint64_t ino, uint64_t *parent);
 /* Drops a pin; the entry is freed once nothing references it. */
 void icache_put(icache *c, inode *n);
 

@@ -135,9 +135,16 @@ void inode_to_stat(uint64_t ino, const inode_rec *r, uint32_t chunk_size, struct
         st->st_blocks = (blkcnt_t)((st->st_size + 511) / 512);
     } else {
         st->st_size = (off_t)r->size;
-        /* Holes are not charged, but we do not track them: report the size
-         * rounded to 512-byte units, what a dense file would use. */
-        st->st_blocks = (blkcnt_t)((r->size + 511) / 512);
+        /* What is stored, in 512-byte units: whole chunks (holes cost
+         * nothing); an inline payload or a symlink target (at most the
+         * size, and the inline limit is at most a chunk); a record older
+         * than the chunk count says what a dense file would. */
+        uint64_t b = (r->size + 511) / 512;
+        if (r->flags & INODE_F_INLINE)
+            b = (r->size < chunk_size ? r->size + 511 : chunk_size) / 512;
+        else if (S_ISREG(r->mode) && r->chunks != INODE_CHUNKS_UNKNOWN)
+            b = r->chunks * (chunk_size / 512);
+        st->st_blocks = (blkcnt_t)b;
     }
     st->st_atim.tv_sec = r->atime.sec;
     st->st_atim.tv_nsec = r->atime.nsec;

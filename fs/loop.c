@@ -20,6 +20,9 @@
 /* How often a sleeping reader looks whether a signal ended the session
  * (the signal handler only sets libfuse's exit flag). */
 #define EXIT_CHECK_MS 200
+/* A request the reader runs itself that has not ended after this long is
+ * taken to wait after all: the watch hands the turn to another worker. */
+#define INLINE_STALL_MS 10
 
 struct loop {
     struct fuse_session *se; /* [const] */
@@ -36,6 +39,14 @@ struct loop {
                              * polls only while this is 0) */
     unsigned nthreads;      /* [mu] workers started (never shrinks) */
     pthread_t *threads;     /* [mu] the first nthreads are started */
+    /* The stall watch (watch()): a worker that processes a request it read
+     * without passing the turn on counts it here; if the same one is still
+     * running after INLINE_STALL_MS with nobody reading, the turn goes on. */
+    pthread_cond_t watch_cv;   /* the watch sleeps here */
+    pthread_t watcher;         /* [const once started] */
+    bool watch_asleep;         /* [mu] waiting untimed: wake it */
+    unsigned inline_running;   /* [mu] such requests in progress */
+    uint64_t inline_seq;       /* [mu] such requests begun, ever */
 };
 
 static uint64_t now_ns(void)
@@ -84,16 +95,23 @@ static void process(struct loop *l, const struct fuse_buf *buf)
         l->cfg.on_init(l->cfg.init_ctx);
 }
 
-/* Starts a worker with every signal blocked, so that the handlers (which
- * end the session) run on the main thread. REQUIRES: mu held. */
-static int start_worker(struct loop *l)
+/* Starts a thread with every signal blocked, so that the handlers (which
+ * end the session) run on the main thread. */
+static int start_thread(pthread_t *t, void *(*fn)(void *), struct loop *l)
 {
-    assert(l->nthreads < l->cfg.max_threads);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    int err = pthread_create(&l->threads[l->nthreads], NULL, worker, l);
+    int err = pthread_create(t, NULL, fn, l);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
+}
+
+/* Starts a worker. REQUIRES: mu held. */
+static int start_worker(struct loop *l)
+{
+    assert(l->nthreads < l->cfg.max_threads);
+    int err = start_thread(&l->threads[l->nthreads], worker, l);
     if (err == 0)
         l->nthreads++;
     return err;
@@ -110,6 +128,37 @@ static void pass_turn(struct loop *l)
         fuse_log(FUSE_LOG_WARNING, "lsmfs: cannot start a worker thread; serving with one\n");
 }
 
+/* The stall watch: while a request read without handing the turn on runs
+ * (inline_running), it looks every INLINE_STALL_MS whether requests are
+ * still begun; if none was and nobody reads /dev/fuse, the one running
+ * waits on something after all (a store stall lsm_write_may_wait did not
+ * foresee), and it passes the turn on so that no request is stuck behind
+ * it. Asleep while nothing runs inline. */
+static void *watch(void *arg)
+{
+    struct loop *l = arg;
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop) {
+        if (l->inline_running == 0) {
+            l->watch_asleep = true;
+            pthread_cond_wait(&l->watch_cv, &l->mu);
+            l->watch_asleep = false;
+            continue;
+        }
+        uint64_t seq = l->inline_seq;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += INLINE_STALL_MS * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&l->watch_cv, &l->mu, &until);
+        if (!l->stop && l->inline_running > 0 && l->inline_seq == seq && !l->reading)
+            pass_turn(l);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
 /* Ends the session for every worker. REQUIRES: mu held. */
 static void end_session(struct loop *l, int err)
 {
@@ -120,6 +169,7 @@ static void end_session(struct loop *l, int err)
     }
     pthread_cond_broadcast(&l->turn_cv);
     pthread_cond_broadcast(&l->done_cv);
+    pthread_cond_broadcast(&l->watch_cv);
 }
 
 static void *worker(void *arg)
@@ -147,9 +197,17 @@ static void *worker(void *arg)
         }
         if (!l->stop && hand_off)
             pass_turn(l);
+        if (!hand_off) {
+            l->inline_running++;
+            l->inline_seq++;
+            if (l->watch_asleep)
+                pthread_cond_signal(&l->watch_cv);
+        }
         pthread_mutex_unlock(&l->mu);
         process(l, &buf);
         pthread_mutex_lock(&l->mu);
+        if (!hand_off)
+            l->inline_running--;
     }
     pthread_mutex_unlock(&l->mu);
     free(buf.mem);
@@ -169,16 +227,28 @@ int loop_run(struct fuse_session *se, const loop_config *cfg)
     pthread_mutex_init(&l.mu, NULL);
     pthread_cond_init(&l.turn_cv, NULL);
     pthread_cond_init(&l.done_cv, NULL);
+    pthread_cond_init(&l.watch_cv, NULL);
     pthread_mutex_lock(&l.mu);
-    int err = start_worker(&l);
+    int err = start_thread(&l.watcher, watch, &l);
+    bool watching = err == 0;
+    if (err == 0)
+        err = start_worker(&l);
     if (err != 0)
         l.err = -err;
     while (err == 0 && !l.stop)
         pthread_cond_wait(&l.done_cv, &l.mu);
     unsigned n = l.nthreads;
     pthread_mutex_unlock(&l.mu);
+    if (err != 0) { /* the watch ends with the session */
+        pthread_mutex_lock(&l.mu);
+        end_session(&l, l.err);
+        pthread_mutex_unlock(&l.mu);
+    }
     for (unsigned i = 0; i < n; i++) /* no worker starts once stop is set */
         pthread_join(l.threads[i], NULL);
+    if (watching)
+        pthread_join(l.watcher, NULL);
+    pthread_cond_destroy(&l.watch_cv);
     pthread_cond_destroy(&l.done_cv);
     pthread_cond_destroy(&l.turn_cv);
     pthread_mutex_destroy(&l.mu);

@@ -17,7 +17,9 @@
  * passes the turn to an idle worker (or starts one, up to max_threads)
  * before processing it, so it never holds up the rest; any other request
  * it processes at once and then reads again, so a caller's stream of short
- * requests costs no wake-up in the daemon at all. The reader polls only
+ * requests costs no wake-up in the daemon at all; should one of those wait
+ * after all (a store stall nobody foresaw), a watch thread passes the turn
+ * on after 10 ms, so no request holds up the device. The reader polls only
  * while no other worker is processing (one waiting in an fsync included):
  * on two CPUs, a poller beside a busy worker takes the CPU the callers
  * need.

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <mntent.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -46,9 +47,18 @@ struct options {
     int readahead_kb; /* -o readahead=KB: the mount's readahead window (bdi.h) */
     bool others;    /* -o allow_other or allow_root: other users may enter */
     bool kernel_perms; /* -o default_permissions given */
+    const char *atime; /* -o atime, relatime or strictatime given (refused) */
 };
 
-enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_OTHERS, KEY_KERNEL_PERMS };
+enum {
+    KEY_SYNC,
+    KEY_WRITEBACK,
+    KEY_NONEMPTY,
+    KEY_DISCARD,
+    KEY_OTHERS,
+    KEY_KERNEL_PERMS,
+    KEY_ATIME
+};
 
 static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("sync", KEY_SYNC),
@@ -58,6 +68,10 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("allow_other", KEY_OTHERS),
     FUSE_OPT_KEY("allow_root", KEY_OTHERS),
     FUSE_OPT_KEY("default_permissions", KEY_KERNEL_PERMS),
+    FUSE_OPT_KEY("noatime", KEY_DISCARD), /* what every mount is */
+    FUSE_OPT_KEY("atime", KEY_ATIME),
+    FUSE_OPT_KEY("relatime", KEY_ATIME),
+    FUSE_OPT_KEY("strictatime", KEY_ATIME),
     {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
     {"spin=%d", offsetof(struct options, spin_us), 0},
     {"readahead=%d", offsetof(struct options, readahead_kb), 0},
@@ -94,6 +108,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     case KEY_KERNEL_PERMS:
         o->kernel_perms = true;
         return 1;
+    case KEY_ATIME:
+        o->atime = arg;
+        return 0;
     default:
         return 1;
     }
@@ -215,6 +232,30 @@ static void check_mountpoint(const char *mnt, bool nonempty)
         fail("mount point %s is not empty (use -o nonempty to mount over it)", mnt);
 }
 
+/* Refuses a mount point (absolute, resolved) where lsmfs would stack on a
+ * live lsmfs mount, hiding it, or lie inside its own store directory,
+ * where the daemon's new store files would go into its own mount. */
+static void check_placement(const char *mnt, const char *store)
+{
+    size_t n = strlen(store);
+    if (strncmp(mnt, store, n) == 0 && (mnt[n] == '/' || mnt[n] == '\0'))
+        fail("mount point %s is inside the store directory %s: the store would be written "
+             "through its own mount",
+             mnt, store);
+    FILE *f = setmntent("/proc/self/mounts", "r");
+    if (f == NULL)
+        return; /* no /proc: the kernel's own checks only */
+    struct mntent *e;
+    while ((e = getmntent(f)) != NULL)
+        if (strcmp(e->mnt_dir, mnt) == 0 && strcmp(e->mnt_type, "fuse.lsmfs") == 0) {
+            char from[PATH_MAX];
+            snprintf(from, sizeof from, "%s", e->mnt_fsname);
+            endmntent(f);
+            fail("%s is already an lsmfs mount (of %s): unmount it first", mnt, from);
+        }
+    endmntent(f);
+}
+
 /*
  * Does the kernel need to check permissions (default_permissions)? Not on a
  * mount only root can enter: without allow_other the kernel lets in only
@@ -323,11 +364,21 @@ int main(int argc, char *argv[])
                 MAX_READAHEAD_KB);
         return 1;
     }
+    if (o.atime != NULL) {
+        fprintf(stderr, "lsmfs: -o %s: reads do not update access times on lsmfs (every mount "
+                        "is noatime)\n", o.atime);
+        return 1;
+    }
     check_mountpoint(co.mountpoint, o.nonempty);
     char *store = realpath(o.store, NULL);
     if (store == NULL)
         fail("%s: %s", o.store, strerror(errno));
+    check_placement(co.mountpoint, store);
     add_mount_options(&args, store, kernel_checks_needed(&o) && !o.kernel_perms);
+    /* Reads never update access times: say so (the kernel's default,
+     * relatime, would promise updates that never come). */
+    if (fuse_opt_add_arg(&args, "-onoatime") != 0)
+        fail("out of memory");
     if (!co.foreground)
         daemon_begin();
 
@@ -340,6 +391,7 @@ int main(int argc, char *argv[])
     ops_state st = {.fs = fs};
     struct fuse_session *se =
         fuse_session_new(&args, lsmfs_ops(), sizeof(struct fuse_lowlevel_ops), &st);
+    st.se = se;
     if (se == NULL || fuse_set_signal_handlers(se) != 0 ||
         fuse_session_mount(se, co.mountpoint) != 0) {
         lsmfs_close(fs);
@@ -355,6 +407,7 @@ int main(int argc, char *argv[])
      * failure. */
     if (r > 0)
         r = 0;
+    op_notify_drain(&st);
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);

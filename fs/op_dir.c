@@ -40,6 +40,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 typedef struct listing {
     fuse_req_t req;
     lsmfs *fs;
+    uint64_t dir; /* the directory listed */
     bool plus;
     char *buf;
     size_t size, pos;
@@ -76,6 +77,23 @@ static bool add(listing *l, const char *name, uint64_t ino, uint8_t type, uint64
     return true;
 }
 
+/* An entry whose inode is not in the store: gone since the listing's
+ * snapshot (skip it: 0), or a damaged directory (EIO, logged), which must
+ * not read as a shorter listing. */
+static int missing_inode(listing *l, const char *name, uint64_t ino)
+{
+    dirent_val now;
+    int err = dir_lookup(l->fs, l->dir, name, &now);
+    if (err == ENOENT || (err == 0 && now.ino != ino))
+        return 0;
+    if (err == 0) {
+        fuse_log(FUSE_LOG_ERR, "lsmfs: directory %llu: entry %s names inode %llu, which is missing\n",
+                 (unsigned long long)l->dir, name, (unsigned long long)ino);
+        err = EIO;
+    }
+    return err;
+}
+
 static int visit(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type, const char *name,
                  size_t nlen, uint32_t hint)
 {
@@ -90,7 +108,9 @@ static int visit(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type, const c
     if (l->plus && !dir_told(l->fs, hint) && !icache_kernel_knows(l->fs->icache, ino)) {
         int err = icache_get(l->fs, ino, &n);
         if (err == ENOENT)
-            return 0; /* deleted since the snapshot: skip it */
+            err = missing_inode(l, cname, ino);
+        if (err == 0 && n == NULL)
+            return 0;
         if (err != 0) {
             l->err = err;
             return 1;
@@ -111,7 +131,7 @@ static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool pl
     int err = 0;
     inode_rec r;
     op_read_rec(d, &r);
-    listing l = {.req = req, .fs = fs, .plus = plus, .size = size};
+    listing l = {.req = req, .fs = fs, .dir = ino, .plus = plus, .size = size};
     if (!S_ISDIR(r.mode) || (l.buf = malloc(size)) == NULL) {
         fuse_reply_err(req, S_ISDIR(r.mode) ? ENOMEM : ENOTDIR);
         icache_put(fs->icache, d);

@@ -138,9 +138,9 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     err = setattr_locked(fs, n, attr, to_set, &r);
     pthread_rwlock_unlock(&n->lock);
     icache_put(fs->icache, n);
-    if (err == 0)
-        err = fs_durable(fs);
-    if (err != 0)
+    if (err == 0 && (err = fs_durable(fs)) != 0)
+        op_reply_undurable(req, err, &(op_touched){.ino = {ino}});
+    else if (err != 0)
         fuse_reply_err(req, err);
     else
         op_reply_attr(req, fs, ino, &r);

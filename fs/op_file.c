@@ -117,14 +117,18 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
     inode *n = op_pin(req, fs, ino, off < 0 ? EINVAL : 0);
     if (n == NULL)
         return;
+    /* A write crossing the largest file size writes what fits (a short
+     * write, as ext4's); one starting there fails with EFBIG. */
+    if (off >= 0 && (uint64_t)off < DATA_MAX_SIZE && size > DATA_MAX_SIZE - (uint64_t)off)
+        size = (size_t)(DATA_MAX_SIZE - (uint64_t)off);
     int err = 0;
     pthread_rwlock_wrlock(&n->lock);
     err = write_locked(fs, n, buf, size, (uint64_t)off);
     pthread_rwlock_unlock(&n->lock);
     icache_put(fs->icache, n);
-    if (err == 0)
-        err = fs_durable(fs);
-    if (err != 0)
+    if (err == 0 && (err = fs_durable(fs)) != 0)
+        op_reply_undurable(req, err, &(op_touched){.ino = {ino}});
+    else if (err != 0)
         fuse_reply_err(req, err);
     else
         fuse_reply_write(req, size);
@@ -257,9 +261,10 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
         pthread_rwlock_unlock(&n->lock);
         icache_put(fs->icache, n);
     }
-    if (err == 0)
-        err = fs_durable(fs);
-    fuse_reply_err(req, err);
+    if (err == 0 && (err = fs_durable(fs)) != 0)
+        op_reply_undurable(req, err, &(op_touched){.ino = {ino}});
+    else
+        fuse_reply_err(req, err);
 }
 
 void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)

@@ -68,10 +68,13 @@ static int make_locked(fuse_req_t req, lsmfs *fs, inode *parent, const char *nam
         r.parent = parent->ino;
     inode_rec p = parent->rec;
     uint64_t cookie = p.next_cookie;
+    if ((err = icache_reserve(fs->icache, ino, out)) != 0)
+        return err;
     lsm_batch *b = lsm_batch_new();
     if (b == NULL)
-        return ENOMEM;
-    err = inode_batch_put(b, ino, &r, nn->target, plen);
+        err = ENOMEM;
+    if (err == 0)
+        err = inode_batch_put(b, ino, &r, nn->target, plen);
     if (err == 0)
         err = add_entry(b, parent, &p, name, ino, &r, r.ctime);
     if (err == 0)
@@ -79,13 +82,16 @@ static int make_locked(fuse_req_t req, lsmfs *fs, inode *parent, const char *nam
     if (err == 0)
         err = fs_commit(fs, b, &parent, 1);
     lsm_batch_free(b);
-    if (err != 0)
+    if (err != 0) {
+        icache_put(fs->icache, *out);
+        *out = NULL;
         return err;
+    }
     parent->rec = p;
     dir_cached_add(fs, parent, name, ino, inode_type(&r), cookie);
     atomic_fetch_add(&fs->inodes, 1);
-    err = icache_insert(fs, ino, &r, out);
-    if (err == 0 && (nn->fi != NULL || S_ISDIR(r.mode))) {
+    icache_fill(fs, *out, &r);
+    if (nn->fi != NULL || S_ISDIR(r.mode)) {
         /* The newest inode: locking it under its parent is in order.
          * Opened before the parent unlocks: no unlink can see it closed. */
         pthread_rwlock_wrlock(&(*out)->lock);
@@ -116,8 +122,13 @@ static void make_node(fuse_req_t req, fuse_ino_t parent_ino, const char *name, c
         pthread_rwlock_unlock(&parent->lock);
     }
     icache_put(fs->icache, parent);
-    if (err == 0)
-        err = fs_durable(fs);
+    if (err == 0 && (err = fs_durable(fs)) != 0) {
+        if (nn->fi != NULL)
+            op_file_unopened(fs, n);
+        icache_put(fs->icache, n);
+        op_reply_undurable(req, err, &(op_touched){.dir = {parent_ino}, .name = {name}});
+        return;
+    }
     if (err != 0) {
         if (n != NULL && nn->fi != NULL)
             op_file_unopened(fs, n);
@@ -240,9 +251,10 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
         err = link_locked(fs, v[0], v[1], newname, &r);
         icache_unlock_many(v, 2);
     }
-    if (err == 0)
-        err = fs_durable(fs);
-    if (err != 0)
+    if (err == 0 && (err = fs_durable(fs)) != 0)
+        op_reply_undurable(req, err,
+                           &(op_touched){.dir = {newparent}, .name = {newname}, .ino = {ino}});
+    else if (err != 0)
         fuse_reply_err(req, err);
     else
         op_reply_entry(req, fs, v[0], &r);
@@ -361,9 +373,11 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name
     icache_put(fs->icache, v[1]);
     if (reclaim)
         reclaimer_enqueue(fs->reclaim, child);
-    if (err == 0)
-        err = fs_durable(fs);
-    fuse_reply_err(req, err);
+    if (err == 0 && (err = fs_durable(fs)) != 0)
+        op_reply_undurable(req, err,
+                           &(op_touched){.dir = {parent_ino}, .name = {name}, .ino = {child}});
+    else
+        fuse_reply_err(req, err);
 }
 
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)

@@ -1,7 +1,9 @@
 /*
  * op_rename.c — rename, with RENAME_NOREPLACE and RENAME_EXCHANGE, as one
  * batch: the old entry goes, the new one comes, a replaced target loses a
- * link (and becomes an orphan or is deleted when that was its last).
+ * link (and becomes an orphan or is deleted when that was its last). With
+ * RENAME_WHITEOUT (overlayfs; the VFS requires CAP_MKNOD) the old name
+ * goes to a new whiteout, a character device 0:0, as on ext4.
  */
 #include "commit.h"
 #include "dir.h"
@@ -9,12 +11,10 @@
 #include "ops.h"
 #include "orphan.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-
-/* Deepest directory chain walked before calling the tree damaged. */
-#define MAX_DEPTH 100000
 
 typedef struct rename_op {
     lsmfs *fs;
@@ -22,27 +22,39 @@ typedef struct rename_op {
     dirent_val sd, dd;      /* the source and target entries */
     const char *name, *newname;
     unsigned int flags;
+    uint64_t whiteout;   /* RENAME_WHITEOUT: the new whiteout's inode number */
+    uint32_t uid, gid;   /* the caller's, for the whiteout */
     uint64_t new_cookie; /* the moved entry's cookie in its new directory */
     bool reclaim;        /* the replaced target must go to the reclaimer */
 } rename_op;
 
-/* Is directory `dir` equal to or below directory `top`? Parents are
- * stable: cross-directory renames hold fs->rename_mu. */
+/* Is directory `dir` equal to or below directory `top`? The kernel makes
+ * this check itself, on its dentries, under the mount's rename mutex
+ * (lock_rename), which also serialises every cross-directory rename: so
+ * parents are stable here without a lock of ours, and this walk only keeps
+ * a kernel that let a loop through from detaching a subtree. It reads the
+ * cached parents (the kernel holds every ancestor of a directory it works
+ * in); a chain longer than the inodes in use is a loop in the store. */
 static int is_within(lsmfs *fs, uint64_t dir, uint64_t top, bool *within)
 {
     *within = false;
-    for (int depth = 0; depth < MAX_DEPTH; depth++) {
+    int64_t live = atomic_load(&fs->inodes);
+    for (int64_t steps = 0; steps <= live; steps++) {
         if (dir == top) {
             *within = true;
             return 0;
         }
         if (dir == SCHEMA_ROOT_INO)
             return 0;
-        inode_rec r;
-        int err = inode_load(fs, dir, &r, NULL, NULL);
-        if (err != 0)
-            return err == ENOENT ? EIO : err;
-        dir = r.parent;
+        uint64_t parent;
+        if (!icache_cached_parent(fs->icache, dir, &parent)) {
+            inode_rec r;
+            int err = inode_load(fs, dir, &r, NULL, NULL);
+            if (err != 0)
+                return err == ENOENT ? EIO : err;
+            parent = r.parent;
+        }
+        dir = parent;
     }
     return EIO;
 }
@@ -100,12 +112,30 @@ static int exchange(rename_op *x, lsm_batch *b, inode_rec *po, inode_rec *pn, in
     return err;
 }
 
+/* The whiteout taking the old name (in the old entry's place, with its
+ * cookie), for RENAME_WHITEOUT. */
+static int add_whiteout(rename_op *x, lsm_batch *b, ts now)
+{
+    inode_rec w;
+    inode_init(&w, S_IFCHR, x->uid, x->gid, 0, &x->op->rec);
+    w.atime = w.mtime = w.ctime = now;
+    int err = inode_batch_put(b, x->whiteout, &w, NULL, 0);
+    if (err == 0)
+        err = dir_batch_add(b, x->op->ino, x->name, x->whiteout, inode_type(&w), x->sd.cookie);
+    return err;
+}
+
 /* Entries and link counts for a move (replacing the target if any). */
 static int move(rename_op *x, lsm_batch *b, inode_rec *po, inode_rec *pn, inode_rec *S,
                 inode_rec *D)
 {
-    int err = dir_batch_remove(b, x->op->ino, x->name, x->sd.cookie);
-    po->size--;
+    int err = 0;
+    if (x->flags & RENAME_WHITEOUT) {
+        err = add_whiteout(x, b, ts_now());
+    } else {
+        err = dir_batch_remove(b, x->op->ino, x->name, x->sd.cookie);
+        po->size--;
+    }
     if (err == 0 && x->d != NULL) {
         err = dir_batch_remove(b, x->np->ino, x->newname, x->dd.cookie);
         pn->size--;
@@ -137,7 +167,10 @@ static void rename_cached(rename_op *x, const inode_rec *S, const inode_rec *D)
         dir_cached_retarget(fs, x->np, x->newname, x->s->ino, inode_type(S));
         return;
     }
-    dir_cached_remove(fs, x->op, x->name);
+    if (x->flags & RENAME_WHITEOUT)
+        dir_cached_retarget(fs, x->op, x->name, x->whiteout, DT_CHR);
+    else
+        dir_cached_remove(fs, x->op, x->name);
     if (x->d != NULL) {
         dir_cached_remove(fs, x->np, x->newname);
         if (S_ISDIR(D->mode))
@@ -186,12 +219,16 @@ static int rename_locked(rename_op *x)
         return err;
     }
     x->op->rec = po;
+    if (x->flags & RENAME_WHITEOUT)
+        atomic_fetch_add(&x->fs->inodes, 1);
     if (cross)
         x->np->rec = *pn;
     x->s->rec = S;
+    atomic_store(&x->s->parent, S.parent);
     rename_cached(x, &S, &D);
     if (x->d != NULL) {
         x->d->rec = D;
+        atomic_store(&x->d->parent, D.parent);
         op_dropped(x->fs, x->d, destroyed);
     }
     return 0;
@@ -275,9 +312,9 @@ static int rename_pinned(rename_op *x)
 
 static int check_args(const char *name, const char *newname, unsigned int flags)
 {
-    if (flags & ~(unsigned int)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+    if (flags & ~(unsigned int)(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
         return EINVAL;
-    if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+    if ((flags & RENAME_EXCHANGE) && (flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)))
         return EINVAL;
     if (strlen(name) > SCHEMA_NAME_MAX)
         return ENAMETOOLONG;
@@ -291,13 +328,16 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
     stats_inc(&fs->stats.ops[OP_RENAME]);
     rename_op x = {.fs = fs, .name = name, .newname = newname, .flags = flags};
     int err = check_args(name, newname, flags);
+    if (err == 0 && (flags & RENAME_WHITEOUT)) {
+        const struct fuse_ctx *ctx = fuse_req_ctx(req);
+        x.uid = ctx->uid;
+        x.gid = ctx->gid;
+        err = alloc_ino(&fs->alloc, &x.whiteout);
+    }
     if (err != 0) {
         fuse_reply_err(req, err);
         return;
     }
-    bool cross = parent != newparent;
-    if (cross)
-        pthread_mutex_lock(&fs->rename_mu);
     err = icache_get(fs, parent, &x.op);
     if (err == 0)
         err = icache_get(fs, newparent, &x.np);
@@ -308,11 +348,11 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
     icache_put(fs->icache, x.np);
     icache_put(fs->icache, x.s);
     icache_put(fs->icache, x.d);
-    if (cross)
-        pthread_mutex_unlock(&fs->rename_mu);
     if (x.reclaim)
         reclaimer_enqueue(fs->reclaim, target);
-    if (err == 0)
-        err = fs_durable(fs);
-    fuse_reply_err(req, err);
+    if (err == 0 && (err = fs_durable(fs)) != 0)
+        op_reply_undurable(req, err,
+                           &(op_touched){.dir = {parent, newparent}, .name = {name, newname}});
+    else
+        fuse_reply_err(req, err);
 }

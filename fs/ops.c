@@ -11,7 +11,11 @@
 
 #include <errno.h>
 #include <linux/fuse.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 ops_state *op_state(fuse_req_t req)
 {
@@ -185,6 +189,61 @@ void op_forget_refs(lsmfs *fs, uint64_t ino, uint64_t count)
     (void)err;
 }
 
+typedef struct undurable {
+    ops_state *st;
+    op_touched t;
+    char name[2][SCHEMA_NAME_MAX + 1];
+} undurable;
+
+static void *notify_main(void *arg)
+{
+    undurable *u = arg;
+    for (int i = 0; i < 2; i++)
+        if (u->t.dir[i] != 0)
+            fuse_lowlevel_notify_inval_entry(u->st->se, u->t.dir[i], u->name[i],
+                                             strlen(u->name[i]));
+    for (int i = 0; i < 2; i++)
+        if (u->t.ino[i] != 0)
+            fuse_lowlevel_notify_inval_inode(u->st->se, u->t.ino[i], -1, 0);
+    atomic_fetch_sub(&u->st->notifying, 1);
+    free(u);
+    return NULL;
+}
+
+void op_reply_undurable(fuse_req_t req, int err, const op_touched *t)
+{
+    ops_state *st = op_state(req);
+    undurable *u = st->se != NULL ? calloc(1, sizeof *u) : NULL;
+    if (u != NULL) {
+        u->st = st;
+        u->t = *t;
+        for (int i = 0; i < 2; i++)
+            if (t->dir[i] != 0)
+                snprintf(u->name[i], sizeof u->name[i], "%s", t->name[i]);
+    }
+    fuse_reply_err(req, err);
+    if (u == NULL)
+        return;
+    pthread_attr_t a;
+    pthread_t th;
+    atomic_fetch_add(&st->notifying, 1);
+    bool started = pthread_attr_init(&a) == 0 &&
+                   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) == 0 &&
+                   pthread_create(&th, &a, notify_main, u) == 0;
+    pthread_attr_destroy(&a);
+    if (!started) {
+        atomic_fetch_sub(&st->notifying, 1);
+        free(u);
+        fuse_log(FUSE_LOG_ERR, "lsmfs: cannot invalidate the kernel's entries after a failed sync\n");
+    }
+}
+
+void op_notify_drain(ops_state *st)
+{
+    for (int i = 0; i < 500 && atomic_load(&st->notifying) > 0; i++)
+        usleep(10000);
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     ops_state *st = userdata;
@@ -193,6 +252,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
     /* Truncation on open arrives as a setattr (keeps suid clearing exact). */
     conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+    /* Every change passes through this mount, so the kernel's pages stay
+     * right: no dropping a file's whole cache when its mtime moves. */
+    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS;
     if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)

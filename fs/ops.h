@@ -7,6 +7,17 @@
  * in inode order, re-check what was looked up before locking, build ONE
  * batch, fs_commit it, update the cached records, unlock, then fs_durable
  * (a sync barrier under -o sync, taken with no lock held) and reply.
+ *
+ * Replies after the commit point. Once the batch is committed the change is
+ * made: every later request sees it, and it survives a daemon crash. So
+ * nothing may fail between the commit and the reply but the durability
+ * barrier: whatever else can fail (allocation, pinning the new inode:
+ * icache_reserve) is done before the commit. When the barrier fails the
+ * reply is its error (the caller must not count on the change surviving a
+ * power cut), through op_reply_undurable, which then has the kernel drop
+ * what it cached of the names and inodes the change touched: it would
+ * otherwise keep, for the cache timeout, entries that say the change was
+ * not made.
  */
 #ifndef FS_OPS_H
 #define FS_OPS_H
@@ -20,6 +31,10 @@
  * request is served, read-only afterwards). */
 typedef struct ops_state {
     lsmfs *fs;
+    /* [const once mounted] for the kernel notifications of
+     * op_reply_undurable; NULL: none are sent */
+    struct fuse_session *se;
+    _Atomic int notifying; /* op_reply_undurable threads still running */
 } ops_state;
 
 const struct fuse_lowlevel_ops *lsmfs_ops(void);
@@ -27,6 +42,23 @@ const struct fuse_lowlevel_ops *lsmfs_ops(void);
  * stalled store, or is a large transfer. state is the ops_state. */
 struct fuse_in_header;
 bool lsmfs_request_may_wait(void *state, const struct fuse_in_header *in, size_t len);
+
+/* What a change touched: entries (dir, name), 0 dir for none, and inodes,
+ * 0 for none. */
+typedef struct op_touched {
+    fuse_ino_t dir[2];
+    const char *name[2];
+    fuse_ino_t ino[2];
+} op_touched;
+/* Replies err for a committed change whose durability barrier failed (see
+ * above) and invalidates the kernel's entries and attributes for `t`, from
+ * a thread of its own: a notification waits for the directory lock the
+ * kernel holds until the reply, and the thread replying may be the only
+ * one reading /dev/fuse. */
+void op_reply_undurable(fuse_req_t req, int err, const op_touched *t);
+/* Waits (at most a few seconds) for those threads. Before the session is
+ * destroyed. */
+void op_notify_drain(ops_state *st);
 
 /* Helpers shared by the op files. */
 ops_state *op_state(fuse_req_t req);

@@ -120,7 +120,8 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
         if (stop)
             break;
         lsm_batch_clear(b);
-        err = data_delete_chunks(fs, b, ino, 0, ORPHAN_BATCH_CHUNKS, &more);
+        uint64_t deleted; /* the record goes: its count need not follow */
+        err = data_delete_chunks(fs, b, ino, 0, ORPHAN_BATCH_CHUNKS, &more, &deleted);
         if (err == 0 && !more)
             err = orphan_batch_destroy(fs, b, ino, &r);
         if (err == 0)

@@ -11,11 +11,12 @@
 #ifndef FS_ORPHAN_H
 #define FS_ORPHAN_H
 
+#include "data.h"
 #include "schema.h"
 #include "super.h"
 
 /* Chunks deleted per background batch. */
-#define ORPHAN_BATCH_CHUNKS 256
+#define ORPHAN_BATCH_CHUNKS DATA_DELETE_BATCH
 /* A file of at most this many chunks is freed in one batch, its chunks
  * deleted by name (no scan, no background work). */
 #define ORPHAN_DIRECT_CHUNKS 4

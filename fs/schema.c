@@ -248,12 +248,14 @@ void inode_encode_hdr(const inode_rec *r, char out[INODE_HDR_LEN])
     p = put_ts(p, r->ctime);
     le64_put(p, r->parent);
     le64_put(p + 8, r->next_cookie);
-    assert(p + 16 == out + INODE_HDR_LEN);
+    le64_put(p + 16, r->chunks);
+    assert(p + 24 == out + INODE_HDR_LEN);
 }
 
 bool inode_decode(const char *v, size_t len, inode_rec *r, const char **payload, size_t *plen)
 {
-    if (len < INODE_HDR_LEN || v[0] != INODE_REC_VERSION)
+    size_t hdr = len > 0 && v[0] == 1 ? INODE_HDR_V1_LEN : INODE_HDR_LEN;
+    if (len < hdr || (v[0] != 1 && v[0] != INODE_REC_VERSION))
         return false;
     const char *p = v + 1;
     r->mode = le32_get(p);
@@ -271,11 +273,12 @@ bool inode_decode(const char *v, size_t len, inode_rec *r, const char **payload,
     p = get_ts(p, &r->ctime);
     r->parent = le64_get(p);
     r->next_cookie = le64_get(p + 8);
+    r->chunks = hdr == INODE_HDR_LEN ? le64_get(p + 16) : INODE_CHUNKS_UNKNOWN;
     if (r->atime.nsec >= 1000000000u || r->mtime.nsec >= 1000000000u ||
         r->ctime.nsec >= 1000000000u)
         return false;
-    *payload = v + INODE_HDR_LEN;
-    *plen = len - INODE_HDR_LEN;
+    *payload = v + hdr;
+    *plen = len - hdr;
     return true;
 }
 

@@ -26,7 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SCHEMA_VERSION 1
+/* 2: inode records carry the chunk count (INODE_REC_VERSION 2). A store of
+ * format 1 is read as is and marked 2 when mounted read-write (super.c). */
+#define SCHEMA_VERSION 2
 #define SCHEMA_MAGIC "LSMFS\0fs"
 #define SCHEMA_MAGIC_LEN 8
 #define SCHEMA_ROOT_INO 1ULL
@@ -161,10 +163,16 @@ typedef struct inode_rec {
     ts atime, mtime, ctime;
     uint64_t parent;      /* directories: the directory naming this one */
     uint64_t next_cookie; /* directories: the cookie the next entry gets */
+    /* Chunked regular files: the chunk keys stored (st_blocks), kept in the
+     * batch that adds or deletes them; INODE_CHUNKS_UNKNOWN in a record of
+     * version 1, until the file is emptied or un-inlined. 0 otherwise. */
+    uint64_t chunks;
 } inode_rec;
 
-#define INODE_REC_VERSION 1
-#define INODE_HDR_LEN (1 + 5 * 4 + 3 * 8 + 3 * 12 + 2 * 8)
+#define INODE_CHUNKS_UNKNOWN UINT64_MAX
+#define INODE_REC_VERSION 2
+#define INODE_HDR_V1_LEN (1 + 5 * 4 + 3 * 8 + 3 * 12 + 2 * 8)
+#define INODE_HDR_LEN (INODE_HDR_V1_LEN + 8)
 
 void inode_encode_hdr(const inode_rec *r, char out[INODE_HDR_LEN]);
 /* Parses a record value; payload and plen get the bytes after the header. */

@@ -111,6 +111,32 @@ int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t 
 }
 
 /* Counts inode records (statfs reports it as files in use). */
+/* Marks a store of an older format as SCHEMA_VERSION before this mount
+ * writes records of the new one (inode records of version 2), so an older
+ * lsmfs refuses it instead of reading them as damage. Synced. */
+static int super_upgrade(lsm_db *db, schema_super *sb, char *err, size_t errlen)
+{
+    if (sb->version >= SCHEMA_VERSION)
+        return 0;
+    schema_super up = *sb;
+    up.version = SCHEMA_VERSION;
+    char v[SCHEMA_SUPER_LEN];
+    super_encode(&up, v);
+    schema_key k;
+    key_super(&k);
+    lsm_write_options wo = {.sync = true};
+    lsm_status *s = lsm_put(db, &wo, k.b, k.len, v, sizeof v);
+    if (s != NULL) {
+        snprintf(err, errlen, "writing the superblock of format %u: %s", SCHEMA_VERSION,
+                 lsm_status_message(s));
+        int e = lsm_status_errno(s);
+        lsm_status_free(s);
+        return e != 0 ? e : EIO;
+    }
+    *sb = up;
+    return 0;
+}
+
 static int count_inodes(lsm_db *db, int64_t *count)
 {
     lsm_read_options ro;
@@ -142,7 +168,6 @@ static void fail_close(lsmfs *fs)
     if (fs->alloc.db != NULL)
         alloc_destroy(&fs->alloc);
     lsm_status_free(lsm_close(fs->db));
-    pthread_mutex_destroy(&fs->rename_mu);
     free(fs->dir);
     free(fs);
 }
@@ -166,7 +191,6 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
         return ENOMEM;
     }
     fs->cfg = *cfg;
-    pthread_mutex_init(&fs->rename_mu, NULL);
     fs->dir = realpath(cfg->store_dir, NULL);
     if (fs->dir == NULL) {
         int e = errno;
@@ -178,6 +202,8 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
     int e = super_open_store(fs->dir, &fs->db, err, errlen);
     if (e == 0)
         e = super_read(fs->db, fs->dir, &fs->sb, err, errlen);
+    if (e == 0)
+        e = super_upgrade(fs->db, &fs->sb, err, errlen);
     if (e == 0)
         init_durability(fs);
     if (e == 0 && (e = alloc_init(&fs->alloc, fs->db)) != 0)
@@ -206,7 +232,6 @@ int lsmfs_close(lsmfs *fs)
     lsm_status *s = lsm_close(fs->db);
     int e = s ? EIO : 0;
     lsm_status_free(s);
-    pthread_mutex_destroy(&fs->rename_mu);
     free(fs->dir);
     free(fs);
     return e;

@@ -49,10 +49,6 @@ typedef struct lsmfs {
     _Atomic uint64_t committed_seq;
     _Atomic uint64_t durable_seq; /* every write <= it is on disk */
     _Atomic int syncs_in_flight;
-    /* Held by every cross-directory rename (taken before any inode lock):
-     * directories' parent fields change only under it, so the "into its
-     * own subtree" walk sees a stable tree. */
-    pthread_mutex_t rename_mu;
 } lsmfs;
 
 /* Opens the store at cfg->store_dir, checks the superblock, loads the

@@ -5,7 +5,10 @@
  * `test_loop --serve MOUNTPOINT`, it mounts a tiny file system (a root
  * directory holding one empty file "f") and serves it with loop_run, as
  * lsmfs does. Its fsync blocks until the test releases it, so a test can
- * hold a request that may wait in the daemon for as long as it likes. Entry
+ * hold a request that may wait in the daemon for as long as it likes; its
+ * fdatasync blocks the same way but is not called one that may wait (as a
+ * small write that meets a store stall lsm_write_may_wait did not foresee),
+ * so the reader runs it itself. Entry
  * and attribute timeouts are 0: every stat(2) reaches the daemon.
  *
  * Each test forks and execs such a daemon on a fresh mount point of the
@@ -126,8 +129,9 @@ static const struct fuse_lowlevel_ops daemon_ops = {
 static bool fsync_may_wait(void *ctx, const struct fuse_in_header *in, size_t len)
 {
     (void)ctx;
-    (void)len;
-    return in->opcode == FUSE_FSYNC;
+    if (in->opcode != FUSE_FSYNC || len < sizeof *in + sizeof(struct fuse_fsync_in))
+        return false;
+    return !(((const struct fuse_fsync_in *)(in + 1))->fsync_flags & FUSE_FSYNC_FDATASYNC);
 }
 
 /* main() of `test_loop --serve MOUNTPOINT`: 0 if loop_run ended cleanly. */
@@ -163,6 +167,7 @@ struct fixture {
     bool stopped; /* the test ended the daemon itself */
     pthread_t fsyncer;
     bool fsyncer_started;
+    bool datasync; /* the fsyncer calls fdatasync */
     atomic_bool fsync_returned;
     int fsync_rc;  /* written by the fsyncer before fsync_returned */
     int fsync_err; /* its errno */
@@ -304,7 +309,7 @@ static void *fsyncer(void *arg)
 {
     struct fixture *f = arg;
     int fd = open(file_path(f), O_RDONLY);
-    f->fsync_rc = fd < 0 ? -1 : fsync(fd);
+    f->fsync_rc = fd < 0 ? -1 : f->datasync ? fdatasync(fd) : fsync(fd);
     f->fsync_err = errno;
     if (fd >= 0)
         close(fd);
@@ -347,6 +352,17 @@ static void stats_beside_held_fsync(struct fixture *f)
 static void test_waiting_request_holds_up_no_other(void **state)
 {
     struct fixture *f = *state;
+    stats_beside_held_fsync(f);
+    stats_beside_held_fsync(f);
+}
+
+/* A request the reader runs itself because it was not expected to wait
+ * (an fdatasync here) but then does, does not stop the reading: another
+ * worker takes the turn over, and the stats are answered while it waits. */
+static void test_stalled_inline_request_holds_up_no_other(void **state)
+{
+    struct fixture *f = *state;
+    f->datasync = true;
     stats_beside_held_fsync(f);
     stats_beside_held_fsync(f);
 }
@@ -414,8 +430,9 @@ static void test_concurrent_callers_all_served(void **state)
     tm_run_threads(CALLERS + FSYNCERS, caller, args, sizeof args[0]);
     tm_errs_check(&errs);
     long threads = proc_status_field(f->m->daemon, "Threads");
-    if (threads < 2 || threads > 1 + 8)
-        fail_msg("the daemon runs %ld threads; expected its main thread and 1 to 8 workers",
+    if (threads < 3 || threads > 2 + 8)
+        fail_msg("the daemon runs %ld threads; expected its main thread, the stall watch and 1 "
+                 "to 8 workers",
                  threads);
 }
 
@@ -511,6 +528,8 @@ int main(int argc, char *argv[])
     tm_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_waiting_request_holds_up_no_other, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stalled_inline_request_holds_up_no_other, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_callers_all_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_loop_costs_no_cpu, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_ends_loop, setup, teardown),

@@ -27,6 +27,8 @@
 #include <unistd.h>
 
 #include "mount.h"
+#include "schema.h"
+#include "super.h"
 
 #define TEST_TIMEOUT_S 120
 
@@ -596,9 +598,9 @@ static void test_daemonizes(void **state)
     tm_make_file(P("seen"), 1234, 2);
     if (tm_unmount(m) != 0)
         fail_msg("unmount failed");
-    char lsmfs[PATH_MAX];
-    snprintf(lsmfs, sizeof lsmfs, "%s", tm_bin("lsmfs"));
-    char *argv[] = {lsmfs, m->store, m->mnt, NULL};
+    char lsmfs_bin[PATH_MAX];
+    snprintf(lsmfs_bin, sizeof lsmfs_bin, "%s", tm_bin("lsmfs"));
+    char *argv[] = {lsmfs_bin, m->store, m->mnt, NULL};
     int rc = tm_run(argv, m->log, 20);
     bool mounted = tm_is_mounted(m->mnt);
     struct stat st;
@@ -638,8 +640,8 @@ static void test_refusals(void **state)
     struct tmount *m = *state;
     if (m->plain)
         skip(); /* a plain directory has no daemon to test */
-    char lsmfs[PATH_MAX], mkfs[PATH_MAX];
-    snprintf(lsmfs, sizeof lsmfs, "%s", tm_bin("lsmfs"));
+    char lsmfs_bin[PATH_MAX], mkfs[PATH_MAX];
+    snprintf(lsmfs_bin, sizeof lsmfs_bin, "%s", tm_bin("lsmfs"));
     snprintf(mkfs, sizeof mkfs, "%s", tm_bin("mkfs.lsmfs"));
     char mnt2[PATH_MAX + 8], junk[PATH_MAX + 8], empty[PATH_MAX + 8];
     snprintf(mnt2, sizeof mnt2, "%s/mnt2", m->root);
@@ -654,16 +656,16 @@ static void test_refusals(void **state)
     TM_OK(tm_write_file(junkfile, "mine", 4, 0644));
 
     /* The store is open by the running daemon. */
-    char *twice[] = {lsmfs, m->store, mnt2, "-f", NULL};
+    char *twice[] = {lsmfs_bin, m->store, mnt2, "-f", NULL};
     int rc = run_refused(twice, m->log, mnt2);
     if (rc <= 0)
         fail_msg("a second lsmfs on a mounted store exited %d", rc);
     /* Not a store: a directory with other files, an empty directory. */
-    char *notstore[] = {lsmfs, junk, mnt2, "-f", NULL};
+    char *notstore[] = {lsmfs_bin, junk, mnt2, "-f", NULL};
     rc = run_refused(notstore, m->log, mnt2);
     if (rc <= 0)
         fail_msg("lsmfs on a non-store directory exited %d", rc);
-    char *emptystore[] = {lsmfs, empty, mnt2, "-f", NULL};
+    char *emptystore[] = {lsmfs_bin, empty, mnt2, "-f", NULL};
     rc = run_refused(emptystore, m->log, mnt2);
     if (rc <= 0)
         fail_msg("lsmfs on an empty directory exited %d", rc);
@@ -686,7 +688,7 @@ static void test_refusals(void **state)
     char inmnt[PATH_MAX + 32];
     snprintf(inmnt, sizeof inmnt, "%s/occupied", mnt2);
     TM_OK(tm_write_file(inmnt, "x", 1, 0644));
-    char *occupied[] = {lsmfs, m->store, mnt2, "-f", NULL};
+    char *occupied[] = {lsmfs_bin, m->store, mnt2, "-f", NULL};
     rc = run_refused(occupied, m->log, mnt2);
     if (rc <= 0)
         fail_msg("lsmfs on a non-empty mount point exited %d", rc);
@@ -711,15 +713,153 @@ static void test_refusals(void **state)
     assert_int_equal(st.st_mode & 07777, 0755);
 }
 
+/* Deletes inode ino's record from the (unmounted) store: damage. */
+static void delete_inode_record(const struct tmount *m, uint64_t ino)
+{
+    lsm_db *db = NULL;
+    char err[256];
+    if (super_open_store(m->store, &db, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    schema_key k;
+    key_inode(&k, ino);
+    lsm_write_options wo = {.sync = true};
+    lsm_status *s = lsm_delete(db, &wo, k.b, k.len);
+    assert_null(s);
+    assert_null(lsm_close(db));
+}
+
+/* A listing of a directory holding an entry whose inode record is gone
+ * does not skip that entry silently: readdirplus (the kernel's first
+ * request) fails there with EIO, after which the kernel's plain READDIR
+ * lists the name, as a listing that loads no inode does (ext4 too); the
+ * name itself then answers EIO. */
+static void test_listing_with_damaged_inode_fails(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    TM_OK(mkdir(P("d"), 0755));
+    for (int i = 0; i < 3; i++)
+        tm_touch(P("d/f%d", i));
+    struct stat st;
+    TM_OK(stat(P("d/f1"), &st));
+    if (tm_unmount(m) != 0)
+        fail_msg("unmount failed");
+    delete_inode_record(m, (uint64_t)st.st_ino);
+    if (tm_mount(m) != 0)
+        fail_msg("mount failed");
+    DIR *d = opendir(P("d"));
+    assert_non_null(d);
+    int names = 0, err = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *e = readdir(d);
+        if (e == NULL) {
+            err = errno;
+            break;
+        }
+        names++;
+    }
+    closedir(d);
+    if (err != EIO && names != 5)
+        fail_msg("listing gave %d of 5 names and ended with %s", names, tm_errname(err));
+    TM_ERR(stat(P("d/f1"), &st), EIO);
+}
+
+/* lsmfs refuses to mount over a live lsmfs mount (the mounts would stack,
+ * the first one hidden) and at a mount point inside the store directory
+ * (the daemon would write its tables into its own mount), even with -o
+ * nonempty, and both refusals leave every store as it was. */
+static void test_refuses_stacked_and_nested_mounts(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    char lsmfs_bin[PATH_MAX], mkfs[PATH_MAX];
+    snprintf(lsmfs_bin, sizeof lsmfs_bin, "%s", tm_bin("lsmfs"));
+    snprintf(mkfs, sizeof mkfs, "%s", tm_bin("mkfs.lsmfs"));
+    char store2[PATH_MAX + 16], inside[PATH_MAX + 32];
+    snprintf(store2, sizeof store2, "%s/store2", m->root);
+    snprintf(inside, sizeof inside, "%s/sub", store2);
+    char *mk[] = {mkfs, store2, NULL};
+    assert_int_equal(tm_run(mk, m->log, 60), 0);
+    tm_make_file(P("kept"), 100, 7);
+    char *stacked[] = {lsmfs_bin, store2, m->mnt, "-f", "-o", "nonempty", NULL};
+    int rc = tm_run(stacked, m->log, 20);
+    if (rc <= 0) {
+        tm_umount_path(m->mnt); /* the second mount, on top */
+        fail_msg("lsmfs over a live lsmfs mount exited %d", rc);
+    }
+    tm_check_file(P("kept"), 100, 7); /* still the first mount */
+    TM_OK(mkdir(inside, 0755));
+    char *nested[] = {lsmfs_bin, store2, inside, "-f", NULL};
+    rc = run_refused(nested, m->log, inside);
+    TM_OK(rmdir(inside));
+    if (rc <= 0)
+        fail_msg("lsmfs at a mount point inside its store exited %d", rc);
+    char *check[] = {(char *)tm_bin("fsck.lsmfs"), "-n", store2, NULL};
+    assert_int_equal(tm_run(check, m->log, 60), 0);
+}
+
+/* The mount options of the mount at mnt as /proc/mounts shows them ("" if
+ * not mounted; static storage). */
+static const char *mount_options(const char *mnt)
+{
+    static char opts[512];
+    opts[0] = '\0';
+    FILE *f = fopen("/proc/mounts", "r");
+    assert_non_null(f);
+    char dev[PATH_MAX], dir[PATH_MAX], type[64];
+    while (fscanf(f, "%4095s %4095s %63s %511s %*d %*d", dev, dir, type, opts) == 4)
+        if (strcmp(dir, mnt) == 0)
+            break;
+        else
+            opts[0] = '\0';
+    fclose(f);
+    return opts;
+}
+
+/* Reads do not update access times, and the mount says so (noatime); asking
+ * for atime updates is refused, not silently ignored. */
+static void test_mounted_noatime(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    const char *opts = mount_options(m->mnt);
+    if (strstr(opts, "noatime") == NULL)
+        fail_msg("mounted with %s: no noatime", opts);
+    tm_make_file(P("f"), 100, 1);
+    struct timespec old[2] = {{.tv_sec = 1000}, {.tv_sec = 2000}};
+    TM_OK(utimensat(AT_FDCWD, P("f"), old, 0));
+    tm_check_file(P("f"), 100, 1);
+    struct stat st;
+    TM_OK(stat(P("f"), &st));
+    assert_int_equal(st.st_atime, 1000);
+    if (tm_unmount(m) != 0)
+        fail_msg("unmount failed");
+    char lsmfs_bin[PATH_MAX];
+    snprintf(lsmfs_bin, sizeof lsmfs_bin, "%s", tm_bin("lsmfs"));
+    static const char *const asks[] = {"strictatime", "relatime", "atime"};
+    for (size_t i = 0; i < sizeof asks / sizeof *asks; i++) {
+        char *argv[] = {lsmfs_bin, m->store, m->mnt, "-f", "-o", (char *)asks[i], NULL};
+        int rc = run_refused(argv, m->log, m->mnt);
+        if (rc <= 0)
+            fail_msg("lsmfs -o %s exited %d", asks[i], rc);
+    }
+    if (tm_mount(m) != 0)
+        fail_msg("mount failed");
+}
+
 static void test_help_version(void **state)
 {
     struct tmount *m = *state;
     if (m->plain)
         skip(); /* a plain directory has no daemon to test */
-    char lsmfs[PATH_MAX];
-    snprintf(lsmfs, sizeof lsmfs, "%s", tm_bin("lsmfs"));
-    char *version[] = {lsmfs, "--version", NULL};
-    char *help[] = {lsmfs, "--help", NULL};
+    char lsmfs_bin[PATH_MAX];
+    snprintf(lsmfs_bin, sizeof lsmfs_bin, "%s", tm_bin("lsmfs"));
+    char *version[] = {lsmfs_bin, "--version", NULL};
+    char *help[] = {lsmfs_bin, "--help", NULL};
     assert_int_equal(tm_run(version, m->log, 10), 0);
     assert_int_equal(tm_run(help, m->log, 10), 0);
 }
@@ -735,6 +875,9 @@ int main(void)
         TM_TEST(test_daemonizes, setup),
         TM_TEST(test_refusals, setup),
         TM_TEST(test_help_version, setup),
+        TM_TEST(test_mounted_noatime, setup),
+        TM_TEST(test_refuses_stacked_and_nested_mounts, setup),
+        TM_TEST(test_listing_with_damaged_inode_fails, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -381,6 +381,65 @@ static void test_sparse(void **state)
     free(buf);
 }
 
+/* st_blocks of path, in 512-byte units. */
+static long long blocks_of(const char *path)
+{
+    struct stat st;
+    TM_OK(stat(path, &st));
+    return (long long)st.st_blocks;
+}
+
+/* st_blocks counts what is stored (whole chunks, in 512-byte units), not
+ * the size: holes cost nothing, as on ext4, so du is right and cp
+ * --sparse=auto sees a sparse file. The count follows writes into holes
+ * and over data, punched holes, truncation, and survives a remount. */
+static void test_blocks_count_what_is_stored(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    const char *f = P("sparse");
+    int fd = open(f, O_CREAT | O_RDWR, 0644);
+    TM_OK(fd);
+    struct stat st;
+    TM_OK(fstat(fd, &st));
+    const long long cb = st.st_blksize / 512; /* blocks of one chunk */
+    TM_OK(ftruncate(fd, 1LL << 30)); /* inline still: counted as one chunk at most */
+    assert_in_range(blocks_of(f), 0, cb);
+    assert_int_equal(pwrite(fd, "x", 1, 2 * st.st_blksize), 1); /* chunked now */
+    TM_OK(ftruncate(fd, 1));
+    TM_OK(ftruncate(fd, 1LL << 30));
+    assert_int_equal(blocks_of(f), 0);
+    char *buf = calloc(1, 4 * (size_t)st.st_blksize);
+    assert_non_null(buf);
+    memset(buf, 'x', 4 * (size_t)st.st_blksize);
+    const off_t mid = 512LL << 20, cs = st.st_blksize;
+    assert_int_equal(pwrite(fd, buf, (size_t)cs, mid), cs); /* a whole chunk in a hole */
+    assert_int_equal(blocks_of(f), cb);
+    assert_int_equal(pwrite(fd, buf, (size_t)cs, mid), cs); /* over it again */
+    assert_int_equal(blocks_of(f), cb);
+    assert_int_equal(pwrite(fd, buf, 10, mid + 3 * cs + 7), 10); /* part of a chunk */
+    assert_int_equal(blocks_of(f), 2 * cb);
+    assert_int_equal(pwrite(fd, buf, 4 * (size_t)cs, mid), 4 * cs); /* two new, two old */
+    assert_int_equal(blocks_of(f), 4 * cb);
+    TM_OK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, mid + cs, cs));
+    assert_int_equal(blocks_of(f), 3 * cb);
+    TM_OK(ftruncate(fd, mid + 2 * cs + 1)); /* drops the last one, keeps part of one */
+    assert_int_equal(blocks_of(f), 2 * cb);
+    TM_OK(close(fd));
+    tm_make_file(P("dense"), 1 << 20, 1);
+    assert_int_equal(blocks_of(P("dense")), (1 << 20) / 512);
+    tm_remount_checked(m);
+    assert_int_equal(blocks_of(f), 2 * cb);
+    assert_int_equal(blocks_of(P("dense")), (1 << 20) / 512);
+    fd = open(f, O_RDWR);
+    TM_OK(fd);
+    TM_OK(ftruncate(fd, 0));
+    assert_int_equal(blocks_of(f), 0);
+    TM_OK(close(fd));
+    free(buf);
+}
+
 static void test_truncate(void **state)
 {
     struct tmount *m = *state;
@@ -427,6 +486,41 @@ static void test_truncate(void **state)
     int fd = open(P("g"), O_RDONLY);
     TM_ERR2(ftruncate(fd, 0), EINVAL, EBADF);
     close(fd);
+}
+
+/* A write crossing the largest file size (2^62) writes what fits and
+ * returns that count, as ext4 does at its limit; one starting there fails
+ * with EFBIG. */
+static void test_write_crossing_max_size(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip(); /* other filesystems have other limits */
+    const off_t max = 1LL << 62;
+    enum { FITS = 40000 }; /* the kernel sends it in pieces: the last crosses */
+    char *data = malloc(MiB), *buf = malloc(MiB);
+    assert_true(data != NULL && buf != NULL);
+    tm_fill(data, MiB, 62, 0);
+    int fd = open(P("f"), O_RDWR | O_CREAT, 0644);
+    TM_OK(fd);
+    ssize_t n = pwrite(fd, data, MiB, max - FITS);
+    struct stat st;
+    TM_OK(fstat(fd, &st));
+    errno = 0;
+    ssize_t at_max = pwrite(fd, "x", 1, max);
+    int at_max_err = errno;
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ssize_t back = pread(fd, buf, MiB, max - FITS);
+    bool same = back == FITS && memcmp(buf, data, FITS) == 0;
+    TM_OK(close(fd));
+    free(data);
+    free(buf);
+    assert_int_equal(n, FITS);
+    assert_int_equal(st.st_size, max);
+    assert_int_equal(at_max, -1);
+    assert_int_equal(at_max_err, EFBIG);
+    assert_true(same);
+    TM_OK(unlink(P("f")));
 }
 
 static void test_large_offsets(void **state)
@@ -930,6 +1024,34 @@ static void test_rename_exchange(void **state)
 }
 
 /* ------------------------------------------------- nodes and attributes */
+
+/* RENAME_WHITEOUT (overlayfs's upper layer needs it) moves the file and
+ * leaves a whiteout, a character device 0:0, under the old name, as ext4
+ * does; both survive a remount and fsck. */
+static void test_rename_whiteout(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(mkdir(P("d"), 0755));
+    tm_make_file(P("a"), 5000, 1);
+    tm_make_file(P("d/old"), 10, 2);
+    TM_OK(syscall(SYS_renameat2, AT_FDCWD, P("a"), AT_FDCWD, P("d/b"), RENAME_WHITEOUT));
+    TM_OK(syscall(SYS_renameat2, AT_FDCWD, P("d/b"), AT_FDCWD, P("d/old"), RENAME_WHITEOUT));
+    TM_ERR(syscall(SYS_renameat2, AT_FDCWD, P("d/old"), AT_FDCWD, P("a"),
+                   RENAME_WHITEOUT | RENAME_EXCHANGE),
+           EINVAL);
+    tm_remount_checked(m);
+    const char *const wo[] = {P("a"), P("d/b")};
+    for (int i = 0; i < 2; i++) {
+        struct stat st;
+        TM_OK(lstat(wo[i], &st));
+        assert_true(S_ISCHR(st.st_mode));
+        assert_int_equal(st.st_rdev, makedev(0, 0));
+    }
+    tm_check_file(P("d/old"), 5000, 1);
+    TM_OK(unlink(P("a")));
+    TM_OK(unlink(P("d/b")));
+    tm_remount_checked(m);
+}
 
 static void test_mknod(void **state)
 {
@@ -1940,8 +2062,10 @@ int main(void)
         TM_TEST(test_read_eof, setup),
         TM_TEST(test_rw_random, setup),
         TM_TEST(test_sparse, setup),
+        TM_TEST(test_blocks_count_what_is_stored, setup),
         TM_TEST(test_truncate, setup),
         TM_TEST(test_large_offsets, setup),
+        TM_TEST(test_write_crossing_max_size, setup),
         TM_TEST(test_mkdir_rmdir, setup),
         TM_TEST(test_unlink, setup),
         TM_TEST(test_inode_numbers, setup),
@@ -1952,6 +2076,7 @@ int main(void)
         TM_TEST(test_rename_dirs, setup),
         TM_TEST(test_rename_noreplace, setup),
         TM_TEST(test_rename_exchange, setup),
+        TM_TEST(test_rename_whiteout, setup),
         TM_TEST(test_mknod, setup),
         TM_TEST(test_chmod_chown, setup),
         TM_TEST(test_utimens, setup),

@@ -347,6 +347,32 @@ static void test_small_orphans_freed_in_batches(void **state)
     tm_check_file(P("kept"), 1000, 1000);
 }
 
+/* Truncating a large file deletes its chunks in bounded batches, from the
+ * end (each batch lowers the size: a crash between them leaves a file cut
+ * at a chunk boundary between the two sizes, never a hole), as the
+ * reclaimer frees an unlinked one: not one batch holding every delete. */
+static void test_truncate_of_large_file_in_batches(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    tm_make_file(P("big"), 32 * MiB, 5);
+    struct stat st;
+    TM_OK(stat(P("big"), &st));
+    const uint64_t chunks = 32 * MiB / (uint64_t)st.st_blksize;
+    uint64_t w0 = tm_stats_counter(m, "fs store writes");
+    TM_OK(truncate(P("big"), 3 * MiB + 5));
+    uint64_t writes = tm_stats_counter(m, "fs store writes") - w0;
+    if (writes < chunks / 1024)
+        fail_msg("deleting %llu chunks took %llu store writes", (unsigned long long)chunks,
+                 (unsigned long long)writes);
+    TM_OK(stat(P("big"), &st));
+    assert_int_equal(st.st_size, 3 * MiB + 5);
+    tm_check_file(P("big"), 3 * MiB + 5, 5);
+    tm_remount_checked(m);
+    tm_check_file(P("big"), 3 * MiB + 5, 5);
+}
+
 /* Requests of one kind the daemon served (0 before the first). */
 static uint64_t requests(const struct tmount *m, const char *op)
 {
@@ -543,6 +569,67 @@ static void test_listings_in_memory(void **state)
     check_listing(P("b"), &dm[1]);
 }
 
+/* Makes a chain of `depth` directories "d" below dir (an open fd) and
+ * returns an open fd of the deepest. */
+static int make_chain(int dir, int depth)
+{
+    int fd = dup(dir);
+    TM_OK(fd);
+    for (int i = 0; i < depth; i++) {
+        TM_OK(mkdirat(fd, "d", 0755));
+        int next = openat(fd, "d", O_RDONLY | O_DIRECTORY);
+        TM_OK(next);
+        TM_OK(close(fd));
+        fd = next;
+    }
+    return fd;
+}
+
+/* Moving a directory to another one checks it is not moved below itself
+ * by walking the new parent's ancestors: from the inode cache (the kernel
+ * holds every ancestor of a directory it works in), not one store read
+ * each. The moves are exact; moving a directory below itself fails. */
+static void test_deep_directory_rename_reads_nothing(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    enum { DEPTH = 3000 };
+    int top = open(m->mnt, O_RDONLY | O_DIRECTORY);
+    TM_OK(top);
+    int deep = make_chain(top, DEPTH);
+    TM_OK(mkdirat(top, "x", 0755));
+    TM_OK(mkdirat(top, "x/inner", 0700));
+    uint64_t g0 = gets(m);
+    TM_OK(renameat(top, "x", deep, "x"));
+    TM_OK(renameat(deep, "x", top, "y"));
+    TM_OK(renameat(top, "y", deep, "z"));
+    uint64_t got = gets(m) - g0;
+    if (got > 4 && close(deep) == 0 && close(top) == 0)
+        fail_msg("3 renames at depth %d read %llu records", DEPTH, (unsigned long long)got);
+    TM_ERR(renameat(top, "d", deep, "loop"), EINVAL);
+    TM_OK(close(deep));
+    TM_OK(close(top));
+    tm_remount_checked(m);
+    top = open(m->mnt, O_RDONLY | O_DIRECTORY);
+    TM_OK(top);
+    deep = openat(top, "d", O_RDONLY | O_DIRECTORY);
+    TM_OK(deep);
+    for (int i = 1; i < DEPTH; i++) {
+        int next = openat(deep, "d", O_RDONLY | O_DIRECTORY);
+        TM_OK(next);
+        TM_OK(close(deep));
+        deep = next;
+    }
+    struct stat st;
+    TM_OK(fstatat(deep, "z/inner", &st, 0));
+    assert_int_equal(st.st_mode, S_IFDIR | 0700);
+    TM_OK(renameat(deep, "z", top, "x"));
+    TM_OK(fstatat(top, "x/inner", &st, 0));
+    TM_OK(close(deep));
+    TM_OK(close(top));
+}
+
 /* Lists dir (expecting `want` names besides . and ..) and returns the
  * READDIR and READDIRPLUS requests the daemon served meanwhile. */
 static uint64_t listing_requests(const struct tmount *m, const char *dir, int want)
@@ -581,6 +668,89 @@ static void test_listing_cached_from_second(void **state)
     assert_int_equal(listing_requests(m, P("d"), 301), 0);
     TM_OK(unlink(P("d/f7")));
     assert_true(listing_requests(m, P("d"), 300) > 0);
+}
+
+/* The root is pinned for the life of the mount: the kernel never looks it
+ * up, so nothing else keeps it (and its listing) in memory. After a remount
+ * the first listing of the root reads the store once; the next ones, and a
+ * lookup of a name that is not there, read nothing. */
+static void test_root_listing_stays_in_memory(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    char path[PATH_MAX + 16];
+    for (int i = 0; i < 50; i++) {
+        snprintf(path, sizeof path, "%s/r%d", m->mnt, i);
+        tm_touch(path);
+    }
+    tm_remount_checked(m);
+    uint64_t s0 = scans(m);
+    listing_requests(m, m->mnt, 50);
+    assert_int_equal(scans(m) - s0, 1);
+    for (int i = 0; i < 5; i++)
+        listing_requests(m, m->mnt, 50);
+    snprintf(path, sizeof path, "%s/none", m->mnt);
+    uint64_t g0 = gets(m);
+    TM_ERR(stat(path, &(struct stat){0}), ENOENT);
+    assert_int_equal(gets(m) - g0, 0);
+    assert_int_equal(scans(m) - s0, 1);
+}
+
+/* Reads path through the page cache (no fadvise, unlike tm_check_file),
+ * checks it holds `size` bytes of tm_fill(seed), and returns the READ
+ * requests the daemon served meanwhile. */
+static uint64_t cached_read_requests(const struct tmount *m, const char *path, size_t size,
+                                     uint64_t seed)
+{
+    char *got = malloc(size + 1), *want = malloc(size);
+    assert_true(got != NULL && want != NULL);
+    tm_fill(want, size, seed, 0);
+    uint64_t r0 = tm_stats_requests(m, "read");
+    ssize_t n = tm_read_file(path, got, size + 1);
+    uint64_t reads = tm_stats_requests(m, "read") - r0;
+    bool same = n == (ssize_t)size && memcmp(got, want, size) == 0;
+    free(got);
+    free(want);
+    assert_true(same);
+    return reads;
+}
+
+/* Every change passes through this mount, so the kernel keeps a file's
+ * pages across changes: after appending 2 bytes to an 8 MiB file it has
+ * read, reading it again asks the daemon for the new tail only. */
+static void test_append_keeps_page_cache(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    enum { SIZE = 8 * MiB };
+    char *buf = malloc(SIZE + 2);
+    assert_non_null(buf);
+    tm_fill(buf, SIZE + 2, 1, 0);
+    int fd = open(P("f"), O_CREAT | O_WRONLY, 0644);
+    TM_OK(fd);
+    ssize_t wrote = write(fd, buf, SIZE);
+    TM_OK(close(fd));
+    /* Read until the kernel holds it all (a slow daemon's readahead may
+     * still be in flight after the first read). */
+    uint64_t reads = 1;
+    for (int i = 0; i < 5 && reads > 0 && wrote == SIZE; i++)
+        reads = cached_read_requests(m, P("f"), SIZE, 1);
+    fd = open(P("f"), O_WRONLY | O_APPEND);
+    TM_OK(fd);
+    ssize_t appended = write(fd, buf + SIZE, 2);
+    TM_OK(close(fd));
+    free(buf);
+    assert_int_equal(wrote, SIZE);
+    assert_int_equal(reads, 0);
+    assert_int_equal(appended, 2);
+    struct stat st;
+    TM_OK(stat(P("f"), &st)); /* the attributes the write made stale */
+    assert_int_equal(st.st_size, SIZE + 2);
+    reads = cached_read_requests(m, P("f"), SIZE + 2, 1);
+    if (reads > 1)
+        fail_msg("re-reading after a 2-byte append took %llu READs", (unsigned long long)reads);
 }
 
 /* The readahead window of the mount at mnt, in KiB (from its bdi). */
@@ -663,10 +833,14 @@ int main(void)
         TM_TEST(test_write_after_truncate_up, setup),
         TM_TEST(test_unlink_reads_entry_once, setup),
         TM_TEST(test_rename_reads_entries_once, setup),
+        TM_TEST(test_deep_directory_rename_reads_nothing, setup),
         TM_TEST(test_listings_in_memory, setup),
         TM_TEST(test_listing_cached_from_second, setup),
+        TM_TEST(test_root_listing_stays_in_memory, setup),
         TM_TEST(test_readahead_window, setup),
+        TM_TEST(test_append_keeps_page_cache, setup),
         TM_TEST(test_small_file_freed_without_reclaimer, setup),
+        TM_TEST(test_truncate_of_large_file_in_batches, setup),
         TM_TEST(test_small_orphans_freed_in_batches, setup),
         TM_TEST(test_create_without_release, setup),
         TM_TEST(test_read_of_few_chunks_without_scan, setup),

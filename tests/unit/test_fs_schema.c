@@ -112,6 +112,31 @@ static void test_inode_round_trip_with_payload(void **state)
     assert_int_equal(back.flags, INODE_F_INLINE);
 }
 
+/* A record of version 2 carries the chunk count; one of version 1 (the
+ * header without it, then the payload) reads with the count unknown. */
+static void test_inode_chunk_count_and_version_1(void **state)
+{
+    (void)state;
+    inode_rec r = {.mode = S_IFREG | 0644, .nlink = 1, .size = 1 << 20, .chunks = 77};
+    char v[INODE_HDR_LEN + 3];
+    inode_encode_hdr(&r, v);
+    inode_rec back;
+    const char *p;
+    size_t plen;
+    assert_true(inode_decode(v, INODE_HDR_LEN, &back, &p, &plen));
+    assert_int_equal(back.chunks, 77);
+    assert_int_equal(plen, 0);
+    /* Version 1: the same fields without the count, then "xyz". */
+    v[0] = 1;
+    memcpy(v + INODE_HDR_V1_LEN, "xyz", 3);
+    assert_true(inode_decode(v, INODE_HDR_V1_LEN + 3, &back, &p, &plen));
+    assert_true(back.chunks == INODE_CHUNKS_UNKNOWN);
+    assert_int_equal(back.size, 1 << 20);
+    assert_int_equal(plen, 3);
+    assert_memory_equal(p, "xyz", 3);
+    assert_false(inode_decode(v, INODE_HDR_V1_LEN - 1, &back, &p, &plen));
+}
+
 static void test_inode_decode_rejects_damage(void **state)
 {
     (void)state;
@@ -191,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_dirent_and_cookie_round_trip),
         cmocka_unit_test(test_inode_round_trip_with_payload),
         cmocka_unit_test(test_inode_decode_rejects_damage),
+        cmocka_unit_test(test_inode_chunk_count_and_version_1),
         cmocka_unit_test(test_superblock_versions),
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_alloc_record),
