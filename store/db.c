@@ -521,7 +521,7 @@ lsm_status *lsm_close(lsm_db *db)
     /* no write or sync may be in flight at close */
     assert(db->head == NULL && db->sync_head == NULL && db->syncs_running == 0);
     lsm_status *s = status_copy(db->bg_error);
-    if (s == NULL && db->wal && db->wal_synced < wal_offset(db->wal))
+    if (s == NULL && db->wal && !db->wal_broken && db->wal_synced < wal_offset(db->wal))
         s = wal_sync(db->wal);
     if (s == NULL && flush == NULL)
         drop_empty_wal(db);

@@ -167,6 +167,13 @@ struct lsm_db {
     uint64_t wal_number; /* [mu] */
     uint64_t wal_written; /* [mu] bytes of the current WAL holding published groups */
     uint64_t wal_synced;  /* [mu] bytes of the current WAL known durable */
+    /* An append to the current WAL found the disk full (db_write.c,
+     * cut_broken_wal): the file may end in a torn record past wal_written
+     * and its writer fails from then on. No sync runs on it; it is cut back
+     * to wal_written and synced (wal_cut), then left for a new log by the
+     * next memtable switch. Not sticky: nothing acknowledged was lost. */
+    bool wal_broken; /* [mu] */
+    bool wal_cut;    /* [mu] the broken WAL is cut back and durable */
     lsm_batch group;     /* [leader] scratch batch for merged groups */
 
     /* Deferred batches in no log and no table, oldest first. While a
@@ -247,6 +254,10 @@ lsm_status *deferred_log_late(wal_writer *wal, const struct deferred *list, uint
 /* After deferred_log_late (whatever its outcome): frees the list and
  * clears deferred_floor. REQUIRES: mu held. */
 void db_end_late_log(lsm_db *db, struct deferred *list);
+/* Instead of db_end_late_log when logging them failed for a full disk (the
+ * log was cut back): puts the list back in front, to be logged again.
+ * REQUIRES: mu held. */
+void db_restore_deferred(lsm_db *db, struct deferred *list);
 /* db_write.c: when the oldest deferred batch has waited deferred_max_age_ms
  * in the active memtable and the write queue is empty, switches the
  * memtable out (the flush then writes it to a table). Returns the µs after

@@ -1039,6 +1039,28 @@ static lsm_status *fe_sync_file(lsm_env *env, const char *path)
     return s;
 }
 
+/* Truncation is a write: FAULT_WRITE failures apply to it. */
+static lsm_status *fe_truncate_file(lsm_env *env, const char *path, uint64_t len)
+{
+    fault_env *fe = fe_of(env);
+    int err = should_fail(fe, FAULT_WRITE, path, NULL);
+    if (err != 0)
+        return injected(err, "truncate", path);
+    op_begin(fe);
+    lsm_status *s = fe->base->truncate_file(fe->base, path, len);
+    if (s == NULL) {
+        fe_lock(fe);
+        struct fe_node *n = node_find(fe, path);
+        if (n && n->size > len)
+            n->size = len;
+        if (n && n->synced > len)
+            n->synced = len;
+        fe_unlock(fe);
+    }
+    op_end(fe);
+    return s;
+}
+
 static lsm_status *fe_sync_dir(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
@@ -1216,6 +1238,7 @@ static const lsm_env fault_env_ops = {
     .remove_dir = fe_remove_dir,
     .file_size = fe_file_size,
     .sync_file = fe_sync_file,
+    .truncate_file = fe_truncate_file,
     .sync_dir = fe_sync_dir,
     .lock_file = fe_lock_file,
     .unlock_file = fe_unlock_file,

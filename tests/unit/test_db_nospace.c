@@ -160,11 +160,158 @@ static void test_full_disk_during_compaction(void **state)
     fault_env_free(fe);
 }
 
+/* Whether key i reads back as its value (true) or is absent (false). */
+static bool read_key(lsm_db *db, int i)
+{
+    char k[32], v[160];
+    key_value(i, k, v);
+    char *got = NULL;
+    size_t gn = 0;
+    lsm_status *s = lsm_get(db, NULL, k, strlen(k), &got, &gn);
+    if (lsm_status_code(s) == LSM_NOT_FOUND) {
+        lsm_status_free(s);
+        return false;
+    }
+    if (s)
+        fail_msg("%s: %s", k, lsm_status_message(s));
+    assert_int_equal(gn, strlen(v));
+    assert_memory_equal(got, v, gn);
+    free(got);
+    return true;
+}
+
+static lsm_status *put_key(lsm_db *db, int i, bool sync)
+{
+    char k[32], v[160];
+    key_value(i, k, v);
+    lsm_write_options wo = {.sync = sync};
+    return lsm_put(db, &wo, k, strlen(k), v, strlen(v));
+}
+
+#define WAL_KEYS 600
+
+/* Appends to the WAL find the disk full: a torn record stays behind the
+ * first failure, then new logs cannot be created for a while. Those writes
+ * fail with LSM_NO_SPACE and only they; the store is not stopped, writes
+ * resume by themselves, and after a close (or a power cut) every
+ * acknowledged write is there, no failed one, and no torn bytes. */
+static void full_disk_on_wal(bool crash)
+{
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_db(fault_env_env(fe));
+    bool acked[WAL_KEYS] = {false};
+    for (int i = 0; i < 200; i++) {
+        assert_null(put_key(db, i, i % 2 == 0));
+        acked[i] = true;
+    }
+    /* The next record's header reaches the log, its payload does not. */
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 1, 1);
+    fault_env_fail(fe, FAULT_CREATE, ".log", ENOSPC, 0, 3);
+    int failed = 0;
+    for (int i = 200; i < WAL_KEYS; i++) {
+        lsm_status *s = put_key(db, i, i % 3 != 0);
+        if (s) {
+            assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+            lsm_status_free(s);
+            failed++;
+            continue;
+        }
+        acked[i] = true;
+    }
+    assert_in_range(failed, 2, 4);
+    assert_true(acked[WAL_KEYS - 1]);
+    char *err = lsm_property(db, "lsm.background-error");
+    assert_string_equal(err, ""); /* not sticky */
+    free(err);
+    for (int i = 0; i < WAL_KEYS; i++)
+        assert_int_equal(read_key(db, i), acked[i]);
+    assert_null(lsm_sync(db));
+    if (crash)
+        assert_null(fault_env_power_cut(fe));
+    lsm_status *cs = lsm_close(db);
+    if (!crash)
+        assert_null(cs);
+    lsm_status_free(cs);
+
+    lsm_options o;
+    lsm_options_init(&o);
+    o.env = fault_env_env(fe);
+    o.paranoid_checks = true;
+    assert_null(lsm_open(&o, dir, &db));
+    for (int i = 0; i < WAL_KEYS; i++)
+        assert_int_equal(read_key(db, i), acked[i]);
+    uint64_t torn = 1;
+    assert_true(lsm_property_u64(db, "lsm.recovered-torn-bytes", &torn));
+    assert_int_equal(torn, 0);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+static void test_full_disk_on_wal(void **state)
+{
+    (void)state;
+    full_disk_on_wal(false);
+}
+
+static void test_full_disk_on_wal_then_power_cut(void **state)
+{
+    (void)state;
+    full_disk_on_wal(true);
+}
+
+/* A WAL append that fails with EIO stops the store: data may be lost. */
+static void test_wal_eio_stays_sticky(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_db(fault_env_env(fe));
+    assert_null(put_key(db, 0, true));
+    fault_env_fail(fe, FAULT_WRITE, ".log", EIO, 0, 1);
+    lsm_status *s = put_key(db, 1, true);
+    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
+    lsm_status_free(s);
+    s = put_key(db, 2, true);
+    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
+    lsm_status_free(s);
+    s = lsm_close(db);
+    assert_non_null(s);
+    lsm_status_free(s);
+    fault_env_free(fe);
+}
+
+/* Cutting the torn record back fails: the store stops (sticky), as the log
+ * may end in damage. */
+static void test_wal_cut_failure_is_sticky(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_db(fault_env_env(fe));
+    assert_null(put_key(db, 0, true));
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 1, 1);
+    fault_env_fail(fe, FAULT_WRITE, ".log", EIO, 0, 1); /* the truncate */
+    lsm_status *s = put_key(db, 1, true);
+    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+    lsm_status_free(s);
+    fault_env_clear_failures(fe);
+    s = put_key(db, 2, true);
+    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
+    assert_non_null(strstr(lsm_status_message(s), "cutting back"));
+    lsm_status_free(s);
+    s = lsm_close(db);
+    assert_non_null(s);
+    lsm_status_free(s);
+    fault_env_free(fe);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_full_disk_during_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_during_compaction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_disk_on_wal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_disk_on_wal_then_power_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_eio_stays_sticky, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_cut_failure_is_sticky, setup, teardown),
     };
     return cmocka_run_group_tests_name("db_nospace", tests, NULL, NULL);
 }
