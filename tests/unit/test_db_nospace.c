@@ -204,6 +204,9 @@ static void full_disk_on_wal(bool crash)
         assert_null(put_key(db, i, i % 2 == 0));
         acked[i] = true;
     }
+    /* With a crash to come, no flush may delete the log being cut. */
+    if (crash)
+        fault_env_fail(fe, FAULT_CREATE, ".ldb", ENOSPC, 0, -1);
     /* The next record's header reaches the log, its payload does not. */
     fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 1, 1);
     fault_env_fail(fe, FAULT_CREATE, ".log", ENOSPC, 0, 3);
@@ -226,8 +229,12 @@ static void full_disk_on_wal(bool crash)
     for (int i = 0; i < WAL_KEYS; i++)
         assert_int_equal(read_key(db, i), acked[i]);
     assert_null(lsm_sync(db));
-    if (crash)
+    if (crash) {
+        uint64_t imm = 0; /* the cut log is still there to replay */
+        assert_true(lsm_property_u64(db, "lsm.immutable-memtables", &imm));
+        assert_true(imm >= 1);
         assert_null(fault_env_power_cut(fe));
+    }
     lsm_status *cs = lsm_close(db);
     if (!crash)
         assert_null(cs);
