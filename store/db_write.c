@@ -197,6 +197,8 @@ static struct writer *pick_group(lsm_db *db, bool *need_sync, int *count)
             break; /* this leader will not sync: w must lead its own group */
         if (w->solo || w->defer)
             break;
+        if (w->frees != first->frees && !db->reserve_held)
+            break; /* an ordinary write may not ride on a freeing one */
         if (size + writer_bytes(w) > max)
             break;
         size += writer_bytes(w);
@@ -952,7 +954,9 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
  * held; w is the head. */
 static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64_t *seq)
 {
-    lsm_status *s = db_make_room_for_write(db, false);
+    lsm_status *s = w->batch ? db_reserve_check(db, w->frees) : NULL;
+    if (s == NULL)
+        s = db_make_room_for_write(db, false);
     struct writer *last = w;
     int count = 1;
     bool need_sync = false;
@@ -970,6 +974,16 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
     if (s == NULL)
         s = write_group(db, w, &last, &count, &need_sync);
     cut_broken_wal(db); /* at once: groups may wait for a sync on it */
+    if (lsm_status_code(s) == LSM_NO_SPACE && w->frees && db->wal_broken && !db->bg_error &&
+        db_reserve_release(db)) {
+        /* A write that frees space may use the reserve: once more, in a
+         * new log. */
+        lsm_status_free(s);
+        s = db_make_room_for_write(db, false);
+        if (s == NULL)
+            s = write_group(db, w, &last, &count, &need_sync);
+        cut_broken_wal(db);
+    }
     *seq = db->last_seq;
     pop_group(db, last, wk);
     if (s != NULL || !need_sync) {
@@ -986,6 +1000,7 @@ lsm_status *db_write(lsm_db *db, lsm_batch *batch, const lsm_write_options *wo, 
     if (batch && lsm_batch_count(batch) == 0)
         w.batch = NULL;
     w.defer = w.batch != NULL && !sync && wo && wo->defer_log;
+    w.frees = wo && wo->frees_space;
     mutex_lock(&db->mu);
     db->stats.writes++;
     if (w.batch == NULL)

@@ -121,6 +121,8 @@ struct fault_env {
     struct fe_handle open;  /* GUARDED_BY(mu): sentinel of the open files */
     struct rule *rules;     /* GUARDED_BY(mu): oldest first */
     uint64_t sync_delay_us; /* GUARDED_BY(mu) */
+    bool avail_set;         /* GUARDED_BY(mu): disk_free reports at most avail_max */
+    uint64_t avail_max;     /* GUARDED_BY(mu) */
     uint64_t syncs;         /* GUARDED_BY(mu) */
     uint64_t dir_syncs;     /* GUARDED_BY(mu) */
     uint64_t hidden_seq;    /* GUARDED_BY(mu): names hidden files */
@@ -289,6 +291,14 @@ void fault_env_clear_failures(fault_env *fe)
         free(r);
         r = next;
     }
+}
+
+void fault_env_set_disk_avail(fault_env *fe, bool set, uint64_t avail)
+{
+    fe_lock(fe);
+    fe->avail_set = set;
+    fe->avail_max = avail;
+    fe_unlock(fe);
 }
 
 void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us)
@@ -1114,7 +1124,12 @@ static lsm_status *fe_unlock_file(lsm_env *env, lsm_filelock *lock)
 static lsm_status *fe_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail)
 {
     fault_env *fe = fe_of(env);
-    return fe->base->disk_free(fe->base, path, total, avail);
+    lsm_status *s = fe->base->disk_free(fe->base, path, total, avail);
+    fe_lock(fe);
+    if (s == NULL && fe->avail_set && *avail > fe->avail_max)
+        *avail = fe->avail_max;
+    fe_unlock(fe);
+    return s;
 }
 
 static uint64_t fe_now_micros(lsm_env *env)

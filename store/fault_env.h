@@ -34,6 +34,9 @@ enum fault_op {
 void fault_env_fail(fault_env *fe, unsigned ops, const char *path_substr, int err, int skip,
                     int count);
 void fault_env_clear_failures(fault_env *fe);
+/* From now on (set) disk_free reports at most `avail` bytes free; !set:
+ * the truth again. (Writes do not fail for it: add a rule for that.) */
+void fault_env_set_disk_avail(fault_env *fe, bool set, uint64_t avail);
 /* Adds latency to every wfile sync (simulates a slow disk). */
 void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us);
 /* Simulates a power cut on everything written through this env: unsynced

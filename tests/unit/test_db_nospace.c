@@ -310,6 +310,123 @@ static void test_wal_cut_failure_is_sticky(void **state)
     fault_env_free(fe);
 }
 
+static uint64_t prop(lsm_db *db, const char *name)
+{
+    uint64_t v = 0;
+    assert_true(lsm_property_u64(db, name, &v));
+    return v;
+}
+
+static bool reserve_file_exists(void)
+{
+    char path[300];
+    snprintf(path, sizeof(path), "%s/RESERVE", dir);
+    return access(path, F_OK) == 0;
+}
+
+/* The reserve: made at open; given up when a flush finds the disk full, so
+ * the flush goes on in its space; then only writes that free space go
+ * ahead (ordinary ones get LSM_NO_SPACE, a delete too without the flag);
+ * made again once the disk has room, and ordinary writes resume. */
+static void test_reserve_serves_deletes(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_options o;
+    lsm_options_init(&o);
+    o.create_if_missing = true;
+    o.write_buffer_size = 64 << 10;
+    o.reserve_bytes = 1 << 20;
+    o.env = fault_env_env(fe);
+    lsm_db *db = NULL;
+    assert_null(lsm_open(&o, dir, &db));
+    assert_int_equal(prop(db, "lsm.reserve-bytes"), 1 << 20);
+    assert_int_equal(prop(db, "lsm.reserve-held"), 1);
+    assert_true(reserve_file_exists());
+    for (int i = 0; i < 2000; i++)
+        assert_null(put_key(db, i, false));
+    /* The disk is full: the next table cannot be written once. */
+    fault_env_set_disk_avail(fe, true, 0);
+    fault_env_fail(fe, FAULT_CREATE, ".ldb", ENOSPC, 0, 1);
+    lsm_status_free(lsm_compact_range(db, NULL, 0, NULL, 0));
+    assert_true(prop(db, "lsm.reserve-releases") >= 1);
+    assert_int_equal(prop(db, "lsm.reserve-held"), 0);
+    assert_false(reserve_file_exists());
+    lsm_status *s = put_key(db, 5000, false);
+    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+    lsm_status_free(s);
+    char k[32], v[160];
+    key_value(1, k, v);
+    s = lsm_delete(db, NULL, k, strlen(k));
+    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+    lsm_status_free(s);
+    lsm_write_options freeing = {.sync = true, .frees_space = true};
+    for (int i = 0; i < 1000; i++) {
+        key_value(i, k, v);
+        assert_null(lsm_delete(db, &freeing, k, strlen(k)));
+    }
+    assert_false(read_key(db, 0));
+    assert_true(read_key(db, 1000));
+    /* Space is back: the reserve is made again and ordinary writes go on. */
+    fault_env_set_disk_avail(fe, false, 0);
+    for (int tries = 0; (s = put_key(db, 5000, false)) != NULL && tries < 100; tries++) {
+        assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+        lsm_status_free(s);
+        usleep(20000);
+    }
+    assert_null(s);
+    assert_int_equal(prop(db, "lsm.reserve-held"), 1);
+    assert_true(reserve_file_exists());
+    assert_null(lsm_close(db));
+    o.create_if_missing = false;
+    assert_null(lsm_open(&o, dir, &db));
+    assert_int_equal(prop(db, "lsm.reserve-held"), 1);
+    for (int i = 0; i < 2000; i++)
+        assert_int_equal(read_key(db, i), i >= 1000);
+    assert_true(read_key(db, 5000));
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+/* A write that frees space still goes through when the WAL finds the disk
+ * full: the reserve is given up and the write retried in a new log. An
+ * ordinary write in the same spot just fails. */
+static void test_reserve_serves_freeing_wal_append(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_options o;
+    lsm_options_init(&o);
+    o.create_if_missing = true;
+    o.reserve_bytes = 1 << 20;
+    o.env = fault_env_env(fe);
+    lsm_db *db = NULL;
+    assert_null(lsm_open(&o, dir, &db));
+    for (int i = 0; i < 10; i++)
+        assert_null(put_key(db, i, true));
+    fault_env_set_disk_avail(fe, true, 0);
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, 1);
+    lsm_status *s = put_key(db, 10, true);
+    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+    lsm_status_free(s);
+    assert_int_equal(prop(db, "lsm.reserve-held"), 1); /* not for that one */
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, 1);
+    char k[32], v[160];
+    key_value(3, k, v);
+    lsm_write_options freeing = {.sync = true, .frees_space = true};
+    assert_null(lsm_delete(db, &freeing, k, strlen(k)));
+    assert_int_equal(prop(db, "lsm.reserve-held"), 0);
+    assert_false(read_key(db, 3));
+    fault_env_set_disk_avail(fe, false, 0);
+    assert_null(lsm_close(db));
+    o.create_if_missing = false;
+    assert_null(lsm_open(&o, dir, &db));
+    for (int i = 0; i < 11; i++)
+        assert_int_equal(read_key(db, i), i != 3 && i != 10);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -319,6 +436,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_full_disk_on_wal_then_power_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_eio_stays_sticky, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_cut_failure_is_sticky, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reserve_serves_deletes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reserve_serves_freeing_wal_append, setup, teardown),
     };
     return cmocka_run_group_tests_name("db_nospace", tests, NULL, NULL);
 }
