@@ -33,9 +33,11 @@ int fs_commit(lsmfs *fs, lsm_batch *b, inode *const *touched, int n)
     return fs_commit_as(fs, b, touched, n, false);
 }
 
-int fs_commit_as(lsmfs *fs, lsm_batch *b, inode *const *touched, int n, bool defer_log)
+int fs_commit_as(lsmfs *fs, lsm_batch *b, inode *const *touched, int n, unsigned flags)
 {
-    lsm_write_options wo = {.sync = false, .defer_log = defer_log && !fs->cfg.sync_all};
+    lsm_write_options wo = {.sync = false,
+                            .defer_log = (flags & COMMIT_DEFER_LOG) && !fs->cfg.sync_all,
+                            .frees_space = flags & COMMIT_FREES_SPACE};
     stats_inc(&fs->stats.store_writes);
     uint64_t seq = 0;
     lsm_status *s = lsm_write_seq(fs->db, &wo, b, &seq);

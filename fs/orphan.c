@@ -92,7 +92,8 @@ static int drop_orphan_record(lsmfs *fs, uint64_t ino)
         return ENOMEM;
     schema_key k;
     key_orphan(&k, ino);
-    int err = lsm_batch_delete(b, k.b, k.len) ? fs_commit(fs, b, NULL, 0) : ENOMEM;
+    int err = lsm_batch_delete(b, k.b, k.len) ? fs_commit_as(fs, b, NULL, 0, COMMIT_FREES_SPACE)
+                                              : ENOMEM;
     lsm_batch_free(b);
     return err;
 }
@@ -124,7 +125,7 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
         if (err == 0 && !more)
             err = orphan_batch_destroy(fs, b, ino, &r);
         if (err == 0)
-            err = fs_commit(fs, b, NULL, 0);
+            err = fs_commit_as(fs, b, NULL, 0, COMMIT_FREES_SPACE);
         if (err == 0 && !more) {
             atomic_fetch_sub(&fs->inodes, 1);
             stats_inc(&fs->stats.reclaimed);
@@ -178,7 +179,7 @@ static void free_small(struct reclaimer *rc, inode **v, size_t n)
     }
     if (err == 0 && destroyed > 0) {
         stats_inc(&fs->stats.orphan_batches);
-        err = fs_commit(fs, b, NULL, 0);
+        err = fs_commit_as(fs, b, NULL, 0, COMMIT_FREES_SPACE);
     }
     if (err != 0)
         fuse_log(FUSE_LOG_ERR, "lsmfs: freeing %zu orphans: %s (left for next mount)\n",
