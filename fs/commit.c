@@ -14,6 +14,13 @@ static int write_errno(lsmfs *fs, lsm_status *s, const char *what)
     int err = lsm_status_errno(s);
     if (err == 0)
         err = EIO;
+    if (err == ENOSPC) { /* not an error of the store: writes resume with space */
+        if (!atomic_exchange(&fs->nospace_logged, true))
+            fuse_log(FUSE_LOG_WARNING, "lsmfs: store %s: %s; deletes still work\n", what,
+                     lsm_status_message(s));
+        lsm_status_free(s);
+        return err;
+    }
     if (!atomic_exchange(&fs->write_error, true))
         fuse_log(FUSE_LOG_ERR, "lsmfs: store %s failed: %s; later writes will fail\n", what,
                  lsm_status_message(s));
@@ -43,6 +50,8 @@ int fs_commit_as(lsmfs *fs, lsm_batch *b, inode *const *touched, int n, unsigned
     lsm_status *s = lsm_write_seq(fs->db, &wo, b, &seq);
     if (s != NULL)
         return write_errno(fs, s, "write");
+    if (atomic_load_explicit(&fs->nospace_logged, memory_order_relaxed))
+        atomic_store(&fs->nospace_logged, false);
     /* Published before the stamps: a sync that reads committed_seq after
      * seeing a stamp covers it. */
     atomic_max(&fs->committed_seq, seq);
