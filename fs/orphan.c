@@ -98,6 +98,21 @@ static int drop_orphan_record(lsmfs *fs, uint64_t ino)
     return err;
 }
 
+/* Compacts the freed file's chunk range, so its tables go now: deletes
+ * alone free no disk (they add tombstones) until compaction happens to
+ * meet them. Best effort: a failure (a full disk) leaves it to the usual
+ * compactions. */
+static void compact_freed(lsmfs *fs, uint64_t ino)
+{
+    schema_key start, end;
+    key_range(&start, &end, K_CHUNK, ino);
+    lsm_status *s = lsm_compact_range(fs->db, start.b, start.len, end.b, end.len);
+    if (s != NULL)
+        fuse_log(FUSE_LOG_DEBUG, "lsmfs: compacting freed inode %llu: %s\n",
+                 (unsigned long long)ino, lsm_status_message(s));
+    lsm_status_free(s);
+}
+
 /* Frees everything of one orphan, a bounded batch at a time. */
 static int reclaim_one(struct reclaimer *rc, uint64_t ino)
 {
@@ -132,6 +147,8 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
         }
     }
     lsm_batch_free(b);
+    if (err == 0 && !more)
+        compact_freed(fs, ino);
     return err;
 }
 
