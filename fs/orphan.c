@@ -107,8 +107,8 @@ static void compact_freed(lsmfs *fs, uint64_t ino)
     schema_key start, end;
     key_range(&start, &end, K_CHUNK, ino);
     lsm_status *s = lsm_compact_range(fs->db, start.b, start.len, end.b, end.len);
-    if (s != NULL)
-        fuse_log(FUSE_LOG_DEBUG, "lsmfs: compacting freed inode %llu: %s\n",
+    if (s != NULL && lsm_status_code(s) != LSM_NO_SPACE)
+        fuse_log(FUSE_LOG_WARNING, "lsmfs: compacting freed inode %llu: %s\n",
                  (unsigned long long)ino, lsm_status_message(s));
     lsm_status_free(s);
 }

@@ -3,10 +3,11 @@
  * on a 64 MiB tmpfs of the test's own, filled through lsmfs by several
  * writers (small fsynced files, MiB-sized fsynced files, appends with
  * fdatasync, unsynced files). Users get ENOSPC, never EIO, and nothing
- * hangs; deleting files while the disk is full works; once the tmpfs is
- * grown, writes resume on the same mount; the unmount is clean; on a host
- * filled to the last byte the store still mounts, every fsynced file is
- * there and a delete still works.
+ * hangs; deleting files while the disk is full works and frees space:
+ * writes resume on the same mount; filled again (beside the store), once
+ * the tmpfs grows they resume too; the unmount is clean; on a host filled
+ * to the last byte the store still mounts (also after a crash), every
+ * fsynced file is there and a delete still works.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -277,19 +278,34 @@ static void test_full_disk(void **state)
     for (int i = 0; i < w[SMALL].files; i += 2)
         remove_file(m, &w[SMALL], i);
 
-    /* Space is back: writes resume on the same mount. */
-    TM_OK(mount(NULL, host, NULL, MS_REMOUNT, "size=128m"));
+    /* The deletes freed space: writes resume on the same mount. */
     int err = ENOSPC;
     double t0 = tm_now();
-    w[BIG].got_enospc = false;
     int resumed = w[BIG].files;
     while ((err = write_file(&w[BIG], resumed, BIG_SIZE, 256 * KiB, true)) == ENOSPC &&
            tm_now() - t0 < 15.0)
         tm_sleep_ms(100);
     if (err != 0)
-        fail_msg("writing after space came back: %s", strerror(err));
-    fprintf(stderr, "[fullfs] writes resumed %.2f s after the tmpfs grew\n", tm_now() - t0);
+        fail_msg("writing after the deletes: %s", strerror(err));
+    fprintf(stderr, "[fullfs] writes resumed %.2f s after the deletes\n", tm_now() - t0);
     assert_int_equal(append_more(&w[APPEND]), 0);
+    /* Fill it again, then grow the host: writes resume too. */
+    fill_host();
+    int extra = resumed + 2; /* the reserve may still take a file or two */
+    while ((err = write_file(&w[BIG], extra, BIG_SIZE, 256 * KiB, true)) == 0 &&
+           extra < resumed + 12)
+        extra++;
+    assert_int_equal(err, ENOSPC);
+    TM_OK(mount(NULL, host, NULL, MS_REMOUNT, "size=128m"));
+    for (t0 = tm_now(); (err = write_file(&w[BIG], extra, BIG_SIZE, 256 * KiB, true)) == ENOSPC &&
+                        tm_now() - t0 < 15.0;)
+        tm_sleep_ms(100);
+    if (err != 0)
+        fail_msg("writing after the host grew: %s", strerror(err));
+    fprintf(stderr, "[fullfs] writes resumed %.2f s after the host grew\n", tm_now() - t0);
+    char filler[PATH_MAX + 16];
+    snprintf(filler, sizeof filler, "%s/filler", host);
+    TM_OK(unlink(filler));
     assert_int_equal(tm_unmount(m), 0); /* exit 0: closing the store worked */
 
     /* A host full to the last byte: the store still mounts. */
@@ -305,10 +321,10 @@ static void test_full_disk(void **state)
     for (int i = 0; i < w[BIG].files; i++)
         TM_ERR(access(P("big/%d", i), F_OK), ENOENT);
     assert_true(file_is_whole(m, BIG, resumed, BIG_SIZE));
+    for (int i = resumed + 2; i <= extra; i++)
+        assert_true(file_is_whole(m, BIG, i, BIG_SIZE));
     check_append(m, w[APPEND].append_synced);
     TM_OK(unlink(P("small/1"))); /* deleting works on the full host too */
-    char filler[PATH_MAX + 16];
-    snprintf(filler, sizeof filler, "%s/filler", host);
     TM_OK(unlink(filler));
 
     /* A crash, then a full host: recovery, which writes the log's records
