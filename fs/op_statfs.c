@@ -13,7 +13,8 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
-/* Bytes of disk the store directory's files occupy, but for the reserve. */
+/* Bytes of disk the store directory's files occupy, but for the reserve
+ * (the store's RESERVE file: lsm_options.reserve_bytes). */
 static uint64_t store_bytes(const char *dir)
 {
     DIR *d = opendir(dir);

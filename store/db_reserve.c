@@ -13,6 +13,7 @@
  * space, and makes it again after. The reserve is never needed to open.
  */
 #include "db_impl.h"
+#include "filename.h"
 #include "status.h"
 
 #include <stdio.h>
@@ -21,11 +22,6 @@
 
 #define RESERVE_RETRY_US 100000
 #define RESERVE_CHUNK (64u << 10)
-
-static void reserve_name(const lsm_db *db, char *out, size_t n)
-{
-    snprintf(out, n, "%s/RESERVE", db->dir);
-}
 
 uint64_t db_reserve_size(lsm_env *env, const char *dir, size_t wanted)
 {
@@ -76,11 +72,13 @@ bool db_reserve_make(lsm_db *db)
         lsm_status_free(s);
         return false;
     }
-    char name[4096];
-    reserve_name(db, name, sizeof(name));
+    char *name = reserve_file_name(db->dir);
+    if (name == NULL)
+        return false;
     mutex_unlock(&db->mu);
     s = write_reserve(db, name);
     mutex_lock(&db->mu);
+    free(name);
     db->reserve_held = s == NULL;
     lsm_status_free(s);
     return db->reserve_held;
@@ -89,11 +87,12 @@ bool db_reserve_make(lsm_db *db)
 bool db_reserve_release(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
-    char name[4096];
-    reserve_name(db, name, sizeof(name));
-    bool had = db->reserve_held || db->env->file_exists(db->env, name);
-    if (!had)
+    char *name = reserve_file_name(db->dir);
+    bool had = name && (db->reserve_held || db->env->file_exists(db->env, name));
+    if (!had) {
+        free(name);
         return false;
+    }
     db->reserve_held = false;
     db->reserve_tried_us = db->env->now_micros(db->env);
     db->reserve_releases++;
@@ -101,6 +100,7 @@ bool db_reserve_release(lsm_db *db)
     lsm_status *s = db->env->remove_file(db->env, name);
     mutex_lock(&db->mu);
     lsm_status_free(s);
+    free(name);
     return true;
 }
 
