@@ -188,6 +188,30 @@ static lsm_status *put_key(lsm_db *db, int i, bool sync)
     return lsm_put(db, &wo, k, strlen(k), v, strlen(v));
 }
 
+/* The status s must have `code`; frees it. */
+static void expect_code(lsm_status *s, int code)
+{
+    assert_int_equal(lsm_status_code(s), code);
+    lsm_status_free(s);
+}
+
+/* A store with a 1 MiB reserve, through fe. */
+static lsm_db *open_reserved(fault_env *fe, size_t write_buffer)
+{
+    lsm_options o;
+    lsm_options_init(&o);
+    o.create_if_missing = true;
+    if (write_buffer)
+        o.write_buffer_size = write_buffer;
+    o.reserve_bytes = 1 << 20;
+    o.env = fault_env_env(fe);
+    lsm_db *db = NULL;
+    lsm_status *s = lsm_open(&o, dir, &db);
+    if (s)
+        fail_msg("open: %s", lsm_status_message(s));
+    return db;
+}
+
 #define WAL_KEYS 600
 
 /* Appends to the WAL find the disk full: a torn record stays behind the
@@ -214,8 +238,7 @@ static void full_disk_on_wal(bool crash)
     for (int i = 200; i < WAL_KEYS; i++) {
         lsm_status *s = put_key(db, i, i % 3 != 0);
         if (s) {
-            assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
-            lsm_status_free(s);
+            expect_code(s, LSM_NO_SPACE);
             failed++;
             continue;
         }
@@ -274,15 +297,9 @@ static void test_wal_eio_stays_sticky(void **state)
     lsm_db *db = open_db(fault_env_env(fe));
     assert_null(put_key(db, 0, true));
     fault_env_fail(fe, FAULT_WRITE, ".log", EIO, 0, 1);
-    lsm_status *s = put_key(db, 1, true);
-    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
-    lsm_status_free(s);
-    s = put_key(db, 2, true);
-    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
-    lsm_status_free(s);
-    s = lsm_close(db);
-    assert_non_null(s);
-    lsm_status_free(s);
+    expect_code(put_key(db, 1, true), LSM_IO_ERROR);
+    expect_code(put_key(db, 2, true), LSM_IO_ERROR);
+    expect_code(lsm_close(db), LSM_IO_ERROR);
     fault_env_free(fe);
 }
 
@@ -296,17 +313,12 @@ static void test_wal_cut_failure_is_sticky(void **state)
     assert_null(put_key(db, 0, true));
     fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 1, 1);
     fault_env_fail(fe, FAULT_WRITE, ".log", EIO, 0, 1); /* the truncate */
-    lsm_status *s = put_key(db, 1, true);
-    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
-    lsm_status_free(s);
+    expect_code(put_key(db, 1, true), LSM_NO_SPACE);
     fault_env_clear_failures(fe);
-    s = put_key(db, 2, true);
-    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
+    lsm_status *s = put_key(db, 2, true);
     assert_non_null(strstr(lsm_status_message(s), "cutting back"));
-    lsm_status_free(s);
-    s = lsm_close(db);
-    assert_non_null(s);
-    lsm_status_free(s);
+    expect_code(s, LSM_IO_ERROR);
+    expect_code(lsm_close(db), LSM_IO_ERROR);
     fault_env_free(fe);
 }
 
@@ -332,14 +344,7 @@ static void test_reserve_serves_deletes(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_options o;
-    lsm_options_init(&o);
-    o.create_if_missing = true;
-    o.write_buffer_size = 64 << 10;
-    o.reserve_bytes = 1 << 20;
-    o.env = fault_env_env(fe);
-    lsm_db *db = NULL;
-    assert_null(lsm_open(&o, dir, &db));
+    lsm_db *db = open_reserved(fe, 64 << 10);
     assert_int_equal(prop(db, "lsm.reserve-bytes"), 1 << 20);
     assert_int_equal(prop(db, "lsm.reserve-held"), 1);
     assert_true(reserve_file_exists());
@@ -352,14 +357,11 @@ static void test_reserve_serves_deletes(void **state)
     assert_true(prop(db, "lsm.reserve-releases") >= 1);
     assert_int_equal(prop(db, "lsm.reserve-held"), 0);
     assert_false(reserve_file_exists());
-    lsm_status *s = put_key(db, 5000, false);
-    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
-    lsm_status_free(s);
+    expect_code(put_key(db, 5000, false), LSM_NO_SPACE);
     char k[32], v[160];
     key_value(1, k, v);
-    s = lsm_delete(db, NULL, k, strlen(k));
-    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
-    lsm_status_free(s);
+    expect_code(lsm_delete(db, NULL, k, strlen(k)), LSM_NO_SPACE);
+    lsm_status *s;
     lsm_write_options freeing = {.sync = true, .frees_space = true};
     for (int i = 0; i < 1000; i++) {
         key_value(i, k, v);
@@ -378,8 +380,7 @@ static void test_reserve_serves_deletes(void **state)
     assert_int_equal(prop(db, "lsm.reserve-held"), 1);
     assert_true(reserve_file_exists());
     assert_null(lsm_close(db));
-    o.create_if_missing = false;
-    assert_null(lsm_open(&o, dir, &db));
+    db = open_reserved(fe, 64 << 10);
     assert_int_equal(prop(db, "lsm.reserve-held"), 1);
     for (int i = 0; i < 2000; i++)
         assert_int_equal(read_key(db, i), i >= 1000);
@@ -395,20 +396,12 @@ static void test_reserve_serves_freeing_wal_append(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_options o;
-    lsm_options_init(&o);
-    o.create_if_missing = true;
-    o.reserve_bytes = 1 << 20;
-    o.env = fault_env_env(fe);
-    lsm_db *db = NULL;
-    assert_null(lsm_open(&o, dir, &db));
+    lsm_db *db = open_reserved(fe, 0);
     for (int i = 0; i < 10; i++)
         assert_null(put_key(db, i, true));
     fault_env_set_disk_avail(fe, true, 0);
     fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, 1);
-    lsm_status *s = put_key(db, 10, true);
-    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
-    lsm_status_free(s);
+    expect_code(put_key(db, 10, true), LSM_NO_SPACE);
     assert_int_equal(prop(db, "lsm.reserve-held"), 1); /* not for that one */
     fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, 1);
     char k[32], v[160];
@@ -419,8 +412,7 @@ static void test_reserve_serves_freeing_wal_append(void **state)
     assert_false(read_key(db, 3));
     fault_env_set_disk_avail(fe, false, 0);
     assert_null(lsm_close(db));
-    o.create_if_missing = false;
-    assert_null(lsm_open(&o, dir, &db));
+    db = open_reserved(fe, 0);
     for (int i = 0; i < 11; i++)
         assert_int_equal(read_key(db, i), i != 3 && i != 10);
     assert_null(lsm_close(db));
