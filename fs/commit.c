@@ -14,6 +14,13 @@ static int write_errno(lsmfs *fs, lsm_status *s, const char *what)
     int err = lsm_status_errno(s);
     if (err == 0)
         err = EIO;
+    if (err == ENOSPC) { /* not an error of the store: writes resume with space */
+        if (!atomic_exchange(&fs->nospace_logged, true))
+            fuse_log(FUSE_LOG_WARNING, "lsmfs: store %s: %s; deletes still work\n", what,
+                     lsm_status_message(s));
+        lsm_status_free(s);
+        return err;
+    }
     if (!atomic_exchange(&fs->write_error, true))
         fuse_log(FUSE_LOG_ERR, "lsmfs: store %s failed: %s; later writes will fail\n", what,
                  lsm_status_message(s));
@@ -33,14 +40,18 @@ int fs_commit(lsmfs *fs, lsm_batch *b, inode *const *touched, int n)
     return fs_commit_as(fs, b, touched, n, false);
 }
 
-int fs_commit_as(lsmfs *fs, lsm_batch *b, inode *const *touched, int n, bool defer_log)
+int fs_commit_as(lsmfs *fs, lsm_batch *b, inode *const *touched, int n, unsigned flags)
 {
-    lsm_write_options wo = {.sync = false, .defer_log = defer_log && !fs->cfg.sync_all};
+    lsm_write_options wo = {.sync = false,
+                            .defer_log = (flags & COMMIT_DEFER_LOG) && !fs->cfg.sync_all,
+                            .frees_space = flags & COMMIT_FREES_SPACE};
     stats_inc(&fs->stats.store_writes);
     uint64_t seq = 0;
     lsm_status *s = lsm_write_seq(fs->db, &wo, b, &seq);
     if (s != NULL)
         return write_errno(fs, s, "write");
+    if (atomic_load_explicit(&fs->nospace_logged, memory_order_relaxed))
+        atomic_store(&fs->nospace_logged, false);
     /* Published before the stamps: a sync that reads committed_seq after
      * seeing a stamp covers it. */
     atomic_max(&fs->committed_seq, seq);

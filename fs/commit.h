@@ -30,10 +30,19 @@ typedef struct inode inode;
  * entries allowed) with its sequence number. REQUIRES: each touched inode's
  * lock held for writing (so stamps only grow). Returns 0 or an errno. */
 int fs_commit(lsmfs *fs, lsm_batch *b, inode *const *touched, int n);
-/* fs_commit, and with defer_log (ignored under -o sync) b's bytes may stay
- * out of the store's WAL (lsm_write_options.defer_log): for large writes
- * of file data, which then reach the disk once. */
-int fs_commit_as(lsmfs *fs, lsm_batch *b, inode *const *touched, int n, bool defer_log);
+/* How fs_commit_as writes a batch (flags, or-ed). */
+enum {
+    /* b's bytes may stay out of the store's WAL (lsm_write_options.
+     * defer_log; ignored under -o sync): for large writes of file data,
+     * which then reach the disk once. */
+    COMMIT_DEFER_LOG = 1,
+    /* b frees space (unlink, rmdir, truncating down, freeing orphans): it
+     * may use the store's reserve, so it succeeds on a full disk
+     * (lsm_write_options.frees_space). */
+    COMMIT_FREES_SPACE = 2,
+};
+/* fs_commit with COMMIT_* flags. */
+int fs_commit_as(lsmfs *fs, lsm_batch *b, inode *const *touched, int n, unsigned flags);
 /* Makes every write with a sequence number <= seq durable, sharing or
  * skipping syncs as described above. REQUIRES: no inode lock held. */
 int fs_sync_upto(lsmfs *fs, uint64_t seq);

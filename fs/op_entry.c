@@ -101,6 +101,7 @@ static int setattr_locked(lsmfs *fs, inode *n, const struct stat *attr, int to_s
         return ENOMEM;
     ts now = ts_now();
     int err = 0;
+    bool shrinks = (to_set & FUSE_SET_ATTR_SIZE) && attr->st_size < (off_t)r.size;
     if (to_set & FUSE_SET_ATTR_SIZE) {
         if (S_ISDIR(r.mode))
             err = EISDIR;
@@ -115,7 +116,7 @@ static int setattr_locked(lsmfs *fs, inode *n, const struct stat *attr, int to_s
     }
     if (err == 0) {
         apply_attrs(&r, attr, to_set, now);
-        err = op_commit_one(fs, b, n, &r, &pl);
+        err = op_commit_one_as(fs, b, n, &r, &pl, shrinks ? COMMIT_FREES_SPACE : 0);
     }
     *out = r;
     payload_free(&pl);

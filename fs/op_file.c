@@ -101,7 +101,7 @@ static int write_locked(lsmfs *fs, inode *n, const char *buf, size_t size, uint6
          * would be logged soon anyway. */
         bool defer =
             size >= DEFER_LOG_WRITE && !atomic_load_explicit(&n->fsynced, memory_order_relaxed);
-        err = op_commit_one_as(fs, b, n, &r, &pl, defer);
+        err = op_commit_one_as(fs, b, n, &r, &pl, defer ? COMMIT_DEFER_LOG : 0);
     }
     payload_free(&pl);
     lsm_batch_free(b);

@@ -294,7 +294,7 @@ static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *nam
     else if (err == 0)
         err = inode_batch_update(fs, b, child, &c);
     if (err == 0)
-        err = fs_commit(fs, b, (inode *const[]){parent, child}, 2);
+        err = fs_commit_as(fs, b, (inode *const[]){parent, child}, 2, COMMIT_FREES_SPACE);
     lsm_batch_free(b);
     if (err != 0) {
         *reclaim = false;

@@ -62,11 +62,11 @@ int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const p
 }
 
 int op_commit_one_as(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl,
-                     bool defer_log)
+                     unsigned flags)
 {
     int err = inode_batch_finish(fs, b, n, r, pl);
     if (err == 0)
-        err = fs_commit_as(fs, b, &n, 1, defer_log);
+        err = fs_commit_as(fs, b, &n, 1, flags);
     if (err == 0)
         n->rec = *r;
     return err;

@@ -92,9 +92,25 @@ static int drop_orphan_record(lsmfs *fs, uint64_t ino)
         return ENOMEM;
     schema_key k;
     key_orphan(&k, ino);
-    int err = lsm_batch_delete(b, k.b, k.len) ? fs_commit(fs, b, NULL, 0) : ENOMEM;
+    int err = lsm_batch_delete(b, k.b, k.len) ? fs_commit_as(fs, b, NULL, 0, COMMIT_FREES_SPACE)
+                                              : ENOMEM;
     lsm_batch_free(b);
     return err;
+}
+
+/* Compacts the freed file's chunk range, so its tables go now: deletes
+ * alone free no disk (they add tombstones) until compaction happens to
+ * meet them. Best effort: a failure (a full disk) leaves it to the usual
+ * compactions. */
+static void compact_freed(lsmfs *fs, uint64_t ino)
+{
+    schema_key start, end;
+    key_range(&start, &end, K_CHUNK, ino);
+    lsm_status *s = lsm_compact_range(fs->db, start.b, start.len, end.b, end.len);
+    if (s != NULL && lsm_status_code(s) != LSM_NO_SPACE)
+        fuse_log(FUSE_LOG_WARNING, "lsmfs: compacting freed inode %llu: %s\n",
+                 (unsigned long long)ino, lsm_status_message(s));
+    lsm_status_free(s);
 }
 
 /* Frees everything of one orphan, a bounded batch at a time. */
@@ -125,13 +141,15 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
         if (err == 0 && !more)
             err = orphan_batch_destroy(fs, b, ino, &r);
         if (err == 0)
-            err = fs_commit(fs, b, NULL, 0);
+            err = fs_commit_as(fs, b, NULL, 0, COMMIT_FREES_SPACE);
         if (err == 0 && !more) {
             atomic_fetch_sub(&fs->inodes, 1);
             stats_inc(&fs->stats.reclaimed);
         }
     }
     lsm_batch_free(b);
+    if (err == 0 && !more)
+        compact_freed(fs, ino);
     return err;
 }
 
@@ -179,7 +197,7 @@ static void free_small(struct reclaimer *rc, inode **v, size_t n)
     }
     if (err == 0 && destroyed > 0) {
         stats_inc(&fs->stats.orphan_batches);
-        err = fs_commit(fs, b, NULL, 0);
+        err = fs_commit_as(fs, b, NULL, 0, COMMIT_FREES_SPACE);
     }
     if (err != 0)
         fuse_log(FUSE_LOG_ERR, "lsmfs: freeing %zu orphans: %s (left for next mount)\n",

@@ -54,6 +54,9 @@ int super_open_store(const char *dir, lsm_db **db, char *err, size_t errlen)
      * waited for company would hold up every rename into the directory
      * (8-writer maildir: ~+10%, steadier). */
     o.group_commit_delay_us = 0;
+    /* Room to flush a memtable and write a table of compaction after the
+     * deletes that empty a full disk (the store caps it at 1/8 of it). */
+    o.reserve_bytes = o.write_buffer_size + o.target_file_size;
     lsm_status *s = lsm_open(&o, dir, db);
     if (s == NULL)
         return 0;
@@ -66,6 +69,12 @@ int super_open_store(const char *dir, lsm_db **db, char *err, size_t errlen)
         snprintf(err, errlen, "%s: not an lsmfs filesystem (no store: %s)", dir,
                  lsm_status_message(s));
         e = EINVAL;
+    } else if (code == LSM_NO_SPACE) {
+        snprintf(err, errlen,
+                 "%s: cannot open the store: %s (opening for writing needs free space: free "
+                 "some on that filesystem, or mount with -o ro)",
+                 dir, lsm_status_message(s));
+        e = ENOSPC;
     } else {
         snprintf(err, errlen, "%s: cannot open the store: %s", dir, lsm_status_message(s));
     }

@@ -494,9 +494,15 @@ lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out)
         s = lock_store(db);
     if (s == NULL) {
         mutex_lock(&db->mu);
+        /* Recovery may need the reserve's space; it is made again after. */
+        db->reserve_bytes = db_reserve_size(db->env, dir, o->reserve_bytes);
+        db_reserve_release(db);
+        db->reserve_releases = db->reserve_tried_us = 0;
         s = recover(db);
         if (s == NULL && !db_install_view(db))
             s = status_new(LSM_IO_ERROR, "out of memory");
+        if (s == NULL)
+            (void)db_reserve_make(db); /* never needed to open */
         mutex_unlock(&db->mu);
     }
     if (s == NULL)
@@ -544,7 +550,7 @@ lsm_status *lsm_close(lsm_db *db)
     assert(db->head == NULL && db->sync_head == NULL && db->syncs_running == 0);
     bool sticky = db->bg_error != NULL;
     status_keep_first(&s, status_copy(db->bg_error));
-    if (!sticky && db->wal && db->wal_synced < wal_offset(db->wal))
+    if (!sticky && db->wal && !db->wal_broken && db->wal_synced < wal_offset(db->wal))
         status_keep_first(&s, wal_sync(db->wal));
     if (s == NULL)
         drop_empty_wal(db);

@@ -360,6 +360,7 @@ static bool retry_later_if_full(lsm_db *db, lsm_status *s)
     lsm_status_free(db->nospace);
     db->nospace = s;
     db->nospace_events++;
+    db_reserve_release(db); /* the retry may use it (db_reserve.c) */
     pthread_cond_broadcast(&db->room_cv); /* waiting writers get ENOSPC now */
     mutex_unlock(&db->mu);
     db->env->sleep_micros(db->env, 100000);

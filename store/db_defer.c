@@ -97,6 +97,21 @@ void db_end_late_log(lsm_db *db, struct deferred *list)
     free_list(list);
 }
 
+void db_restore_deferred(lsm_db *db, struct deferred *list)
+{
+    assert(mutex_held(&db->mu));
+    db->deferred_floor = 0;
+    if (list == NULL)
+        return;
+    struct deferred *tail = list;
+    while (tail->next != NULL)
+        tail = tail->next;
+    tail->next = db->deferred_head;
+    if (db->deferred_head == NULL)
+        db->deferred_tail = tail;
+    db->deferred_head = list;
+}
+
 void db_drop_deferred(lsm_db *db, uint64_t mem)
 {
     assert(mutex_held(&db->mu));

@@ -39,6 +39,7 @@ struct writer {
     bool sync;           /* [const] */
     bool solo;           /* never joins a group: wants the head to itself [const] */
     bool defer;          /* its batch may stay out of the WAL (defer_log) [const] */
+    bool frees;          /* it frees space: may use the reserve (frees_space) [const] */
     uint64_t seq;        /* last sequence of its group; written before DONE */
     lsm_status *status;  /* written before DONE */
     _Atomic int state;   /* enum writer_state; release-stored by the waker */
@@ -180,6 +181,13 @@ struct lsm_db {
     uint64_t wal_number; /* [mu] */
     uint64_t wal_written; /* [mu] bytes of the current WAL holding published groups */
     uint64_t wal_synced;  /* [mu] bytes of the current WAL known durable */
+    /* An append to the current WAL found the disk full (db_write.c,
+     * cut_broken_wal): the file may end in a torn record past wal_written
+     * and its writer fails from then on. No sync runs on it; it is cut back
+     * to wal_written and synced (wal_cut), then left for a new log by the
+     * next memtable switch. Not sticky: nothing acknowledged was lost. */
+    bool wal_broken; /* [mu] */
+    bool wal_cut;    /* [mu] the broken WAL is cut back and durable */
     lsm_batch group;     /* [leader] scratch batch for merged groups */
 
     /* Deferred batches in no log and no table, oldest first. While a
@@ -195,6 +203,11 @@ struct lsm_db {
     lsm_status *nospace;           /* [mu] the disk was full for a flush or compaction;
                                     * not sticky: retried, cleared by the next success */
     uint64_t nospace_events;       /* [mu] background attempts that found the disk full */
+    /* The space reserve (db_reserve.c). */
+    uint64_t reserve_bytes;    /* [const after open] its size; 0: none */
+    bool reserve_held;         /* [mu] the RESERVE file is there, full size */
+    uint64_t reserve_tried_us; /* [mu] when making it was last tried */
+    uint64_t reserve_releases; /* [mu] times it was given up for lack of space */
     struct lsm_snapshot snapshots; /* [mu] list head (dummy) */
     version_set vs;                /* [mu] (see version_set.h) */
     struct db_stats stats;         /* [mu] */
@@ -288,6 +301,10 @@ lsm_status *deferred_log_late(wal_writer *wal, const struct deferred *list, uint
 /* After deferred_log_late (whatever its outcome): frees the list and
  * clears deferred_floor. REQUIRES: mu held. */
 void db_end_late_log(lsm_db *db, struct deferred *list);
+/* Instead of db_end_late_log when logging them failed for a full disk (the
+ * log was cut back): puts the list back in front, to be logged again.
+ * REQUIRES: mu held. */
+void db_restore_deferred(lsm_db *db, struct deferred *list);
 /* db_write.c: when the oldest deferred batch has waited deferred_max_age_ms
  * in the active memtable and the write queue is empty, switches the
  * memtable out (the flush then writes it to a table). Returns the µs after
@@ -355,6 +372,21 @@ void db_hand_off_sync(lsm_db *db, struct wakeups *wk);
 /* Opens a new WAL numbered `number` and makes its directory entry durable.
  * No lock needed. */
 lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out);
+
+/* db_reserve.c: the space reserve (see there). */
+/* The reserve for a disk at dir: `wanted` bytes, at most an eighth of the
+ * disk. No lock needed. */
+uint64_t db_reserve_size(lsm_env *env, const char *dir, size_t wanted);
+/* Makes the reserve file if it is not there and the disk has room for it
+ * (tried at most every RESERVE_RETRY_US); returns whether it is held.
+ * REQUIRES: mu held (released while writing); a leader or open. */
+bool db_reserve_make(lsm_db *db);
+/* Removes the reserve file, if any, so its space serves what frees space;
+ * returns whether there was one. REQUIRES: mu held (released meanwhile). */
+bool db_reserve_release(lsm_db *db);
+/* NULL if a write may go ahead: it frees space, or the reserve is held (or
+ * could be made again); else LSM_NO_SPACE. REQUIRES: mu held; a leader. */
+lsm_status *db_reserve_check(lsm_db *db, bool frees_space);
 
 /* db_compact.c */
 lsm_status *db_start_background(lsm_db *db);

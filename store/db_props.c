@@ -93,6 +93,9 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         uint64_t value;
     } table[] = {
         {"lsm.writes", st->writes},
+        {"lsm.reserve-bytes", db->reserve_bytes},
+        {"lsm.reserve-held", db->reserve_held},
+        {"lsm.reserve-releases", db->reserve_releases},
         {"lsm.barriers", st->barriers},
         {"lsm.write-groups", st->groups},
         {"lsm.wal-syncs", st->syncs},

@@ -30,6 +30,8 @@
  *       sync_waiters all say so.
  *   S6. A sync starts only when no memtable switch is leaving the WAL
  *       (asserted in run_sync), so every sync uses the current log.
+ *   S7. No sync starts on a log an append found the disk full in
+ *       (wal_broken): db_write.c's cut_broken_wal cuts it back and syncs it.
  *
  * Gathering: when a sync is about to start and recent syncs covered more
  * writers than now wait, the syncer waits (at most group_commit_delay_us) for
@@ -146,7 +148,7 @@ static bool sync_coming(const lsm_db *db, uint64_t target)
 /* REQUIRES: mu held. */
 static bool may_start_sync(const lsm_db *db, uint64_t target)
 {
-    return !db->wal_switching && db->syncs_running < SYNC_MAX && !sync_coming(db, target);
+    return !db->wal_switching && !db->wal_broken && db->syncs_running < SYNC_MAX && !sync_coming(db, target);
 }
 
 /* Finishes the waiting groups whose target is durable, or, if s != NULL,

@@ -33,7 +33,10 @@
  *    and a new WAL's directory entry is synced before it is used, so a sync
  *    covers every write acknowledged before it, whatever log it went to.
  *  - Any WAL write or sync failure is sticky (db->bg_error): the page cache
- *    may have dropped what we wrote, so nothing later can be promised.
+ *    may have dropped what we wrote, so nothing later can be promised —
+ *    except an append that found the disk full (LSM_NO_SPACE): it fails
+ *    only its group, the log is cut back to its last whole group and the
+ *    next write moves to a new log (cut_broken_wal).
  *
  * The sync stage, with its own rules, is db_sync.c.
  */
@@ -140,6 +143,8 @@ static struct writer *pick_group(lsm_db *db, bool *need_sync, int *count)
             break; /* a barrier's group made no room in the memtable (lead) */
         if (w->solo || w->defer)
             break;
+        if (w->frees != first->frees && !db->reserve_held)
+            break; /* an ordinary write may not ride on a freeing one */
         if (size + writer_bytes(w) > max)
             break;
         size += writer_bytes(w);
@@ -330,9 +335,46 @@ static lsm_status *leave_wal(lsm_db *db)
     db->wal = neu;
     db->wal_number = number;
     db->wal_written = db->wal_synced = 0;
+    db->wal_broken = db->wal_cut = false;
     db->stats.rotations++;
     db_view_install(db, rv);
     return NULL;
+}
+
+/* After an append found the disk full: cuts the current WAL back to its
+ * last whole group (the torn record past it must not stay in the middle of
+ * a log) and makes it durable, which finishes the groups waiting for a
+ * sync. Failing that, the store stops (sticky). Cutting needs no space.
+ * REQUIRES: mu held (released meanwhile); the caller leads the queue. */
+static void cut_broken_wal(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (!db->wal_broken || db->wal_cut || db->bg_error)
+        return;
+    db->wal_switching = true; /* no sync starts on the log now */
+    while (db->syncs_running > 0)
+        cond_wait(&db->sync_cv, &db->mu);
+    uint64_t good = db->wal_written;
+    char name[4096];
+    snprintf(name, sizeof(name), "%s/%06llu.log", db->dir, (unsigned long long)db->wal_number);
+    mutex_unlock(&db->mu);
+    lsm_status *s = db->env->truncate_file(db->env, name, good);
+    if (s == NULL)
+        s = db->env->sync_file(db->env, name);
+    mutex_lock(&db->mu);
+    db->wal_switching = false;
+    if (s != NULL) {
+        db_set_bg_error(db, status_wrap(s, "cutting back the write-ahead log after a full disk"));
+    } else {
+        db->wal_cut = true;
+        db->wal_synced = good;
+        uint64_t synced = db_sync_ceiling(db);
+        if (synced > db->durable_seq)
+            db->durable_seq = synced;
+    }
+    pthread_cond_broadcast(&db->sync_cv);
+    db_finish_synced(db, db->bg_error, NULL, NULL);
+    db_hand_off_sync(db, NULL);
 }
 
 /* Switches to a new memtable and a new WAL; the old memtable becomes
@@ -507,10 +549,13 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force)
             db->stats.slowdown_us += us;
             continue;
         }
+        cut_broken_wal(db);
+        if (db->bg_error)
+            return status_copy(db->bg_error);
         bool full = memtable_memory_usage(db->mem) >= db->opt.write_buffer_size;
-        if (!force && !full)
+        if (!force && !full && !db->wal_broken)
             return NULL;
-        if (force && memtable_entries(db->mem) == 0)
+        if (force && memtable_entries(db->mem) == 0 && !db->wal_broken)
             return NULL;
         if (switch_must_wait(db)) {
             /* Room comes from flushes and compactions; while the disk is
@@ -596,14 +641,21 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     }
     mutex_lock(&db->mu);
     uint64_t wal_bytes = keep ? WAL_MARKER_LEN : bytes;
-    if (late) {
+    /* A full disk fails only this group (see cut_broken_wal): the late
+     * batches it carried go back, to be logged in the next log. */
+    bool full = s != NULL && lsm_status_code(s) == LSM_NO_SPACE;
+    if (late && full) {
+        db_restore_deferred(db, late);
+    } else if (late) {
         db->stats.late_logged_bytes += late_bytes;
         db->stats.wal_bytes += late_bytes;
         db_end_late_log(db, late);
     }
     if (s != NULL) {
         free(keep);
-        if (wrote) /* the log may hold what the memtable does not */
+        if (full)
+            db->wal_broken = true;
+        else if (wrote) /* the log may hold what the memtable does not */
             db_set_bg_error(db, status_copy(s));
     } else if (group || late) {
         db->wal_written = written;
@@ -627,8 +679,9 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
     /* A barrier inserts nothing: it never waits for memtable room (it may
      * be what saves the deferred batches of a store whose disk is full),
      * and its group holds only barriers (pick_group). */
-    lsm_status *s = w->batch != NULL ? db_make_room_for_write(db, false)
-                                     : status_copy(db->bg_error);
+    lsm_status *s = w->batch != NULL ? db_reserve_check(db, w->frees) : NULL;
+    if (s == NULL)
+        s = w->batch != NULL ? db_make_room_for_write(db, false) : status_copy(db->bg_error);
     struct writer *last = w;
     int count = 1;
     bool need_sync = false;
@@ -645,6 +698,17 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
     }
     if (s == NULL)
         s = write_group(db, w, &last, &count, &need_sync);
+    cut_broken_wal(db); /* at once: groups may wait for a sync on it */
+    if (lsm_status_code(s) == LSM_NO_SPACE && w->frees && db->wal_broken && !db->bg_error &&
+        db_reserve_release(db)) {
+        /* A write that frees space may use the reserve: once more, in a
+         * new log. */
+        lsm_status_free(s);
+        s = db_make_room_for_write(db, false);
+        if (s == NULL)
+            s = write_group(db, w, &last, &count, &need_sync);
+        cut_broken_wal(db);
+    }
     *seq = db->last_seq;
     pop_group(db, last, wk);
     if (s != NULL || !need_sync) {
@@ -661,6 +725,7 @@ lsm_status *db_write(lsm_db *db, lsm_batch *batch, const lsm_write_options *wo, 
     if (batch && lsm_batch_count(batch) == 0)
         w.batch = NULL;
     w.defer = w.batch != NULL && !sync && wo && wo->defer_log;
+    w.frees = wo && wo->frees_space;
     mutex_lock(&db->mu);
     db->stats.writes++;
     if (w.batch == NULL)

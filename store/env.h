@@ -88,6 +88,9 @@ struct lsm_env {
     /* Makes the data of an existing file (not open for writing here)
      * durable: recovery uses it on the logs it replays. */
     lsm_status *(*sync_file)(lsm_env *env, const char *path);
+    /* Cuts the file at path down to len bytes (nothing if it is shorter):
+     * removes a torn record a failed append left at a log's end. */
+    lsm_status *(*truncate_file)(lsm_env *env, const char *path, uint64_t len);
     /* Makes the directory's entries (files created, renamed, removed) durable. */
     lsm_status *(*sync_dir)(lsm_env *env, const char *path);
     /* Exclusive advisory lock (flock) on path, created if needed. Fails with

@@ -923,6 +923,17 @@ static lsm_status *posix_sync_file(lsm_env *env, const char *path)
     return r < 0 ? posix_error(err, "fdatasync", path) : NULL;
 }
 
+static lsm_status *posix_truncate_file(lsm_env *env, const char *path, uint64_t len)
+{
+    (void)env;
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return posix_error(errno, "stat", path);
+    if ((uint64_t)st.st_size > len && truncate(path, (off_t)len) < 0)
+        return posix_error(errno, "truncate", path);
+    return NULL;
+}
+
 static lsm_status *posix_sync_dir(lsm_env *env, const char *path)
 {
     (void)env;
@@ -1000,6 +1011,7 @@ static struct posix_env {
             .remove_dir = posix_remove_dir,
             .file_size = posix_file_size,
             .sync_file = posix_sync_file,
+            .truncate_file = posix_truncate_file,
             .sync_dir = posix_sync_dir,
             .lock_file = posix_lock_file,
             .unlock_file = posix_unlock_file,

@@ -127,6 +127,8 @@ struct fault_env {
     struct rule *rules;     /* GUARDED_BY(mu): oldest first */
     uint64_t sync_delay_us; /* GUARDED_BY(mu) */
     bool lost_writeback;    /* GUARDED_BY(mu): fault_env_set_lost_writeback */
+    bool avail_set;         /* GUARDED_BY(mu): disk_free reports at most avail_max */
+    uint64_t avail_max;     /* GUARDED_BY(mu) */
     uint64_t syncs;         /* GUARDED_BY(mu) */
     uint64_t dir_syncs;     /* GUARDED_BY(mu) */
     uint64_t hidden_seq;    /* GUARDED_BY(mu): names hidden files */
@@ -301,6 +303,14 @@ void fault_env_set_lost_writeback(fault_env *fe, bool on)
 {
     fe_lock(fe);
     fe->lost_writeback = on;
+    fe_unlock(fe);
+}
+
+void fault_env_set_disk_avail(fault_env *fe, bool set, uint64_t avail)
+{
+    fe_lock(fe);
+    fe->avail_set = set;
+    fe->avail_max = avail;
     fe_unlock(fe);
 }
 
@@ -1071,6 +1081,28 @@ static lsm_status *fe_sync_file(lsm_env *env, const char *path)
     return s;
 }
 
+/* Truncation is a write: FAULT_WRITE failures apply to it. */
+static lsm_status *fe_truncate_file(lsm_env *env, const char *path, uint64_t len)
+{
+    fault_env *fe = fe_of(env);
+    int err = should_fail(fe, FAULT_WRITE, path, NULL);
+    if (err != 0)
+        return injected(err, "truncate", path);
+    op_begin(fe);
+    lsm_status *s = fe->base->truncate_file(fe->base, path, len);
+    if (s == NULL) {
+        fe_lock(fe);
+        struct fe_node *n = node_find(fe, path);
+        if (n && n->size > len)
+            n->size = len;
+        if (n && n->synced > len)
+            n->synced = len;
+        fe_unlock(fe);
+    }
+    op_end(fe);
+    return s;
+}
+
 static lsm_status *fe_sync_dir(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
@@ -1124,7 +1156,12 @@ static lsm_status *fe_unlock_file(lsm_env *env, lsm_filelock *lock)
 static lsm_status *fe_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail)
 {
     fault_env *fe = fe_of(env);
-    return fe->base->disk_free(fe->base, path, total, avail);
+    lsm_status *s = fe->base->disk_free(fe->base, path, total, avail);
+    fe_lock(fe);
+    if (s == NULL && fe->avail_set && *avail > fe->avail_max)
+        *avail = fe->avail_max;
+    fe_unlock(fe);
+    return s;
 }
 
 static uint64_t fe_now_micros(lsm_env *env)
@@ -1249,6 +1286,7 @@ static const lsm_env fault_env_ops = {
     .remove_dir = fe_remove_dir,
     .file_size = fe_file_size,
     .sync_file = fe_sync_file,
+    .truncate_file = fe_truncate_file,
     .sync_dir = fe_sync_dir,
     .lock_file = fe_lock_file,
     .unlock_file = fe_unlock_file,

@@ -41,6 +41,9 @@ void fault_env_clear_failures(fault_env *fe);
  * file succeed without writing it, and a power cut truncates the file to
  * where it began. Off by default (a cut keeps what a later sync covered). */
 void fault_env_set_lost_writeback(fault_env *fe, bool on);
+/* From now on (set) disk_free reports at most `avail` bytes free; !set:
+ * the truth again. (Writes do not fail for it: add a rule for that.) */
+void fault_env_set_disk_avail(fault_env *fe, bool set, uint64_t avail);
 /* Adds latency to every wfile sync (simulates a slow disk). */
 void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us);
 /* Simulates a power cut on everything written through this env: unsynced

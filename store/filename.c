@@ -52,6 +52,11 @@ char *lock_file_name(const char *dir)
     return join(dir, "LOCK");
 }
 
+char *reserve_file_name(const char *dir)
+{
+    return join(dir, "RESERVE");
+}
+
 /* Parses a decimal number filling all of [s, end); false if it is not below
  * MAX_FILE_NUMBER. */
 static bool parse_number(const char *s, const char *end, uint64_t *out)
@@ -80,6 +85,10 @@ bool parse_file_name(const char *name, uint64_t *number, enum file_type *type)
     }
     if (strcmp(name, "LOCK") == 0) {
         *type = FILE_LOCK;
+        return true;
+    }
+    if (strcmp(name, "RESERVE") == 0) {
+        *type = FILE_RESERVE;
         return true;
     }
     if (strcmp(name, "LOG") == 0 || strcmp(name, "LOG.old") == 0) {

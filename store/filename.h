@@ -26,6 +26,7 @@ enum file_type {
     FILE_LOCK,
     FILE_TEMP,
     FILE_INFO_LOG,
+    FILE_RESERVE, /* the space reserve (db_reserve.c) */
 };
 
 /* A malloc'd path "dir/<name>" (NULL if out of memory). */
@@ -35,6 +36,7 @@ char *manifest_file_name(const char *dir, uint64_t number);
 char *temp_file_name(const char *dir, uint64_t number);
 char *current_file_name(const char *dir);
 char *lock_file_name(const char *dir);
+char *reserve_file_name(const char *dir);
 
 /* Recognises a bare file name; false for names that are not the store's. */
 bool parse_file_name(const char *name, uint64_t *number, enum file_type *type);

@@ -104,6 +104,12 @@ typedef struct lsm_options {
      * that overlap no other: compaction moves them down without rewriting
      * them. Must be a pure function of the key. */
     uint32_t (*table_partition)(const void *key, size_t n);
+    /* Bytes of disk held back from ordinary writes in a RESERVE file (at
+     * most an eighth of the disk), for writes with frees_space and the
+     * flushes and compactions after them, so a full store can always be
+     * emptied; removed at open so recovery always has room. 0 (default):
+     * no reserve. */
+    size_t reserve_bytes;
     lsm_env *env; /* default lsm_env_default() */
 } lsm_options;
 
@@ -130,6 +136,10 @@ typedef struct lsm_write_options {
      * batch and every write after it (recovery keeps a prefix, as for any
      * write not yet synced). Ignored with sync. Default false. */
     bool defer_log;
+    /* The write frees space (deletes, truncates): it may use the reserve
+     * (lsm_options.reserve_bytes) that ordinary writes may not, so it
+     * succeeds on a full disk. Default false. */
+    bool frees_space;
 } lsm_write_options;
 
 /* ---------------------------------------------------------------- batch */

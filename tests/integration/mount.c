@@ -762,6 +762,24 @@ struct tmount *tm_new(const char *opts)
     return m;
 }
 
+struct tmount *tm_new_in(const char *opts, const char *store_dir)
+{
+    struct tmount *m = new_registered(false, opts);
+    if (!m)
+        return NULL;
+    if (rmdir(m->store) != 0 || symlink(store_dir, m->store) != 0) {
+        fprintf(stderr, "[harness] store link %s -> %s: %s\n", m->store, store_dir,
+                strerror(errno));
+        tm_free(m);
+        return NULL;
+    }
+    if (!have_binaries() || mkfs(m) != 0 || tm_mount(m) != 0) {
+        tm_free(m);
+        return NULL;
+    }
+    return m;
+}
+
 struct tmount *tm_new_external(void)
 {
     return new_registered(false, NULL);

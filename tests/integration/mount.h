@@ -60,6 +60,11 @@ void tm_init(void);
  * NULL (after saying why on stderr) if anything failed. */
 struct tmount *tm_new(const char *opts);
 
+/* tm_new with the store in store_dir, an empty directory the test made (on
+ * a filesystem of its own, say): m->store is a symlink to it. The test
+ * removes store_dir after tm_free. NULL (after saying why) on failure. */
+struct tmount *tm_new_in(const char *opts, const char *store_dir);
+
 /* A fresh temp dir with an empty mount point (m->mnt) for a FUSE daemon the
  * test starts itself: no store, no mkfs, no daemon yet.  Set m->daemon to
  * the daemon's pid (a child of the test) as soon as it runs: from then on

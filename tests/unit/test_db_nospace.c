@@ -148,11 +148,276 @@ static void test_full_disk_during_compaction(void **state)
     fault_env_free(fe);
 }
 
+/* Whether key i reads back as its value (true) or is absent (false). */
+static bool read_key(lsm_db *db, int i)
+{
+    char k[32], v[160];
+    key_value(i, k, v);
+    char *got = NULL;
+    size_t gn = 0;
+    lsm_status *s = lsm_get(db, NULL, k, strlen(k), &got, &gn);
+    if (lsm_status_code(s) == LSM_NOT_FOUND) {
+        lsm_status_free(s);
+        return false;
+    }
+    if (s)
+        fail_msg("%s: %s", k, lsm_status_message(s));
+    assert_int_equal(gn, strlen(v));
+    assert_memory_equal(got, v, gn);
+    free(got);
+    return true;
+}
+
+static lsm_status *put_key(lsm_db *db, int i, bool sync)
+{
+    char k[32], v[160];
+    key_value(i, k, v);
+    lsm_write_options wo = {.sync = sync};
+    return lsm_put(db, &wo, k, strlen(k), v, strlen(v));
+}
+
+/* The status s must have `code`; frees it. */
+static void expect_code(lsm_status *s, int code)
+{
+    assert_int_equal(lsm_status_code(s), code);
+    lsm_status_free(s);
+}
+
+/* A store with a 1 MiB reserve, through fe. */
+static lsm_db *open_reserved(fault_env *fe, size_t write_buffer)
+{
+    lsm_options o;
+    lsm_options_init(&o);
+    o.create_if_missing = true;
+    if (write_buffer)
+        o.write_buffer_size = write_buffer;
+    o.reserve_bytes = 1 << 20;
+    o.env = fault_env_env(fe);
+    lsm_db *db = NULL;
+    lsm_status *s = lsm_open(&o, dir, &db);
+    if (s)
+        fail_msg("open: %s", lsm_status_message(s));
+    return db;
+}
+
+#define WAL_KEYS 600
+
+/* Appends to the WAL find the disk full: a torn record stays behind the
+ * first failure, then new logs cannot be created for a while. Those writes
+ * fail with LSM_NO_SPACE and only they; the store is not stopped, writes
+ * resume by themselves, and after a close (or a power cut) every
+ * acknowledged write is there, no failed one, and no torn bytes. */
+static void full_disk_on_wal(bool crash)
+{
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_db(fault_env_env(fe));
+    bool acked[WAL_KEYS] = {false};
+    for (int i = 0; i < 200; i++) {
+        assert_null(put_key(db, i, i % 2 == 0));
+        acked[i] = true;
+    }
+    /* With a crash to come, no flush may delete the log being cut. */
+    if (crash)
+        fault_env_fail(fe, FAULT_CREATE, ".ldb", ENOSPC, 0, -1);
+    /* The next record's header reaches the log, its payload does not. */
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 1, 1);
+    fault_env_fail(fe, FAULT_CREATE, ".log", ENOSPC, 0, 3);
+    int failed = 0;
+    for (int i = 200; i < WAL_KEYS; i++) {
+        lsm_status *s = put_key(db, i, i % 3 != 0);
+        if (s) {
+            expect_code(s, LSM_NO_SPACE);
+            failed++;
+            continue;
+        }
+        acked[i] = true;
+    }
+    assert_in_range(failed, 2, 4);
+    assert_true(acked[WAL_KEYS - 1]);
+    char *err = lsm_property(db, "lsm.background-error");
+    assert_string_equal(err, ""); /* not sticky */
+    free(err);
+    for (int i = 0; i < WAL_KEYS; i++)
+        assert_int_equal(read_key(db, i), acked[i]);
+    assert_null(lsm_sync(db));
+    if (crash) {
+        uint64_t imm = 0; /* the cut log is still there to replay */
+        assert_true(lsm_property_u64(db, "lsm.immutable-memtables", &imm));
+        assert_true(imm >= 1);
+        assert_null(fault_env_power_cut(fe));
+    }
+    lsm_status *cs = lsm_close(db);
+    if (!crash)
+        assert_null(cs);
+    lsm_status_free(cs);
+
+    lsm_options o;
+    lsm_options_init(&o);
+    o.env = fault_env_env(fe);
+    o.paranoid_checks = true;
+    assert_null(lsm_open(&o, dir, &db));
+    for (int i = 0; i < WAL_KEYS; i++)
+        assert_int_equal(read_key(db, i), acked[i]);
+    uint64_t torn = 1;
+    assert_true(lsm_property_u64(db, "lsm.recovered-torn-bytes", &torn));
+    assert_int_equal(torn, 0);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+static void test_full_disk_on_wal(void **state)
+{
+    (void)state;
+    full_disk_on_wal(false);
+}
+
+static void test_full_disk_on_wal_then_power_cut(void **state)
+{
+    (void)state;
+    full_disk_on_wal(true);
+}
+
+/* A WAL append that fails with EIO stops the store: data may be lost. */
+static void test_wal_eio_stays_sticky(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_db(fault_env_env(fe));
+    assert_null(put_key(db, 0, true));
+    fault_env_fail(fe, FAULT_WRITE, ".log", EIO, 0, 1);
+    expect_code(put_key(db, 1, true), LSM_IO_ERROR);
+    expect_code(put_key(db, 2, true), LSM_IO_ERROR);
+    expect_code(lsm_close(db), LSM_IO_ERROR);
+    fault_env_free(fe);
+}
+
+/* Cutting the torn record back fails: the store stops (sticky), as the log
+ * may end in damage. */
+static void test_wal_cut_failure_is_sticky(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_db(fault_env_env(fe));
+    assert_null(put_key(db, 0, true));
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 1, 1);
+    fault_env_fail(fe, FAULT_WRITE, ".log", EIO, 0, 1); /* the truncate */
+    expect_code(put_key(db, 1, true), LSM_NO_SPACE);
+    fault_env_clear_failures(fe);
+    lsm_status *s = put_key(db, 2, true);
+    assert_non_null(strstr(lsm_status_message(s), "cutting back"));
+    expect_code(s, LSM_IO_ERROR);
+    expect_code(lsm_close(db), LSM_IO_ERROR);
+    fault_env_free(fe);
+}
+
+static uint64_t prop(lsm_db *db, const char *name)
+{
+    uint64_t v = 0;
+    assert_true(lsm_property_u64(db, name, &v));
+    return v;
+}
+
+static bool reserve_file_exists(void)
+{
+    char path[300];
+    snprintf(path, sizeof(path), "%s/RESERVE", dir);
+    return access(path, F_OK) == 0;
+}
+
+/* The reserve: made at open; given up when a flush finds the disk full, so
+ * the flush goes on in its space; then only writes that free space go
+ * ahead (ordinary ones get LSM_NO_SPACE, a delete too without the flag);
+ * made again once the disk has room, and ordinary writes resume. */
+static void test_reserve_serves_deletes(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_reserved(fe, 64 << 10);
+    assert_int_equal(prop(db, "lsm.reserve-bytes"), 1 << 20);
+    assert_int_equal(prop(db, "lsm.reserve-held"), 1);
+    assert_true(reserve_file_exists());
+    for (int i = 0; i < 2000; i++)
+        assert_null(put_key(db, i, false));
+    /* The disk is full: the next table cannot be written once. */
+    fault_env_set_disk_avail(fe, true, 0);
+    fault_env_fail(fe, FAULT_CREATE, ".ldb", ENOSPC, 0, 1);
+    lsm_status_free(lsm_compact_range(db, NULL, 0, NULL, 0));
+    assert_true(prop(db, "lsm.reserve-releases") >= 1);
+    assert_int_equal(prop(db, "lsm.reserve-held"), 0);
+    assert_false(reserve_file_exists());
+    expect_code(put_key(db, 5000, false), LSM_NO_SPACE);
+    char k[32], v[160];
+    key_value(1, k, v);
+    expect_code(lsm_delete(db, NULL, k, strlen(k)), LSM_NO_SPACE);
+    lsm_status *s;
+    lsm_write_options freeing = {.sync = true, .frees_space = true};
+    for (int i = 0; i < 1000; i++) {
+        key_value(i, k, v);
+        assert_null(lsm_delete(db, &freeing, k, strlen(k)));
+    }
+    assert_false(read_key(db, 0));
+    assert_true(read_key(db, 1000));
+    /* Space is back: the reserve is made again and ordinary writes go on. */
+    fault_env_set_disk_avail(fe, false, 0);
+    for (int tries = 0; (s = put_key(db, 5000, false)) != NULL && tries < 100; tries++) {
+        assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+        lsm_status_free(s);
+        usleep(20000);
+    }
+    assert_null(s);
+    assert_int_equal(prop(db, "lsm.reserve-held"), 1);
+    assert_true(reserve_file_exists());
+    assert_null(lsm_close(db));
+    db = open_reserved(fe, 64 << 10);
+    assert_int_equal(prop(db, "lsm.reserve-held"), 1);
+    for (int i = 0; i < 2000; i++)
+        assert_int_equal(read_key(db, i), i >= 1000);
+    assert_true(read_key(db, 5000));
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+/* A write that frees space still goes through when the WAL finds the disk
+ * full: the reserve is given up and the write retried in a new log. An
+ * ordinary write in the same spot just fails. */
+static void test_reserve_serves_freeing_wal_append(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_reserved(fe, 0);
+    for (int i = 0; i < 10; i++)
+        assert_null(put_key(db, i, true));
+    fault_env_set_disk_avail(fe, true, 0);
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, 1);
+    expect_code(put_key(db, 10, true), LSM_NO_SPACE);
+    assert_int_equal(prop(db, "lsm.reserve-held"), 1); /* not for that one */
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, 1);
+    char k[32], v[160];
+    key_value(3, k, v);
+    lsm_write_options freeing = {.sync = true, .frees_space = true};
+    assert_null(lsm_delete(db, &freeing, k, strlen(k)));
+    assert_int_equal(prop(db, "lsm.reserve-held"), 0);
+    assert_false(read_key(db, 3));
+    fault_env_set_disk_avail(fe, false, 0);
+    assert_null(lsm_close(db));
+    db = open_reserved(fe, 0);
+    for (int i = 0; i < 11; i++)
+        assert_int_equal(read_key(db, i), i != 3 && i != 10);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_full_disk_during_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_during_compaction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_disk_on_wal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_disk_on_wal_then_power_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_eio_stays_sticky, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_cut_failure_is_sticky, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reserve_serves_deletes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reserve_serves_freeing_wal_append, setup, teardown),
     };
     return cmocka_run_group_tests_name("db_nospace", tests, NULL, NULL);
 }

@@ -1,0 +1,115 @@
+/*
+ * db_reserve.c — the space reserve: a file of reserve_bytes (RESERVE in the
+ * store directory) that holds disk space back from ordinary writes, as
+ * ext4's reserved blocks do, so a full store can always be emptied.
+ *
+ * The rule: an ordinary write goes ahead only while the reserve is held
+ * (the file is there, full size). When the disk is too full for a flush, a
+ * compaction or the WAL append of a write that frees space (lsm_write_options
+ * .frees_space: deletes, truncates), the file is removed and its space serves
+ * them; ordinary writes then get LSM_NO_SPACE until the file can be made
+ * again (tried at most every RESERVE_RETRY_US, once the disk has room for it
+ * and as much again). Opening removes it first, so recovery never lacks
+ * space, and makes it again after. The reserve is never needed to open.
+ */
+#include "db_impl.h"
+#include "filename.h"
+#include "status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RESERVE_RETRY_US 100000
+#define RESERVE_CHUNK (64u << 10)
+
+uint64_t db_reserve_size(lsm_env *env, const char *dir, size_t wanted)
+{
+    uint64_t total = 0, avail = 0;
+    if (wanted == 0 || env->disk_free(env, dir, &total, &avail) != NULL)
+        return wanted;
+    uint64_t cap = total / 8; /* never more than an eighth of the disk */
+    return wanted < cap ? wanted : cap;
+}
+
+/* Writes the reserve file; on any failure removes what was written. No lock
+ * needed (only a leader or open calls it, one at a time). */
+static lsm_status *write_reserve(lsm_db *db, const char *name)
+{
+    static const char zeros[RESERVE_CHUNK];
+    lsm_wfile *f;
+    lsm_status *s = db->env->new_wfile(db->env, name, &f);
+    if (s)
+        return s;
+    for (uint64_t done = 0; s == NULL && done < db->reserve_bytes; done += RESERVE_CHUNK) {
+        uint64_t left = db->reserve_bytes - done;
+        s = f->ops->append(f, zeros, left < RESERVE_CHUNK ? (size_t)left : RESERVE_CHUNK);
+    }
+    if (s == NULL)
+        s = f->ops->sync(f);
+    lsm_status *c = f->ops->close(f);
+    if (s == NULL)
+        s = c;
+    else
+        lsm_status_free(c);
+    if (s)
+        lsm_status_free(db->env->remove_file(db->env, name));
+    return s;
+}
+
+bool db_reserve_make(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (db->reserve_held || db->reserve_bytes == 0)
+        return true;
+    uint64_t now = db->env->now_micros(db->env);
+    if (db->reserve_tried_us != 0 && now < db->reserve_tried_us + RESERVE_RETRY_US)
+        return false;
+    db->reserve_tried_us = now;
+    uint64_t total = 0, avail = 0;
+    lsm_status *s = db->env->disk_free(db->env, db->dir, &total, &avail);
+    if (s != NULL || avail < 2 * db->reserve_bytes) {
+        lsm_status_free(s);
+        return false;
+    }
+    char *name = reserve_file_name(db->dir);
+    if (name == NULL)
+        return false;
+    mutex_unlock(&db->mu);
+    s = write_reserve(db, name);
+    mutex_lock(&db->mu);
+    free(name);
+    db->reserve_held = s == NULL;
+    lsm_status_free(s);
+    return db->reserve_held;
+}
+
+bool db_reserve_release(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    char *name = reserve_file_name(db->dir);
+    bool had = name && (db->reserve_held || db->env->file_exists(db->env, name));
+    if (!had) {
+        free(name);
+        return false;
+    }
+    db->reserve_held = false;
+    db->reserve_tried_us = db->env->now_micros(db->env);
+    db->reserve_releases++;
+    mutex_unlock(&db->mu);
+    lsm_status *s = db->env->remove_file(db->env, name);
+    mutex_lock(&db->mu);
+    lsm_status_free(s);
+    free(name);
+    return true;
+}
+
+lsm_status *db_reserve_check(lsm_db *db, bool frees_space)
+{
+    assert(mutex_held(&db->mu));
+    if (frees_space || db_reserve_make(db))
+        return NULL;
+    return status_new(LSM_NO_SPACE,
+                      "the disk is full: its last %llu KiB are kept for deletes",
+                      (unsigned long long)(db->reserve_bytes >> 10));
+}

@@ -1,0 +1,364 @@
+/*
+ * test_fullfs — a store on a full disk (issue 15, item 4): the store lives
+ * on a 64 MiB tmpfs of the test's own, filled through lsmfs by several
+ * writers (small fsynced files, MiB-sized fsynced files, appends with
+ * fdatasync, unsynced files). Users get ENOSPC, never EIO, and nothing
+ * hangs; deleting files while the disk is full works and frees space:
+ * writes resume on the same mount; filled again (beside the store), once
+ * the tmpfs grows they resume too; the unmount is clean; on a host filled
+ * to the last byte the store still mounts (also after a crash), every
+ * fsynced file is there and a delete still works.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mount.h"
+
+#define TEST_TIMEOUT_S 50
+#define FILL_LIMIT_S 25.0
+#define SMALL_SIZE (4 * KiB)
+#define BIG_SIZE (2 * MiB)
+#define APPEND_SIZE (64 * KiB)
+#define MAX_FILES 4096
+
+static char host[PATH_MAX]; /* the tmpfs mount point */
+static bool host_mounted;
+static struct tmount *the_mount; /* while the test runs */
+
+/* Only once lsmfs is gone: it keeps the store open. */
+static void host_umount(void)
+{
+    if (host_mounted && umount2(host, MNT_DETACH) == 0)
+        host_mounted = false;
+    if (host[0])
+        rmdir(host);
+}
+
+enum kind { SMALL, BIG, APPEND, UNSYNCED, KINDS };
+
+struct writer {
+    struct tmount *m;
+    enum kind kind;
+    struct tm_errs *errs;
+    pthread_t thread;
+    int files;               /* files made (the last may be partial) */
+    bool synced[MAX_FILES];  /* file i was fsynced whole */
+    uint64_t append_synced;  /* APPEND: bytes made durable by fdatasync */
+    bool got_enospc;
+};
+
+static atomic_bool fill_stop;
+
+static const char *kind_dir(enum kind k)
+{
+    static const char *names[KINDS] = {"small", "big", "append", "unsynced"};
+    return names[k];
+}
+
+static uint64_t seed_of(enum kind k, int i)
+{
+    return (uint64_t)k << 32 | (uint64_t)i;
+}
+
+/* An errno from the full disk: ENOSPC is right, anything else a failure. */
+static void note_error(struct writer *w, const char *what, int err)
+{
+    if (err == ENOSPC)
+        w->got_enospc = true;
+    else
+        tm_errs_add(w->errs, "%s writer: %s: %s", kind_dir(w->kind), what, strerror(err));
+}
+
+/* Writes file i of `size` bytes in `step`-byte pieces; fsyncs it if asked.
+ * 0, or the errno that stopped it. */
+static int write_file(struct writer *w, int i, long size, long step, bool sync)
+{
+    const char *path = tm_path(w->m, "%s/%d", kind_dir(w->kind), i);
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd < 0)
+        return errno;
+    char *buf = malloc((size_t)step);
+    int err = buf ? 0 : ENOMEM;
+    for (long off = 0; err == 0 && off < size; off += step) {
+        tm_fill(buf, (size_t)step, seed_of(w->kind, i), (uint64_t)off);
+        err = -tm_pwrite_all(fd, buf, (size_t)step, off);
+    }
+    free(buf);
+    if (err == 0 && sync && fsync(fd) != 0)
+        err = errno;
+    if (close(fd) != 0 && err == 0)
+        err = errno;
+    return err;
+}
+
+/* APPEND: 64 KiB at a time, each made durable with fdatasync. */
+static int append_more(struct writer *w)
+{
+    int fd = open(tm_path(w->m, "append/log"), O_CREAT | O_WRONLY, 0644);
+    if (fd < 0)
+        return errno;
+    char buf[APPEND_SIZE];
+    uint64_t off = w->append_synced;
+    tm_fill(buf, sizeof buf, seed_of(APPEND, 0), off);
+    int err = -tm_pwrite_all(fd, buf, sizeof buf, (off_t)off);
+    if (err == 0 && fdatasync(fd) != 0)
+        err = errno;
+    if (err == 0)
+        w->append_synced = off + sizeof buf;
+    close(fd);
+    return err;
+}
+
+static void *writer_main(void *arg)
+{
+    struct writer *w = arg;
+    double t0 = tm_now();
+    while (!atomic_load(&fill_stop) && !w->got_enospc && w->files < MAX_FILES) {
+        if (tm_now() - t0 > FILL_LIMIT_S) {
+            tm_errs_add(w->errs, "%s writer: the disk never filled", kind_dir(w->kind));
+            break;
+        }
+        int err, i = w->files;
+        switch (w->kind) {
+        case SMALL:
+            err = write_file(w, i, SMALL_SIZE, SMALL_SIZE, true);
+            break;
+        case BIG:
+            err = write_file(w, i, BIG_SIZE, 256 * KiB, true);
+            break;
+        case UNSYNCED:
+            err = write_file(w, i, BIG_SIZE, 1 * MiB, false);
+            break;
+        default:
+            err = append_more(w);
+            break;
+        }
+        if (w->kind != APPEND) {
+            w->files++;
+            w->synced[i] = err == 0 && w->kind != UNSYNCED;
+        }
+        if (err != 0)
+            note_error(w, "write", err);
+    }
+    return NULL;
+}
+
+/* Whether file i of kind k holds exactly its bytes. */
+static bool file_is_whole(struct tmount *m, enum kind k, int i, long size)
+{
+    char *buf = malloc((size_t)size + 1), *want = malloc((size_t)size);
+    assert_non_null(buf);
+    assert_non_null(want);
+    ssize_t n = tm_read_file(tm_path(m, "%s/%d", kind_dir(k), i), buf, (size_t)size + 1);
+    tm_fill(want, (size_t)size, seed_of(k, i), 0);
+    bool ok = n == size && memcmp(buf, want, (size_t)size) == 0;
+    free(buf);
+    free(want);
+    return ok;
+}
+
+static void check_append(struct tmount *m, uint64_t synced)
+{
+    char *buf = malloc(synced + 1), *want = malloc(synced + 1);
+    assert_non_null(buf);
+    assert_non_null(want);
+    int fd = open(tm_path(m, "append/log"), O_RDONLY);
+    TM_OK(fd);
+    ssize_t n = tm_pread_all(fd, buf, synced, 0);
+    close(fd);
+    tm_fill(want, synced, seed_of(APPEND, 0), 0);
+    if (n != (ssize_t)synced || memcmp(buf, want, synced) != 0)
+        fail_msg("append/log: %zd of %llu fdatasynced bytes read back right", n,
+                 (unsigned long long)synced);
+    free(buf);
+    free(want);
+}
+
+/* Fills what is left of the host with a file beside the store. */
+static void fill_host(void)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/filler", host);
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    TM_OK(fd);
+    static char buf[1 << 16];
+    ssize_t n;
+    while ((n = write(fd, buf, sizeof buf)) > 0) {
+    }
+    assert_int_equal(errno, ENOSPC);
+    while (write(fd, buf, 512) > 0) { /* the last partial block */
+    }
+    close(fd);
+}
+
+/* Unlinks file i of writer w; the last one may never have been created
+ * (its open met the full disk). */
+static void remove_file(struct tmount *m, const struct writer *w, int i)
+{
+    if (unlink(P("%s/%d", kind_dir(w->kind), i)) == 0)
+        return;
+    if (errno != ENOENT || i != w->files - 1)
+        fail_msg("unlink %s/%d on the full disk: %s", kind_dir(w->kind), i, strerror(errno));
+}
+
+static void test_full_disk(void **state)
+{
+    (void)state;
+    assert_int_equal(tm_mkdtemp(host, "fullfs-host"), 0);
+    TM_OK(mount("tmpfs", host, "tmpfs", 0, "size=64m"));
+    host_mounted = true;
+    char store[PATH_MAX + 8];
+    snprintf(store, sizeof store, "%s/store", host);
+    TM_OK(mkdir(store, 0755));
+    struct tmount *m = the_mount = tm_new_in(NULL, store);
+    assert_non_null(m);
+    for (int k = 0; k < KINDS; k++)
+        TM_OK(mkdir(P("%s", kind_dir(k)), 0755));
+
+    /* Fill it. */
+    struct tm_errs errs;
+    tm_errs_init(&errs);
+    static struct writer w[KINDS];
+    for (int k = 0; k < KINDS; k++) {
+        w[k] = (struct writer){.m = m, .kind = k, .errs = &errs};
+        assert_int_equal(pthread_create(&w[k].thread, NULL, writer_main, &w[k]), 0);
+    }
+    /* Once one writer met the full disk, the others get a few seconds. */
+    for (bool any = false; !any;) {
+        tm_sleep_ms(50);
+        for (int k = 0; k < KINDS; k++)
+            any = any || w[k].got_enospc;
+        bool all_done = true;
+        for (int k = 0; k < KINDS; k++)
+            all_done = all_done && (w[k].got_enospc || errs.count > 0);
+        if (all_done || errs.count > 0)
+            break;
+    }
+    double t_full = tm_now();
+    while (tm_now() - t_full < 3.0) {
+        bool all = true;
+        for (int k = 0; k < KINDS; k++)
+            all = all && w[k].got_enospc;
+        if (all)
+            break;
+        tm_sleep_ms(50);
+    }
+    atomic_store(&fill_stop, true);
+    for (int k = 0; k < KINDS; k++)
+        pthread_join(w[k].thread, NULL);
+    tm_errs_check(&errs);
+    assert_true(w[SMALL].got_enospc || w[BIG].got_enospc || w[UNSYNCED].got_enospc);
+    int fsynced = 0;
+    for (int k = 0; k < KINDS; k++)
+        for (int i = 0; i < w[k].files; i++)
+            fsynced += w[k].synced[i];
+    fprintf(stderr, "[fullfs] full after %d small, %d big, %d unsynced files, %llu appended "
+                    "bytes (%d fsynced files)\n",
+            w[SMALL].files, w[BIG].files, w[UNSYNCED].files,
+            (unsigned long long)w[APPEND].append_synced, fsynced);
+
+    /* Deleting works while the disk is full: every big and unsynced file,
+     * every other small one. */
+    for (int i = 0; i < w[BIG].files; i++)
+        remove_file(m, &w[BIG], i);
+    for (int i = 0; i < w[UNSYNCED].files; i++)
+        remove_file(m, &w[UNSYNCED], i);
+    for (int i = 0; i < w[SMALL].files; i += 2)
+        remove_file(m, &w[SMALL], i);
+
+    /* The deletes freed space: writes resume on the same mount. */
+    int err = ENOSPC;
+    double t0 = tm_now();
+    int resumed = w[BIG].files;
+    while ((err = write_file(&w[BIG], resumed, BIG_SIZE, 256 * KiB, true)) == ENOSPC &&
+           tm_now() - t0 < 15.0)
+        tm_sleep_ms(100);
+    if (err != 0)
+        fail_msg("writing after the deletes: %s", strerror(err));
+    fprintf(stderr, "[fullfs] writes resumed %.2f s after the deletes\n", tm_now() - t0);
+    for (t0 = tm_now(); (err = append_more(&w[APPEND])) == ENOSPC && tm_now() - t0 < 15.0;)
+        tm_sleep_ms(100);
+    assert_int_equal(err, 0);
+    /* Fill it again, then grow the host: writes resume too. */
+    fill_host();
+    int extra = resumed + 2; /* the reserve may still take a file or two */
+    while ((err = write_file(&w[BIG], extra, BIG_SIZE, 256 * KiB, true)) == 0 &&
+           extra < resumed + 12)
+        extra++;
+    assert_int_equal(err, ENOSPC);
+    TM_OK(mount(NULL, host, NULL, MS_REMOUNT, "size=128m"));
+    for (t0 = tm_now(); (err = write_file(&w[BIG], extra, BIG_SIZE, 256 * KiB, true)) == ENOSPC &&
+                        tm_now() - t0 < 15.0;)
+        tm_sleep_ms(100);
+    if (err != 0)
+        fail_msg("writing after the host grew: %s", strerror(err));
+    fprintf(stderr, "[fullfs] writes resumed %.2f s after the host grew\n", tm_now() - t0);
+    char filler[PATH_MAX + 16];
+    snprintf(filler, sizeof filler, "%s/filler", host);
+    TM_OK(unlink(filler));
+    assert_int_equal(tm_unmount(m), 0); /* exit 0: closing the store worked */
+
+    /* A host full to the last byte: the store still mounts. */
+    fill_host();
+    assert_int_equal(tm_mount(m), 0);
+    for (int i = 0; i < w[SMALL].files; i++) {
+        if (i % 2 == 0) {
+            TM_ERR(access(P("small/%d", i), F_OK), ENOENT);
+        } else if (w[SMALL].synced[i] && !file_is_whole(m, SMALL, i, SMALL_SIZE)) {
+            fail_msg("small/%d: fsynced, not read back whole", i);
+        }
+    }
+    for (int i = 0; i < w[BIG].files; i++)
+        TM_ERR(access(P("big/%d", i), F_OK), ENOENT);
+    assert_true(file_is_whole(m, BIG, resumed, BIG_SIZE));
+    for (int i = resumed + 2; i <= extra; i++)
+        assert_true(file_is_whole(m, BIG, i, BIG_SIZE));
+    check_append(m, w[APPEND].append_synced);
+    TM_OK(unlink(P("small/1"))); /* deleting works on the full host too */
+    TM_OK(unlink(filler));
+
+    /* A crash, then a full host: recovery, which writes the log's records
+     * into a table, still has room (the reserve's). */
+    for (t0 = tm_now(); (err = write_file(&w[BIG], resumed + 1, BIG_SIZE, 256 * KiB, true)) ==
+                            ENOSPC && tm_now() - t0 < 15.0;)
+        tm_sleep_ms(100);
+    assert_int_equal(err, 0);
+    assert_int_equal(tm_crash(m), 0);
+    fill_host();
+    assert_int_equal(tm_mount(m), 0);
+    assert_true(file_is_whole(m, BIG, resumed + 1, BIG_SIZE));
+    TM_OK(unlink(filler));
+    the_mount = NULL;
+    assert_int_equal(tm_free(m), 0);
+    host_umount();
+}
+
+int main(void)
+{
+    atexit(host_umount); /* registered first: runs after the harness's cleanup */
+    tm_init();
+    tm_watchdog(TEST_TIMEOUT_S, "test_fullfs");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full_disk),
+    };
+    int rc = cmocka_run_group_tests_name("fullfs", tests, NULL, NULL);
+    tm_watchdog(0, NULL);
+    if (the_mount) /* a failed test left it mounted */
+        tm_free(the_mount);
+    host_umount();
+    return rc;
+}
