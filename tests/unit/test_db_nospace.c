@@ -250,6 +250,7 @@ static void full_disk_on_wal(bool crash)
     if (!crash)
         assert_null(cs);
     lsm_status_free(cs);
+    fault_env_clear_failures(fe); /* the disk has room again */
 
     lsm_options o;
     lsm_options_init(&o);
