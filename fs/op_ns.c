@@ -7,6 +7,7 @@
 #include "inode.h"
 #include "ops.h"
 #include "orphan.h"
+#include "xattr.h"
 
 #include <errno.h>
 #include <string.h>
@@ -71,7 +72,9 @@ static int make_locked(fuse_req_t req, lsmfs *fs, inode *parent, const char *nam
     lsm_batch *b = lsm_batch_new();
     if (b == NULL)
         return ENOMEM;
-    err = inode_batch_put(b, ino, &r, nn->target, plen);
+    err = xattr_inherit(fs, b, parent->ino, &parent->rec, ino, &r, ctx->umask);
+    if (err == 0)
+        err = inode_batch_put(b, ino, &r, nn->target, plen);
     if (err == 0)
         err = add_entry(b, parent, &p, name, ino, &r, r.ctime);
     if (err == 0)
