@@ -113,10 +113,23 @@ int acl_valid(const void *buf, size_t len)
     return state == 0 ? 0 : EINVAL;
 }
 
+/* The entry whose perms are the group class's: the mask if there is one,
+ * else the owning group's. REQUIRES: acl_valid (both exist as needed). */
+static size_t group_class(const void *buf, size_t len)
+{
+    size_t group = 0;
+    for (size_t i = 0; i < count(len); i++) {
+        if (tag_of(buf, i) == TAG_MASK)
+            return i;
+        if (tag_of(buf, i) == TAG_GROUP_OBJ)
+            group = i;
+    }
+    return group;
+}
+
 mode_t acl_mode(const void *buf, size_t len, mode_t mode, bool *equiv)
 {
-    mode_t perms = 0, group = 0, mask = 0;
-    bool have_mask = false;
+    mode_t perms = (mode_t)perm_of(buf, group_class(buf, len)) << 3;
     *equiv = true;
     for (size_t i = 0; i < count(len); i++) {
         mode_t p = perm_of(buf, i);
@@ -124,50 +137,32 @@ mode_t acl_mode(const void *buf, size_t len, mode_t mode, bool *equiv)
         case TAG_USER_OBJ:
             perms |= p << 6;
             break;
-        case TAG_GROUP_OBJ:
-            group = p << 3;
-            break;
         case TAG_OTHER:
             perms |= p;
             break;
-        case TAG_MASK:
-            mask = p << 3;
-            have_mask = true;
-            *equiv = false;
+        case TAG_GROUP_OBJ:
             break;
-        default:
+        default: /* named entries and the mask: more than a mode says */
             *equiv = false;
         }
     }
-    return (mode & ~(mode_t)0777) | perms | (have_mask ? mask : group);
+    return (mode & ~(mode_t)0777) | perms;
 }
 
 void acl_chmod(void *buf, size_t len, mode_t mode)
 {
-    size_t group = count(len), mask = count(len);
     for (size_t i = 0; i < count(len); i++) {
-        switch (tag_of(buf, i)) {
-        case TAG_USER_OBJ:
+        if (tag_of(buf, i) == TAG_USER_OBJ)
             set_perm(buf, i, (mode >> 6) & 7);
-            break;
-        case TAG_GROUP_OBJ:
-            group = i;
-            break;
-        case TAG_MASK:
-            mask = i;
-            break;
-        case TAG_OTHER:
+        else if (tag_of(buf, i) == TAG_OTHER)
             set_perm(buf, i, mode & 7);
-            break;
-        }
     }
-    set_perm(buf, mask < count(len) ? mask : group, (mode >> 3) & 7);
+    set_perm(buf, group_class(buf, len), (mode >> 3) & 7);
 }
 
 bool acl_inherit(void *buf, size_t len, mode_t *mode)
 {
     mode_t m = *mode;
-    size_t group = count(len), mask = count(len);
     bool store = false;
     for (size_t i = 0; i < count(len); i++) {
         unsigned p = perm_of(buf, i);
@@ -181,17 +176,12 @@ bool acl_inherit(void *buf, size_t len, mode_t *mode)
             m &= (mode_t)p | ~(mode_t)S_IRWXO;
             break;
         case TAG_GROUP_OBJ:
-            group = i;
             break;
-        case TAG_MASK:
-            mask = i;
-            store = true;
-            break;
-        default:
+        default: /* named entries and the mask */
             store = true;
         }
     }
-    size_t g = mask < count(len) ? mask : group;
+    size_t g = group_class(buf, len);
     unsigned p = perm_of(buf, g);
     set_perm(buf, g, p & (m >> 3));
     m &= (mode_t)(p << 3) | ~(mode_t)S_IRWXG;
