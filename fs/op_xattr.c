@@ -82,6 +82,8 @@ static int change_locked(lsmfs *fs, inode *n, const char *name, const char *valu
         return EEXIST;
     if ((flags & XATTR_REPLACE) && !exists)
         return ENODATA;
+    if (value != NULL && !exists && (err = xattr_room_for(fs, n->ino, name)) != 0)
+        return err;
     lsm_batch *b = lsm_batch_new();
     if (b == NULL)
         return ENOMEM;

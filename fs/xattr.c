@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/limits.h>
 #include <sys/stat.h>
 
 static bool has_prefix(const char *name, const char *prefix)
@@ -206,5 +207,16 @@ int xattr_inherit(lsmfs *fs, lsm_batch *b, uint64_t dir, const inode_rec *d, uin
     }
     r->mode = mode;
     free(acl);
+    return err;
+}
+
+int xattr_room_for(lsmfs *fs, uint64_t ino, const char *name)
+{
+    char *list = NULL;
+    size_t len = 0;
+    int err = xattr_list(fs, ino, &list, &len);
+    free(list);
+    if (err == 0 && len + strlen(name) + 1 > XATTR_LIST_MAX)
+        err = ENOSPC;
     return err;
 }

@@ -28,6 +28,11 @@ bool xattr_supported(const char *name);
  * EOPNOTSUPP (!xattr_supported), E2BIG. */
 int xattr_check(const char *name, size_t size);
 
+/* May ino take a new attribute `name`? Its names must stay listable in one
+ * listxattr (XATTR_LIST_MAX, 64 KiB; beyond it the kernel answers E2BIG to
+ * everyone, and tar --xattrs fails): 0, ENOSPC (as ext4 when an inode's
+ * attribute space is full) or an errno. */
+int xattr_room_for(lsmfs *fs, uint64_t ino, const char *name);
 /* chmod: adds to b the access ACL of ino (if it has one) rewritten for the
  * new r->mode (acl_chmod). 0 or an errno. */
 int xattr_acl_chmod(lsmfs *fs, lsm_batch *b, uint64_t ino, const inode_rec *r);

@@ -2007,6 +2007,37 @@ static void test_xattr_namespaces(void **state)
     assert_int_equal(getxattr(P("secret"), "trusted.a", buf, sizeof buf), 1);
     in_child(m, become_nobody, namespace_checks);
     assert_int_equal(listxattr(P("mine"), buf, sizeof buf), (ssize_t)sizeof "user.ok");
+    /* user. only where ext4 has it: regular files and directories. */
+    TM_OK(symlink("secret", P("link")));
+    TM_ERR(lsetxattr(P("link"), "user.a", "1", 1, 0), EPERM);
+    TM_OK(mkfifo(P("fifo"), 0666));
+    TM_ERR(setxattr(P("fifo"), "user.a", "1", 1, 0), EPERM);
+}
+
+/* An inode's names must fit one listxattr (64 KiB): past that ENOSPC, as
+ * ext4 when the inode's attribute space is full, and listing keeps working
+ * (tar --xattrs). */
+static void test_xattr_names_stay_listable(void **state)
+{
+    struct tmount *m = *state;
+    tm_touch(P("f"));
+    char name[256];
+    int i, err = 0;
+    for (i = 0; i < 300 && err == 0; i++) {
+        snprintf(name, sizeof name, "user.%03d%0245d", i, 0);
+        err = setxattr(P("f"), name, "v", 1, 0) == 0 ? 0 : errno;
+    }
+    assert_int_equal(err, ENOSPC);
+    assert_true(i > 200);
+    ssize_t len = listxattr(P("f"), NULL, 0);
+    TM_OK(len);
+    assert_true(len <= 65536);
+    char *list = malloc((size_t)len);
+    assert_non_null(list);
+    assert_int_equal(listxattr(P("f"), list, (size_t)len), len);
+    free(list);
+    snprintf(name, sizeof name, "user.%03d%0245d", 0, 0); /* existing names still change */
+    TM_OK(setxattr(P("f"), name, "replaced", 8, XATTR_REPLACE));
 }
 
 /* become_nobody with supplementary group 4242. */
@@ -2281,6 +2312,7 @@ int main(void)
         TM_TEST(test_kernel_checks_on_every_mount, setup),
         TM_TEST(test_access_checks, setup),
         TM_TEST(test_xattr_namespaces, setup_allow_other),
+        TM_TEST(test_xattr_names_stay_listable, setup),
         TM_TEST(test_acl_named_user_enforced, setup_allow_other),
         TM_TEST(test_acl_mask, setup_allow_other),
         TM_TEST(test_acl_as_mode, setup),
