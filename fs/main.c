@@ -45,30 +45,20 @@ struct options {
     double timeout; /* -o cache_timeout=SEC */
     int spin_us;    /* -o spin=USEC: the reader polls this long (loop.h) */
     int readahead_kb; /* -o readahead=KB: the mount's readahead window (bdi.h) */
-    bool others;    /* -o allow_other or allow_root: other users may enter */
-    bool kernel_perms; /* -o default_permissions given */
+    bool allow_root; /* -o allow_root: only root may enter besides the mounter */
     const char *atime; /* -o atime, relatime or strictatime given (refused) */
 };
 
-enum {
-    KEY_SYNC,
-    KEY_WRITEBACK,
-    KEY_NONEMPTY,
-    KEY_DISCARD,
-    KEY_OTHERS,
-    KEY_KERNEL_PERMS,
-    KEY_ATIME
-};
+enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_ALLOW_ROOT, KEY_ATIME };
 
 static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("sync", KEY_SYNC),
     FUSE_OPT_KEY("writeback", KEY_WRITEBACK),
     FUSE_OPT_KEY("nonempty", KEY_NONEMPTY),
     FUSE_OPT_KEY("defaults", KEY_DISCARD),
-    FUSE_OPT_KEY("allow_other", KEY_OTHERS),
-    FUSE_OPT_KEY("allow_root", KEY_OTHERS),
-    FUSE_OPT_KEY("default_permissions", KEY_KERNEL_PERMS),
-    FUSE_OPT_KEY("noatime", KEY_DISCARD), /* what every mount is */
+    FUSE_OPT_KEY("allow_root", KEY_ALLOW_ROOT),
+    FUSE_OPT_KEY("default_permissions", KEY_DISCARD), /* always on */
+    FUSE_OPT_KEY("noatime", KEY_DISCARD),             /* what every mount is */
     FUSE_OPT_KEY("atime", KEY_ATIME),
     FUSE_OPT_KEY("relatime", KEY_ATIME),
     FUSE_OPT_KEY("strictatime", KEY_ATIME),
@@ -102,11 +92,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
         return 0;
     case KEY_DISCARD:
         return 0;
-    case KEY_OTHERS: /* noted, and kept for libfuse's mount */
-        o->others = true;
-        return 1;
-    case KEY_KERNEL_PERMS:
-        o->kernel_perms = true;
+    case KEY_ALLOW_ROOT: /* noted, and kept for libfuse's mount */
+        o->allow_root = true;
         return 1;
     case KEY_ATIME:
         o->atime = arg;
@@ -126,8 +113,6 @@ static void usage(const char *prog)
            "    -o writeback           let the kernel cache writes (fsync stays exact)\n"
            "    -o nonempty            allow a non-empty mount point\n"
            "    -o cache_timeout=SEC   kernel entry/attribute cache timeout (default 3600)\n"
-           "    -o default_permissions the kernel checks permissions even on a mount only\n"
-           "                           root can enter (on by default otherwise)\n"
            "    -o spin=USEC           after a request, the reader polls /dev/fuse this long\n"
            "                           before it sleeps (default %d; 0 never polls)\n"
            "    -o readahead=KB        the mount's readahead window (default %d; 0 keeps\n"
@@ -256,27 +241,10 @@ static void check_placement(const char *mnt, const char *store)
     endmntent(f);
 }
 
-/*
- * Does the kernel need to check permissions (default_permissions)? Not on a
- * mount only root can enter: without allow_other the kernel lets in only
- * processes whose uids (real, effective, saved) and gids all equal the
- * mounting user's -- libfuse mounts with our real uid -- and for uid 0 the
- * kernel's checks can only refuse to execute a regular file with no
- * execute bit, which it still checks itself without default_permissions.
- * access(2) and chdir(2) then come to op_access. Skipping the checks saves
- * a GETATTR of the directory after every change in it: the kernel drops a
- * directory's attributes on each create/unlink/rename and would fetch them
- * again for the next check. The one difference: a root process without
- * CAP_DAC_OVERRIDE (dropped, or its fsuid changed) is no longer refused;
- * -o default_permissions brings the kernel's checks back.
- */
-static bool kernel_checks_needed(const struct options *o)
-{
-    return o->others || o->kernel_perms || getuid() != 0 || geteuid() != 0;
-}
-
-/* -o fsname=STORE,subtype=lsmfs[,default_permissions] for the kernel. */
-static void add_mount_options(struct fuse_args *args, const char *store, bool kernel_perms)
+/* -o fsname=STORE,subtype=lsmfs,default_permissions for the kernel: the
+ * kernel checks permissions on every mount, as for ext4 (POSIX ACLs need
+ * it, and without it the kernel skips the checks of a setattr). */
+static void add_mount_options(struct fuse_args *args, const char *store)
 {
     char *opt = malloc(strlen(store) * 2 + 64);
     if (opt == NULL)
@@ -287,7 +255,7 @@ static void add_mount_options(struct fuse_args *args, const char *store, bool ke
             *p++ = '\\';
         *p++ = *s;
     }
-    strcpy(p, kernel_perms ? ",subtype=lsmfs,default_permissions" : ",subtype=lsmfs");
+    strcpy(p, ",subtype=lsmfs,default_permissions");
     if (fuse_opt_add_arg(args, opt) != 0)
         fail("out of memory");
     free(opt);
@@ -374,7 +342,7 @@ int main(int argc, char *argv[])
     if (store == NULL)
         fail("%s: %s", o.store, strerror(errno));
     check_placement(co.mountpoint, store);
-    add_mount_options(&args, store, kernel_checks_needed(&o) && !o.kernel_perms);
+    add_mount_options(&args, store);
     /* Reads never update access times: say so (the kernel's default,
      * relatime, would promise updates that never come). */
     if (fuse_opt_add_arg(&args, "-onoatime") != 0)
@@ -383,7 +351,8 @@ int main(int argc, char *argv[])
         daemon_begin();
 
     lsmfs_config cfg = {
-        .store_dir = store, .sync_all = o.sync_all, .writeback = o.writeback, .timeout = o.timeout};
+        .store_dir = store, .sync_all = o.sync_all, .writeback = o.writeback, .timeout = o.timeout,
+        .allow_root = o.allow_root};
     lsmfs *fs;
     char err[512];
     if (lsmfs_open(&cfg, &fs, err, sizeof err) != 0)

@@ -6,6 +6,7 @@
 #include "dir.h"
 #include "inode.h"
 #include "ops.h"
+#include "xattr.h"
 
 #include <errno.h>
 #include <string.h>
@@ -116,6 +117,10 @@ static int setattr_locked(lsmfs *fs, inode *n, const struct stat *attr, int to_s
     }
     if (err == 0) {
         apply_attrs(&r, attr, to_set, now);
+        if (to_set & FUSE_SET_ATTR_MODE)
+            err = xattr_acl_chmod(fs, b, n->ino, &r);
+    }
+    if (err == 0) {
         err = op_commit_one_as(fs, b, n, &r, &pl, shrinks ? COMMIT_FREES_SPACE : 0);
     }
     *out = r;

@@ -7,6 +7,7 @@
 #include "inode.h"
 #include "ops.h"
 #include "orphan.h"
+#include "xattr.h"
 
 #include <errno.h>
 #include <string.h>
@@ -73,6 +74,8 @@ static int make_locked(fuse_req_t req, lsmfs *fs, inode *parent, const char *nam
     lsm_batch *b = lsm_batch_new();
     if (b == NULL)
         err = ENOMEM;
+    if (err == 0)
+        err = xattr_inherit(fs, b, parent->ino, &parent->rec, ino, &r, ctx->umask);
     if (err == 0)
         err = inode_batch_put(b, ino, &r, nn->target, plen);
     if (err == 0)

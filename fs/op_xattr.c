@@ -2,6 +2,7 @@
  * op_xattr.c — setxattr, getxattr, listxattr, removexattr, and the
  * read-only root attribute user.lsmfs.stats.
  */
+#include "acl.h"
 #include "commit.h"
 #include "inode.h"
 #include "ops.h"
@@ -10,6 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 
 #define STATS_XATTR "user.lsmfs.stats"
@@ -39,31 +41,60 @@ static void reply_sized(fuse_req_t req, const char *val, size_t len, size_t size
         fuse_reply_buf(req, val, len);
 }
 
+/* An ACL being set on the inode of record *r: validates it and, for an
+ * access ACL, sets r's mode from it; *value becomes NULL (remove any stored
+ * ACL) when the mode says all it says. 0, EINVAL (malformed) or EACCES (a
+ * default ACL on a non-directory, as the kernel's set_posix_acl). */
+static int acl_prepare(inode_rec *r, const char *name, const char **value, size_t size)
+{
+    bool access = acl_is_access(name);
+    if ((!access && !acl_is_default(name)) || *value == NULL)
+        return 0;
+    int err = acl_valid(*value, size);
+    if (err != 0)
+        return err;
+    if (!access)
+        return S_ISDIR(r->mode) ? 0 : EACCES;
+    bool equiv;
+    r->mode = acl_mode(*value, size, r->mode, &equiv);
+    if (equiv)
+        *value = NULL;
+    return 0;
+}
+
 /* REQUIRES: n->lock held for writing. value NULL means remove. */
 static int change_locked(lsmfs *fs, inode *n, const char *name, const char *value, size_t size,
                          int flags)
 {
     if (n->gone)
         return ENOENT;
-    int err = xattr_exists(fs, n->ino, name);
+    inode_rec r = n->rec;
+    bool removing = value == NULL;
+    int err = acl_prepare(&r, name, &value, size);
+    if (err == 0)
+        err = xattr_exists(fs, n->ino, name);
     if (err != 0 && err != ENODATA)
         return err;
     bool exists = err == 0;
-    if (value == NULL && !exists)
+    if (removing && !exists)
         return ENODATA;
     if ((flags & XATTR_CREATE) && exists)
         return EEXIST;
     if ((flags & XATTR_REPLACE) && !exists)
         return ENODATA;
+    if (value != NULL && !exists && (err = xattr_room_for(fs, n->ino, name)) != 0)
+        return err;
     lsm_batch *b = lsm_batch_new();
     if (b == NULL)
         return ENOMEM;
-    inode_rec r = n->rec;
     r.ctime = ts_now();
-    if (value != NULL)
+    err = 0;
+    if (value != NULL) {
         r.flags |= INODE_F_XATTR;
-    err = value != NULL ? xattr_batch_set(b, n->ino, name, value, size)
-                        : xattr_batch_remove(b, n->ino, name);
+        err = xattr_batch_set(b, n->ino, name, value, size);
+    } else if (exists) {
+        err = xattr_batch_remove(b, n->ino, name);
+    }
     if (err == 0)
         err = op_commit_one(fs, b, n, &r, NULL);
     lsm_batch_free(b);
@@ -132,6 +163,8 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
         val = stats_value(fs);
         len = val != NULL ? strlen(val) : 0;
         err = val != NULL ? 0 : ENOMEM;
+    } else if (!xattr_supported(name)) {
+        err = EOPNOTSUPP;
     } else if ((err = may_have_xattrs(fs, ino)) == 0) {
         err = xattr_get(fs, ino, name, &val, &len);
     }

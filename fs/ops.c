@@ -7,7 +7,6 @@
 #include "commit.h"
 #include "inode.h"
 #include "orphan.h"
-#include "perm.h"
 
 #include <errno.h>
 #include <linux/fuse.h>
@@ -262,8 +261,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     /* Directory handles carry no state either, but no OPENDIR would make
      * the kernel cache every listing (op_opendir says why it should not). */
     /* File handles carry none either once unlinked files are kept by the
-     * kernel's references instead of open counts: no OPEN, no RELEASE. */
-    if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {
+     * kernel's references instead of open counts: no OPEN, no RELEASE.
+     * Not with allow_root: libfuse refuses other users there per request
+     * but lets READ and WRITE through, counting on OPEN being refused. */
+    if ((conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) && !st->fs->cfg.allow_root) {
         conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
         st->fs->no_open = true;
     }
@@ -274,26 +275,14 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_WRITEBACK_CACHE;
     else
         conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+    /* The kernel enforces POSIX ACLs (acl.h); the umask is then ours to
+     * apply, as only we know whether a default ACL replaces it. */
+    if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK))
+        conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
     conn->max_write = 1u << 20;
     if (conn->max_readahead < (1u << 20))
         conn->max_readahead = 1u << 20;
     conn->time_gran = 1;
-}
-
-/* Sent only without default_permissions (root-private mounts), for
- * access(2), faccessat(2) and chdir(2): the kernel checks nothing itself. */
-static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
-{
-    lsmfs *fs = op_fs(req);
-    stats_inc(&fs->stats.ops[OP_ACCESS]);
-    inode_rec r;
-    if (!op_get_rec(req, fs, ino, &r))
-        return;
-    perm_cred c;
-    perm_cred_of_req(req, &c);
-    int err = perm_check(&c, r.mode, r.uid, r.gid, mask);
-    perm_cred_release(&c);
-    fuse_reply_err(req, err);
 }
 
 static const struct fuse_lowlevel_ops ops = {
@@ -327,7 +316,6 @@ static const struct fuse_lowlevel_ops ops = {
     .getxattr = op_getxattr,
     .listxattr = op_listxattr,
     .removexattr = op_removexattr,
-    .access = op_access,
     .create = op_create,
     .fallocate = op_fallocate,
     .lseek = op_lseek,

@@ -23,6 +23,7 @@ typedef struct lsmfs_config {
     bool sync_all;  /* -o sync: every operation durable before it returns */
     bool writeback; /* -o writeback: the kernel's writeback cache (opt-in) */
     double timeout; /* entry/attr cache timeout given to the kernel, seconds */
+    bool allow_root; /* -o allow_root: libfuse refuses other users per request */
 } lsmfs_config;
 
 /* Fields marked [const] are set by lsmfs_open and never change; the others

@@ -3,18 +3,34 @@
  */
 #include "xattr.h"
 
+#include "acl.h"
 #include "commit.h"
 #include "schema.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/limits.h>
+#include <sys/stat.h>
+
+static bool has_prefix(const char *name, const char *prefix)
+{
+    return strncmp(name, prefix, strlen(prefix)) == 0;
+}
+
+bool xattr_supported(const char *name)
+{
+    return has_prefix(name, "user.") || has_prefix(name, "trusted.") ||
+           has_prefix(name, "security.") || acl_is_access(name) || acl_is_default(name);
+}
 
 int xattr_check(const char *name, size_t size)
 {
     size_t n = strlen(name);
     if (n == 0 || n > SCHEMA_XATTR_NAME_MAX)
         return ERANGE;
+    if (!xattr_supported(name))
+        return EOPNOTSUPP;
     if (size > SCHEMA_XATTR_VALUE_MAX)
         return E2BIG;
     return 0;
@@ -132,4 +148,75 @@ int xattr_list(lsmfs *fs, uint64_t ino, char **out, size_t *len)
     *out = l.buf;
     *len = l.len;
     return 0;
+}
+
+int xattr_acl_chmod(lsmfs *fs, lsm_batch *b, uint64_t ino, const inode_rec *r)
+{
+    if (!(r->flags & INODE_F_XATTR))
+        return 0;
+    char *acl;
+    size_t len;
+    int err = xattr_get(fs, ino, ACL_NAME_ACCESS, &acl, &len);
+    if (err == ENODATA)
+        return 0;
+    if (err == 0 && acl_valid(acl, len) != 0)
+        err = EIO; /* only valid ACLs are ever stored */
+    if (err == 0) {
+        acl_chmod(acl, len, r->mode);
+        err = xattr_batch_set(b, ino, ACL_NAME_ACCESS, acl, len);
+    }
+    free(acl);
+    return err;
+}
+
+/* The directory's default ACL: 0 (*acl malloc'd), ENODATA or an errno. */
+static int default_acl(lsmfs *fs, uint64_t dir, const inode_rec *d, char **acl, size_t *len)
+{
+    if (!S_ISDIR(d->mode) || !(d->flags & INODE_F_XATTR))
+        return ENODATA;
+    int err = xattr_get(fs, dir, ACL_NAME_DEFAULT, acl, len);
+    if (err == 0 && acl_valid(*acl, *len) != 0)
+        err = EIO;
+    if (err != 0) {
+        free(*acl);
+        *acl = NULL;
+    }
+    return err;
+}
+
+int xattr_inherit(lsmfs *fs, lsm_batch *b, uint64_t dir, const inode_rec *d, uint64_t ino,
+                  inode_rec *r, mode_t umask)
+{
+    if (S_ISLNK(r->mode))
+        return 0;
+    char *acl = NULL;
+    size_t len = 0;
+    int err = default_acl(fs, dir, d, &acl, &len);
+    if (err == ENODATA) {
+        r->mode &= ~(umask & 0777);
+        return 0;
+    }
+    if (err == 0 && S_ISDIR(r->mode)) {
+        err = xattr_batch_set(b, ino, ACL_NAME_DEFAULT, acl, len);
+        r->flags |= INODE_F_XATTR;
+    }
+    mode_t mode = r->mode;
+    if (err == 0 && acl_inherit(acl, len, &mode)) {
+        err = xattr_batch_set(b, ino, ACL_NAME_ACCESS, acl, len);
+        r->flags |= INODE_F_XATTR;
+    }
+    r->mode = mode;
+    free(acl);
+    return err;
+}
+
+int xattr_room_for(lsmfs *fs, uint64_t ino, const char *name)
+{
+    char *list = NULL;
+    size_t len = 0;
+    int err = xattr_list(fs, ino, &list, &len);
+    free(list);
+    if (err == 0 && len + strlen(name) + 1 > XATTR_LIST_MAX)
+        err = ENOSPC;
+    return err;
 }

@@ -12,6 +12,10 @@ else
     missing="$missing libfuse3-dev liblz4-dev libcmocka-dev"
 fi
 command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
+# The integration tests' ACL and xattr round trips (test_acl).
+command -v setfacl >/dev/null 2>&1 || missing="$missing acl"
+command -v getfattr >/dev/null 2>&1 || missing="$missing attr"
+command -v rsync >/dev/null 2>&1 || missing="$missing rsync"
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
