@@ -151,12 +151,14 @@ struct pending {
     uint64_t zero_bytes; /* zero-filled space (padding is harmless at the end) */
     uint64_t offset;     /* file offset of the earliest damaged byte */
     const char *why;     /* what the earliest damage was */
+    bool zeros_first;    /* the damage began with a zero hole (see drop_block_rest) */
 };
 
 struct wal_reader {
     lsm_sfile *f;
     char *name;
     bool paranoid;
+    bool hole_ends_log;   /* see wal_reader_end_at_hole */
     char *block;          /* the current block, WAL_BLOCK_SIZE bytes */
     size_t block_len;     /* valid bytes in block */
     size_t pos;           /* parse position in block */
@@ -239,12 +241,39 @@ static void drop_partial(wal_reader *r, const char *why)
     r->rec.len = 0;
 }
 
-/* Marks the rest of the current block as damage and skips it. */
+static bool all_zero(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != 0)
+            return false;
+    return true;
+}
+
+/* Marks the rest of the current block as damage and skips it. Damage that
+ * starts with zeros (a record it cuts short is part of it) is a hole. */
 static void drop_block_rest(wal_reader *r, bool zeros, const char *why)
 {
+    bool first = pend_empty(&r->pend);
     drop_partial(r, "record cut short by damage");
     pend_add(&r->pend, r->block_start + r->pos, r->block_len - r->pos, zeros, why);
+    if (first && zeros)
+        r->pend.zeros_first = true;
     r->pos = r->block_len;
+}
+
+/* Whether the fragment at [p, p+n) of the current block runs into a page
+ * of zeros (4 KiB, file-aligned, whole or up to the block's end): a page
+ * never written back. A bit flip makes no such page. Blocks start at
+ * multiples of 32 KiB, so block offsets align as file offsets do. */
+static bool runs_into_zero_page(const wal_reader *r, size_t p, size_t n)
+{
+    const size_t page = 4096;
+    for (size_t at = p / page * page + page; at < p + n; at += page) {
+        size_t end = at + page < r->block_len ? at + page : r->block_len;
+        if (all_zero(r->block + at, end - at))
+            return true;
+    }
+    return false;
 }
 
 /* Makes the next block current. *eof when there is none. */
@@ -269,13 +298,6 @@ static lsm_status *next_block(wal_reader *r, bool *eof)
     return NULL;
 }
 
-static bool all_zero(const char *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != 0)
-            return false;
-    return true;
-}
 
 /* One fragment with a good checksum. */
 struct fragment {
@@ -304,7 +326,7 @@ static lsm_status *next_fragment(wal_reader *r, struct fragment *fr, bool *eof)
         }
         const char *h = r->block + r->pos;
         if (all_zero(h, WAL_HEADER_SIZE)) {
-            drop_block_rest(r, true, "zero-filled region");
+            drop_block_rest(r, true, "zero-filled hole");
             continue;
         }
         size_t len = (unsigned char)h[4] | (size_t)(unsigned char)h[5] << 8;
@@ -320,7 +342,8 @@ static lsm_status *next_fragment(wal_reader *r, struct fragment *fr, bool *eof)
         if (want != got) {
             /* The length may be what is corrupt: nothing after it in this
              * block can be trusted. */
-            drop_block_rest(r, false, "checksum mismatch");
+            bool hole = runs_into_zero_page(r, r->pos, WAL_HEADER_SIZE + len);
+            drop_block_rest(r, hole, hole ? "zero-filled hole" : "checksum mismatch");
             continue;
         }
         fr->type = type;
@@ -332,6 +355,28 @@ static lsm_status *next_fragment(wal_reader *r, struct fragment *fr, bool *eof)
     }
 }
 
+void wal_reader_end_at_hole(wal_reader *r)
+{
+    r->hole_ends_log = true;
+}
+
+/* A whole record was found after a zero hole: the log ends at the hole. */
+static bool settle_hole(wal_reader *r)
+{
+    struct pending *p = &r->pend;
+    if (!r->hole_ends_log || pend_empty(p) || !p->zeros_first)
+        return false;
+    drop_partial(r, "record without its last fragment");
+    r->st.hole = true;
+    r->st.hole_offset = p->offset;
+    if (r->pend.bad_bytes > 0) {
+        r->st.torn_tail = true;
+        r->st.torn_tail_bytes += r->pend.bad_bytes;
+    }
+    memset(p, 0, sizeof(*p));
+    return true;
+}
+
 /* A whole record was found: any pending damage lay in the middle. */
 static lsm_status *settle_middle(wal_reader *r)
 {
@@ -339,6 +384,10 @@ static lsm_status *settle_middle(wal_reader *r)
     if (pend_empty(p))
         return NULL;
     uint64_t bytes = p->bad_bytes + p->zero_bytes;
+    if (r->st.corruptions == 0) {
+        r->st.damage_offset = p->offset;
+        r->st.damage_why = p->why;
+    }
     if (r->paranoid)
         return status_new(LSM_CORRUPTION, "log %s: corruption at byte %llu (%s; %llu bytes)",
                           r->name, (unsigned long long)p->offset, p->why,
@@ -425,6 +474,12 @@ lsm_status *wal_read_record(wal_reader *r, const char **rec, size_t *n, bool *eo
             return NULL;
         }
         if (s == NULL && assemble(r, &fr, rec, n, &s)) {
+            if (settle_hole(r)) {
+                *rec = NULL;
+                *n = 0;
+                r->at_eof = *eof = true;
+                return NULL;
+            }
             s = settle_middle(r);
             if (s == NULL) {
                 r->st.records++;

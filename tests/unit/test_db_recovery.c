@@ -1,0 +1,421 @@
+/*
+ * test_db_recovery.c — what recovery does with a damaged log, and the
+ * read-only open: replay keeps a prefix and stops at the first damage;
+ * damage followed by good records refuses the open (naming log and byte)
+ * unless salvage_log; a zero hole ends the log quietly; a read_only open
+ * changes no byte of the store and refuses every write.
+ */
+#include "testutil.h"
+
+#include "lsm.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[64];
+static char copy[64];
+
+#define NKEYS 3000
+
+static int setup(void **state)
+{
+    (void)state;
+    tu_mkdtemp(dir, sizeof(dir), "rec");
+    tu_mkdtemp(copy, sizeof(copy), "reccopy");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(dir);
+    tu_rmtree(copy);
+    return 0;
+}
+
+static void key_of(char k[32], const char *prefix, int i)
+{
+    snprintf(k, 32, "%s%05d", prefix, i);
+}
+
+/* The forked child: writes n keys (values are the keys, every 100th synced)
+ * and exits without closing, so the log holds them all. No cmocka here. */
+static bool child_writes(const char *d, const char *prefix, int n)
+{
+    lsm_options o;
+    tu_db_options(&o, NULL, 8u << 20);
+    lsm_db *db = NULL;
+    if (lsm_open(&o, d, &db) != NULL)
+        return false;
+    char k[32];
+    for (int i = 0; i < n; i++) {
+        key_of(k, prefix, i);
+        lsm_write_options wo = {.sync = i % 100 == 0};
+        if (lsm_put(db, &wo, k, strlen(k), k, strlen(k)) != NULL)
+            return false;
+    }
+    return true;
+}
+
+/* A store in d whose live log holds n keys `prefix`NNNNN (a process crash). */
+static void crash_after_writes(const char *d, const char *prefix, int n)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(child_writes(d, prefix, n) ? 0 : 1);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* Path of the newest log in d (into out). */
+static void newest_log(const char *d, char *out, size_t cap)
+{
+    DIR *dh = opendir(d);
+    assert_non_null(dh);
+    unsigned long best = 0;
+    struct dirent *e;
+    while ((e = readdir(dh)) != NULL) {
+        unsigned long n;
+        char ext[8];
+        if (sscanf(e->d_name, "%lu.%7s", &n, ext) == 2 && strcmp(ext, "log") == 0 && n > best)
+            best = n;
+    }
+    closedir(dh);
+    assert_true(best > 0);
+    snprintf(out, cap, "%s/%06lu.log", d, best);
+}
+
+/* Bytes of a log up to its last non-zero byte (the rest is preallocation). */
+static long used_bytes(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    long used = 0, pos = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF) {
+        pos++;
+        if (c != 0)
+            used = pos;
+    }
+    fclose(f);
+    return used;
+}
+
+static void xor_byte(const char *path, long off, int mask)
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    unsigned char c;
+    assert_int_equal(pread(fd, &c, 1, off), 1);
+    c ^= (unsigned char)mask;
+    assert_int_equal(pwrite(fd, &c, 1, off), 1);
+    close(fd);
+}
+
+static void zero_range(const char *path, long off, long len)
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    char *z = calloc(1, (size_t)len);
+    assert_int_equal(pwrite(fd, z, (size_t)len, off), len);
+    free(z);
+    close(fd);
+}
+
+struct reports {
+    char text[4096];
+    int n;
+};
+
+static void collect_report(void *ctx, const char *msg)
+{
+    struct reports *r = ctx;
+    r->n++;
+    size_t used = strlen(r->text);
+    snprintf(r->text + used, sizeof r->text - used, "%s\n", msg);
+}
+
+static lsm_status *open_with(const char *d, bool salvage, bool ro, struct reports *rep,
+                             lsm_db **db)
+{
+    lsm_options o;
+    lsm_options_init(&o);
+    o.salvage_log = salvage;
+    o.read_only = ro;
+    o.report = collect_report;
+    o.report_ctx = rep;
+    return lsm_open(&o, d, db);
+}
+
+/* The keys `prefix`0.. present form a prefix, every value as written (never
+ * a value that was not written). Returns its length. */
+static int prefix_len(lsm_db *db, const char *prefix, int n)
+{
+    char k[32];
+    int have = -1;
+    for (int i = 0; i < n; i++) {
+        key_of(k, prefix, i);
+        char *v = NULL;
+        size_t vn = 0;
+        lsm_status *s = lsm_get(db, NULL, k, strlen(k), &v, &vn);
+        if (lsm_status_code(s) == LSM_NOT_FOUND) {
+            lsm_status_free(s);
+            if (have < 0)
+                have = i;
+            continue;
+        }
+        ASSERT_OK(s);
+        if (have >= 0)
+            fail_msg("%s present after %d keys absent: not a prefix", k, have);
+        if (vn != strlen(k) || memcmp(v, k, vn) != 0)
+            fail_msg("%s: a value never written", k);
+        free(v);
+    }
+    return have < 0 ? n : have;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+/* One flipped byte in the middle of the live log: the open refuses and
+ * names the log and the byte (before: the damaged records were skipped and
+ * the ones after them applied). */
+static void test_mid_log_damage_refuses(void **state)
+{
+    (void)state;
+    crash_after_writes(dir, "k", NKEYS);
+    char log[128];
+    newest_log(dir, log, sizeof log);
+    long used = used_bytes(log);
+    xor_byte(log, used / 3, 0x20);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    lsm_status *s = open_with(dir, false, false, &rep, &db);
+    assert_null(db);
+    assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
+    const char *base = strrchr(log, '/') + 1;
+    assert_non_null(strstr(lsm_status_message(s), base));
+    assert_non_null(strstr(lsm_status_message(s), "at byte"));
+    lsm_status_free(s);
+    /* refusing changed nothing: the same refusal again */
+    s = open_with(dir, false, false, &rep, &db);
+    assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
+    lsm_status_free(s);
+}
+
+/* salvage_log keeps the prefix before the damage, reports what it dropped,
+ * and writes the prefix out so the next plain open succeeds with the same
+ * data; new writes then survive a crash. */
+static void test_salvage_keeps_prefix(void **state)
+{
+    (void)state;
+    crash_after_writes(dir, "k", NKEYS);
+    char log[128];
+    newest_log(dir, log, sizeof log);
+    xor_byte(log, used_bytes(log) / 2, 0x01);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    ASSERT_OK(open_with(dir, true, false, &rep, &db));
+    int kept = prefix_len(db, "k", NKEYS);
+    assert_true(kept > 0 && kept < NKEYS);
+    assert_int_equal(rep.n, 1);
+    assert_non_null(strstr(rep.text, strrchr(log, '/') + 1));
+    assert_non_null(strstr(rep.text, "record(s)"));
+    ASSERT_OK(lsm_close(db));
+    rep.n = 0;
+    ASSERT_OK(open_with(dir, false, false, &rep, &db));
+    assert_int_equal(prefix_len(db, "k", NKEYS), kept);
+    assert_int_equal(rep.n, 0);
+    ASSERT_OK(lsm_close(db));
+    crash_after_writes(dir, "n", 500);
+    ASSERT_OK(open_with(dir, false, false, &rep, &db));
+    assert_int_equal(prefix_len(db, "k", NKEYS), kept);
+    assert_int_equal(prefix_len(db, "n", 500), 500);
+    ASSERT_OK(lsm_close(db));
+}
+
+/* Zeros (a page never written back before a power cut) followed by good
+ * records end the log there: the open succeeds with the prefix, without
+ * salvage; writes after it survive the next crash although the hole is
+ * still in the old log (before: the records after the hole applied). */
+static void test_zero_hole_ends_log(void **state)
+{
+    (void)state;
+    crash_after_writes(dir, "k", NKEYS);
+    char log[128];
+    newest_log(dir, log, sizeof log);
+    long hole = (used_bytes(log) / 2) & ~4095L;
+    zero_range(log, hole, 4096);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    ASSERT_OK(open_with(dir, false, false, &rep, &db));
+    int kept = prefix_len(db, "k", NKEYS);
+    assert_true(kept > 0 && kept < NKEYS);
+    assert_int_equal(rep.n, 1);
+    assert_non_null(strstr(rep.text, "zero-filled hole"));
+    /* a crash with the new writes in the new log only */
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(db, &wo, "after", 5, "x", 1));
+    ASSERT_OK(lsm_close(db));
+    crash_after_writes(dir, "n", 300);
+    ASSERT_OK(open_with(dir, false, false, &rep, &db));
+    assert_int_equal(prefix_len(db, "k", NKEYS), kept);
+    assert_int_equal(prefix_len(db, "n", 300), 300);
+    ASSERT_OK(lsm_close(db));
+}
+
+/* Flipped bits at many offsets of the log, each on a fresh copy: no open
+ * ever serves a value that was never written nor a key after a missing one;
+ * each open either refuses naming the log, or keeps a prefix. */
+static void test_damage_sweep_never_wrong_data(void **state)
+{
+    (void)state;
+    crash_after_writes(dir, "k", NKEYS);
+    char log[128];
+    newest_log(dir, log, sizeof log);
+    long used = used_bytes(log);
+    const char *base = strrchr(log, '/') + 1;
+    int refused = 0, opened = 0;
+    for (long off = 3; off < used; off += used / 23 + 7) {
+        char cmd[256];
+        tu_rmtree(copy);
+        snprintf(cmd, sizeof cmd, "cp -a %s %s", dir, copy);
+        assert_int_equal(system(cmd), 0);
+        char clog[160];
+        snprintf(clog, sizeof clog, "%s/%s", copy, base);
+        xor_byte(clog, off, 1 << (off % 8));
+        struct reports rep = {{0}, 0};
+        lsm_db *db = NULL;
+        lsm_status *s = open_with(copy, false, false, &rep, &db);
+        if (s != NULL) {
+            assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
+            assert_non_null(strstr(lsm_status_message(s), base));
+            lsm_status_free(s);
+            refused++;
+            continue;
+        }
+        opened++;
+        (void)prefix_len(db, "k", NKEYS);
+        ASSERT_OK(lsm_close(db));
+    }
+    assert_true(refused > 0);
+}
+
+/* ------------------------------------------------------------- read-only */
+
+/* Contents of every file in d, concatenated with names (for before/after). */
+static char *snapshot_dir(const char *d, size_t *len)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "cd %s && ls -la --time-style=+ . | sed 1d; sha256sum * 2>/dev/null",
+             d);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16;
+    char *out = calloc(1, cap);
+    *len = fread(out, 1, cap - 1, p);
+    pclose(p);
+    return out;
+}
+
+static void assert_dir_unchanged(const char *d, const char *before)
+{
+    size_t n;
+    char *after = snapshot_dir(d, &n);
+    assert_string_equal(after, before);
+    free(after);
+}
+
+/* A read_only open of a store with an unflushed log serves every key from
+ * memory, changes no byte (no LOCK created either), and refuses writes,
+ * syncs and compactions with LSM_READ_ONLY. */
+static void test_read_only_changes_nothing(void **state)
+{
+    (void)state;
+    crash_after_writes(dir, "k", NKEYS);
+    char lock[128];
+    snprintf(lock, sizeof lock, "%s/LOCK", dir);
+    assert_int_equal(unlink(lock), 0);
+    size_t n;
+    char *before = snapshot_dir(dir, &n);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    ASSERT_OK(open_with(dir, false, true, &rep, &db));
+    assert_int_equal(prefix_len(db, "k", NKEYS), NKEYS);
+    lsm_write_options wo = {.sync = false};
+    lsm_status *s = lsm_put(db, &wo, "x", 1, "y", 1);
+    assert_int_equal(lsm_status_code(s), LSM_READ_ONLY);
+    assert_int_equal(lsm_status_errno(s), EROFS);
+    lsm_status_free(s);
+    s = lsm_delete(db, &wo, "k00001", 6);
+    assert_int_equal(lsm_status_code(s), LSM_READ_ONLY);
+    lsm_status_free(s);
+    s = lsm_sync(db);
+    assert_int_equal(lsm_status_code(s), LSM_READ_ONLY);
+    lsm_status_free(s);
+    s = lsm_compact_range(db, NULL, 0, NULL, 0);
+    assert_int_equal(lsm_status_code(s), LSM_READ_ONLY);
+    lsm_status_free(s);
+    ASSERT_OK(lsm_verify(db, NULL, NULL));
+    ASSERT_OK(lsm_close(db));
+    assert_dir_unchanged(dir, before);
+    free(before);
+}
+
+/* read_only on a damaged log: refuses as a read-write open would, or with
+ * salvage_log serves the prefix from memory; neither changes a byte. */
+static void test_read_only_damaged_log(void **state)
+{
+    (void)state;
+    crash_after_writes(dir, "k", NKEYS);
+    char log[128];
+    newest_log(dir, log, sizeof log);
+    xor_byte(log, used_bytes(log) / 2, 0x10);
+    size_t n;
+    char *before = snapshot_dir(dir, &n);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    lsm_status *s = open_with(dir, false, true, &rep, &db);
+    assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
+    lsm_status_free(s);
+    ASSERT_OK(open_with(dir, true, true, &rep, &db));
+    int kept = prefix_len(db, "k", NKEYS);
+    assert_true(kept > 0 && kept < NKEYS);
+    ASSERT_OK(lsm_close(db));
+    assert_dir_unchanged(dir, before);
+    free(before);
+}
+
+/* A read-only open shares the lock with other readers' intent but not with
+ * a writer: a read-write open in use makes it busy. */
+static void test_read_only_respects_writer_lock(void **state)
+{
+    (void)state;
+    lsm_db *w = tu_open_db(dir, NULL, 0);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    lsm_status *s = open_with(dir, false, true, &rep, &db);
+    assert_int_equal(lsm_status_code(s), LSM_BUSY);
+    lsm_status_free(s);
+    ASSERT_OK(lsm_close(w));
+    ASSERT_OK(open_with(dir, false, true, &rep, &db));
+    ASSERT_OK(lsm_close(db));
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_mid_log_damage_refuses),
+        T(test_salvage_keeps_prefix),
+        T(test_zero_hole_ends_log),
+        T(test_damage_sweep_never_wrong_data),
+        T(test_read_only_changes_nothing),
+        T(test_read_only_damaged_log),
+        T(test_read_only_respects_writer_lock),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
