@@ -46,9 +46,10 @@ struct options {
     int readahead_kb; /* -o readahead=KB: the mount's readahead window (bdi.h) */
     bool others;    /* -o allow_other or allow_root: other users may enter */
     bool kernel_perms; /* -o default_permissions given */
+    bool read_only;    /* -o ro */
 };
 
-enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_OTHERS, KEY_KERNEL_PERMS };
+enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_OTHERS, KEY_KERNEL_PERMS, KEY_RO };
 
 static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("sync", KEY_SYNC),
@@ -58,6 +59,7 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("allow_other", KEY_OTHERS),
     FUSE_OPT_KEY("allow_root", KEY_OTHERS),
     FUSE_OPT_KEY("default_permissions", KEY_KERNEL_PERMS),
+    FUSE_OPT_KEY("ro", KEY_RO),
     {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
     {"spin=%d", offsetof(struct options, spin_us), 0},
     {"readahead=%d", offsetof(struct options, readahead_kb), 0},
@@ -94,6 +96,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     case KEY_KERNEL_PERMS:
         o->kernel_perms = true;
         return 1;
+    case KEY_RO: /* noted, and kept: the kernel refuses changes too */
+        o->read_only = true;
+        return 1;
     default:
         return 1;
     }
@@ -108,6 +113,9 @@ static void usage(const char *prog)
            "    -o sync                every operation is durable before it returns\n"
            "    -o writeback           let the kernel cache writes (fsync stays exact)\n"
            "    -o nonempty            allow a non-empty mount point\n"
+           "    -o ro                  read-only: the store is not changed (it may be on a\n"
+           "                           read-only medium); a damaged log is served as of\n"
+           "                           the records before the damage\n"
            "    -o cache_timeout=SEC   kernel entry/attribute cache timeout (default 3600)\n"
            "    -o default_permissions the kernel checks permissions even on a mount only\n"
            "                           root can enter (on by default otherwise)\n"
@@ -332,7 +340,8 @@ int main(int argc, char *argv[])
         daemon_begin();
 
     lsmfs_config cfg = {
-        .store_dir = store, .sync_all = o.sync_all, .writeback = o.writeback, .timeout = o.timeout};
+        .store_dir = store, .sync_all = o.sync_all, .writeback = o.writeback,
+        .timeout = o.timeout, .read_only = o.read_only};
     lsmfs *fs;
     char err[512];
     if (lsmfs_open(&cfg, &fs, err, sizeof err) != 0)

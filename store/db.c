@@ -347,7 +347,7 @@ static lsm_status *judge_stop(lsm_db *db, const replay_stop *stop)
     char what[1024];
     describe_stop(stop, what, sizeof what);
     if (!stop->damaged || db->opt.salvage_log) {
-        report(db, "%s%s", what, stop->damaged ? " (salvaged)" : " (torn tail after a power cut)");
+        report(db, "%s%s", what, stop->damaged ? " (the records before it are kept)" : " (torn tail after a power cut)");
         db->stats.recovered_salvaged = stop->damaged;
         return NULL;
     }
