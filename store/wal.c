@@ -299,6 +299,42 @@ static lsm_status *next_block(wal_reader *r, bool *eof)
 }
 
 
+/* Whether the block bytes at h (left of them) start a fragment whose length
+ * fits and whose checksum matches. */
+static bool fragment_ok(const char *h, size_t left)
+{
+    if (left < WAL_HEADER_SIZE)
+        return false;
+    size_t len = (unsigned char)h[4] | (size_t)(unsigned char)h[5] << 8;
+    if (WAL_HEADER_SIZE + len > left)
+        return false;
+    uint32_t want = crc32c_unmask(decode_fixed32(h));
+    return want == crc32c_extend(crc32c(h + 6, 1), h + WAL_HEADER_SIZE, len);
+}
+
+/* A bad fragment at r->pos: its length cannot be trusted, so the next good
+ * fragment is looked for at every later byte of the block (a match by
+ * chance is a 1 in 2^32 event). The bytes skipped are damage; good records
+ * found after them make it damage in the middle, not a torn tail — the
+ * records after a flipped bit in the log's last block are not lost quietly. */
+static void resync(wal_reader *r, const char *why)
+{
+    size_t p = r->pos + 1;
+    while (p + WAL_HEADER_SIZE <= r->block_len) {
+        unsigned char type = (unsigned char)r->block[p + 6];
+        if (type >= WAL_FULL && type <= WAL_LAST && fragment_ok(r->block + p, r->block_len - p))
+            break;
+        p++;
+    }
+    if (p + WAL_HEADER_SIZE > r->block_len) {
+        drop_block_rest(r, false, why);
+        return;
+    }
+    drop_partial(r, "record cut short by damage");
+    pend_add(&r->pend, r->block_start + r->pos, p - r->pos, false, why);
+    r->pos = p;
+}
+
 /* One fragment with a good checksum. */
 struct fragment {
     int type;
@@ -332,18 +368,16 @@ static lsm_status *next_fragment(wal_reader *r, struct fragment *fr, bool *eof)
         size_t len = (unsigned char)h[4] | (size_t)(unsigned char)h[5] << 8;
         int type = (unsigned char)h[6];
         if (WAL_HEADER_SIZE + len > left) {
-            drop_block_rest(r, false,
-                            r->last_block ? "fragment runs past the end of the file"
-                                          : "fragment runs past the end of its block");
+            resync(r, r->last_block ? "fragment runs past the end of the file"
+                                    : "fragment runs past the end of its block");
             continue;
         }
-        uint32_t want = crc32c_unmask(decode_fixed32(h));
-        uint32_t got = crc32c_extend(crc32c(h + 6, 1), h + WAL_HEADER_SIZE, len);
-        if (want != got) {
-            /* The length may be what is corrupt: nothing after it in this
-             * block can be trusted. */
+        if (!fragment_ok(h, left)) {
             bool hole = runs_into_zero_page(r, r->pos, WAL_HEADER_SIZE + len);
-            drop_block_rest(r, hole, hole ? "zero-filled hole" : "checksum mismatch");
+            if (hole)
+                drop_block_rest(r, true, "zero-filled hole");
+            else
+                resync(r, "checksum mismatch");
             continue;
         }
         fr->type = type;

@@ -306,29 +306,6 @@ static void test_damage_sweep_never_wrong_data(void **state)
 
 /* ------------------------------------------------------------- read-only */
 
-/* Contents of every file in d, concatenated with names (for before/after). */
-static char *snapshot_dir(const char *d, size_t *len)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "cd %s && ls -la --time-style=+ . | sed 1d; sha256sum * 2>/dev/null",
-             d);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t cap = 1 << 16;
-    char *out = calloc(1, cap);
-    *len = fread(out, 1, cap - 1, p);
-    pclose(p);
-    return out;
-}
-
-static void assert_dir_unchanged(const char *d, const char *before)
-{
-    size_t n;
-    char *after = snapshot_dir(d, &n);
-    assert_string_equal(after, before);
-    free(after);
-}
-
 /* A read_only open of a store with an unflushed log serves every key from
  * memory, changes no byte (no LOCK created either), and refuses writes,
  * syncs and compactions with LSM_READ_ONLY. */
@@ -339,8 +316,7 @@ static void test_read_only_changes_nothing(void **state)
     char lock[128];
     snprintf(lock, sizeof lock, "%s/LOCK", dir);
     assert_int_equal(unlink(lock), 0);
-    size_t n;
-    char *before = snapshot_dir(dir, &n);
+    char *before = tu_dir_digest(dir);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
     ASSERT_OK(open_with(dir, false, true, &rep, &db));
@@ -361,7 +337,7 @@ static void test_read_only_changes_nothing(void **state)
     lsm_status_free(s);
     ASSERT_OK(lsm_verify(db, NULL, NULL));
     ASSERT_OK(lsm_close(db));
-    assert_dir_unchanged(dir, before);
+    tu_assert_dir_unchanged(dir, before);
     free(before);
 }
 
@@ -374,8 +350,7 @@ static void test_read_only_damaged_log(void **state)
     char log[128];
     newest_log(dir, log, sizeof log);
     xor_byte(log, used_bytes(log) / 2, 0x10);
-    size_t n;
-    char *before = snapshot_dir(dir, &n);
+    char *before = tu_dir_digest(dir);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
     lsm_status *s = open_with(dir, false, true, &rep, &db);
@@ -385,7 +360,7 @@ static void test_read_only_damaged_log(void **state)
     int kept = prefix_len(db, "k", NKEYS);
     assert_true(kept > 0 && kept < NKEYS);
     ASSERT_OK(lsm_close(db));
-    assert_dir_unchanged(dir, before);
+    tu_assert_dir_unchanged(dir, before);
     free(before);
 }
 

@@ -82,6 +82,35 @@ static inline void tu_rmtree(const char *path)
         fail_msg("removing %s: %s", path, strerror(errno));
 }
 
+/* A listing of dir's files (names, sizes, modes) and the sha256 of each, as
+ * a malloc'd string: equal before and after means no byte changed. */
+static inline char *tu_dir_digest(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && ls -la --time-style=+ . | sed 1d; sha256sum * 2>/dev/null", dir);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        fail_msg("popen: %s", cmd);
+    size_t cap = 1 << 16;
+    char *out = calloc(1, cap);
+    if (out == NULL)
+        fail_msg("out of memory");
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    return out;
+}
+
+/* Fails unless dir's digest is still `before` (from tu_dir_digest). */
+static inline void tu_assert_dir_unchanged(const char *dir, const char *before)
+{
+    char *after = tu_dir_digest(dir);
+    if (strcmp(after, before) != 0)
+        fail_msg("%s changed:\nbefore:\n%s\nafter:\n%s", dir, before, after);
+    free(after);
+}
+
 /* ---------------------------------------------------------- assertions */
 
 /* expr (an lsm_status *) must be OK; otherwise the test fails with the
