@@ -351,7 +351,6 @@ static lsm_status *judge_stop(lsm_db *db, const replay_stop *stop)
         db->stats.recovered_salvaged = stop->damaged;
         return NULL;
     }
-    report(db, "%s", what);
     return status_new(LSM_CORRUPTION, "%s (the records before it can be kept: salvage)", what);
 }
 
@@ -719,8 +718,9 @@ lsm_status *lsm_write_seq(lsm_db *db, const lsm_write_options *wo, lsm_batch *ba
 
 lsm_status *lsm_sync_upto(lsm_db *db, uint64_t seq)
 {
-    lsm_status *s = db_refuse_read_only(db);
-    return s ? s : db_sync_upto(db, seq);
+    if (db->opt.read_only) /* no write of this handle to make durable */
+        return NULL;
+    return db_sync_upto(db, seq);
 }
 
 lsm_status *lsm_put(lsm_db *db, const lsm_write_options *wo, const void *key, size_t klen,

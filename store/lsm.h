@@ -79,8 +79,9 @@ typedef struct lsm_options {
     bool salvage_log;
     /* Opens without changing a byte: no LOCK file created (an existing one
      * is locked shared), no log replayed into tables, no file created or
-     * deleted; the logs are replayed into memory. Every write, sync and
-     * compaction fails with LSM_READ_ONLY. Default false. */
+     * deleted; the logs are replayed into memory. Every write and
+     * compaction fails with LSM_READ_ONLY; a sync has nothing to do and
+     * succeeds. Default false. */
     bool read_only;
     /* Called (if set) with one line for each thing recovery dropped or
      * refused: log, byte range, records. */
