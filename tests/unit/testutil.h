@@ -82,13 +82,14 @@ static inline void tu_rmtree(const char *path)
         fail_msg("removing %s: %s", path, strerror(errno));
 }
 
-/* A listing of dir's files (names, sizes, modes) and the sha256 of each, as
+/* dir's mtime (a file created or removed changes it), a listing of its
+ * files (names, sizes, modes) and the sha256 of each, as
  * a malloc'd string: equal before and after means no byte changed. */
 static inline char *tu_dir_digest(const char *dir)
 {
     char cmd[512];
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && ls -la --time-style=+ . | sed 1d; sha256sum * 2>/dev/null", dir);
+             "cd '%s' && stat -c '%%y' . && ls -lA --time-style=+ | sed 1d; sha256sum * 2>/dev/null", dir);
     FILE *p = popen(cmd, "r");
     if (p == NULL)
         fail_msg("popen: %s", cmd);
