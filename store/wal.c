@@ -437,6 +437,10 @@ static void settle_tail(wal_reader *r)
 {
     drop_partial(r, "record without its last fragment");
     if (r->pend.bad_bytes > 0) {
+        if (!r->st.torn_tail) {
+            r->st.torn_tail_offset = r->pend.offset;
+            r->st.torn_tail_why = r->pend.why;
+        }
         r->st.torn_tail = true;
         r->st.torn_tail_bytes += r->pend.bad_bytes;
     }

@@ -46,6 +46,8 @@ typedef struct wal_reader_stats {
     uint64_t corruptions;     /* corrupt regions met in the middle */
     uint64_t torn_tail_bytes; /* an incomplete or bad last record, dropped */
     bool torn_tail;
+    uint64_t torn_tail_offset; /* where the torn tail began */
+    const char *torn_tail_why; /* what was wrong there (static text) */
     uint64_t damage_offset; /* where the first corrupt region met in the middle began */
     const char *damage_why; /* what it was (static text); NULL if none */
     bool hole;              /* the log ended at a zero hole (wal_reader_end_at_hole) */

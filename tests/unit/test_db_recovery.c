@@ -324,6 +324,32 @@ static void test_damage_sweep_never_wrong_data(void **state)
     assert_true(refused > 0);
 }
 
+/* A flipped bit in the MANIFEST's only record: the refusal says where and
+ * what was expected (before: "MANIFEST-000002: empty MANIFEST"). */
+static void test_damaged_manifest_says_where(void **state)
+{
+    (void)state;
+    lsm_db *db = tu_open_db(dir, NULL, 0);
+    ASSERT_OK(lsm_close(db));
+    char path[400];
+    DIR *dh = opendir(dir);
+    assert_non_null(dh);
+    struct dirent *e;
+    path[0] = '\0';
+    while ((e = readdir(dh)) != NULL)
+        if (strncmp(e->d_name, "MANIFEST-", 9) == 0)
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    closedir(dh);
+    assert_true(path[0] != '\0');
+    xor_byte(path, 9, 0x01);
+    struct reports rep = {{0}, 0};
+    lsm_status *s = open_with(dir, false, true, &rep, &db);
+    assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
+    assert_non_null(strstr(lsm_status_message(s), "at byte 0"));
+    assert_non_null(strstr(lsm_status_message(s), "expected"));
+    lsm_status_free(s);
+}
+
 /* ------------------------------------------------------------- read-only */
 
 /* A read_only open of a store with an unflushed log serves every key from
@@ -407,6 +433,7 @@ int main(void)
         T(test_salvage_keeps_prefix),
         T(test_zero_hole_ends_log),
         T(test_damage_sweep_never_wrong_data),
+        T(test_damaged_manifest_says_where),
         T(test_read_only_changes_nothing),
         T(test_read_only_damaged_log),
         T(test_read_only_respects_writer_lock),
