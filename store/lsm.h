@@ -63,9 +63,9 @@ enum { LSM_WAL_AUTO = 0, LSM_WAL_MAPPED = 1, LSM_WAL_ZERO_FILL = 2 };
 typedef struct lsm_options {
     bool create_if_missing; /* default false */
     bool error_if_exists;   /* default false */
-    /* Treat any corruption found in a table block as an error instead of
-     * skipping it. Default false. (Damage in the middle of a log is always
-     * an error; see salvage_log.) */
+    /* No effect, kept for source compatibility: damage in the middle of a
+     * log is always an error (see salvage_log), and a damaged table block
+     * always fails the read that needs it. */
     bool paranoid_checks;
     /* Recovery replays the logs up to the first damaged record and no
      * further: what it keeps is a prefix of the writes, as after a torn
