@@ -69,7 +69,13 @@ typedef struct fsck {
     uint64_t bytes_before, total_bytes;
     double started, drawn;
     bool drew;
+    /* Inodes the log records recovery did not apply touched (sorted,
+     * unique; the first LOST_INODES_MAX of them), and how many in all. */
+    uint64_t lost_inodes[256];
+    size_t nlost, lost_total;
 } fsck;
+
+#define LOST_INODES_MAX 256
 
 /* The action a problem message ends with (": fixing it", ": deleting it"):
  * every message is "<what is wrong>: <what -y does>", and without -y the
@@ -964,6 +970,69 @@ static void log_problem(void *ctx, const char *msg)
     problem(f, "%s: keeping what precedes the damage", msg);
 }
 
+/* The inode a key belongs to (its own, or its directory's for entries and
+ * readdir index keys). false for the superblock, the allocator and junk. */
+static bool owner_inode(const char *k, size_t klen, uint64_t *ino)
+{
+    const char *name;
+    size_t nlen;
+    uint64_t x;
+    if (klen == 0)
+        return false;
+    switch (k[0]) {
+    case K_INODE:
+    case K_ORPHAN:
+        return key_parse_ino(k, klen, k[0], ino);
+    case K_DIRENT:
+        return key_parse_dirent(k, klen, ino, &name, &nlen);
+    case K_COOKIE:
+        return key_parse_cookie(k, klen, ino, &x);
+    case K_CHUNK:
+        return key_parse_chunk(k, klen, ino, &x);
+    case K_XATTR:
+        return key_parse_xattr(k, klen, ino, &name, &nlen);
+    default:
+        return false;
+    }
+}
+
+/* Notes the inode of a key of a log record recovery did not apply. */
+static void lost_key(void *ctx, const void *key, size_t klen)
+{
+    fsck *f = ctx;
+    uint64_t ino;
+    if (!owner_inode(key, klen, &ino))
+        return;
+    size_t lo = 0, hi = f->nlost;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->lost_inodes[mid] < ino)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < f->nlost && f->lost_inodes[lo] == ino)
+        return;
+    f->lost_total++;
+    if (f->nlost == LOST_INODES_MAX)
+        return;
+    memmove(&f->lost_inodes[lo + 1], &f->lost_inodes[lo], (f->nlost - lo) * sizeof(uint64_t));
+    f->lost_inodes[lo] = ino;
+    f->nlost++;
+}
+
+/* One line naming the inodes the records left out of the log touched. */
+static void print_lost_inodes(fsck *f)
+{
+    if (f->lost_total == 0)
+        return;
+    fprintf(f->out, "%s: the log records left out touched %zu inode%s:",
+            f->repair ? "dropped" : "would drop", f->lost_total, f->lost_total == 1 ? "" : "s");
+    for (size_t i = 0; i < f->nlost; i++)
+        fprintf(f->out, " %" PRIu64, f->lost_inodes[i]);
+    fprintf(f->out, "%s\n", f->lost_total > f->nlost ? " ..." : "");
+}
+
 int fsck_store(const char *dir, const fsck_options *o, fsck_result *res)
 {
     fsck f = {.dir = dir,
@@ -976,12 +1045,14 @@ int fsck_store(const char *dir, const fsck_options *o, fsck_result *res)
     /* -n changes no byte (read-only open); both read a damaged log up to
      * the damage, -y then keeps that prefix for good. */
     int flags = SUPER_OPEN_SALVAGE | (o->repair ? SUPER_OPEN_RW : SUPER_OPEN_RO);
-    if (super_open_store_report(dir, flags, log_problem, &f, &f.db, err, sizeof err) != 0 ||
+    if (super_open_store_report(dir, flags, log_problem, lost_key, &f, &f.db, err, sizeof err) !=
+            0 ||
         super_read(f.db, dir, &f.sb, err, sizeof err) != 0) {
         fprintf(stderr, "fsck.lsmfs: %s\n", err);
         lsm_status_free(lsm_close(f.db));
         return FSCK_OPERATIONAL;
     }
+    print_lost_inodes(&f);
     uint64_t total = 0;
     if (lsm_property_u64(f.db, "lsm.total-table-bytes", &total))
         f.total_bytes = total;

@@ -50,11 +50,13 @@ static int open_failed(const char *dir, const lsm_status *s, char *err, size_t e
 int super_open_store(const char *dir, int flags, const char *who, lsm_db **db, char *err,
                      size_t errlen)
 {
-    return super_open_store_report(dir, flags, report_recovery, (void *)who, db, err, errlen);
+    return super_open_store_report(dir, flags, report_recovery, NULL, (void *)who, db, err,
+                                   errlen);
 }
 
 int super_open_store_report(const char *dir, int flags, void (*report)(void *, const char *),
-                            void *ctx, lsm_db **db, char *err, size_t errlen)
+                            void (*dropped_key)(void *, const void *, size_t), void *ctx,
+                            lsm_db **db, char *err, size_t errlen)
 {
     struct stat st;
     if (stat(dir, &st) != 0) {
@@ -95,6 +97,7 @@ int super_open_store_report(const char *dir, int flags, void (*report)(void *, c
     o.read_only = (flags & SUPER_OPEN_RO) != 0;
     o.salvage_log = (flags & SUPER_OPEN_SALVAGE) != 0;
     o.report = report;
+    o.report_dropped_key = dropped_key;
     o.report_ctx = ctx;
     lsm_status *s = lsm_open(&o, dir, db);
     if (s == NULL)

@@ -78,9 +78,11 @@ enum {
  * errno (EROFS: read-write open of a store on a read-only medium). */
 int super_open_store(const char *dir, int flags, const char *who, lsm_db **db, char *err,
                      size_t errlen);
-/* The same, with what recovery dropped passed to report(ctx, line). */
+/* The same, with what recovery dropped passed to report(ctx, line), and the
+ * keys of the records it left out to dropped_key (NULL: not wanted). */
 int super_open_store_report(const char *dir, int flags, void (*report)(void *, const char *),
-                            void *ctx, lsm_db **db, char *err, size_t errlen);
+                            void (*dropped_key)(void *, const void *, size_t), void *ctx,
+                            lsm_db **db, char *err, size_t errlen);
 /* Reads and checks the superblock; err explains a refusal. Returns 0,
  * EINVAL (not lsmfs), EPROTONOSUPPORT (newer format) or EIO. */
 int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t errlen);

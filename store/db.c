@@ -257,6 +257,31 @@ static void stop_replay(lsm_db *db, replay_stop *stop, const char *name,
     lsm_status_free(db->env->file_size(db->env, name, &stop->log_size));
 }
 
+static void dropped_put(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)val;
+    (void)vlen;
+    const lsm_db *db = ctx;
+    db->opt.report_dropped_key(db->opt.report_ctx, key, klen);
+}
+
+static void dropped_del(void *ctx, const void *key, size_t klen)
+{
+    dropped_put(ctx, key, klen, NULL, 0);
+}
+
+/* Passes each key of a batch record replay dropped to report_dropped_key. */
+static void report_dropped_keys(lsm_db *db, const char *rec, size_t n, lsm_batch *b)
+{
+    if (db->opt.report_dropped_key == NULL)
+        return;
+    lsm_status *s = batch_set_contents(b, rec, n);
+    lsm_batch_handler h = {db, dropped_put, dropped_del};
+    if (s == NULL)
+        s = lsm_batch_iterate(b, &h);
+    lsm_status_free(s); /* a record that does not decode names no key */
+}
+
 /* Applies one record unless replay stopped before it (then only a WAL_EPOCH,
  * which starts a later recovery's log, resumes it). */
 static lsm_status *replay_one(lsm_db *db, uint64_t number, const char *rec, size_t n,
@@ -265,10 +290,13 @@ static lsm_status *replay_one(lsm_db *db, uint64_t number, const char *rec, size
     if (stop->stopped) {
         uint64_t seq;
         uint32_t count;
-        if (wal_record_kind_of(rec, n, &seq, &count) != WAL_EPOCH) {
+        enum wal_record_kind kind = wal_record_kind_of(rec, n, &seq, &count);
+        if (kind == WAL_BATCH) {
             stop->dropped++;
-            return NULL;
+            report_dropped_keys(db, rec, n, b);
         }
+        if (kind != WAL_EPOCH)
+            return NULL;
         stop->stopped = false;
     }
     bool apply;

@@ -86,7 +86,10 @@ typedef struct lsm_options {
     /* Called (if set) with one line for each thing recovery dropped or
      * refused: log, byte range, records. */
     void (*report)(void *ctx, const char *msg);
-    void *report_ctx;
+    /* Called (if set) with each key of each good record recovery did not
+     * apply after damage, so a caller can say what the lost writes touched. */
+    void (*report_dropped_key)(void *ctx, const void *key, size_t klen);
+    void *report_ctx; /* for both */
     /* Bytes of memtable before it is switched and a new WAL started.
      * Default 8 MiB. */
     size_t write_buffer_size;

@@ -187,7 +187,7 @@ static void test_mid_log_damage_refuses(void **state)
 {
     (void)state;
     crash_after_writes(dir, "k", NKEYS);
-    char log[128];
+    char log[400];
     newest_log(dir, log, sizeof log);
     long used = used_bytes(log);
     xor_byte(log, used / 3, 0x20);
@@ -214,7 +214,7 @@ static void test_damage_in_last_block_refuses(void **state)
 {
     (void)state;
     crash_after_writes(dir, "k", 300);
-    char log[128];
+    char log[400];
     newest_log(dir, log, sizeof log);
     long used = used_bytes(log);
     assert_true(used < 32768);
@@ -233,7 +233,7 @@ static void test_salvage_keeps_prefix(void **state)
 {
     (void)state;
     crash_after_writes(dir, "k", NKEYS);
-    char log[128];
+    char log[400];
     newest_log(dir, log, sizeof log);
     xor_byte(log, used_bytes(log) / 2, 0x01);
     struct reports rep = {{0}, 0};
@@ -265,7 +265,7 @@ static void test_zero_hole_ends_log(void **state)
 {
     (void)state;
     crash_after_writes(dir, "k", NKEYS);
-    char log[128];
+    char log[400];
     newest_log(dir, log, sizeof log);
     long hole = (used_bytes(log) / 2) & ~4095L;
     zero_range(log, hole, 4096);
@@ -294,7 +294,7 @@ static void test_damage_sweep_never_wrong_data(void **state)
 {
     (void)state;
     crash_after_writes(dir, "k", NKEYS);
-    char log[128];
+    char log[400];
     newest_log(dir, log, sizeof log);
     long used = used_bytes(log);
     const char *base = strrchr(log, '/') + 1;
@@ -304,7 +304,7 @@ static void test_damage_sweep_never_wrong_data(void **state)
         tu_rmtree(copy);
         snprintf(cmd, sizeof cmd, "cp -a %s %s", dir, copy);
         assert_int_equal(system(cmd), 0);
-        char clog[160];
+        char clog[600];
         snprintf(clog, sizeof clog, "%s/%s", copy, base);
         xor_byte(clog, off, 1 << (off % 8));
         struct reports rep = {{0}, 0};
@@ -359,7 +359,7 @@ static void test_read_only_changes_nothing(void **state)
 {
     (void)state;
     crash_after_writes(dir, "k", NKEYS);
-    char lock[128];
+    char lock[400];
     snprintf(lock, sizeof lock, "%s/LOCK", dir);
     assert_int_equal(unlink(lock), 0);
     char *before = tu_dir_digest(dir);
@@ -391,7 +391,7 @@ static void test_read_only_damaged_log(void **state)
 {
     (void)state;
     crash_after_writes(dir, "k", NKEYS);
-    char log[128];
+    char log[400];
     newest_log(dir, log, sizeof log);
     xor_byte(log, used_bytes(log) / 2, 0x10);
     char *before = tu_dir_digest(dir);
