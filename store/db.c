@@ -375,11 +375,13 @@ static lsm_status *judge_stop(lsm_db *db, const replay_stop *stop)
     char what[1024];
     describe_stop(stop, what, sizeof what);
     if (!stop->damaged || db->opt.salvage_log) {
-        report(db, "%s%s", what, stop->damaged ? " (the records before it are kept)" : " (torn tail after a power cut)");
+        const char *kept = stop->damaged ? "the records before it are kept"
+                                         : "torn tail after a power cut";
+        report(db, "%s (%s)", what, kept);
         db->stats.recovered_salvaged = stop->damaged;
         return NULL;
     }
-    return status_new(LSM_CORRUPTION, "%s (the records before it can be kept: salvage)", what);
+    return status_new(LSM_CORRUPTION, "%s (salvage_log keeps the records before it)", what);
 }
 
 /* Opens or creates the MANIFEST. REQUIRES: mu held. */

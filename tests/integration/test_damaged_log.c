@@ -234,7 +234,8 @@ static int teardown_ro(void **state)
 static void digest(const char *dir, char *out, size_t cap)
 {
     char cmd[PATH_MAX + 128];
-    snprintf(cmd, sizeof cmd, "cd '%s' && stat -c '%%y' . && ls -lA --time-style=+ | sed 1d; sha256sum *", dir);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && stat -c '%%y' . && ls -lA --time-style=+ | sed 1d; sha256sum *", dir);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     size_t n = fread(out, 1, cap - 1, p);

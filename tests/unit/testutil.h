@@ -89,7 +89,8 @@ static inline char *tu_dir_digest(const char *dir)
 {
     char cmd[512];
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && stat -c '%%y' . && ls -lA --time-style=+ | sed 1d; sha256sum * 2>/dev/null", dir);
+             "cd '%s' && stat -c '%%y' . && ls -lA --time-style=+ | sed 1d; sha256sum * 2>/dev/null",
+             dir);
     FILE *p = popen(cmd, "r");
     if (p == NULL)
         fail_msg("popen: %s", cmd);
