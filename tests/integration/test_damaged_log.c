@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "mount.h"
+#include "../unit/testutil.h" /* tu_newest_file, tu_xor_byte, tu_dir_digest */
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -63,45 +64,9 @@ static void sh(const char *fmt, ...)
 /* Name (not path) of the newest log in the store. */
 static void newest_log(const char *store, char *out, size_t cap)
 {
-    DIR *d = opendir(store);
-    assert_non_null(d);
-    unsigned long best = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        unsigned long n;
-        char ext[8];
-        if (sscanf(e->d_name, "%lu.%7s", &n, ext) == 2 && strcmp(ext, "log") == 0 && n > best)
-            best = n;
-    }
-    closedir(d);
-    assert_true(best > 0);
-    snprintf(out, cap, "%06lu.log", best);
-}
-
-static long used_bytes(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    long used = 0, pos = 0;
-    int c;
-    while ((c = fgetc(f)) != EOF) {
-        pos++;
-        if (c != 0)
-            used = pos;
-    }
-    fclose(f);
-    return used;
-}
-
-static void flip_bit(const char *path, long off, int bit)
-{
-    int fd = open(path, O_RDWR);
-    assert_true(fd >= 0);
-    unsigned char c;
-    assert_int_equal(pread(fd, &c, 1, off), 1);
-    c ^= (unsigned char)(1u << bit);
-    assert_int_equal(pwrite(fd, &c, 1, off), 1);
-    close(fd);
+    char path[PATH_MAX + 32];
+    tu_newest_file(store, "log", path, sizeof path);
+    snprintf(out, cap, "%s", strrchr(path, '/') + 1);
 }
 
 /* Whole text of a file (malloc'd; "" if missing). */
@@ -172,13 +137,13 @@ static void test_flipped_bits_never_wrong_data(void **state)
     sh("cp -a '%s' '%s'", m->store, pristine);
     newest_log(m->store, log, sizeof log);
     snprintf(logpath, sizeof logpath, "%s/%s", m->store, log);
-    long used = used_bytes(logpath);
+    long used = tu_used_bytes(logpath);
     assert_true(used > 4096);
     int refused = 0, served = 0;
     for (int k = 0; k <= 16; k++) {
         long off = k < 16 ? 11 + (used - 11) * k / 16 : used - 2; /* the last: a torn tail */
         sh("rm -rf '%s' && cp -a '%s' '%s'", m->store, pristine, m->store);
-        flip_bit(logpath, off, k % 8);
+        tu_xor_byte(logpath, off, 1 << (k % 8));
         int rc = run_tool(out, "fsck.lsmfs", "-n", m->store);
         char *report = slurp(out);
         if (rc != 0 && rc != 4)
@@ -231,26 +196,13 @@ static int teardown_ro(void **state)
     return tm_teardown(state);
 }
 
-static void digest(const char *dir, char *out, size_t cap)
-{
-    char cmd[PATH_MAX + 128];
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && stat -c '%%y' . && ls -lA --time-style=+ | sed 1d; sha256sum *", dir);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    pclose(p);
-}
-
 /* fsck -n, lsmctl check and lsmfs -o ro on the store through a read-only
  * bind mount; returns after checking every byte of the store is unchanged.
  * `damaged`: the log is damaged (the tools report it, the mount serves the
  * prefix). */
 static void check_read_only_tools(struct tmount *m, bool damaged)
 {
-    static char before[1 << 16], after[1 << 16];
-    digest(m->store, before, sizeof before);
+    char *before = tu_dir_digest(m->store);
     char out[PATH_MAX + 16], log[32];
     snprintf(out, sizeof out, "%s/tool.out", m->root);
     newest_log(m->store, log, sizeof log);
@@ -283,8 +235,8 @@ static void check_read_only_tools(struct tmount *m, bool damaged)
     TM_ERR(unlink(P("f000")), EROFS);
     TM_OK(tm_unmount(m));
 
-    digest(m->store, after, sizeof after);
-    assert_string_equal(after, before);
+    tu_assert_dir_unchanged(m->store, before);
+    free(before);
 }
 
 static void bind_read_only(struct tmount *m)
@@ -318,7 +270,7 @@ static void test_read_only_tools_on_damaged_log(void **state)
     char log[32], logpath[PATH_MAX + 40];
     newest_log(m->store, log, sizeof log);
     snprintf(logpath, sizeof logpath, "%s/%s", m->store, log);
-    flip_bit(logpath, used_bytes(logpath) / 2, 3);
+    tu_xor_byte(logpath, tu_used_bytes(logpath) / 2, 0x08);
     bind_read_only(m);
     check_read_only_tools(m, true);
     umount2(robind, MNT_DETACH);

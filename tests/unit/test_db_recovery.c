@@ -71,49 +71,13 @@ static void crash_after_writes(const char *d, const char *prefix, int n)
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
-/* Path of the newest log in d (into out). */
-static void newest_log(const char *d, char *out, size_t cap)
+/* A crash after writing n keys k00000.. (crash_after_writes): the live
+ * log's path into log, and its bytes in use returned. */
+static long crash_with_log(int n, char *log, size_t cap)
 {
-    DIR *dh = opendir(d);
-    assert_non_null(dh);
-    unsigned long best = 0;
-    struct dirent *e;
-    while ((e = readdir(dh)) != NULL) {
-        unsigned long n;
-        char ext[8];
-        if (sscanf(e->d_name, "%lu.%7s", &n, ext) == 2 && strcmp(ext, "log") == 0 && n > best)
-            best = n;
-    }
-    closedir(dh);
-    assert_true(best > 0);
-    snprintf(out, cap, "%s/%06lu.log", d, best);
-}
-
-/* Bytes of a log up to its last non-zero byte (the rest is preallocation). */
-static long used_bytes(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    long used = 0, pos = 0;
-    int c;
-    while ((c = fgetc(f)) != EOF) {
-        pos++;
-        if (c != 0)
-            used = pos;
-    }
-    fclose(f);
-    return used;
-}
-
-static void xor_byte(const char *path, long off, int mask)
-{
-    int fd = open(path, O_RDWR);
-    assert_true(fd >= 0);
-    unsigned char c;
-    assert_int_equal(pread(fd, &c, 1, off), 1);
-    c ^= (unsigned char)mask;
-    assert_int_equal(pwrite(fd, &c, 1, off), 1);
-    close(fd);
+    crash_after_writes(dir, "k", n);
+    tu_newest_file(dir, "log", log, cap);
+    return tu_used_bytes(log);
 }
 
 static void zero_range(const char *path, long off, long len)
@@ -178,6 +142,20 @@ static int prefix_len(lsm_db *db, const char *prefix, int n)
     return have < 0 ? n : have;
 }
 
+/* After a recovery that kept `kept` keys k.., a crash after n new keys
+ * n..: a plain open has both (the old log's damage or hole is not met
+ * again, or stops nothing of the new log). */
+static void assert_next_crash_keeps(int kept, int n)
+{
+    crash_after_writes(dir, "n", n);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    ASSERT_OK(open_with(dir, false, false, &rep, &db));
+    assert_int_equal(prefix_len(db, "k", NKEYS), kept);
+    assert_int_equal(prefix_len(db, "n", n), n);
+    ASSERT_OK(lsm_close(db));
+}
+
 /* ------------------------------------------------------------------ tests */
 
 /* One flipped byte in the middle of the live log: the open refuses and
@@ -186,11 +164,9 @@ static int prefix_len(lsm_db *db, const char *prefix, int n)
 static void test_mid_log_damage_refuses(void **state)
 {
     (void)state;
-    crash_after_writes(dir, "k", NKEYS);
     char log[400];
-    newest_log(dir, log, sizeof log);
-    long used = used_bytes(log);
-    xor_byte(log, used / 3, 0x20);
+    long used = crash_with_log(NKEYS, log, sizeof log);
+    tu_xor_byte(log, used / 3, 0x20);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
     lsm_status *s = open_with(dir, false, false, &rep, &db);
@@ -213,12 +189,10 @@ static void test_mid_log_damage_refuses(void **state)
 static void test_damage_in_last_block_refuses(void **state)
 {
     (void)state;
-    crash_after_writes(dir, "k", 300);
     char log[400];
-    newest_log(dir, log, sizeof log);
-    long used = used_bytes(log);
+    long used = crash_with_log(300, log, sizeof log);
     assert_true(used < 32768);
-    xor_byte(log, used / 3, 0x04);
+    tu_xor_byte(log, used / 3, 0x04);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
     lsm_status *s = open_with(dir, false, false, &rep, &db);
@@ -232,10 +206,9 @@ static void test_damage_in_last_block_refuses(void **state)
 static void test_salvage_keeps_prefix(void **state)
 {
     (void)state;
-    crash_after_writes(dir, "k", NKEYS);
     char log[400];
-    newest_log(dir, log, sizeof log);
-    xor_byte(log, used_bytes(log) / 2, 0x01);
+    long used = crash_with_log(NKEYS, log, sizeof log);
+    tu_xor_byte(log, used / 2, 0x01);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
     ASSERT_OK(open_with(dir, true, false, &rep, &db));
@@ -250,11 +223,7 @@ static void test_salvage_keeps_prefix(void **state)
     assert_int_equal(prefix_len(db, "k", NKEYS), kept);
     assert_int_equal(rep.n, 0);
     ASSERT_OK(lsm_close(db));
-    crash_after_writes(dir, "n", 500);
-    ASSERT_OK(open_with(dir, false, false, &rep, &db));
-    assert_int_equal(prefix_len(db, "k", NKEYS), kept);
-    assert_int_equal(prefix_len(db, "n", 500), 500);
-    ASSERT_OK(lsm_close(db));
+    assert_next_crash_keeps(kept, 500);
 }
 
 /* Zeros (a page never written back before a power cut) followed by good
@@ -264,10 +233,9 @@ static void test_salvage_keeps_prefix(void **state)
 static void test_zero_hole_ends_log(void **state)
 {
     (void)state;
-    crash_after_writes(dir, "k", NKEYS);
     char log[400];
-    newest_log(dir, log, sizeof log);
-    long hole = (used_bytes(log) / 2) & ~4095L;
+    long used = crash_with_log(NKEYS, log, sizeof log);
+    long hole = (used / 2) & ~4095L;
     zero_range(log, hole, 4096);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
@@ -280,11 +248,7 @@ static void test_zero_hole_ends_log(void **state)
     lsm_write_options wo = {.sync = true};
     ASSERT_OK(lsm_put(db, &wo, "after", 5, "x", 1));
     ASSERT_OK(lsm_close(db));
-    crash_after_writes(dir, "n", 300);
-    ASSERT_OK(open_with(dir, false, false, &rep, &db));
-    assert_int_equal(prefix_len(db, "k", NKEYS), kept);
-    assert_int_equal(prefix_len(db, "n", 300), 300);
-    ASSERT_OK(lsm_close(db));
+    assert_next_crash_keeps(kept, 300);
 }
 
 /* Flipped bits at many offsets of the log, each on a fresh copy: no open
@@ -293,10 +257,8 @@ static void test_zero_hole_ends_log(void **state)
 static void test_damage_sweep_never_wrong_data(void **state)
 {
     (void)state;
-    crash_after_writes(dir, "k", NKEYS);
     char log[400];
-    newest_log(dir, log, sizeof log);
-    long used = used_bytes(log);
+    long used = crash_with_log(NKEYS, log, sizeof log);
     const char *base = strrchr(log, '/') + 1;
     int refused = 0, opened = 0;
     for (long off = 3; off < used; off += used / 23 + 7) {
@@ -306,7 +268,7 @@ static void test_damage_sweep_never_wrong_data(void **state)
         assert_int_equal(system(cmd), 0);
         char clog[600];
         snprintf(clog, sizeof clog, "%s/%s", copy, base);
-        xor_byte(clog, off, 1 << (off % 8));
+        tu_xor_byte(clog, off, 1 << (off % 8));
         struct reports rep = {{0}, 0};
         lsm_db *db = NULL;
         lsm_status *s = open_with(copy, false, false, &rep, &db);
@@ -341,7 +303,7 @@ static void test_damaged_manifest_says_where(void **state)
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     closedir(dh);
     assert_true(path[0] != '\0');
-    xor_byte(path, 9, 0x01);
+    tu_xor_byte(path, 9, 0x01);
     struct reports rep = {{0}, 0};
     lsm_status *s = open_with(dir, false, true, &rep, &db);
     assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
@@ -390,10 +352,9 @@ static void test_read_only_changes_nothing(void **state)
 static void test_read_only_damaged_log(void **state)
 {
     (void)state;
-    crash_after_writes(dir, "k", NKEYS);
     char log[400];
-    newest_log(dir, log, sizeof log);
-    xor_byte(log, used_bytes(log) / 2, 0x10);
+    long used = crash_with_log(NKEYS, log, sizeof log);
+    tu_xor_byte(log, used / 2, 0x10);
     char *before = tu_dir_digest(dir);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;

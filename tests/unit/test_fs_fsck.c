@@ -96,18 +96,33 @@ static int teardown(void **state)
     return 0;
 }
 
-static int run(fixture *fx, bool repair, int *problems)
+/* Runs fsck on the closed store with its report in *out (malloc'd; NULL:
+ * not wanted) and its count of problems in *problems (NULL: not wanted). */
+static int run_closed(fixture *fx, bool repair, char **out, int *problems)
 {
     lsm_status_free(lsm_close(fx->db));
     fx->db = NULL;
-    FILE *devnull = fopen("/dev/null", "w");
-    assert_non_null(devnull);
-    fsck_options o = {.repair = repair, .out = devnull};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    fsck_options o = {.repair = repair, .out = f};
     fsck_result r;
     int rc = fsck_store(fx->dir, &o, &r);
-    fclose(devnull);
+    fclose(f);
     if (problems != NULL)
         *problems = r.problems;
+    if (out != NULL)
+        *out = text;
+    else
+        free(text);
+    return rc;
+}
+
+/* run_closed, then the store is opened again for the test. */
+static int run(fixture *fx, bool repair, int *problems)
+{
+    int rc = run_closed(fx, repair, NULL, problems);
     lsm_options lo;
     lsm_options_init(&lo);
     assert_null(lsm_open(&lo, fx->dir, &fx->db));
@@ -277,74 +292,6 @@ static void test_not_lsmfs_is_operational_error(void **state)
 
 /* ------------------------------------------- damage below the filesystem */
 
-/* Runs fsck on the closed store (no reopen after) with its report in out
- * (malloc'd, when out is not NULL). */
-static int run_closed(fixture *fx, bool repair, char **out)
-{
-    lsm_status_free(lsm_close(fx->db));
-    fx->db = NULL;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    assert_non_null(f);
-    fsck_options o = {.repair = repair, .out = f};
-    fsck_result r;
-    int rc = fsck_store(fx->dir, &o, &r);
-    fclose(f);
-    if (out != NULL)
-        *out = text;
-    else
-        free(text);
-    return rc;
-}
-
-/* Path of the (first) file in fx->dir whose name ends in ext. */
-static void store_file(fixture *fx, const char *ext, char *out, size_t cap)
-{
-    DIR *d = opendir(fx->dir);
-    assert_non_null(d);
-    struct dirent *e;
-    out[0] = '\0';
-    while ((e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name), m = strlen(ext);
-        if (n > m && strcmp(e->d_name + n - m, ext) == 0) {
-            snprintf(out, cap, "%s/%s", fx->dir, e->d_name);
-            break;
-        }
-    }
-    closedir(d);
-    assert_true(out[0] != '\0');
-}
-
-/* Path of the highest-numbered table in fx->dir. */
-static void newest_table(fixture *fx, char *out, size_t cap)
-{
-    DIR *d = opendir(fx->dir);
-    assert_non_null(d);
-    unsigned long best = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        unsigned long n;
-        char ext[8];
-        if (sscanf(e->d_name, "%lu.%7s", &n, ext) == 2 && strcmp(ext, "ldb") == 0 && n > best)
-            best = n;
-    }
-    closedir(d);
-    assert_true(best > 0);
-    snprintf(out, cap, "%s/%06lu.ldb", fx->dir, best);
-}
-
-static void flip(const char *path, off_t off)
-{
-    int fd = open(path, O_RDWR);
-    assert_true(fd >= 0);
-    unsigned char c;
-    assert_int_equal(pread(fd, &c, 1, off), 1);
-    c ^= 0x5a;
-    assert_int_equal(pwrite(fd, &c, 1, off), 1);
-    close(fd);
-}
-
 static off_t file_size(const char *path)
 {
     struct stat st;
@@ -371,14 +318,14 @@ static void expect_table_damage_reported(fixture *fx, enum table_damage how)
     lsm_status_free(lsm_close(fx->db));
     fx->db = NULL;
     char table[400];
-    newest_table(fx, table, sizeof table);
+    tu_newest_file(fx->dir, "ldb", table, sizeof table);
     off_t size = file_size(table);
     switch (how) {
     case DAMAGE_FOOTER:
-        flip(table, size - 10);
+        tu_xor_byte(table, size - 10, 0x5a);
         break;
     case DAMAGE_INDEX:
-        flip(table, size - 60); /* just before the 48-byte footer: the index block */
+        tu_xor_byte(table, size - 60, 0x5a); /* just before the 48-byte footer: the index block */
         break;
     case DAMAGE_TRUNCATE:
         assert_int_equal(truncate(table, size / 2), 0);
@@ -392,7 +339,7 @@ static void expect_table_damage_reported(fixture *fx, enum table_damage how)
     snprintf(number, sizeof number, "%.6s", name);
     for (int repair = 0; repair <= 1; repair++) {
         char *out = NULL;
-        int rc = run_closed(fx, repair, &out);
+        int rc = run_closed(fx, repair, &out, NULL);
         if (rc != FSCK_UNFIXED && rc != FSCK_OPERATIONAL)
             fail_msg("damage %d, repair %d: exit %d, report:\n%s", how, repair, rc, out);
         if (rc == FSCK_UNFIXED && strstr(out, number) == NULL)
@@ -429,12 +376,12 @@ static void test_check_only_promises_no_fix(void **state)
     put_inode(fx, 2, S_IFREG | 0644, 5, 2, 0, 0, "hi");
     put_entry(fx, 1, "ghost", 77, S_IFREG, 5);
     char *out = NULL;
-    assert_int_equal(run_closed(fx, false, &out), FSCK_UNFIXED);
+    assert_int_equal(run_closed(fx, false, &out, NULL), FSCK_UNFIXED);
     assert_non_null(strstr(out, "link count 5, should be 1"));
     assert_null(strstr(out, "fixing"));
     assert_null(strstr(out, "dropping"));
     free(out);
-    assert_int_equal(run_closed(fx, true, &out), FSCK_FIXED);
+    assert_int_equal(run_closed(fx, true, &out, NULL), FSCK_FIXED);
     assert_non_null(strstr(out, "fixing: inode 2: link count 5, should be 1: fixing it"));
     free(out);
 }
@@ -480,7 +427,7 @@ static void test_check_only_changes_nothing(void **state)
     fixture *fx = *state;
     crash_with_dangling_entry(fx);
     char *before = tu_dir_digest(fx->dir);
-    assert_int_equal(run_closed(fx, false, NULL), FSCK_UNFIXED);
+    assert_int_equal(run_closed(fx, false, NULL, NULL), FSCK_UNFIXED);
     tu_assert_dir_unchanged(fx->dir, before);
     free(before);
 }
@@ -493,11 +440,11 @@ static void test_damaged_log_named_and_salvaged(void **state)
     fixture *fx = *state;
     crash_with_dangling_entry(fx);
     char log[400];
-    store_file(fx, ".log", log, sizeof log);
-    flip(log, 4000);
+    tu_newest_file(fx->dir, "log", log, sizeof log);
+    tu_xor_byte(log, 4000, 0x5a);
     char *before = tu_dir_digest(fx->dir);
     char *out = NULL;
-    assert_int_equal(run_closed(fx, false, &out), FSCK_UNFIXED);
+    assert_int_equal(run_closed(fx, false, &out, NULL), FSCK_UNFIXED);
     tu_assert_dir_unchanged(fx->dir, before);
     free(before);
     const char *name = strrchr(log, '/') + 1;
@@ -506,10 +453,10 @@ static void test_damaged_log_named_and_salvaged(void **state)
     if (strstr(out, name) == NULL || strstr(out, "at byte") == NULL)
         fail_msg("the report does not name %s and the byte:\n%.300s", log, out);
     free(out);
-    assert_int_equal(run_closed(fx, true, &out), FSCK_FIXED);
+    assert_int_equal(run_closed(fx, true, &out, NULL), FSCK_FIXED);
     assert_non_null(strstr(out, name));
     free(out);
-    assert_int_equal(run_closed(fx, false, &out), FSCK_CLEAN); /* log gone, entries fixed */
+    assert_int_equal(run_closed(fx, false, &out, NULL), FSCK_CLEAN); /* log gone, entries fixed */
     free(out);
     lsm_options lo;
     lsm_options_init(&lo);
