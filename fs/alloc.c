@@ -8,6 +8,8 @@
 #include "schema.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 int alloc_highest_inode(lsm_db *db, uint64_t *ino)
@@ -35,7 +37,7 @@ int alloc_highest_inode(lsm_db *db, uint64_t *ino)
     return err;
 }
 
-int alloc_init(ino_alloc *a, lsm_db *db)
+int alloc_init(ino_alloc *a, lsm_db *db, char *err, size_t errlen)
 {
     a->db = db;
     pthread_mutex_init(&a->mu, NULL);
@@ -47,21 +49,26 @@ int alloc_init(ino_alloc *a, lsm_db *db)
     size_t vlen = 0;
     lsm_status *s = lsm_get(db, &ro, k.b, k.len, &v, &vlen);
     uint64_t next = SCHEMA_FIRST_INO;
-    int err = 0;
-    if (s == NULL) {
-        if (!alloc_decode(v, vlen, &next))
-            err = EIO;
-    } else if (lsm_status_code(s) != LSM_NOT_FOUND) {
-        err = EIO;
+    int e = 0;
+    if (s == NULL && !alloc_decode(v, vlen, &next)) {
+        snprintf(err, errlen,
+                 "damaged inode allocator record: %zu bytes, expected %d holding a number >= %llu",
+                 vlen, SCHEMA_ALLOC_LEN, (unsigned long long)SCHEMA_FIRST_INO);
+        e = EIO;
+    } else if (s != NULL && lsm_status_code(s) != LSM_NOT_FOUND) {
+        snprintf(err, errlen, "reading the inode allocator record: %s", lsm_status_message(s));
+        e = EIO;
     }
     lsm_status_free(s);
     free(v);
-    if (err != 0)
-        return err;
+    if (e != 0)
+        return e;
     uint64_t high;
-    err = alloc_highest_inode(db, &high);
-    if (err != 0)
-        return err;
+    e = alloc_highest_inode(db, &high);
+    if (e != 0) {
+        snprintf(err, errlen, "finding the highest inode: %s", strerror(e));
+        return e;
+    }
     if (high >= next) /* only a damaged store gets here; never reuse anyway */
         next = high + 1;
     a->next = next;

@@ -24,8 +24,10 @@ typedef struct ino_alloc {
 } ino_alloc;
 
 /* Reads the high-water mark (and, defensively, the highest inode key).
- * Returns 0 or an errno (EIO for a damaged record). */
-int alloc_init(ino_alloc *a, lsm_db *db);
+ * Returns 0 or an errno (EIO for a damaged record or a failed read) with a
+ * message in err that says which (a failed read names the table and offset).
+ * alloc_destroy must follow in either case. */
+int alloc_init(ino_alloc *a, lsm_db *db, char *err, size_t errlen);
 void alloc_destroy(ino_alloc *a);
 /* Returns 0 and a fresh number, or an errno (EIO/ENOSPC from the store). */
 int alloc_ino(ino_alloc *a, uint64_t *ino);

@@ -61,28 +61,97 @@ typedef struct fsck {
     size_t nentries, centries;
     FILE *out;      /* where problems are reported */
     lsm_batch *fix; /* pending repairs */
-    uint64_t keys;  /* keys scanned, for the progress line */
+    uint64_t keys;  /* keys scanned */
+    int unfixed;    /* problems no repair can fix (damaged tables); no repair is written */
     bool op_error;
+    /* The progress line: table bytes of the prefixes scanned so far, of
+     * all tables, when the check began and when the line was last drawn. */
+    uint64_t bytes_before, total_bytes;
+    double started, drawn;
+    bool drew;
+    /* Inodes the log records recovery did not apply touched (sorted,
+     * unique; the first LOST_INODES_MAX of them), and how many in all. */
+    uint64_t lost_inodes[256];
+    size_t nlost, lost_total;
 } fsck;
+
+#define LOST_INODES_MAX 256
+
+/* The action a problem message ends with (": fixing it", ": deleting it"):
+ * every message is "<what is wrong>: <what -y does>", and without -y the
+ * action is left out. NULL when the message names none. */
+static const char *repair_action(const char *msg)
+{
+    const char *colon = strrchr(msg, ':');
+    if (colon == NULL || colon[1] != ' ')
+        return NULL;
+    const char *word = colon + 2, *end = strpbrk(word, " )");
+    size_t n = end ? (size_t)(end - word) : strlen(word);
+    return n > 3 && strncmp(word + n - 3, "ing", 3) == 0 ? colon : NULL;
+}
 
 static void problem(fsck *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void problem(fsck *f, const char *fmt, ...)
 {
     f->errors++;
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(f->out, "%s", f->repair ? "fixing: " : "error: ");
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *action = repair_action(msg);
+    if (f->repair)
+        fprintf(f->out, "fixing: %s\n", msg);
+    else
+        fprintf(f->out, "error: %.*s\n", action ? (int)(action - msg) : (int)strlen(msg), msg);
+}
+
+/* A problem fsck cannot repair: reported as an error even with -y, and the
+ * check ends with FSCK_UNFIXED, writing no repair. */
+static void unfixable(fsck *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void unfixable(fsck *f, const char *fmt, ...)
+{
+    f->errors++;
+    f->unfixed++;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(f->out, "error: ");
     vfprintf(f->out, fmt, ap);
     fprintf(f->out, "\n");
     va_end(ap);
 }
 
-static void tick(fsck *f)
+static double now_s(void)
 {
-    if (++f->keys % 100000 == 0 && f->progress) {
-        fprintf(stderr, "\rfsck.lsmfs: %" PRIu64 " keys checked", f->keys);
-        fflush(stderr);
-    }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
+/* Redraws the progress line (at most twice a second): inodes and entries
+ * checked, table bytes read of all, and the time left at the rate so far. */
+static void draw_progress(fsck *f, const char *key, size_t klen)
+{
+    double t = now_s();
+    if (t - f->drawn < 0.5)
+        return;
+    f->drawn = t;
+    uint64_t done = f->bytes_before + lsm_approximate_size(f->db, key, 1, key, klen);
+    if (done > f->total_bytes)
+        done = f->total_bytes;
+    double rate = (double)done / (t - f->started);
+    double eta = rate > 0 ? (double)(f->total_bytes - done) / rate : 0;
+    fprintf(stderr, "\rfsck.lsmfs: %zu inodes, %zu entries, %" PRIu64 " of %" PRIu64
+                    " MiB read, ETA %.0f s   ",
+            f->ninodes, f->nentries, done >> 20, f->total_bytes >> 20, eta);
+    fflush(stderr);
+    f->drew = true;
+}
+
+static void tick(fsck *f, const char *key, size_t klen)
+{
+    if (++f->keys % 1024 == 0 && f->progress)
+        draw_progress(f, key, klen);
 }
 
 /* ------------------------------------------------------------- repairs */
@@ -102,7 +171,7 @@ static void fix_del(fsck *f, const char *k, size_t klen)
 /* Writes the pending repairs (sync when last). */
 static void fix_flush(fsck *f, bool sync)
 {
-    if (!f->repair || f->op_error)
+    if (!f->repair || f->op_error || f->unfixed)
         return;
     if (lsm_batch_count(f->fix) == 0 && !sync)
         return;
@@ -198,6 +267,7 @@ static int scan_prefix(fsck *f, char kind,
     lsm_read_options ro;
     lsm_read_options_init(&ro);
     ro.fill_cache = false;
+    ro.verify_checksums = true;
     lsm_iter *it = lsm_iter_new(f->db, &ro);
     if (it == NULL)
         return ENOMEM;
@@ -208,17 +278,19 @@ static int scan_prefix(fsck *f, char kind,
         if (klen == 0 || k[0] != kind)
             break;
         const char *v = lsm_iter_value(it, &vlen);
-        tick(f);
+        tick(f, k, klen);
         fn(f, k, klen, v, vlen, ctx);
     }
     lsm_status *s = lsm_iter_status(it);
     int err = 0;
     if (s != NULL) {
-        fprintf(stderr, "fsck.lsmfs: reading the store: %s\n", lsm_status_message(s));
+        unfixable(f, "reading the store: %s", lsm_status_message(s));
         err = EIO;
     }
     lsm_status_free(s);
     lsm_iter_free(it);
+    char next = (char)(kind + 1);
+    f->bytes_before += lsm_approximate_size(f->db, &prefix, 1, &next, 1);
     return err;
 }
 
@@ -494,6 +566,8 @@ static int check_unknown_kinds(fsck *f)
     }
     lsm_status *s = lsm_iter_status(it);
     int err = s ? EIO : 0;
+    if (s != NULL)
+        unfixable(f, "reading the store: %s", lsm_status_message(s));
     lsm_status_free(s);
     lsm_iter_free(it);
     return err;
@@ -828,9 +902,22 @@ static int cmp_entry_parent(const void *a, const void *b)
     return cmp_entry_cookie(a, b);
 }
 
+/* Reports each damaged table block (lsm_verify's message names the table
+ * and offset). */
+static void table_problem(void *ctx, const char *msg)
+{
+    unfixable(ctx, "%s", msg);
+}
+
 static void run_checks(fsck *f)
 {
     size_t cap = 0;
+    /* Repairs computed from a store whose tables cannot all be read would
+     * drop what is only unreadable: the tables first, and no repair after
+     * damage there. */
+    lsm_status_free(lsm_verify(f->db, table_problem, f));
+    if (f->unfixed)
+        return;
     if (scan_prefix(f, K_INODE, inode_cb, &cap) != 0 || f->op_error)
         return;
     ino_info *root = find_ino(f, SCHEMA_ROOT_INO);
@@ -854,7 +941,7 @@ static void run_checks(fsck *f)
         scan_prefix(f, K_CHUNK, chunk_cb, NULL) != 0 ||
         scan_prefix(f, K_XATTR, xattr_cb, NULL) != 0 ||
         scan_prefix(f, K_ORPHAN, orphan_cb, NULL) != 0 || check_unknown_kinds(f) != 0)
-        f->op_error = true;
+        return;
     if (f->op_error)
         return;
     check_indexed(f);
@@ -870,6 +957,82 @@ static void run_checks(fsck *f)
             write_inode(f, &f->inodes[i]);
 }
 
+/* What recovery dropped from a damaged log: a problem, repaired by -y (the
+ * prefix is kept and the log goes). */
+static void log_problem(void *ctx, const char *msg)
+{
+    fsck *f = ctx;
+    if (strstr(msg, "torn tail") != NULL) { /* normal after a power cut */
+        if (f->verbose)
+            fprintf(f->out, "note: %s\n", msg);
+        return;
+    }
+    problem(f, "%s: keeping what precedes the damage", msg);
+}
+
+/* The inode a key belongs to (its own, or its directory's for entries and
+ * readdir index keys). false for the superblock, the allocator and junk. */
+static bool owner_inode(const char *k, size_t klen, uint64_t *ino)
+{
+    const char *name;
+    size_t nlen;
+    uint64_t x;
+    if (klen == 0)
+        return false;
+    switch (k[0]) {
+    case K_INODE:
+    case K_ORPHAN:
+        return key_parse_ino(k, klen, k[0], ino);
+    case K_DIRENT:
+        return key_parse_dirent(k, klen, ino, &name, &nlen);
+    case K_COOKIE:
+        return key_parse_cookie(k, klen, ino, &x);
+    case K_CHUNK:
+        return key_parse_chunk(k, klen, ino, &x);
+    case K_XATTR:
+        return key_parse_xattr(k, klen, ino, &name, &nlen);
+    default:
+        return false;
+    }
+}
+
+/* Notes the inode of a key of a log record recovery did not apply. */
+static void lost_key(void *ctx, const void *key, size_t klen)
+{
+    fsck *f = ctx;
+    uint64_t ino;
+    if (!owner_inode(key, klen, &ino))
+        return;
+    size_t lo = 0, hi = f->nlost;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->lost_inodes[mid] < ino)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < f->nlost && f->lost_inodes[lo] == ino)
+        return;
+    f->lost_total++;
+    if (f->nlost == LOST_INODES_MAX)
+        return;
+    memmove(&f->lost_inodes[lo + 1], &f->lost_inodes[lo], (f->nlost - lo) * sizeof(uint64_t));
+    f->lost_inodes[lo] = ino;
+    f->nlost++;
+}
+
+/* One line naming the inodes the records left out of the log touched. */
+static void print_lost_inodes(fsck *f)
+{
+    if (f->lost_total == 0)
+        return;
+    fprintf(f->out, "%s: the log records left out touched %zu inode%s:",
+            f->repair ? "dropped" : "would drop", f->lost_total, f->lost_total == 1 ? "" : "s");
+    for (size_t i = 0; i < f->nlost; i++)
+        fprintf(f->out, " %" PRIu64, f->lost_inodes[i]);
+    fprintf(f->out, "%s\n", f->lost_total > f->nlost ? " ..." : "");
+}
+
 int fsck_store(const char *dir, const fsck_options *o, fsck_result *res)
 {
     fsck f = {.dir = dir,
@@ -878,19 +1041,28 @@ int fsck_store(const char *dir, const fsck_options *o, fsck_result *res)
               .progress = o->progress,
               .out = o->out ? o->out : stdout};
     memset(res, 0, sizeof *res);
-    char err[512];
-    if (super_open_store(dir, &f.db, err, sizeof err) != 0 ||
+    char err[1024];
+    /* -n changes no byte (read-only open); both read a damaged log up to
+     * the damage, -y then keeps that prefix for good. */
+    int flags = SUPER_OPEN_SALVAGE | (o->repair ? SUPER_OPEN_RW : SUPER_OPEN_RO);
+    if (super_open_store_report(dir, flags, log_problem, lost_key, &f, &f.db, err, sizeof err) !=
+            0 ||
         super_read(f.db, dir, &f.sb, err, sizeof err) != 0) {
         fprintf(stderr, "fsck.lsmfs: %s\n", err);
         lsm_status_free(lsm_close(f.db));
         return FSCK_OPERATIONAL;
     }
+    print_lost_inodes(&f);
+    uint64_t total = 0;
+    if (lsm_property_u64(f.db, "lsm.total-table-bytes", &total))
+        f.total_bytes = total;
+    f.started = now_s();
     f.fix = lsm_batch_new();
     if (f.fix == NULL)
         f.op_error = true;
     else
         run_checks(&f);
-    if (f.progress && f.keys >= 100000)
+    if (f.drew)
         fprintf(stderr, "\n");
     fix_flush(&f, true);
     lsm_status *cs = lsm_close(f.db);
@@ -909,5 +1081,5 @@ int fsck_store(const char *dir, const fsck_options *o, fsck_result *res)
         return FSCK_OPERATIONAL;
     if (f.errors == 0)
         return FSCK_CLEAN;
-    return f.repair ? FSCK_FIXED : FSCK_UNFIXED;
+    return f.repair && f.unfixed == 0 ? FSCK_FIXED : FSCK_UNFIXED;
 }

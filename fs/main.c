@@ -47,9 +47,10 @@ struct options {
     int readahead_kb; /* -o readahead=KB: the mount's readahead window (bdi.h) */
     bool allow_root; /* -o allow_root: only root may enter besides the mounter */
     const char *atime; /* -o atime, relatime or strictatime given (refused) */
+    bool read_only;    /* -o ro */
 };
 
-enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_ALLOW_ROOT, KEY_ATIME };
+enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_ALLOW_ROOT, KEY_ATIME, KEY_RO };
 
 static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("sync", KEY_SYNC),
@@ -62,6 +63,7 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("atime", KEY_ATIME),
     FUSE_OPT_KEY("relatime", KEY_ATIME),
     FUSE_OPT_KEY("strictatime", KEY_ATIME),
+    FUSE_OPT_KEY("ro", KEY_RO),
     {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
     {"spin=%d", offsetof(struct options, spin_us), 0},
     {"readahead=%d", offsetof(struct options, readahead_kb), 0},
@@ -98,6 +100,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     case KEY_ATIME:
         o->atime = arg;
         return 0;
+    case KEY_RO: /* noted, and kept: the kernel refuses changes too */
+        o->read_only = true;
+        return 1;
     default:
         return 1;
     }
@@ -112,6 +117,9 @@ static void usage(const char *prog)
            "    -o sync                every operation is durable before it returns\n"
            "    -o writeback           let the kernel cache writes (fsync stays exact)\n"
            "    -o nonempty            allow a non-empty mount point\n"
+           "    -o ro                  read-only: the store is not changed (it may be on a\n"
+           "                           read-only medium); a damaged log is served as of\n"
+           "                           the records before the damage\n"
            "    -o cache_timeout=SEC   kernel entry/attribute cache timeout (default 3600)\n"
            "    -o spin=USEC           after a request, the reader polls /dev/fuse this long\n"
            "                           before it sleeps (default %d; 0 never polls)\n"
@@ -352,7 +360,7 @@ int main(int argc, char *argv[])
 
     lsmfs_config cfg = {
         .store_dir = store, .sync_all = o.sync_all, .writeback = o.writeback, .timeout = o.timeout,
-        .allow_root = o.allow_root};
+        .allow_root = o.allow_root, .read_only = o.read_only};
     lsmfs *fs;
     char err[512];
     if (lsmfs_open(&cfg, &fs, err, sizeof err) != 0)

@@ -16,7 +16,53 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int super_open_store(const char *dir, lsm_db **db, char *err, size_t errlen)
+/* Recovery's report of what it dropped: one line on stderr (the mount's
+ * log, or the tool's). */
+static void report_recovery(void *ctx, const char *msg)
+{
+    fprintf(stderr, "%s: %s\n", (const char *)ctx, msg);
+}
+
+/* The message for a failed open. Returns the errno. */
+static int open_failed(const char *dir, const lsm_status *s, char *err, size_t errlen)
+{
+    switch (lsm_status_code(s)) {
+    case LSM_BUSY:
+        snprintf(err, errlen, "%s: store is mounted or in use by another process", dir);
+        return EBUSY;
+    case LSM_INVALID_ARGUMENT:
+    case LSM_NOT_FOUND:
+        snprintf(err, errlen, "%s: not an lsmfs filesystem (no store: %s)", dir,
+                 lsm_status_message(s));
+        return EINVAL;
+    case LSM_NO_SPACE:
+        snprintf(err, errlen,
+                 "%s: cannot open the store: %s (opening for writing needs free space: free "
+                 "some on that filesystem, or mount with -o ro)",
+                 dir, lsm_status_message(s));
+        return ENOSPC;
+    case LSM_CORRUPTION:
+        snprintf(err, errlen,
+                 "%s: cannot open the store: %s; run fsck.lsmfs -y to keep what precedes the "
+                 "damage, or mount with -o ro to see it read-only",
+                 dir, lsm_status_message(s));
+        return EIO;
+    default:
+        snprintf(err, errlen, "%s: cannot open the store: %s", dir, lsm_status_message(s));
+        return lsm_status_errno(s) == EROFS ? EROFS : EIO;
+    }
+}
+
+int super_open_store(const char *dir, int flags, const char *who, lsm_db **db, char *err,
+                     size_t errlen)
+{
+    return super_open_store_report(dir, flags, report_recovery, NULL, (void *)who, db, err,
+                                   errlen);
+}
+
+int super_open_store_report(const char *dir, int flags, void (*report)(void *, const char *),
+                            void (*dropped_key)(void *, const void *, size_t), void *ctx,
+                            lsm_db **db, char *err, size_t errlen)
 {
     struct stat st;
     if (stat(dir, &st) != 0) {
@@ -57,27 +103,16 @@ int super_open_store(const char *dir, lsm_db **db, char *err, size_t errlen)
     /* Room to flush a memtable and write a table of compaction after the
      * deletes that empty a full disk (the store caps it at 1/8 of it). */
     o.reserve_bytes = o.write_buffer_size + o.target_file_size;
+    o.read_only = (flags & SUPER_OPEN_RO) != 0;
+    o.salvage_log = (flags & SUPER_OPEN_SALVAGE) != 0;
+    o.report = report;
+    o.report_dropped_key = dropped_key;
+    o.report_ctx = ctx;
     lsm_status *s = lsm_open(&o, dir, db);
     if (s == NULL)
         return 0;
-    int code = lsm_status_code(s);
-    int e = EIO;
-    if (code == LSM_BUSY) {
-        snprintf(err, errlen, "%s: store is mounted or in use by another process", dir);
-        e = EBUSY;
-    } else if (code == LSM_INVALID_ARGUMENT || code == LSM_NOT_FOUND) {
-        snprintf(err, errlen, "%s: not an lsmfs filesystem (no store: %s)", dir,
-                 lsm_status_message(s));
-        e = EINVAL;
-    } else if (code == LSM_NO_SPACE) {
-        snprintf(err, errlen,
-                 "%s: cannot open the store: %s (opening for writing needs free space: free "
-                 "some on that filesystem, or mount with -o ro)",
-                 dir, lsm_status_message(s));
-        e = ENOSPC;
-    } else {
-        snprintf(err, errlen, "%s: cannot open the store: %s", dir, lsm_status_message(s));
-    }
+    *db = NULL;
+    int e = open_failed(dir, s, err, errlen);
     lsm_status_free(s);
     return e;
 }
@@ -208,22 +243,24 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
         return e;
     }
     fs->cfg.store_dir = fs->dir;
-    int e = super_open_store(fs->dir, &fs->db, err, errlen);
+    int flags = cfg->read_only ? SUPER_OPEN_RO | SUPER_OPEN_SALVAGE : SUPER_OPEN_RW;
+    int e = super_open_store(fs->dir, flags, "lsmfs", &fs->db, err, errlen);
     if (e == 0)
         e = super_read(fs->db, fs->dir, &fs->sb, err, errlen);
-    if (e == 0)
+    if (e == 0 && !cfg->read_only) /* read-only reads version-1 records as they are */
         e = super_upgrade(fs->db, &fs->sb, err, errlen);
     if (e == 0)
         init_durability(fs);
-    if (e == 0 && (e = alloc_init(&fs->alloc, fs->db)) != 0)
-        snprintf(err, errlen, "%s: damaged inode allocator record", fs->dir);
+    if (e == 0)
+        e = alloc_init(&fs->alloc, fs->db, err, errlen);
     int64_t n = 0;
     if (e == 0 && (e = count_inodes(fs->db, &n)) != 0)
         snprintf(err, errlen, "%s: cannot scan inodes", fs->dir);
     atomic_store(&fs->inodes, n);
     if (e == 0 && (fs->icache = icache_new()) == NULL)
         e = ENOMEM;
-    if (e == 0 && (e = reclaimer_start(fs, &fs->reclaim)) != 0)
+    /* Read-only: orphans stay for the next read-write mount to reclaim. */
+    if (e == 0 && !cfg->read_only && (e = reclaimer_start(fs, &fs->reclaim)) != 0)
         snprintf(err, errlen, "cannot start the orphan reclaimer: %s", strerror(e));
     if (e != 0) {
         fail_close(fs);

@@ -24,6 +24,7 @@ typedef struct lsmfs_config {
     bool writeback; /* -o writeback: the kernel's writeback cache (opt-in) */
     double timeout; /* entry/attr cache timeout given to the kernel, seconds */
     bool allow_root; /* -o allow_root: libfuse refuses other users per request */
+    bool read_only; /* -o ro: the store opens read_only, as of a damaged log's prefix */
 } lsmfs_config;
 
 /* Fields marked [const] are set by lsmfs_open and never change; the others
@@ -63,9 +64,24 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen);
  * Returns 0 or EIO if the store reported an error while closing. */
 int lsmfs_close(lsmfs *fs);
 
-/* Opens an existing store (no creation) for the fs tools; a store in use
- * gives a "mounted or in use" message. Returns an errno. */
-int super_open_store(const char *dir, lsm_db **db, char *err, size_t errlen);
+/* How super_open_store opens the store (flags, or-ed). */
+enum {
+    SUPER_OPEN_RW = 0,
+    SUPER_OPEN_RO = 1,      /* lsm_options.read_only: no byte changes */
+    SUPER_OPEN_SALVAGE = 2, /* lsm_options.salvage_log: keep a damaged log's prefix */
+};
+/* Opens an existing store (no creation) for the daemon and the fs tools; a
+ * store in use gives a "mounted or in use" message, a damaged log a message
+ * naming the log and byte and the ways on (fsck.lsmfs -y, -o ro). What
+ * recovery dropped is printed on stderr, prefixed by `who`. Returns an
+ * errno (EROFS: read-write open of a store on a read-only medium). */
+int super_open_store(const char *dir, int flags, const char *who, lsm_db **db, char *err,
+                     size_t errlen);
+/* The same, with what recovery dropped passed to report(ctx, line), and the
+ * keys of the records it left out to dropped_key (NULL: not wanted). */
+int super_open_store_report(const char *dir, int flags, void (*report)(void *, const char *),
+                            void (*dropped_key)(void *, const void *, size_t), void *ctx,
+                            lsm_db **db, char *err, size_t errlen);
 /* Reads and checks the superblock; err explains a refusal. Returns 0,
  * EINVAL (not lsmfs), EPROTONOSUPPORT (newer format) or EIO. */
 int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t errlen);

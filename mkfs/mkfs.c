@@ -164,7 +164,8 @@ static int prepare_dir(const struct mkfs_opts *o)
     }
     lsm_db *db;
     char err[512];
-    int e = super_open_store(o->dir, &db, err, sizeof err);
+    int e = super_open_store(o->dir, SUPER_OPEN_RO | SUPER_OPEN_SALVAGE, "mkfs.lsmfs", &db, err,
+                             sizeof err);
     if (e == EBUSY) {
         fprintf(stderr, "mkfs.lsmfs: %s\n", err);
         return 1;

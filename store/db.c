@@ -8,6 +8,7 @@
 #include "status.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,9 +227,102 @@ static lsm_status *replay_record(lsm_db *db, uint64_t log, const char *rec, size
     return NULL;
 }
 
+/* Where replay stopped: after it, no record applies until a WAL_EPOCH (which
+ * a recovery that stopped writes first into its fresh log). */
+typedef struct replay_stop {
+    bool stopped;
+    bool damaged;       /* a stop was at damage, not only at zero holes */
+    bool hole;          /* the first stop was at a zero hole (a torn tail) */
+    char *log;          /* the log of the first stop (NULL: none) */
+    uint64_t offset;    /* byte where the hole or damage began */
+    uint64_t log_size;  /* that log's size */
+    const char *why;    /* what the damage was */
+    uint64_t dropped;   /* good records not applied since */
+    int later_logs;     /* logs after it whose records were not applied */
+} replay_stop;
+
+static void report(lsm_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(lsm_db *db, const char *fmt, ...)
+{
+    if (db->opt.report == NULL)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    db->opt.report(db->opt.report_ctx, msg);
+}
+
+/* Stops replay at the damage or hole the reader just met in log `name`. */
+static void stop_replay(lsm_db *db, replay_stop *stop, const char *name,
+                        const wal_reader_stats *st, bool hole)
+{
+    stop->stopped = true;
+    stop->damaged = stop->damaged || !hole;
+    if (stop->log != NULL)
+        return; /* the first stop is the one reported */
+    stop->hole = hole;
+    stop->log = strdup(name);
+    stop->offset = hole ? st->hole_offset : st->damage_offset;
+    stop->why = hole ? "zero-filled hole" : st->damage_why;
+    stop->log_size = 0;
+    lsm_status_free(db->env->file_size(db->env, name, &stop->log_size));
+}
+
+static void dropped_put(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)val;
+    (void)vlen;
+    const lsm_db *db = ctx;
+    db->opt.report_dropped_key(db->opt.report_ctx, key, klen);
+}
+
+static void dropped_del(void *ctx, const void *key, size_t klen)
+{
+    dropped_put(ctx, key, klen, NULL, 0);
+}
+
+/* Passes each key of a batch record replay dropped to report_dropped_key. */
+static void report_dropped_keys(lsm_db *db, const char *rec, size_t n, lsm_batch *b)
+{
+    if (db->opt.report_dropped_key == NULL)
+        return;
+    lsm_status *s = batch_set_contents(b, rec, n);
+    lsm_batch_handler h = {db, dropped_put, dropped_del};
+    if (s == NULL)
+        s = lsm_batch_iterate(b, &h);
+    lsm_status_free(s); /* a record that does not decode names no key */
+}
+
+/* Applies one record unless replay stopped before it (then only a WAL_EPOCH,
+ * which starts a later recovery's log, resumes it). */
+static lsm_status *replay_one(lsm_db *db, uint64_t number, const char *rec, size_t n,
+                              replay_filter *filter, replay_stop *stop, lsm_batch *b)
+{
+    if (stop->stopped) {
+        uint64_t seq;
+        uint32_t count;
+        enum wal_record_kind kind = wal_record_kind_of(rec, n, &seq, &count);
+        if (kind == WAL_BATCH) {
+            stop->dropped++;
+            report_dropped_keys(db, rec, n, b);
+        }
+        if (kind != WAL_EPOCH)
+            return NULL;
+        stop->stopped = false;
+    }
+    bool apply;
+    lsm_status *s = replay_filter_check(filter, rec, n, &apply);
+    if (s == NULL && apply)
+        s = replay_record(db, number, rec, n, b);
+    return s;
+}
+
 /* Replays one log into the memtables; filter carries the deferred markers
- * seen from one log to the next. REQUIRES: mu held. */
-static lsm_status *replay_log(lsm_db *db, uint64_t number, replay_filter *filter)
+ * seen from one log to the next, stop where replay stopped. REQUIRES: mu. */
+static lsm_status *replay_log(lsm_db *db, uint64_t number, replay_filter *filter,
+                              replay_stop *stop)
 {
     char *name = log_file_name(db->dir, number);
     lsm_sfile *f = NULL;
@@ -238,9 +332,14 @@ static lsm_status *replay_log(lsm_db *db, uint64_t number, replay_filter *filter
         free(name);
         return status_new(LSM_IO_ERROR, "out of memory");
     }
+    if (stop->stopped)
+        stop->later_logs++;
+    bool stopped_here = false;
     lsm_status *s = db->env->new_sfile(db->env, name, &f);
-    if (s == NULL && (r = wal_reader_new(f, name, db->opt.paranoid_checks)) == NULL)
+    if (s == NULL && (r = wal_reader_new(f, name, false)) == NULL)
         s = status_new(LSM_IO_ERROR, "out of memory");
+    if (r != NULL)
+        wal_reader_end_at_hole(r);
     while (s == NULL) {
         const char *rec;
         size_t n;
@@ -248,15 +347,19 @@ static lsm_status *replay_log(lsm_db *db, uint64_t number, replay_filter *filter
         s = wal_read_record(r, &rec, &n, &eof);
         if (s || eof)
             break;
-        bool apply;
-        s = replay_filter_check(filter, rec, n, &apply);
-        if (s == NULL && apply)
-            s = replay_record(db, number, rec, n, &b);
+        const wal_reader_stats *st = wal_reader_stats_get(r);
+        if (!stopped_here && st->corruptions > 0) {
+            stop_replay(db, stop, name, st, false);
+            stopped_here = true;
+        }
+        s = replay_one(db, number, rec, n, filter, stop, &b);
         if (s)
             s = status_wrap(s, "%s", name);
     }
     if (r) {
         const wal_reader_stats *st = wal_reader_stats_get(r);
+        if (s == NULL && st->hole && !stopped_here)
+            stop_replay(db, stop, name, st, true);
         db->stats.recovered_dropped_bytes += st->dropped_bytes;
         db->stats.recovered_torn_bytes += st->torn_tail_bytes;
         wal_reader_free(r);
@@ -264,6 +367,34 @@ static lsm_status *replay_log(lsm_db *db, uint64_t number, replay_filter *filter
     batch_destroy(&b);
     free(name);
     return s;
+}
+
+/* What replay left out, for the report or the refusal. */
+static void describe_stop(const replay_stop *stop, char *out, size_t len)
+{
+    snprintf(out, len,
+             "log %s: %s at byte %" PRIu64 "; bytes %" PRIu64 "-%" PRIu64
+             " of it and %d later log(s), %" PRIu64 " record(s), not applied",
+             stop->log, stop->why ? stop->why : "damage", stop->offset, stop->offset,
+             stop->log_size, stop->later_logs, stop->dropped);
+}
+
+/* Decides what a stop means: a hole is a torn tail (reported, not an error);
+ * damage fails the open unless salvage_log. */
+static lsm_status *judge_stop(lsm_db *db, const replay_stop *stop)
+{
+    if (stop->log == NULL)
+        return NULL;
+    char what[1024];
+    describe_stop(stop, what, sizeof what);
+    if (!stop->damaged || db->opt.salvage_log) {
+        const char *kept = stop->damaged ? "the records before it are kept"
+                                         : "torn tail after a power cut";
+        report(db, "%s (%s)", what, kept);
+        db->stats.recovered_salvaged = stop->damaged;
+        return NULL;
+    }
+    return status_new(LSM_CORRUPTION, "%s (salvage_log keeps the records before it)", what);
 }
 
 /* Opens or creates the MANIFEST. REQUIRES: mu held. */
@@ -312,12 +443,21 @@ static lsm_status *recover(lsm_db *db)
     db->last_seq = db->vs.last_seq;
     replay_filter f;
     replay_filter_init(&f);
+    replay_stop stop = {0};
     for (int i = 0; s == NULL && i < logs.n; i++)
-        s = replay_log(db, logs.numbers[i], &f);
-    bool dropped = replay_filter_dropped(&f);
-    db->stats.recovered_skipped = f.skipped;
+        s = replay_log(db, logs.numbers[i], &f, &stop);
+    if (s == NULL)
+        s = judge_stop(db, &stop);
+    bool dropped = replay_filter_dropped(&f) || stop.log != NULL;
+    db->stats.recovered_skipped = f.skipped + stop.dropped;
     db->stats.recovered_lost = replay_filter_lost(&f);
     replay_filter_free(&f);
+    free(stop.log);
+    if (db->opt.read_only) {
+        free(logs.numbers);
+        db->durable_seq = db->last_seq;
+        return s;
+    }
     /* What was replayed may never have been synced (a crash of the process,
      * not of the machine): make it durable before any new sync can promise
      * "and everything before it". */
@@ -370,12 +510,17 @@ static lsm_status *check_is_store(lsm_db *db)
     return NULL;
 }
 
+/* Exclusive LOCK, or for read_only a shared one that creates nothing. */
 static lsm_status *lock_store(lsm_db *db)
 {
     char *name = lock_file_name(db->dir);
     if (name == NULL)
         return status_new(LSM_IO_ERROR, "out of memory");
-    lsm_status *s = db->env->lock_file(db->env, name, &db->lock);
+    lsm_status *s = NULL;
+    if (!db->opt.read_only)
+        s = db->env->lock_file(db->env, name, &db->lock);
+    else if (db->env->lock_file_shared != NULL)
+        s = db->env->lock_file_shared(db->env, name, &db->lock);
     free(name);
     if (s && lsm_status_code(s) == LSM_BUSY) {
         lsm_status_free(s);
@@ -477,6 +622,17 @@ static lsm_db *db_alloc(const lsm_options *o, const char *dir)
     return db;
 }
 
+/* After salvage_log the damaged log must go, or the next open meets the
+ * damage again: the kept prefix is written to tables, which makes every
+ * replayed log obsolete. */
+static lsm_status *write_salvaged_prefix(lsm_db *db)
+{
+    lsm_status *s = db_flush_memtables(db, 0);
+    if (s != NULL)
+        return status_wrap(s, "writing the salvaged prefix to tables");
+    return NULL;
+}
+
 lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out)
 {
     *out = NULL;
@@ -486,7 +642,7 @@ lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out)
     lsm_db *db = db_alloc(o, dir);
     if (db == NULL)
         return status_new(LSM_IO_ERROR, "out of memory opening %s", dir);
-    if (o->create_if_missing)
+    if (o->create_if_missing && !o->read_only)
         s = db->env->create_dir(db->env, dir);
     else
         s = check_is_store(db); /* before LOCK: leave foreign dirs untouched */
@@ -494,20 +650,26 @@ lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out)
         s = lock_store(db);
     if (s == NULL) {
         mutex_lock(&db->mu);
-        /* Recovery may need the reserve's space; it is made again after. */
-        db->reserve_bytes = db_reserve_size(db->env, dir, o->reserve_bytes);
-        db_reserve_release(db);
+        /* Recovery may need the reserve's space; it is made again after.
+         * A read-only open touches no file. */
+        bool reserve = !o->read_only;
+        db->reserve_bytes = reserve ? db_reserve_size(db->env, dir, o->reserve_bytes) : 0;
+        if (reserve)
+            db_reserve_release(db);
         db->reserve_releases = db->reserve_tried_us = 0;
         s = recover(db);
         if (s == NULL && !db_install_view(db))
             s = status_new(LSM_IO_ERROR, "out of memory");
-        if (s == NULL)
+        if (s == NULL && reserve)
             (void)db_reserve_make(db); /* never needed to open */
         mutex_unlock(&db->mu);
     }
-    if (s == NULL)
+    if (s == NULL && !o->read_only)
         s = db_start_background(db);
+    if (s == NULL && db->stats.recovered_salvaged && !o->read_only)
+        s = write_salvaged_prefix(db);
     if (s) {
+        db_stop_background(db); /* a no-op unless started */
         db_free(db);
         return s;
     }
@@ -535,6 +697,10 @@ lsm_status *lsm_close(lsm_db *db)
 {
     if (db == NULL)
         return NULL;
+    if (db->opt.read_only) { /* nothing to write, no thread started */
+        db_free(db);
+        return NULL;
+    }
     /* Write the memtables out, so the next open replays nothing and the
      * logs (with their preallocated space) can go. If that fails the logs
      * stay what recovery needs: every write goes into them (deferred
@@ -592,18 +758,29 @@ lsm_status *lsm_destroy(const lsm_options *o, const char *dir)
 
 /* ------------------------------------------------------------------ writes */
 
+lsm_status *db_refuse_read_only(const lsm_db *db)
+{
+    if (!db->opt.read_only)
+        return NULL;
+    return status_new(LSM_READ_ONLY, "%s: the store is open read-only", db->dir);
+}
+
 lsm_status *lsm_write(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch)
 {
-    return db_write(db, batch, wo, NULL);
+    lsm_status *s = db_refuse_read_only(db);
+    return s ? s : db_write(db, batch, wo, NULL);
 }
 
 lsm_status *lsm_write_seq(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch, uint64_t *seq)
 {
-    return db_write(db, batch, wo, seq);
+    lsm_status *s = db_refuse_read_only(db);
+    return s ? s : db_write(db, batch, wo, seq);
 }
 
 lsm_status *lsm_sync_upto(lsm_db *db, uint64_t seq)
 {
+    if (db->opt.read_only) /* no write of this handle to make durable */
+        return NULL;
     return db_sync_upto(db, seq);
 }
 
@@ -614,7 +791,7 @@ lsm_status *lsm_put(lsm_db *db, const lsm_write_options *wo, const void *key, si
     if (!batch_init(&b))
         return status_new(LSM_IO_ERROR, "out of memory");
     lsm_status *s = lsm_batch_put(&b, key, klen, val, vlen)
-                        ? db_write(db, &b, wo, NULL)
+                        ? lsm_write(db, wo, &b)
                         : status_new(LSM_IO_ERROR, "out of memory");
     batch_destroy(&b);
     return s;
@@ -625,7 +802,7 @@ lsm_status *lsm_delete(lsm_db *db, const lsm_write_options *wo, const void *key,
     lsm_batch b;
     if (!batch_init(&b))
         return status_new(LSM_IO_ERROR, "out of memory");
-    lsm_status *s = lsm_batch_delete(&b, key, klen) ? db_write(db, &b, wo, NULL)
+    lsm_status *s = lsm_batch_delete(&b, key, klen) ? lsm_write(db, wo, &b)
                                                     : status_new(LSM_IO_ERROR, "out of memory");
     batch_destroy(&b);
     return s;
@@ -633,7 +810,7 @@ lsm_status *lsm_delete(lsm_db *db, const lsm_write_options *wo, const void *key,
 
 lsm_status *lsm_sync(lsm_db *db)
 {
-    return db_sync_upto(db, UINT64_MAX);
+    return lsm_sync_upto(db, UINT64_MAX);
 }
 
 /* ------------------------------------------------------------------- reads */

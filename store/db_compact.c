@@ -775,7 +775,9 @@ static lsm_status *compact_level_range(lsm_db *db, int level, const char *begin,
 lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const void *end,
                               size_t elen)
 {
-    lsm_status *s = db_flush_memtables(db, 0);
+    lsm_status *s = db_refuse_read_only(db);
+    if (s == NULL)
+        s = db_flush_memtables(db, 0);
     if (s)
         return s;
     mutex_lock(&db->mu);

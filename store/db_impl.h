@@ -125,6 +125,7 @@ struct db_stats {
     uint64_t recovered_torn_bytes;
     uint64_t recovered_skipped;   /* records after a deferred batch that was lost */
     uint64_t recovered_lost;      /* deferred batches lost (never logged nor flushed) */
+    bool recovered_salvaged;      /* salvage_log kept a prefix before damage */
     uint64_t deferred;            /* batches written with defer_log */
     uint64_t deferred_bytes;      /* their bytes (kept out of the WAL) */
     uint64_t late_logged_bytes;   /* of which logged late after all */
@@ -417,6 +418,9 @@ void db_account_write(lsm_db *db, uint64_t bytes);
  * sequence <= deferred_upto is outside the tables and the log. Returns the
  * error of a flush that failed meanwhile (also for a full disk). */
 lsm_status *db_flush_memtables(lsm_db *db, uint64_t deferred_upto);
+/* LSM_READ_ONLY if the store was opened read_only, else NULL: every entry
+ * point that changes the store calls it first. */
+lsm_status *db_refuse_read_only(const lsm_db *db);
 /* The oldest sequence any snapshot can see. REQUIRES: mu held. */
 uint64_t db_smallest_snapshot(lsm_db *db);
 

@@ -112,6 +112,7 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         {"lsm.recovered-torn-bytes", st->recovered_torn_bytes},
         {"lsm.recovered-skipped", st->recovered_skipped},
         {"lsm.recovered-lost-deferred", st->recovered_lost},
+        {"lsm.recovered-salvaged", st->recovered_salvaged},
         {"lsm.deferred-writes", st->deferred},
         {"lsm.deferred-bytes", st->deferred_bytes},
         {"lsm.late-logged-bytes", st->late_logged_bytes},

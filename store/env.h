@@ -97,6 +97,11 @@ struct lsm_env {
      * LSM_BUSY if another process or another lock in this process holds it. */
     lsm_status *(*lock_file)(lsm_env *env, const char *path, lsm_filelock **out);
     lsm_status *(*unlock_file)(lsm_env *env, lsm_filelock *lock);
+    /* Shared lock for a read-only open: opens an existing path read-only
+     * and creates nothing (*out NULL, success, when there is no file).
+     * LSM_BUSY while an exclusive lock is held. NULL in an env without it
+     * (a read-only open then takes no lock). Released by unlock_file. */
+    lsm_status *(*lock_file_shared)(lsm_env *env, const char *path, lsm_filelock **out);
     /* Free bytes on the filesystem holding path (for statfs and ENOSPC care). */
     lsm_status *(*disk_free)(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail);
     uint64_t (*now_micros)(lsm_env *env); /* monotonic */

@@ -992,6 +992,7 @@ struct lsm_filelock {
 
 static lsm_status *posix_lock_file(lsm_env *env, const char *path, lsm_filelock **out);
 static lsm_status *posix_unlock_file(lsm_env *env, lsm_filelock *lock);
+static lsm_status *posix_lock_file_shared(lsm_env *env, const char *path, lsm_filelock **out);
 
 static struct posix_env {
     lsm_env env; /* first: lsm_env_default() hands out &env */
@@ -1015,6 +1016,7 @@ static struct posix_env {
             .sync_dir = posix_sync_dir,
             .lock_file = posix_lock_file,
             .unlock_file = posix_unlock_file,
+            .lock_file_shared = posix_lock_file_shared,
             .disk_free = posix_disk_free,
             .now_micros = posix_now_micros,
             .sleep_micros = posix_sleep_micros,
@@ -1043,13 +1045,14 @@ static lsm_status *busy(const char *path, const char *who)
 }
 
 /* REQUIRES: posix_env.mu held. Takes the flock and records the lock. */
-static lsm_status *lock_locked(int fd, const char *path, const struct stat *st, lsm_filelock **out)
+static lsm_status *lock_locked(int fd, const char *path, const struct stat *st, int op,
+                               lsm_filelock **out)
 {
     if (lock_held(st->st_dev, st->st_ino))
         return busy(path, "already locked by this process");
     int r;
     do {
-        r = flock(fd, LOCK_EX | LOCK_NB);
+        r = flock(fd, op | LOCK_NB);
     } while (r < 0 && errno == EINTR);
     if (r < 0)
         return errno == EWOULDBLOCK ? busy(path, "locked by another process")
@@ -1068,11 +1071,11 @@ static lsm_status *lock_locked(int fd, const char *path, const struct stat *st, 
     return NULL;
 }
 
-static lsm_status *posix_lock_file(lsm_env *env, const char *path, lsm_filelock **out)
+/* Opens path with flags and takes the flock op on it. */
+static lsm_status *take_lock(const char *path, int flags, int op, lsm_filelock **out)
 {
-    (void)env;
     *out = NULL;
-    int fd = open_retry(path, O_RDWR | O_CREAT, 0644);
+    int fd = open_retry(path, flags, 0644);
     if (fd < 0)
         return posix_error(errno, "open", path);
     struct stat st;
@@ -1082,11 +1085,26 @@ static lsm_status *posix_lock_file(lsm_env *env, const char *path, lsm_filelock 
         return posix_error(err, "fstat", path);
     }
     pthread_mutex_lock(&posix_env.mu);
-    lsm_status *s = lock_locked(fd, path, &st, out);
+    lsm_status *s = lock_locked(fd, path, &st, op, out);
     pthread_mutex_unlock(&posix_env.mu);
     if (s != NULL)
         close(fd);
     return s;
+}
+
+static lsm_status *posix_lock_file(lsm_env *env, const char *path, lsm_filelock **out)
+{
+    (void)env;
+    return take_lock(path, O_RDWR | O_CREAT, LOCK_EX, out);
+}
+
+static lsm_status *posix_lock_file_shared(lsm_env *env, const char *path, lsm_filelock **out)
+{
+    (void)env;
+    *out = NULL;
+    if (access(path, F_OK) != 0 && errno == ENOENT)
+        return NULL; /* no one holds it: a writer would have created it */
+    return take_lock(path, O_RDONLY, LOCK_SH, out);
 }
 
 static lsm_status *posix_unlock_file(lsm_env *env, lsm_filelock *lock)

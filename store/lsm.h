@@ -37,7 +37,8 @@ enum lsm_code {
     LSM_INVALID_ARGUMENT,
     LSM_IO_ERROR,
     LSM_BUSY,     /* the store is locked by another process or handle */
-    LSM_NO_SPACE, /* the disk is full (ENOSPC, EDQUOT) */
+    LSM_NO_SPACE,  /* the disk is full (ENOSPC, EDQUOT) */
+    LSM_READ_ONLY, /* a change asked of a store opened read_only (EROFS) */
 };
 
 typedef struct lsm_status lsm_status;
@@ -62,9 +63,33 @@ enum { LSM_WAL_AUTO = 0, LSM_WAL_MAPPED = 1, LSM_WAL_ZERO_FILL = 2 };
 typedef struct lsm_options {
     bool create_if_missing; /* default false */
     bool error_if_exists;   /* default false */
-    /* Treat any corruption found (WAL middle, table block) as an error
-     * instead of skipping it. Default false. */
+    /* No effect, kept for source compatibility: damage in the middle of a
+     * log is always an error (see salvage_log), and a damaged table block
+     * always fails the read that needs it. */
     bool paranoid_checks;
+    /* Recovery replays the logs up to the first damaged record and no
+     * further: what it keeps is a prefix of the writes, as after a torn
+     * tail. Zero-filled space followed by records (out-of-order writeback
+     * before a power cut) ends the log quietly: nothing behind it was
+     * covered by a completed sync. Damage followed by good records fails the
+     * open with LSM_CORRUPTION (naming the log and byte offset), unless
+     * salvage_log: then the open keeps the prefix, reports what it dropped
+     * through report, and (unless read_only) writes the prefix to tables so
+     * the damaged log is gone. Default false. */
+    bool salvage_log;
+    /* Opens without changing a byte: no LOCK file created (an existing one
+     * is locked shared), no log replayed into tables, no file created or
+     * deleted; the logs are replayed into memory. Every write and
+     * compaction fails with LSM_READ_ONLY; a sync has nothing to do and
+     * succeeds. Default false. */
+    bool read_only;
+    /* Called (if set) with one line for each thing recovery dropped or
+     * refused: log, byte range, records. */
+    void (*report)(void *ctx, const char *msg);
+    /* Called (if set) with each key of each good record recovery did not
+     * apply after damage, so a caller can say what the lost writes touched. */
+    void (*report_dropped_key)(void *ctx, const void *key, size_t klen);
+    void *report_ctx; /* for both */
     /* Bytes of memtable before it is switched and a new WAL started.
      * Default 8 MiB. */
     size_t write_buffer_size;

@@ -133,6 +133,8 @@ int lsm_status_errno(const lsm_status *s)
         return EBUSY;
     case LSM_NO_SPACE:
         return ENOSPC;
+    case LSM_READ_ONLY:
+        return EROFS;
     case LSM_CORRUPTION:
     case LSM_IO_ERROR:
     default:

@@ -435,7 +435,11 @@ static lsm_status *replay_manifest(version_set *vs, wal_reader *r, const char *n
         const char *rec;
         size_t n;
         bool eof;
-        if ((s = wal_read_record(r, &rec, &n, &eof)) != NULL || eof)
+        if ((s = wal_read_record(r, &rec, &n, &eof)) != NULL) {
+            s = status_wrap(s, "expected a version edit"); /* the reader names file and byte */
+            break;
+        }
+        if (eof)
             break;
         version_edit e;
         if ((s = version_edit_decode(&e, rec, n)) != NULL)
@@ -450,8 +454,15 @@ static lsm_status *replay_manifest(version_set *vs, wal_reader *r, const char *n
             break;
         first = false;
     }
-    if (s == NULL && first)
-        s = status_new(LSM_CORRUPTION, "%s: empty MANIFEST", name);
+    const wal_reader_stats *st = wal_reader_stats_get(r);
+    if (s == NULL && first && st->torn_tail)
+        s = status_new(LSM_CORRUPTION,
+                       "%s: damaged record at byte %llu (%s): expected the store's first "
+                       "version edit (its format), found no readable record",
+                       name, (unsigned long long)st->torn_tail_offset, st->torn_tail_why);
+    else if (s == NULL && first)
+        s = status_new(LSM_CORRUPTION, "%s: empty MANIFEST (expected a version edit at byte 0)",
+                       name);
     return s;
 }
 

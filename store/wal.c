@@ -151,12 +151,14 @@ struct pending {
     uint64_t zero_bytes; /* zero-filled space (padding is harmless at the end) */
     uint64_t offset;     /* file offset of the earliest damaged byte */
     const char *why;     /* what the earliest damage was */
+    bool zeros_first;    /* the damage began with a zero hole (see drop_block_rest) */
 };
 
 struct wal_reader {
     lsm_sfile *f;
     char *name;
     bool paranoid;
+    bool hole_ends_log;   /* see wal_reader_end_at_hole */
     char *block;          /* the current block, WAL_BLOCK_SIZE bytes */
     size_t block_len;     /* valid bytes in block */
     size_t pos;           /* parse position in block */
@@ -239,12 +241,39 @@ static void drop_partial(wal_reader *r, const char *why)
     r->rec.len = 0;
 }
 
-/* Marks the rest of the current block as damage and skips it. */
+static bool all_zero(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != 0)
+            return false;
+    return true;
+}
+
+/* Marks the rest of the current block as damage and skips it. Damage that
+ * starts with zeros (a record it cuts short is part of it) is a hole. */
 static void drop_block_rest(wal_reader *r, bool zeros, const char *why)
 {
+    bool first = pend_empty(&r->pend);
     drop_partial(r, "record cut short by damage");
     pend_add(&r->pend, r->block_start + r->pos, r->block_len - r->pos, zeros, why);
+    if (first && zeros)
+        r->pend.zeros_first = true;
     r->pos = r->block_len;
+}
+
+/* Whether the fragment at [p, p+n) of the current block runs into a page
+ * of zeros (4 KiB, file-aligned, whole or up to the block's end): a page
+ * never written back. A bit flip makes no such page. Blocks start at
+ * multiples of 32 KiB, so block offsets align as file offsets do. */
+static bool runs_into_zero_page(const wal_reader *r, size_t p, size_t n)
+{
+    const size_t page = 4096;
+    for (size_t at = p / page * page + page; at < p + n; at += page) {
+        size_t end = at + page < r->block_len ? at + page : r->block_len;
+        if (all_zero(r->block + at, end - at))
+            return true;
+    }
+    return false;
 }
 
 /* Makes the next block current. *eof when there is none. */
@@ -269,12 +298,41 @@ static lsm_status *next_block(wal_reader *r, bool *eof)
     return NULL;
 }
 
-static bool all_zero(const char *p, size_t n)
+
+/* Whether the block bytes at h (left of them) start a fragment whose length
+ * fits and whose checksum matches. */
+static bool fragment_ok(const char *h, size_t left)
 {
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != 0)
-            return false;
-    return true;
+    if (left < WAL_HEADER_SIZE)
+        return false;
+    size_t len = (unsigned char)h[4] | (size_t)(unsigned char)h[5] << 8;
+    if (WAL_HEADER_SIZE + len > left)
+        return false;
+    uint32_t want = crc32c_unmask(decode_fixed32(h));
+    return want == crc32c_extend(crc32c(h + 6, 1), h + WAL_HEADER_SIZE, len);
+}
+
+/* A bad fragment at r->pos: its length cannot be trusted, so the next good
+ * fragment is looked for at every later byte of the block (a match by
+ * chance is a 1 in 2^32 event). The bytes skipped are damage; good records
+ * found after them make it damage in the middle, not a torn tail — the
+ * records after a flipped bit in the log's last block are not lost quietly. */
+static void resync(wal_reader *r, const char *why)
+{
+    size_t p = r->pos + 1;
+    while (p + WAL_HEADER_SIZE <= r->block_len) {
+        unsigned char type = (unsigned char)r->block[p + 6];
+        if (type >= WAL_FULL && type <= WAL_LAST && fragment_ok(r->block + p, r->block_len - p))
+            break;
+        p++;
+    }
+    if (p + WAL_HEADER_SIZE > r->block_len) {
+        drop_block_rest(r, false, why);
+        return;
+    }
+    drop_partial(r, "record cut short by damage");
+    pend_add(&r->pend, r->block_start + r->pos, p - r->pos, false, why);
+    r->pos = p;
 }
 
 /* One fragment with a good checksum. */
@@ -304,23 +362,22 @@ static lsm_status *next_fragment(wal_reader *r, struct fragment *fr, bool *eof)
         }
         const char *h = r->block + r->pos;
         if (all_zero(h, WAL_HEADER_SIZE)) {
-            drop_block_rest(r, true, "zero-filled region");
+            drop_block_rest(r, true, "zero-filled hole");
             continue;
         }
         size_t len = (unsigned char)h[4] | (size_t)(unsigned char)h[5] << 8;
         int type = (unsigned char)h[6];
         if (WAL_HEADER_SIZE + len > left) {
-            drop_block_rest(r, false,
-                            r->last_block ? "fragment runs past the end of the file"
-                                          : "fragment runs past the end of its block");
+            resync(r, r->last_block ? "fragment runs past the end of the file"
+                                    : "fragment runs past the end of its block");
             continue;
         }
-        uint32_t want = crc32c_unmask(decode_fixed32(h));
-        uint32_t got = crc32c_extend(crc32c(h + 6, 1), h + WAL_HEADER_SIZE, len);
-        if (want != got) {
-            /* The length may be what is corrupt: nothing after it in this
-             * block can be trusted. */
-            drop_block_rest(r, false, "checksum mismatch");
+        if (!fragment_ok(h, left)) {
+            bool hole = runs_into_zero_page(r, r->pos, WAL_HEADER_SIZE + len);
+            if (hole)
+                drop_block_rest(r, true, "zero-filled hole");
+            else
+                resync(r, "checksum mismatch");
             continue;
         }
         fr->type = type;
@@ -332,6 +389,28 @@ static lsm_status *next_fragment(wal_reader *r, struct fragment *fr, bool *eof)
     }
 }
 
+void wal_reader_end_at_hole(wal_reader *r)
+{
+    r->hole_ends_log = true;
+}
+
+/* A whole record was found after a zero hole: the log ends at the hole. */
+static bool settle_hole(wal_reader *r)
+{
+    struct pending *p = &r->pend;
+    if (!r->hole_ends_log || pend_empty(p) || !p->zeros_first)
+        return false;
+    drop_partial(r, "record without its last fragment");
+    r->st.hole = true;
+    r->st.hole_offset = p->offset;
+    if (r->pend.bad_bytes > 0) {
+        r->st.torn_tail = true;
+        r->st.torn_tail_bytes += r->pend.bad_bytes;
+    }
+    memset(p, 0, sizeof(*p));
+    return true;
+}
+
 /* A whole record was found: any pending damage lay in the middle. */
 static lsm_status *settle_middle(wal_reader *r)
 {
@@ -339,6 +418,10 @@ static lsm_status *settle_middle(wal_reader *r)
     if (pend_empty(p))
         return NULL;
     uint64_t bytes = p->bad_bytes + p->zero_bytes;
+    if (r->st.corruptions == 0) {
+        r->st.damage_offset = p->offset;
+        r->st.damage_why = p->why;
+    }
     if (r->paranoid)
         return status_new(LSM_CORRUPTION, "log %s: corruption at byte %llu (%s; %llu bytes)",
                           r->name, (unsigned long long)p->offset, p->why,
@@ -354,6 +437,10 @@ static void settle_tail(wal_reader *r)
 {
     drop_partial(r, "record without its last fragment");
     if (r->pend.bad_bytes > 0) {
+        if (!r->st.torn_tail) {
+            r->st.torn_tail_offset = r->pend.offset;
+            r->st.torn_tail_why = r->pend.why;
+        }
         r->st.torn_tail = true;
         r->st.torn_tail_bytes += r->pend.bad_bytes;
     }
@@ -425,6 +512,12 @@ lsm_status *wal_read_record(wal_reader *r, const char **rec, size_t *n, bool *eo
             return NULL;
         }
         if (s == NULL && assemble(r, &fr, rec, n, &s)) {
+            if (settle_hole(r)) {
+                *rec = NULL;
+                *n = 0;
+                r->at_eof = *eof = true;
+                return NULL;
+            }
             s = settle_middle(r);
             if (s == NULL) {
                 r->st.records++;

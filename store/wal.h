@@ -46,6 +46,12 @@ typedef struct wal_reader_stats {
     uint64_t corruptions;     /* corrupt regions met in the middle */
     uint64_t torn_tail_bytes; /* an incomplete or bad last record, dropped */
     bool torn_tail;
+    uint64_t torn_tail_offset; /* where the torn tail began */
+    const char *torn_tail_why; /* what was wrong there (static text) */
+    uint64_t damage_offset; /* where the first corrupt region met in the middle began */
+    const char *damage_why; /* what it was (static text); NULL if none */
+    bool hole;              /* the log ended at a zero hole (wal_reader_end_at_hole) */
+    uint64_t hole_offset;   /* where that hole began */
 } wal_reader_stats;
 
 /* Takes ownership of f. With paranoid, corruption in the middle of the log
@@ -54,6 +60,13 @@ typedef struct wal_reader_stats {
  * never an error: it is dropped and reported in the stats. `name` is used in
  * messages. NULL if out of memory (f is then closed). */
 wal_reader *wal_reader_new(lsm_sfile *f, const char *name, bool paranoid);
+/* Makes zero-filled space followed by good records the end of the log (a
+ * torn tail ending at the hole) instead of damage in the middle: after a
+ * power cut with out-of-order writeback, the records behind a hole were
+ * never covered by a completed sync (a sync would have written the hole
+ * too), so they were never acknowledged durable. For the WAL only; the
+ * MANIFEST, synced edit by edit, keeps treating a hole as corruption. */
+void wal_reader_end_at_hole(wal_reader *r);
 /* Reads the next whole record. On success *rec points at n bytes valid until
  * the next call; *eof is set at the end of the log. */
 lsm_status *wal_read_record(wal_reader *r, const char **rec, size_t *n, bool *eof);

@@ -9,7 +9,10 @@
  *
  * A store that is open elsewhere (mounted) is refused, except by `stats`
  * on a mount point, which reads the live daemon's stats through the root
- * directory's user.lsmfs.stats attribute.
+ * directory's user.lsmfs.stats attribute. All but `compact` open the store
+ * read-only (lsm_options.read_only): they change no byte of it and work on
+ * a read-only medium; a damaged log is read up to the damage, which is
+ * reported (a problem for `check`).
  */
 #include "lsm.h"
 
@@ -28,18 +31,36 @@ static void usage(FILE *f)
                "       lsmctl check DIR\n");
 }
 
+/* Prints the error, prefixed by `what` unless the message names it already
+ * (the store's messages name their files). */
 static int fail(lsm_status *s, const char *what)
 {
-    fprintf(stderr, "lsmctl: %s: %s\n", what, lsm_status_message(s));
+    const char *msg = lsm_status_message(s);
+    if (strstr(msg, what) != NULL)
+        fprintf(stderr, "lsmctl: %s\n", msg);
+    else
+        fprintf(stderr, "lsmctl: %s: %s\n", what, msg);
     lsm_status_free(s);
     return 1;
 }
 
-static lsm_db *open_store(const char *dir, bool paranoid)
+static void report_stderr(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "lsmctl: %s\n", msg);
+}
+
+/* Opens dir; read-only (keeping a damaged log's prefix) unless `write`.
+ * What recovery dropped goes to report (stderr when NULL). */
+static lsm_db *open_store_with(const char *dir, bool write, void (*rep)(void *, const char *),
+                               void *ctx)
 {
     lsm_options o;
     lsm_options_init(&o);
-    o.paranoid_checks = paranoid;
+    o.read_only = !write;
+    o.salvage_log = !write;
+    o.report = rep ? rep : report_stderr;
+    o.report_ctx = ctx;
     lsm_db *db = NULL;
     lsm_status *s = lsm_open(&o, dir, &db);
     if (s) {
@@ -47,6 +68,11 @@ static lsm_db *open_store(const char *dir, bool paranoid)
         return NULL;
     }
     return db;
+}
+
+static lsm_db *open_store(const char *dir, bool write)
+{
+    return open_store_with(dir, write, NULL, NULL);
 }
 
 static void print_escaped(const char *s, size_t n)
@@ -108,7 +134,7 @@ static int cmd_tables(const char *dir)
 
 static int cmd_compact(const char *dir, const char *from, const char *to)
 {
-    lsm_db *db = open_store(dir, false);
+    lsm_db *db = open_store(dir, true);
     if (db == NULL)
         return 1;
     char *f = from ? malloc(strlen(from) + 1) : NULL;
@@ -181,10 +207,10 @@ static void report(void *ctx, const char *msg)
 
 static int cmd_check(const char *dir)
 {
-    lsm_db *db = open_store(dir, true);
+    int problems = 0;
+    lsm_db *db = open_store_with(dir, false, report, &problems);
     if (db == NULL)
         return 1;
-    int problems = 0;
     lsm_status *s = lsm_verify(db, report, &problems);
     lsm_status_free(s);
     lsm_status *c = lsm_close(db);

@@ -156,6 +156,10 @@ static void test_refuses_store_in_use(void **state)
     assert_null(lsm_close(db));
     assert_int_equal(lsmctl("dump %s", "/nonexistent-lsm-dir"), 1);
     assert_non_null(strstr(out, "not an lsmfs store"));
+    /* the path once (before: "lsmctl: DIR: DIR: not an lsmfs store") */
+    const char *first = strstr(out, "/nonexistent-lsm-dir");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "/nonexistent-lsm-dir"));
     assert_int_equal(lsmctl("frobnicate %s", dir), 2);
 }
 

@@ -7,7 +7,11 @@
 #include "lsm.h"
 #include "schema.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 typedef struct fixture {
     char dir[64];
@@ -92,18 +96,33 @@ static int teardown(void **state)
     return 0;
 }
 
-static int run(fixture *fx, bool repair, int *problems)
+/* Runs fsck on the closed store with its report in *out (malloc'd; NULL:
+ * not wanted) and its count of problems in *problems (NULL: not wanted). */
+static int run_closed(fixture *fx, bool repair, char **out, int *problems)
 {
     lsm_status_free(lsm_close(fx->db));
     fx->db = NULL;
-    FILE *devnull = fopen("/dev/null", "w");
-    assert_non_null(devnull);
-    fsck_options o = {.repair = repair, .out = devnull};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    fsck_options o = {.repair = repair, .out = f};
     fsck_result r;
     int rc = fsck_store(fx->dir, &o, &r);
-    fclose(devnull);
+    fclose(f);
     if (problems != NULL)
         *problems = r.problems;
+    if (out != NULL)
+        *out = text;
+    else
+        free(text);
+    return rc;
+}
+
+/* run_closed, then the store is opened again for the test. */
+static int run(fixture *fx, bool repair, int *problems)
+{
+    int rc = run_closed(fx, repair, NULL, problems);
     lsm_options lo;
     lsm_options_init(&lo);
     assert_null(lsm_open(&lo, fx->dir, &fx->db));
@@ -271,6 +290,179 @@ static void test_not_lsmfs_is_operational_error(void **state)
     assert_int_equal(run(fx, false, NULL), FSCK_OPERATIONAL);
 }
 
+/* ------------------------------------------- damage below the filesystem */
+
+static off_t file_size(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_size;
+}
+
+enum table_damage { DAMAGE_FOOTER, DAMAGE_INDEX, DAMAGE_TRUNCATE, DAMAGE_DELETE };
+
+/* The healthy filesystem's table, damaged: fsck must never call the store
+ * clean or repaired (before: "reading the store: ... 0 problems", exit 0). */
+static void expect_table_damage_reported(fixture *fx, enum table_damage how)
+{
+    /* The superblock in one table, a second file in another (the one
+     * damaged): the store opens and the scan meets the damage. */
+    lsm_status_free(lsm_close(fx->db));
+    lsm_options lo;
+    lsm_options_init(&lo);
+    assert_null(lsm_open(&lo, fx->dir, &fx->db));
+    put_inode(fx, 4, S_IFREG | 0644, 1, 2, 0, 0, "ok");
+    put_entry(fx, 1, "b", 4, S_IFREG, 5);
+    put_inode(fx, 1, S_IFDIR | 0755, 3, 3, 1, 6, NULL);
+    assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    lsm_status_free(lsm_close(fx->db));
+    fx->db = NULL;
+    char table[400];
+    tu_newest_file(fx->dir, "ldb", table, sizeof table);
+    off_t size = file_size(table);
+    switch (how) {
+    case DAMAGE_FOOTER:
+        tu_xor_byte(table, size - 10, 0x5a);
+        break;
+    case DAMAGE_INDEX:
+        tu_xor_byte(table, size - 60, 0x5a); /* just before the 48-byte footer: the index block */
+        break;
+    case DAMAGE_TRUNCATE:
+        assert_int_equal(truncate(table, size / 2), 0);
+        break;
+    case DAMAGE_DELETE:
+        assert_int_equal(unlink(table), 0);
+        break;
+    }
+    const char *name = strrchr(table, '/') + 1;
+    char number[16];
+    snprintf(number, sizeof number, "%.6s", name);
+    for (int repair = 0; repair <= 1; repair++) {
+        char *out = NULL;
+        int rc = run_closed(fx, repair, &out, NULL);
+        if (rc != FSCK_UNFIXED && rc != FSCK_OPERATIONAL)
+            fail_msg("damage %d, repair %d: exit %d, report:\n%s", how, repair, rc, out);
+        if (rc == FSCK_UNFIXED && strstr(out, number) == NULL)
+            fail_msg("damage %d: the report does not name table %s:\n%s", how, number, out);
+        free(out);
+    }
+}
+
+static void test_damaged_footer_is_an_error(void **state)
+{
+    expect_table_damage_reported(*state, DAMAGE_FOOTER);
+}
+
+static void test_damaged_index_is_an_error(void **state)
+{
+    expect_table_damage_reported(*state, DAMAGE_INDEX);
+}
+
+static void test_truncated_table_is_an_error(void **state)
+{
+    expect_table_damage_reported(*state, DAMAGE_TRUNCATE);
+}
+
+static void test_deleted_table_is_an_error(void **state)
+{
+    expect_table_damage_reported(*state, DAMAGE_DELETE);
+}
+
+/* Without -y a problem line says what is wrong, not a repair it does not do
+ * (before: "error: inode 2: link count 5, should be 1: fixing it"). */
+static void test_check_only_promises_no_fix(void **state)
+{
+    fixture *fx = *state;
+    put_inode(fx, 2, S_IFREG | 0644, 5, 2, 0, 0, "hi");
+    put_entry(fx, 1, "ghost", 77, S_IFREG, 5);
+    char *out = NULL;
+    assert_int_equal(run_closed(fx, false, &out, NULL), FSCK_UNFIXED);
+    assert_non_null(strstr(out, "link count 5, should be 1"));
+    assert_null(strstr(out, "fixing"));
+    assert_null(strstr(out, "dropping"));
+    free(out);
+    assert_int_equal(run_closed(fx, true, &out, NULL), FSCK_FIXED);
+    assert_non_null(strstr(out, "fixing: inode 2: link count 5, should be 1: fixing it"));
+    free(out);
+}
+
+/* A child leaves the store with its log unflushed (a crash): a dangling
+ * entry, in the log only. */
+static void crash_with_dangling_entry(fixture *fx)
+{
+    lsm_status_free(lsm_close(fx->db));
+    fx->db = NULL;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        lsm_options o;
+        lsm_options_init(&o);
+        lsm_db *db = NULL;
+        if (lsm_open(&o, fx->dir, &db) != NULL)
+            _exit(1);
+        fx->db = db;
+        for (int i = 0; i < 300; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "g%03d", i);
+            schema_key k;
+            key_dirent(&k, 1, name, strlen(name));
+            char dv[DIRENT_VAL_LEN];
+            dirent_encode(&(dirent_val){.ino = 500 + (uint64_t)i, .type = 8, .cookie = 10}, dv);
+            lsm_write_options wo = {.sync = true};
+            if (lsm_put(db, &wo, k.b, k.len, dv, sizeof dv) != NULL)
+                _exit(1);
+        }
+        _exit(0); /* no close: the log stays */
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* fsck -n reads an unflushed log without replaying it into tables: not a
+ * byte of the store changes (before: it wrote tables, a MANIFEST, CURRENT
+ * and deleted the log). */
+static void test_check_only_changes_nothing(void **state)
+{
+    fixture *fx = *state;
+    crash_with_dangling_entry(fx);
+    char *before = tu_dir_digest(fx->dir);
+    assert_int_equal(run_closed(fx, false, NULL, NULL), FSCK_UNFIXED);
+    tu_assert_dir_unchanged(fx->dir, before);
+    free(before);
+}
+
+/* A damaged log: -n names it and the byte, changes nothing, exits 4 (before:
+ * it said nothing of the log, and the damage was made permanent); -y keeps
+ * the prefix (exit 1), after which the store checks clean. */
+static void test_damaged_log_named_and_salvaged(void **state)
+{
+    fixture *fx = *state;
+    crash_with_dangling_entry(fx);
+    char log[400];
+    tu_newest_file(fx->dir, "log", log, sizeof log);
+    tu_xor_byte(log, 4000, 0x5a);
+    char *before = tu_dir_digest(fx->dir);
+    char *out = NULL;
+    assert_int_equal(run_closed(fx, false, &out, NULL), FSCK_UNFIXED);
+    tu_assert_dir_unchanged(fx->dir, before);
+    free(before);
+    const char *name = strrchr(log, '/') + 1;
+    if (strstr(out, "would drop: the log records left out touched ") == NULL)
+        fail_msg("the report does not say which inodes the lost records touched:\n%.600s", out);
+    if (strstr(out, name) == NULL || strstr(out, "at byte") == NULL)
+        fail_msg("the report does not name %s and the byte:\n%.300s", log, out);
+    free(out);
+    assert_int_equal(run_closed(fx, true, &out, NULL), FSCK_FIXED);
+    assert_non_null(strstr(out, name));
+    free(out);
+    assert_int_equal(run_closed(fx, false, &out, NULL), FSCK_CLEAN); /* log gone, entries fixed */
+    free(out);
+    lsm_options lo;
+    lsm_options_init(&lo);
+    assert_null(lsm_open(&lo, fx->dir, &fx->db));
+}
+
 /* A test on a fresh healthy filesystem (see setup). */
 #define FSCK_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
@@ -286,6 +478,13 @@ int main(void)
         FSCK_TEST(test_orphan_mark_decides_over_link_count),
         FSCK_TEST(test_missing_readdir_index_added),
         FSCK_TEST(test_not_lsmfs_is_operational_error),
+        FSCK_TEST(test_damaged_footer_is_an_error),
+        FSCK_TEST(test_damaged_index_is_an_error),
+        FSCK_TEST(test_truncated_table_is_an_error),
+        FSCK_TEST(test_deleted_table_is_an_error),
+        FSCK_TEST(test_check_only_promises_no_fix),
+        FSCK_TEST(test_check_only_changes_nothing),
+        FSCK_TEST(test_damaged_log_named_and_salvaged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,7 +19,9 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -27,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "coding.h"
 #include "env.h"
@@ -80,6 +83,92 @@ static inline void tu_rmtree(const char *path)
 {
     if (nftw(path, tu_remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
         fail_msg("removing %s: %s", path, strerror(errno));
+}
+
+/* dir's mtime (a file created or removed changes it), a listing of its
+ * files (names, sizes, modes) and the sha256 of each, as
+ * a malloc'd string: equal before and after means no byte changed. */
+static inline char *tu_dir_digest(const char *dir)
+{
+    char cmd[4096 + 128];
+    if (strlen(dir) > 4096)
+        fail_msg("path too long");
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && stat -c '%%y' . && ls -lA --time-style=+ | sed 1d; sha256sum * 2>/dev/null",
+             dir);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        fail_msg("popen: %s", cmd);
+    size_t cap = 1 << 16;
+    char *out = calloc(1, cap);
+    if (out == NULL)
+        fail_msg("out of memory");
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    return out;
+}
+
+/* Fails unless dir's digest is still `before` (from tu_dir_digest). */
+static inline void tu_assert_dir_unchanged(const char *dir, const char *before)
+{
+    char *after = tu_dir_digest(dir);
+    if (strcmp(after, before) != 0)
+        fail_msg("%s changed:\nbefore:\n%s\nafter:\n%s", dir, before, after);
+    free(after);
+}
+
+/* Path (into out) of the highest-numbered file "<number>.<ext>" in dir;
+ * fails the test when there is none. */
+static inline void tu_newest_file(const char *dir, const char *ext, char *out, size_t cap)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        fail_msg("opendir %s: %s", dir, strerror(errno));
+    unsigned long best = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        unsigned long n;
+        char got[8];
+        if (sscanf(e->d_name, "%lu.%7s", &n, got) == 2 && strcmp(got, ext) == 0 && n > best)
+            best = n;
+    }
+    closedir(d);
+    if (best == 0)
+        fail_msg("no .%s file in %s", ext, dir);
+    if (snprintf(out, cap, "%s/%06lu.%s", dir, best, ext) >= (int)cap)
+        fail_msg("path too long");
+}
+
+/* Bytes of path up to its last non-zero byte (a log's preallocated space
+ * is zeros). */
+static inline long tu_used_bytes(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        fail_msg("fopen %s: %s", path, strerror(errno));
+    long used = 0, pos = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF) {
+        pos++;
+        if (c != 0)
+            used = pos;
+    }
+    fclose(f);
+    return used;
+}
+
+/* XORs the byte at off of path with mask (damage by hand). */
+static inline void tu_xor_byte(const char *path, long off, int mask)
+{
+    int fd = open(path, O_RDWR);
+    unsigned char c;
+    if (fd < 0 || pread(fd, &c, 1, off) != 1)
+        fail_msg("reading byte %ld of %s: %s", off, path, strerror(errno));
+    c ^= (unsigned char)mask;
+    if (pwrite(fd, &c, 1, off) != 1)
+        fail_msg("writing byte %ld of %s: %s", off, path, strerror(errno));
+    close(fd);
 }
 
 /* ---------------------------------------------------------- assertions */

@@ -1,0 +1,403 @@
+/*
+ * test_db_recovery.c — what recovery does with a damaged log, and the
+ * read-only open: replay keeps a prefix and stops at the first damage;
+ * damage followed by good records refuses the open (naming log and byte)
+ * unless salvage_log; a zero hole ends the log quietly; a read_only open
+ * changes no byte of the store and refuses every write.
+ */
+#include "testutil.h"
+
+#include "lsm.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[64];
+static char copy[64];
+
+#define NKEYS 3000
+
+static int setup(void **state)
+{
+    (void)state;
+    tu_mkdtemp(dir, sizeof(dir), "rec");
+    tu_mkdtemp(copy, sizeof(copy), "reccopy");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(dir);
+    tu_rmtree(copy);
+    return 0;
+}
+
+static void key_of(char k[32], const char *prefix, int i)
+{
+    snprintf(k, 32, "%s%05d", prefix, i);
+}
+
+/* The forked child: writes n keys (values are the keys, every 100th synced)
+ * and exits without closing, so the log holds them all. No cmocka here. */
+static bool child_writes(const char *d, const char *prefix, int n)
+{
+    lsm_options o;
+    tu_db_options(&o, NULL, 8u << 20);
+    lsm_db *db = NULL;
+    if (lsm_open(&o, d, &db) != NULL)
+        return false;
+    char k[32];
+    for (int i = 0; i < n; i++) {
+        key_of(k, prefix, i);
+        lsm_write_options wo = {.sync = i % 100 == 0};
+        if (lsm_put(db, &wo, k, strlen(k), k, strlen(k)) != NULL)
+            return false;
+    }
+    return true;
+}
+
+/* A store in d whose live log holds n keys `prefix`NNNNN (a process crash). */
+static void crash_after_writes(const char *d, const char *prefix, int n)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(child_writes(d, prefix, n) ? 0 : 1);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* A crash after writing n keys k00000.. (crash_after_writes): the live
+ * log's path into log, and its bytes in use returned. */
+static long crash_with_log(int n, char *log, size_t cap)
+{
+    crash_after_writes(dir, "k", n);
+    tu_newest_file(dir, "log", log, cap);
+    return tu_used_bytes(log);
+}
+
+static void zero_range(const char *path, long off, long len)
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    char *z = calloc(1, (size_t)len);
+    assert_int_equal(pwrite(fd, z, (size_t)len, off), len);
+    free(z);
+    close(fd);
+}
+
+struct reports {
+    char text[4096];
+    int n;
+};
+
+static void collect_report(void *ctx, const char *msg)
+{
+    struct reports *r = ctx;
+    r->n++;
+    size_t used = strlen(r->text);
+    snprintf(r->text + used, sizeof r->text - used, "%s\n", msg);
+}
+
+static lsm_status *open_with(const char *d, bool salvage, bool ro, struct reports *rep,
+                             lsm_db **db)
+{
+    lsm_options o;
+    lsm_options_init(&o);
+    o.salvage_log = salvage;
+    o.read_only = ro;
+    o.report = collect_report;
+    o.report_ctx = rep;
+    return lsm_open(&o, d, db);
+}
+
+/* The keys `prefix`0.. present form a prefix, every value as written (never
+ * a value that was not written). Returns its length. */
+static int prefix_len(lsm_db *db, const char *prefix, int n)
+{
+    char k[32];
+    int have = -1;
+    for (int i = 0; i < n; i++) {
+        key_of(k, prefix, i);
+        char *v = NULL;
+        size_t vn = 0;
+        lsm_status *s = lsm_get(db, NULL, k, strlen(k), &v, &vn);
+        if (lsm_status_code(s) == LSM_NOT_FOUND) {
+            lsm_status_free(s);
+            if (have < 0)
+                have = i;
+            continue;
+        }
+        ASSERT_OK(s);
+        if (have >= 0)
+            fail_msg("%s present after %d keys absent: not a prefix", k, have);
+        if (vn != strlen(k) || memcmp(v, k, vn) != 0)
+            fail_msg("%s: a value never written", k);
+        free(v);
+    }
+    return have < 0 ? n : have;
+}
+
+/* After a recovery that kept `kept` keys k.., a crash after n new keys
+ * n..: a plain open has both (the old log's damage or hole is not met
+ * again, or stops nothing of the new log). */
+static void assert_next_crash_keeps(int kept, int n)
+{
+    crash_after_writes(dir, "n", n);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    ASSERT_OK(open_with(dir, false, false, &rep, &db));
+    assert_int_equal(prefix_len(db, "k", NKEYS), kept);
+    assert_int_equal(prefix_len(db, "n", n), n);
+    ASSERT_OK(lsm_close(db));
+}
+
+/* ------------------------------------------------------------------ tests */
+
+/* One flipped byte in the middle of the live log: the open refuses and
+ * names the log and the byte (before: the damaged records were skipped and
+ * the ones after them applied). */
+static void test_mid_log_damage_refuses(void **state)
+{
+    (void)state;
+    char log[400];
+    long used = crash_with_log(NKEYS, log, sizeof log);
+    tu_xor_byte(log, used / 3, 0x20);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    lsm_status *s = open_with(dir, false, false, &rep, &db);
+    assert_null(db);
+    assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
+    const char *base = strrchr(log, '/') + 1;
+    assert_non_null(strstr(lsm_status_message(s), base));
+    assert_non_null(strstr(lsm_status_message(s), "at byte"));
+    lsm_status_free(s);
+    /* refusing changed nothing: the same refusal again */
+    s = open_with(dir, false, false, &rep, &db);
+    assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
+    lsm_status_free(s);
+}
+
+/* A flipped bit in the log's only block, good records after it in the same
+ * block: damage in the middle, not a torn tail (before the reader looked
+ * for the next good fragment, the rest of the block was dropped quietly,
+ * synced records with it). */
+static void test_damage_in_last_block_refuses(void **state)
+{
+    (void)state;
+    char log[400];
+    long used = crash_with_log(300, log, sizeof log);
+    assert_true(used < 32768);
+    tu_xor_byte(log, used / 3, 0x04);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    lsm_status *s = open_with(dir, false, false, &rep, &db);
+    assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
+    lsm_status_free(s);
+}
+
+/* salvage_log keeps the prefix before the damage, reports what it dropped,
+ * and writes the prefix out so the next plain open succeeds with the same
+ * data; new writes then survive a crash. */
+static void test_salvage_keeps_prefix(void **state)
+{
+    (void)state;
+    char log[400];
+    long used = crash_with_log(NKEYS, log, sizeof log);
+    tu_xor_byte(log, used / 2, 0x01);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    ASSERT_OK(open_with(dir, true, false, &rep, &db));
+    int kept = prefix_len(db, "k", NKEYS);
+    assert_true(kept > 0 && kept < NKEYS);
+    assert_int_equal(rep.n, 1);
+    assert_non_null(strstr(rep.text, strrchr(log, '/') + 1));
+    assert_non_null(strstr(rep.text, "record(s)"));
+    ASSERT_OK(lsm_close(db));
+    rep.n = 0;
+    ASSERT_OK(open_with(dir, false, false, &rep, &db));
+    assert_int_equal(prefix_len(db, "k", NKEYS), kept);
+    assert_int_equal(rep.n, 0);
+    ASSERT_OK(lsm_close(db));
+    assert_next_crash_keeps(kept, 500);
+}
+
+/* Zeros (a page never written back before a power cut) followed by good
+ * records end the log there: the open succeeds with the prefix, without
+ * salvage; writes after it survive the next crash although the hole is
+ * still in the old log (before: the records after the hole applied). */
+static void test_zero_hole_ends_log(void **state)
+{
+    (void)state;
+    char log[400];
+    long used = crash_with_log(NKEYS, log, sizeof log);
+    long hole = (used / 2) & ~4095L;
+    zero_range(log, hole, 4096);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    ASSERT_OK(open_with(dir, false, false, &rep, &db));
+    int kept = prefix_len(db, "k", NKEYS);
+    assert_true(kept > 0 && kept < NKEYS);
+    assert_int_equal(rep.n, 1);
+    assert_non_null(strstr(rep.text, "zero-filled hole"));
+    /* a crash with the new writes in the new log only */
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(db, &wo, "after", 5, "x", 1));
+    ASSERT_OK(lsm_close(db));
+    assert_next_crash_keeps(kept, 300);
+}
+
+/* Flipped bits at many offsets of the log, each on a fresh copy: no open
+ * ever serves a value that was never written nor a key after a missing one;
+ * each open either refuses naming the log, or keeps a prefix. */
+static void test_damage_sweep_never_wrong_data(void **state)
+{
+    (void)state;
+    char log[400];
+    long used = crash_with_log(NKEYS, log, sizeof log);
+    const char *base = strrchr(log, '/') + 1;
+    int refused = 0, opened = 0;
+    for (long off = 3; off < used; off += used / 23 + 7) {
+        char cmd[256];
+        tu_rmtree(copy);
+        snprintf(cmd, sizeof cmd, "cp -a %s %s", dir, copy);
+        assert_int_equal(system(cmd), 0);
+        char clog[600];
+        snprintf(clog, sizeof clog, "%s/%s", copy, base);
+        tu_xor_byte(clog, off, 1 << (off % 8));
+        struct reports rep = {{0}, 0};
+        lsm_db *db = NULL;
+        lsm_status *s = open_with(copy, false, false, &rep, &db);
+        if (s != NULL) {
+            assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
+            assert_non_null(strstr(lsm_status_message(s), base));
+            lsm_status_free(s);
+            refused++;
+            continue;
+        }
+        opened++;
+        (void)prefix_len(db, "k", NKEYS);
+        ASSERT_OK(lsm_close(db));
+    }
+    assert_true(refused > 0);
+}
+
+/* A flipped bit in the MANIFEST's only record: the refusal says where and
+ * what was expected (before: "MANIFEST-000002: empty MANIFEST"). */
+static void test_damaged_manifest_says_where(void **state)
+{
+    (void)state;
+    lsm_db *db = tu_open_db(dir, NULL, 0);
+    ASSERT_OK(lsm_close(db));
+    char path[400];
+    DIR *dh = opendir(dir);
+    assert_non_null(dh);
+    struct dirent *e;
+    path[0] = '\0';
+    while ((e = readdir(dh)) != NULL)
+        if (strncmp(e->d_name, "MANIFEST-", 9) == 0)
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    closedir(dh);
+    assert_true(path[0] != '\0');
+    tu_xor_byte(path, 9, 0x01);
+    struct reports rep = {{0}, 0};
+    lsm_status *s = open_with(dir, false, true, &rep, &db);
+    assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
+    assert_non_null(strstr(lsm_status_message(s), "at byte 0"));
+    assert_non_null(strstr(lsm_status_message(s), "expected"));
+    lsm_status_free(s);
+}
+
+/* ------------------------------------------------------------- read-only */
+
+/* A read_only open of a store with an unflushed log serves every key from
+ * memory, changes no byte (no LOCK created either), and refuses writes and
+ * compactions with LSM_READ_ONLY. */
+static void test_read_only_changes_nothing(void **state)
+{
+    (void)state;
+    crash_after_writes(dir, "k", NKEYS);
+    char lock[400];
+    snprintf(lock, sizeof lock, "%s/LOCK", dir);
+    assert_int_equal(unlink(lock), 0);
+    char *before = tu_dir_digest(dir);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    ASSERT_OK(open_with(dir, false, true, &rep, &db));
+    assert_int_equal(prefix_len(db, "k", NKEYS), NKEYS);
+    lsm_write_options wo = {.sync = false};
+    lsm_status *s = lsm_put(db, &wo, "x", 1, "y", 1);
+    assert_int_equal(lsm_status_code(s), LSM_READ_ONLY);
+    assert_int_equal(lsm_status_errno(s), EROFS);
+    lsm_status_free(s);
+    s = lsm_delete(db, &wo, "k00001", 6);
+    assert_int_equal(lsm_status_code(s), LSM_READ_ONLY);
+    lsm_status_free(s);
+    ASSERT_OK(lsm_sync(db)); /* nothing of this handle to make durable */
+    s = lsm_compact_range(db, NULL, 0, NULL, 0);
+    assert_int_equal(lsm_status_code(s), LSM_READ_ONLY);
+    lsm_status_free(s);
+    ASSERT_OK(lsm_verify(db, NULL, NULL));
+    ASSERT_OK(lsm_close(db));
+    tu_assert_dir_unchanged(dir, before);
+    free(before);
+}
+
+/* read_only on a damaged log: refuses as a read-write open would, or with
+ * salvage_log serves the prefix from memory; neither changes a byte. */
+static void test_read_only_damaged_log(void **state)
+{
+    (void)state;
+    char log[400];
+    long used = crash_with_log(NKEYS, log, sizeof log);
+    tu_xor_byte(log, used / 2, 0x10);
+    char *before = tu_dir_digest(dir);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    lsm_status *s = open_with(dir, false, true, &rep, &db);
+    assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
+    lsm_status_free(s);
+    ASSERT_OK(open_with(dir, true, true, &rep, &db));
+    int kept = prefix_len(db, "k", NKEYS);
+    assert_true(kept > 0 && kept < NKEYS);
+    ASSERT_OK(lsm_close(db));
+    tu_assert_dir_unchanged(dir, before);
+    free(before);
+}
+
+/* A read-only open shares the lock with other readers' intent but not with
+ * a writer: a read-write open in use makes it busy. */
+static void test_read_only_respects_writer_lock(void **state)
+{
+    (void)state;
+    lsm_db *w = tu_open_db(dir, NULL, 0);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    lsm_status *s = open_with(dir, false, true, &rep, &db);
+    assert_int_equal(lsm_status_code(s), LSM_BUSY);
+    lsm_status_free(s);
+    ASSERT_OK(lsm_close(w));
+    ASSERT_OK(open_with(dir, false, true, &rep, &db));
+    ASSERT_OK(lsm_close(db));
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_mid_log_damage_refuses),
+        T(test_damage_in_last_block_refuses),
+        T(test_salvage_keeps_prefix),
+        T(test_zero_hole_ends_log),
+        T(test_damage_sweep_never_wrong_data),
+        T(test_damaged_manifest_says_where),
+        T(test_read_only_changes_nothing),
+        T(test_read_only_damaged_log),
+        T(test_read_only_respects_writer_lock),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
