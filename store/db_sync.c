@@ -28,8 +28,10 @@
  *   S4. wal_synced <= wal_written: only appended bytes are synced.
  *   S5. The sync list is empty exactly when sync_head, sync_tail and
  *       sync_waiters all say so.
- *   S6. A sync starts only when no memtable switch is leaving the WAL
- *       (asserted in run_sync), so every sync uses the current log.
+ *   S6. A sync starts (syncs_running counts it) only when no memtable
+ *       switch is leaving the WAL (asserted on entry to run_sync); a switch
+ *       that begins later waits for it, so every sync uses the log that was
+ *       current when it started.
  *   S7. No sync starts on a log an append found the disk full in
  *       (wal_broken): db_write.c's cut_broken_wal cuts it back and syncs it.
  *
@@ -218,7 +220,10 @@ static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk)
         slot++;
     assert(slot < SYNC_MAX && upto > 0);
     db->sync_running_upto[slot] = upto;
-    assert(!db->wal_switching && sync_state_ok(db)); /* S6, S1-S5 */
+    /* S6 was asserted on entry: a switch that began while this sync gathered
+     * set wal_switching and waits for it (syncs_running), so db->wal is
+     * still the log this sync counted. */
+    assert(sync_state_ok(db)); /* S1-S5 */
     int covered = db->sync_waiters;
     lsm_status *s = NULL;
     if (off > db->wal_synced) {

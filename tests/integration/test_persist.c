@@ -718,7 +718,7 @@ static void delete_inode_record(const struct tmount *m, uint64_t ino)
 {
     lsm_db *db = NULL;
     char err[256];
-    if (super_open_store(m->store, &db, err, sizeof err) != 0)
+    if (super_open_store(m->store, SUPER_OPEN_RW, "test", &db, err, sizeof err) != 0)
         fail_msg("%s", err);
     schema_key k;
     key_inode(&k, ino);
