@@ -88,9 +88,12 @@ static void broke(run *r, const char *fmt, ...)
         snprintf(r->fail, sizeof(r->fail), "%s", msg);
 }
 
+/* Write i's key: unique, but scattered (7919 is prime to 10^6), so tables
+ * overlap and compactions merge instead of moving tables down whole. */
+#define KEY_SPACE 1000000
 static void key_of(int i, char *k)
 {
-    snprintf(k, 16, "key%06d", i);
+    snprintf(k, 16, "key%06d", (int)(((int64_t)i * 7919) % KEY_SPACE));
 }
 
 /* Write i's value: vlen bytes that depend on i only. */
@@ -442,18 +445,24 @@ static void verify_report(void *ctx, const char *msg)
         snprintf(v->first, sizeof(v->first), "%s", msg);
 }
 
-/* Parses "key%06d"; -1 if k is no key of ours. */
+/* The write whose key is k (key_of inverted); -1 if k is no key of ours. */
 static int key_index(const char *k, size_t n)
 {
     if (n != 9 || memcmp(k, "key", 3) != 0)
         return -1;
-    int i = 0;
+    int number = 0;
     for (size_t j = 3; j < n; j++) {
         if (k[j] < '0' || k[j] > '9')
             return -1;
-        i = i * 10 + (k[j] - '0');
+        number = number * 10 + (k[j] - '0');
     }
-    return i;
+    char want[16];
+    for (int i = 0; i < MAX_WRITES; i++) {
+        key_of(i, want);
+        if (memcmp(want, k, n) == 0)
+            return i;
+    }
+    return -1;
 }
 
 /* The rules, on the store as opened (db) after a crash or at the end:
