@@ -748,8 +748,10 @@ static void test_io_sweep(void **state)
     bool keep_going = env_long("IO_SWEEP_ALL", 0) != 0;
     if (!clean) {
         printf("io sweep: FAILED without any fault: %s\n", r->fail);
-        if (!keep_going)
+        if (!keep_going) {
+            tu_rmtree(base_dir);
             fail_msg("the workload breaks the store without any fault: %s", r->fail);
+        }
     }
     assert_true(mains < MAX_CALLS && others < MAX_CALLS);
 
