@@ -4,6 +4,7 @@
 #   make test            build and run every test (unit, integration, crash)
 #   make test SAN=1      the same under AddressSanitizer + UBSan (build-asan/)
 #   make test SAN=thread the same under ThreadSanitizer (build-tsan/)
+#   make torture         the full I/O-error sweep (tests/unit/test_io_sweep.c)
 #   make mount / umount  mount the default store ./lsmfs-data at ./mnt
 #   make install PREFIX=/usr/local  (mkfs.lsmfs and fsck.lsmfs go to /sbin,
 #                        where mkfs -t lsmfs / fsck -t lsmfs find them; fstab
@@ -79,7 +80,7 @@ INTEG_LIB   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/integration/test_%
 # Keep objects of chained rules (test programs) between runs.
 .SECONDARY:
 
-.PHONY: all test unit-test integration-test clean install format mount umount
+.PHONY: all test unit-test integration-test torture clean install format mount umount
 all: $(PROGS)
 
 $(BUILD)/%.o: %.c
@@ -140,6 +141,10 @@ unit-test: $(UNIT_TESTS)
 	@tests/run.sh $(UNIT_TESTS)
 integration-test: all $(INTEG_TESTS)
 	@LSMFS_BIN=$(abspath $(BIN)) tests/run.sh $(INTEG_TESTS)
+# The full I/O-error sweep: every env call of its workload failed in every
+# fault kind (make test runs a sample).
+torture: $(BUILD)/tests/test_io_sweep
+	@IO_SWEEP=full TEST_TIMEOUT=3600 tests/run.sh $(BUILD)/tests/test_io_sweep
 
 STORE_DIR ?= lsmfs-data
 MOUNT_DIR ?= mnt

@@ -76,6 +76,17 @@ static uint64_t compaction_written(lsm_db *db)
     return sum;
 }
 
+/* 1 while a flush or compaction runs or is due (memtables to flush, a level
+ * that needs compaction, a retry after a full disk); 0 once the background
+ * threads are idle, also when a sticky error stopped them. REQUIRES: mu held. */
+static uint64_t background_busy(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (db->flushing || db->compacting)
+        return 1;
+    return db->bg_error == NULL && (db->nimm > 0 || db->vs.current->compaction_score >= 1);
+}
+
 /* Numeric properties. REQUIRES: mu held. */
 static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
 {
@@ -126,6 +137,7 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         {"lsm.block-cache-hits", cache_hits(db)},
         {"lsm.block-cache-misses", cache_misses(db)},
         {"lsm.user-bytes", st->user_bytes},
+        {"lsm.background-busy", background_busy(db)},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (strcmp(name, table[i].name) == 0) {

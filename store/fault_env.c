@@ -136,6 +136,21 @@ struct fault_env {
      * directory since, so the one that ran at the cut may still be closing:
      * creates, renames and removes fail (see the model above). */
     bool down;
+    /* The sweep (fault_env_count_start), all GUARDED_BY(mu). */
+    bool counting;
+    pthread_t main_thread; /* its calls are FAULT_STREAM_MAIN */
+    uint64_t calls[FAULT_STREAMS];
+    fault_trace_fn trace;
+    void *trace_ctx;
+    bool armed, fired;
+    int armed_stream;
+    uint64_t armed_index;
+    enum fault_kind armed_kind;
+    enum fault_call fired_call;
+    char fired_path[PATH_MAX];
+    bool hold_dir_syncs;     /* GUARDED_BY(mu) */
+    int held;                /* GUARDED_BY(mu): threads waiting in wait_hold */
+    pthread_cond_t hold_cv;  /* [mu] broadcast when hold_dir_syncs clears */
 };
 
 static fault_env *fe_of(lsm_env *env)
@@ -335,6 +350,203 @@ uint64_t fault_env_dir_syncs(fault_env *fe)
     uint64_t n = fe->dir_syncs;
     fe_unlock(fe);
     return n;
+}
+
+/* ------------------------------------------------------------ the sweep */
+
+static const char *const call_names[FC_COUNT] = {
+    [FC_CREATE] = "create",     [FC_APPEND] = "append",       [FC_FLUSH] = "flush",
+    [FC_SYNC] = "sync",         [FC_PREALLOC] = "preallocate", [FC_CLOSE] = "close",
+    [FC_OPEN_READ] = "open",    [FC_READ] = "read",           [FC_SKIP] = "skip",
+    [FC_PREAD] = "pread",       [FC_LIST] = "list",           [FC_REMOVE] = "remove",
+    [FC_RENAME] = "rename",     [FC_MKDIR] = "mkdir",         [FC_RMDIR] = "rmdir",
+    [FC_FILE_SIZE] = "size",    [FC_SYNC_FILE] = "sync-file", [FC_SYNC_DIR] = "sync-dir",
+    [FC_LOCK] = "lock",         [FC_UNLOCK] = "unlock",       [FC_DISK_FREE] = "disk-free", [FC_TRUNCATE] = "truncate",
+};
+
+const char *fault_call_name(enum fault_call c)
+{
+    return c < FC_COUNT ? call_names[c] : "?";
+}
+
+const char *fault_kind_name(enum fault_kind k)
+{
+    static const char *const names[FAULT_KINDS] = {
+        [FAULT_EIO] = "EIO",
+        [FAULT_ENOSPC] = "ENOSPC",
+        [FAULT_POWER_CUT] = "power-cut",
+        [FAULT_SYNC_LIE] = "sync-lie",
+    };
+    return k < FAULT_KINDS ? names[k] : "?";
+}
+
+bool fault_kind_applies(enum fault_kind k, enum fault_call c)
+{
+    switch (k) {
+    case FAULT_EIO:
+    case FAULT_POWER_CUT:
+        return true;
+    case FAULT_ENOSPC:
+        return c == FC_CREATE || c == FC_APPEND || c == FC_FLUSH || c == FC_SYNC ||
+               c == FC_PREALLOC || c == FC_CLOSE || c == FC_RENAME || c == FC_MKDIR ||
+               c == FC_SYNC_FILE || c == FC_LOCK;
+    case FAULT_SYNC_LIE:
+        return c == FC_SYNC || c == FC_SYNC_FILE || c == FC_SYNC_DIR;
+    default:
+        return false;
+    }
+}
+
+void fault_env_count_start(fault_env *fe, fault_trace_fn trace, void *ctx)
+{
+    fe_lock(fe);
+    fe->counting = true;
+    fe->main_thread = pthread_self();
+    memset(fe->calls, 0, sizeof(fe->calls));
+    fe->trace = trace;
+    fe->trace_ctx = ctx;
+    fe->armed = fe->fired = false;
+    fe_unlock(fe);
+}
+
+void fault_env_arm(fault_env *fe, int stream, uint64_t index, enum fault_kind k)
+{
+    fe_lock(fe);
+    fe->armed = true;
+    fe->fired = false;
+    fe->armed_stream = stream;
+    fe->armed_index = index;
+    fe->armed_kind = k;
+    fe_unlock(fe);
+}
+
+void fault_env_count_stop(fault_env *fe)
+{
+    fe_lock(fe);
+    fe->counting = false;
+    fe->armed = false;
+    fe->trace = NULL;
+    fe->hold_dir_syncs = false;
+    pthread_cond_broadcast(&fe->hold_cv);
+    fe_unlock(fe);
+}
+
+uint64_t fault_env_calls(fault_env *fe, int stream)
+{
+    fe_lock(fe);
+    uint64_t n = stream >= 0 && stream < FAULT_STREAMS ? fe->calls[stream] : 0;
+    fe_unlock(fe);
+    return n;
+}
+
+bool fault_env_fired(fault_env *fe, enum fault_call *c, char *path, size_t cap)
+{
+    fe_lock(fe);
+    bool fired = fe->fired;
+    if (fired && c != NULL)
+        *c = fe->fired_call;
+    if (fired && path != NULL && cap > 0)
+        snprintf(path, cap, "%s", fe->fired_path);
+    fe_unlock(fe);
+    return fired;
+}
+
+void fault_env_hold_dir_syncs(fault_env *fe, bool hold)
+{
+    fe_lock(fe);
+    fe->hold_dir_syncs = hold;
+    if (!hold)
+        pthread_cond_broadcast(&fe->hold_cv);
+    fe_unlock(fe);
+}
+
+/* Waits while directory syncs of threads other than the main one are held.
+ * REQUIRES: mu held. */
+static void wait_hold(fault_env *fe, enum fault_call c)
+{
+    assert_held(fe);
+    while (c == FC_SYNC_DIR && fe->hold_dir_syncs && fe->counting &&
+           !pthread_equal(pthread_self(), fe->main_thread)) {
+        fe->mu_owned = false;
+        fe->held++;
+        pthread_cond_wait(&fe->hold_cv, &fe->mu);
+        fe->held--;
+        fe->mu_owner = pthread_self();
+        fe->mu_owned = true;
+    }
+}
+
+int fault_env_held(fault_env *fe)
+{
+    fe_lock(fe);
+    int n = fe->held;
+    fe_unlock(fe);
+    return n;
+}
+
+/* Counts call c (on path) and decides whether it is the armed one: returns
+ * the kind to apply, or FAULT_KINDS for none. REQUIRES: mu not held. */
+static enum fault_kind sweep_count(fault_env *fe, enum fault_call c, const char *path)
+{
+    fe_lock(fe);
+    wait_hold(fe, c);
+    enum fault_kind k = FAULT_KINDS;
+    if (fe->counting) {
+        int stream = pthread_equal(pthread_self(), fe->main_thread) ? FAULT_STREAM_MAIN
+                                                                    : FAULT_STREAM_OTHER;
+        uint64_t index = fe->calls[stream]++;
+        if (fe->trace != NULL)
+            fe->trace(fe->trace_ctx, stream, index, c, path);
+        if (fe->armed && !fe->fired && stream == fe->armed_stream && index == fe->armed_index &&
+            fault_kind_applies(fe->armed_kind, c)) {
+            fe->fired = true;
+            fe->fired_call = c;
+            snprintf(fe->fired_path, sizeof(fe->fired_path), "%s", path);
+            k = fe->armed_kind;
+        }
+    }
+    fe_unlock(fe);
+    return k;
+}
+
+/* The sweep's part of call c on path: counts it and applies the armed
+ * fault. Returns the error to fail the call with (NULL: go ahead); *lie
+ * (NULL for calls that are no sync) is set when the call must do its work
+ * and then report EIO. REQUIRES: neither mu nor cut held (a power cut
+ * takes both). */
+static lsm_status *sweep_call(fault_env *fe, enum fault_call c, const char *path, bool *lie)
+{
+    if (lie != NULL)
+        *lie = false;
+    switch (sweep_count(fe, c, path)) {
+    case FAULT_EIO:
+        return injected(EIO, call_names[c], path);
+    case FAULT_ENOSPC:
+        return injected(ENOSPC, call_names[c], path);
+    case FAULT_POWER_CUT: {
+        lsm_status *s = fault_env_power_cut(fe);
+        if (s != NULL) /* the model broke: the test cannot go on sensibly */
+            fprintf(stderr, "fault_env: %s\n", lsm_status_message(s));
+        lsm_status_free(s);
+        return c == FC_LOCK ? down_error("lock", path) : NULL;
+    }
+    case FAULT_SYNC_LIE:
+        if (lie != NULL)
+            *lie = true;
+        return NULL;
+    default:
+        return NULL;
+    }
+}
+
+/* What a lying sync reports after doing its work (s: its own outcome). */
+static lsm_status *sync_lie(bool lie, lsm_status *s, const char *what, const char *path)
+{
+    if (!lie || s != NULL)
+        return s;
+    char msg[PATH_MAX + 64];
+    snprintf(msg, sizeof(msg), "%s %s (injected: reported failed, but done)", what, path);
+    return status_from_errno(EIO, msg);
 }
 
 /* -------------------------------------------------------------- nodes */
@@ -550,6 +762,9 @@ static lsm_status *fw_append(lsm_wfile *wf, const void *data, size_t n)
 {
     struct fe_wfile *f = (struct fe_wfile *)wf;
     fault_env *fe = f->fe;
+    lsm_status *swept = sweep_call(fe, FC_APPEND, f->h.path, NULL);
+    if (swept != NULL)
+        return swept;
     op_begin(fe);
     lsm_status *s = file_check(fe, &f->h, FAULT_WRITE, "append");
     if (s == NULL)
@@ -569,6 +784,9 @@ static lsm_status *fw_flush(lsm_wfile *wf)
 {
     struct fe_wfile *f = (struct fe_wfile *)wf;
     fault_env *fe = f->fe;
+    lsm_status *swept = sweep_call(fe, FC_FLUSH, f->h.path, NULL);
+    if (swept != NULL)
+        return swept;
     op_begin(fe);
     lsm_status *s = file_check(fe, &f->h, FAULT_WRITE, "flush");
     if (s == NULL)
@@ -590,6 +808,10 @@ static lsm_status *fw_sync(lsm_wfile *wf)
 {
     struct fe_wfile *f = (struct fe_wfile *)wf;
     fault_env *fe = f->fe;
+    bool lie;
+    lsm_status *swept = sweep_call(fe, FC_SYNC, f->h.path, &lie);
+    if (swept != NULL)
+        return swept;
     op_begin(fe);
     lsm_status *s = file_check(fe, &f->h, FAULT_SYNC, "sync");
     if (s == NULL) {
@@ -614,12 +836,15 @@ static lsm_status *fw_sync(lsm_wfile *wf)
         fe_unlock(fe);
     }
     op_end(fe);
-    return s;
+    return sync_lie(lie, s, "sync", f->h.path);
 }
 
 static lsm_status *fw_preallocate(lsm_wfile *wf, uint64_t len, enum wfile_space mode)
 {
     struct fe_wfile *f = (struct fe_wfile *)wf;
+    lsm_status *swept = sweep_call(f->fe, FC_PREALLOC, f->h.path, NULL);
+    if (swept != NULL)
+        return swept;
     op_begin(f->fe);
     lsm_status *s =
         f->h.dead ? dead_error("preallocate", f->h.path) : f->file->ops->preallocate(f->file, len, mode);
@@ -631,6 +856,8 @@ static lsm_status *fw_close(lsm_wfile *wf)
 {
     struct fe_wfile *f = (struct fe_wfile *)wf;
     fault_env *fe = f->fe;
+    /* A close that fails still closes (the env's contract). */
+    lsm_status *swept = sweep_call(fe, FC_CLOSE, f->h.path, NULL);
     op_begin(fe);
     /* A dead file's base buffer is empty (appends flush at once), so this
      * close writes nothing; it still reports that the file died. */
@@ -643,6 +870,10 @@ static lsm_status *fw_close(lsm_wfile *wf)
     fe_unlock(fe);
     op_end(fe);
     free(f);
+    if (swept != NULL) {
+        lsm_status_free(s);
+        return swept;
+    }
     return s;
 }
 
@@ -701,6 +932,9 @@ static lsm_status *fe_new_wfile(lsm_env *env, const char *path, lsm_wfile **out)
 {
     fault_env *fe = fe_of(env);
     *out = NULL;
+    lsm_status *swept = sweep_call(fe, FC_CREATE, path, NULL);
+    if (swept != NULL)
+        return swept;
     int err = should_fail(fe, FAULT_CREATE, path, NULL);
     if (err != 0)
         return injected(err, "create", path);
@@ -772,6 +1006,9 @@ static lsm_status *fs_read(lsm_sfile *sf, void *buf, size_t n, size_t *got)
 {
     struct fe_reader *f = (struct fe_reader *)sf;
     *got = 0;
+    lsm_status *swept = sweep_call(f->fe, FC_READ, f->h.path, NULL);
+    if (swept != NULL)
+        return swept;
     op_begin(f->fe);
     lsm_status *s = file_check(f->fe, &f->h, FAULT_READ, "read");
     if (s == NULL)
@@ -783,6 +1020,9 @@ static lsm_status *fs_read(lsm_sfile *sf, void *buf, size_t n, size_t *got)
 static lsm_status *fs_skip(lsm_sfile *sf, uint64_t n)
 {
     struct fe_reader *f = (struct fe_reader *)sf;
+    lsm_status *swept = sweep_call(f->fe, FC_SKIP, f->h.path, NULL);
+    if (swept != NULL)
+        return swept;
     op_begin(f->fe);
     lsm_status *s = f->h.dead ? dead_error("skip", f->h.path) : f->file.s->ops->skip(f->file.s, n);
     op_end(f->fe);
@@ -801,6 +1041,9 @@ static lsm_status *fr_pread(lsm_rfile *rf, uint64_t off, void *buf, size_t n, si
 {
     struct fe_reader *f = (struct fe_reader *)rf;
     *got = 0;
+    lsm_status *swept = sweep_call(f->fe, FC_PREAD, f->h.path, NULL);
+    if (swept != NULL)
+        return swept;
     op_begin(f->fe);
     lsm_status *s = file_check(f->fe, &f->h, FAULT_READ, "read");
     if (s == NULL)
@@ -826,6 +1069,9 @@ static lsm_status *new_reader(fault_env *fe, const char *path, bool sequential,
                               struct fe_reader **out)
 {
     *out = NULL;
+    lsm_status *swept = sweep_call(fe, FC_OPEN_READ, path, NULL);
+    if (swept != NULL)
+        return swept;
     struct fe_reader *f = calloc(1, sizeof(*f));
     if (f == NULL || !handle_init(&f->h, path)) {
         free(f);
@@ -888,7 +1134,12 @@ static bool is_hidden(const char *name)
 static lsm_status *fe_get_children(lsm_env *env, const char *dir, char ***names, int *n)
 {
     fault_env *fe = fe_of(env);
-    lsm_status *s = fe->base->get_children(fe->base, dir, names, n);
+    *names = NULL;
+    *n = 0;
+    lsm_status *s = sweep_call(fe, FC_LIST, dir, NULL);
+    if (s != NULL)
+        return s;
+    s = fe->base->get_children(fe->base, dir, names, n);
     if (s != NULL)
         return s;
     int kept = 0;
@@ -928,6 +1179,9 @@ static lsm_status *remove_locked(fault_env *fe, const char *path, struct undo *u
 static lsm_status *fe_remove_file(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
+    lsm_status *swept = sweep_call(fe, FC_REMOVE, path, NULL);
+    if (swept != NULL)
+        return swept;
     struct undo *u = undo_new(UNDO_REMOVE, path, NULL);
     if (u == NULL)
         return oom("remove", path);
@@ -985,6 +1239,9 @@ static lsm_status *rename_locked(fault_env *fe, const char *from, const char *to
 static lsm_status *fe_rename_file(lsm_env *env, const char *from, const char *to)
 {
     fault_env *fe = fe_of(env);
+    lsm_status *swept = sweep_call(fe, FC_RENAME, from, NULL);
+    if (swept != NULL)
+        return swept;
     int err = should_fail(fe, FAULT_RENAME, from, to);
     if (err != 0)
         return injected(err, "rename", from);
@@ -1008,6 +1265,9 @@ static lsm_status *fe_rename_file(lsm_env *env, const char *from, const char *to
 static lsm_status *fe_create_dir(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
+    lsm_status *swept = sweep_call(fe, FC_MKDIR, path, NULL);
+    if (swept != NULL)
+        return swept;
     /* An existing directory is no change (the store's open asks for its
      * own before it locks it). */
     lsm_status *down = fe->base->file_exists(fe->base, path) ? NULL : down_check(fe, "mkdir", path);
@@ -1017,6 +1277,9 @@ static lsm_status *fe_create_dir(lsm_env *env, const char *path)
 static lsm_status *fe_remove_dir(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
+    lsm_status *swept = sweep_call(fe, FC_RMDIR, path, NULL);
+    if (swept != NULL)
+        return swept;
     lsm_status *down = down_check(fe, "rmdir", path);
     if (down != NULL)
         return down;
@@ -1036,7 +1299,8 @@ static lsm_status *fe_remove_dir(lsm_env *env, const char *path)
 static lsm_status *fe_file_size(lsm_env *env, const char *path, uint64_t *size)
 {
     fault_env *fe = fe_of(env);
-    return fe->base->file_size(fe->base, path, size);
+    lsm_status *swept = sweep_call(fe, FC_FILE_SIZE, path, NULL);
+    return swept != NULL ? swept : fe->base->file_size(fe->base, path, size);
 }
 
 /* Puts records that did not become durable back at the old end of dir's log.
@@ -1060,6 +1324,10 @@ static void dirlog_restore(fault_env *fe, const char *dir, struct undo *ops)
 static lsm_status *fe_sync_file(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
+    bool lie;
+    lsm_status *swept = sweep_call(fe, FC_SYNC_FILE, path, &lie);
+    if (swept != NULL)
+        return swept;
     int err = should_fail(fe, FAULT_SYNC, path, NULL);
     if (err != 0) {
         fe_lock(fe);
@@ -1078,13 +1346,16 @@ static lsm_status *fe_sync_file(lsm_env *env, const char *path)
         fe_unlock(fe);
     }
     op_end(fe);
-    return s;
+    return sync_lie(lie, s, "sync", path);
 }
 
 /* Truncation is a write: FAULT_WRITE failures apply to it. */
 static lsm_status *fe_truncate_file(lsm_env *env, const char *path, uint64_t len)
 {
     fault_env *fe = fe_of(env);
+    lsm_status *swept = sweep_call(fe, FC_TRUNCATE, path, NULL);
+    if (swept != NULL)
+        return swept;
     int err = should_fail(fe, FAULT_WRITE, path, NULL);
     if (err != 0)
         return injected(err, "truncate", path);
@@ -1106,6 +1377,10 @@ static lsm_status *fe_truncate_file(lsm_env *env, const char *path, uint64_t len
 static lsm_status *fe_sync_dir(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
+    bool lie;
+    lsm_status *swept = sweep_call(fe, FC_SYNC_DIR, path, &lie);
+    if (swept != NULL)
+        return swept;
     int err = should_fail(fe, FAULT_SYNC_DIR, path, NULL);
     if (err != 0)
         return injected(err, "sync directory", path);
@@ -1129,7 +1404,7 @@ static lsm_status *fe_sync_dir(lsm_env *env, const char *path)
     fe_unlock(fe);
     op_end(fe);
     free(dir);
-    return s;
+    return sync_lie(lie, s, "sync directory", path);
 }
 
 void fault_env_restart(fault_env *fe)
@@ -1143,6 +1418,10 @@ void fault_env_restart(fault_env *fe)
 static lsm_status *fe_lock_file(lsm_env *env, const char *path, lsm_filelock **out)
 {
     fault_env *fe = fe_of(env);
+    *out = NULL;
+    lsm_status *swept = sweep_call(fe, FC_LOCK, path, NULL);
+    if (swept != NULL)
+        return swept;
     fault_env_restart(fe);
     return fe->base->lock_file(fe->base, path, out);
 }
@@ -1150,12 +1429,21 @@ static lsm_status *fe_lock_file(lsm_env *env, const char *path, lsm_filelock **o
 static lsm_status *fe_unlock_file(lsm_env *env, lsm_filelock *lock)
 {
     fault_env *fe = fe_of(env);
-    return fe->base->unlock_file(fe->base, lock);
+    lsm_status *swept = sweep_call(fe, FC_UNLOCK, "LOCK", NULL);
+    lsm_status *s = fe->base->unlock_file(fe->base, lock); /* frees lock in every case */
+    if (swept != NULL) {
+        lsm_status_free(s);
+        return swept;
+    }
+    return s;
 }
 
 static lsm_status *fe_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail)
 {
     fault_env *fe = fe_of(env);
+    lsm_status *swept = sweep_call(fe, FC_DISK_FREE, path, NULL);
+    if (swept != NULL)
+        return swept;
     lsm_status *s = fe->base->disk_free(fe->base, path, total, avail);
     fe_lock(fe);
     if (s == NULL && fe->avail_set && *avail > fe->avail_max)
@@ -1315,6 +1603,12 @@ fault_env *fault_env_new(lsm_env *base)
         free(fe);
         return NULL;
     }
+    if (pthread_cond_init(&fe->hold_cv, NULL) != 0) {
+        pthread_mutex_destroy(&fe->mu);
+        pthread_rwlock_destroy(&fe->cut);
+        free(fe);
+        return NULL;
+    }
     fe->env = fault_env_ops;
     fe->base = base;
     fe->open.next = fe->open.prev = &fe->open;
@@ -1344,6 +1638,7 @@ void fault_env_free(fault_env *fe)
     while (fe->nodes != NULL)
         node_drop(fe, fe->nodes);
     fe_unlock(fe);
+    pthread_cond_destroy(&fe->hold_cv);
     pthread_mutex_destroy(&fe->mu);
     pthread_rwlock_destroy(&fe->cut);
     free(fe);

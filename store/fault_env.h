@@ -61,4 +61,80 @@ void fault_env_restart(fault_env *fe);
 uint64_t fault_env_syncs(fault_env *fe); /* wfile syncs that succeeded */
 uint64_t fault_env_dir_syncs(fault_env *fe);
 
+/* ------------------------------------------------------------ the sweep
+ *
+ * For an I/O-error sweep (tests/unit/test_io_sweep.c): every call below is
+ * counted, and exactly one chosen call can be made to fail. Calls are
+ * counted in two streams: those of the thread that started the count (the
+ * workload) and those of every other thread (the store's background
+ * threads). Each stream is deterministic for a deterministic workload even
+ * though the two interleave as the scheduler likes. */
+enum fault_call {
+    FC_CREATE,    /* new_wfile */
+    FC_APPEND,    /* wfile append */
+    FC_FLUSH,     /* wfile flush */
+    FC_SYNC,      /* wfile sync */
+    FC_PREALLOC,  /* wfile preallocate */
+    FC_CLOSE,     /* wfile close (the file is closed even when it fails) */
+    FC_OPEN_READ, /* new_sfile, new_rfile */
+    FC_READ,      /* sfile read */
+    FC_SKIP,      /* sfile skip */
+    FC_PREAD,     /* rfile pread */
+    FC_LIST,      /* get_children */
+    FC_REMOVE,
+    FC_RENAME,
+    FC_MKDIR,
+    FC_RMDIR,
+    FC_FILE_SIZE,
+    FC_SYNC_FILE,
+    FC_SYNC_DIR,
+    FC_LOCK,
+    FC_UNLOCK,
+    FC_DISK_FREE,
+    FC_TRUNCATE,
+    FC_COUNT
+};
+const char *fault_call_name(enum fault_call c);
+
+enum fault_kind {
+    FAULT_EIO,       /* the call fails with EIO and does nothing */
+    FAULT_ENOSPC,    /* the call fails with ENOSPC and does nothing */
+    FAULT_POWER_CUT, /* fault_env_power_cut() just before the call, which
+                      * then runs as it does after a cut (a lock fails: the
+                      * machine is off, no store may start) */
+    FAULT_SYNC_LIE,  /* a sync that makes its data durable and then reports
+                      * EIO anyway */
+    FAULT_KINDS
+};
+const char *fault_kind_name(enum fault_kind k);
+/* Whether k is a fault call c can have: ENOSPC only where a call can take
+ * space, the lying sync only for syncs. */
+bool fault_kind_applies(enum fault_kind k, enum fault_call c);
+
+enum { FAULT_STREAM_MAIN, FAULT_STREAM_OTHER, FAULT_STREAMS };
+
+/* Called for every counted call (serialised; must not call into the env). */
+typedef void (*fault_trace_fn)(void *ctx, int stream, uint64_t index, enum fault_call c,
+                               const char *path);
+
+/* Starts counting from zero; the calling thread is the main stream. trace
+ * may be NULL. Disarms any armed fault. */
+void fault_env_count_start(fault_env *fe, fault_trace_fn trace, void *ctx);
+/* Makes call number `index` of `stream` (counted from the start) fail as k. */
+void fault_env_arm(fault_env *fe, int stream, uint64_t index, enum fault_kind k);
+/* Stops counting and disarms (the env then behaves as before the start). */
+void fault_env_count_stop(fault_env *fe);
+uint64_t fault_env_calls(fault_env *fe, int stream);
+/* While held, directory syncs of every thread but the main stream's wait
+ * (before they are counted). The store's background threads sync the
+ * directory with no lock held, after writing a table and before the
+ * MANIFEST names it: holding them keeps a flush from completing, so a test
+ * can order writes before it without racing it. */
+void fault_env_hold_dir_syncs(fault_env *fe, bool hold);
+/* How many threads wait in a held directory sync right now. */
+int fault_env_held(fault_env *fe);
+/* Whether the armed fault happened; if so *c and path (cap bytes) say on
+ * which call. */
+bool fault_env_fired(fault_env *fe, enum fault_call *c, char *path, size_t cap);
+
 #endif

@@ -271,6 +271,8 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *   "lsm.tables"                     one line per table: level, number, size, key range
  *   "lsm.total-table-bytes"          bytes of all tables
  *   "lsm.block-cache-hits" / "lsm.block-cache-misses"
+ *   "lsm.background-busy"            1 while a flush or compaction runs or is
+ *                                    due, 0 when the background is idle
  * Returns a malloc'd string, or NULL for an unknown name. */
 char *lsm_property(lsm_db *db, const char *name);
 /* Numeric form; false if the name is unknown or not numeric. */
