@@ -58,7 +58,7 @@ struct writer {
     int files;               /* files made (the last may be partial) */
     bool synced[MAX_FILES];  /* file i was fsynced whole */
     uint64_t append_synced;  /* APPEND: bytes made durable by fdatasync */
-    bool got_enospc;
+    _Atomic bool got_enospc; /* set by the writer, read by the main thread */
 };
 
 static atomic_bool fill_stop;
