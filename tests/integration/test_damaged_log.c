@@ -149,7 +149,9 @@ static void test_flipped_bits_never_wrong_data(void **state)
         if (rc != 0 && rc != 4)
             fail_msg("offset %ld: fsck -n exit %d:\n%s", off, rc, report);
         bool named = strstr(report, log) != NULL && strstr(report, "at byte") != NULL;
-        long before = (long)strlen(slurp(m->log));
+        char *old_log = slurp(m->log);
+        long before = (long)strlen(old_log);
+        free(old_log);
         int mounted = tm_mount(m);
         char *daemon = slurp(m->log);
         if (mounted != 0) {
