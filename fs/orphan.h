@@ -22,8 +22,14 @@
 #define ORPHAN_DIRECT_CHUNKS 4
 
 /* Small orphans the kernel let go of are freed together, up to this many
- * in one store batch... */
+ * in one store batch (all of them locked until it is in)... Under
+ * ThreadSanitizer fewer: its deadlock detector aborts a thread that holds
+ * more than 64 locks. */
+#ifdef __SANITIZE_THREAD__
+#define ORPHAN_FREE_BATCH 48
+#else
 #define ORPHAN_FREE_BATCH 256
+#endif
 /* ... gathered for at most this long after the first one arrives. */
 #define ORPHAN_GATHER_MS 2
 
