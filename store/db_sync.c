@@ -33,7 +33,8 @@
  *       that begins later waits for it, so every sync uses the log that was
  *       current when it started.
  *   S7. No sync starts on a log an append found the disk full in
- *       (wal_broken): db_write.c's cut_broken_wal cuts it back and syncs it.
+ *       (wal_broken) until db_write.c's cut_broken_wal has cut it back to
+ *       its last whole group (wal_cut); nothing is appended to it after.
  *
  * Gathering: when a sync is about to start and recent syncs covered more
  * writers than now wait, the syncer waits (at most group_commit_delay_us) for
@@ -150,7 +151,7 @@ static bool sync_coming(const lsm_db *db, uint64_t target)
 /* REQUIRES: mu held. */
 static bool may_start_sync(const lsm_db *db, uint64_t target)
 {
-    return !db->wal_switching && !db->wal_broken && db->syncs_running < SYNC_MAX && !sync_coming(db, target);
+    return !db->wal_switching && (!db->wal_broken || db->wal_cut) && db->syncs_running < SYNC_MAX && !sync_coming(db, target);
 }
 
 /* Finishes the waiting groups whose target is durable, or, if s != NULL,

@@ -670,6 +670,22 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     return s;
 }
 
+/* What a barrier needs before it is written: no room in the memtable, but
+ * a log a full disk broke is cut back and left (no sync may run on it, so
+ * a barrier appended to it would wait forever). REQUIRES: mu held; the
+ * caller leads the queue. */
+static lsm_status *leave_broken_wal(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    cut_broken_wal(db);
+    if (db->bg_error || !db->wal_broken)
+        return status_copy(db->bg_error);
+    if (switch_must_wait(db))
+        return db->nospace ? status_copy(db->nospace)
+                           : status_new(LSM_NO_SPACE, "no room to leave a full write-ahead log");
+    return switch_memtable(db);
+}
+
 /* Leads one group: writes it, leaves the queue to the next head, waits for
  * a sync if the group needs one, then finishes the members; *seq gets the
  * group's last sequence and the wake-ups it owes go to wk. REQUIRES: mu
@@ -681,7 +697,7 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
      * and its group holds only barriers (pick_group). */
     lsm_status *s = w->batch != NULL ? db_reserve_check(db, w->frees) : NULL;
     if (s == NULL)
-        s = w->batch != NULL ? db_make_room_for_write(db, false) : status_copy(db->bg_error);
+        s = w->batch != NULL ? db_make_room_for_write(db, false) : leave_broken_wal(db);
     struct writer *last = w;
     int count = 1;
     bool need_sync = false;

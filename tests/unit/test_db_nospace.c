@@ -6,6 +6,9 @@
  */
 #include "testutil.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include "fault_env.h"
 
 #include <errno.h>
@@ -408,6 +411,53 @@ static void test_reserve_serves_freeing_wal_append(void **state)
     fault_env_free(fe);
 }
 
+static void sync_hung(int sig)
+{
+    (void)sig;
+    static const char m[] = "a sync after a full disk broke the log never returned\n";
+    (void)!write(2, m, sizeof m - 1);
+    _exit(1);
+}
+
+/* A deferred write, then a logged write whose append finds the disk full
+ * (its late copy of the deferred one goes back): the log is cut back, and
+ * a sync must still make the deferred write durable, by leaving that log,
+ * instead of waiting forever for a sync no one may start on it. */
+static void test_sync_after_full_wal_with_deferred(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_db(fault_env_env(fe));
+    char v[4096];
+    memset(v, 'd', sizeof v);
+    lsm_write_options dw = {.defer_log = true};
+    assert_null(lsm_put(db, &dw, "deferred", 8, v, sizeof v));
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, 1);
+    lsm_status *s = put_key(db, 1, false);
+    expect_code(s, LSM_NO_SPACE);
+    signal(SIGALRM, sync_hung);
+    alarm(20);
+    assert_null(lsm_sync(db));
+    alarm(0);
+    assert_null(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db));
+    fault_env_clear_failures(fe);
+    lsm_options o;
+    lsm_options_init(&o);
+    o.env = fault_env_env(fe);
+    assert_null(lsm_open(&o, dir, &db));
+    char *got = NULL;
+    size_t n = 0;
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    assert_null(lsm_get(db, &ro, "deferred", 8, &got, &n));
+    assert_int_equal(n, sizeof v);
+    free(got);
+    assert_false(read_key(db, 1));
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -415,6 +465,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_full_disk_during_compaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_on_wal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_on_wal_then_power_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sync_after_full_wal_with_deferred, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_eio_stays_sticky, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_cut_failure_is_sticky, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve_serves_deletes, setup, teardown),
