@@ -1513,14 +1513,6 @@ static lsm_status *undo_apply(lsm_env *base, const struct undo *u)
     return s;
 }
 
-static void keep_first(lsm_status **first, lsm_status *s)
-{
-    if (*first == NULL)
-        *first = s;
-    else
-        lsm_status_free(s);
-}
-
 /* REQUIRES: mu held, cut held for writing. */
 static lsm_status *power_cut_locked(fault_env *fe)
 {
@@ -1530,14 +1522,14 @@ static lsm_status *power_cut_locked(fault_env *fe)
     for (struct fe_handle *h = fe->open.next; h != &fe->open; h = h->next)
         h->dead = true;
     for (struct fe_node *n = fe->nodes; n != NULL; n = n->next)
-        keep_first(&first,
+        status_keep_first(&first,
                    truncate_file(fe->base, n->path, n->synced < n->lost ? n->synced : n->lost));
     while (fe->dirs != NULL) {
         struct dirlog *d = fe->dirs;
         fe->dirs = d->next;
         for (struct undo *u = d->ops; u != NULL;) {
             struct undo *next = u->next;
-            keep_first(&first, undo_apply(fe->base, u));
+            status_keep_first(&first, undo_apply(fe->base, u));
             undo_free(u);
             u = next;
         }
