@@ -378,8 +378,10 @@ static void cut_broken_wal(lsm_db *db)
 }
 
 /* Switches to a new memtable and a new WAL; the old memtable becomes
- * immutable. REQUIRES: mu held; caller is the leader (mu is released while
- * the old log is synced and the new one created). */
+ * immutable and, on success, the flush thread is woken for it (every
+ * switch, or a memtable waits unflushed). REQUIRES: mu held; caller is the
+ * leader (mu is released while the old log is synced and the new one
+ * created). */
 static lsm_status *switch_memtable(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
@@ -392,6 +394,8 @@ static lsm_status *switch_memtable(lsm_db *db)
      * to its end) or failed with it; the rest get a sync of their own. */
     db_finish_synced(db, db->bg_error, NULL, NULL);
     db_hand_off_sync(db, NULL);
+    if (s == NULL)
+        pthread_cond_broadcast(&db->work_cv);
     return s;
 }
 
@@ -513,8 +517,6 @@ uint64_t db_retire_old_deferred(lsm_db *db)
     lsm_status *s = switch_memtable(db);
     struct wakeups wk = {.n = 0};
     pop_group(db, &w, &wk);
-    if (s == NULL)
-        pthread_cond_broadcast(&db->work_cv);
     lsm_status_free(s); /* not sticky (see leave_wal): retried later */
     mutex_unlock(&db->mu);
     db_wakeups_flush(&wk);
@@ -565,10 +567,7 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force)
             wait_for_room(db);
             continue;
         }
-        lsm_status *s = switch_memtable(db);
-        if (s == NULL)
-            pthread_cond_broadcast(&db->work_cv); /* wake the flush thread */
-        return s;
+        return switch_memtable(db);
     }
 }
 

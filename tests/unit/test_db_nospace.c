@@ -458,6 +458,33 @@ static void test_sync_after_full_wal_with_deferred(void **state)
     fault_env_free(fe);
 }
 
+/* A barrier after a full disk broke the WAL leaves that log: its memtable
+ * turns immutable and the flush thread must be woken to write it (it was
+ * not, and waited with the memtable held until some later switch). */
+static void test_barrier_leaving_full_wal_wakes_flush(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_db(fault_env_env(fe));
+    lsm_write_options dw = {.defer_log = true};
+    assert_null(lsm_put(db, &dw, "deferred", 8, "d", 1)); /* small: the sync is a barrier */
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, 1);
+    expect_code(put_key(db, 1, false), LSM_NO_SPACE);
+    assert_null(lsm_sync(db)); /* its barrier leaves the broken log */
+    uint64_t busy = 1;
+    for (int i = 0; i < 4000 && busy != 0; i++) { /* up to 2 s: a flush of one key */
+        usleep(500);
+        busy = prop(db, "lsm.background-busy");
+    }
+    assert_int_equal(busy, 0);
+    assert_int_equal(prop(db, "lsm.num-files-at-level0") + prop(db, "lsm.num-files-at-level1") +
+                         prop(db, "lsm.num-files-at-level2"),
+                     1);
+    assert_false(read_key(db, 1));
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -468,6 +495,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sync_after_full_wal_with_deferred, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_eio_stays_sticky, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_cut_failure_is_sticky, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_barrier_leaving_full_wal_wakes_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve_serves_deletes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve_serves_freeing_wal_append, setup, teardown),
     };
