@@ -18,8 +18,8 @@
 
 typedef struct rename_op {
     lsmfs *fs;
-    inode *op, *np, *s, *d; /* old/new parent, source, replaced target */
-    dirent_val sd, dd;      /* the source and target entries */
+    inode *old_dir, *new_dir, *src, *dst; /* old/new parent, source, replaced target */
+    dirent_val src_ent, dst_ent;          /* the source and target entries */
     const char *name, *newname;
     unsigned int flags;
     uint64_t whiteout;   /* RENAME_WHITEOUT: the new whiteout's inode number */
@@ -62,52 +62,55 @@ static int is_within(lsmfs *fs, uint64_t dir, uint64_t top, bool *within)
 /* The checks POSIX and Linux make before a rename; 0 to go ahead. */
 static int check(rename_op *x)
 {
-    const inode_rec *S = &x->s->rec, *D = x->d ? &x->d->rec : NULL;
-    if (x->op->gone || x->np->gone || x->np->rec.nlink == 0)
+    const inode_rec *src_rec = &x->src->rec, *dst_rec = x->dst ? &x->dst->rec : NULL;
+    if (x->old_dir->gone || x->new_dir->gone || x->new_dir->rec.nlink == 0)
         return ENOENT;
-    if ((x->flags & RENAME_NOREPLACE) && D != NULL)
+    if ((x->flags & RENAME_NOREPLACE) && dst_rec != NULL)
         return EEXIST;
-    if ((x->flags & RENAME_EXCHANGE) && D == NULL)
+    if ((x->flags & RENAME_EXCHANGE) && dst_rec == NULL)
         return ENOENT;
-    if (!(x->flags & RENAME_EXCHANGE) && D != NULL) {
-        if (S_ISDIR(S->mode) && !S_ISDIR(D->mode))
+    if (!(x->flags & RENAME_EXCHANGE) && dst_rec != NULL) {
+        if (S_ISDIR(src_rec->mode) && !S_ISDIR(dst_rec->mode))
             return ENOTDIR;
-        if (!S_ISDIR(S->mode) && S_ISDIR(D->mode))
+        if (!S_ISDIR(src_rec->mode) && S_ISDIR(dst_rec->mode))
             return EISDIR;
-        if (S_ISDIR(D->mode) && D->size != 0)
+        if (S_ISDIR(dst_rec->mode) && dst_rec->size != 0)
             return ENOTEMPTY;
     }
-    if (x->op == x->np)
+    if (x->old_dir == x->new_dir)
         return 0;
     bool within = false;
     int err = 0;
-    if (S_ISDIR(S->mode))
-        err = is_within(x->fs, x->np->ino, x->s->ino, &within);
-    if (err == 0 && !within && D != NULL && (x->flags & RENAME_EXCHANGE) && S_ISDIR(D->mode))
-        err = is_within(x->fs, x->op->ino, x->d->ino, &within);
+    if (S_ISDIR(src_rec->mode))
+        err = is_within(x->fs, x->new_dir->ino, x->src->ino, &within);
+    if (err == 0 && !within && dst_rec != NULL && (x->flags & RENAME_EXCHANGE) &&
+        S_ISDIR(dst_rec->mode))
+        err = is_within(x->fs, x->old_dir->ino, x->dst->ino, &within);
     return err != 0 ? err : within ? EINVAL : 0;
 }
 
 /* Entries and link counts for an exchange of two names. */
-static int exchange(rename_op *x, lsm_batch *b, inode_rec *po, inode_rec *pn, inode_rec *S,
-                    inode_rec *D)
+static int exchange(rename_op *x, lsm_batch *b, inode_rec *old_rec, inode_rec *new_rec,
+                    inode_rec *src_rec, inode_rec *dst_rec)
 {
-    int err = dir_batch_add(b, x->op->ino, x->name, x->d->ino, inode_type(D), x->sd.cookie);
+    int err = dir_batch_add(b, x->old_dir->ino, x->name, x->dst->ino, inode_type(dst_rec),
+                            x->src_ent.cookie);
     if (err == 0)
-        err = dir_batch_add(b, x->np->ino, x->newname, x->s->ino, inode_type(S), x->dd.cookie);
-    if (x->op != x->np) {
-        bool sdir = S_ISDIR(S->mode), ddir = S_ISDIR(D->mode);
-        if (sdir && !ddir) {
-            po->nlink--;
-            pn->nlink++;
-        } else if (!sdir && ddir) {
-            po->nlink++;
-            pn->nlink--;
+        err = dir_batch_add(b, x->new_dir->ino, x->newname, x->src->ino, inode_type(src_rec),
+                            x->dst_ent.cookie);
+    if (x->old_dir != x->new_dir) {
+        bool src_isdir = S_ISDIR(src_rec->mode), dst_isdir = S_ISDIR(dst_rec->mode);
+        if (src_isdir && !dst_isdir) {
+            old_rec->nlink--;
+            new_rec->nlink++;
+        } else if (!src_isdir && dst_isdir) {
+            old_rec->nlink++;
+            new_rec->nlink--;
         }
-        if (sdir)
-            S->parent = x->np->ino;
-        if (ddir)
-            D->parent = x->op->ino;
+        if (src_isdir)
+            src_rec->parent = x->new_dir->ino;
+        if (dst_isdir)
+            dst_rec->parent = x->old_dir->ino;
     }
     return err;
 }
@@ -117,119 +120,122 @@ static int exchange(rename_op *x, lsm_batch *b, inode_rec *po, inode_rec *pn, in
 static int add_whiteout(rename_op *x, lsm_batch *b, ts now)
 {
     inode_rec w;
-    inode_init(&w, S_IFCHR, x->uid, x->gid, 0, &x->op->rec);
+    inode_init(&w, S_IFCHR, x->uid, x->gid, 0, &x->old_dir->rec);
     w.atime = w.mtime = w.ctime = now;
     int err = inode_batch_put(b, x->whiteout, &w, NULL, 0);
     if (err == 0)
-        err = dir_batch_add(b, x->op->ino, x->name, x->whiteout, inode_type(&w), x->sd.cookie);
+        err = dir_batch_add(b, x->old_dir->ino, x->name, x->whiteout, inode_type(&w),
+                            x->src_ent.cookie);
     return err;
 }
 
 /* Entries and link counts for a move (replacing the target if any). */
-static int move(rename_op *x, lsm_batch *b, inode_rec *po, inode_rec *pn, inode_rec *S,
-                inode_rec *D)
+static int move(rename_op *x, lsm_batch *b, inode_rec *old_rec, inode_rec *new_rec,
+                inode_rec *src_rec, inode_rec *dst_rec)
 {
     int err = 0;
     if (x->flags & RENAME_WHITEOUT) {
         err = add_whiteout(x, b, ts_now());
     } else {
-        err = dir_batch_remove(b, x->op->ino, x->name, x->sd.cookie);
-        po->size--;
+        err = dir_batch_remove(b, x->old_dir->ino, x->name, x->src_ent.cookie);
+        old_rec->size--;
     }
-    if (err == 0 && x->d != NULL) {
-        err = dir_batch_remove(b, x->np->ino, x->newname, x->dd.cookie);
-        pn->size--;
-        if (S_ISDIR(D->mode)) {
-            pn->nlink--; /* the replaced directory's ".." */
-            D->nlink = 0;
+    if (err == 0 && x->dst != NULL) {
+        err = dir_batch_remove(b, x->new_dir->ino, x->newname, x->dst_ent.cookie);
+        new_rec->size--;
+        if (S_ISDIR(dst_rec->mode)) {
+            new_rec->nlink--; /* the replaced directory's ".." */
+            dst_rec->nlink = 0;
         } else {
-            D->nlink--;
+            dst_rec->nlink--;
         }
     }
-    x->new_cookie = pn->next_cookie++;
+    x->new_cookie = new_rec->next_cookie++;
     if (err == 0)
-        err = dir_batch_add(b, x->np->ino, x->newname, x->s->ino, inode_type(S), x->new_cookie);
-    pn->size++;
-    if (S_ISDIR(S->mode) && x->op != x->np) {
-        po->nlink--;
-        pn->nlink++;
-        S->parent = x->np->ino;
+        err = dir_batch_add(b, x->new_dir->ino, x->newname, x->src->ino, inode_type(src_rec),
+                            x->new_cookie);
+    new_rec->size++;
+    if (S_ISDIR(src_rec->mode) && x->old_dir != x->new_dir) {
+        old_rec->nlink--;
+        new_rec->nlink++;
+        src_rec->parent = x->new_dir->ino;
     }
     return err;
 }
 
 /* The committed rename, made to the directories' listings in memory. */
-static void rename_cached(rename_op *x, const inode_rec *S, const inode_rec *D)
+static void rename_cached(rename_op *x, const inode_rec *src_rec, const inode_rec *dst_rec)
 {
     lsmfs *fs = x->fs;
     if (x->flags & RENAME_EXCHANGE) {
-        dir_cached_retarget(fs, x->op, x->name, x->d->ino, inode_type(D));
-        dir_cached_retarget(fs, x->np, x->newname, x->s->ino, inode_type(S));
+        dir_cached_retarget(fs, x->old_dir, x->name, x->dst->ino, inode_type(dst_rec));
+        dir_cached_retarget(fs, x->new_dir, x->newname, x->src->ino, inode_type(src_rec));
         return;
     }
     if (x->flags & RENAME_WHITEOUT)
-        dir_cached_retarget(fs, x->op, x->name, x->whiteout, DT_CHR);
+        dir_cached_retarget(fs, x->old_dir, x->name, x->whiteout, DT_CHR);
     else
-        dir_cached_remove(fs, x->op, x->name);
-    if (x->d != NULL) {
-        dir_cached_remove(fs, x->np, x->newname);
-        if (S_ISDIR(D->mode))
-            dir_cache_drop(fs, x->d);
+        dir_cached_remove(fs, x->old_dir, x->name);
+    if (x->dst != NULL) {
+        dir_cached_remove(fs, x->new_dir, x->newname);
+        if (S_ISDIR(dst_rec->mode))
+            dir_cache_drop(fs, x->dst);
     }
-    dir_cached_add(fs, x->np, x->newname, x->s->ino, inode_type(S), x->new_cookie);
+    dir_cached_add(fs, x->new_dir, x->newname, x->src->ino, inode_type(src_rec), x->new_cookie);
 }
 
-/* REQUIRES: op, np, s, d locked for writing; entries re-read under them. */
+/* REQUIRES: old_dir, new_dir, src, dst locked for writing; entries re-read under them. */
 static int rename_locked(rename_op *x)
 {
-    if (x->d != NULL && x->d == x->s)
+    if (x->dst != NULL && x->dst == x->src)
         return 0; /* two names of one inode: POSIX says do nothing */
     int err = check(x);
     if (err != 0)
         return err;
-    bool cross = x->op != x->np;
-    inode_rec po = x->op->rec, pn_own = x->np->rec, *pn = cross ? &pn_own : &po;
-    inode_rec S = x->s->rec, D = x->d ? x->d->rec : (inode_rec){0};
+    bool cross = x->old_dir != x->new_dir;
+    inode_rec old_rec = x->old_dir->rec, new_own = x->new_dir->rec,
+              *new_rec = cross ? &new_own : &old_rec;
+    inode_rec src_rec = x->src->rec, dst_rec = x->dst ? x->dst->rec : (inode_rec){0};
     lsm_batch *b = lsm_batch_new();
     if (b == NULL)
         return ENOMEM;
     ts now = ts_now();
     if (x->flags & RENAME_EXCHANGE)
-        err = exchange(x, b, &po, pn, &S, &D);
+        err = exchange(x, b, &old_rec, new_rec, &src_rec, &dst_rec);
     else
-        err = move(x, b, &po, pn, &S, &D);
-    S.ctime = D.ctime = now;
-    po.mtime = po.ctime = pn->mtime = pn->ctime = now;
+        err = move(x, b, &old_rec, new_rec, &src_rec, &dst_rec);
+    src_rec.ctime = dst_rec.ctime = now;
+    old_rec.mtime = old_rec.ctime = new_rec->mtime = new_rec->ctime = now;
     if (err == 0)
-        err = inode_batch_update(x->fs, b, x->op, &po);
+        err = inode_batch_update(x->fs, b, x->old_dir, &old_rec);
     if (err == 0 && cross)
-        err = inode_batch_update(x->fs, b, x->np, pn);
+        err = inode_batch_update(x->fs, b, x->new_dir, new_rec);
     if (err == 0)
-        err = inode_batch_update(x->fs, b, x->s, &S);
+        err = inode_batch_update(x->fs, b, x->src, &src_rec);
     bool destroyed = false;
-    if (err == 0 && x->d != NULL && D.nlink == 0)
-        err = op_drop_inode(x->fs, b, x->d, &D, &x->reclaim, &destroyed);
-    else if (err == 0 && x->d != NULL)
-        err = inode_batch_update(x->fs, b, x->d, &D);
+    if (err == 0 && x->dst != NULL && dst_rec.nlink == 0)
+        err = op_drop_inode(x->fs, b, x->dst, &dst_rec, &x->reclaim, &destroyed);
+    else if (err == 0 && x->dst != NULL)
+        err = inode_batch_update(x->fs, b, x->dst, &dst_rec);
     if (err == 0)
-        err = fs_commit(x->fs, b, (inode *const[]){x->op, x->np, x->s, x->d}, 4);
+        err = fs_commit(x->fs, b, (inode *const[]){x->old_dir, x->new_dir, x->src, x->dst}, 4);
     lsm_batch_free(b);
     if (err != 0) {
         x->reclaim = false;
         return err;
     }
-    x->op->rec = po;
+    x->old_dir->rec = old_rec;
     if (x->flags & RENAME_WHITEOUT)
         atomic_fetch_add(&x->fs->inodes, 1);
     if (cross)
-        x->np->rec = *pn;
-    x->s->rec = S;
-    atomic_store(&x->s->parent, S.parent);
-    rename_cached(x, &S, &D);
-    if (x->d != NULL) {
-        x->d->rec = D;
-        atomic_store(&x->d->parent, D.parent);
-        op_dropped(x->fs, x->d, destroyed);
+        x->new_dir->rec = *new_rec;
+    x->src->rec = src_rec;
+    atomic_store(&x->src->parent, src_rec.parent);
+    rename_cached(x, &src_rec, &dst_rec);
+    if (x->dst != NULL) {
+        x->dst->rec = dst_rec;
+        atomic_store(&x->dst->parent, dst_rec.parent);
+        op_dropped(x->fs, x->dst, destroyed);
     }
     return 0;
 }
@@ -242,25 +248,25 @@ static int rename_locked(rename_op *x)
 static int rename_parents_first(rename_op *x, bool *done)
 {
     lsmfs *fs = x->fs;
-    inode *parents[2] = {x->op, x->np};
+    inode *parents[2] = {x->old_dir, x->new_dir};
     icache_lock_many(parents, 2);
-    uint64_t top = x->op->ino > x->np->ino ? x->op->ino : x->np->ino;
-    bool have_d = false;
-    int err = dir_find(fs, x->op, x->name, &x->sd);
+    uint64_t top = x->old_dir->ino > x->new_dir->ino ? x->old_dir->ino : x->new_dir->ino;
+    bool have_dst = false;
+    int err = dir_find(fs, x->old_dir, x->name, &x->src_ent);
     if (err == 0) {
-        err = dir_find(fs, x->np, x->newname, &x->dd);
-        have_d = err == 0;
+        err = dir_find(fs, x->new_dir, x->newname, &x->dst_ent);
+        have_dst = err == 0;
         err = err == ENOENT ? 0 : err;
     }
-    *done = err != 0 || (x->sd.ino > top && (!have_d || x->dd.ino > top));
+    *done = err != 0 || (x->src_ent.ino > top && (!have_dst || x->dst_ent.ino > top));
     if (err == 0 && *done) { /* icache_get may lock them to load them: in order */
-        err = icache_get(fs, x->sd.ino, &x->s);
-        if (err == 0 && have_d)
-            err = icache_get(fs, x->dd.ino, &x->d);
+        err = icache_get(fs, x->src_ent.ino, &x->src);
+        if (err == 0 && have_dst)
+            err = icache_get(fs, x->dst_ent.ino, &x->dst);
         err = err == ENOENT ? EIO : err; /* an entry without its inode */
     }
     if (err == 0 && *done) {
-        inode *children[2] = {x->s, x->d};
+        inode *children[2] = {x->src, x->dst};
         icache_lock_many(children, 2);
         err = rename_locked(x);
         icache_unlock_many(children, 2);
@@ -279,33 +285,34 @@ static int rename_pinned(rename_op *x)
     if (done)
         return first;
     for (int tries = 0; tries < 100; tries++) {
-        int err = dir_lookup(fs, x->op->ino, x->name, &x->sd);
+        int err = dir_lookup(fs, x->old_dir->ino, x->name, &x->src_ent);
         if (err != 0)
             return err;
-        err = dir_lookup(fs, x->np->ino, x->newname, &x->dd);
-        bool have_d = err == 0;
+        err = dir_lookup(fs, x->new_dir->ino, x->newname, &x->dst_ent);
+        bool have_dst = err == 0;
         if (err != 0 && err != ENOENT)
             return err;
-        if ((err = icache_get(fs, x->sd.ino, &x->s)) != 0)
+        if ((err = icache_get(fs, x->src_ent.ino, &x->src)) != 0)
             return err == ENOENT ? EIO : err;
-        if (have_d && (err = icache_get(fs, x->dd.ino, &x->d)) != 0)
+        if (have_dst && (err = icache_get(fs, x->dst_ent.ino, &x->dst)) != 0)
             return err == ENOENT ? EIO : err;
-        inode *v[4] = {x->op, x->np, x->s, x->d};
+        inode *v[4] = {x->old_dir, x->new_dir, x->src, x->dst};
         icache_lock_many(v, 4);
-        dirent_val s2, d2;
-        bool same = dir_find(fs, x->op, x->name, &s2) == 0 && s2.ino == x->sd.ino &&
-                    s2.cookie == x->sd.cookie;
-        int derr = dir_find(fs, x->np, x->newname, &d2);
-        same = same && (have_d ? derr == 0 && d2.ino == x->dd.ino && d2.cookie == x->dd.cookie
-                               : derr == ENOENT);
+        dirent_val src_now, dst_now;
+        bool same = dir_find(fs, x->old_dir, x->name, &src_now) == 0 &&
+                    src_now.ino == x->src_ent.ino && src_now.cookie == x->src_ent.cookie;
+        int dst_err = dir_find(fs, x->new_dir, x->newname, &dst_now);
+        same = same && (have_dst ? dst_err == 0 && dst_now.ino == x->dst_ent.ino &&
+                                       dst_now.cookie == x->dst_ent.cookie
+                                 : dst_err == ENOENT);
         if (same)
             err = rename_locked(x);
         icache_unlock_many(v, 4);
         if (same)
             return err;
-        icache_put(fs->icache, x->s);
-        icache_put(fs->icache, x->d);
-        x->s = x->d = NULL;
+        icache_put(fs->icache, x->src);
+        icache_put(fs->icache, x->dst);
+        x->src = x->dst = NULL;
     }
     return EAGAIN;
 }
@@ -338,16 +345,16 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
         fuse_reply_err(req, err);
         return;
     }
-    err = icache_get(fs, parent, &x.op);
+    err = icache_get(fs, parent, &x.old_dir);
     if (err == 0)
-        err = icache_get(fs, newparent, &x.np);
+        err = icache_get(fs, newparent, &x.new_dir);
     if (err == 0)
         err = rename_pinned(&x);
-    uint64_t target = x.d ? x.d->ino : 0;
-    icache_put(fs->icache, x.op);
-    icache_put(fs->icache, x.np);
-    icache_put(fs->icache, x.s);
-    icache_put(fs->icache, x.d);
+    uint64_t target = x.dst ? x.dst->ino : 0;
+    icache_put(fs->icache, x.old_dir);
+    icache_put(fs->icache, x.new_dir);
+    icache_put(fs->icache, x.src);
+    icache_put(fs->icache, x.dst);
     if (x.reclaim)
         reclaimer_enqueue(fs->reclaim, target);
     if (err == 0 && (err = fs_durable(fs)) != 0)

@@ -26,6 +26,7 @@
 #include "compaction.h"
 #include "db_impl.h"
 #include "filename.h"
+#include "port.h"
 #include "status.h"
 
 #include <stdio.h>
@@ -566,7 +567,7 @@ static bool needs_compaction(lsm_db *db)
  * db_write.c slows writers gradually. Linux applies nice per thread. */
 static void lower_priority(int nice)
 {
-    (void)setpriority(PRIO_PROCESS, (id_t)gettid(), nice);
+    (void)setpriority(PRIO_PROCESS, (id_t)port_thread_id(), nice);
 }
 
 static void *compact_main(void *arg)

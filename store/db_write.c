@@ -41,11 +41,10 @@
  * The sync stage, with its own rules, is db_sync.c.
  */
 #include "db_impl.h"
+#include "port.h"
 #include "status.h"
 
-#include <linux/futex.h>
 #include <stdio.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,19 +59,9 @@ static size_t writer_bytes(const struct writer *w)
 
 /* ------------------------------------------------------------- hand-off */
 
-static void futex_wait(_Atomic int *addr, int expected)
-{
-    syscall(SYS_futex, (int *)addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
-}
-
-static void futex_wake(_Atomic int *addr)
-{
-    syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
 /* Publishes w's new state and wakes it now or (wk != NULL) later. Once the
  * state is stored, w may return and its stack frame vanish: the wake then
- * hits a stale address, which the kernel treats as a futex with no waiter,
+ * hits a stale address, which port_futex_wake treats as one with no waiter,
  * or wakes a later writer at the same address, which sees WAITING and
  * sleeps again (harmless either way). */
 void db_writer_wake(struct writer *w, enum writer_state st, struct wakeups *wk)
@@ -81,13 +70,13 @@ void db_writer_wake(struct writer *w, enum writer_state st, struct wakeups *wk)
     if (wk != NULL && wk->n < WAKE_BATCH)
         wk->addr[wk->n++] = &w->state;
     else
-        futex_wake(&w->state);
+        port_futex_wake(&w->state);
 }
 
 void db_wakeups_flush(struct wakeups *wk)
 {
     for (int i = 0; i < wk->n; i++)
-        futex_wake(wk->addr[i]);
+        port_futex_wake(wk->addr[i]);
     wk->n = 0;
 }
 
@@ -99,11 +88,11 @@ enum writer_state db_writer_wait(struct writer *w)
         int st = atomic_load_explicit(&w->state, memory_order_acquire);
         if (st != WRITER_WAITING)
             return (enum writer_state)st;
-        __builtin_ia32_pause();
+        port_cpu_relax();
     }
     int st;
     while ((st = atomic_load_explicit(&w->state, memory_order_acquire)) == WRITER_WAITING)
-        futex_wait(&w->state, WRITER_WAITING);
+        port_futex_wait(&w->state, WRITER_WAITING);
     return (enum writer_state)st;
 }
 
