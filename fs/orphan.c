@@ -34,6 +34,11 @@ struct reclaimer {
     bool stop;               /* [mu] */
 };
 
+bool orphan_in_use(lsmfs *fs, inode *n)
+{
+    return !S_ISDIR(n->rec.mode) && icache_mark_orphan(fs->icache, n);
+}
+
 static bool chunked(const inode_rec *r)
 {
     return S_ISREG(r->mode) && !(r->flags & INODE_F_INLINE);
@@ -164,10 +169,8 @@ enum small_fate { KEEP, DONE, DESTROY, RECLAIM };
 
 static enum small_fate small_fate(lsmfs *fs, inode *n)
 {
-    /* A readdirplus working from an older snapshot may have handed out a
-     * new reference meanwhile: then a later forget frees it. */
-    if (icache_nlookup(fs->icache, n) != 0)
-        return KEEP;
+    if (orphan_in_use(fs, n))
+        return KEEP; /* a later forget frees it */
     if (n->gone || n->rec.nlink != 0)
         return DONE;
     return orphan_needs_reclaim(fs, &n->rec) ? RECLAIM : DESTROY;
@@ -210,8 +213,6 @@ static void free_small(struct reclaimer *rc, inode **v, size_t n)
             atomic_fetch_sub(&fs->inodes, 1);
             stats_inc(&fs->stats.orphans_freed);
         }
-        if (fate[i] != KEEP)
-            icache_orphan_done(fs->icache, v[i]);
         if (fate[i] == RECLAIM)
             reclaimer_enqueue(rc, v[i]->ino);
         pthread_rwlock_unlock(&v[i]->lock);

@@ -35,6 +35,18 @@
 
 typedef struct inode inode;
 
+/* Is unlinked inode n still in use? The one liveness rule, whether the
+ * kernel sends OPEN and RELEASE or not (fs->no_open): while the kernel holds
+ * a lookup reference to it, which every open file does (the kernel forgets
+ * an inode only after its last RELEASE). A directory never is. The answer
+ * is kept in n's orphan flag atomically with the check (icache_mark_orphan),
+ * so the forget of the last reference, which may come at any time, hands n
+ * back to be freed (icache_forget). Asked when the last name goes
+ * (op_drop_inode) and again before freeing (a readdirplus working from an
+ * older snapshot may have handed out a new reference meanwhile).
+ * REQUIRES: n->lock held for writing. */
+bool orphan_in_use(lsmfs *fs, inode *n);
+
 /* Starts the reclaimer thread and queues every orphan found in the store. */
 int reclaimer_start(lsmfs *fs, reclaimer **out);
 /* Queues ino (whose orphan record is committed) for reclaim. If memory
