@@ -12,9 +12,7 @@
  *     the cached record always equals the stored one. Operations that read
  *     file data hold it for reading, so writers of the same file are
  *     serialized with them while different files proceed in parallel.
- *     One exception: an unlinked inode still in use has nlink 0 here while
- *     its stored record may keep the old count (its orphan mark says it has
- *     no names; ops.c op_drop_inode);
+ *     One exception, an orphan's link count: orphan.h orphan_batch_mark;
  *   - `ino` is constant; `loaded` is an atomic set once, after `rec` is
  *     filled, under `lock`.
  * An entry lives while refs (in-flight operations pinning it) or nlookup

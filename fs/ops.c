@@ -108,10 +108,8 @@ int op_drop_inode(lsmfs *fs, lsm_batch *b, inode *child, inode_rec *r, bool *rec
     bool used = orphan_in_use(fs, child);
     if (used || orphan_needs_reclaim(fs, r)) {
         /* Keep the inode until the last forget, or until the reclaimer
-         * frees the chunks. The mark alone says it has no names:
-         * its stored record keeps the old link count (only the cached one
-         * says 0), so a small file's payload need not be read back to
-         * rewrite the record. */
+         * frees the chunks. The mark alone says it has no names: r goes
+         * to the cache only (orphan_batch_mark). */
         int err = orphan_batch_mark(b, child->ino);
         *reclaim_after = !used && err == 0;
         return err;

@@ -63,6 +63,11 @@ static int delete_small_chunks(lsmfs *fs, lsm_batch *b, uint64_t ino, const inod
     return 0;
 }
 
+uint32_t orphan_nlink(const inode_rec *r, bool marked)
+{
+    return marked ? 0 : r->nlink;
+}
+
 int orphan_batch_mark(lsm_batch *b, uint64_t ino)
 {
     schema_key k;
@@ -72,6 +77,7 @@ int orphan_batch_mark(lsm_batch *b, uint64_t ino)
 
 int orphan_batch_destroy(lsmfs *fs, lsm_batch *b, uint64_t ino, const inode_rec *r)
 {
+    assert(r->nlink == 0);
     if (r->flags & INODE_F_XATTR) {
         int err = xattr_batch_remove_all(fs, b, ino);
         if (err != 0)
@@ -124,12 +130,11 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
     lsmfs *fs = rc->fs;
     inode_rec r;
     int err = inode_load(fs, ino, &r, NULL, NULL);
-    /* The mark is what says the inode has no names (its record may still
-     * hold the link count it had before its last unlink). */
     if (err == ENOENT) /* a stale mark */
         return drop_orphan_record(fs, ino);
     if (err != 0)
         return err;
+    r.nlink = orphan_nlink(&r, true);
     lsm_batch *b = lsm_batch_new();
     if (b == NULL)
         return ENOMEM;
