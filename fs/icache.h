@@ -48,7 +48,7 @@ typedef struct inode {
      * fsync must make durable. */
     _Atomic uint64_t seq;
     /* A directory's seq when a listing of it last started at offset 0, or
-     * 0: while seq stays so, the kernel may cache its listings (opendir). */
+     * 0: op_dir.c's listing-cache rule (listed_unchanged). */
     _Atomic uint64_t listed_seq;
     /* Someone asked to fsync it: its large writes are logged at once, not
      * deferred (the next fsync would log them late anyway, after a copy:
@@ -93,7 +93,7 @@ uint64_t icache_nlookup(icache *c, inode *n);
 bool icache_kernel_knows(icache *c, uint64_t ino);
 /* A number that changes whenever the kernel drops its last reference to
  * any inode (never 0): while it has not changed, every inode the kernel
- * held before still is. */
+ * held before still is. Read by dir.h's told rule (dir_kernel_holds). */
 uint32_t icache_forget_epoch(icache *c);
 /* Drops n kernel references. Returns the inode, pinned, when that was the
  * last reference to an orphan (the caller asks orphan_in_use again and
