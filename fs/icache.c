@@ -216,8 +216,7 @@ void icache_fill(lsmfs *fs, inode *n, const inode_rec *rec)
  * would otherwise be freed, and its listing rebuilt, after every request. */
 static void maybe_evict(icache *c, shard *s, inode *n)
 {
-    if (n->refs == 0 && n->nlookup == 0 && !n->orphan &&
-        n->ino != SCHEMA_ROOT_INO) {
+    if (n->refs == 0 && n->nlookup == 0 && !n->orphan && n->ino != SCHEMA_ROOT_INO) {
         unlink_entry(s, n);
         inode_free(c, n);
     }
