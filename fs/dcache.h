@@ -9,8 +9,8 @@
  * dead outnumber the live. A hash table indexes the names.
  *
  * Each entry also carries a `hint`: 32 bits its owner attaches and reads
- * back, never interpreted here (lsmfs notes when the kernel was given the
- * entry's inode).
+ * back, never interpreted here (lsmfs's is the told rule: dir.h
+ * dir_kernel_holds).
  *
  * Not thread-safe: the owner (a directory's inode, see icache.h) guards it
  * with its lock, and changes it only after the store change it mirrors was

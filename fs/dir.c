@@ -6,6 +6,7 @@
 #include "commit.h"
 #include "fuse_api.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,15 +134,19 @@ static void settle(lsmfs *fs, inode *dir, size_t before, int err)
 }
 
 /* The hint an entry gets when the kernel is given its inode: see
- * dir_told. */
+ * dir_kernel_holds. */
 static uint32_t told_now(lsmfs *fs)
 {
-    return icache_forget_epoch(fs->icache);
+    uint32_t epoch = icache_forget_epoch(fs->icache);
+    assert(epoch != 0); /* 0 is "not told" */
+    return epoch;
 }
 
-bool dir_told(lsmfs *fs, uint32_t hint)
+bool dir_kernel_holds(lsmfs *fs, uint64_t ino, uint32_t hint)
 {
-    return hint != 0 && hint == icache_forget_epoch(fs->icache);
+    if (hint != 0 && hint == icache_forget_epoch(fs->icache))
+        return true;
+    return icache_kernel_knows(fs->icache, ino);
 }
 
 void dir_cached_add(lsmfs *fs, inode *dir, const char *name, uint64_t ino, uint8_t type,

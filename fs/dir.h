@@ -39,15 +39,20 @@ int dir_batch_remove(lsm_batch *b, uint64_t parent, const char *name, uint64_t c
 
 /* Called for each entry in cookie order; returns non-zero to stop. `hint`
  * is an entry's hint from its listing in memory (0 from the store): see
- * dir_told. */
+ * dir_kernel_holds. */
 typedef dcache_visit_fn dir_visit_fn;
-/* Does an entry's hint say the kernel certainly holds its inode? Entries
- * added or moved through the kernel carry the icache's forget epoch of
- * the moment (icache_forget_epoch): while no inode has been forgotten
- * since, the kernel still holds theirs. A false answer only means "ask the
- * inode cache"; a stale true one is harmless too (readdirplus then sends a
- * plain entry, and the kernel looks the name up when it needs it). */
-bool dir_told(lsmfs *fs, uint32_t hint);
+/* The told rule, all of it here. Readdirplus sends a plain entry (no
+ * attributes, no reference) for an inode the kernel holds: its attributes
+ * there are valid, as nothing changes them behind its back. Does the kernel
+ * hold ino, named by an entry whose hint is `hint`? An entry added or moved
+ * through the kernel (dir_cached_add, dir_cached_retarget) is told: its
+ * hint is the icache's forget epoch of the moment, never 0
+ * (icache_forget_epoch; asserted), and while no inode has been forgotten
+ * since, the kernel still holds its inode. Any other entry (hint 0, from
+ * the store, or an older epoch) asks the inode cache (icache_kernel_knows).
+ * A false answer costs only the attributes sent; a stale true one is
+ * harmless too (the kernel looks the name up when it needs it). */
+bool dir_kernel_holds(lsmfs *fs, uint64_t ino, uint32_t hint);
 /* Visits the entries of `parent` with cookie >= from in the store, in a
  * consistent snapshot. Returns 0, EIO (damaged entry or store error) or
  * ENOMEM. */

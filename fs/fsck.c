@@ -11,6 +11,7 @@
 #include "fsck.h"
 
 #include "lsm.h"
+#include "orphan.h"
 #include "schema.h"
 #include "super.h"
 
@@ -533,9 +534,7 @@ static void orphan_cb(fsck *f, const char *k, size_t klen, const char *v, size_t
         fix_del(f, k, klen);
         return;
     }
-    /* Whatever its record's link count says (the unlink that marked it
-     * left the record as it was); a name found for it unmarks it. */
-    i->orphan_mark = true;
+    i->orphan_mark = true; /* a name found for it unmarks it */
 }
 
 /* Keys of kinds lsmfs does not write. */
@@ -687,11 +686,11 @@ static ino_info *lost_found(fsck *f, uint64_t *alloc_next)
     return lf;
 }
 
-/* An inode without names the daemon still has to free: marked, or with no
- * link left. */
+/* An inode without names the daemon still has to free: no entry names it
+ * and its links are gone (marked, or with no link left). */
 static bool is_orphan(const ino_info *i)
 {
-    return i->refs == 0 && (i->orphan_mark || i->rec.nlink == 0);
+    return i->refs == 0 && orphan_nlink(&i->rec, i->orphan_mark) == 0;
 }
 
 /* Reconnects unreachable linked inodes under /lost+found as "#ino". */

@@ -216,8 +216,7 @@ void icache_fill(lsmfs *fs, inode *n, const inode_rec *rec)
  * would otherwise be freed, and its listing rebuilt, after every request. */
 static void maybe_evict(icache *c, shard *s, inode *n)
 {
-    if (n->refs == 0 && n->nlookup == 0 && n->nopen == 0 && !n->orphan &&
-        n->ino != SCHEMA_ROOT_INO) {
+    if (n->refs == 0 && n->nlookup == 0 && !n->orphan && n->ino != SCHEMA_ROOT_INO) {
         unlink_entry(s, n);
         inode_free(c, n);
     }
@@ -328,36 +327,6 @@ bool icache_mark_orphan(icache *c, inode *n)
     bool marked = n->orphan;
     pthread_mutex_unlock(&s->mu);
     return marked;
-}
-
-void icache_orphan_done(icache *c, inode *n)
-{
-    shard *s = shard_of(c, n->ino);
-    pthread_mutex_lock(&s->mu);
-    n->orphan = false;
-    pthread_mutex_unlock(&s->mu);
-}
-
-void icache_open_inc(icache *c, inode *n)
-{
-    count_inc(c, n, &n->nopen);
-}
-
-uint64_t icache_open_dec(icache *c, inode *n)
-{
-    shard *s = shard_of(c, n->ino);
-    pthread_mutex_lock(&s->mu);
-    assert(n->nopen > 0);
-    if (n->nopen > 0)
-        n->nopen--;
-    uint64_t left = n->nopen;
-    pthread_mutex_unlock(&s->mu);
-    return left;
-}
-
-uint64_t icache_nopen(icache *c, inode *n)
-{
-    return count_get(c, n, &n->nopen);
 }
 
 static int cmp_inode(const void *a, const void *b)

@@ -1,24 +1,22 @@
 /*
  * icache.h — the in-memory inode cache: a cache of the store's inode
- * records plus the counts the kernel and open files hold on each inode.
+ * records plus the references requests and the kernel hold on each inode.
  *
  * Locking (lock order: any number of inode locks in ascending inode number,
  * then at most one shard mutex; never a shard mutex while taking an inode
  * lock):
  *   - a shard mutex guards its hash chains and, for each inode in it, the
- *     fields `next`, `refs`, `nlookup`, `nopen` and `orphan`;
+ *     fields `next`, `refs`, `nlookup` and `orphan`;
  *   - an inode's `lock` (rwlock) guards `rec`, `gone` and `dc`; every change to
  *     the inode's record in the store is made with it held for writing, so
  *     the cached record always equals the stored one. Operations that read
  *     file data hold it for reading, so writers of the same file are
  *     serialized with them while different files proceed in parallel.
- *     One exception: an unlinked inode still in use has nlink 0 here while
- *     its stored record may keep the old count (its orphan mark says it has
- *     no names; ops.c op_drop_inode);
+ *     One exception, an orphan's link count: orphan.h orphan_batch_mark;
  *   - `ino` is constant; `loaded` is an atomic set once, after `rec` is
  *     filled, under `lock`.
- * An entry lives while refs (in-flight operations pinning it), nlookup
- * (kernel references) or nopen (open file handles) is non-zero, or while it
+ * An entry lives while refs (in-flight operations pinning it) or nlookup
+ * (kernel references, which open files hold too) is non-zero, or while it
  * is an orphan waiting for the kernel's last reference to go. The root,
  * once loaded, lives until icache_free (icache.c maybe_evict).
  */
@@ -40,9 +38,8 @@ typedef struct inode {
     struct inode *next; /* [shard] */
     uint64_t refs;      /* [shard] */
     uint64_t nlookup;   /* [shard] */
-    uint64_t nopen;     /* [shard] */
-    /* [shard] Its last name is gone but the kernel still references it
-     * (open files keep kernel references): free it at the last forget. */
+    /* [shard] Its last name is gone but the kernel still references it:
+     * free it at the last forget (orphan_in_use, orphan.h). */
     bool orphan;
     _Atomic bool loaded; /* rec is valid */
     bool gone;           /* [lock] the record was deleted from the store */
@@ -51,7 +48,7 @@ typedef struct inode {
      * fsync must make durable. */
     _Atomic uint64_t seq;
     /* A directory's seq when a listing of it last started at offset 0, or
-     * 0: while seq stays so, the kernel may cache its listings (opendir). */
+     * 0: op_dir.c's listing-cache rule (listed_unchanged). */
     _Atomic uint64_t listed_seq;
     /* Someone asked to fsync it: its large writes are logged at once, not
      * deferred (the next fsync would log them late anyway, after a copy:
@@ -96,24 +93,16 @@ uint64_t icache_nlookup(icache *c, inode *n);
 bool icache_kernel_knows(icache *c, uint64_t ino);
 /* A number that changes whenever the kernel drops its last reference to
  * any inode (never 0): while it has not changed, every inode the kernel
- * held before still is. */
+ * held before still is. Read by dir.h's told rule (dir_kernel_holds). */
 uint32_t icache_forget_epoch(icache *c);
 /* Drops n kernel references. Returns the inode, pinned, when that was the
- * last reference to an orphan (the caller frees it and calls
- * icache_orphan_done); NULL otherwise. */
+ * last reference to an orphan (the caller asks orphan_in_use again and
+ * frees it); NULL otherwise. */
 inode *icache_forget(icache *c, uint64_t ino, uint64_t n);
-/* Marks n an orphan kept for the kernel's references if the kernel holds
- * any (returns whether it does). REQUIRES: n->lock held for writing. */
+/* Sets n's orphan flag to whether the kernel holds a reference to it, and
+ * returns that; orphan_in_use (orphan.h) is its one caller.
+ * REQUIRES: n->lock held for writing. */
 bool icache_mark_orphan(icache *c, inode *n);
-/* The orphan is freed (or handed to the reclaimer). */
-void icache_orphan_done(icache *c, inode *n);
-
-/* Open handles. The increment is made with n->lock held for writing so it
- * cannot race an unlink deciding whether the file is still open. */
-void icache_open_inc(icache *c, inode *n);
-/* Returns the number of handles left. */
-uint64_t icache_open_dec(icache *c, inode *n);
-uint64_t icache_nopen(icache *c, inode *n);
 
 /* Bytes of directory listings (inode `dc`s) held, all inodes together:
  * whoever changes a listing charges the difference; freeing an inode

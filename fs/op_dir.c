@@ -11,9 +11,30 @@
 #include "inode.h"
 #include "ops.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The listing-cache rule, all of it here. d->listed_seq is d's seq when a
+ * listing of it from offset 0 last started, or 0. Every commit that changes
+ * d's entries raises d->seq (fs_commit stamps the directory: commit.h), so
+ * listed_seq == seq says d was listed from the start and has not changed
+ * since; opendir then lets the kernel cache the listing. listed_seq only
+ * takes values seq had, and seq only grows: listed_seq <= seq (asserted;
+ * test_listing_cached_from_second). */
+static void listing_started(inode *d)
+{
+    atomic_store(&d->listed_seq, atomic_load(&d->seq));
+}
+
+static bool listed_unchanged(inode *d)
+{
+    uint64_t listed = atomic_load(&d->listed_seq);
+    uint64_t seq = atomic_load(&d->seq);
+    assert(listed <= seq);
+    return listed != 0 && listed == seq;
+}
 
 /* Handles carry no state (offsets are cookies). What opendir decides is
  * whether the kernel keeps the listing in its page cache: filling that
@@ -28,8 +49,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     inode *d = op_pin(req, fs, ino, 0);
     if (d == NULL)
         return;
-    uint64_t listed = atomic_load(&d->listed_seq);
-    bool again = listed != 0 && listed == atomic_load(&d->seq);
+    bool again = listed_unchanged(d);
     icache_put(fs->icache, d);
     fi->fh = 0;
     fi->cache_readdir = again;
@@ -101,11 +121,10 @@ static int visit(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type, const c
     char cname[SCHEMA_NAME_MAX + 1];
     memcpy(cname, name, nlen);
     cname[nlen] = '\0';
-    /* An inode the kernel already holds has valid attributes there (nothing
-     * changes them behind its back): send the plain entry, which costs the
-     * kernel no dentry and inode work and hands out no reference. */
+    /* The plain entry for an inode the kernel holds costs it no dentry and
+     * inode work and hands out no reference (dir.h's told rule). */
     inode *n = NULL;
-    if (l->plus && !dir_told(l->fs, hint) && !icache_kernel_knows(l->fs->icache, ino)) {
+    if (l->plus && !dir_kernel_holds(l->fs, ino, hint)) {
         int err = icache_get(l->fs, ino, &n);
         if (err == ENOENT)
             err = missing_inode(l, cname, ino);
@@ -138,7 +157,7 @@ static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool pl
         return;
     }
     if (off == 0)
-        atomic_store(&d->listed_seq, atomic_load(&d->seq));
+        listing_started(d);
     uint64_t parent = ino == SCHEMA_ROOT_INO ? ino : r.parent;
     bool fit = true;
     if (off < 1)

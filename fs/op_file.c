@@ -6,7 +6,6 @@
 #include "data.h"
 #include "inode.h"
 #include "ops.h"
-#include "orphan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,8 +15,8 @@
 
 void op_file_opened(lsmfs *fs, inode *n, struct fuse_file_info *fi)
 {
-    if (!fs->no_open)
-        icache_open_inc(fs->icache, n);
+    (void)fs;
+    (void)n;
     fi->fh = 0;
     /* Nothing changes a file's data behind the kernel: keep its pages. */
     fi->keep_cache = 1;
@@ -25,10 +24,12 @@ void op_file_opened(lsmfs *fs, inode *n, struct fuse_file_info *fi)
 
 void op_file_unopened(lsmfs *fs, inode *n)
 {
-    if (!fs->no_open)
-        icache_open_dec(fs->icache, n);
+    (void)fs;
+    (void)n;
 }
 
+/* Sent only without no_open (allow_root), so that libfuse can refuse
+ * other users here; the handle carries no state. */
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     lsmfs *fs = op_fs(req);
@@ -41,7 +42,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (n == NULL)
         return;
     int err = 0;
-    pthread_rwlock_wrlock(&n->lock);
+    pthread_rwlock_rdlock(&n->lock);
     if (n->gone)
         err = ENOENT;
     else if (S_ISDIR(n->rec.mode))
@@ -49,11 +50,11 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     else
         op_file_opened(fs, n, fi);
     pthread_rwlock_unlock(&n->lock);
-    if (err == 0 && fuse_reply_open(req, fi) != 0)
-        icache_open_dec(fs->icache, n); /* the kernel will send no release */
-    else if (err != 0)
-        fuse_reply_err(req, err);
     icache_put(fs->icache, n);
+    if (err == 0)
+        fuse_reply_open(req, fi);
+    else
+        fuse_reply_err(req, err);
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
@@ -143,40 +144,13 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fuse_reply_err(req, ENOSYS);
 }
 
-/* The last close of an unlinked file frees it. REQUIRES: n locked. */
-static int release_locked(lsmfs *fs, inode *n, bool *reclaim)
-{
-    *reclaim = false;
-    if (icache_open_dec(fs->icache, n) != 0)
-        return 0;
-    return op_free_orphan(fs, n, reclaim);
-}
-
+/* Nothing to do: an unlinked file is kept by the kernel's reference, not
+ * by its handles (orphan_in_use), and the kernel forgets it after this. */
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    (void)ino;
     (void)fi;
-    lsmfs *fs = op_fs(req);
-    stats_inc(&fs->stats.ops[OP_RELEASE]);
-    if (fs->no_open) {
-        /* Files created before the kernel learnt of no_open still send
-         * one; nothing was counted for them. */
-        fuse_reply_err(req, 0);
-        return;
-    }
-    inode *n = op_pin(req, fs, ino, 0);
-    if (n == NULL)
-        return;
-    int err = 0;
-    bool reclaim;
-    pthread_rwlock_wrlock(&n->lock);
-    err = release_locked(fs, n, &reclaim);
-    pthread_rwlock_unlock(&n->lock);
-    icache_put(fs->icache, n);
-    if (reclaim)
-        reclaimer_enqueue(fs->reclaim, ino);
-    /* A failed delete leaves the orphan for the next mount; the close
-     * itself succeeded. */
-    (void)err;
+    stats_inc(&op_fs(req)->stats.ops[OP_RELEASE]);
     fuse_reply_err(req, 0);
 }
 

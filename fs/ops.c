@@ -98,32 +98,18 @@ void op_reply_attr(fuse_req_t req, lsmfs *fs, uint64_t ino, const inode_rec *r)
     fuse_reply_attr(req, &st, fs->cfg.timeout);
 }
 
-/* Can the file still be read or written through the kernel? With open
- * requests: while it is open. Without: while the kernel references it (an
- * open file holds such a reference); then it is marked an orphan in the same
- * step, so the forget of the last reference, which may come at any time,
- * frees it. A mark left by a failed commit is harmless: the record still
- * has links when that forget comes. */
-static bool still_used(lsmfs *fs, inode *child, const inode_rec *r)
-{
-    if (S_ISDIR(r->mode))
-        return false;
-    return fs->no_open ? icache_mark_orphan(fs->icache, child)
-                       : icache_nopen(fs->icache, child) > 0;
-}
-
 int op_drop_inode(lsmfs *fs, lsm_batch *b, inode *child, inode_rec *r, bool *reclaim_after,
                   bool *destroyed)
 {
     *reclaim_after = false;
     *destroyed = false;
-    bool used = still_used(fs, child, r);
+    /* A mark left by a failed commit is harmless: the record still has
+     * links when the last forget comes. */
+    bool used = orphan_in_use(fs, child);
     if (used || orphan_needs_reclaim(fs, r)) {
-        /* Keep the inode until the last close or forget, or until the
-         * reclaimer frees the chunks. The mark alone says it has no names:
-         * its stored record keeps the old link count (only the cached one
-         * says 0), so a small file's payload need not be read back to
-         * rewrite the record. */
+        /* Keep the inode until the last forget, or until the reclaimer
+         * frees the chunks. The mark alone says it has no names: r goes
+         * to the cache only (orphan_batch_mark). */
         int err = orphan_batch_mark(b, child->ino);
         *reclaim_after = !used && err == 0;
         return err;
@@ -174,12 +160,8 @@ void op_forget_refs(lsmfs *fs, uint64_t ino, uint64_t count)
     bool reclaim = false;
     int err = 0;
     pthread_rwlock_wrlock(&n->lock);
-    /* A readdirplus working from an older snapshot may have handed out a
-     * new reference meanwhile: then a later forget frees it. */
-    if (icache_nlookup(fs->icache, n) == 0) {
+    if (!orphan_in_use(fs, n)) /* else a later forget frees it */
         err = op_free_orphan(fs, n, &reclaim);
-        icache_orphan_done(fs->icache, n);
-    }
     pthread_rwlock_unlock(&n->lock);
     icache_put(fs->icache, n);
     if (reclaim)
@@ -260,8 +242,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_PARALLEL_DIROPS;
     /* Directory handles carry no state either, but no OPENDIR would make
      * the kernel cache every listing (op_opendir says why it should not). */
-    /* File handles carry none either once unlinked files are kept by the
-     * kernel's references instead of open counts: no OPEN, no RELEASE.
+    /* File handles carry none either (unlinked files are kept by the
+     * kernel's references: orphan_in_use): no OPEN, no RELEASE.
      * Not with allow_root: libfuse refuses other users there per request
      * but lets READ and WRITE through, counting on OPEN being refused. */
     if ((conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) && !st->fs->cfg.allow_root) {

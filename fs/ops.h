@@ -138,9 +138,12 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
 void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi);
 /* fsync/fsyncdir of ino: its last change made durable, then the reply. */
 void op_sync_inode(fuse_req_t req, fuse_ino_t ino);
-/* The open-file bookkeeping shared with create. REQUIRES: n->lock held. */
+/* Fills a new handle of n (open, create): handles carry no state, and an
+ * unlinked file is kept by the kernel's reference, not its handles
+ * (orphan_in_use). REQUIRES: n->lock held. */
 void op_file_opened(lsmfs *fs, inode *n, struct fuse_file_info *fi);
-/* Undoes op_file_opened when the kernel never got the handle. */
+/* Pairs with op_file_opened when the kernel never got the handle: as the
+ * handle holds nothing, there is nothing to undo. */
 void op_file_unopened(lsmfs *fs, inode *n);
 
 /* op_dir.c */

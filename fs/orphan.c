@@ -34,6 +34,11 @@ struct reclaimer {
     bool stop;               /* [mu] */
 };
 
+bool orphan_in_use(lsmfs *fs, inode *n)
+{
+    return !S_ISDIR(n->rec.mode) && icache_mark_orphan(fs->icache, n);
+}
+
 static bool chunked(const inode_rec *r)
 {
     return S_ISREG(r->mode) && !(r->flags & INODE_F_INLINE);
@@ -58,6 +63,11 @@ static int delete_small_chunks(lsmfs *fs, lsm_batch *b, uint64_t ino, const inod
     return 0;
 }
 
+uint32_t orphan_nlink(const inode_rec *r, bool marked)
+{
+    return marked ? 0 : r->nlink;
+}
+
 int orphan_batch_mark(lsm_batch *b, uint64_t ino)
 {
     schema_key k;
@@ -67,6 +77,7 @@ int orphan_batch_mark(lsm_batch *b, uint64_t ino)
 
 int orphan_batch_destroy(lsmfs *fs, lsm_batch *b, uint64_t ino, const inode_rec *r)
 {
+    assert(r->nlink == 0);
     if (r->flags & INODE_F_XATTR) {
         int err = xattr_batch_remove_all(fs, b, ino);
         if (err != 0)
@@ -119,12 +130,11 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
     lsmfs *fs = rc->fs;
     inode_rec r;
     int err = inode_load(fs, ino, &r, NULL, NULL);
-    /* The mark is what says the inode has no names (its record may still
-     * hold the link count it had before its last unlink). */
     if (err == ENOENT) /* a stale mark */
         return drop_orphan_record(fs, ino);
     if (err != 0)
         return err;
+    r.nlink = orphan_nlink(&r, true);
     lsm_batch *b = lsm_batch_new();
     if (b == NULL)
         return ENOMEM;
@@ -164,10 +174,8 @@ enum small_fate { KEEP, DONE, DESTROY, RECLAIM };
 
 static enum small_fate small_fate(lsmfs *fs, inode *n)
 {
-    /* A readdirplus working from an older snapshot may have handed out a
-     * new reference meanwhile: then a later forget frees it. */
-    if (icache_nlookup(fs->icache, n) != 0)
-        return KEEP;
+    if (orphan_in_use(fs, n))
+        return KEEP; /* a later forget frees it */
     if (n->gone || n->rec.nlink != 0)
         return DONE;
     return orphan_needs_reclaim(fs, &n->rec) ? RECLAIM : DESTROY;
@@ -210,8 +218,6 @@ static void free_small(struct reclaimer *rc, inode **v, size_t n)
             atomic_fetch_sub(&fs->inodes, 1);
             stats_inc(&fs->stats.orphans_freed);
         }
-        if (fate[i] != KEEP)
-            icache_orphan_done(fs->icache, v[i]);
         if (fate[i] == RECLAIM)
             reclaimer_enqueue(rc, v[i]->ino);
         pthread_rwlock_unlock(&v[i]->lock);

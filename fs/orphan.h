@@ -1,10 +1,10 @@
 /*
  * orphan.h — inodes whose last name is gone. An 'O' ino record marks an
  * inode without names whose keys still have to be deleted: it is written in
- * the same batch that drops the last link (when the file is still open or
+ * the same batch that drops the last link (when the file is still in use or
  * has chunks to free), and deleted in the batch that removes the inode
- * record. The mark, not the record, is what says so: that batch leaves the
- * record as it was (the link count it had; the cached record says 0). A background thread reclaims chunked files in bounded batches so
+ * record. The mark, not the record, is what says so (orphan_nlink). A
+ * background thread reclaims chunked files in bounded batches so
  * unlink never waits for a large file's chunks; orphans left by a crash or
  * an unmount are picked up again at the next mount.
  */
@@ -35,6 +35,18 @@
 
 typedef struct inode inode;
 
+/* Is unlinked inode n still in use? The one liveness rule, whether the
+ * kernel sends OPEN and RELEASE or not (fs->no_open): while the kernel holds
+ * a lookup reference to it, which every open file does (the kernel forgets
+ * an inode only after its last RELEASE). A directory never is. The answer
+ * is kept in n's orphan flag atomically with the check (icache_mark_orphan),
+ * so the forget of the last reference, which may come at any time, hands n
+ * back to be freed (icache_forget). Asked when the last name goes
+ * (op_drop_inode) and again before freeing (a readdirplus working from an
+ * older snapshot may have handed out a new reference meanwhile).
+ * REQUIRES: n->lock held for writing. */
+bool orphan_in_use(lsmfs *fs, inode *n);
+
 /* Starts the reclaimer thread and queues every orphan found in the store. */
 int reclaimer_start(lsmfs *fs, reclaimer **out);
 /* Queues ino (whose orphan record is committed) for reclaim. If memory
@@ -58,8 +70,20 @@ void reclaimer_stop(reclaimer *r);
  * one batch? */
 bool orphan_needs_reclaim(const lsmfs *fs, const inode_rec *r);
 /* Adds to b the deletes of ino's record, its xattrs, its orphan record and,
- * unless it needs the reclaimer (which deletes those first), its chunks. */
+ * unless it needs the reclaimer (which deletes those first), its chunks.
+ * REQUIRES: r is its true record, nlink 0 (asserted; see orphan_nlink). */
 int orphan_batch_destroy(lsmfs *fs, lsm_batch *b, uint64_t ino, const inode_rec *r);
+
+/* The one exception to "the cached record equals the stored one"
+ * (icache.h), in these two functions. orphan_batch_mark adds ino's orphan
+ * mark to b and nothing else: the batch that drops the last link with it
+ * leaves the stored record as it was, with the link count and ctime it had,
+ * while the cached record says nlink 0 (rewriting the record would read an
+ * inline file's payload back on every unlink). The inode's next change
+ * rewrites the record from the cache. Returns 0 or ENOMEM. */
 int orphan_batch_mark(lsm_batch *b, uint64_t ino);
+/* So whoever reads a stored record r takes its link count from here:
+ * 0 when the inode is `marked` (its 'O' key exists), else r->nlink. */
+uint32_t orphan_nlink(const inode_rec *r, bool marked);
 
 #endif

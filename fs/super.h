@@ -39,9 +39,9 @@ typedef struct lsmfs {
     reclaimer *reclaim; /* [const] pointer; its own mutex */
     fs_stats stats;     /* atomics */
     /* The kernel opens files without asking (FUSE_CAP_NO_OPEN_SUPPORT): no
-     * OPEN/RELEASE requests, so an unlinked file is kept while the kernel
-     * references it (lookup count), not while it is open. Set by the FUSE
-     * init request before any other request; read-only afterwards. */
+     * OPEN/CREATE/RELEASE requests (an unlinked file is kept by the
+     * kernel's references either way: orphan_in_use). Set by the FUSE init
+     * request before any other request; read-only afterwards. */
     bool no_open;
     _Atomic int64_t inodes;   /* live inode records (statfs) */
     _Atomic bool write_error; /* a store write failed: logged once */

@@ -1624,6 +1624,17 @@ static void test_unlink_while_open(void **state)
     tm_wait_inodes(m, i0, 5);
 }
 
+/* The same where the kernel sends OPEN and RELEASE (allow_root, ops.c
+ * op_init): open files keep an unlinked file by the kernel's reference there
+ * too (orphan_in_use), freed after the last close. */
+static void test_unlink_while_open_with_open_requests(void **state)
+{
+    struct tmount *m = *state;
+    test_unlink_while_open(state);
+    assert_true(tm_stats_requests(m, "open") > 0);
+    assert_true(tm_stats_requests(m, "release") > 0);
+}
+
 static void test_readdir_seek(void **state)
 {
     struct tmount *m = *state;
@@ -2444,6 +2455,7 @@ int main(void)
         TM_TEST(test_acl_inherited, setup),
         TM_TEST(test_copy_round_trips, setup),
         TM_TEST(test_allow_root_keeps_others_out, setup_allow_root),
+        TM_TEST(test_unlink_while_open_with_open_requests, setup_allow_root),
         TM_TEST(test_capless_root_refused, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
