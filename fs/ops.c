@@ -233,8 +233,7 @@ void op_reply_undurable(fuse_req_t req, int err, const op_touched *t)
     if (!started) {
         atomic_fetch_sub(&st->notifying, 1);
         free(u);
-        fuse_log(FUSE_LOG_ERR,
-                 "lsmfs: cannot invalidate the kernel's entries after a failed sync\n");
+        fuse_log(FUSE_LOG_ERR, "lsmfs: cannot invalidate the kernel's entries after a failed sync\n");
     }
 }
 
@@ -333,17 +332,33 @@ const struct fuse_lowlevel_ops *lsmfs_ops(void)
  * reach a store write or sync has its opcode here: test_fs_ops derives those
  * handlers from the code and checks this table against them. */
 enum { NO_WAIT, COMMITS, SYNCS };
+/* clang-format off */
 static const unsigned char op_waits[] = {
-    /* The last reference of an unlinked file frees it, when forgotten or
-     * when the kernel never got the reply that gave it. */
-    [FUSE_LOOKUP] = COMMITS,      [FUSE_FORGET] = COMMITS,  [FUSE_BATCH_FORGET] = COMMITS,
-    [FUSE_RELEASE] = COMMITS,     [FUSE_SETATTR] = COMMITS, [FUSE_SYMLINK] = COMMITS,
-    [FUSE_MKNOD] = COMMITS,       [FUSE_MKDIR] = COMMITS,   [FUSE_UNLINK] = COMMITS,
-    [FUSE_RMDIR] = COMMITS,       [FUSE_RENAME] = COMMITS,  [FUSE_RENAME2] = COMMITS,
-    [FUSE_LINK] = COMMITS,        [FUSE_WRITE] = COMMITS,   [FUSE_SETXATTR] = COMMITS,
-    [FUSE_REMOVEXATTR] = COMMITS, [FUSE_CREATE] = COMMITS,  [FUSE_FALLOCATE] = COMMITS,
-    [FUSE_FSYNC] = SYNCS,         [FUSE_FSYNCDIR] = SYNCS,  [FUSE_DESTROY] = SYNCS,
+    /* An unlinked file's last reference frees it: when forgotten, or when
+     * the kernel never got the LOOKUP reply that gave it. */
+    [FUSE_LOOKUP] = COMMITS,
+    [FUSE_FORGET] = COMMITS,
+    [FUSE_BATCH_FORGET] = COMMITS,
+    [FUSE_RELEASE] = COMMITS,
+    [FUSE_SETATTR] = COMMITS,
+    [FUSE_SYMLINK] = COMMITS,
+    [FUSE_MKNOD] = COMMITS,
+    [FUSE_MKDIR] = COMMITS,
+    [FUSE_UNLINK] = COMMITS,
+    [FUSE_RMDIR] = COMMITS,
+    [FUSE_RENAME] = COMMITS,
+    [FUSE_RENAME2] = COMMITS,
+    [FUSE_LINK] = COMMITS,
+    [FUSE_WRITE] = COMMITS,
+    [FUSE_SETXATTR] = COMMITS,
+    [FUSE_REMOVEXATTR] = COMMITS,
+    [FUSE_CREATE] = COMMITS,
+    [FUSE_FALLOCATE] = COMMITS,
+    [FUSE_FSYNC] = SYNCS,
+    [FUSE_FSYNCDIR] = SYNCS,
+    [FUSE_DESTROY] = SYNCS,
 };
+/* clang-format on */
 
 static int waits(uint32_t opcode)
 {
