@@ -365,10 +365,10 @@ static int waits(uint32_t opcode)
     return opcode < sizeof op_waits ? op_waits[opcode] : NO_WAIT;
 }
 
-/* A READ or WRITE larger than this takes long enough (a 1 MiB one takes
- * 2-4 ms here) that other requests should not wait behind it; and large
- * transfers come several at a time (readahead, big writes), which two
- * workers then serve side by side. */
+/* A READ or WRITE larger than this takes long enough that other requests
+ * should not wait behind it (docs/decisions.md, "Our own request loop");
+ * and large transfers come several at a time (readahead, big writes), which
+ * two workers then serve side by side. */
 #define LONG_TRANSFER (128u * 1024)
 
 /* The size of a READ or WRITE request's transfer (0 if malformed: the
