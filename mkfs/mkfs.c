@@ -69,6 +69,45 @@ static bool parse_id(const char *s, uint32_t *out)
     return true;
 }
 
+/* Applies getopt's option c with its argument arg to o: 0 done, 1 an
+ * unknown option (the usage printed) or a bad value (said). -h prints the
+ * usage and exits. */
+static int take_option(struct mkfs_opts *o, int c, const char *arg)
+{
+    bool ok = true;
+    switch (c) {
+    case 'f':
+        o->force = true;
+        break;
+    case 'q':
+        o->quiet = true;
+        break;
+    case 'c':
+        ok = parse_size(arg, &o->chunk_size);
+        break;
+    case 'i':
+        ok = parse_size(arg, &o->inline_limit);
+        break;
+    case 'u':
+        ok = parse_id(arg, &o->uid);
+        break;
+    case 'g':
+        ok = parse_id(arg, &o->gid);
+        break;
+    case 'h':
+        usage(stdout);
+        exit(0);
+    default:
+        usage(stderr);
+        return 1;
+    }
+    if (!ok) {
+        fprintf(stderr, "mkfs.lsmfs: bad value for -%c: %s\n", c, arg);
+        return 1;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, struct mkfs_opts *o)
 {
     *o = (struct mkfs_opts){.chunk_size = SCHEMA_DEFAULT_CHUNK,
@@ -80,39 +119,9 @@ static int parse_args(int argc, char **argv, struct mkfs_opts *o)
         exit(0);
     }
     int c;
-    while ((c = getopt(argc, argv, "fqc:i:u:g:h")) != -1) {
-        bool ok = true;
-        switch (c) {
-        case 'f':
-            o->force = true;
-            break;
-        case 'q':
-            o->quiet = true;
-            break;
-        case 'c':
-            ok = parse_size(optarg, &o->chunk_size);
-            break;
-        case 'i':
-            ok = parse_size(optarg, &o->inline_limit);
-            break;
-        case 'u':
-            ok = parse_id(optarg, &o->uid);
-            break;
-        case 'g':
-            ok = parse_id(optarg, &o->gid);
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
+    while ((c = getopt(argc, argv, "fqc:i:u:g:h")) != -1)
+        if (take_option(o, c, optarg) != 0)
             return 1;
-        }
-        if (!ok) {
-            fprintf(stderr, "mkfs.lsmfs: bad value for -%c: %s\n", c, optarg);
-            return 1;
-        }
-    }
     if (optind != argc - 1) {
         usage(stderr);
         return 1;
