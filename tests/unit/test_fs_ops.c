@@ -1,13 +1,13 @@
 /* test_fs_ops.c — which requests the request loop hands on because they
  * may wait on the disk (lsmfs_request_may_wait, fs/ops.c), checked against
  * the code itself: this program disassembles itself (objdump -d, which it
- * requires), follows the direct calls and tail calls from each handler in
- * lsmfs_ops(), and asks which handlers can reach a store write or sync.
- * Every one of those must be reported may-wait under -o sync, and no other;
- * those that reach a sync without fs_durable (the -o sync barrier) must be
- * reported may-wait even on an idle store without -o sync, and no other.
- * The fs reaches the store through direct calls only, so following them
- * finds every path. */
+ * requires), follows from each handler in lsmfs_ops() every function an
+ * instruction names (calls, tail calls, and addresses taken, so callbacks
+ * count as called), and asks which handlers can reach a store write or
+ * sync. Every one of those must be reported may-wait under -o sync, and no
+ * other; those that reach a sync without fs_durable (the -o sync barrier)
+ * must be reported may-wait even on an idle store without -o sync, and no
+ * other. */
 #include "testutil.h"
 
 #include "ops.h"
@@ -81,8 +81,9 @@ static void add_edge(graph *g, const char *to)
 }
 
 /* One line of `objdump -d --no-show-raw-insn`: a function's header
- * "ADDR <name>:" or an instruction "ADDR:\tMNEMONIC OPERANDS"; a call or a
- * jump to a symbol's start (no "+0x" offset) is an edge. */
+ * "ADDR <name>:" or an instruction "ADDR:\tMNEMONIC OPERANDS"; an
+ * instruction naming a symbol's start (no "+0x" offset) is an edge (symbols
+ * that are no function are dropped in graph_build). */
 static void parse_line(graph *g, char *line)
 {
     line[strcspn(line, "\n")] = '\0';
@@ -93,17 +94,9 @@ static void parse_line(graph *g, char *line)
         add_function(g, lt + 1);
         return;
     }
-    char *insn = strstr(line, ":\t");
-    if (insn == NULL || g->n == 0)
+    if (strstr(line, ":\t") == NULL || g->n == 0)
         return;
-    insn += 2;
-    for (const char *prefix = "bnd "; strncmp(insn, prefix, strlen(prefix)) == 0;)
-        insn += strlen(prefix);
-    if (strncmp(insn, "notrack ", 8) == 0)
-        insn += 8;
-    if (strncmp(insn, "call", 4) != 0 && insn[0] != 'j')
-        return;
-    lt = strchr(insn, '<');
+    lt = strrchr(line, '<');
     char *gt = lt ? strchr(lt, '>') : NULL;
     if (gt == NULL)
         return;
