@@ -179,11 +179,16 @@ static bool reaches(const graph *g, const char *from, const char *const *targets
                     found = t;
         }
     }
+    int chain[64], len = 0;
+    for (int f = found; f >= 0 && len < 64; f = parent[f])
+        chain[len++] = f;
     path[0] = '\0';
-    for (int f = found; f >= 0; f = parent[f]) {
-        char step[4096];
-        snprintf(step, sizeof step, "%s%s%s", g->names[f], path[0] ? " -> " : "", path);
-        snprintf(path, cap, "%s", step);
+    for (size_t used = 0; len > 0; len--) {
+        int w = snprintf(path + used, cap - used, "%s%s", g->names[chain[len - 1]],
+                         len > 1 ? " -> " : "");
+        if (w < 0 || (size_t)w >= cap - used)
+            break; /* cut short */
+        used += (size_t)w;
     }
     free(parent);
     free(queue);
