@@ -4,7 +4,7 @@
  * (the default it offers at INIT), so a sequential read arrives as 128 KiB
  * READs, one or two at a time; with a larger window the reads come as
  * 1 MiB READs, several in flight, which two workers serve side by side
- * (1 GiB read here: 452-530 MiB/s at 128 KiB, 661-671 at 4 MiB).
+ * (docs/decisions.md, "Readahead window").
  */
 #ifndef FS_BDI_H
 #define FS_BDI_H

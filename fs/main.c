@@ -303,6 +303,134 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, un
     return loop_run(se, &cfg);
 }
 
+/* --help or --version: prints what was asked. */
+static void print_help_or_version(const char *argv0, const struct fuse_cmdline_opts *co)
+{
+    if (co->show_help) {
+        usage(argv0);
+        fuse_cmdline_help();
+        fuse_lowlevel_help();
+    } else {
+        printf("lsmfs version %s (format %d)\n", LSMFS_VERSION, SCHEMA_VERSION);
+        fflush(stdout);
+        fuse_lowlevel_version();
+    }
+}
+
+/* Whether the command line names a store and a mount point and its -o
+ * values are in range; else says why on stderr. */
+static bool options_valid(const char *argv0, const struct options *o,
+                          const struct fuse_cmdline_opts *co)
+{
+    if (o->store == NULL || co->mountpoint == NULL) {
+        fprintf(stderr, "usage: %s STORE MOUNTPOINT [options] (--help for more)\n", argv0);
+        return false;
+    }
+    if (o->spin_us < 0 || o->spin_us > MAX_SPIN_US) {
+        fprintf(stderr, "lsmfs: spin=%d: give 0 to %d microseconds\n", o->spin_us, MAX_SPIN_US);
+        return false;
+    }
+    if (o->readahead_kb < 0 || o->readahead_kb > MAX_READAHEAD_KB) {
+        fprintf(stderr, "lsmfs: readahead=%d: give 0 to %d KiB\n", o->readahead_kb,
+                MAX_READAHEAD_KB);
+        return false;
+    }
+    if (o->atime != NULL) {
+        fprintf(stderr, "lsmfs: -o %s: reads do not update access times on lsmfs (every mount "
+                        "is noatime)\n", o->atime);
+        return false;
+    }
+    return true;
+}
+
+/* Checks the mount point against the store and adds the kernel's mount
+ * options to args; returns the store's absolute path (the caller frees it).
+ * Exits on failure. */
+static char *prepare_mount(struct fuse_args *args, const struct options *o,
+                           const struct fuse_cmdline_opts *co)
+{
+    check_mountpoint(co->mountpoint, o->nonempty);
+    char *store = realpath(o->store, NULL);
+    if (store == NULL)
+        fail("%s: %s", o->store, strerror(errno));
+    check_placement(co->mountpoint, store);
+    add_mount_options(args, store);
+    /* Reads never update access times: say so (the kernel's default,
+     * relatime, would promise updates that never come). */
+    if (fuse_opt_add_arg(args, "-onoatime") != 0)
+        fail("out of memory");
+    return store;
+}
+
+/* Opens the store at `store` as o says; exits on failure. */
+static lsmfs *open_store(const struct options *o, const char *store)
+{
+    lsmfs_config cfg = {.store_dir = store,
+                        .sync_all = o->sync_all,
+                        .writeback = o->writeback,
+                        .timeout = o->timeout,
+                        .allow_root = o->allow_root,
+                        .read_only = o->read_only};
+    lsmfs *fs;
+    char err[512];
+    if (lsmfs_open(&cfg, &fs, err, sizeof err) != 0)
+        fail("%s", err);
+    return fs;
+}
+
+/* Makes the FUSE session for st->fs and mounts it; on failure closes the
+ * store and exits. Sets st->se. */
+static struct fuse_session *mount_session(struct fuse_args *args, ops_state *st,
+                                          const char *mountpoint)
+{
+    struct fuse_session *se =
+        fuse_session_new(args, lsmfs_ops(), sizeof(struct fuse_lowlevel_ops), st);
+    st->se = se;
+    if (se == NULL || fuse_set_signal_handlers(se) != 0 ||
+        fuse_session_mount(se, mountpoint) != 0) {
+        lsmfs_close(st->fs);
+        fail("cannot mount %s", mountpoint);
+    }
+    return se;
+}
+
+/* Unmounts and ends the session, then closes the store: returns
+ * lsmfs_close's error (logged). */
+static int unmount_and_close(struct fuse_session *se, ops_state *st)
+{
+    op_notify_drain(st);
+    fuse_session_unmount(se);
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    int cerr = lsmfs_close(st->fs);
+    if (cerr != 0)
+        fuse_log(FUSE_LOG_ERR, "lsmfs: closing the store failed: %s\n", strerror(cerr));
+    return cerr;
+}
+
+/* Opens the store, mounts it and serves requests until unmounted; returns
+ * the exit status. */
+static int run(struct fuse_args *args, const struct options *o, const struct fuse_cmdline_opts *co,
+               const char *store)
+{
+    if (!co->foreground)
+        daemon_begin();
+    ops_state st = {.fs = open_store(o, store)};
+    struct fuse_session *se = mount_session(args, &st, co->mountpoint);
+    if (!co->foreground)
+        daemon_detach();
+    struct mount_tuning tuning = {.mountpoint = co->mountpoint,
+                                  .readahead_kb = (unsigned)o->readahead_kb};
+    int r = serve(se, co, (unsigned)o->spin_us, &st, &tuning);
+    /* libfuse's single-threaded loop returns the number of the signal that
+     * ended it: a SIGTERM/SIGINT/SIGHUP is an orderly shutdown, not a
+     * failure. */
+    if (r > 0)
+        r = 0;
+    int cerr = unmount_and_close(se, &st);
+    return (r != 0 || cerr != 0) ? 1 : 0;
+}
+
 int main(int argc, char *argv[])
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -313,87 +441,19 @@ int main(int argc, char *argv[])
         fuse_parse_cmdline(&args, &co) != 0)
         return 1;
     if (co.show_help || co.show_version) {
-        if (co.show_help) {
-            usage(argv[0]);
-            fuse_cmdline_help();
-            fuse_lowlevel_help();
-        } else {
-            printf("lsmfs version %s (format %d)\n", LSMFS_VERSION, SCHEMA_VERSION);
-            fflush(stdout);
-            fuse_lowlevel_version();
-        }
+        print_help_or_version(argv[0], &co);
         free(o.store);
         free(co.mountpoint);
         fuse_opt_free_args(&args);
         return 0;
     }
-    if (o.store == NULL || co.mountpoint == NULL) {
-        fprintf(stderr, "usage: %s STORE MOUNTPOINT [options] (--help for more)\n", argv[0]);
+    if (!options_valid(argv[0], &o, &co))
         return 1;
-    }
-    if (o.spin_us < 0 || o.spin_us > MAX_SPIN_US) {
-        fprintf(stderr, "lsmfs: spin=%d: give 0 to %d microseconds\n", o.spin_us, MAX_SPIN_US);
-        return 1;
-    }
-    if (o.readahead_kb < 0 || o.readahead_kb > MAX_READAHEAD_KB) {
-        fprintf(stderr, "lsmfs: readahead=%d: give 0 to %d KiB\n", o.readahead_kb,
-                MAX_READAHEAD_KB);
-        return 1;
-    }
-    if (o.atime != NULL) {
-        fprintf(stderr, "lsmfs: -o %s: reads do not update access times on lsmfs (every mount "
-                        "is noatime)\n", o.atime);
-        return 1;
-    }
-    check_mountpoint(co.mountpoint, o.nonempty);
-    char *store = realpath(o.store, NULL);
-    if (store == NULL)
-        fail("%s: %s", o.store, strerror(errno));
-    check_placement(co.mountpoint, store);
-    add_mount_options(&args, store);
-    /* Reads never update access times: say so (the kernel's default,
-     * relatime, would promise updates that never come). */
-    if (fuse_opt_add_arg(&args, "-onoatime") != 0)
-        fail("out of memory");
-    if (!co.foreground)
-        daemon_begin();
-
-    lsmfs_config cfg = {
-        .store_dir = store, .sync_all = o.sync_all, .writeback = o.writeback, .timeout = o.timeout,
-        .allow_root = o.allow_root, .read_only = o.read_only};
-    lsmfs *fs;
-    char err[512];
-    if (lsmfs_open(&cfg, &fs, err, sizeof err) != 0)
-        fail("%s", err);
-    ops_state st = {.fs = fs};
-    struct fuse_session *se =
-        fuse_session_new(&args, lsmfs_ops(), sizeof(struct fuse_lowlevel_ops), &st);
-    st.se = se;
-    if (se == NULL || fuse_set_signal_handlers(se) != 0 ||
-        fuse_session_mount(se, co.mountpoint) != 0) {
-        lsmfs_close(fs);
-        fail("cannot mount %s", co.mountpoint);
-    }
-    if (!co.foreground)
-        daemon_detach();
-    struct mount_tuning tuning = {.mountpoint = co.mountpoint,
-                                  .readahead_kb = (unsigned)o.readahead_kb};
-    int r = serve(se, &co, (unsigned)o.spin_us, &st, &tuning);
-    /* libfuse's single-threaded loop returns the number of the signal that
-     * ended it: a SIGTERM/SIGINT/SIGHUP is an orderly shutdown, not a
-     * failure. */
-    if (r > 0)
-        r = 0;
-    op_notify_drain(&st);
-    fuse_session_unmount(se);
-    fuse_remove_signal_handlers(se);
-    fuse_session_destroy(se);
-    int cerr = lsmfs_close(fs);
-    if (cerr != 0)
-        fuse_log(FUSE_LOG_ERR, "lsmfs: closing the store failed: %s\n", strerror(cerr));
+    char *store = prepare_mount(&args, &o, &co);
+    int status = run(&args, &o, &co, store);
     free(store);
     free(o.store);
     free(co.mountpoint);
     fuse_opt_free_args(&args);
-    return (r != 0 || cerr != 0) ? 1 : 0;
+    return status;
 }

@@ -38,9 +38,8 @@ static bool listed_unchanged(inode *d)
 
 /* Handles carry no state (offsets are cookies). What opendir decides is
  * whether the kernel keeps the listing in its page cache: filling that
- * cache costs the first listing ~150 ns an entry (a third of a 2,000-entry
- * listing here), which only pays if the directory is listed again before
- * it changes. So the kernel fills its cache during the second listing of
+ * cache slows the first listing (docs/decisions.md, "Listing cache"), which
+ * only pays if the directory is listed again before it changes. So the kernel fills its cache during the second listing of
  * an unchanged directory, and the listings after that read it. */
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {

@@ -97,7 +97,7 @@ static int write_locked(lsmfs *fs, inode *n, const char *buf, size_t size, uint6
         r.mtime = r.ctime = ts_now();
         /* Large writes (a file copied or written in big blocks) skip the
          * WAL when their memtable is flushed before anything needs them
-         * logged: write amplification 2.08 -> 1.07. Small writes, and
+         * logged (docs/decisions.md, "Deferred logging"). Small writes, and
          * writes to a file someone fsyncs, are the fsync-heavy kind: they
          * would be logged soon anyway. */
         bool defer =

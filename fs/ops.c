@@ -308,36 +308,49 @@ const struct fuse_lowlevel_ops *lsmfs_ops(void)
     return &ops;
 }
 
-/* The requests that commit a batch (or may: a RELEASE frees an unlinked
- * file), by opcode. */
-static bool commits(uint32_t opcode)
+/* How each request may wait on the disk, by opcode: a SYNCS request
+ * always (it syncs, or ends the session), a COMMITS one when the store may
+ * stall or every change is synced (-o sync). Every handler in `ops` that can
+ * reach a store write or sync has its opcode here: test_fs_ops derives those
+ * handlers from the code and checks this table against them. */
+enum { NO_WAIT, COMMITS, SYNCS };
+/* clang-format off */
+static const unsigned char op_waits[] = {
+    /* An unlinked file's last reference frees it: when forgotten, or when
+     * the kernel never got the LOOKUP reply that gave it. */
+    [FUSE_LOOKUP] = COMMITS,
+    [FUSE_FORGET] = COMMITS,
+    [FUSE_BATCH_FORGET] = COMMITS,
+    [FUSE_RELEASE] = COMMITS,
+    [FUSE_SETATTR] = COMMITS,
+    [FUSE_SYMLINK] = COMMITS,
+    [FUSE_MKNOD] = COMMITS,
+    [FUSE_MKDIR] = COMMITS,
+    [FUSE_UNLINK] = COMMITS,
+    [FUSE_RMDIR] = COMMITS,
+    [FUSE_RENAME] = COMMITS,
+    [FUSE_RENAME2] = COMMITS,
+    [FUSE_LINK] = COMMITS,
+    [FUSE_WRITE] = COMMITS,
+    [FUSE_SETXATTR] = COMMITS,
+    [FUSE_REMOVEXATTR] = COMMITS,
+    [FUSE_CREATE] = COMMITS,
+    [FUSE_FALLOCATE] = COMMITS,
+    [FUSE_FSYNC] = SYNCS,
+    [FUSE_FSYNCDIR] = SYNCS,
+    [FUSE_DESTROY] = SYNCS,
+};
+/* clang-format on */
+
+static int waits(uint32_t opcode)
 {
-    switch (opcode) {
-    case FUSE_SETATTR:
-    case FUSE_SYMLINK:
-    case FUSE_MKNOD:
-    case FUSE_MKDIR:
-    case FUSE_UNLINK:
-    case FUSE_RMDIR:
-    case FUSE_RENAME:
-    case FUSE_RENAME2:
-    case FUSE_LINK:
-    case FUSE_WRITE:
-    case FUSE_RELEASE:
-    case FUSE_SETXATTR:
-    case FUSE_REMOVEXATTR:
-    case FUSE_CREATE:
-    case FUSE_FALLOCATE:
-        return true;
-    default:
-        return false;
-    }
+    return opcode < sizeof op_waits ? op_waits[opcode] : NO_WAIT;
 }
 
-/* A READ or WRITE larger than this takes long enough (a 1 MiB one takes
- * 2-4 ms here) that other requests should not wait behind it; and large
- * transfers come several at a time (readahead, big writes), which two
- * workers then serve side by side. */
+/* A READ or WRITE larger than this takes long enough that other requests
+ * should not wait behind it (docs/decisions.md, "Our own request loop");
+ * and large transfers come several at a time (readahead, big writes), which
+ * two workers then serve side by side. */
 #define LONG_TRANSFER (128u * 1024)
 
 /* The size of a READ or WRITE request's transfer (0 if malformed: the
@@ -354,9 +367,8 @@ static uint32_t transfer_size(const struct fuse_in_header *in, size_t len)
 bool lsmfs_request_may_wait(void *state, const struct fuse_in_header *in, size_t len)
 {
     lsmfs *fs = ((ops_state *)state)->fs;
-    uint32_t op = in->opcode;
-    if (op == FUSE_FSYNC || op == FUSE_FSYNCDIR || op == FUSE_DESTROY ||
-        transfer_size(in, len) > LONG_TRANSFER)
+    int w = waits(in->opcode);
+    if (w == SYNCS || transfer_size(in, len) > LONG_TRANSFER)
         return true;
-    return commits(op) && (fs->cfg.sync_all || lsm_write_may_wait(fs->db));
+    return w == COMMITS && (fs->cfg.sync_all || lsm_write_may_wait(fs->db));
 }

@@ -41,11 +41,8 @@
 #define SCHEMA_FIRST_COOKIE 3ULL
 
 /* 4 KiB, a page: appends in whole pages (PostMark's 4 KiB writes, logs)
- * never rewrite a chunk, others rewrite at most 4 KiB at each end. Against
- * 16 KiB: PostMark's WAL 42% smaller and 6-25% faster, tar unpack 20% less
- * daemon CPU, sequential 256 MiB write/read unchanged (so was 16 KiB
- * against 64 KiB, which it beat by 1.5-1.8x on tar). The per-key cost of a
- * chunk is about 28 bytes of 4096. */
+ * never rewrite a chunk, others rewrite at most 4 KiB at each end (the
+ * figures: docs/decisions.md, "Default chunk"). */
 #define SCHEMA_DEFAULT_CHUNK (4u * 1024)
 #define SCHEMA_DEFAULT_INLINE 4096u
 #define SCHEMA_MIN_CHUNK 4096u

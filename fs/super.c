@@ -86,19 +86,18 @@ int super_open_store_report(const char *dir, int flags, void (*report)(void *, c
     o.create_if_missing = false;
     /* 16 KiB blocks: a small file's inode record (with its inline data)
      * shares a block with a dozen others, so the index, block trailers
-     * and lz4 are paid per dozen files, not per three: about 10% less disk
-     * for a tree of 1 KiB files. Chunks are values of their own anyway. */
+     * and lz4 are paid per dozen files, not per three (docs/decisions.md).
+     * Chunks are values of their own anyway. */
     o.block_size = 16u << 10;
     /* fsync-heavy work: WAL syncs that write only their data blocks. */
     o.wal_mode = LSM_WAL_ZERO_FILL;
     /* File chunks keep to tables of their own: a file written in order then
      * makes chunk tables that overlap no other and sink by moves, not
-     * rewrites (write amplification of a large sequential write 3.1 -> 2). */
+     * rewrites (docs/decisions.md, "Table partitions"). */
     o.table_partition = schema_table_partition;
     /* No gather before a sync: the store overlaps syncs instead, and an
      * fsyncdir waits holding the kernel's directory lock, so a sync that
-     * waited for company would hold up every rename into the directory
-     * (8-writer maildir: ~+10%, steadier). */
+     * waited for company would hold up every rename into the directory. */
     o.group_commit_delay_us = 0;
     /* Room to flush a memtable and write a table of compaction after the
      * deletes that empty a full disk (the store caps it at 1/8 of it). */

@@ -69,6 +69,45 @@ static bool parse_id(const char *s, uint32_t *out)
     return true;
 }
 
+/* Applies getopt's option c with its argument arg to o: 0 done, 1 an
+ * unknown option (the usage printed) or a bad value (said). -h prints the
+ * usage and exits. */
+static int take_option(struct mkfs_opts *o, int c, const char *arg)
+{
+    bool ok = true;
+    switch (c) {
+    case 'f':
+        o->force = true;
+        break;
+    case 'q':
+        o->quiet = true;
+        break;
+    case 'c':
+        ok = parse_size(arg, &o->chunk_size);
+        break;
+    case 'i':
+        ok = parse_size(arg, &o->inline_limit);
+        break;
+    case 'u':
+        ok = parse_id(arg, &o->uid);
+        break;
+    case 'g':
+        ok = parse_id(arg, &o->gid);
+        break;
+    case 'h':
+        usage(stdout);
+        exit(0);
+    default:
+        usage(stderr);
+        return 1;
+    }
+    if (!ok) {
+        fprintf(stderr, "mkfs.lsmfs: bad value for -%c: %s\n", c, arg);
+        return 1;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, struct mkfs_opts *o)
 {
     *o = (struct mkfs_opts){.chunk_size = SCHEMA_DEFAULT_CHUNK,
@@ -80,39 +119,9 @@ static int parse_args(int argc, char **argv, struct mkfs_opts *o)
         exit(0);
     }
     int c;
-    while ((c = getopt(argc, argv, "fqc:i:u:g:h")) != -1) {
-        bool ok = true;
-        switch (c) {
-        case 'f':
-            o->force = true;
-            break;
-        case 'q':
-            o->quiet = true;
-            break;
-        case 'c':
-            ok = parse_size(optarg, &o->chunk_size);
-            break;
-        case 'i':
-            ok = parse_size(optarg, &o->inline_limit);
-            break;
-        case 'u':
-            ok = parse_id(optarg, &o->uid);
-            break;
-        case 'g':
-            ok = parse_id(optarg, &o->gid);
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
+    while ((c = getopt(argc, argv, "fqc:i:u:g:h")) != -1)
+        if (take_option(o, c, optarg) != 0)
             return 1;
-        }
-        if (!ok) {
-            fprintf(stderr, "mkfs.lsmfs: bad value for -%c: %s\n", c, optarg);
-            return 1;
-        }
-    }
     if (optind != argc - 1) {
         usage(stderr);
         return 1;
@@ -141,6 +150,40 @@ static int dir_nonempty(const char *dir)
     return found;
 }
 
+/* Whether dir holds an lsmfs filesystem (of any format version): 1 yes,
+ * 0 no, -1 when its store is in use (said on stderr). */
+static int holds_lsmfs(const char *dir)
+{
+    lsm_db *db;
+    char err[512];
+    int e = super_open_store(dir, SUPER_OPEN_RO | SUPER_OPEN_SALVAGE, "mkfs.lsmfs", &db, err,
+                             sizeof err);
+    if (e == EBUSY) {
+        fprintf(stderr, "mkfs.lsmfs: %s\n", err);
+        return -1;
+    }
+    schema_super sb;
+    if (e == 0) {
+        e = super_read(db, dir, &sb, err, sizeof err);
+        lsm_status_free(lsm_close(db));
+    }
+    return e == 0 || e == EPROTONOSUPPORT;
+}
+
+/* Removes the store in dir: 0, or 1 on failure (said on stderr). */
+static int remove_store(const char *dir)
+{
+    lsm_options lo;
+    lsm_options_init(&lo);
+    lsm_status *s = lsm_destroy(&lo, dir);
+    if (s != NULL) {
+        fprintf(stderr, "mkfs.lsmfs: removing the old store: %s\n", lsm_status_message(s));
+        lsm_status_free(s);
+        return 1;
+    }
+    return 0;
+}
+
 /* Makes sure dir exists and may be (re)used; destroys an old lsmfs store
  * when forced. Returns 0 or 1 (with a message printed). */
 static int prepare_dir(const struct mkfs_opts *o)
@@ -162,21 +205,10 @@ static int prepare_dir(const struct mkfs_opts *o)
             fprintf(stderr, "mkfs.lsmfs: %s: %s\n", o->dir, strerror(errno));
         return ne < 0;
     }
-    lsm_db *db;
-    char err[512];
-    int e = super_open_store(o->dir, SUPER_OPEN_RO | SUPER_OPEN_SALVAGE, "mkfs.lsmfs", &db, err,
-                             sizeof err);
-    if (e == EBUSY) {
-        fprintf(stderr, "mkfs.lsmfs: %s\n", err);
+    int holds = holds_lsmfs(o->dir);
+    if (holds < 0)
         return 1;
-    }
-    schema_super sb;
-    if (e == 0) {
-        e = super_read(db, o->dir, &sb, err, sizeof err);
-        lsm_status_free(lsm_close(db));
-    }
-    bool is_lsmfs = e == 0 || e == EPROTONOSUPPORT;
-    if (!is_lsmfs) {
+    if (!holds) {
         fprintf(stderr,
                 "mkfs.lsmfs: %s is not empty and does not hold an lsmfs filesystem; "
                 "refusing to touch it\n",
@@ -189,15 +221,7 @@ static int prepare_dir(const struct mkfs_opts *o)
                 o->dir);
         return 1;
     }
-    lsm_options lo;
-    lsm_options_init(&lo);
-    lsm_status *s = lsm_destroy(&lo, o->dir);
-    if (s != NULL) {
-        fprintf(stderr, "mkfs.lsmfs: removing the old store: %s\n", lsm_status_message(s));
-        lsm_status_free(s);
-        return 1;
-    }
-    return 0;
+    return remove_store(o->dir);
 }
 
 /* The superblock, allocator and root directory records. */

@@ -561,9 +561,9 @@ static bool needs_compaction(lsm_db *db)
 }
 
 /* Compaction yields the CPU to foreground threads (writers, readers, FUSE
- * workers): with two cores, a compaction at equal priority would steal a
- * third of the writer's time whenever a flush runs too, and that is what
- * makes latency uneven. If compaction falls behind, the write pacing in
+ * workers): with two cores, a compaction at equal priority takes the
+ * writer's time whenever a flush runs too, and that is what makes latency
+ * uneven. If compaction falls behind, the write pacing in
  * db_write.c slows writers gradually. Linux applies nice per thread. */
 static void lower_priority(int nice)
 {

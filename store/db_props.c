@@ -156,8 +156,9 @@ bool lsm_property_u64(lsm_db *db, const char *name, uint64_t *out)
     return ok;
 }
 
-/* The human-readable stats text. REQUIRES: mu held. */
-static bool stats_text(lsm_db *db, buf *b)
+/* The stats text's write path: counts, then followers per leader.
+ * REQUIRES: mu held. */
+static bool write_path_text(lsm_db *db, buf *b)
 {
     const struct db_stats *st = &db->stats;
     char line[512];
@@ -187,26 +188,41 @@ static bool stats_text(lsm_db *db, buf *b)
                  "\n  deferred writes %" PRIu64 " (%" PRIu64 " bytes, %" PRIu64
                  " logged late); syncs that flushed them %" PRIu64,
                  st->deferred, st->deferred_bytes, st->late_logged_bytes, st->sync_flushes);
-    ok = ok && buf_append(b, line, (size_t)n);
-    n = snprintf(line, sizeof(line),
-                 "\nrecovery\n  records %" PRIu64 ", dropped bytes %" PRIu64
-                 ", torn-tail bytes %" PRIu64 ", skipped %" PRIu64 " after %" PRIu64
-                 " lost deferred writes\nbackground error: %s\ndisk full: %s\n",
-                 st->recovered_records, st->recovered_dropped_bytes, st->recovered_torn_bytes,
-                 st->recovered_skipped, st->recovered_lost,
-                 db->bg_error ? lsm_status_message(db->bg_error) : "none",
-                 db->nospace ? lsm_status_message(db->nospace) : "no");
+    return ok && buf_append(b, line, (size_t)n);
+}
+
+/* The stats text's recovery counts and sticky errors. REQUIRES: mu held. */
+static bool recovery_text(lsm_db *db, buf *b)
+{
+    const struct db_stats *st = &db->stats;
+    char line[512];
+    int n = snprintf(line, sizeof(line),
+                     "\nrecovery\n  records %" PRIu64 ", dropped bytes %" PRIu64
+                     ", torn-tail bytes %" PRIu64 ", skipped %" PRIu64 " after %" PRIu64
+                     " lost deferred writes\nbackground error: %s\ndisk full: %s\n",
+                     st->recovered_records, st->recovered_dropped_bytes, st->recovered_torn_bytes,
+                     st->recovered_skipped, st->recovered_lost,
+                     db->bg_error ? lsm_status_message(db->bg_error) : "none",
+                     db->nospace ? lsm_status_message(db->nospace) : "no");
     if (n >= (int)sizeof(line)) /* a long error message: cut */
         n = (int)sizeof(line) - 1;
-    ok = ok && buf_append(b, line, (size_t)n);
-    uint64_t hits, misses, written = 0;
-    cache_stats(db->block_cache, &hits, &misses);
-    n = snprintf(line, sizeof(line),
-                 "tables\n  level  files        MiB  compactions  read MiB  written MiB    secs\n");
-    ok = ok && buf_append(b, line, (size_t)n);
+    return buf_append(b, line, (size_t)n);
+}
+
+/* The stats text's table of levels; *written gets the bytes written to
+ * tables over all levels. REQUIRES: mu held. */
+static bool levels_text(lsm_db *db, buf *b, uint64_t *written)
+{
+    const struct db_stats *st = &db->stats;
+    char line[512];
+    int n = snprintf(line, sizeof(line),
+                     "tables\n  level  files        MiB  compactions  read MiB  written MiB    "
+                     "secs\n");
+    bool ok = buf_append(b, line, (size_t)n);
+    *written = 0;
     for (int l = 0; ok && l < NUM_LEVELS; l++) {
         const struct level_stats *ls = &st->levels[l];
-        written += ls->written_bytes;
+        *written += ls->written_bytes;
         if (db->vs.current->nfiles[l] == 0 && ls->written_bytes == 0)
             continue;
         n = snprintf(line, sizeof(line), "  %5d %6d %10.1f %12" PRIu64 " %9.1f %12.1f %7.1f\n", l,
@@ -216,10 +232,21 @@ static bool stats_text(lsm_db *db, buf *b)
                      (double)ls->micros / 1e6);
         ok = buf_append(b, line, (size_t)n);
     }
+    return ok;
+}
+
+/* The stats text's last lines: flushes, amplification, stalls, the block
+ * cache; `written` is levels_text's. REQUIRES: mu held. */
+static bool background_text(lsm_db *db, buf *b, uint64_t written)
+{
+    const struct db_stats *st = &db->stats;
+    char line[512];
+    uint64_t hits, misses;
+    cache_stats(db->block_cache, &hits, &misses);
     char pacing[48] = "not pacing now";
     if (db->pacer.rate > 0)
         snprintf(pacing, sizeof(pacing), "pacing at %.1f MiB/s now", db->pacer.rate / 1048576.0);
-    n = snprintf(
+    int n = snprintf(
         line, sizeof(line),
         "  flushes %" PRIu64 ", write amplification %.2f (table bytes written / user bytes)\n"
         "  writer stalls: %.3f s paced, %.3f s stopped (%" PRIu64 " stops); %s\n"
@@ -228,8 +255,15 @@ static bool stats_text(lsm_db *db, buf *b)
         (double)st->slowdown_us / 1e6, (double)st->stop_us / 1e6, st->stops,
         pacing,
         hits + misses ? 100.0 * (double)hits / (double)(hits + misses) : 0.0, hits, hits + misses);
-    ok = ok && buf_append(b, line, (size_t)n);
-    return ok;
+    return buf_append(b, line, (size_t)n);
+}
+
+/* The human-readable stats text. REQUIRES: mu held. */
+static bool stats_text(lsm_db *db, buf *b)
+{
+    uint64_t written = 0;
+    return write_path_text(db, b) && recovery_text(db, b) && levels_text(db, b, &written) &&
+           background_text(db, b, written);
 }
 
 char *lsm_property(lsm_db *db, const char *name)

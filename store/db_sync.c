@@ -123,7 +123,7 @@ static void learn_group_size(lsm_db *db, int n)
  * Syncs overlap, up to SYNC_MAX: a group published after the running sync
  * started (so not covered by it) starts its own at once instead of waiting
  * a whole sync for its turn. The disk serves overlapping fdatasyncs of one
- * file well (here two threads complete ~2x the syncs of one), and each
+ * file well (docs/decisions.md, "overlapping WAL syncs"), and each
  * still covers everything appended before it started, so durable_seq only
  * ever moves up to what a finished sync covered (a later-started sync that
  * finishes first covers the earlier one's groups too). The env gives each

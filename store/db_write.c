@@ -395,7 +395,7 @@ static lsm_status *switch_memtable(lsm_db *db)
  * windows, whatever the writer's own speed does. The clock may lag real time
  * by at most PACE_BURST_US: slow writes earn no credit beyond that. Charges
  * are settled against real time once per PACE_SETTLE_US of them, not at
- * every write (reading the time per write cost the writer 6% of its CPU). */
+ * every write: reading the clock per write costs the writer CPU. */
 #define PACE_BURST_US 20000.0
 #define PACE_SETTLE_US 1000.0
 /* The pacing clock runs at most this far ahead of real time: no estimate,

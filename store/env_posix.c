@@ -70,9 +70,8 @@ static int open_retry(const char *path, int flags, mode_t mode)
  *    a helper thread (the zeroer) writes zeros ahead of pos and syncs them.
  *    A later fdatasync then writes just the appended blocks: no extent to
  *    convert, no size to update (space merely fallocated still costs an
- *    extent update per sync that reaches new blocks; measured here 65 vs
- *    110 µs for a 4 KiB append + fdatasync). Writing through a mapping into
- *    written space was slower still, hence pwrite.
+ *    extent update per sync that reaches new blocks). pwrite, because it
+ *    syncs faster than a mapping of written space (docs/decisions.md).
  * In both WAL modes appends never use buf, so sync (which only flushes an
  * empty buf, then fdatasyncs) may run in one thread while another appends.
  */
@@ -374,8 +373,7 @@ static const char zeros[ZERO_PIECE];
 
 /* Zeros are written and synced a round at a time, keeping about `step`
  * bytes ahead of the appends: small rounds, because a WAL sync that queues
- * behind the zeroer's fdatasync waits for the whole round (1 MiB rounds
- * doubled the p99 of fsync-heavy work here). */
+ * behind the zeroer's fdatasync waits for the whole round. */
 #define ZERO_ROUND (256u << 10)
 
 /* Whether the zeros are less than a step (minus a round) ahead of the
@@ -792,9 +790,8 @@ static lsm_status *posix_new_sfile(lsm_env *env, const char *path, lsm_sfile **o
  * SIGBUS and takes the whole process down (a mounted filesystem with it);
  * pread returns EIO or a short read, which the table reader reports as an
  * error. Sequential scans are also faster: read(2)'s read-ahead runs ahead
- * asynchronously where a mapping's fault-around waits (1 GiB read through
- * lsmfs, cold: 690 -> 850 MiB/s); random reads, mostly block cache hits,
- * are within noise. */
+ * asynchronously where a mapping's fault-around waits (docs/decisions.md,
+ * "Tables read with pread"). */
 static lsm_status *posix_new_rfile(lsm_env *env, const char *path, lsm_rfile **out)
 {
     (void)env;

@@ -116,8 +116,8 @@ typedef struct lsm_options {
      * mapping — no system call per write; best when few writes sync.
      * LSM_WAL_ZERO_FILL: once the log is synced, a helper thread writes
      * zeros ahead of the appends, which use pwrite; a sync then writes only
-     * the appended blocks (~40% cheaper for syncs of a few KiB here); best
-     * when many writes sync, as in the filesystem. LSM_WAL_AUTO (default):
+     * the appended blocks; best when many writes sync, as in the
+     * filesystem. LSM_WAL_AUTO (default):
      * the log switches between the two every 64 appends, zero-filled while
      * at least one append in four is synced. */
     int wal_mode;

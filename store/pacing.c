@@ -6,17 +6,16 @@
 
 /* A sample's weight falls as 1 / (1 + age / AGE_SECS): long enough to span
  * several compactions of each level and a few level-0 cycles, short enough
- * to follow the tree as it grows and the CPU as others take it. (lsmbench
- * stallwatch, worst window / median over 3-6 runs: 1.18-1.39 at 10 s,
- * 1.15-1.37 at 5 s, 1.23-1.47 at 2.5 s, 1.25-1.34 at 20 s.) */
+ * to follow the tree as it grows and the CPU as others take it (the
+ * figures: docs/decisions.md, "Pacing's constants"). */
 #define AGE_SECS 10.0
 
 /* Past BACKLOG_SOFT bytes in levels 0-1 (on average) the rate falls
  * linearly, all of it over BACKLOG_RANGE more, to a floor of MIN_FACTOR.
  * Below the soft limit level 0 peaks at 13-17 files under sustained random
  * writes, short of the slowdown backstop (L0_SLOWDOWN in db_impl.h). A
- * lower limit cuts in sooner and makes writes less even (lsmbench
- * stallwatch, worst window / median: 1.32-1.56 at 64 MiB, 1.22-1.37 here). */
+ * lower limit cuts in sooner and makes writes less even (docs/decisions.md,
+ * "Pacing's constants"). */
 #define BACKLOG_SOFT (96.0 * 1024 * 1024)
 #define BACKLOG_RANGE (64.0 * 1024 * 1024)
 #define MIN_FACTOR 0.1

@@ -108,9 +108,9 @@ static bool try_compress(table_builder *b, const char *raw, size_t n)
 
 /* Whether to try lz4 on the next data block. Data that does not compress
  * (compressed files, media, random bytes) is tried only every
- * COMPRESS_PROBE_EVERY blocks once COMPRESS_GIVE_UP blocks in a row failed:
- * lz4 took a quarter of the daemon's CPU in a 1 GiB write of such data.
- * The probes find where the data becomes compressible again. */
+ * COMPRESS_PROBE_EVERY blocks once COMPRESS_GIVE_UP blocks in a row failed
+ * (docs/decisions.md, "lz4 sampling"). The probes find where the data
+ * becomes compressible again. */
 #define COMPRESS_GIVE_UP 8
 #define COMPRESS_PROBE_EVERY 16
 static bool want_compress(table_builder *b)

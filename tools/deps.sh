@@ -16,6 +16,8 @@ command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
 command -v setfacl >/dev/null 2>&1 || missing="$missing acl"
 command -v getfattr >/dev/null 2>&1 || missing="$missing attr"
 command -v rsync >/dev/null 2>&1 || missing="$missing rsync"
+# test_fs_ops reads its own call graph with objdump.
+command -v objdump >/dev/null 2>&1 || missing="$missing binutils"
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
