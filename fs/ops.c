@@ -321,7 +321,6 @@ static const unsigned char op_waits[] = {
     [FUSE_LOOKUP] = COMMITS,
     [FUSE_FORGET] = COMMITS,
     [FUSE_BATCH_FORGET] = COMMITS,
-    [FUSE_RELEASE] = COMMITS,
     [FUSE_SETATTR] = COMMITS,
     [FUSE_SYMLINK] = COMMITS,
     [FUSE_MKNOD] = COMMITS,
