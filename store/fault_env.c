@@ -126,6 +126,7 @@ struct fault_env {
     struct fe_handle open;  /* GUARDED_BY(mu): sentinel of the open files */
     struct rule *rules;     /* GUARDED_BY(mu): oldest first */
     uint64_t sync_delay_us; /* GUARDED_BY(mu) */
+    uint64_t max_sleep_us;  /* GUARDED_BY(mu): 0, or sleep_micros' cap */
     bool lost_writeback;    /* GUARDED_BY(mu): fault_env_set_lost_writeback */
     bool avail_set;         /* GUARDED_BY(mu): disk_free reports at most avail_max */
     uint64_t avail_max;     /* GUARDED_BY(mu) */
@@ -328,6 +329,13 @@ void fault_env_set_disk_avail(fault_env *fe, bool set, uint64_t avail)
     fe_lock(fe);
     fe->avail_set = set;
     fe->avail_max = avail;
+    fe_unlock(fe);
+}
+
+void fault_env_set_max_sleep_us(fault_env *fe, uint64_t us)
+{
+    fe_lock(fe);
+    fe->max_sleep_us = us;
     fe_unlock(fe);
 }
 
@@ -1492,6 +1500,10 @@ static uint64_t fe_now_micros(lsm_env *env)
 static void fe_sleep_micros(lsm_env *env, uint64_t us)
 {
     fault_env *fe = fe_of(env);
+    fe_lock(fe);
+    if (fe->max_sleep_us > 0 && us > fe->max_sleep_us)
+        us = fe->max_sleep_us;
+    fe_unlock(fe);
     fe->base->sleep_micros(fe->base, us);
 }
 

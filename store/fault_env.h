@@ -44,6 +44,9 @@ void fault_env_set_lost_writeback(fault_env *fe, bool on);
 /* From now on (set) disk_free reports at most `avail` bytes free; !set:
  * the truth again. (Writes do not fail for it: add a rule for that.) */
 void fault_env_set_disk_avail(fault_env *fe, bool set, uint64_t avail);
+/* From now on the env's sleep_micros sleeps at most us (0: as long as
+ * asked), so a test need not wait out the store's retry delays. */
+void fault_env_set_max_sleep_us(fault_env *fe, uint64_t us);
 /* Adds latency to every wfile sync (simulates a slow disk). */
 void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us);
 /* Simulates a power cut on everything written through this env: unsynced

@@ -701,6 +701,7 @@ static void run_start(run *r, int stream, uint64_t index, const mode *m, trace *
     assert_int_equal(mkdir(base_dir, 0755), 0);
     r->fe = fault_env_new(lsm_env_default());
     assert_non_null(r->fe);
+    fault_env_set_max_sleep_us(r->fe, 2000); /* the retries after a full disk */
     /* The others compare their calls with the record (recording them would
      * overwrite it past N). */
     fault_env_count_start(r->fe, stream < 0 ? trace_call : NULL, t);
