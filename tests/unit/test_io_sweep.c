@@ -54,6 +54,7 @@ struct wrec {
     bool durable;  /* a later successful sync, close or recovery covered it */
     bool lost;     /* found absent after a crash: must stay absent */
     bool deferred; /* written with defer_log */
+    bool visible;  /* it failed, but a read right after served it */
     uint32_t vlen;
     uint64_t seq; /* from lsm_write_seq (0 if it failed) */
 };
@@ -107,12 +108,24 @@ static void value_of(int i, uint32_t vlen, char *v)
     }
 }
 
-/* Everything acknowledged so far is durable (a sync, barrier or close
- * succeeded). */
-static void all_durable(run *r)
+/* Whether a sync that succeeded up to sequence upto (0: everything) made
+ * w durable: w was acknowledged, or it failed but the store served it (a
+ * sync that succeeds claims durable what the store serves, so nothing
+ * whose sync failed may be lost after a later sync reported success). */
+static bool covered(const struct wrec *w, uint64_t upto)
+{
+    if (w->lost)
+        return false;
+    if (w->state == WR_OK)
+        return upto == 0 || w->seq <= upto;
+    return w->state == WR_FAILED && w->visible && upto == 0;
+}
+
+/* A sync up to upto (0: everything) succeeded. */
+static void durable_upto(run *r, uint64_t upto)
 {
     for (int i = 0; i < r->nw; i++)
-        if (r->w[i].state == WR_OK && !r->w[i].lost)
+        if (covered(&r->w[i], upto))
             r->w[i].durable = true;
 }
 
@@ -171,6 +184,23 @@ static void quiesce(run *r)
     broke(r, "the background never settled");
 }
 
+/* Whether the store serves write i's value. */
+static bool served(run *r, int i)
+{
+    char k[16];
+    key_of(i, k);
+    char *v = NULL;
+    size_t vn = 0;
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    lsm_status *s = lsm_get(r->db, &ro, k, strlen(k), &v, &vn);
+    value_of(i, r->w[i].vlen, r->scratch);
+    bool same = s == NULL && vn == r->w[i].vlen && memcmp(v, r->scratch, vn) == 0;
+    free(v);
+    lsm_status_free(s);
+    return same && !cut_now(r, r->kind);
+}
+
 /* Writes write number r->nw (deferred or not, sync or not). */
 static void put(workload *wl, uint32_t vlen, bool sync, bool defer)
 {
@@ -201,19 +231,20 @@ static void put(workload *wl, uint32_t vlen, bool sync, bool defer)
     if (verbose && s)
         fprintf(stderr, "  write %d: %s\n", i, lsm_status_message(s));
     lsm_status_free(s);
+    if (w->state == WR_FAILED)
+        w->visible = served(r, i);
+    if (verbose && w->visible)
+        fprintf(stderr, "  write %d failed but is served\n", i);
     if (w->state == WR_OK && sync)
-        all_durable(r);
+        durable_upto(r, 0);
 }
 
 /* The answer of a sync-like call: success makes everything before durable. */
 static void synced(workload *wl, lsm_status *s, uint64_t upto)
 {
     run *r = wl->r;
-    if (!cut_now(r, wl->kind) && s == NULL) {
-        for (int i = 0; i < r->nw; i++)
-            if (r->w[i].state == WR_OK && !r->w[i].lost && (upto == 0 || r->w[i].seq <= upto))
-                r->w[i].durable = true;
-    }
+    if (!cut_now(r, wl->kind) && s == NULL)
+        durable_upto(r, upto);
     lsm_status_free(s);
 }
 
