@@ -69,6 +69,7 @@ typedef struct run {
     int epoch;
     bool cut;        /* the fault was a power cut and it happened */
     bool stopped;    /* the workload stops (power cut) */
+    bool cut_on_claim; /* after the fault, cut the power at the next durable claim */
     enum fault_kind kind; /* of the armed fault (FAULT_KINDS: none) */
     char fail[1024]; /* the first thing that broke ("" if none) */
     char *scratch;   /* a value buffer */
@@ -121,12 +122,21 @@ static bool covered(const struct wrec *w, uint64_t upto)
     return w->state == WR_FAILED && w->visible && upto == 0;
 }
 
-/* A sync up to upto (0: everything) succeeded. */
+/* A sync up to upto (0: everything) succeeded. With cut_on_claim, the
+ * first such claim after the fault is followed by a power cut, before a
+ * flush could save what a lost writeback took: so a sync that reports
+ * durable what an earlier failed sync lost is caught. */
 static void durable_upto(run *r, uint64_t upto)
 {
     for (int i = 0; i < r->nw; i++)
         if (covered(&r->w[i], upto))
             r->w[i].durable = true;
+    if (r->cut_on_claim && !r->stopped && fault_env_fired(r->fe, NULL, NULL, 0)) {
+        lsm_status *s = fault_env_power_cut(r->fe);
+        if (s)
+            fail_msg("power cut: %s", lsm_status_message(s));
+        r->cut = r->stopped = true;
+    }
 }
 
 /* Whether the fault was a power cut that has now happened: the machine is
@@ -701,16 +711,17 @@ static char base_dir[200];
 typedef struct mode {
     const char *name;
     enum fault_kind kind;
-    bool lost_writeback;
+    bool lost_writeback; /* a failed sync's pages are lost */
+    bool cut_on_claim;   /* the power goes at the next durable claim */
 } mode;
 
 static const mode modes[] = {
-    {"EIO", FAULT_EIO, false},
-    {"ENOSPC", FAULT_ENOSPC, false},
-    {"power-cut", FAULT_POWER_CUT, false},
-    {"sync-lie", FAULT_SYNC_LIE, false},
-    {"sync-lost", FAULT_EIO, true},      /* a sync fails and its pages are gone */
-    {"disk-full", FAULT_DISK_FULL, false}, /* ENOSPC from this call on */
+    {"EIO", FAULT_EIO, false, false},
+    {"ENOSPC", FAULT_ENOSPC, false, false},
+    {"power-cut", FAULT_POWER_CUT, false, false},
+    {"sync-lie", FAULT_SYNC_LIE, false, false},
+    {"sync-lost", FAULT_EIO, true, true},       /* fsyncgate */
+    {"disk-full", FAULT_DISK_FULL, false, false}, /* ENOSPC from this call on */
 };
 #define NMODES ((int)(sizeof(modes) / sizeof(modes[0])))
 
@@ -739,6 +750,7 @@ static void run_start(run *r, int stream, uint64_t index, const mode *m, trace *
     r->kind = FAULT_KINDS;
     if (stream >= 0) {
         fault_env_set_lost_writeback(r->fe, m->lost_writeback);
+        r->cut_on_claim = m->cut_on_claim;
         fault_env_arm(r->fe, stream, index, m->kind);
         r->kind = m->kind;
     }
