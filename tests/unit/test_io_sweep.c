@@ -19,8 +19,8 @@
  * (kind and path), so a run that is not the same run fails as such.
  *
  * Environment: IO_SWEEP=full runs every N and mode (make torture); by
- * default a sample runs (every IO_SWEEP_STRIDE-th N, default 23, plus
- * IO_SWEEP_RANDOM more, default 40, drawn with a fixed seed). IO_SWEEP_N=n
+ * default a sample runs (every IO_SWEEP_STRIDE-th N, default 31, plus
+ * IO_SWEEP_RANDOM more, default 30, drawn with a fixed seed). IO_SWEEP_N=n
  * and IO_SWEEP_KIND=k (an index into modes[]) run one. IO_SWEEP_ALL=1 goes
  * on after a failure and prints every one; IO_SWEEP_DUMP=1 prints the
  * counting run's calls; IO_SWEEP_VERBOSE=1 what each run was told.
@@ -168,6 +168,13 @@ static lsm_options options(lsm_env *env)
     return o;
 }
 
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
 /* Whether the fault was a full disk that has now happened: the background
  * then retries for ever and nothing after it has to be deterministic. */
 static bool disk_full_now(run *r)
@@ -183,7 +190,9 @@ static void quiesce(run *r)
 {
     if (r->db == NULL || cut_now(r, r->kind) || disk_full_now(r))
         return; /* after a power cut nothing is deterministic, nor needed */
-    for (int i = 0; i < 20000; i++) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (seconds_since(&t0) < 60) {
         uint64_t jobs = 1;
         if (!lsm_property_u64(r->db, "lsm.background-jobs", &jobs))
             fail_msg("no property lsm.background-jobs");
@@ -886,8 +895,8 @@ static bool count_calls(sweep *sw)
  * plus IO_SWEEP_RANDOM drawn with the fixed seed. Returns a calloc'd array. */
 static bool *pick_calls(const sweep *sw)
 {
-    long stride = env_long("IO_SWEEP_STRIDE", 23);
-    long nrandom = env_long("IO_SWEEP_RANDOM", 40);
+    long stride = env_long("IO_SWEEP_STRIDE", 31);
+    long nrandom = env_long("IO_SWEEP_RANDOM", 30);
     long only_n = env_long("IO_SWEEP_N", -1);
     bool *pick = calloc(sw->total + 1, sizeof(bool));
     assert_non_null(pick);
@@ -922,13 +931,6 @@ static bool sweep_call_n(sweep *sw, uint64_t n)
             return false;
     }
     return true;
-}
-
-static double seconds_since(const struct timespec *t0)
-{
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
 static void test_io_sweep(void **state)
