@@ -316,6 +316,16 @@ static void get(workload *wl, int i)
     lsm_status_free(s);
 }
 
+/* Closes the workload's store; held directory syncs go on first (close
+ * waits for the background threads). Returns lsm_close's status. */
+static lsm_status *close_db(run *r)
+{
+    fault_env_hold_dir_syncs(r->fe, false);
+    lsm_status *s = lsm_close(r->db);
+    r->db = NULL;
+    return s;
+}
+
 static void db_open(workload *wl)
 {
     run *r = wl->r;
@@ -326,8 +336,7 @@ static void db_open(workload *wl)
     if (cut_now(r, wl->kind) || s != NULL) {
         if (verbose && s)
             fprintf(stderr, "  open: %s\n", lsm_status_message(s));
-        lsm_close(r->db); /* NULL unless the cut came after a successful open */
-        r->db = NULL;
+        lsm_status_free(close_db(r)); /* NULL unless the cut came after a successful open */
         r->stopped = true; /* nothing more can be done */
     }
     lsm_status_free(s);
@@ -338,8 +347,7 @@ static void db_close(workload *wl)
     run *r = wl->r;
     if (r->db == NULL)
         return;
-    lsm_status *s = lsm_close(r->db);
-    r->db = NULL;
+    lsm_status *s = close_db(r);
     if (verbose && s)
         fprintf(stderr, "  close: %s\n", lsm_status_message(s));
     /* A close that succeeds syncs everything; one that fails leaves the
@@ -372,8 +380,7 @@ static void planned_cut(workload *wl)
     lsm_status *s = fault_env_power_cut(r->fe);
     if (s)
         fail_msg("power cut: %s", lsm_status_message(s));
-    lsm_status_free(lsm_close(r->db)); /* writes nothing: the power is off */
-    r->db = NULL;
+    lsm_status_free(close_db(r)); /* writes nothing: the power is off */
     r->epoch++;
 }
 
@@ -813,8 +820,7 @@ static bool one_run(run *r, int stream, uint64_t index, const mode *m, trace *t)
     workload wl = {.r = r, .kind = r->kind};
     workload_run(&wl);
     if (r->db) { /* stopped by a power cut: closing writes nothing */
-        lsm_status_free(lsm_close(r->db));
-        r->db = NULL;
+        lsm_status_free(close_db(r));
     }
     check_same_run(r, stream, index, t);
     fault_env_count_stop(r->fe);
