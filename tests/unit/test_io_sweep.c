@@ -203,18 +203,32 @@ static void quiesce(run *r)
     broke(r, "the background never settled");
 }
 
-/* Whether the store serves write i's value. */
-static bool served(run *r, int i)
+/* lsm_get of write i's key: *v (malloc'd, or NULL) and *vn its value. */
+static lsm_status *read_back(run *r, int i, char **v, size_t *vn)
 {
     char k[16];
     key_of(i, k);
-    char *v = NULL;
-    size_t vn = 0;
     lsm_read_options ro;
     lsm_read_options_init(&ro);
-    lsm_status *s = lsm_get(r->db, &ro, k, strlen(k), &v, &vn);
+    *v = NULL;
+    *vn = 0;
+    return lsm_get(r->db, &ro, k, strlen(k), v, vn);
+}
+
+/* Whether v is write i's value. */
+static bool is_value_of(run *r, int i, const char *v, size_t vn)
+{
     value_of(i, r->w[i].vlen, r->scratch);
-    bool same = s == NULL && vn == r->w[i].vlen && memcmp(v, r->scratch, vn) == 0;
+    return vn == r->w[i].vlen && memcmp(v, r->scratch, vn) == 0;
+}
+
+/* Whether the store serves write i's value. */
+static bool served(run *r, int i)
+{
+    char *v;
+    size_t vn;
+    lsm_status *s = read_back(r, i, &v, &vn);
+    bool same = s == NULL && is_value_of(r, i, v, vn);
     free(v);
     lsm_status_free(s);
     return same && !cut_now(r, r->kind);
@@ -296,18 +310,13 @@ static void get(workload *wl, int i)
     run *r = wl->r;
     if (r->stopped || r->db == NULL || i < 0 || i >= r->nw)
         return;
-    char k[16];
-    key_of(i, k);
-    char *v = NULL;
-    size_t vn = 0;
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    lsm_status *s = lsm_get(r->db, &ro, k, strlen(k), &v, &vn);
+    char *v;
+    size_t vn;
+    lsm_status *s = read_back(r, i, &v, &vn);
     if (cut_now(r, wl->kind)) {
         /* nothing to conclude */
     } else if (s == NULL) {
-        value_of(i, r->w[i].vlen, r->scratch);
-        if (vn != r->w[i].vlen || memcmp(v, r->scratch, vn) != 0)
+        if (!is_value_of(r, i, v, vn))
             broke(r, "get of write %d returned a wrong value (%zu bytes)", i, vn);
     } else if (lsm_status_code(s) == LSM_NOT_FOUND && r->w[i].state == WR_OK && !r->w[i].lost) {
         broke(r, "get of acknowledged write %d: not found", i);
