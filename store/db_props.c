@@ -76,15 +76,16 @@ static uint64_t compaction_written(lsm_db *db)
     return sum;
 }
 
-/* 1 while a flush or compaction runs or is due (memtables to flush, a level
- * that needs compaction, a retry after a full disk); 0 once the background
- * threads are idle, also when a sticky error stopped them. REQUIRES: mu held. */
-static uint64_t background_busy(lsm_db *db)
+/* The background jobs running or due: the flush (a flush runs, or a
+ * memtable waits for one) and the compaction (one runs, or a level needs
+ * one), each 0 or 1; a sticky error makes nothing due. A retry after a full
+ * disk is due. REQUIRES: mu held. */
+static uint64_t background_jobs(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
-    if (db->flushing || db->compacting)
-        return 1;
-    return db->bg_error == NULL && (db->nimm > 0 || db->vs.current->compaction_score >= 1);
+    bool due = db->bg_error == NULL;
+    return (uint64_t)(db->flushing || (due && db->nimm > 0)) +
+           (uint64_t)(db->compacting || (due && db->vs.current->compaction_score >= 1));
 }
 
 /* Numeric properties. REQUIRES: mu held. */
@@ -137,7 +138,8 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         {"lsm.block-cache-hits", cache_hits(db)},
         {"lsm.block-cache-misses", cache_misses(db)},
         {"lsm.user-bytes", st->user_bytes},
-        {"lsm.background-busy", background_busy(db)},
+        {"lsm.background-busy", background_jobs(db) > 0},
+        {"lsm.background-jobs", background_jobs(db)},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (strcmp(name, table[i].name) == 0) {

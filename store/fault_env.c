@@ -126,6 +126,7 @@ struct fault_env {
     struct fe_handle open;  /* GUARDED_BY(mu): sentinel of the open files */
     struct rule *rules;     /* GUARDED_BY(mu): oldest first */
     uint64_t sync_delay_us; /* GUARDED_BY(mu) */
+    uint64_t max_sleep_us;  /* GUARDED_BY(mu): 0, or sleep_micros' cap */
     bool lost_writeback;    /* GUARDED_BY(mu): fault_env_set_lost_writeback */
     bool avail_set;         /* GUARDED_BY(mu): disk_free reports at most avail_max */
     uint64_t avail_max;     /* GUARDED_BY(mu) */
@@ -146,10 +147,12 @@ struct fault_env {
     int armed_stream;
     uint64_t armed_index;
     enum fault_kind armed_kind;
+    bool disk_full; /* a FAULT_DISK_FULL fired: ENOSPC from then on */
     enum fault_call fired_call;
     char fired_path[PATH_MAX];
     bool hold_dir_syncs;     /* GUARDED_BY(mu) */
-    int held;                /* GUARDED_BY(mu): threads waiting in wait_hold */
+    int held;                /* GUARDED_BY(mu): threads waiting in wait_hold, 0 once released */
+    uint64_t hold_gen;       /* GUARDED_BY(mu): one more at each release */
     pthread_cond_t hold_cv;  /* [mu] broadcast when hold_dir_syncs clears */
 };
 
@@ -329,6 +332,13 @@ void fault_env_set_disk_avail(fault_env *fe, bool set, uint64_t avail)
     fe_unlock(fe);
 }
 
+void fault_env_set_max_sleep_us(fault_env *fe, uint64_t us)
+{
+    fe_lock(fe);
+    fe->max_sleep_us = us;
+    fe_unlock(fe);
+}
+
 void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us)
 {
     fe_lock(fe);
@@ -376,6 +386,7 @@ const char *fault_kind_name(enum fault_kind k)
         [FAULT_ENOSPC] = "ENOSPC",
         [FAULT_POWER_CUT] = "power-cut",
         [FAULT_SYNC_LIE] = "sync-lie",
+        [FAULT_DISK_FULL] = "disk-full",
     };
     return k < FAULT_KINDS ? names[k] : "?";
 }
@@ -392,6 +403,9 @@ bool fault_kind_applies(enum fault_kind k, enum fault_call c)
                c == FC_SYNC_FILE || c == FC_LOCK;
     case FAULT_SYNC_LIE:
         return c == FC_SYNC || c == FC_SYNC_FILE || c == FC_SYNC_DIR;
+    case FAULT_DISK_FULL:
+        return c == FC_CREATE || c == FC_APPEND || c == FC_FLUSH || c == FC_PREALLOC ||
+               c == FC_MKDIR;
     default:
         return false;
     }
@@ -405,7 +419,7 @@ void fault_env_count_start(fault_env *fe, fault_trace_fn trace, void *ctx)
     memset(fe->calls, 0, sizeof(fe->calls));
     fe->trace = trace;
     fe->trace_ctx = ctx;
-    fe->armed = fe->fired = false;
+    fe->armed = fe->fired = fe->disk_full = false;
     fe_unlock(fe);
 }
 
@@ -413,21 +427,31 @@ void fault_env_arm(fault_env *fe, int stream, uint64_t index, enum fault_kind k)
 {
     fe_lock(fe);
     fe->armed = true;
-    fe->fired = false;
+    fe->fired = fe->disk_full = false;
     fe->armed_stream = stream;
     fe->armed_index = index;
     fe->armed_kind = k;
     fe_unlock(fe);
 }
 
+/* Lets every held directory sync go on; from now on none counts as held
+ * (fault_env_held), even before it has woken up. REQUIRES: mu held. */
+static void release_held(fault_env *fe)
+{
+    assert_held(fe);
+    fe->hold_dir_syncs = false;
+    fe->hold_gen++;
+    fe->held = 0;
+    pthread_cond_broadcast(&fe->hold_cv);
+}
+
 void fault_env_count_stop(fault_env *fe)
 {
     fe_lock(fe);
     fe->counting = false;
-    fe->armed = false;
+    fe->armed = fe->disk_full = false;
     fe->trace = NULL;
-    fe->hold_dir_syncs = false;
-    pthread_cond_broadcast(&fe->hold_cv);
+    release_held(fe);
     fe_unlock(fe);
 }
 
@@ -454,9 +478,10 @@ bool fault_env_fired(fault_env *fe, enum fault_call *c, char *path, size_t cap)
 void fault_env_hold_dir_syncs(fault_env *fe, bool hold)
 {
     fe_lock(fe);
-    fe->hold_dir_syncs = hold;
-    if (!hold)
-        pthread_cond_broadcast(&fe->hold_cv);
+    if (hold)
+        fe->hold_dir_syncs = true;
+    else
+        release_held(fe);
     fe_unlock(fe);
 }
 
@@ -469,8 +494,8 @@ static void wait_hold(fault_env *fe, enum fault_call c)
            !pthread_equal(pthread_self(), fe->main_thread)) {
         fe->mu_owned = false;
         fe->held++;
-        pthread_cond_wait(&fe->hold_cv, &fe->mu);
-        fe->held--;
+        for (uint64_t gen = fe->hold_gen; fe->hold_gen == gen;)
+            pthread_cond_wait(&fe->hold_cv, &fe->mu);
         fe->mu_owner = pthread_self();
         fe->mu_owned = true;
     }
@@ -503,7 +528,10 @@ static enum fault_kind sweep_count(fault_env *fe, enum fault_call c, const char 
             fe->fired_call = c;
             snprintf(fe->fired_path, sizeof(fe->fired_path), "%s", path);
             k = fe->armed_kind;
+            fe->disk_full = k == FAULT_DISK_FULL;
         }
+        if (fe->disk_full && fault_kind_applies(FAULT_DISK_FULL, c))
+            k = FAULT_DISK_FULL;
     }
     fe_unlock(fe);
     return k;
@@ -522,6 +550,7 @@ static lsm_status *sweep_call(fault_env *fe, enum fault_call c, const char *path
     case FAULT_EIO:
         return injected(EIO, call_names[c], path);
     case FAULT_ENOSPC:
+    case FAULT_DISK_FULL:
         return injected(ENOSPC, call_names[c], path);
     case FAULT_POWER_CUT: {
         lsm_status *s = fault_env_power_cut(fe);
@@ -810,8 +839,12 @@ static lsm_status *fw_sync(lsm_wfile *wf)
     fault_env *fe = f->fe;
     bool lie;
     lsm_status *swept = sweep_call(fe, FC_SYNC, f->h.path, &lie);
-    if (swept != NULL)
+    if (swept != NULL) {
+        fe_lock(fe);
+        sync_failed(fe, f->node);
+        fe_unlock(fe);
         return swept;
+    }
     op_begin(fe);
     lsm_status *s = file_check(fe, &f->h, FAULT_SYNC, "sync");
     if (s == NULL) {
@@ -1326,8 +1359,12 @@ static lsm_status *fe_sync_file(lsm_env *env, const char *path)
     fault_env *fe = fe_of(env);
     bool lie;
     lsm_status *swept = sweep_call(fe, FC_SYNC_FILE, path, &lie);
-    if (swept != NULL)
+    if (swept != NULL) {
+        fe_lock(fe);
+        sync_failed(fe, node_find(fe, path));
+        fe_unlock(fe);
         return swept;
+    }
     int err = should_fail(fe, FAULT_SYNC, path, NULL);
     if (err != 0) {
         fe_lock(fe);
@@ -1448,6 +1485,8 @@ static lsm_status *fe_disk_free(lsm_env *env, const char *path, uint64_t *total,
     fe_lock(fe);
     if (s == NULL && fe->avail_set && *avail > fe->avail_max)
         *avail = fe->avail_max;
+    if (s == NULL && fe->disk_full)
+        *avail = 0;
     fe_unlock(fe);
     return s;
 }
@@ -1461,6 +1500,10 @@ static uint64_t fe_now_micros(lsm_env *env)
 static void fe_sleep_micros(lsm_env *env, uint64_t us)
 {
     fault_env *fe = fe_of(env);
+    fe_lock(fe);
+    if (fe->max_sleep_us > 0 && us > fe->max_sleep_us)
+        us = fe->max_sleep_us;
+    fe_unlock(fe);
     fe->base->sleep_micros(fe->base, us);
 }
 

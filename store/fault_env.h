@@ -44,6 +44,9 @@ void fault_env_set_lost_writeback(fault_env *fe, bool on);
 /* From now on (set) disk_free reports at most `avail` bytes free; !set:
  * the truth again. (Writes do not fail for it: add a rule for that.) */
 void fault_env_set_disk_avail(fault_env *fe, bool set, uint64_t avail);
+/* From now on the env's sleep_micros sleeps at most us (0: as long as
+ * asked), so a test need not wait out the store's retry delays. */
+void fault_env_set_max_sleep_us(fault_env *fe, uint64_t us);
 /* Adds latency to every wfile sync (simulates a slow disk). */
 void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us);
 /* Simulates a power cut on everything written through this env: unsynced
@@ -104,11 +107,19 @@ enum fault_kind {
                       * machine is off, no store may start) */
     FAULT_SYNC_LIE,  /* a sync that makes its data durable and then reports
                       * EIO anyway */
+    FAULT_DISK_FULL, /* the disk is full from this call on: it and every
+                      * later call that allocates space (create, append,
+                      * flush, preallocate, mkdir), in every stream, fail
+                      * with ENOSPC, and disk_free reports nothing free,
+                      * until the count stops */
     FAULT_KINDS
 };
 const char *fault_kind_name(enum fault_kind k);
 /* Whether k is a fault call c can have: ENOSPC only where a call can take
- * space, the lying sync only for syncs. */
+ * space, the lying sync only for syncs, a full disk only where a call
+ * allocates space. An injected EIO of a sync loses the data it was to write
+ * when lost writeback is on (fault_env_set_lost_writeback), as a real
+ * failed sync does. */
 bool fault_kind_applies(enum fault_kind k, enum fault_call c);
 
 enum { FAULT_STREAM_MAIN, FAULT_STREAM_OTHER, FAULT_STREAMS };
@@ -131,7 +142,8 @@ uint64_t fault_env_calls(fault_env *fe, int stream);
  * MANIFEST names it: holding them keeps a flush from completing, so a test
  * can order writes before it without racing it. */
 void fault_env_hold_dir_syncs(fault_env *fe, bool hold);
-/* How many threads wait in a held directory sync right now. */
+/* How many threads wait in a held directory sync right now (0 from the
+ * release on, also while they are still waking up). */
 int fault_env_held(fault_env *fe);
 /* Whether the armed fault happened; if so *c and path (cap bytes) say on
  * which call. */

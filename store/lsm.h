@@ -273,6 +273,8 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *   "lsm.block-cache-hits" / "lsm.block-cache-misses"
  *   "lsm.background-busy"            1 while a flush or compaction runs or is
  *                                    due, 0 when the background is idle
+ *   "lsm.background-jobs"            how many of the two background jobs (flush,
+ *                                    compaction) run or are due: 0, 1 or 2
  * Returns a malloc'd string, or NULL for an unknown name. */
 char *lsm_property(lsm_db *db, const char *name);
 /* Numeric form; false if the name is unknown or not numeric. */

@@ -1,31 +1,29 @@
 /*
  * test_io_sweep.c — the I/O-error sweep (as SQLite's I/O-error tests): a
  * fixed workload that goes through every store path is run once to count
- * its env calls, then once per call N with call N failing as each fault
- * kind of fault_env.h (EIO, ENOSPC, a power cut right there, a sync that
- * reports EIO although its data reached the disk). After each run the store
- * is reopened with the plain env and checked against what the workload was
- * told (see check_store for the rules).
+ * its env calls, then once per call N with call N failing in each mode:
+ * EIO, ENOSPC, a power cut right there, a sync that reports EIO although
+ * its data reached the disk, a sync that fails and loses its pages (lost
+ * writeback, fsyncgate), and a disk that is full from call N on (every
+ * later allocation fails, in every stream: close on a full disk). After
+ * each run the store is reopened with the plain env and checked against
+ * what the workload was told (see check_db for the rules).
  *
  * Numbering: fault_env counts the workload thread's calls and the store's
- * background threads' calls as two streams, each deterministic (the
- * workload waits for the background to go idle after each step, and holds
- * the background's directory syncs where it must order a write before a
- * flush). N < main-stream calls is that stream's call N; above, the
- * background stream's call N - main calls. Each run checks that the call
- * it failed is the one the counting run saw at N (kind and path), so a run
- * that is not the same run fails as such.
+ * background threads' calls as two streams, each deterministic: after each
+ * step the workload waits until every background job has finished or waits
+ * in a held directory sync (quiesce), so the background is in the same
+ * state whenever the workload acts. N < main-stream calls is that stream's
+ * call N; above, the background stream's call N - main calls. Each run
+ * checks that the call it failed is the one the counting run saw at N
+ * (kind and path), so a run that is not the same run fails as such.
  *
- * Environment: IO_SWEEP=full runs every N and kind (make torture); by
- * default a sample runs (every IO_SWEEP_STRIDE-th N, default 23, plus
- * IO_SWEEP_RANDOM more, default 40, drawn with a fixed seed). IO_SWEEP_N=n
- * and IO_SWEEP_KIND=k (0 EIO, 1 ENOSPC, 2 power cut, 3 sync lie) run one.
- * IO_SWEEP_ALL=1 goes on after a failure and prints every one;
- * The replay-spill steps (bug 1 of issue 14: they lose data without any
- * fault on a tree without its fix) run only with IO_SWEEP_SPILL=1: their
- * held flush makes some faulted runs diverge from the counting run (the
- * check "not the same run" fails, first at N=782), not yet fixed;
- * test_db_defer guards bug 1 meanwhile.
+ * Environment: IO_SWEEP=full runs every N and mode (make torture); by
+ * default a sample runs (every IO_SWEEP_STRIDE-th N, default 31, plus
+ * IO_SWEEP_RANDOM more, default 30, drawn with a fixed seed). IO_SWEEP_N=n
+ * and IO_SWEEP_KIND=k (an index into modes[]) run one. IO_SWEEP_ALL=1 goes
+ * on after a failure and prints every one; IO_SWEEP_DUMP=1 prints the
+ * counting run's calls; IO_SWEEP_VERBOSE=1 what each run was told.
  */
 #include "testutil.h"
 
@@ -56,6 +54,7 @@ struct wrec {
     bool durable;  /* a later successful sync, close or recovery covered it */
     bool lost;     /* found absent after a crash: must stay absent */
     bool deferred; /* written with defer_log */
+    bool visible;  /* it failed, but a read right after served it */
     uint32_t vlen;
     uint64_t seq; /* from lsm_write_seq (0 if it failed) */
 };
@@ -70,6 +69,7 @@ typedef struct run {
     int epoch;
     bool cut;        /* the fault was a power cut and it happened */
     bool stopped;    /* the workload stops (power cut) */
+    bool cut_on_claim; /* after the fault, cut the power at the next durable claim */
     enum fault_kind kind; /* of the armed fault (FAULT_KINDS: none) */
     char fail[1024]; /* the first thing that broke ("" if none) */
     char *scratch;   /* a value buffer */
@@ -109,13 +109,34 @@ static void value_of(int i, uint32_t vlen, char *v)
     }
 }
 
-/* Everything acknowledged so far is durable (a sync, barrier or close
- * succeeded). */
-static void all_durable(run *r)
+/* Whether a sync that succeeded up to sequence upto (0: everything) made
+ * w durable: w was acknowledged, or it failed but the store served it (a
+ * sync that succeeds claims durable what the store serves, so nothing
+ * whose sync failed may be lost after a later sync reported success). */
+static bool covered(const struct wrec *w, uint64_t upto)
+{
+    if (w->lost)
+        return false;
+    if (w->state == WR_OK)
+        return upto == 0 || w->seq <= upto;
+    return w->state == WR_FAILED && w->visible && upto == 0;
+}
+
+/* A sync up to upto (0: everything) succeeded. With cut_on_claim, the
+ * first such claim after the fault is followed by a power cut, before a
+ * flush could save what a lost writeback took: so a sync that reports
+ * durable what an earlier failed sync lost is caught. */
+static void durable_upto(run *r, uint64_t upto)
 {
     for (int i = 0; i < r->nw; i++)
-        if (r->w[i].state == WR_OK && !r->w[i].lost)
+        if (covered(&r->w[i], upto))
             r->w[i].durable = true;
+    if (r->cut_on_claim && !r->stopped && fault_env_fired(r->fe, NULL, NULL, 0)) {
+        lsm_status *s = fault_env_power_cut(r->fe);
+        if (s)
+            fail_msg("power cut: %s", lsm_status_message(s));
+        r->cut = r->stopped = true;
+    }
 }
 
 /* Whether the fault was a power cut that has now happened: the machine is
@@ -147,37 +168,70 @@ static lsm_options options(lsm_env *env)
     return o;
 }
 
-/* Waits until the background threads are idle (nothing due either). */
-static bool cut_now(run *r, enum fault_kind kind);
-static void quiesce(run *r)
+static double seconds_since(const struct timespec *t0)
 {
-    if (r->db == NULL || cut_now(r, r->kind))
-        return; /* after a power cut nothing is deterministic, nor needed */
-    for (int i = 0; i < 20000; i++) {
-        uint64_t busy = 1;
-        if (!lsm_property_u64(r->db, "lsm.background-busy", &busy))
-            fail_msg("no property lsm.background-busy");
-        if (busy == 0 || cut_now(r, r->kind))
-            return;
-        usleep(500);
-    }
-    broke(r, "the background never went idle");
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-/* While the background's directory syncs are held: waits until a flush
- * that is due has reached its held sync (so it took its file numbers and
- * wrote its table before the workload goes on). */
-static void settle_held(run *r)
+/* Whether the fault was a full disk that has now happened: the background
+ * then retries for ever and nothing after it has to be deterministic. */
+static bool disk_full_now(run *r)
 {
-    if (r->db == NULL || r->stopped)
-        return;
-    uint64_t nimm = 0;
-    if (!lsm_property_u64(r->db, "lsm.immutable-memtables", &nimm))
-        fail_msg("no property lsm.immutable-memtables");
-    for (int i = 0; nimm > 0 && fault_env_held(r->fe) == 0 && i < 20000; i++)
-        usleep(500);
-    if (nimm > 0 && fault_env_held(r->fe) == 0)
-        broke(r, "the held flush never reached its directory sync");
+    return r->kind == FAULT_DISK_FULL && fault_env_fired(r->fe, NULL, NULL, 0);
+}
+
+/* Waits until each background job (flush, compaction) has finished, or is
+ * waiting in a held directory sync (fault_env_hold_dir_syncs), with nothing
+ * else due: so what the background did before the workload's next step,
+ * and the calls it made, are the same in every run up to the fault. */
+static void quiesce(run *r)
+{
+    if (r->db == NULL || cut_now(r, r->kind) || disk_full_now(r))
+        return; /* after a power cut nothing is deterministic, nor needed */
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (seconds_since(&t0) < 60) {
+        uint64_t jobs = 1;
+        if (!lsm_property_u64(r->db, "lsm.background-jobs", &jobs))
+            fail_msg("no property lsm.background-jobs");
+        if (jobs == (uint64_t)fault_env_held(r->fe) || cut_now(r, r->kind) || disk_full_now(r))
+            return;
+        usleep(200);
+    }
+    broke(r, "the background never settled");
+}
+
+/* lsm_get of write i's key: *v (malloc'd, or NULL) and *vn its value. */
+static lsm_status *read_back(run *r, int i, char **v, size_t *vn)
+{
+    char k[16];
+    key_of(i, k);
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    *v = NULL;
+    *vn = 0;
+    return lsm_get(r->db, &ro, k, strlen(k), v, vn);
+}
+
+/* Whether v is write i's value. */
+static bool is_value_of(run *r, int i, const char *v, size_t vn)
+{
+    value_of(i, r->w[i].vlen, r->scratch);
+    return vn == r->w[i].vlen && memcmp(v, r->scratch, vn) == 0;
+}
+
+/* Whether the store serves write i's value. */
+static bool served(run *r, int i)
+{
+    char *v;
+    size_t vn;
+    lsm_status *s = read_back(r, i, &v, &vn);
+    bool same = s == NULL && is_value_of(r, i, v, vn);
+    free(v);
+    lsm_status_free(s);
+    return same && !cut_now(r, r->kind);
 }
 
 /* Writes write number r->nw (deferred or not, sync or not). */
@@ -210,19 +264,20 @@ static void put(workload *wl, uint32_t vlen, bool sync, bool defer)
     if (verbose && s)
         fprintf(stderr, "  write %d: %s\n", i, lsm_status_message(s));
     lsm_status_free(s);
+    if (w->state == WR_FAILED)
+        w->visible = served(r, i);
+    if (verbose && w->visible)
+        fprintf(stderr, "  write %d failed but is served\n", i);
     if (w->state == WR_OK && sync)
-        all_durable(r);
+        durable_upto(r, 0);
 }
 
 /* The answer of a sync-like call: success makes everything before durable. */
 static void synced(workload *wl, lsm_status *s, uint64_t upto)
 {
     run *r = wl->r;
-    if (!cut_now(r, wl->kind) && s == NULL) {
-        for (int i = 0; i < r->nw; i++)
-            if (r->w[i].state == WR_OK && !r->w[i].lost && (upto == 0 || r->w[i].seq <= upto))
-                r->w[i].durable = true;
-    }
+    if (!cut_now(r, wl->kind) && s == NULL)
+        durable_upto(r, upto);
     lsm_status_free(s);
 }
 
@@ -255,24 +310,29 @@ static void get(workload *wl, int i)
     run *r = wl->r;
     if (r->stopped || r->db == NULL || i < 0 || i >= r->nw)
         return;
-    char k[16];
-    key_of(i, k);
-    char *v = NULL;
-    size_t vn = 0;
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    lsm_status *s = lsm_get(r->db, &ro, k, strlen(k), &v, &vn);
+    char *v;
+    size_t vn;
+    lsm_status *s = read_back(r, i, &v, &vn);
     if (cut_now(r, wl->kind)) {
         /* nothing to conclude */
     } else if (s == NULL) {
-        value_of(i, r->w[i].vlen, r->scratch);
-        if (vn != r->w[i].vlen || memcmp(v, r->scratch, vn) != 0)
+        if (!is_value_of(r, i, v, vn))
             broke(r, "get of write %d returned a wrong value (%zu bytes)", i, vn);
     } else if (lsm_status_code(s) == LSM_NOT_FOUND && r->w[i].state == WR_OK && !r->w[i].lost) {
         broke(r, "get of acknowledged write %d: not found", i);
     }
     free(v);
     lsm_status_free(s);
+}
+
+/* Closes the workload's store; held directory syncs go on first (close
+ * waits for the background threads). Returns lsm_close's status. */
+static lsm_status *close_db(run *r)
+{
+    fault_env_hold_dir_syncs(r->fe, false);
+    lsm_status *s = lsm_close(r->db);
+    r->db = NULL;
+    return s;
 }
 
 static void db_open(workload *wl)
@@ -285,8 +345,7 @@ static void db_open(workload *wl)
     if (cut_now(r, wl->kind) || s != NULL) {
         if (verbose && s)
             fprintf(stderr, "  open: %s\n", lsm_status_message(s));
-        lsm_close(r->db); /* NULL unless the cut came after a successful open */
-        r->db = NULL;
+        lsm_status_free(close_db(r)); /* NULL unless the cut came after a successful open */
         r->stopped = true; /* nothing more can be done */
     }
     lsm_status_free(s);
@@ -297,8 +356,7 @@ static void db_close(workload *wl)
     run *r = wl->r;
     if (r->db == NULL)
         return;
-    lsm_status *s = lsm_close(r->db);
-    r->db = NULL;
+    lsm_status *s = close_db(r);
     if (verbose && s)
         fprintf(stderr, "  close: %s\n", lsm_status_message(s));
     /* A close that succeeds syncs everything; one that fails leaves the
@@ -331,8 +389,7 @@ static void planned_cut(workload *wl)
     lsm_status *s = fault_env_power_cut(r->fe);
     if (s)
         fail_msg("power cut: %s", lsm_status_message(s));
-    lsm_status_free(lsm_close(r->db)); /* writes nothing: the power is off */
-    r->db = NULL;
+    lsm_status_free(close_db(r)); /* writes nothing: the power is off */
     r->epoch++;
 }
 
@@ -364,57 +421,59 @@ static void writes(workload *wl, int n, int sync_every, int defer_every, uint64_
     }
 }
 
-/* The workload: every store path, each step followed by an idle
- * background (so both call streams are deterministic). */
-static void workload_run(workload *wl)
+/* Small and large (deferred) writes, sync writes, memtable switches,
+ * flushes; enough level-0 tables for compactions; a sync of deferred bytes
+ * (it flushes them). */
+static void phase_fill(workload *wl, uint64_t *rng)
 {
     run *r = wl->r;
-    uint64_t rng = SEED;
-    db_open(wl);
-    quiesce(r);
-    /* Small and large (deferred) writes, sync writes, memtable switches,
-     * flushes; enough level-0 tables for compactions. */
-    writes(wl, 120, 10, 6, &rng);
+    writes(wl, 120, 10, 6, rng);
     barrier(wl, 0);
     quiesce(r);
     int first_deferred = r->nw;
-    writes(wl, 8, 0, 1, &rng);
-    sync_upto(wl, first_deferred + 3); /* a sync of deferred bytes: flushes them */
+    writes(wl, 8, 0, 1, rng);
+    sync_upto(wl, first_deferred + 3);
     quiesce(r);
     barrier(wl, 1);
     quiesce(r);
+}
 
-    /* Deferred batches in more than one memtable, logged late by one
-     * logged write while the first memtable's flush is held: the live log
-     * then holds more than a memtable's worth, so replay after a power cut
-     * spills over several memtables (all from one log). */
-    if (getenv("IO_SWEEP_SPILL") == NULL)
-        goto more; /* for a tree without bug 1's fix: see what else fails */
+/* Deferred batches in more than one memtable, logged late by one logged
+ * write while the first memtable's flush is held: the live log then holds
+ * more than a memtable's worth, so replay after the power cut that ends
+ * this phase spills over several memtables (all from one log). */
+static void phase_spill(workload *wl)
+{
+    run *r = wl->r;
     fault_env_hold_dir_syncs(r->fe, true);
     for (int j = 0; j < 5; j++) {
         put(wl, 18000, false, true);
-        settle_held(r);
+        quiesce(r);
     }
     put(wl, 200, false, false);
-    settle_held(r);
+    quiesce(r);
     /* Had that write failed (full disk: its late batches go back), the
      * barrier would flush them and wait for the held sync forever. */
     if (r->nw > 0 && r->w[r->nw - 1].state == WR_OK)
         barrier(wl, 0);
-    settle_held(r);
+    quiesce(r);
     fault_env_hold_dir_syncs(r->fe, false);
     quiesce(r);
     planned_cut(wl);
-    /* Reopen (a fresh MANIFEST: a MANIFEST roll) with the recovered
-     * memtables' flush held; a deferred write lands in the active
-     * memtable before the oldest recovered one is flushed; then a sync
-     * write and a power cut. */
+}
+
+/* Reopen (a fresh MANIFEST: a MANIFEST roll) with the background's flushes
+ * held; a deferred write lands in the active memtable before the oldest
+ * memtable is flushed; then a sync write and a power cut, and a reopen. */
+static void phase_reopen_spilled(workload *wl)
+{
+    run *r = wl->r;
     fault_env_hold_dir_syncs(r->fe, true);
     db_open(wl);
-    settle_held(r);
+    quiesce(r);
     after_reopen(wl);
     put(wl, 16000, false, true);
-    settle_held(r);
+    quiesce(r);
     fault_env_hold_dir_syncs(r->fe, false);
     quiesce(r);
     put(wl, 300, true, false);
@@ -423,19 +482,36 @@ static void workload_run(workload *wl)
     db_open(wl);
     quiesce(r);
     after_reopen(wl);
+}
 
-more:
-    /* More of everything, a manual compaction, a clean close and reopen. */
-    writes(wl, 60, 8, 5, &rng);
+/* More of everything, a manual compaction, deferred writes up to a clean
+ * close, a reopen, and writes up to the last close. */
+static void phase_compact_close(workload *wl, uint64_t *rng)
+{
+    run *r = wl->r;
+    writes(wl, 60, 8, 5, rng);
     compact(wl);
     quiesce(r);
-    writes(wl, 30, 0, 4, &rng);
+    writes(wl, 30, 0, 4, rng);
     db_close(wl);
     db_open(wl);
     quiesce(r);
     after_reopen(wl);
-    writes(wl, 20, 5, 3, &rng);
+    writes(wl, 20, 5, 3, rng);
     db_close(wl);
+}
+
+/* The workload: every store path, each step followed by a settled
+ * background (so both call streams are deterministic). */
+static void workload_run(workload *wl)
+{
+    uint64_t rng = SEED;
+    db_open(wl);
+    quiesce(wl->r);
+    phase_fill(wl, &rng);
+    phase_spill(wl);
+    phase_reopen_spilled(wl);
+    phase_compact_close(wl, &rng);
 }
 
 /* -------------------------------------------------------------- checks */
@@ -655,47 +731,85 @@ static void trace_call(void *ctx, int stream, uint64_t index, enum fault_call c,
 
 static char base_dir[200];
 
-/* One run: the workload with (stream, index) failing as kind (stream < 0:
- * none), then the checks. Returns false (r->fail says why) if one broke. */
-static bool one_run(run *r, int stream, uint64_t index, enum fault_kind kind, trace *t)
+/* A fault mode of the sweep: a fault_env kind, with or without lost
+ * writeback (a failed sync's pages are lost: fsyncgate). */
+typedef struct mode {
+    const char *name;
+    enum fault_kind kind;
+    bool lost_writeback; /* a failed sync's pages are lost */
+    bool cut_on_claim;   /* the power goes at the next durable claim */
+} mode;
+
+static const mode modes[] = {
+    {"EIO", FAULT_EIO, false, false},
+    {"ENOSPC", FAULT_ENOSPC, false, false},
+    {"power-cut", FAULT_POWER_CUT, false, false},
+    {"sync-lie", FAULT_SYNC_LIE, false, false},
+    {"sync-lost", FAULT_EIO, true, true},       /* fsyncgate */
+    {"disk-full", FAULT_DISK_FULL, false, false}, /* ENOSPC from this call on */
+};
+#define NMODES ((int)(sizeof(modes) / sizeof(modes[0])))
+
+static bool mode_applies(const mode *m, enum fault_call c)
+{
+    if (m->lost_writeback)
+        return c == FC_SYNC || c == FC_SYNC_FILE;
+    return fault_kind_applies(m->kind, c);
+}
+
+/* Empties the run and makes its directory and env: call `index` of
+ * `stream` armed to fail as m (stream < 0: nothing armed; this is the
+ * counting run, which records every call in t). */
+static void run_start(run *r, int stream, uint64_t index, const mode *m, trace *t)
 {
     memset(r, 0, offsetof(run, scratch));
     snprintf(r->dir, sizeof(r->dir), "%s/db", base_dir);
-    char crash[300];
-    snprintf(crash, sizeof(crash), "%s/crash", base_dir);
     tu_rmtree(base_dir);
     assert_int_equal(mkdir(base_dir, 0755), 0);
     r->fe = fault_env_new(lsm_env_default());
     assert_non_null(r->fe);
-    /* The counting run records every call; the others compare theirs with
-     * that record (recording them would overwrite it past N). */
+    fault_env_set_max_sleep_us(r->fe, 2000); /* the retries after a full disk */
+    /* The others compare their calls with the record (recording them would
+     * overwrite it past N). */
     fault_env_count_start(r->fe, stream < 0 ? trace_call : NULL, t);
-    if (stream >= 0)
-        fault_env_arm(r->fe, stream, index, kind);
-    workload wl = {.r = r, .kind = stream >= 0 ? kind : FAULT_KINDS};
-    r->kind = wl.kind;
-    workload_run(&wl);
-    if (r->db) { /* stopped by a power cut: closing writes nothing */
-        lsm_status_free(lsm_close(r->db));
-        r->db = NULL;
+    r->kind = FAULT_KINDS;
+    if (stream >= 0) {
+        fault_env_set_lost_writeback(r->fe, m->lost_writeback);
+        r->cut_on_claim = m->cut_on_claim;
+        fault_env_arm(r->fe, stream, index, m->kind);
+        r->kind = m->kind;
     }
+}
+
+/* Whether the call that failed is the one the counting run made at
+ * (stream, index): if not, the run is not the same run. */
+static void check_same_run(run *r, int stream, uint64_t index, const trace *t)
+{
     enum fault_call fc = FC_COUNT;
     char fpath[300] = "";
     bool fired = fault_env_fired(r->fe, &fc, fpath, sizeof(fpath));
-    fault_env_count_stop(r->fe);
-    if (stream >= 0 && !fired)
+    if (stream < 0)
+        return;
+    if (!fired) {
         broke(r, "not the same run: call %" PRIu64 " of stream %d never came", index, stream);
-    else if (stream >= 0 && t != NULL && index < t->n[stream]) {
-        const call_rec *want = &t->c[stream][index];
-        const char *slash = strrchr(fpath, '/');
-        const char *got = slash ? slash + 1 : fpath;
-        if (want->call != fc || strcmp(want->name, got) != 0)
-            broke(r, "not the same run: the call failed was %s %s, the counting run had %s %s",
-                  fault_call_name(fc), got, fault_call_name(want->call), want->name);
+        return;
     }
-    /* A process crash now (the OS keeps what it was handed), then a power
-     * cut (only what was synced stays). */
+    const call_rec *want = &t->c[stream][index];
+    const char *slash = strrchr(fpath, '/');
+    const char *got = slash ? slash + 1 : fpath;
+    if (want->call != fc || strcmp(want->name, got) != 0)
+        broke(r, "not the same run: the call failed was %s %s, the counting run had %s %s",
+              fault_call_name(fc), got, fault_call_name(want->call), want->name);
+}
+
+/* After the workload: a process crash (the OS keeps what it was handed),
+ * then a power cut (only what was synced stays), each checked with the
+ * plain env. Frees the env. */
+static void check_crashes(run *r)
+{
     if (!r->cut) {
+        char crash[300];
+        snprintf(crash, sizeof(crash), "%s/crash", base_dir);
         copy_dir(r->dir, crash);
         check_store(r, crash, "after a process crash", true);
     }
@@ -705,6 +819,21 @@ static bool one_run(run *r, int stream, uint64_t index, enum fault_kind kind, tr
     fault_env_free(r->fe);
     r->fe = NULL;
     check_store(r, r->dir, "after a power cut", true);
+}
+
+/* One run: the workload with (stream, index) failing as m (stream < 0:
+ * none), then the checks. Returns false (r->fail says why) if one broke. */
+static bool one_run(run *r, int stream, uint64_t index, const mode *m, trace *t)
+{
+    run_start(r, stream, index, m, t);
+    workload wl = {.r = r, .kind = r->kind};
+    workload_run(&wl);
+    if (r->db) { /* stopped by a power cut: closing writes nothing */
+        lsm_status_free(close_db(r));
+    }
+    check_same_run(r, stream, index, t);
+    fault_env_count_stop(r->fe);
+    check_crashes(r);
     return r->fail[0] == '\0';
 }
 
@@ -714,118 +843,138 @@ static long env_long(const char *name, long dflt)
     return v && *v ? strtol(v, NULL, 10) : dflt;
 }
 
-static void describe(const trace *t, uint64_t n, uint64_t mains, char *out, size_t cap)
+/* The sweep's state: the counting run's record and what ran since. */
+typedef struct sweep {
+    run *r;
+    trace *t;
+    uint64_t mains, total; /* calls: the workload's own, and all */
+    bool full;             /* every N (IO_SWEEP=full), else a sample */
+    bool keep_going;       /* IO_SWEEP_ALL: go on after a failure */
+    long only_mode;        /* IO_SWEEP_KIND, -1: every mode */
+    int runs, failures;
+    struct timespec t0;
+} sweep;
+
+static sweep *sweep_new(void)
 {
-    int stream = n < mains ? FAULT_STREAM_MAIN : FAULT_STREAM_OTHER;
-    uint64_t idx = n < mains ? n : n - mains;
-    const call_rec *c = &t->c[stream][idx];
-    snprintf(out, cap, "%s call %" PRIu64 ": %s %s", stream ? "background" : "workload", idx,
-             fault_call_name(c->call), c->name);
+    sweep *sw = calloc(1, sizeof(*sw));
+    assert_non_null(sw);
+    assert_non_null(sw->r = calloc(1, sizeof(*sw->r)));
+    assert_non_null(sw->t = calloc(1, sizeof(*sw->t)));
+    for (int i = 0; i < FAULT_STREAMS; i++)
+        assert_non_null(sw->t->c[i] = calloc(MAX_CALLS, sizeof(call_rec)));
+    assert_non_null(sw->r->scratch = malloc(1u << 20));
+    sw->full = getenv("IO_SWEEP") && strcmp(getenv("IO_SWEEP"), "full") == 0;
+    sw->keep_going = env_long("IO_SWEEP_ALL", 0) != 0;
+    sw->only_mode = env_long("IO_SWEEP_KIND", -1);
+    snprintf(base_dir, sizeof(base_dir), "%s/lsm-io-sweep-%d",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
+    (void)mkdir(base_dir, 0755); /* run_start empties it */
+    clock_gettime(CLOCK_MONOTONIC, &sw->t0);
+    return sw;
+}
+
+static void sweep_free(sweep *sw)
+{
+    tu_rmtree(base_dir);
+    for (int i = 0; i < FAULT_STREAMS; i++)
+        free(sw->t->c[i]);
+    free(sw->r->scratch);
+    free(sw->t);
+    free(sw->r);
+    free(sw);
+}
+
+/* The counting run: the workload without a fault, every call recorded.
+ * Returns whether it broke nothing. */
+static bool count_calls(sweep *sw)
+{
+    bool clean = one_run(sw->r, -1, 0, NULL, sw->t);
+    sw->mains = sw->t->n[FAULT_STREAM_MAIN];
+    sw->total = sw->mains + sw->t->n[FAULT_STREAM_OTHER];
+    printf("io sweep: the workload makes %" PRIu64 " env calls (%" PRIu64 " its own, %" PRIu64
+           " the background's), %d writes\n",
+           sw->total, sw->mains, sw->total - sw->mains, sw->r->nw);
+    if (getenv("IO_SWEEP_DUMP") != NULL) /* for comparing runs */
+        for (int st = 0; st < FAULT_STREAMS; st++)
+            for (uint64_t i = 0; i < sw->t->n[st]; i++)
+                printf("%d %" PRIu64 " %s %s\n", st, i, fault_call_name(sw->t->c[st][i].call),
+                       sw->t->c[st][i].name);
+    if (!clean)
+        printf("io sweep: FAILED without any fault: %s\n", sw->r->fail);
+    assert_true(sw->mains < MAX_CALLS && sw->total - sw->mains < MAX_CALLS);
+    return clean;
+}
+
+/* Which N run: all (full), one (IO_SWEEP_N), or every IO_SWEEP_STRIDE-th
+ * plus IO_SWEEP_RANDOM drawn with the fixed seed. Returns a calloc'd array. */
+static bool *pick_calls(const sweep *sw)
+{
+    long stride = env_long("IO_SWEEP_STRIDE", 31);
+    long nrandom = env_long("IO_SWEEP_RANDOM", 30);
+    long only_n = env_long("IO_SWEEP_N", -1);
+    bool *pick = calloc(sw->total + 1, sizeof(bool));
+    assert_non_null(pick);
+    uint64_t rng = SEED;
+    for (uint64_t n = 0; n < sw->total; n++)
+        pick[n] = sw->full || (only_n < 0 && stride > 0 && n % (uint64_t)stride == 0) ||
+                  (long)n == only_n;
+    for (long j = 0; !sw->full && only_n < 0 && j < nrandom && sw->total > 0; j++)
+        pick[tu_xorshift64(&rng) % sw->total] = true;
+    return pick;
+}
+
+/* Runs call N (counted over both streams) failing in every mode that
+ * applies to it. Returns false once the sweep should stop. */
+static bool sweep_call_n(sweep *sw, uint64_t n)
+{
+    int stream = n < sw->mains ? FAULT_STREAM_MAIN : FAULT_STREAM_OTHER;
+    uint64_t idx = n < sw->mains ? n : n - sw->mains;
+    const call_rec *c = &sw->t->c[stream][idx];
+    for (int k = 0; k < NMODES; k++) {
+        if ((sw->only_mode >= 0 && k != sw->only_mode) || !mode_applies(&modes[k], c->call))
+            continue;
+        sw->runs++;
+        if (one_run(sw->r, stream, idx, &modes[k], sw->t))
+            continue;
+        sw->failures++;
+        printf("io sweep: FAILED at N=%" PRIu64 " (%s call %" PRIu64 ": %s %s), %s: %s\n", n,
+               stream ? "background" : "workload", idx, fault_call_name(c->call), c->name,
+               modes[k].name, sw->r->fail);
+        fflush(stdout);
+        if (!sw->keep_going)
+            return false;
+    }
+    return true;
 }
 
 static void test_io_sweep(void **state)
 {
     (void)state;
     verbose = env_long("IO_SWEEP_VERBOSE", 0) != 0;
-    run *r = calloc(1, sizeof(*r));
-    trace *t = calloc(1, sizeof(*t));
-    assert_non_null(r);
-    assert_non_null(t);
-    for (int i = 0; i < FAULT_STREAMS; i++)
-        assert_non_null(t->c[i] = calloc(MAX_CALLS, sizeof(call_rec)));
-    char *scratch = malloc(1u << 20);
-    assert_non_null(scratch);
-    snprintf(base_dir, sizeof(base_dir), "%s/lsm-io-sweep-%d",
-             access("/dev/shm", WR_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
-    (void)mkdir(base_dir, 0755);
-
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    r->scratch = scratch;
-    bool clean = one_run(r, -1, 0, FAULT_EIO, t);
-    uint64_t mains = t->n[FAULT_STREAM_MAIN], others = t->n[FAULT_STREAM_OTHER];
-    uint64_t total = mains + others;
-    printf("io sweep: the workload makes %" PRIu64 " env calls (%" PRIu64 " its own, %" PRIu64
-           " the background's), %d writes\n",
-           total, mains, others, r->nw);
-    if (getenv("IO_SWEEP_DUMP") != NULL) /* the counting run's calls, for comparing runs */
-        for (int st = 0; st < FAULT_STREAMS; st++)
-            for (uint64_t i = 0; i < t->n[st]; i++)
-                printf("%d %" PRIu64 " %s %s\n", st, i, fault_call_name(t->c[st][i].call),
-                       t->c[st][i].name);
-    bool keep_going = env_long("IO_SWEEP_ALL", 0) != 0;
-    if (!clean) {
-        printf("io sweep: FAILED without any fault: %s\n", r->fail);
-        if (!keep_going) {
-            char why[sizeof(r->fail)];
-            snprintf(why, sizeof(why), "%s", r->fail);
-            tu_rmtree(base_dir);
-            for (int i = 0; i < FAULT_STREAMS; i++)
-                free(t->c[i]);
-            free(t);
-            free(r);
-            free(scratch);
-            fail_msg("the workload breaks the store without any fault: %s", why);
-        }
+    sweep *sw = sweep_new();
+    bool clean = count_calls(sw);
+    if (!clean && !sw->keep_going) {
+        char why[sizeof(sw->r->fail)];
+        snprintf(why, sizeof(why), "%s", sw->r->fail);
+        sweep_free(sw);
+        fail_msg("the workload breaks the store without any fault: %s", why);
     }
-    assert_true(mains < MAX_CALLS && others < MAX_CALLS);
-
-    bool full = getenv("IO_SWEEP") && strcmp(getenv("IO_SWEEP"), "full") == 0;
-    long stride = env_long("IO_SWEEP_STRIDE", 23);
-    long nrandom = env_long("IO_SWEEP_RANDOM", 40);
-    long only_n = env_long("IO_SWEEP_N", -1);
-    long only_kind = env_long("IO_SWEEP_KIND", -1);
-    bool *pick = calloc(total, sizeof(bool));
-    assert_non_null(pick);
-    uint64_t rng = SEED;
-    for (uint64_t n = 0; n < total; n++)
-        pick[n] = full || (only_n < 0 && stride > 0 && n % (uint64_t)stride == 0) ||
-                  (long)n == only_n;
-    for (long j = 0; !full && only_n < 0 && j < nrandom && total > 0; j++)
-        pick[tu_xorshift64(&rng) % total] = true;
-
-    int runs = 0, failures = 0;
-    char what[128];
-    for (uint64_t n = 0; n < total; n++) {
-        if (!pick[n])
-            continue;
-        int stream = n < mains ? FAULT_STREAM_MAIN : FAULT_STREAM_OTHER;
-        uint64_t idx = n < mains ? n : n - mains;
-        for (int k = 0; k < FAULT_KINDS; k++) {
-            if ((only_kind >= 0 && k != only_kind) ||
-                !fault_kind_applies((enum fault_kind)k, t->c[stream][idx].call))
-                continue;
-            runs++;
-            if (one_run(r, stream, idx, (enum fault_kind)k, t))
-                continue;
-            failures++;
-            describe(t, n, mains, what, sizeof(what));
-            printf("io sweep: FAILED at N=%" PRIu64 " (%s), %s: %s\n", n, what,
-                   fault_kind_name((enum fault_kind)k), r->fail);
-            fflush(stdout);
-            if (!keep_going)
-                goto done;
-        }
-    }
-done:
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("io sweep: %d runs (%s), %d failed, %.1f s\n", runs, full ? "full" : "sampled",
-           failures, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
-    tu_rmtree(base_dir);
+    bool *pick = pick_calls(sw);
+    for (uint64_t n = 0; n < sw->total; n++)
+        if (pick[n] && !sweep_call_n(sw, n))
+            break;
     free(pick);
-    for (int i = 0; i < FAULT_STREAMS; i++)
-        free(t->c[i]);
-    free(t);
-    free(r);
-    free(scratch);
-    if (failures > 0 || !clean)
-        fail_msg("the I/O-error sweep found %d failing runs (first above)", failures + !clean);
+    printf("io sweep: %d runs (%s), %d failed, %.1f s\n", sw->runs,
+           sw->full ? "full" : "sampled", sw->failures, seconds_since(&sw->t0));
+    int failures = sw->failures + !clean;
+    sweep_free(sw);
+    if (failures > 0)
+        fail_msg("the I/O-error sweep found %d failing runs (first above)", failures);
 }
 
 int main(void)
 {
-    if (getenv("IO_SWEEP_SPILL") == NULL)
-        printf("io sweep: the replay-spill steps are left out (IO_SWEEP_SPILL=1 runs them)\n");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_io_sweep),
     };
