@@ -46,11 +46,11 @@ void lsm_checkpoint_options_init(lsm_checkpoint_options *o)
 void db_checkpoint_flushed(lsm_db *db, uint64_t mem_id)
 {
     assert(mutex_held(&db->mu));
-    if (db->ckpt_mem_id == 0 || db->ckpt_mem_id != mem_id)
+    if (!db->ckpt_waiting || db->ckpt_mem_id != mem_id)
         return;
     version_ref(db->vs.current);
     db->ckpt_version = db->vs.current;
-    db->ckpt_mem_id = 0;
+    db->ckpt_waiting = false;
 }
 
 /* Switches the memtable and waits for the version that holds exactly the
@@ -64,14 +64,22 @@ static lsm_status *pin_cut(lsm_db *db, version **v, uint64_t *seq)
     bool leads = db_queue_wait(db, &w);
     assert(leads); /* a solo writer is never done by someone else */
     (void)leads;
-    lsm_status *s = db_make_room_for_write(db, true);
-    *seq = db->last_seq;
-    /* With the active memtable empty, the newest immutable one ends at the
-     * cut; with none, the current version is the cut. */
-    if (s == NULL && db->nimm > 0)
+    /* Armed before the switch: the switch releases mu (it syncs the old
+     * log), and the flush may be done before it returns. With the active
+     * memtable empty, the newest immutable one ends at the cut; with none,
+     * the current version is the cut. */
+    lsm_status *s = NULL;
+    if (memtable_entries(db->mem) > 0 || db->wal_broken) {
+        db->ckpt_waiting = true;
+        db->ckpt_mem_id = db->mem_id;
+        s = db_make_room_for_write(db, true);
+    } else if (db->nimm > 0) {
+        db->ckpt_waiting = true;
         db->ckpt_mem_id = db->imm_id[db->nimm - 1];
-    else if (s == NULL)
+    } else {
         version_ref(db->ckpt_version = db->vs.current);
+    }
+    *seq = db->last_seq;
     db_queue_pop_head(db, &w);
     uint64_t full_before = db->nospace_events;
     while (s == NULL && db->ckpt_version == NULL && db->bg_error == NULL &&
@@ -79,7 +87,7 @@ static lsm_status *pin_cut(lsm_db *db, version **v, uint64_t *seq)
         pthread_cond_broadcast(&db->work_cv);
         cond_wait(&db->room_cv, &db->mu);
     }
-    db->ckpt_mem_id = 0;
+    db->ckpt_waiting = false;
     if (s == NULL && db->ckpt_version == NULL)
         s = status_copy(db->bg_error ? db->bg_error : db->nospace);
     if (s == NULL && db->ckpt_version == NULL) /* a full disk that cleared */

@@ -227,10 +227,11 @@ struct lsm_db {
     bool flushing;             /* [mu] the flush thread is flushing (or sweeping) */
     uint64_t *pending;         /* [mu] numbers of tables being written */
     int npending, cap_pending;
-    /* lsm_checkpoint (db_checkpoint.c), one at a time: the flush of the
-     * memtable with id ckpt_mem_id (0: none awaited) pins the version it
+    /* lsm_checkpoint (db_checkpoint.c), one at a time: while ckpt_waiting,
+     * the flush of the memtable with id ckpt_mem_id pins the version it
      * installs as ckpt_version (a reference), the checkpoint's cut. */
     bool checkpointing;    /* [mu] a checkpoint runs */
+    bool ckpt_waiting;     /* [mu] */
     uint64_t ckpt_mem_id;  /* [mu] */
     version *ckpt_version; /* [mu] */
     pacer pacer;         /* [mu] the rate compaction sustains */

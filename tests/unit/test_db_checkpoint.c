@@ -200,6 +200,17 @@ static void test_checkpoint_of_flushed_store(void **state)
     check_copy(dest, 2 * NKEYS / 3);
 }
 
+/* The store's first memtable (id 0) is the one the cut waits for. */
+static void test_checkpoint_of_first_memtable(void **state)
+{
+    (void)state;
+    lsm_db *db = tu_open_db(live, NULL, 1 << 20);
+    put_range(db, 0, 10, false);
+    ASSERT_OK(lsm_checkpoint(db, dest));
+    ASSERT_OK(lsm_close(db));
+    check_copy(dest, 10);
+}
+
 static void test_checkpoint_refusals(void **state)
 {
     (void)state;
@@ -454,6 +465,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checkpoint_links_tables, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_copies_tables, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_of_flushed_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_of_first_memtable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_while_writers_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_fault_sweep_link, setup, teardown),
