@@ -319,6 +319,7 @@ static const struct fuse_lowlevel_ops ops = {
     .create = op_create,
     .fallocate = op_fallocate,
     .lseek = op_lseek,
+    .ioctl = op_ioctl,
 };
 
 const struct fuse_lowlevel_ops *lsmfs_ops(void)
@@ -373,7 +374,7 @@ bool lsmfs_request_may_wait(void *state, const struct fuse_in_header *in, size_t
 {
     lsmfs *fs = ((ops_state *)state)->fs;
     uint32_t op = in->opcode;
-    if (op == FUSE_FSYNC || op == FUSE_FSYNCDIR || op == FUSE_DESTROY ||
+    if (op == FUSE_FSYNC || op == FUSE_FSYNCDIR || op == FUSE_DESTROY || op == FUSE_IOCTL ||
         transfer_size(in, len) > LONG_TRANSFER)
         return true;
     return commits(op) && (fs->cfg.sync_all || lsm_write_may_wait(fs->db));
