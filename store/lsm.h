@@ -310,10 +310,10 @@ typedef struct lsm_checkpoint_info {
 } lsm_checkpoint_info;
 
 /* Makes dest_dir (which must not exist; its parent must) a copy of the
- * store as of one moment during the call: every write acknowledged before
- * the call is in it, deferred ones too, and of the writes after, a prefix
- * that ends before the cut (none, in fact: the cut is a memtable switch at
- * the call). Writers wait only for that switch. The memtables holding
+ * store as of one moment during the call (the cut, a memtable switch):
+ * exactly the writes with sequence <= info->seq, which are every write
+ * acknowledged before the call, deferred ones too, and no write that
+ * began after the switch. Writers wait only for that switch. The memtables holding
  * writes before the cut are flushed to tables (waited for); the copy's
  * tables are hard links where dest_dir's filesystem allows, copies
  * otherwise; it has no log, and a fresh MANIFEST naming exactly those
