@@ -301,6 +301,7 @@ static const struct fuse_lowlevel_ops ops = {
     .create = op_create,
     .fallocate = op_fallocate,
     .lseek = op_lseek,
+    .ioctl = op_ioctl,
 };
 
 const struct fuse_lowlevel_ops *lsmfs_ops(void)
@@ -338,6 +339,7 @@ static const unsigned char op_waits[] = {
     [FUSE_FSYNC] = SYNCS,
     [FUSE_FSYNCDIR] = SYNCS,
     [FUSE_DESTROY] = SYNCS,
+    [FUSE_IOCTL] = SYNCS, /* a snapshot flushes the memtable */
 };
 /* clang-format on */
 

@@ -161,6 +161,10 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
+/* op_ioctl.c: the snapshot requests on the root (snapshot.h) */
+void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struct fuse_file_info *fi,
+              unsigned flags, const void *in_buf, size_t in_bufsz, size_t out_bufsz);
+
 /* op_statfs.c */
 void op_statfs(fuse_req_t req, fuse_ino_t ino);
 

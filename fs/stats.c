@@ -13,7 +13,7 @@ static const char *const op_names[OP_COUNT] = {
     "unlink",     "rmdir",    "symlink",   "rename",   "link",     "open",      "read",
     "write",      "flush",    "release",   "fsync",    "opendir",  "readdir",   "readdirplus",
     "releasedir", "fsyncdir", "statfs",    "setxattr", "getxattr", "listxattr", "removexattr",
-    "access",     "create",   "fallocate", "lseek",
+    "access",     "create",   "fallocate", "lseek",     "ioctl",
 };
 
 const char *stats_op_name(enum fs_op op)

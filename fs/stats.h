@@ -42,6 +42,7 @@ enum fs_op {
     OP_CREATE,
     OP_FALLOCATE,
     OP_LSEEK,
+    OP_IOCTL,
     OP_COUNT
 };
 

@@ -323,6 +323,7 @@ static lsm_status *flush_one(lsm_db *db)
     memtable_unref(m);
     if (s)
         return s;
+    db_checkpoint_flushed(db, db->imm_id[0]);
     db_drop_deferred(db, db->imm_id[0]); /* in a table now */
     memtable_unref(db->imm[0]);
     memmove(db->imm, db->imm + 1, (size_t)(db->nimm - 1) * sizeof(*db->imm));

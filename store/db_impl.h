@@ -227,6 +227,13 @@ struct lsm_db {
     bool flushing;             /* [mu] the flush thread is flushing (or sweeping) */
     uint64_t *pending;         /* [mu] numbers of tables being written */
     int npending, cap_pending;
+    /* lsm_checkpoint (db_checkpoint.c), one at a time: while ckpt_waiting,
+     * the flush of the memtable with id ckpt_mem_id pins the version it
+     * installs as ckpt_version (a reference), the checkpoint's cut. */
+    bool checkpointing;    /* [mu] a checkpoint runs */
+    bool ckpt_waiting;     /* [mu] */
+    uint64_t ckpt_mem_id;  /* [mu] */
+    version *ckpt_version; /* [mu] */
     pacer pacer;         /* [mu] the rate compaction sustains */
     double pace_next_us;    /* [mu] when the next paced write may begin; 0: unpaced */
     double pace_settled_us; /* [mu] pace_next_us when last checked against the time */
@@ -423,6 +430,10 @@ lsm_status *db_flush_memtables(lsm_db *db, uint64_t deferred_upto);
 lsm_status *db_refuse_read_only(const lsm_db *db);
 /* The oldest sequence any snapshot can see. REQUIRES: mu held. */
 uint64_t db_smallest_snapshot(lsm_db *db);
+
+/* db_checkpoint.c: memtable mem_id was just flushed, its version
+ * installed; pins it if a checkpoint awaits that one. REQUIRES: mu held. */
+void db_checkpoint_flushed(lsm_db *db, uint64_t mem_id);
 
 /* db_iter.c: an iterator over user keys at sequence `seq`, taking
  * ownership of `internal` (a merge of everything in rv) and of the rv ref. */

@@ -82,6 +82,12 @@ struct lsm_env {
     lsm_status *(*get_children)(lsm_env *env, const char *dir, char ***names, int *n);
     lsm_status *(*remove_file)(lsm_env *env, const char *path);
     lsm_status *(*rename_file)(lsm_env *env, const char *from, const char *to);
+    /* Makes `to` (which must not exist) a second name of the existing file
+     * `from` (a hard link): the caller syncs to's directory. Fails with
+     * LSM_NOT_SUPPORTED where the filesystem cannot (another filesystem,
+     * no hard links), so the caller may copy instead. NULL in an env
+     * without it (callers copy). */
+    lsm_status *(*link_file)(lsm_env *env, const char *from, const char *to);
     lsm_status *(*create_dir)(lsm_env *env, const char *path); /* ok if it exists */
     lsm_status *(*remove_dir)(lsm_env *env, const char *path);
     lsm_status *(*file_size)(lsm_env *env, const char *path, uint64_t *size);

@@ -875,6 +875,19 @@ static lsm_status *posix_rename_file(lsm_env *env, const char *from, const char 
     return posix_error(errno, what, to);
 }
 
+static lsm_status *posix_link_file(lsm_env *env, const char *from, const char *to)
+{
+    (void)env;
+    if (link(from, to) == 0)
+        return NULL;
+    int err = errno;
+    char what[PATH_MAX + 16];
+    snprintf(what, sizeof(what), "link %s to", from);
+    if (err == EXDEV || err == EPERM || err == EOPNOTSUPP || err == EMLINK)
+        return status_new(LSM_NOT_SUPPORTED, "%s %s: %s", what, to, strerror(err));
+    return posix_error(err, what, to);
+}
+
 static lsm_status *posix_create_dir(lsm_env *env, const char *path)
 {
     (void)env;
@@ -1005,6 +1018,7 @@ static struct posix_env {
             .get_children = posix_get_children,
             .remove_file = posix_remove_file,
             .rename_file = posix_rename_file,
+            .link_file = posix_link_file,
             .create_dir = posix_create_dir,
             .remove_dir = posix_remove_dir,
             .file_size = posix_file_size,

@@ -24,6 +24,8 @@
  *    lists them.
  *  - A rename is logged in the destination's directory only: a sync of that
  *    directory makes it durable (the store renames within one directory).
+ *    A renamed directory takes the bookkeeping of what is below it along
+ *    (a checkpoint renames its finished copy into place).
  *  - Directories are known by their spelling in the paths given (trailing
  *    slashes aside): "d/x" belongs to "d", which sync_dir("d/") syncs, but not
  *    sync_dir("./d"). Use one spelling per directory.
@@ -372,6 +374,7 @@ static const char *const call_names[FC_COUNT] = {
     [FC_RENAME] = "rename",     [FC_MKDIR] = "mkdir",         [FC_RMDIR] = "rmdir",
     [FC_FILE_SIZE] = "size",    [FC_SYNC_FILE] = "sync-file", [FC_SYNC_DIR] = "sync-dir",
     [FC_LOCK] = "lock",         [FC_UNLOCK] = "unlock",       [FC_DISK_FREE] = "disk-free", [FC_TRUNCATE] = "truncate",
+    [FC_LINK] = "link",
 };
 
 const char *fault_call_name(enum fault_call c)
@@ -400,7 +403,7 @@ bool fault_kind_applies(enum fault_kind k, enum fault_call c)
     case FAULT_ENOSPC:
         return c == FC_CREATE || c == FC_APPEND || c == FC_FLUSH || c == FC_SYNC ||
                c == FC_PREALLOC || c == FC_CLOSE || c == FC_RENAME || c == FC_MKDIR ||
-               c == FC_SYNC_FILE || c == FC_LOCK;
+               c == FC_SYNC_FILE || c == FC_LOCK || c == FC_LINK;
     case FAULT_SYNC_LIE:
         return c == FC_SYNC || c == FC_SYNC_FILE || c == FC_SYNC_DIR;
     case FAULT_DISK_FULL:
@@ -1231,6 +1234,51 @@ static lsm_status *fe_remove_file(lsm_env *env, const char *path)
     return s;
 }
 
+/* from + rest of path, where path begins with the directory from/; NULL
+ * when it does not (or out of memory). */
+static char *moved_path(const char *path, const char *from, const char *to)
+{
+    size_t n = strlen(from);
+    if (strncmp(path, from, n) != 0 || path[n] != '/')
+        return NULL;
+    char *p = NULL;
+    return asprintf(&p, "%s%s", to, path + n) < 0 ? NULL : p;
+}
+
+static void repath(char **path, const char *from, const char *to)
+{
+    char *p = *path != NULL ? moved_path(*path, from, to) : NULL;
+    if (p != NULL) {
+        free(*path);
+        *path = p;
+    }
+}
+
+/* A directory renamed from -> to: the files below it and its log go with
+ * it (a power cut then finds them by their new names). REQUIRES: mu held. */
+static void move_below(fault_env *fe, const char *from, const char *to)
+{
+    assert_held(fe);
+    for (struct fe_node *n = fe->nodes; n != NULL; n = n->next)
+        repath(&n->path, from, to);
+    for (struct dirlog *d = fe->dirs; d != NULL; d = d->next) {
+        if (strcmp(d->dir, from) == 0) {
+            char *t = strdup(to);
+            if (t != NULL) {
+                free(d->dir);
+                d->dir = t;
+            }
+        } else {
+            repath(&d->dir, from, to);
+        }
+        for (struct undo *u = d->ops; u != NULL; u = u->next) {
+            repath(&u->name, from, to);
+            repath(&u->from, from, to);
+            repath(&u->backup, from, to);
+        }
+    }
+}
+
 /* REQUIRES: mu held. */
 static lsm_status *rename_locked(fault_env *fe, const char *from, const char *to, struct undo *u)
 {
@@ -1265,6 +1313,7 @@ static lsm_status *rename_locked(fault_env *fe, const char *from, const char *to
         return s;
     }
     node_move(fe, from, to_name);
+    move_below(fe, from, to);
     dirlog_push(d, u);
     return NULL;
 }
@@ -1288,6 +1337,39 @@ static lsm_status *fe_rename_file(lsm_env *env, const char *from, const char *to
     lsm_status *s = down_locked(fe, "rename", from);
     if (s == NULL)
         s = rename_locked(fe, from, to, u);
+    fe_unlock(fe);
+    op_end(fe);
+    if (s != NULL)
+        undo_free(u);
+    return s;
+}
+
+/* A new name is a create in to's directory: a cut before that directory
+ * is synced removes it (the file itself keeps its other name and data). */
+static lsm_status *fe_link_file(lsm_env *env, const char *from, const char *to)
+{
+    fault_env *fe = fe_of(env);
+    lsm_status *swept = sweep_call(fe, FC_LINK, to, NULL);
+    if (swept != NULL)
+        return swept;
+    int err = should_fail(fe, FAULT_CREATE, to, from);
+    if (err != 0)
+        return injected(err, "link", to);
+    if (fe->base->link_file == NULL)
+        return status_new(LSM_NOT_SUPPORTED, "link %s: the base env has no links", to);
+    struct undo *u = undo_new(UNDO_CREATE, to, NULL);
+    if (u == NULL)
+        return oom("link", to);
+    op_begin(fe);
+    fe_lock(fe);
+    struct dirlog *d = dirlog_for(fe, to);
+    lsm_status *s = down_locked(fe, "link", to);
+    if (s == NULL && d == NULL)
+        s = oom("link", to);
+    if (s == NULL)
+        s = fe->base->link_file(fe->base, from, to);
+    if (s == NULL)
+        dirlog_push(d, u);
     fe_unlock(fe);
     op_end(fe);
     if (s != NULL)
@@ -1463,6 +1545,19 @@ static lsm_status *fe_lock_file(lsm_env *env, const char *path, lsm_filelock **o
     return fe->base->lock_file(fe->base, path, out);
 }
 
+/* A read-only open is no restart: the power stays as it is. */
+static lsm_status *fe_lock_file_shared(lsm_env *env, const char *path, lsm_filelock **out)
+{
+    fault_env *fe = fe_of(env);
+    *out = NULL;
+    lsm_status *swept = sweep_call(fe, FC_LOCK, path, NULL);
+    if (swept != NULL)
+        return swept;
+    if (fe->base->lock_file_shared == NULL)
+        return NULL; /* as the store does without one: no lock */
+    return fe->base->lock_file_shared(fe->base, path, out);
+}
+
 static lsm_status *fe_unlock_file(lsm_env *env, lsm_filelock *lock)
 {
     fault_env *fe = fe_of(env);
@@ -1605,6 +1700,7 @@ static const lsm_env fault_env_ops = {
     .get_children = fe_get_children,
     .remove_file = fe_remove_file,
     .rename_file = fe_rename_file,
+    .link_file = fe_link_file,
     .create_dir = fe_create_dir,
     .remove_dir = fe_remove_dir,
     .file_size = fe_file_size,
@@ -1613,6 +1709,7 @@ static const lsm_env fault_env_ops = {
     .sync_dir = fe_sync_dir,
     .lock_file = fe_lock_file,
     .unlock_file = fe_unlock_file,
+    .lock_file_shared = fe_lock_file_shared,
     .disk_free = fe_disk_free,
     .now_micros = fe_now_micros,
     .sleep_micros = fe_sleep_micros,

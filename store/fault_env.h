@@ -95,6 +95,7 @@ enum fault_call {
     FC_UNLOCK,
     FC_DISK_FREE,
     FC_TRUNCATE,
+    FC_LINK, /* link_file */
     FC_COUNT
 };
 const char *fault_call_name(enum fault_call c);

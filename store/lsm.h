@@ -292,6 +292,45 @@ uint64_t lsm_approximate_size(lsm_db *db, const void *begin, size_t blen, const 
  * problem (or NULL when the store is sound). */
 lsm_status *lsm_verify(lsm_db *db, void (*report)(void *ctx, const char *msg), void *ctx);
 
+/* ----------------------------------------------------------- checkpoint */
+
+typedef struct lsm_checkpoint_options {
+    /* Copy every table (synced) instead of hard-linking it. Default false:
+     * tables are linked where dest_dir's filesystem allows (the store's
+     * own), copied elsewhere. */
+    bool copy_tables;
+} lsm_checkpoint_options;
+void lsm_checkpoint_options_init(lsm_checkpoint_options *o);
+
+typedef struct lsm_checkpoint_info {
+    uint64_t seq;          /* the copy holds exactly the writes with sequence <= seq */
+    uint64_t tables;       /* tables in it */
+    uint64_t linked_bytes; /* of their bytes, hard-linked */
+    uint64_t copied_bytes; /* copied */
+    uint64_t cut_micros;   /* from the call until the cut was pinned */
+    uint64_t total_micros; /* the whole call */
+} lsm_checkpoint_info;
+
+/* Makes dest_dir (which must not exist; its parent must) a copy of the
+ * store as of one moment during the call (the cut, a memtable switch):
+ * exactly the writes with sequence <= info->seq, which are every write
+ * acknowledged before the call, deferred ones too, and no write that
+ * began after the switch. Writers wait only for that switch. The memtables holding
+ * writes before the cut are flushed to tables (waited for); the copy's
+ * tables are hard links where dest_dir's filesystem allows, copies
+ * otherwise; it has no log, and a fresh MANIFEST naming exactly those
+ * tables. Every file and directory entry is synced before the call
+ * returns; the copy opens as an ordinary store. It is built in a hidden
+ * sibling (".NAME.tmp-...") renamed to dest_dir last: after a crash or an
+ * error nothing is at dest_dir unless it is complete (an error in the very
+ * last directory sync says so and leaves the complete copy). Refused with
+ * the store's error while it has a sticky one (a failed WAL sync), with
+ * LSM_READ_ONLY on a read_only store, LSM_INVALID_ARGUMENT if dest_dir
+ * exists. One checkpoint runs at a time (others wait). info may be NULL. */
+lsm_status *lsm_checkpoint(lsm_db *db, const char *dest_dir);
+lsm_status *lsm_checkpoint_ex(lsm_db *db, const char *dest_dir, const lsm_checkpoint_options *o,
+                              lsm_checkpoint_info *info);
+
 /* Removes every file of the store in dir (which must not be open). */
 lsm_status *lsm_destroy(const lsm_options *o, const char *dir);
 

@@ -210,17 +210,17 @@ static void apply_counters(version_set *vs, const version_edit *e)
 
 /* --------------------------------------------------------------- manifest */
 
-/* The whole current state as one edit (the first record of a new MANIFEST). */
-static lsm_status *snapshot_edit(version_set *vs, version_edit *e)
+lsm_status *vset_snapshot_of(version_set *vs, const version *v, version_edit *e)
 {
+    assert(mutex_held(vs->mu));
     version_edit_init(e);
     version_edit_set_format(e);
     version_edit_set_log_number(e, vs->log_number);
     version_edit_set_next_file(e, vs->next_file);
     version_edit_set_last_seq(e, vs->last_seq);
     for (int l = 0; l < NUM_LEVELS; l++) {
-        for (int i = 0; i < vs->current->nfiles[l]; i++)
-            if (!version_edit_add_file(e, l, vs->current->files[l][i]))
+        for (int i = 0; i < v->nfiles[l]; i++)
+            if (!version_edit_add_file(e, l, v->files[l][i]))
                 goto oom;
         if (vs->compact_pointer[l].len &&
             !version_edit_set_compact_pointer(e, l, vs->compact_pointer[l].data,
@@ -231,6 +231,12 @@ static lsm_status *snapshot_edit(version_set *vs, version_edit *e)
 oom:
     version_edit_destroy(e);
     return status_new(LSM_IO_ERROR, "out of memory");
+}
+
+/* The whole current state as one edit (the first record of a new MANIFEST). */
+static lsm_status *snapshot_edit(version_set *vs, version_edit *e)
+{
+    return vset_snapshot_of(vs, vs->current, e);
 }
 
 static lsm_status *write_edit(wal_writer *w, const version_edit *e)
@@ -250,63 +256,73 @@ static lsm_status *write_edit(wal_writer *w, const version_edit *e)
  * whether the rename was tried: from then on CURRENT may name the new
  * MANIFEST (even if this fails; a failed rename may have happened too),
  * which must therefore never be removed. */
-static lsm_status *set_current(version_set *vs, uint64_t number, bool *may_name)
+static lsm_status *set_current(lsm_env *env, const char *dir, uint64_t number, bool *may_name)
 {
     char content[64];
     int n = snprintf(content, sizeof(content), "MANIFEST-%06" PRIu64 "\n", number);
-    char *tmp = temp_file_name(vs->dir, number);
-    char *cur = current_file_name(vs->dir);
+    char *tmp = temp_file_name(dir, number);
+    char *cur = current_file_name(dir);
     lsm_status *s = NULL;
     *may_name = false;
     if (tmp == NULL || cur == NULL)
         s = status_new(LSM_IO_ERROR, "out of memory");
     if (s == NULL)
-        s = env_write_file_sync(vs->env, tmp, content, (size_t)n);
+        s = env_write_file_sync(env, tmp, content, (size_t)n);
     if (s == NULL) {
         *may_name = true;
-        s = vs->env->rename_file(vs->env, tmp, cur);
+        s = env->rename_file(env, tmp, cur);
     }
     if (s == NULL)
-        s = vs->env->sync_dir(vs->env, vs->dir);
+        s = env->sync_dir(env, dir);
     else if (tmp)
-        lsm_status_free(vs->env->remove_file(vs->env, tmp));
+        lsm_status_free(env->remove_file(env, tmp));
     free(tmp);
     free(cur);
     return s;
 }
 
-/* Starts a new MANIFEST holding a snapshot of the current state, makes it
- * durable and points CURRENT at it. On failure *out is NULL and the new
- * MANIFEST is removed unless CURRENT may already name it (set_current); the
- * disk state is then unknown either way (vset_state_known). The caller holds
- * no lock (it has exclusive use of the manifest via manifest_busy). */
-static lsm_status *new_manifest(version_set *vs, uint64_t number, const version_edit *snap,
-                                wal_writer **out)
+/* Starts a new MANIFEST in dir holding snap, makes it durable and points
+ * CURRENT at it. On failure *out is NULL and the new MANIFEST is removed
+ * unless CURRENT may already name it (set_current); the disk state is then
+ * unknown either way (vset_state_known). The caller holds no lock (for the
+ * store's own dir it has exclusive use of the manifest via manifest_busy). */
+static lsm_status *new_manifest(lsm_env *env, const char *dir, uint64_t number,
+                                const version_edit *snap, wal_writer **out)
 {
-    char *name = manifest_file_name(vs->dir, number);
+    char *name = manifest_file_name(dir, number);
     if (name == NULL)
         return status_new(LSM_IO_ERROR, "out of memory");
     lsm_wfile *f = NULL;
     wal_writer *w = NULL;
     bool named = false; /* CURRENT may name it */
-    lsm_status *s = vs->env->new_wfile(vs->env, name, &f);
+    lsm_status *s = env->new_wfile(env, name, &f);
     if (s == NULL && (w = wal_writer_new(f, 0)) == NULL)
         s = status_new(LSM_IO_ERROR, "out of memory");
     if (s == NULL)
         s = write_edit(w, snap);
     if (s == NULL)
-        s = vs->env->sync_dir(vs->env, vs->dir);
+        s = env->sync_dir(env, dir);
     if (s == NULL)
-        s = set_current(vs, number, &named);
+        s = set_current(env, dir, number, &named);
     if (s != NULL) {
         if (w)
             lsm_status_free(wal_writer_close(w));
         if (!named)
-            lsm_status_free(vs->env->remove_file(vs->env, name));
+            lsm_status_free(env->remove_file(env, name));
         w = NULL;
     }
     free(name);
     *out = w;
+    return s;
+}
+
+lsm_status *vset_write_copy(lsm_env *env, const char *dir, uint64_t number,
+                            const version_edit *snap)
+{
+    wal_writer *w = NULL;
+    lsm_status *s = new_manifest(env, dir, number, snap, &w);
+    if (w != NULL)
+        status_keep_first(&s, wal_writer_close(w));
     return s;
 }
 
@@ -317,7 +333,7 @@ lsm_status *vset_create(version_set *vs)
     if (s)
         return s;
     vs->manifest_number = 1;
-    s = new_manifest(vs, 1, &snap, &vs->manifest);
+    s = new_manifest(vs->env, vs->dir, 1, &snap, &vs->manifest);
     version_edit_destroy(&snap);
     return s;
 }
@@ -354,7 +370,7 @@ lsm_status *vset_log_and_apply(version_set *vs, version_edit *e, uint64_t last_s
     wal_writer *w = vs->manifest;
     if (fresh) {
         version_edit_set_next_file(&snap, number + 1);
-        s = new_manifest(vs, number, &snap, &w);
+        s = new_manifest(vs->env, vs->dir, number, &snap, &w);
         version_edit_destroy(&snap);
     }
     if (s == NULL)

@@ -102,6 +102,16 @@ static inline bool vset_state_known(const version_set *vs)
     assert(mutex_held(vs->mu));
     return vs->manifest != NULL;
 }
+/* The edit that describes version v whole, as the first record of a
+ * MANIFEST: the format, vs's counters (log number, next file, last
+ * sequence: the caller may set others), every table of v and the compact
+ * pointers. REQUIRES: mu held. */
+lsm_status *vset_snapshot_of(version_set *vs, const version *v, version_edit *e);
+/* Writes MANIFEST-number holding snap in dir (another store's directory:
+ * a copy of this one), synced, then CURRENT naming it, the directory
+ * synced after each. No lock needed. */
+lsm_status *vset_write_copy(lsm_env *env, const char *dir, uint64_t number,
+                            const version_edit *snap);
 /* Makes sure `number` is never handed out (found on disk during recovery). */
 void vset_mark_file_number_used(version_set *vs, uint64_t number);
 

@@ -6,6 +6,8 @@
  *   lsmctl compact DIR [FROM TO]  compact a key range (all by default)
  *   lsmctl dump DIR [FROM [TO]]   keys and values, escaped, one pair a line
  *   lsmctl check DIR              read every block, verify every checksum
+ *   lsmctl snapshot MNT NAME      snapshot a mounted filesystem (also --list,
+ *                                 --delete NAME; lsmctl_snapshot.c)
  *
  * A store that is open elsewhere (mounted) is refused, except by `stats`
  * on a mount point, which reads the live daemon's stats through the root
@@ -15,6 +17,7 @@
  * reported (a problem for `check`).
  */
 #include "lsm.h"
+#include "lsmctl_snapshot.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -28,7 +31,8 @@ static void usage(FILE *f)
                "       lsmctl tables DIR\n"
                "       lsmctl compact DIR [FROM TO]\n"
                "       lsmctl dump DIR [FROM [TO]]\n"
-               "       lsmctl check DIR\n");
+               "       lsmctl check DIR\n"
+               "       lsmctl snapshot MNT NAME | MNT --list | MNT --delete NAME\n");
 }
 
 /* Prints the error, prefixed by `what` unless the message names it already
@@ -232,6 +236,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1], *dir = argv[2];
+    if (!strcmp(cmd, "snapshot"))
+        return lsmctl_snapshot(argc - 2, argv + 2);
     const char *a = argc > 3 ? argv[3] : NULL, *b = argc > 4 ? argv[4] : NULL;
     if (!strcmp(cmd, "stats") && argc == 3)
         return cmd_stats(dir);

@@ -1,0 +1,95 @@
+/*
+ * op_ioctl.c — ioctl on the root directory: the snapshot requests of
+ * snapshot.h. Taking or deleting a snapshot is for root and the user who
+ * mounted (the daemon's user); where they are, for anyone who may enter.
+ */
+#include "ops.h"
+#include "snapshot.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Whether the caller may change snapshots. */
+static bool may_manage(fuse_req_t req)
+{
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    return ctx->uid == 0 || ctx->uid == getuid();
+}
+
+static void snap_create(fuse_req_t req, lsmfs *fs, const void *in, size_t insz)
+{
+    struct lsmfs_snap_create c;
+    if (insz < sizeof c) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    memcpy(&c, in, sizeof c);
+    c.name[sizeof c.name - 1] = '\0';
+    char err[512];
+    int e = snapshot_create(fs, &c, err, sizeof err);
+    if (e != 0) {
+        fuse_log(FUSE_LOG_ERR, "lsmfs: %s\n", err);
+        fuse_reply_err(req, e);
+        return;
+    }
+    fuse_reply_ioctl(req, 0, &c, sizeof c);
+}
+
+static void snap_delete(fuse_req_t req, lsmfs *fs, const void *in, size_t insz)
+{
+    struct lsmfs_snap_name n;
+    if (insz < sizeof n) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    memcpy(&n, in, sizeof n);
+    n.name[sizeof n.name - 1] = '\0';
+    char err[512];
+    int e = snapshot_delete(fs, n.name, err, sizeof err);
+    if (e != 0) {
+        fuse_log(FUSE_LOG_ERR, "lsmfs: %s\n", err);
+        fuse_reply_err(req, e);
+        return;
+    }
+    fuse_reply_ioctl(req, 0, NULL, 0);
+}
+
+static void snap_dir(fuse_req_t req, lsmfs *fs, size_t outsz)
+{
+    struct lsmfs_snap_dir d;
+    memset(&d, 0, sizeof d);
+    if (outsz < sizeof d ||
+        snprintf(d.path, sizeof d.path, "%s/" LSMFS_SNAPSHOT_DIR, fs->dir) >= (int)sizeof d.path) {
+        fuse_reply_err(req, outsz < sizeof d ? EINVAL : ENAMETOOLONG);
+        return;
+    }
+    fuse_reply_ioctl(req, 0, &d, sizeof d);
+}
+
+void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struct fuse_file_info *fi,
+              unsigned flags, const void *in_buf, size_t in_bufsz, size_t out_bufsz)
+{
+    (void)arg;
+    (void)fi;
+    lsmfs *fs = op_fs(req);
+    stats_inc(&fs->stats.ops[OP_IOCTL]);
+    unsigned int c = cmd;
+    if (ino != SCHEMA_ROOT_INO || (flags & FUSE_IOCTL_COMPAT)) {
+        fuse_reply_err(req, ENOTTY);
+        return;
+    }
+    if ((c == LSMFS_IOC_SNAP_CREATE || c == LSMFS_IOC_SNAP_DELETE) && !may_manage(req)) {
+        fuse_reply_err(req, EPERM);
+        return;
+    }
+    if (c == LSMFS_IOC_SNAP_CREATE)
+        snap_create(req, fs, in_buf, in_bufsz);
+    else if (c == LSMFS_IOC_SNAP_DELETE)
+        snap_delete(req, fs, in_buf, in_bufsz);
+    else if (c == LSMFS_IOC_SNAP_DIR)
+        snap_dir(req, fs, out_bufsz);
+    else
+        fuse_reply_err(req, ENOTTY);
+}

@@ -1,0 +1,357 @@
+/*
+ * db_checkpoint.c — lsm_checkpoint: a copy of the open store at one
+ * sequence number, as an ordinary store in another directory.
+ *
+ * The cut. Holding the head of the write queue (writers wait behind it for
+ * the length of a memtable switch, no I/O), the checkpoint switches the
+ * memtable: every write acknowledged before the call is now in an immutable
+ * memtable or a table, deferred batches too, and every later write goes
+ * to the new memtable. Memtables flush oldest first, each as one MANIFEST
+ * edit, so the version installed by the flush of the memtable just made
+ * immutable holds exactly the writes up to the switch: flush_one hands it
+ * over (db_checkpoint_flushed) with a reference, which keeps its tables
+ * from the obsolete-file sweep while they are linked or copied. The copy
+ * then needs no log at all (a deferred batch cannot be half in it), and
+ * opens without a replay. The alternative — copying the live logs up to
+ * the cut — would have to keep logs from being deleted under the copy and
+ * would leave a replay (and, for batches logged late, markers whose bodies
+ * come after the cut) to every open of the copy.
+ *
+ * The copy is built in a hidden sibling of dest_dir (".NAME.tmp-PID-N"):
+ * tables hard-linked (the tables never change once written) or copied and
+ * synced, an empty LOCK, a MANIFEST with one edit naming exactly the
+ * pinned version's tables, CURRENT, each directory entry synced; only then
+ * is it renamed to dest_dir and dest_dir's parent synced. A crash or an
+ * error before that rename leaves at most the hidden directory, which no
+ * one takes for a checkpoint; an error leaves none (removed, best effort).
+ */
+#include "db_impl.h"
+#include "filename.h"
+#include "status.h"
+
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define COPY_CHUNK (1u << 20)
+
+void lsm_checkpoint_options_init(lsm_checkpoint_options *o)
+{
+    memset(o, 0, sizeof(*o));
+}
+
+void db_checkpoint_flushed(lsm_db *db, uint64_t mem_id)
+{
+    assert(mutex_held(&db->mu));
+    if (!db->ckpt_waiting || db->ckpt_mem_id != mem_id)
+        return;
+    version_ref(db->vs.current);
+    db->ckpt_version = db->vs.current;
+    db->ckpt_waiting = false;
+}
+
+/* Switches the memtable and waits for the version that holds exactly the
+ * writes before the switch; *v gets it (referenced), *seq its last
+ * sequence. REQUIRES: mu held; db->checkpointing owned by the caller. */
+static lsm_status *pin_cut(lsm_db *db, version **v, uint64_t *seq)
+{
+    assert(mutex_held(&db->mu) && db->checkpointing);
+    *v = NULL;
+    struct writer w = {.batch = NULL, .sync = false, .solo = true};
+    bool leads = db_queue_wait(db, &w);
+    assert(leads); /* a solo writer is never done by someone else */
+    (void)leads;
+    /* Armed before the switch: the switch releases mu (it syncs the old
+     * log), and the flush may be done before it returns. With the active
+     * memtable empty, the newest immutable one ends at the cut; with none,
+     * the current version is the cut. */
+    lsm_status *s = NULL;
+    if (memtable_entries(db->mem) > 0 || db->wal_broken) {
+        db->ckpt_waiting = true;
+        db->ckpt_mem_id = db->mem_id;
+        s = db_make_room_for_write(db, true);
+    } else if (db->nimm > 0) {
+        db->ckpt_waiting = true;
+        db->ckpt_mem_id = db->imm_id[db->nimm - 1];
+    } else {
+        version_ref(db->ckpt_version = db->vs.current);
+    }
+    *seq = db->last_seq;
+    db_queue_pop_head(db, &w);
+    uint64_t full_before = db->nospace_events;
+    while (s == NULL && db->ckpt_version == NULL && db->bg_error == NULL &&
+           db->nospace_events == full_before) {
+        pthread_cond_broadcast(&db->work_cv);
+        cond_wait(&db->room_cv, &db->mu);
+    }
+    db->ckpt_waiting = false;
+    if (s == NULL && db->ckpt_version == NULL)
+        s = status_copy(db->bg_error ? db->bg_error : db->nospace);
+    if (s == NULL && db->ckpt_version == NULL) /* a full disk that cleared */
+        s = status_new(LSM_NO_SPACE, "checkpoint: the disk was full for the flush");
+    if (s != NULL && db->ckpt_version != NULL)
+        version_unref(db->ckpt_version);
+    else if (s == NULL)
+        *v = db->ckpt_version;
+    db->ckpt_version = NULL;
+    return s;
+}
+
+/* "dir/.base.tmp-PID-N" for dest "dir/base"; the parent "dir" in *parent. */
+static lsm_status *build_names(const char *dest, char **tmp, char **parent)
+{
+    static atomic_uint counter;
+    *tmp = *parent = NULL;
+    size_t n = strlen(dest);
+    while (n > 1 && dest[n - 1] == '/')
+        n--;
+    const char *slash = memrchr(dest, '/', n);
+    const char *base = slash ? slash + 1 : dest;
+    size_t blen = n - (size_t)(base - dest);
+    if (blen == 0 || (blen == 1 && base[0] == '.') || (blen == 2 && memcmp(base, "..", 2) == 0))
+        return status_new(LSM_INVALID_ARGUMENT, "checkpoint %s: not a directory name", dest);
+    size_t plen = slash ? (size_t)(slash - dest) : 1;
+    *parent = slash ? strndup(dest, plen ? plen : 1) : strdup(".");
+    unsigned k = atomic_fetch_add(&counter, 1);
+    if (*parent != NULL &&
+        asprintf(tmp, "%s/.%.*s.tmp-%ld-%u", *parent, (int)blen, base, (long)getpid(), k) < 0)
+        *tmp = NULL;
+    if (*tmp == NULL || *parent == NULL) {
+        free(*tmp);
+        free(*parent);
+        *tmp = *parent = NULL;
+        return status_new(LSM_IO_ERROR, "out of memory");
+    }
+    return NULL;
+}
+
+/* Copies table src to dst (size bytes), synced. No lock needed. */
+static lsm_status *copy_file(lsm_env *env, const char *src, const char *dst, uint64_t size)
+{
+    char *data = malloc(COPY_CHUNK);
+    lsm_rfile *in = NULL;
+    lsm_wfile *out = NULL;
+    lsm_status *s = data ? NULL : status_new(LSM_IO_ERROR, "out of memory");
+    if (s == NULL)
+        s = env->new_rfile(env, src, &in);
+    if (s == NULL)
+        s = env->new_wfile(env, dst, &out);
+    uint64_t off = 0;
+    while (s == NULL && off < size) {
+        size_t want = size - off < COPY_CHUNK ? (size_t)(size - off) : COPY_CHUNK, got = 0;
+        s = in->ops->pread(in, off, data, want, &got);
+        if (s == NULL && got != want)
+            s = status_new(LSM_CORRUPTION, "%s: %" PRIu64 " bytes, the MANIFEST says %" PRIu64,
+                           src, off + got, size);
+        if (s == NULL)
+            s = out->ops->append(out, data, got);
+        off += got;
+    }
+    if (s == NULL && out != NULL)
+        s = out->ops->sync(out);
+    if (out != NULL)
+        status_keep_first(&s, out->ops->close(out));
+    if (in != NULL)
+        in->ops->close(in);
+    free(data);
+    return s;
+}
+
+/* Puts every table of v into dir: a hard link, or a copy where links are
+ * refused (or o->copy_tables). No lock needed (v is pinned). */
+static lsm_status *put_tables(lsm_db *db, const version *v, const char *dir,
+                              const lsm_checkpoint_options *o, lsm_checkpoint_info *info)
+{
+    lsm_env *env = db->env;
+    bool link = !o->copy_tables && env->link_file != NULL;
+    lsm_status *s = NULL;
+    for (int l = 0; s == NULL && l < NUM_LEVELS; l++) {
+        for (int i = 0; s == NULL && i < v->nfiles[l]; i++) {
+            const file_meta *f = v->files[l][i];
+            char *src = table_file_name(db->dir, f->number);
+            char *dst = table_file_name(dir, f->number);
+            if (src == NULL || dst == NULL)
+                s = status_new(LSM_IO_ERROR, "out of memory");
+            if (s == NULL && link) {
+                s = env->link_file(env, src, dst);
+                if (lsm_status_code(s) == LSM_NOT_SUPPORTED) { /* copy from now on */
+                    lsm_status_free(s);
+                    s = NULL;
+                    link = false;
+                } else if (s == NULL) {
+                    info->linked_bytes += f->size;
+                }
+            }
+            if (s == NULL && !link) {
+                s = copy_file(env, src, dst, f->size);
+                if (s == NULL)
+                    info->copied_bytes += f->size;
+            }
+            if (s == NULL)
+                info->tables++;
+            free(src);
+            free(dst);
+        }
+    }
+    return s;
+}
+
+/* The MANIFEST edit of the copy: v's tables, no log (log_number is the
+ * MANIFEST's own number, above every file of v), sequences up to seq.
+ * REQUIRES: mu held. */
+static lsm_status *copy_edit(lsm_db *db, const version *v, uint64_t seq, uint64_t number,
+                             version_edit *e)
+{
+    assert(mutex_held(&db->mu));
+    lsm_status *s = vset_snapshot_of(&db->vs, v, e);
+    if (s != NULL)
+        return s;
+    version_edit_set_log_number(e, number);
+    version_edit_set_next_file(e, number + 1);
+    version_edit_set_last_seq(e, seq);
+    return NULL;
+}
+
+/* Writes the copy into the (new, empty) directory tmp. No lock needed. */
+static lsm_status *build_copy(lsm_db *db, const version *v, const version_edit *e,
+                              uint64_t number, const char *tmp, const lsm_checkpoint_options *o,
+                              lsm_checkpoint_info *info)
+{
+    lsm_env *env = db->env;
+    lsm_status *s = put_tables(db, v, tmp, o, info);
+    char *lock = s == NULL ? lock_file_name(tmp) : NULL;
+    if (s == NULL && lock == NULL)
+        s = status_new(LSM_IO_ERROR, "out of memory");
+    /* So read-only opens of the copy take their shared lock against a
+     * writer, as on the store itself. */
+    if (s == NULL)
+        s = env_write_file_sync(env, lock, "", 0);
+    free(lock);
+    if (s == NULL) /* the tables' and LOCK's names, before the MANIFEST names them */
+        s = env->sync_dir(env, tmp);
+    if (s == NULL)
+        s = vset_write_copy(env, tmp, number, e);
+    return s;
+}
+
+/* Best effort: removes the directory tmp and the files in it. */
+static void remove_tree(lsm_env *env, const char *tmp)
+{
+    char **names = NULL;
+    int n = 0;
+    lsm_status *s = env->get_children(env, tmp, &names, &n);
+    for (int i = 0; s == NULL && i < n; i++) {
+        char *p = NULL;
+        if (asprintf(&p, "%s/%s", tmp, names[i]) >= 0) {
+            lsm_status_free(env->remove_file(env, p));
+            free(p);
+        }
+    }
+    lsm_status_free(s);
+    env_free_children(names, n);
+    lsm_status_free(env->remove_dir(env, tmp));
+}
+
+/* Everything after the cut: the copy in tmp, renamed to dest, synced. */
+static lsm_status *write_checkpoint(lsm_db *db, const char *dest, const char *tmp,
+                                    const char *parent, const version *v,
+                                    const version_edit *e, uint64_t number,
+                                    const lsm_checkpoint_options *o, lsm_checkpoint_info *info)
+{
+    lsm_env *env = db->env;
+    lsm_status *s = env->create_dir(env, tmp);
+    if (s != NULL)
+        return status_wrap(s, "checkpoint %s", dest);
+    /* The hidden directory's own entry; the rename's comes after. */
+    s = env->sync_dir(env, parent);
+    if (s == NULL)
+        s = build_copy(db, v, e, number, tmp, o, info);
+    if (s == NULL && env->file_exists(env, dest))
+        s = status_new(LSM_INVALID_ARGUMENT, "checkpoint %s: it exists", dest);
+    if (s == NULL)
+        s = env->rename_file(env, tmp, dest);
+    if (s != NULL) {
+        remove_tree(env, tmp);
+        return status_wrap(s, "checkpoint %s", dest);
+    }
+    /* dest is complete from here on: a failed sync leaves it (complete, as
+     * it is, or hidden again after a crash), and says so. */
+    s = env->sync_dir(env, parent);
+    return s ? status_wrap(s, "checkpoint %s (complete, but its name may not be durable)", dest)
+             : NULL;
+}
+
+/* Refuses what cannot be checkpointed. REQUIRES: mu held. */
+static lsm_status *checkpoint_refused(lsm_db *db, const char *dest)
+{
+    assert(mutex_held(&db->mu));
+    if (db->bg_error != NULL)
+        return status_new(lsm_status_code(db->bg_error),
+                          "checkpoint %s refused: the store has a sticky error (%s)", dest,
+                          lsm_status_message(db->bg_error));
+    if (db->env->file_exists(db->env, dest))
+        return status_new(LSM_INVALID_ARGUMENT, "checkpoint %s: it exists", dest);
+    return NULL;
+}
+
+lsm_status *lsm_checkpoint_ex(lsm_db *db, const char *dest_dir, const lsm_checkpoint_options *o,
+                              lsm_checkpoint_info *info)
+{
+    lsm_checkpoint_options defaults;
+    lsm_checkpoint_info scratch;
+    if (o == NULL) {
+        lsm_checkpoint_options_init(&defaults);
+        o = &defaults;
+    }
+    if (info == NULL)
+        info = &scratch;
+    memset(info, 0, sizeof(*info));
+    uint64_t t0 = db->env->now_micros(db->env);
+    lsm_status *s = db_refuse_read_only(db);
+    char *tmp = NULL, *parent = NULL;
+    if (s == NULL)
+        s = build_names(dest_dir, &tmp, &parent);
+    if (s != NULL)
+        return s;
+    mutex_lock(&db->mu);
+    while (db->checkpointing)
+        cond_wait(&db->room_cv, &db->mu);
+    db->checkpointing = true;
+    version *v = NULL;
+    uint64_t seq = 0, number = 0;
+    version_edit e;
+    bool have_edit = false;
+    s = checkpoint_refused(db, dest_dir);
+    if (s == NULL)
+        s = pin_cut(db, &v, &seq);
+    if (s == NULL) {
+        number = vset_new_file_number(&db->vs);
+        s = copy_edit(db, v, seq, number, &e);
+        have_edit = s == NULL;
+    }
+    mutex_unlock(&db->mu);
+    info->seq = seq;
+    info->cut_micros = db->env->now_micros(db->env) - t0;
+    if (s == NULL)
+        s = write_checkpoint(db, dest_dir, tmp, parent, v, &e, number, o, info);
+    if (have_edit)
+        version_edit_destroy(&e);
+    mutex_lock(&db->mu);
+    if (v != NULL)
+        version_unref(v);
+    db->checkpointing = false;
+    pthread_cond_broadcast(&db->room_cv);
+    mutex_unlock(&db->mu);
+    free(tmp);
+    free(parent);
+    info->total_micros = db->env->now_micros(db->env) - t0;
+    return s;
+}
+
+lsm_status *lsm_checkpoint(lsm_db *db, const char *dest_dir)
+{
+    return lsm_checkpoint_ex(db, dest_dir, NULL, NULL);
+}

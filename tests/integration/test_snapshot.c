@@ -1,0 +1,309 @@
+/*
+ * test_snapshot.c — `lsmctl snapshot` of a mounted lsmfs while writers
+ * deliver mail (maildir: create in tmp/, write, fsync, rename into new/,
+ * fsync new/): the snapshot holds every delivery acknowledged before the
+ * call and no partial file in new/; mounted read-only twice at once while
+ * the live mount keeps changing, it serves the tree, refuses every change
+ * with EROFS, and fscks clean. Also the listing, deletion (refused while
+ * mounted), bad names, taking one on a read-only mount, and a user who
+ * neither is root nor mounted it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "mount.h"
+#include "snapshot.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+enum { WRITERS = 8, MAX_DELIVERIES = 100000 };
+
+static int setup(void **state)
+{
+    return tm_setup(state, 240, "test_snapshot", NULL);
+}
+
+static int setup_allow_other(void **state)
+{
+    return tm_setup(state, 120, "test_snapshot", "allow_other");
+}
+
+static char out[1 << 16];
+
+/* Runs `lsmctl ARGS`, output in out; the exit status. */
+static int lsmctl(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int lsmctl(const char *fmt, ...)
+{
+    char args[PATH_MAX + 256], cmd[2 * PATH_MAX + 512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "timeout -s KILL 120 %s %s 2>&1", tm_bin("lsmctl"), args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A read-only mount of snapshot `name` of m's store (two may run at once). */
+static struct tmount *mount_snapshot(const struct tmount *m, const char *name)
+{
+    struct tmount *s = tm_new_external();
+    assert_non_null(s);
+    char snap[PATH_MAX + 64];
+    snprintf(snap, sizeof snap, "%s/" LSMFS_SNAPSHOT_DIR "/%s", m->store, name);
+    assert_int_equal(rmdir(s->store), 0);
+    assert_int_equal(symlink(snap, s->store), 0);
+    snprintf(s->opts, sizeof s->opts, "ro");
+    if (tm_mount(s) != 0) {
+        tm_free(s);
+        fail_msg("mounting snapshot %s read-only failed", snap);
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------ maildir */
+
+struct writer {
+    const struct tmount *m;
+    int id;
+    atomic_int delivered; /* deliveries [0, delivered) are acknowledged */
+    atomic_bool *stop;
+    struct tm_errs *errs;
+};
+
+static size_t msg_size(int id, int i)
+{
+    return 1024 + (size_t)((id * 7919 + i * 104729) % (15 * 1024));
+}
+
+static uint64_t msg_seed(int id, int i)
+{
+    return ((uint64_t)id << 32) | (uint64_t)i;
+}
+
+/* One maildir delivery: 0, or an errno. */
+static int deliver(const struct tmount *m, int id, int i, char *buf)
+{
+    char tmp[PATH_MAX], dst[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", tm_path(m, "tmp/%d.%d", id, i));
+    snprintf(dst, sizeof dst, "%s", tm_path(m, "new/%d.%d", id, i));
+    size_t n = msg_size(id, i);
+    tm_fill(buf, n, msg_seed(id, i), 0);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return errno;
+    int e = tm_pwrite_all(fd, buf, n, 0);
+    if (e == 0 && fsync(fd) != 0)
+        e = errno;
+    close(fd);
+    if (e == 0 && rename(tmp, dst) != 0)
+        e = errno;
+    if (e == 0)
+        e = -tm_sync_path(tm_path(m, "new"), true);
+    return e < 0 ? -e : e;
+}
+
+static void *writer_main(void *p)
+{
+    struct writer *w = p;
+    char *buf = malloc(16 * KiB);
+    for (int i = 0; buf != NULL && i < MAX_DELIVERIES && !atomic_load(w->stop); i++) {
+        int e = deliver(w->m, w->id, i, buf);
+        if (e != 0) {
+            tm_errs_add(w->errs, "writer %d, delivery %d: %s", w->id, i, tm_errname(e));
+            break;
+        }
+        atomic_store(&w->delivered, i + 1);
+    }
+    free(buf);
+    return NULL;
+}
+
+/* Every file in s's new/ is a whole delivery, and every delivery of
+ * writer w below before[w] is there. Returns the files seen. */
+static int check_spool(const struct tmount *s, const int *before)
+{
+    int seen = 0;
+    for (int w = 0; w < WRITERS; w++)
+        for (int i = 0; i < before[w]; i++)
+            tm_check_file(tm_path(s, "new/%d.%d", w, i), msg_size(w, i), msg_seed(w, i));
+    DIR *d = opendir(tm_path(s, "new"));
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int w, i;
+        if (e->d_name[0] == '.')
+            continue;
+        if (sscanf(e->d_name, "%d.%d", &w, &i) != 2)
+            fail_msg("new/%s: not a delivery", e->d_name);
+        tm_check_file(tm_path(s, "new/%s", e->d_name), msg_size(w, i), msg_seed(w, i));
+        seen++;
+    }
+    closedir(d);
+    return seen;
+}
+
+/* Every change is refused with EROFS. */
+static void check_read_only(const struct tmount *s)
+{
+    const struct tmount *m = s;
+    TM_ERR(open(P("new/x"), O_WRONLY | O_CREAT, 0644), EROFS);
+    TM_ERR(mkdir(P("dir"), 0755), EROFS);
+    TM_ERR(rename(P("new/0.0"), P("cur/0.0")), EROFS);
+    TM_ERR(unlink(P("new/0.0")), EROFS);
+    TM_ERR(open(P("new/0.0"), O_WRONLY), EROFS);
+    TM_ERR(truncate(P("new/0.0"), 0), EROFS);
+    TM_ERR(chmod(P("new/0.0"), 0644), EROFS);
+    TM_ERR(setxattr(P("new/0.0"), "user.x", "1", 1, 0), EROFS);
+    TM_ERR(symlink("x", P("link")), EROFS);
+}
+
+static void test_snapshot_during_delivery(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(mkdir(P("tmp"), 0700));
+    TM_OK(mkdir(P("new"), 0700));
+    TM_OK(mkdir(P("cur"), 0700));
+    atomic_bool stop = false;
+    struct tm_errs errs;
+    tm_errs_init(&errs);
+    struct writer w[WRITERS];
+    pthread_t t[WRITERS];
+    for (int i = 0; i < WRITERS; i++) {
+        w[i] = (struct writer){.m = m, .id = i, .stop = &stop, .errs = &errs};
+        assert_int_equal(pthread_create(&t[i], NULL, writer_main, &w[i]), 0);
+    }
+    tm_sleep_ms(1500);
+    int before[WRITERS];
+    for (int i = 0; i < WRITERS; i++)
+        before[i] = atomic_load(&w[i].delivered);
+    int rc = lsmctl("snapshot %s spool1", m->mnt);
+    tm_sleep_ms(300);
+    int after[WRITERS];
+    for (int i = 0; i < WRITERS; i++)
+        after[i] = atomic_load(&w[i].delivered);
+    if (rc != 0) {
+        atomic_store(&stop, true);
+        for (int i = 0; i < WRITERS; i++)
+            pthread_join(t[i], NULL);
+        fail_msg("lsmctl snapshot: exit %d: %s", rc, out);
+    }
+    /* Mounted twice, read-only, while the writers go on. */
+    struct tmount *s1 = mount_snapshot(m, "spool1");
+    struct tmount *s2 = mount_snapshot(m, "spool1");
+    int seen = check_spool(s1, before);
+    assert_int_equal(check_spool(s2, before), seen);
+    check_read_only(s1);
+    int total = 0;
+    for (int i = 0; i < WRITERS; i++)
+        total += before[i];
+    atomic_store(&stop, true);
+    for (int i = 0; i < WRITERS; i++)
+        pthread_join(t[i], NULL);
+    tm_errs_check(&errs);
+    int later = 0;
+    for (int i = 0; i < WRITERS; i++)
+        later += atomic_load(&w[i].delivered) - after[i];
+    print_message("snapshot: %d deliveries acknowledged before it, %d in it, %d after it "
+                  "while mounted (%s)",
+                  total, seen, later, out);
+    assert_true(later > 0); /* the live mount kept changing */
+    assert_int_equal(tm_unmount(s1), 0);
+    assert_int_equal(tm_unmount(s2), 0);
+    assert_int_equal(tm_fsck(s1), 0);
+    tm_free(s1);
+    tm_free(s2);
+}
+
+/* --------------------------------------------------- list and delete */
+
+static void test_snapshot_list_and_delete(void **state)
+{
+    struct tmount *m = *state;
+    tm_make_file(P("a"), 5000, 1);
+    assert_int_equal(lsmctl("snapshot %s one", m->mnt), 0);
+    tm_make_file(P("b"), 5000, 2);
+    assert_int_equal(lsmctl("snapshot %s two", m->mnt), 0);
+    assert_int_equal(lsmctl("snapshot %s one", m->mnt), 1); /* exists */
+    assert_non_null(strstr(out, "File exists"));
+    assert_int_equal(lsmctl("snapshot %s .hidden", m->mnt), 2);
+    assert_int_equal(lsmctl("snapshot %s a/b", m->mnt), 2);
+    assert_int_equal(lsmctl("snapshot %s --list", m->mnt), 0);
+    if (strstr(out, "\none ") == NULL || strstr(out, "\ntwo ") == NULL)
+        fail_msg("listing: %s", out);
+    struct tmount *s = mount_snapshot(m, "one");
+    tm_check_file(tm_path(s, "a"), 5000, 1);
+    TM_ERR(access(tm_path(s, "b"), F_OK), ENOENT);
+    /* A mounted snapshot is not deleted; a read-only mount takes none. */
+    assert_int_equal(lsmctl("snapshot %s --delete one", m->mnt), 1);
+    assert_non_null(strstr(out, "busy"));
+    assert_int_equal(lsmctl("snapshot %s three", s->mnt), 1);
+    assert_non_null(strstr(out, "Read-only"));
+    assert_int_equal(tm_unmount(s), 0);
+    tm_free(s);
+    assert_int_equal(lsmctl("snapshot %s --delete one", m->mnt), 0);
+    assert_int_equal(lsmctl("snapshot %s --delete one", m->mnt), 1);
+    assert_int_equal(lsmctl("snapshot %s --list", m->mnt), 0);
+    if (strstr(out, "\none ") != NULL || strstr(out, "\ntwo ") == NULL)
+        fail_msg("listing after delete: %s", out);
+    /* The live tree is untouched by all of it. */
+    tm_check_file(P("a"), 5000, 1);
+    tm_check_file(P("b"), 5000, 2);
+}
+
+/* Only root and the user who mounted may take or delete snapshots. */
+static void test_snapshot_refused_to_others(void **state)
+{
+    struct tmount *m = *state;
+    if (geteuid() != 0)
+        skip();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(10);
+        int fd = open(m->mnt, O_RDONLY | O_DIRECTORY);
+        if (fd < 0)
+            _exit(11);
+        struct lsmfs_snap_create c;
+        memset(&c, 0, sizeof c);
+        snprintf(c.name, sizeof c.name, "theirs");
+        int r = ioctl(fd, LSMFS_IOC_SNAP_CREATE, &c);
+        _exit(r == -1 && errno == EPERM ? 0 : 12);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    char snap[PATH_MAX + 64];
+    snprintf(snap, sizeof snap, "%s/" LSMFS_SNAPSHOT_DIR "/theirs", m->store);
+    TM_ERR(access(snap, F_OK), ENOENT);
+}
+
+int main(void)
+{
+    tm_init();
+    const struct CMUnitTest tests[] = {
+        TM_TEST(test_snapshot_during_delivery, setup),
+        TM_TEST(test_snapshot_list_and_delete, setup),
+        TM_TEST(test_snapshot_refused_to_others, setup_allow_other),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,209 @@
+/*
+ * lsmctl_snapshot.c — `lsmctl snapshot` (see lsmctl_snapshot.h). Taking
+ * and deleting are ioctls on the mount's root, answered by the daemon once
+ * done (fs/snapshot.h); listing reads the snapshot directory the daemon
+ * names, and counts for each snapshot the bytes of the files only it holds
+ * (one link: neither the live store nor another snapshot shares them).
+ */
+#include "lsmctl_snapshot.h"
+
+#include "snapshot.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The mount's root, open for ioctls; -1 after saying why. */
+static int open_mount(const char *mnt)
+{
+    int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        fprintf(stderr, "lsmctl: %s: %s\n", mnt, strerror(errno));
+    return fd;
+}
+
+static int ioctl_failed(const char *mnt, const char *what)
+{
+    int e = errno;
+    if (e == ENOTTY || e == EINVAL || e == ENOSYS)
+        fprintf(stderr, "lsmctl: %s: not the root of an lsmfs mount (%s)\n", mnt, strerror(e));
+    else if (e == EPERM)
+        fprintf(stderr, "lsmctl: %s: only root or the user who mounted it may %s\n", mnt, what);
+    else
+        fprintf(stderr, "lsmctl: %s: %s: %s\n", mnt, what, strerror(e));
+    return 1;
+}
+
+static int name_ok(const char *name)
+{
+    if (snapshot_name_ok(name))
+        return 1;
+    fprintf(stderr,
+            "lsmctl: \"%s\": a snapshot name has 1-%d bytes, no '/', no control characters, "
+            "and does not begin with '.'\n",
+            name, LSMFS_SNAPSHOT_NAME_MAX);
+    return 0;
+}
+
+static int snap_create(const char *mnt, const char *name)
+{
+    if (!name_ok(name))
+        return 2;
+    int fd = open_mount(mnt);
+    if (fd < 0)
+        return 1;
+    struct lsmfs_snap_create c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.name, sizeof c.name, "%s", name);
+    int r = ioctl(fd, LSMFS_IOC_SNAP_CREATE, &c);
+    close(fd);
+    if (r != 0)
+        return ioctl_failed(mnt, "take a snapshot");
+    printf("snapshot %s: %llu tables, %llu bytes shared with the store, %llu copied, "
+           "%.3f s\n",
+           name, (unsigned long long)c.tables, (unsigned long long)c.linked_bytes,
+           (unsigned long long)c.copied_bytes, (double)c.micros / 1e6);
+    return 0;
+}
+
+static int snap_delete(const char *mnt, const char *name)
+{
+    if (!name_ok(name))
+        return 2;
+    int fd = open_mount(mnt);
+    if (fd < 0)
+        return 1;
+    struct lsmfs_snap_name n;
+    memset(&n, 0, sizeof n);
+    snprintf(n.name, sizeof n.name, "%s", name);
+    int r = ioctl(fd, LSMFS_IOC_SNAP_DELETE, &n);
+    close(fd);
+    return r != 0 ? ioctl_failed(mnt, "delete a snapshot") : 0;
+}
+
+/* Bytes of the files in dir, and of those with one link; the mtime of
+ * its CURRENT (0 if there is none: not a complete snapshot). */
+static void measure(int dfd, const char *name, uint64_t *all, uint64_t *alone, time_t *when)
+{
+    *all = *alone = 0;
+    *when = 0;
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (d == NULL) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        *all += (uint64_t)st.st_size;
+        if (st.st_nlink == 1)
+            *alone += (uint64_t)st.st_size;
+        if (strcmp(e->d_name, "CURRENT") == 0)
+            *when = st.st_mtime;
+    }
+    closedir(d);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in dir, sorted (malloc'd); -1 on error. */
+static int list_names(DIR *d, char ***out)
+{
+    int n = 0, cap = 0;
+    char **names = NULL;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **p = realloc(names, (size_t)cap * sizeof(*p));
+            if (p == NULL)
+                break;
+            names = p;
+        }
+        if ((names[n] = strdup(e->d_name)) != NULL)
+            n++;
+    }
+    qsort(names, (size_t)n, sizeof(*names), cmp_names);
+    *out = names;
+    return n;
+}
+
+static void print_snapshots(int dfd, char **names, int n)
+{
+    int unfinished = 0;
+    printf("%-24s %-19s %14s %14s\n", "NAME", "TAKEN", "BYTES", "ALONE");
+    for (int i = 0; i < n; i++) {
+        uint64_t all, alone;
+        time_t when;
+        if (names[i][0] == '.') { /* half built or half deleted (crash) */
+            unfinished++;
+            continue;
+        }
+        measure(dfd, names[i], &all, &alone, &when);
+        char taken[32] = "(incomplete)";
+        if (when != 0)
+            strftime(taken, sizeof taken, "%Y-%m-%d %H:%M:%S", localtime(&when));
+        printf("%-24s %-19s %14llu %14llu\n", names[i], taken, (unsigned long long)all,
+               (unsigned long long)alone);
+    }
+    if (unfinished > 0)
+        printf("(%d unfinished, left by a crash: hidden names, not snapshots)\n", unfinished);
+}
+
+static int snap_list(const char *mnt)
+{
+    int fd = open_mount(mnt);
+    if (fd < 0)
+        return 1;
+    struct lsmfs_snap_dir sd;
+    memset(&sd, 0, sizeof sd);
+    int r = ioctl(fd, LSMFS_IOC_SNAP_DIR, &sd);
+    close(fd);
+    if (r != 0)
+        return ioctl_failed(mnt, "list snapshots");
+    sd.path[sizeof sd.path - 1] = '\0';
+    DIR *d = opendir(sd.path);
+    if (d == NULL && errno == ENOENT)
+        return 0; /* none taken yet */
+    if (d == NULL) {
+        fprintf(stderr, "lsmctl: %s: %s\n", sd.path, strerror(errno));
+        return 1;
+    }
+    char **names;
+    int n = list_names(d, &names);
+    print_snapshots(dirfd(d), names, n);
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    closedir(d);
+    return 0;
+}
+
+int lsmctl_snapshot(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--list") == 0)
+        return snap_list(argv[0]);
+    if (argc == 3 && strcmp(argv[1], "--delete") == 0)
+        return snap_delete(argv[0], argv[2]);
+    if (argc == 2 && argv[1][0] != '-')
+        return snap_create(argv[0], argv[1]);
+    fprintf(stderr, "usage: lsmctl snapshot MNT NAME | MNT --list | MNT --delete NAME\n");
+    return 2;
+}
