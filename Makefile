@@ -44,9 +44,10 @@ ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
   endif
 endif
 
-PKGS     := fuse3 liblz4 cmocka
+PKGS     := fuse3 liblz4 cmocka liburing
 PKG_CF   := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 FUSE_LIB := $(shell pkg-config --libs fuse3 2>/dev/null)
+URING_LIB := $(shell pkg-config --libs liburing 2>/dev/null)
 LZ4_LIB  := $(shell pkg-config --libs liblz4 2>/dev/null)
 CMOCKA   := $(shell pkg-config --libs cmocka 2>/dev/null)
 
@@ -69,7 +70,7 @@ FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
 LIBSTORE  := $(BUILD)/libstore.a
 LIBFS     := $(BUILD)/libfs.a
 STORE_LIBS := $(LIBSTORE) $(LZ4_LIB)
-FS_LIBS    := $(LIBFS) $(LIBSTORE) $(FUSE_LIB) $(LZ4_LIB)
+FS_LIBS    := $(LIBFS) $(LIBSTORE) $(FUSE_LIB) $(URING_LIB) $(LZ4_LIB)
 
 PROGS := $(BIN)/lsmfs $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(BIN)/lsmctl \
          $(BIN)/lsmbench $(BIN)/nowork-fs $(BIN)/bench-syncwake
@@ -109,9 +110,10 @@ $(BIN)/lsmctl: $(BUILD)/tools/lsmctl.o $(LIBSTORE)
 $(BIN)/bench-syncwake: $(BUILD)/tools/bench_syncwake.o $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(STORE_LIBS)
-$(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o $(BUILD)/tools/nowork_log.o
+# nowork-fs shares lsmfs's io_uring transport (fs/uring.c) and nothing else.
+$(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o $(BUILD)/tools/nowork_log.o $(BUILD)/fs/uring.o
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(FUSE_LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(FUSE_LIB) $(URING_LIB)
 
 $(BUILD)/tools/lsmbench_leveldb.o: CFLAGS += $(LEVELDB_CF)
 $(BIN)/lsmbench: $(BUILD)/tools/lsmbench.o $(BUILD)/tools/lsmbench_leveldb.o $(LIBSTORE)
