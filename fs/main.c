@@ -2,7 +2,8 @@
  * main.c — the lsmfs daemon: lsmfs STORE MOUNTPOINT [-f] [-d] [-s] [-o opt,...]
  *
  * Opens the store, mounts, and serves requests with our request loop
- * (loop.h; libfuse's single-threaded one with -s). Unless run in the
+ * (loop.h; libfuse's single-threaded one with -s), and, when the kernel
+ * offers it, over FUSE's io_uring queues (uring.h, -o uring=). Unless run in the
  * foreground it forks first; the parent waits until the child has opened
  * the store and mounted (or failed), so that errors are printed and
  * reflected in the exit status, and the child then detaches and logs to
@@ -14,6 +15,7 @@
 #include "loop.h"
 #include "ops.h"
 #include "super.h"
+#include "uring.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,6 +37,10 @@
 #define MAX_SPIN_US 100000
 #define DEFAULT_READAHEAD_KB 4096
 #define MAX_READAHEAD_KB (1024 * 1024)
+/* Ring entries per CPU: each request that waits (an fsync) holds one until
+ * it is answered, so this many may wait at once per CPU and still meet in
+ * the store's writer queue. */
+#define URING_DEPTH 16
 
 struct options {
     char *store;
@@ -48,6 +54,7 @@ struct options {
     bool allow_root; /* -o allow_root: only root may enter besides the mounter */
     const char *atime; /* -o atime, relatime or strictatime given (refused) */
     bool read_only;    /* -o ro */
+    char *uring;       /* -o uring=auto|on|off */
 };
 
 enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_ALLOW_ROOT, KEY_ATIME, KEY_RO };
@@ -67,6 +74,7 @@ static const struct fuse_opt option_spec[] = {
     {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
     {"spin=%d", offsetof(struct options, spin_us), 0},
     {"readahead=%d", offsetof(struct options, readahead_kb), 0},
+    {"uring=%s", offsetof(struct options, uring), 0},
     FUSE_OPT_END,
 };
 
@@ -124,7 +132,11 @@ static void usage(const char *prog)
            "    -o spin=USEC           after a request, the reader polls /dev/fuse this long\n"
            "                           before it sleeps (default %d; 0 never polls)\n"
            "    -o readahead=KB        the mount's readahead window (default %d; 0 keeps\n"
-           "                           the kernel's 128)\n\n",
+           "                           the kernel's 128)\n"
+           "    -o uring=MODE          auto (default): serve requests over FUSE's io_uring\n"
+           "                           queues when the kernel offers them (" URING_PARAM_PATH "\n"
+           "                           is Y), else over /dev/fuse; on: refuse to mount\n"
+           "                           without them; off: /dev/fuse only\n\n",
            prog, DEFAULT_SPIN_US, DEFAULT_READAHEAD_KB);
 }
 
@@ -303,6 +315,27 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, un
     return loop_run(se, &cfg);
 }
 
+/* Installs the io_uring transport on the mounted se (mode not off). */
+static struct uring *attach_uring(struct fuse_session *se, uring_mode mode, ops_state *st)
+{
+    struct uring *u = NULL;
+    uring_config uc = {
+        .mode = mode,
+        .depth = URING_DEPTH,
+        .max_workers = DEFAULT_THREADS,
+        .may_wait = lsmfs_request_may_wait,
+        .ctx = st,
+        .served = &st->fs->stats.uring_requests,
+        .active = &st->fs->stats.uring_active,
+    };
+    int err = uring_attach(se, &uc, &u);
+    if (err != 0)
+        fuse_log(mode == URING_ON ? FUSE_LOG_ERR : FUSE_LOG_NOTICE,
+                 "lsmfs: cannot install the io_uring transport: %s%s\n", strerror(-err),
+                 mode == URING_ON ? "" : ": serving /dev/fuse");
+    return u;
+}
+
 int main(int argc, char *argv[])
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -340,6 +373,17 @@ int main(int argc, char *argv[])
                 MAX_READAHEAD_KB);
         return 1;
     }
+    uring_mode umode = URING_AUTO;
+    if (o.uring != NULL && uring_parse_mode(o.uring, &umode) != 0) {
+        fprintf(stderr, "lsmfs: uring=%s: give auto, on or off\n", o.uring);
+        return 1;
+    }
+    if (umode == URING_ON && !uring_kernel_offers()) {
+        fprintf(stderr, "lsmfs: -o uring=on: the kernel does not offer FUSE over io_uring: %s "
+                        "is not Y (as root: echo Y > %s; lsmfs never changes it)\n",
+                URING_PARAM_PATH, URING_PARAM_PATH);
+        return 1;
+    }
     if (o.atime != NULL) {
         fprintf(stderr, "lsmfs: -o %s: reads do not update access times on lsmfs (every mount "
                         "is noatime)\n", o.atime);
@@ -374,6 +418,12 @@ int main(int argc, char *argv[])
         lsmfs_close(fs);
         fail("cannot mount %s", co.mountpoint);
     }
+    struct uring *ring = umode == URING_OFF ? NULL : attach_uring(se, umode, &st);
+    if (umode == URING_ON && ring == NULL) {
+        fuse_session_unmount(se);
+        lsmfs_close(fs);
+        fail("-o uring=on: cannot serve over io_uring");
+    }
     if (!co.foreground)
         daemon_detach();
     struct mount_tuning tuning = {.mountpoint = co.mountpoint,
@@ -384,7 +434,12 @@ int main(int argc, char *argv[])
      * failure. */
     if (r > 0)
         r = 0;
+    if (umode == URING_ON && !uring_active(ring)) {
+        fuse_log(FUSE_LOG_ERR, "lsmfs: -o uring=on: the ring could not be used; unmounting\n");
+        r = 1;
+    }
     op_notify_drain(&st);
+    uring_stop(ring); /* before the unmount closes the device its rings use */
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
@@ -393,6 +448,7 @@ int main(int argc, char *argv[])
         fuse_log(FUSE_LOG_ERR, "lsmfs: closing the store failed: %s\n", strerror(cerr));
     free(store);
     free(o.store);
+    free(o.uring);
     free(co.mountpoint);
     fuse_opt_free_args(&args);
     return (r != 0 || cerr != 0) ? 1 : 0;

@@ -351,6 +351,8 @@ static void process(struct uring *u, struct uring_ent *ent, struct fuse_in_heade
 static void take_request(struct uring *u, struct uring_ent *ent)
 {
     atomic_fetch_add_explicit(&u->served, 1, memory_order_relaxed);
+    if (u->cfg.served != NULL)
+        atomic_fetch_add_explicit(u->cfg.served, 1, memory_order_relaxed);
     struct fuse_in_header *in = rebuild(u, ent);
     if (in == NULL) {
         uint64_t unique = ((struct fuse_in_header *)ent->hdr->in_out)->unique;
@@ -680,6 +682,8 @@ static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
         /* The kernel took INIT (it is processed within the write): the
          * queues may register now. */
         atomic_store_explicit(&u->active, true, memory_order_release);
+        if (u->cfg.active != NULL)
+            atomic_store_explicit(u->cfg.active, 1, memory_order_relaxed);
         set_phase(u, PH_GO);
         fuse_log(FUSE_LOG_NOTICE,
                  "lsmfs: serving requests over io_uring: %u queues of %u entries\n", u->nq,

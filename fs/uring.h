@@ -36,6 +36,7 @@
 
 #include "fuse_api.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,6 +68,10 @@ typedef struct uring_config {
      * loop_config.may_wait: such requests go to a worker. */
     bool (*may_wait)(void *ctx, const struct fuse_in_header *in, size_t len);
     void *ctx;
+    /* If not NULL, kept up to date for the caller's statistics (relaxed
+     * atomics): requests served over the ring; 1 once the ring serves. */
+    _Atomic uint64_t *served;
+    _Atomic uint64_t *active;
 } uring_config;
 
 struct uring;
