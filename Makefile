@@ -1,7 +1,8 @@
 # lsmfs — build, test, mount.
 #
 #   make                 build everything into bin/
-#   make test            build and run every test (unit, integration, crash)
+#   make test            build and run every test (unit, integration, crash;
+#                        the integration tests once per FUSE transport offered)
 #   make test SAN=1      the same under AddressSanitizer + UBSan (build-asan/)
 #   make test SAN=thread the same under ThreadSanitizer (build-tsan/)
 #   make torture         the full I/O-error sweep (tests/unit/test_io_sweep.c)
@@ -137,12 +138,15 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/integration/test_%.o $(INTEG_LIB) $(LIBFS)
 
 # Test programs run one after another (integration tests mount FUSE
 # filesystems and must not fight over the two CPUs), each under a timeout.
+# The integration tests run once per transport the kernel offers (/dev/fuse,
+# and io_uring when the fuse module's enable_uring is Y), saying which.
 test: all $(UNIT_TESTS) $(INTEG_TESTS)
-	@LSMFS_BIN=$(abspath $(BIN)) tests/run.sh $(UNIT_TESTS) $(INTEG_TESTS)
+	@tests/run.sh $(UNIT_TESTS)
+	@LSMFS_BIN=$(abspath $(BIN)) tests/run_transports.sh $(INTEG_TESTS)
 unit-test: $(UNIT_TESTS)
 	@tests/run.sh $(UNIT_TESTS)
 integration-test: all $(INTEG_TESTS)
-	@LSMFS_BIN=$(abspath $(BIN)) tests/run.sh $(INTEG_TESTS)
+	@LSMFS_BIN=$(abspath $(BIN)) tests/run_transports.sh $(INTEG_TESTS)
 # The full I/O-error sweep: every env call of its workload failed in every
 # fault kind (make test runs a sample).
 torture: $(BUILD)/tests/test_io_sweep
