@@ -9,6 +9,9 @@
  * Prints "RESULT rtt threads=T stats_per_s=OPS us_per_stat=US" (US: the
  * mean time of one stat in one thread). Exits 1 on any failed call.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* statx */
+#endif
 #include "bench_common.h"
 
 #include <fcntl.h>
