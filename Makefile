@@ -111,8 +111,10 @@ $(BIN)/lsmctl: $(BUILD)/tools/lsmctl.o $(LIBSTORE)
 $(BIN)/bench-syncwake: $(BUILD)/tools/bench_syncwake.o $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(STORE_LIBS)
-# nowork-fs shares lsmfs's io_uring transport (fs/uring.c) and nothing else.
-$(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o $(BUILD)/tools/nowork_log.o $(BUILD)/fs/uring.o
+# nowork-fs shares lsmfs's io_uring transport (fs/uring.c, which starts its
+# threads with fs/loop.c's helper) and nothing else.
+$(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o $(BUILD)/tools/nowork_log.o $(BUILD)/fs/uring.o \
+                  $(BUILD)/fs/loop.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(FUSE_LIB) $(URING_LIB)
 

@@ -3,6 +3,8 @@
  */
 #include "uring.h"
 
+#include "loop.h"
+
 #include <linux/fuse.h>
 
 #include <assert.h>
@@ -10,7 +12,6 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -393,22 +394,10 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* Starts a thread with every signal blocked (the handlers that end the
- * session run on the main thread). */
-static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    int err = pthread_create(t, NULL, fn, arg);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return err;
-}
-
 /* REQUIRES: u->mu held, u->nworkers < max_workers. */
 static int start_worker(struct uring *u)
 {
-    int err = start_thread(&u->workers[u->nworkers], worker, u);
+    int err = loop_start_thread(&u->workers[u->nworkers], worker, u);
     if (err == 0)
         u->nworkers++;
     return err;
@@ -579,7 +568,7 @@ static int start_queues(struct uring *u)
         q->qid = started;
         q->efd = -1;
         pthread_mutex_init(&q->mu, NULL);
-        err = start_thread(&q->thread, queue_thread, q);
+        err = loop_start_thread(&q->thread, queue_thread, q);
         if (err != 0)
             pthread_mutex_destroy(&q->mu);
     }
