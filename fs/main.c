@@ -297,6 +297,7 @@ static void tune_mount(void *arg)
                  t->mountpoint, t->readahead_kb, strerror(err));
 }
 
+/* tuning: what the loop applies after INIT, or NULL (the ring does it). */
 static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, unsigned spin_us,
                  ops_state *st, struct mount_tuning *tuning)
 {
@@ -309,14 +310,16 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, un
         .spin_us = spin_us,
         .may_wait = lsmfs_request_may_wait,
         .ctx = st,
-        .on_init = tune_mount,
+        .on_init = tuning != NULL ? tune_mount : NULL,
         .init_ctx = tuning,
     };
     return loop_run(se, &cfg);
 }
 
-/* Installs the io_uring transport on the mounted se (mode not off). */
-static struct uring *attach_uring(struct fuse_session *se, uring_mode mode, ops_state *st)
+/* Installs the io_uring transport on the mounted se (mode not off); it
+ * applies tuning after INIT, before the ring serves a request. */
+static struct uring *attach_uring(struct fuse_session *se, uring_mode mode, ops_state *st,
+                                  struct mount_tuning *tuning)
 {
     struct uring *u = NULL;
     uring_config uc = {
@@ -327,6 +330,8 @@ static struct uring *attach_uring(struct fuse_session *se, uring_mode mode, ops_
         .ctx = st,
         .served = &st->fs->stats.uring_requests,
         .active = &st->fs->stats.uring_active,
+        .on_init = tune_mount,
+        .init_ctx = tuning,
     };
     int err = uring_attach(se, &uc, &u);
     if (err != 0)
@@ -418,7 +423,9 @@ int main(int argc, char *argv[])
         lsmfs_close(fs);
         fail("cannot mount %s", co.mountpoint);
     }
-    struct uring *ring = umode == URING_OFF ? NULL : attach_uring(se, umode, &st);
+    struct mount_tuning tuning = {.mountpoint = co.mountpoint,
+                                  .readahead_kb = (unsigned)o.readahead_kb};
+    struct uring *ring = umode == URING_OFF ? NULL : attach_uring(se, umode, &st, &tuning);
     if (umode == URING_ON && ring == NULL) {
         fuse_session_unmount(se);
         lsmfs_close(fs);
@@ -426,9 +433,7 @@ int main(int argc, char *argv[])
     }
     if (!co.foreground)
         daemon_detach();
-    struct mount_tuning tuning = {.mountpoint = co.mountpoint,
-                                  .readahead_kb = (unsigned)o.readahead_kb};
-    int r = serve(se, &co, (unsigned)o.spin_us, &st, &tuning);
+    int r = serve(se, &co, (unsigned)o.spin_us, &st, ring != NULL ? NULL : &tuning);
     /* libfuse's single-threaded loop returns the number of the signal that
      * ended it: a SIGTERM/SIGINT/SIGHUP is an orderly shutdown, not a
      * failure. */

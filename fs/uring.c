@@ -667,6 +667,8 @@ static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
         return writev(fd, iov, count);
     bool ring = init_ring(u, iov, count);
     ssize_t n = writev(fd, iov, count);
+    if (n >= 0 && u->cfg.on_init != NULL)
+        u->cfg.on_init(u->cfg.init_ctx);
     if (ring && n >= 0) {
         /* The kernel took INIT (it is processed within the write): the
          * queues may register now. */

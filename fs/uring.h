@@ -72,6 +72,11 @@ typedef struct uring_config {
      * atomics): requests served over the ring; 1 once the ring serves. */
     _Atomic uint64_t *served;
     _Atomic uint64_t *active;
+    /* If not NULL: called once the kernel has taken the INIT reply, before
+     * the ring serves any request (as loop_config.on_init; with the ring
+     * a request may be served before the /dev/fuse loop's on_init runs). */
+    void (*on_init)(void *init_ctx);
+    void *init_ctx;
 } uring_config;
 
 struct uring;
