@@ -466,7 +466,7 @@ static int queue_setup(struct uring_queue *q)
     for (unsigned i = 0; i < u->cfg.depth; i++) {
         struct uring_ent *e = &q->ents[i];
         e->q = q;
-        e->hdr = aligned_alloc(64, sizeof(*e->hdr));
+        e->hdr = aligned_alloc(64, (sizeof(*e->hdr) + 63) & ~(size_t)63); /* C11: a multiple */
         e->base = aligned_alloc(4096, PAYLOAD_PREFIX + ((u->payload_sz + 4095) & ~(size_t)4095));
         if (e->hdr == NULL || e->base == NULL)
             return ENOMEM;
@@ -488,8 +488,8 @@ static void queue_free(struct uring_queue *q)
         }
     free(q->ents);
     free(q->done);
-    if (q->efd >= 0)
-        close(q->efd);
+    /* q->efd stays open: uring_stop writes to it, and closes it after the
+     * join. */
 }
 
 /* Registers q's entries, then serves them until stop. [queue thread] */
@@ -754,6 +754,8 @@ void uring_stop(struct uring *u)
             if (u->qs[i].efd >= 0 && write(u->qs[i].efd, &one, sizeof(one)) < 0)
                 fuse_log(FUSE_LOG_ERR, "lsmfs: uring: cannot stop queue %u\n", i);
             pthread_join(u->qs[i].thread, NULL);
+            if (u->qs[i].efd >= 0)
+                close(u->qs[i].efd);
             pthread_mutex_destroy(&u->qs[i].mu);
         }
     }
