@@ -1,7 +1,8 @@
 # lsmfs — build, test, mount.
 #
 #   make                 build everything into bin/
-#   make test            build and run every test (unit, integration, crash)
+#   make test            build and run every test (unit, integration, crash;
+#                        the integration tests once per FUSE transport offered)
 #   make test SAN=1      the same under AddressSanitizer + UBSan (build-asan/)
 #   make test SAN=thread the same under ThreadSanitizer (build-tsan/)
 #   make torture         the full I/O-error sweep (tests/unit/test_io_sweep.c)
@@ -44,9 +45,10 @@ ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
   endif
 endif
 
-PKGS     := fuse3 liblz4 cmocka
+PKGS     := fuse3 liblz4 cmocka liburing
 PKG_CF   := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 FUSE_LIB := $(shell pkg-config --libs fuse3 2>/dev/null)
+URING_LIB := $(shell pkg-config --libs liburing 2>/dev/null)
 LZ4_LIB  := $(shell pkg-config --libs liblz4 2>/dev/null)
 CMOCKA   := $(shell pkg-config --libs cmocka 2>/dev/null)
 
@@ -69,7 +71,7 @@ FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
 LIBSTORE  := $(BUILD)/libstore.a
 LIBFS     := $(BUILD)/libfs.a
 STORE_LIBS := $(LIBSTORE) $(LZ4_LIB)
-FS_LIBS    := $(LIBFS) $(LIBSTORE) $(FUSE_LIB) $(LZ4_LIB)
+FS_LIBS    := $(LIBFS) $(LIBSTORE) $(FUSE_LIB) $(URING_LIB) $(LZ4_LIB)
 
 PROGS := $(BIN)/lsmfs $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(BIN)/lsmctl \
          $(BIN)/lsmbench $(BIN)/nowork-fs $(BIN)/bench-syncwake
@@ -109,9 +111,12 @@ $(BIN)/lsmctl: $(BUILD)/tools/lsmctl.o $(BUILD)/tools/lsmctl_snapshot.o $(LIBSTO
 $(BIN)/bench-syncwake: $(BUILD)/tools/bench_syncwake.o $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(STORE_LIBS)
-$(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o $(BUILD)/tools/nowork_log.o
+# nowork-fs shares lsmfs's io_uring transport (fs/uring.c, which starts its
+# threads with fs/loop.c's helper) and nothing else.
+$(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o $(BUILD)/tools/nowork_log.o $(BUILD)/fs/uring.o \
+                  $(BUILD)/fs/loop.o
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(FUSE_LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(FUSE_LIB) $(URING_LIB)
 
 $(BUILD)/tools/lsmbench_leveldb.o: CFLAGS += $(LEVELDB_CF)
 $(BIN)/lsmbench: $(BUILD)/tools/lsmbench.o $(BUILD)/tools/lsmbench_leveldb.o $(LIBSTORE)
@@ -135,12 +140,15 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/integration/test_%.o $(INTEG_LIB) $(LIBFS)
 
 # Test programs run one after another (integration tests mount FUSE
 # filesystems and must not fight over the two CPUs), each under a timeout.
+# The integration tests run once per transport the kernel offers (/dev/fuse,
+# and io_uring when the fuse module's enable_uring is Y), saying which.
 test: all $(UNIT_TESTS) $(INTEG_TESTS)
-	@LSMFS_BIN=$(abspath $(BIN)) tests/run.sh $(UNIT_TESTS) $(INTEG_TESTS)
+	@tests/run.sh $(UNIT_TESTS)
+	@LSMFS_BIN=$(abspath $(BIN)) tests/run_transports.sh $(INTEG_TESTS)
 unit-test: $(UNIT_TESTS)
 	@tests/run.sh $(UNIT_TESTS)
 integration-test: all $(INTEG_TESTS)
-	@LSMFS_BIN=$(abspath $(BIN)) tests/run.sh $(INTEG_TESTS)
+	@LSMFS_BIN=$(abspath $(BIN)) tests/run_transports.sh $(INTEG_TESTS)
 # The full I/O-error sweep: every env call of its workload failed in every
 # fault kind (make test runs a sample).
 torture: $(BUILD)/tests/test_io_sweep

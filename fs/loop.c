@@ -95,14 +95,12 @@ static void process(struct loop *l, const struct fuse_buf *buf)
         l->cfg.on_init(l->cfg.init_ctx);
 }
 
-/* Starts a thread with every signal blocked, so that the handlers (which
- * end the session) run on the main thread. */
-static int start_thread(pthread_t *t, void *(*fn)(void *), struct loop *l)
+int loop_start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
 {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    int err = pthread_create(t, NULL, fn, l);
+    int err = pthread_create(t, NULL, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return err;
 }
@@ -111,7 +109,7 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), struct loop *l)
 static int start_worker(struct loop *l)
 {
     assert(l->nthreads < l->cfg.max_threads);
-    int err = start_thread(&l->threads[l->nthreads], worker, l);
+    int err = loop_start_thread(&l->threads[l->nthreads], worker, l);
     if (err == 0)
         l->nthreads++;
     return err;
@@ -229,7 +227,7 @@ int loop_run(struct fuse_session *se, const loop_config *cfg)
     pthread_cond_init(&l.done_cv, NULL);
     pthread_cond_init(&l.watch_cv, NULL);
     pthread_mutex_lock(&l.mu);
-    int err = start_thread(&l.watcher, watch, &l);
+    int err = loop_start_thread(&l.watcher, watch, &l);
     bool watching = err == 0;
     if (err == 0)
         err = start_worker(&l);

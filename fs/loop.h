@@ -29,6 +29,7 @@
 
 #include "fuse_api.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,6 +51,10 @@ typedef struct loop_config {
     void (*on_init)(void *init_ctx);
     void *init_ctx;
 } loop_config;
+
+/* Starts a thread with every signal blocked, so that the handlers (which
+ * end the session) run on the main thread. Returns pthread_create's. */
+int loop_start_thread(pthread_t *t, void *(*fn)(void *), void *arg);
 
 /* Serves se until it exits (unmount or a signal). Returns 0, or a negative
  * errno if the loop could not start or the device failed. */

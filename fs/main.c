@@ -2,7 +2,8 @@
  * main.c — the lsmfs daemon: lsmfs STORE MOUNTPOINT [-f] [-d] [-s] [-o opt,...]
  *
  * Opens the store, mounts, and serves requests with our request loop
- * (loop.h; libfuse's single-threaded one with -s). Unless run in the
+ * (loop.h; libfuse's single-threaded one with -s), and, when the kernel
+ * offers it, over FUSE's io_uring queues (uring.h, -o uring=). Unless run in the
  * foreground it forks first; the parent waits until the child has opened
  * the store and mounted (or failed), so that errors are printed and
  * reflected in the exit status, and the child then detaches and logs to
@@ -14,6 +15,7 @@
 #include "loop.h"
 #include "ops.h"
 #include "super.h"
+#include "uring.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,6 +37,10 @@
 #define MAX_SPIN_US 100000
 #define DEFAULT_READAHEAD_KB 4096
 #define MAX_READAHEAD_KB (1024 * 1024)
+/* Ring entries per CPU: each request that waits (an fsync) holds one until
+ * it is answered, so this many may wait at once per CPU and still meet in
+ * the store's writer queue. */
+#define URING_DEPTH 16
 
 struct options {
     char *store;
@@ -48,6 +54,8 @@ struct options {
     bool allow_root; /* -o allow_root: only root may enter besides the mounter */
     const char *atime; /* -o atime, relatime or strictatime given (refused) */
     bool read_only;    /* -o ro */
+    char *uring;       /* -o uring=auto|on|off */
+    uring_mode umode;  /* o.uring parsed (options_valid) */
 };
 
 enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_ALLOW_ROOT, KEY_ATIME, KEY_RO };
@@ -67,6 +75,7 @@ static const struct fuse_opt option_spec[] = {
     {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
     {"spin=%d", offsetof(struct options, spin_us), 0},
     {"readahead=%d", offsetof(struct options, readahead_kb), 0},
+    {"uring=%s", offsetof(struct options, uring), 0},
     FUSE_OPT_END,
 };
 
@@ -124,7 +133,11 @@ static void usage(const char *prog)
            "    -o spin=USEC           after a request, the reader polls /dev/fuse this long\n"
            "                           before it sleeps (default %d; 0 never polls)\n"
            "    -o readahead=KB        the mount's readahead window (default %d; 0 keeps\n"
-           "                           the kernel's 128)\n\n",
+           "                           the kernel's 128)\n"
+           "    -o uring=MODE          auto (default): serve requests over FUSE's io_uring\n"
+           "                           queues when the kernel offers them (" URING_PARAM_PATH "\n"
+           "                           is Y), else over /dev/fuse; on: refuse to mount\n"
+           "                           without them; off: /dev/fuse only\n\n",
            prog, DEFAULT_SPIN_US, DEFAULT_READAHEAD_KB);
 }
 
@@ -285,6 +298,7 @@ static void tune_mount(void *arg)
                  t->mountpoint, t->readahead_kb, strerror(err));
 }
 
+/* tuning: what the loop applies after INIT, or NULL (the ring does it). */
 static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, unsigned spin_us,
                  ops_state *st, struct mount_tuning *tuning)
 {
@@ -297,10 +311,35 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, un
         .spin_us = spin_us,
         .may_wait = lsmfs_request_may_wait,
         .ctx = st,
-        .on_init = tune_mount,
+        .on_init = tuning != NULL ? tune_mount : NULL,
         .init_ctx = tuning,
     };
     return loop_run(se, &cfg);
+}
+
+/* Installs the io_uring transport on the mounted se (mode not off); it
+ * applies tuning after INIT, before the ring serves a request. */
+static struct uring *attach_uring(struct fuse_session *se, uring_mode mode, ops_state *st,
+                                  struct mount_tuning *tuning)
+{
+    struct uring *u = NULL;
+    uring_config uc = {
+        .mode = mode,
+        .depth = URING_DEPTH,
+        .max_workers = DEFAULT_THREADS,
+        .may_wait = lsmfs_request_may_wait,
+        .ctx = st,
+        .served = &st->fs->stats.uring_requests,
+        .active = &st->fs->stats.uring_active,
+        .on_init = tune_mount,
+        .init_ctx = tuning,
+    };
+    int err = uring_attach(se, &uc, &u);
+    if (err != 0)
+        fuse_log(mode == URING_ON ? FUSE_LOG_ERR : FUSE_LOG_NOTICE,
+                 "lsmfs: cannot install the io_uring transport: %s%s\n", strerror(-err),
+                 mode == URING_ON ? "" : ": serving /dev/fuse");
+    return u;
 }
 
 /* --help or --version: prints what was asked. */
@@ -319,7 +358,7 @@ static void print_help_or_version(const char *argv0, const struct fuse_cmdline_o
 
 /* Whether the command line names a store and a mount point and its -o
  * values are in range; else says why on stderr. */
-static bool options_valid(const char *argv0, const struct options *o,
+static bool options_valid(const char *argv0, struct options *o,
                           const struct fuse_cmdline_opts *co)
 {
     if (o->store == NULL || co->mountpoint == NULL) {
@@ -333,6 +372,16 @@ static bool options_valid(const char *argv0, const struct options *o,
     if (o->readahead_kb < 0 || o->readahead_kb > MAX_READAHEAD_KB) {
         fprintf(stderr, "lsmfs: readahead=%d: give 0 to %d KiB\n", o->readahead_kb,
                 MAX_READAHEAD_KB);
+        return false;
+    }
+    if (o->uring != NULL && uring_parse_mode(o->uring, &o->umode) != 0) {
+        fprintf(stderr, "lsmfs: uring=%s: give auto, on or off\n", o->uring);
+        return false;
+    }
+    if (o->umode == URING_ON && !uring_kernel_offers()) {
+        fprintf(stderr, "lsmfs: -o uring=on: the kernel does not offer FUSE over io_uring: %s "
+                        "is not Y (as root: echo Y > %s; lsmfs never changes it)\n",
+                URING_PARAM_PATH, URING_PARAM_PATH);
         return false;
     }
     if (o->atime != NULL) {
@@ -394,11 +443,12 @@ static struct fuse_session *mount_session(struct fuse_args *args, ops_state *st,
     return se;
 }
 
-/* Unmounts and ends the session, then closes the store: returns
+/* Stops the ring (if any), unmounts and ends the session, then closes the store: returns
  * lsmfs_close's error (logged). */
-static int unmount_and_close(struct fuse_session *se, ops_state *st)
+static int unmount_and_close(struct fuse_session *se, ops_state *st, struct uring *ring)
 {
     op_notify_drain(st);
+    uring_stop(ring); /* before the unmount closes the device its rings use */
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
@@ -417,25 +467,37 @@ static int run(struct fuse_args *args, const struct options *o, const struct fus
         daemon_begin();
     ops_state st = {.fs = open_store(o, store)};
     struct fuse_session *se = mount_session(args, &st, co->mountpoint);
-    if (!co->foreground)
-        daemon_detach();
     struct mount_tuning tuning = {.mountpoint = co->mountpoint,
                                   .readahead_kb = (unsigned)o->readahead_kb};
-    int r = serve(se, co, (unsigned)o->spin_us, &st, &tuning);
+    struct uring *ring = o->umode == URING_OFF ? NULL : attach_uring(se, o->umode, &st, &tuning);
+    if (o->umode == URING_ON && ring == NULL) {
+        fuse_session_unmount(se);
+        lsmfs_close(st.fs);
+        fail("-o uring=on: cannot serve over io_uring");
+    }
+    if (!co->foreground)
+        daemon_detach();
+    int r = serve(se, co, (unsigned)o->spin_us, &st, ring != NULL ? NULL : &tuning);
     /* libfuse's single-threaded loop returns the number of the signal that
      * ended it: a SIGTERM/SIGINT/SIGHUP is an orderly shutdown, not a
      * failure. */
     if (r > 0)
         r = 0;
-    int cerr = unmount_and_close(se, &st);
+    if (o->umode == URING_ON && !uring_active(ring)) {
+        fuse_log(FUSE_LOG_ERR, "lsmfs: -o uring=on: the ring could not be used; unmounting\n");
+        r = 1;
+    }
+    int cerr = unmount_and_close(se, &st, ring);
     return (r != 0 || cerr != 0) ? 1 : 0;
 }
 
 int main(int argc, char *argv[])
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct options o = {
-        .timeout = 3600, .spin_us = DEFAULT_SPIN_US, .readahead_kb = DEFAULT_READAHEAD_KB};
+    struct options o = {.timeout = 3600,
+                        .spin_us = DEFAULT_SPIN_US,
+                        .readahead_kb = DEFAULT_READAHEAD_KB,
+                        .umode = URING_AUTO};
     struct fuse_cmdline_opts co;
     if (fuse_opt_parse(&args, &o, option_spec, opt_proc) != 0 ||
         fuse_parse_cmdline(&args, &co) != 0)
@@ -453,6 +515,7 @@ int main(int argc, char *argv[])
     int status = run(&args, &o, &co, store);
     free(store);
     free(o.store);
+    free(o.uring);
     free(co.mountpoint);
     fuse_opt_free_args(&args);
     return status;

@@ -54,6 +54,10 @@ char *stats_text(const fs_stats *s, const char *head)
             atomic_load_explicit(&s->orphans_freed, memory_order_relaxed));
     fprintf(f, "fs orphan batches: %" PRIu64 "\n",
             atomic_load_explicit(&s->orphan_batches, memory_order_relaxed));
+    fprintf(f, "fs transport: %s\n",
+            atomic_load_explicit(&s->uring_active, memory_order_relaxed) ? "io_uring" : "/dev/fuse");
+    fprintf(f, "fs requests over io_uring: %" PRIu64 "\n",
+            atomic_load_explicit(&s->uring_requests, memory_order_relaxed));
     if (fclose(f) != 0) {
         free(out);
         return NULL;

@@ -58,6 +58,8 @@ typedef struct fs_stats {
     _Atomic uint64_t reclaimed;    /* orphan inodes whose data was freed */
     _Atomic uint64_t orphans_freed; /* small orphans freed by the batcher */
     _Atomic uint64_t orphan_batches; /* the store writes that freed them */
+    _Atomic uint64_t uring_active;   /* 1: requests come over io_uring (uring.h) */
+    _Atomic uint64_t uring_requests; /* requests served over io_uring */
 } fs_stats;
 
 static inline void stats_inc(_Atomic uint64_t *c)

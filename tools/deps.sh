@@ -8,8 +8,10 @@ if command -v pkg-config >/dev/null 2>&1; then
     pkg-config --exists fuse3 || missing="$missing libfuse3-dev"
     pkg-config --exists liblz4 || missing="$missing liblz4-dev"
     pkg-config --exists cmocka || missing="$missing libcmocka-dev"
+    # FUSE over io_uring (fs/uring.c): libfuse 3.14 has no support for it.
+    pkg-config --exists liburing || missing="$missing liburing-dev"
 else
-    missing="$missing libfuse3-dev liblz4-dev libcmocka-dev"
+    missing="$missing libfuse3-dev liblz4-dev libcmocka-dev liburing-dev"
 fi
 command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
 # The integration tests' ACL and xattr round trips (test_acl).

@@ -4,6 +4,12 @@
  * whatever it reaches is the cost of FUSE round trips alone.
  *
  *   nowork-fs MOUNTPOINT [-f] [-s] [-d] [-o opt,...] [-o log=PATH[,log_mb=N]]
+ *             [-o uring=off|auto|on] [-o attr_timeout=SEC]
+ *
+ * -o uring= serves the requests over FUSE's io_uring queues (fs/uring.h,
+ * lsmfs's transport) instead of /dev/fuse: the ceiling of that transport.
+ * Default off, so the plain ceiling stays what it was. -o attr_timeout=0
+ * makes every stat a round trip.
  *
  * Durable mode (-o log=PATH): the ceiling for a filesystem whose fsync
  * means something. Every change is also appended to a log at PATH (a write
@@ -21,11 +27,11 @@
  * Concurrency: one mutex (nowork.lock) guards every node and directory; every
  * operation takes it once. The data is in memory only and vanishes at unmount.
  */
-#define FUSE_USE_VERSION 312
-
-#include <fuse_lowlevel.h>
-
+#include "../fs/fuse_api.h" /* the API level lsmfs uses */
+#include "../fs/uring.h"
 #include "nowork_log.h"
+
+#include <linux/fuse.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,9 +47,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Default timeouts of libfuse's high-level API. */
+/* Default timeouts of libfuse's high-level API; -o attr_timeout= changes
+ * the second. [written once before the session starts] */
 #define ENTRY_TIMEOUT 1.0
-#define ATTR_TIMEOUT 1.0
+static double attr_timeout = 1.0;
+#define ATTR_TIMEOUT attr_timeout
 
 /* ------------------------------------------------------------ structures */
 
@@ -952,16 +960,44 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *opts)
     return rc;
 }
 
-static int run(struct fuse_args *args, const struct fuse_cmdline_opts *opts, nowork *fs)
+/* In durable mode an fsync waits for the log's sync: over the ring it goes
+ * to a worker, so the other requests of its CPU go on. */
+static bool nw_may_wait(void *ctx, const struct fuse_in_header *in, size_t len)
 {
+    (void)len;
+    const nowork *fs = ctx;
+    return fs->log != NULL && (in->opcode == FUSE_FSYNC || in->opcode == FUSE_FSYNCDIR);
+}
+
+static int run(struct fuse_args *args, const struct fuse_cmdline_opts *opts, nowork *fs,
+               uring_mode mode)
+{
+    if (mode == URING_ON && !uring_kernel_offers()) {
+        fprintf(stderr, "nowork-fs: -o uring=on: the kernel does not offer FUSE over io_uring "
+                        "(%s is not Y)\n", URING_PARAM_PATH);
+        return 1;
+    }
     struct fuse_session *se = fuse_session_new(args, &nowork_ops, sizeof(nowork_ops), fs);
     if (se == NULL)
         return 1;
     int rc = 1;
     if (fuse_set_signal_handlers(se) == 0) {
         if (fuse_session_mount(se, opts->mountpoint) == 0) {
+            struct uring *u = NULL;
+            uring_config uc = {.mode = mode, .depth = 8, .max_workers = 8,
+                               .may_wait = nw_may_wait, .ctx = fs};
+            int err = mode == URING_OFF ? 0 : uring_attach(se, &uc, &u);
+            if (err != 0)
+                fprintf(stderr, "nowork-fs: io_uring transport: %s\n", strerror(-err));
             fuse_daemonize(opts->foreground);
-            rc = serve(se, opts) != 0;
+            if (err == 0 || mode != URING_ON)
+                rc = serve(se, opts) != 0;
+            if (mode == URING_ON && !uring_active(u))
+                rc = 1;
+            if (uring_active(u))
+                fprintf(stderr, "nowork-fs: %llu requests served over io_uring\n",
+                        (unsigned long long)uring_requests(u));
+            uring_stop(u);
             fuse_session_unmount(se);
         }
         fuse_remove_signal_handlers(se);
@@ -974,11 +1010,15 @@ static int run(struct fuse_args *args, const struct fuse_cmdline_opts *opts, now
 struct log_opts {
     char *path;
     unsigned mib;
+    char *uring;   /* -o uring= */
+    double attr_timeout;
 };
 
 static const struct fuse_opt log_opt_spec[] = {
     {"log=%s", offsetof(struct log_opts, path), 0},
     {"log_mb=%u", offsetof(struct log_opts, mib), 0},
+    {"uring=%s", offsetof(struct log_opts, uring), 0},
+    {"attr_timeout=%lf", offsetof(struct log_opts, attr_timeout), 0},
     FUSE_OPT_END,
 };
 
@@ -996,9 +1036,19 @@ static int open_log(const struct log_opts *lo, nowork *fs)
 int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct log_opts lo = {.path = NULL, .mib = 64};
+    struct log_opts lo = {.path = NULL, .mib = 64, .attr_timeout = 1.0};
     if (fuse_opt_parse(&args, &lo, log_opt_spec, NULL) != 0)
         return 1;
+    uring_mode mode = URING_OFF;
+    if (lo.uring != NULL && uring_parse_mode(lo.uring, &mode) != 0) {
+        fprintf(stderr, "nowork-fs: uring=%s: give off, auto or on\n", lo.uring);
+        return 1;
+    }
+    if (lo.attr_timeout < 0) {
+        fprintf(stderr, "nowork-fs: attr_timeout must not be negative\n");
+        return 1;
+    }
+    attr_timeout = lo.attr_timeout;
     struct fuse_cmdline_opts opts;
     if (fuse_parse_cmdline(&args, &opts) != 0)
         return 1;
@@ -1008,7 +1058,9 @@ int main(int argc, char **argv)
                "An in-memory FUSE filesystem that does no work (fsync is a no-op),\n"
                "with libfuse's default request pattern: the FUSE ceiling.\n\n"
                "    -o log=PATH     durable mode: log every change to PATH, fsync syncs it\n"
-               "    -o log_mb=N     size of that log's ring (default 64 MiB)\n\n",
+               "    -o log_mb=N     size of that log's ring (default 64 MiB)\n"
+               "    -o uring=MODE   off (default), auto or on: serve over FUSE's io_uring\n"
+               "    -o attr_timeout=SEC  attribute timeout (default 1)\n\n",
                argv[0]);
         if (opts.show_help) {
             fuse_cmdline_help();
@@ -1023,11 +1075,12 @@ int main(int argc, char **argv)
         rc = nowork_init(&fs) != 0 || fuse_opt_add_arg(&args, "-ofsname=nowork-fs") != 0 ||
              open_log(&lo, &fs) != 0;
         if (rc == 0)
-            rc = run(&args, &opts, &fs);
+            rc = run(&args, &opts, &fs, mode);
         nowork_free(&fs);
     }
     free(opts.mountpoint);
     free(lo.path);
+    free(lo.uring);
     fuse_opt_free_args(&args);
     return rc;
 }

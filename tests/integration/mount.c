@@ -705,14 +705,21 @@ static int make_dirs(struct tmount *m)
     return 0;
 }
 
+/* opts, then LSMFS_TEST_OPTS, then uring=LSMFS_TEST_URING (the transport
+ * under test) unless opts name a transport themselves. */
 static void set_opts(struct tmount *m, const char *opts)
 {
     const char *extra = getenv("LSMFS_TEST_OPTS");
+    const char *uring = getenv("LSMFS_TEST_URING");
     if (!opts)
         opts = "";
     if (!extra)
         extra = "";
-    snprintf(m->opts, sizeof m->opts, "%s%s%s", opts, *opts && *extra ? "," : "", extra);
+    char transport[64] = "";
+    if (uring != NULL && *uring && strstr(opts, "uring=") == NULL)
+        snprintf(transport, sizeof transport, "uring=%.40s", uring);
+    snprintf(m->opts, sizeof m->opts, "%s%s%s%s%s", opts, *opts && *extra ? "," : "", extra,
+             (*opts || *extra) && *transport ? "," : "", transport);
 }
 
 static int mkfs(struct tmount *m)

@@ -17,6 +17,8 @@
  *                         on ext4/tmpfs): mount, unmount and crash do
  *                         nothing and fsck reports clean.
  *   LSMFS_TEST_OPTS=o,..  extra -o options for every mount (e.g. "sync")
+ *   LSMFS_TEST_URING=M    the transport under test: -o uring=M (off, auto,
+ *                         on) for every mount whose options name none
  *   LSMFS_TEST_KEEP=1     keep the temp directory (store and daemon.log)
  *                         of a test for inspection; mounts are still undone
  *   LSMFS_TEST_SEED=N     seed for tests that draw random numbers

@@ -11,9 +11,12 @@
 #   loopext4   a journaled ext4 made with mkfs.ext4 on a loop device
 #   looplsmfs  lsmfs with its store on that loop ext4
 #   loopdurable  nowork-fs in durable mode with its log on that loop ext4
+#   nwuring    nowork-fs over FUSE's io_uring queues (-o uring=on): that
+#              transport's ceiling (needs the fuse module's enable_uring=Y)
+#   lsuring    lsmfs over the io_uring queues (-o uring=on)
 #   dir        any directory given with --dir=PATH (e.g. a filesystem mounted by hand)
 # Workloads (--workloads, default all):
-#   maildir smallfile space seq tar postmark
+#   rtt maildir smallfile space seq tar postmark
 #
 # Needs root (mounts, loop device, drop_caches). Everything it mounts is
 # unmounted on exit, also on error or Ctrl-C. See tools/bench/README.md.
@@ -25,7 +28,7 @@ repo=$(cd "$here/../.." && pwd)
 # ------------------------------------------------------------------ options
 mode=quick
 targets="ext4,lsmfs,nowork,durable,loopext4,looplsmfs,loopdurable"
-workloads="maildir,smallfile,space,seq,tar,postmark"
+workloads="rtt,maildir,smallfile,space,seq,tar,postmark"
 bindir=${LSMFS_BIN:-$repo/bin}
 work=""
 custom_dir=""
@@ -34,16 +37,17 @@ drop=1
 repeat=1
 loop_size=""
 writers=""; md_msgs=""; sf_dirs=""; sf_files=""; sf_size=""; sf_threads=""
-space_files=""; seq_size=""; tar_src=""; tar_file=""; pm_files=""; pm_txns=""
+space_files=""; seq_size=""; tar_src=""; tar_file=""; pm_files=""; pm_txns=""; rtt_stats=""
 
 usage() {
     cat <<EOF
 usage: $0 [options]
   --quick | --full         sizes: quick (default, < 2 min) or the issue's full sizes
-  --targets=LIST           ext4,lsmfs,nowork,durable,loopext4,looplsmfs,loopdurable,dir
-                           (default all but dir)
+  --targets=LIST           ext4,lsmfs,nowork,durable,loopext4,looplsmfs,loopdurable,
+                           nwuring,lsuring,dir (default all but nwuring, lsuring and dir)
   --dir=PATH               the directory of target "dir" (added to the targets if given)
-  --workloads=LIST         maildir,smallfile,space,seq,tar,postmark (default all)
+  --workloads=LIST         rtt,maildir,smallfile,space,seq,tar,postmark (default all)
+  --rtt-stats=N            stats per thread of the round-trip workload (threads: --sf-threads)
   --bin=DIR                where lsmfs, mkfs.lsmfs, nowork-fs are (default \$LSMFS_BIN or bin/)
   --work=DIR               work directory on the root fs (default a new /tmp/fsbench.XXXX)
   --keep                   keep the work directory (never the mounts)
@@ -86,6 +90,7 @@ for arg in "$@"; do
     --tar-file=*) tar_file=${arg#*=} ;;
     --pm-files=*) pm_files=${arg#*=} ;;
     --pm-txns=*) pm_txns=${arg#*=} ;;
+    --rtt-stats=*) rtt_stats=${arg#*=} ;;
     -h | --help) usage; exit 0 ;;
     *) echo "fsbench: unknown option $arg" >&2; usage >&2; exit 2 ;;
     esac
@@ -94,15 +99,15 @@ done
 if [ "$mode" = full ]; then
     : "${writers:=1,8}" "${md_msgs:=1000}" "${sf_dirs:=10}" "${sf_files:=2000}" "${sf_size:=1024}"
     : "${sf_threads:=1,2}" "${space_files:=20000}" "${seq_size:=1G}" "${tar_src:=/usr/include}"
-    : "${pm_files:=5000}" "${pm_txns:=20000}"
+    : "${pm_files:=5000}" "${pm_txns:=20000}" "${rtt_stats:=50000}"
 else
     : "${writers:=1,8}" "${md_msgs:=150}" "${sf_dirs:=10}" "${sf_files:=200}" "${sf_size:=1024}"
     : "${sf_threads:=1,2}" "${space_files:=2000}" "${seq_size:=64M}" "${tar_src:=/usr/include/linux}"
-    : "${pm_files:=500}" "${pm_txns:=2000}"
+    : "${pm_files:=500}" "${pm_txns:=2000}" "${rtt_stats:=5000}"
 fi
 
 has() { case ",$1," in *",$2,"*) return 0 ;; *) return 1 ;; esac; }
-all_targets="ext4 lsmfs nowork durable loopext4 looplsmfs loopdurable dir"
+all_targets="ext4 lsmfs nowork durable loopext4 looplsmfs loopdurable nwuring lsuring dir"
 if [ -n "$custom_dir" ]; then
     [ -d "$custom_dir" ] || { echo "fsbench: --dir=$custom_dir is not a directory" >&2; exit 2; }
     custom_dir=$(cd "$custom_dir" && pwd)
@@ -216,8 +221,10 @@ mount_lsmfs() { # STORE MNT LOG
         return 1
     fi
     # shellcheck disable=SC2086
-    mount_fuse "$2" "$3" "$bindir/lsmfs" "$1" "$2" -f ${LSMFS_MOUNT_OPTS:-}
+    mount_fuse "$2" "$3" "$bindir/lsmfs" "$1" "$2" -f ${LSMFS_MOUNT_OPTS:-} "${@:4}"
 }
+# The lsmfs mount arguments of target t (lsuring: over the io_uring queues).
+lsmfs_args() { [ "$1" = lsuring ] && echo "-o uring=on"; return 0; }
 
 drop_caches() {
     sync
@@ -229,7 +236,7 @@ drop_caches() {
 # ------------------------------------------------------------ build tools
 cflags="-std=c11 -O2 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -D_GNU_SOURCE"
 cflags="$cflags -D_FILE_OFFSET_BITS=64 -pthread"
-for prog in maildir smallfile seqio; do
+for prog in maildir smallfile seqio rtt; do
     # shellcheck disable=SC2086
     if ! cc $cflags -o "$work/bin/bench_$prog" "$repo/tools/bench_$prog.c"; then
         log "fsbench: cannot build tools/bench_$prog.c"
@@ -271,10 +278,12 @@ setup_targets() {
             if [ -z "$custom_dir" ]; then note[$t]="no --dir given"; continue; fi
             dir_of[$t]=$(mktemp -d "$custom_dir/fsbench.XXXXXX") || { note[$t]="cannot write to $custom_dir"; continue; }
             ;;
-        nowork | durable | loopdurable)
+        nowork | durable | loopdurable | nwuring)
             if [ ! -x "$bindir/nowork-fs" ]; then note[$t]="$bindir/nowork-fs not built"; continue; fi
             local log_opt=()
-            if [ "$t" = durable ]; then
+            if [ "$t" = nwuring ]; then
+                log_opt=(-o uring=on)
+            elif [ "$t" = durable ]; then
                 log_opt=(-o "log=$work/$t.log")
             elif [ "$t" = loopdurable ]; then
                 if [ -z "$loopdev" ]; then
@@ -287,7 +296,7 @@ setup_targets() {
                 { note[$t]="mount failed (see $work/logs/$t.log)"; continue; }
             mounts+=("fuse:$work/mnt/$t:$pid")
             dir_of[$t]=$work/mnt/$t pid_of[$t]=$pid ;;
-        lsmfs | looplsmfs)
+        lsmfs | looplsmfs | lsuring)
             if [ ! -x "$bindir/lsmfs" ] || [ ! -x "$bindir/mkfs.lsmfs" ]; then
                 note[$t]="lsmfs or mkfs.lsmfs not built in $bindir"; continue
             fi
@@ -296,7 +305,8 @@ setup_targets() {
             fi
             local base=$work; [ "$t" = looplsmfs ] && base=$work/mnt/loop
             store_of[$t]=$base/$t-store
-            pid=$(mount_lsmfs "${store_of[$t]}" "$work/mnt/$t" "$work/logs/$t.log") ||
+            # shellcheck disable=SC2046
+            pid=$(mount_lsmfs "${store_of[$t]}" "$work/mnt/$t" "$work/logs/$t.log" $(lsmfs_args "$t")) ||
                 { note[$t]="mount failed (see $work/logs/$t.log)"; continue; }
             mounts+=("fuse:$work/mnt/$t:$pid")
             dir_of[$t]=$work/mnt/$t pid_of[$t]=$pid ;;
@@ -316,9 +326,10 @@ setup_targets() {
 # Every other target keeps its directory (ext4 has no such deferred work).
 refresh_lsmfs() { # TARGET
     local t=$1 pid mnt=${dir_of[$1]}
-    case $t in lsmfs | looplsmfs) ;; *) return 0 ;; esac
+    case $t in lsmfs | looplsmfs | lsuring) ;; *) return 0 ;; esac
     unmount_fuse_entry "$mnt" "${pid_of[$t]}"
-    pid=$(mount_lsmfs "${store_of[$t]}" "$mnt" "$work/logs/$t.log") ||
+    # shellcheck disable=SC2046
+    pid=$(mount_lsmfs "${store_of[$t]}" "$mnt" "$work/logs/$t.log" $(lsmfs_args "$t")) ||
         { log "fsbench: remounting $t failed"; return 1; }
     mounts+=("fuse:$mnt:$pid")
     pid_of[$t]=$pid
@@ -357,13 +368,13 @@ daemon_written() { awk '/^write_bytes/ { print $2 }' "/proc/$1/io"; }
 written_for() {
     case $1 in
     loopext4 | looplsmfs) loop_written ;;
-    lsmfs) daemon_written "${pid_of[$1]}" ;;
+    lsmfs | lsuring) daemon_written "${pid_of[$1]}" ;;
     *) echo "" ;;
     esac
 }
 
 # The xattr lsmfs reports its counters in, for syncs per delivery.
-stats_path() { case $1 in lsmfs | looplsmfs) echo "-x ${dir_of[$1]}" ;; dir) echo "-x $custom_dir" ;; *) echo "" ;; esac; }
+stats_path() { case $1 in lsmfs | looplsmfs | lsuring) echo "-x ${dir_of[$1]}" ;; dir) echo "-x $custom_dir" ;; *) echo "" ;; esac; }
 
 run_logged() { # NAME CMD... — runs CMD, keeps its output, prints its RESULT line
     local name=$1 out
@@ -378,7 +389,34 @@ run_logged() { # NAME CMD... — runs CMD, keeps its output, prints its RESULT l
     grep '^RESULT' <<<"$out"
 }
 
+# CPU seconds the daemon of target t used so far (its threads' time on a
+# CPU, /proc/PID/task/*/schedstat, in ns), or empty without a daemon.
+daemon_cpu() {
+    local pid=${pid_of[$1]:-}
+    [ -n "$pid" ] && [ -d "/proc/$pid/task" ] || return 0
+    cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{ ns += $1 } END { printf "%.6f", ns / 1e9 }'
+}
+
 # ---------------------------------------------------------------- workloads
+# One round trip: T threads stat their own file with statx(FORCE_SYNC),
+# which always asks a FUSE daemon (a GETATTR each): the transport's latency,
+# and the daemon's CPU per request.
+wl_rtt() {
+    local t=$1 n r c0 c1
+    for n in ${sf_threads//,/ }; do
+        mkdir -p "${dir_of[$t]}/rtt-t$n"
+        c0=$(daemon_cpu "$t")
+        r=$(run_logged "rtt-t$n-$t" "$work/bin/bench_rtt" "${dir_of[$t]}/rtt-t$n" -t "$n" -n "$rtt_stats") ||
+            { record "rtt t$n stats/s" "$t" ERR; continue; }
+        c1=$(daemon_cpu "$t")
+        record "rtt t$n stats/s" "$t" "$(field "$r" stats_per_s)"
+        record "rtt t$n us/stat (lower=better)" "$t" "$(field "$r" us_per_stat)"
+        [ -n "$c0" ] && record "rtt t$n daemon CPU us/request (lower=better)" "$t" \
+            "$(awk -v a="$c0" -v b="$c1" -v k="$((n * rtt_stats))" 'BEGIN { printf "%.2f", (b - a) * 1e6 / k }')"
+        rm -rf "${dir_of[$t]}/rtt-t$n"
+    done
+}
+
 wl_maildir() { # TARGET
     local t=$1 w r
     for w in ${writers//,/ }; do
@@ -417,7 +455,7 @@ wl_space() {
     files=$((per * 10))
     drop_caches
     case $t in
-    nowork | durable | loopdurable) return 0 ;; # in memory
+    nowork | durable | loopdurable | nwuring | lsuring) return 0 ;; # in memory; lsuring: the store of lsmfs
     ext4 | loopext4 | dir)
         r=$(run_logged "space-$t" "$work/bin/bench_smallfile" "${dir_of[$t]}/space" \
             -d 10 -f "$per" -s "$sf_size" -k -p create) || { record "space bytes/file" "$t" ERR; return; }
@@ -538,7 +576,8 @@ print_table() {
     for t in $all_targets; do has "$targets" "$t" && cols+=("$t"); done
     local pairs=() p
     for p in lsmfs/ext4 lsmfs/nowork lsmfs/durable looplsmfs/loopext4 looplsmfs/nowork \
-        looplsmfs/loopdurable nowork/ext4 durable/ext4 loopdurable/loopext4 dir/ext4 dir/nowork; do
+        looplsmfs/loopdurable nowork/ext4 durable/ext4 loopdurable/loopext4 nwuring/nowork \
+        lsuring/lsmfs lsuring/nwuring lsuring/ext4 dir/ext4 dir/nowork; do
         has "$targets" "${p%/*}" && has "$targets" "${p#*/}" && pairs+=("$p")
     done
     echo
@@ -571,7 +610,7 @@ if [ ${#active[@]} -eq 0 ]; then
     exit 1
 fi
 log "fsbench: mode=$mode targets=${active[*]} workloads=$workloads work=$work"
-for wl in maildir smallfile space seq tar postmark; do
+for wl in rtt maildir smallfile space seq tar postmark; do
     has "$workloads" "$wl" || continue
     for ((i = 1; i <= repeat; i++)); do
         for t in "${active[@]}"; do
