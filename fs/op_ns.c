@@ -312,21 +312,8 @@ static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *nam
     return 0;
 }
 
-/* Reads the entry (dir, name) under dir's lock and pins its inode. The
- * lock is dropped before the pin (the entry's inode may be numbered below
- * dir: lock order), so the caller re-reads the entry under both locks. */
-static int pin_entry(lsmfs *fs, inode *dir, const char *name, dirent_val *d, inode **out)
-{
-    inode_rdlock(dir);
-    int err = dir_find(fs, dir, name, d);
-    inode_unlock(dir);
-    if (err == 0 && (err = icache_get(fs, d->ino, out)) == ENOENT)
-        err = EIO; /* an entry without its inode */
-    return err;
-}
-
 /* Removes (parent, name): pins the entry's inode, locks both in the lock
- * order and re-reads the entry under the locks. The kernel holds the
+ * order and checks the entry under the locks. The kernel holds the
  * parent's i_rwsem from its lookup of the name to our reply, so the entry
  * cannot change in between; should it all the same, this fails with
  * ESTALE (nothing changed), on which the VFS revalidates the name and
@@ -334,17 +321,16 @@ static int pin_entry(lsmfs *fs, inode *dir, const char *name, dirent_val *d, ino
 static int remove_name(lsmfs *fs, inode *parent, const char *name, bool dir, inode **child,
                        bool *reclaim)
 {
-    dirent_val d, now;
-    int err = pin_entry(fs, parent, name, &d, child);
+    dirent_val d;
+    uint64_t seen;
+    int err = inode_pin_entry(fs, parent, name, &d, &seen, child);
     if (err != 0)
         return err;
     inode *v[2] = {parent, *child};
     inode_wrlock_all(v, 2);
-    err = dir_find(fs, parent, name, &now);
-    if (err == 0 && (now.ino != d.ino || now.cookie != d.cookie))
-        err = ESTALE;
+    err = inode_entry_unchanged(fs, parent, name, &d, seen);
     if (err == 0)
-        err = remove_locked(fs, parent, *child, name, &now, dir, reclaim);
+        err = remove_locked(fs, parent, *child, name, &d, dir, reclaim);
     inode_unlock_all(v, 2);
     return err;
 }

@@ -241,35 +241,8 @@ static int rename_locked(rename_op *x)
     return 0;
 }
 
-/* Reads the entry (dir, name) under dir's lock and pins its inode (ENOENT
- * when there is no such entry). The lock is dropped before the pin (lock
- * order), so the caller re-reads the entry under the locks. */
-static int pin_entry(lsmfs *fs, inode *dir, const char *name, dirent_val *d, inode **out)
-{
-    inode_rdlock(dir);
-    int err = dir_find(fs, dir, name, d);
-    inode_unlock(dir);
-    if (err == 0 && (err = icache_get(fs, d->ino, out)) == ENOENT)
-        err = EIO; /* an entry without its inode */
-    return err;
-}
-
-/* Is (dir, name) still the entry `was` (or still absent when `was` is
- * NULL)? 0 if so, else ENOENT (it went) or ESTALE (it changed).
- * REQUIRES: dir locked. */
-static int entry_unchanged(lsmfs *fs, inode *dir, const char *name, const dirent_val *was)
-{
-    dirent_val now;
-    int err = dir_find(fs, dir, name, &now);
-    if (was == NULL)
-        return err == ENOENT ? 0 : err == 0 ? ESTALE : err;
-    if (err == 0 && (now.ino != was->ino || now.cookie != was->cookie))
-        err = ESTALE;
-    return err;
-}
-
 /* Renames: pins the two entries' inodes, locks all four in the lock order
- * and re-reads the entries under the locks. The kernel holds both
+ * and checks the entries under the locks. The kernel holds both
  * directories' i_rwsem (and, across directories, the mount's rename mutex)
  * from its lookups of the names to our reply, so the entries cannot change
  * in between; should they all the same, this fails with ESTALE (nothing
@@ -277,18 +250,19 @@ static int entry_unchanged(lsmfs *fs, inode *dir, const char *name, const dirent
 static int rename_pinned(rename_op *x)
 {
     lsmfs *fs = x->fs;
-    int err = pin_entry(fs, x->old_dir, x->name, &x->src_ent, &x->src);
+    uint64_t src_seen, dst_seen;
+    int err = inode_pin_entry(fs, x->old_dir, x->name, &x->src_ent, &src_seen, &x->src);
     if (err != 0)
         return err;
-    err = pin_entry(fs, x->new_dir, x->newname, &x->dst_ent, &x->dst);
+    err = inode_pin_entry(fs, x->new_dir, x->newname, &x->dst_ent, &dst_seen, &x->dst);
     bool have_dst = err == 0;
     if (err != 0 && err != ENOENT)
         return err;
     inode *v[4] = {x->old_dir, x->new_dir, x->src, x->dst};
     inode_wrlock_all(v, 4);
-    err = entry_unchanged(fs, x->old_dir, x->name, &x->src_ent);
-    if (err == 0 &&
-        (err = entry_unchanged(fs, x->new_dir, x->newname, have_dst ? &x->dst_ent : NULL)) == ENOENT)
+    err = inode_entry_unchanged(fs, x->old_dir, x->name, &x->src_ent, src_seen);
+    if (err == 0 && (err = inode_entry_unchanged(fs, x->new_dir, x->newname,
+                                                 have_dst ? &x->dst_ent : NULL, dst_seen)) == ENOENT)
         err = ESTALE; /* the target went: x->dst is pinned, no longer the target */
     if (err == 0)
         err = rename_locked(x);
