@@ -266,9 +266,9 @@ int inode_entry_unchanged(lsmfs *fs, inode *dir, const char *name, const dirent_
         return 0;
     dirent_val now;
     int err = dir_find(fs, dir, name, &now);
-    if (was == NULL)
-        return err == ENOENT ? 0 : err == 0 ? ESTALE : err;
-    if (err == 0 && (now.ino != was->ino || now.cookie != was->cookie))
-        err = ESTALE;
-    return err;
+    if (err != 0 && err != ENOENT)
+        return err;
+    bool same = was == NULL ? err == ENOENT
+                            : err == 0 && now.ino == was->ino && now.cookie == was->cookie;
+    return same ? 0 : ESTALE;
 }

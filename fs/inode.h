@@ -83,8 +83,9 @@ int inode_pin_entry(lsmfs *fs, inode *dir, const char *name, dirent_val *d, uint
 /* Is (dir, name) still the entry `was` (still absent when was is NULL),
  * read when dir's seq was `seen`? Every commit that changes dir's entries
  * raises its seq under its lock, so the entry is read again only if one
- * did. Returns 0 if so, else ENOENT (it went), ESTALE (it changed) or EIO.
- * REQUIRES: dir locked. */
+ * did. Returns 0 if so, ESTALE if it went or changed (the kernel's view of
+ * the name is stale: the VFS then looks it up again and retries once), or
+ * EIO. REQUIRES: dir locked. */
 int inode_entry_unchanged(lsmfs *fs, inode *dir, const char *name, const dirent_val *was,
                           uint64_t seen);
 

@@ -265,8 +265,8 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
     icache_put(fs->icache, v[1]);
 }
 
-/* REQUIRES: parent and child locked for writing; d is the entry as read
- * under those locks. */
+/* REQUIRES: parent and child locked for writing; d is the entry, checked
+ * under those locks (inode_entry_unchanged). */
 static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *name,
                          const dirent_val *d, bool dir, bool *reclaim)
 {
@@ -316,8 +316,8 @@ static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *nam
  * order and checks the entry under the locks. The kernel holds the
  * parent's i_rwsem from its lookup of the name to our reply, so the entry
  * cannot change in between; should it all the same, this fails with
- * ESTALE (nothing changed), on which the VFS revalidates the name and
- * retries once. On success *child is the pinned inode. */
+ * ESTALE, changing nothing (inode_entry_unchanged). *child is the pinned
+ * inode the entry named, if any. */
 static int remove_name(lsmfs *fs, inode *parent, const char *name, bool dir, inode **child,
                        bool *reclaim)
 {

@@ -185,7 +185,7 @@ static void rename_cached(rename_op *x, const inode_rec *src_rec, const inode_re
 }
 
 /* REQUIRES: old_dir, new_dir, src, dst locked for writing; src_ent and
- * dst_ent read under those locks. */
+ * dst_ent checked under those locks (inode_entry_unchanged). */
 static int rename_locked(rename_op *x)
 {
     if (x->dst != NULL && x->dst == x->src)
@@ -245,9 +245,9 @@ static int rename_locked(rename_op *x)
  * and checks the entries under the locks. The kernel holds both
  * directories' i_rwsem (and, across directories, the mount's rename mutex)
  * from its lookups of the names to our reply, so the entries cannot change
- * in between; should they all the same, this fails with ESTALE (nothing
- * changed), on which the VFS revalidates the names and retries once. */
-static int rename_pinned(rename_op *x)
+ * in between; should they all the same, this fails with ESTALE, changing
+ * nothing (inode_entry_unchanged). */
+static int rename_entries(rename_op *x)
 {
     lsmfs *fs = x->fs;
     uint64_t src_seen, dst_seen;
@@ -261,9 +261,9 @@ static int rename_pinned(rename_op *x)
     inode *v[4] = {x->old_dir, x->new_dir, x->src, x->dst};
     inode_wrlock_all(v, 4);
     err = inode_entry_unchanged(fs, x->old_dir, x->name, &x->src_ent, src_seen);
-    if (err == 0 && (err = inode_entry_unchanged(fs, x->new_dir, x->newname,
-                                                 have_dst ? &x->dst_ent : NULL, dst_seen)) == ENOENT)
-        err = ESTALE; /* the target went: x->dst is pinned, no longer the target */
+    if (err == 0)
+        err = inode_entry_unchanged(fs, x->new_dir, x->newname, have_dst ? &x->dst_ent : NULL,
+                                    dst_seen);
     if (err == 0)
         err = rename_locked(x);
     inode_unlock_all(v, 4);
@@ -302,7 +302,7 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
     if (err == 0)
         err = icache_get(fs, newparent, &x.new_dir);
     if (err == 0)
-        err = rename_pinned(&x);
+        err = rename_entries(&x);
     uint64_t target = x.dst ? x.dst->ino : 0;
     icache_put(fs->icache, x.old_dir);
     icache_put(fs->icache, x.new_dir);
