@@ -268,7 +268,7 @@ int inode_entry_unchanged(lsmfs *fs, inode *dir, const char *name, const dirent_
     int err = dir_find(fs, dir, name, &now);
     if (err != 0 && err != ENOENT)
         return err;
-    bool same = was == NULL ? err == ENOENT
-                            : err == 0 && now.ino == was->ino && now.cookie == was->cookie;
+    bool same =
+        was == NULL ? err == ENOENT : err == 0 && now.ino == was->ino && now.cookie == was->cookie;
     return same ? 0 : ESTALE;
 }

@@ -353,8 +353,8 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name
     if (reclaim)
         reclaimer_enqueue(fs->reclaim, child_ino);
     if (err == 0 && (err = fs_durable(fs)) != 0)
-        op_reply_undurable(
-            req, err, &(op_touched){.dir = {parent_ino}, .name = {name}, .ino = {child_ino}});
+        op_reply_undurable(req, err,
+                           &(op_touched){.dir = {parent_ino}, .name = {name}, .ino = {child_ino}});
     else
         fuse_reply_err(req, err);
 }
