@@ -4,9 +4,11 @@
 #include "inode.h"
 
 #include "commit.h"
+#include "dir.h"
 #include "fuse_api.h"
 #include "icache.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,4 +154,121 @@ void inode_to_stat(uint64_t ino, const inode_rec *r, uint32_t chunk_size, struct
     st->st_mtim.tv_nsec = r->mtime.nsec;
     st->st_ctim.tv_sec = r->ctime.sec;
     st->st_ctim.tv_nsec = r->ctime.nsec;
+}
+
+#ifndef NDEBUG
+/* The inode numbers whose locks this thread holds through inode_*lock*, in
+ * the order taken, which the lock order makes ascending. */
+static _Thread_local struct {
+    uint64_t ino[2 * INODE_LOCKS_MAX];
+    int n;
+} held;
+#endif
+
+/* Checks that taking ino's lock keeps the lock order, and records it. */
+static void order_take(uint64_t ino)
+{
+#ifndef NDEBUG
+    assert(held.n < 2 * INODE_LOCKS_MAX);
+    assert(held.n == 0 || held.ino[held.n - 1] < ino); /* the lock order */
+    held.ino[held.n++] = ino;
+#else
+    (void)ino;
+#endif
+}
+
+static void order_drop(uint64_t ino)
+{
+#ifndef NDEBUG
+    int i = held.n - 1;
+    while (i >= 0 && held.ino[i] != ino)
+        i--;
+    assert(i >= 0); /* unlocked without inode_*lock */
+    if (i < 0)
+        return;
+    memmove(&held.ino[i], &held.ino[i + 1], (size_t)(held.n - i - 1) * sizeof held.ino[0]);
+    held.n--;
+#else
+    (void)ino;
+#endif
+}
+
+void inode_wrlock(inode *n)
+{
+    order_take(n->ino);
+    pthread_rwlock_wrlock(&n->lock);
+}
+
+void inode_rdlock(inode *n)
+{
+    order_take(n->ino);
+    pthread_rwlock_rdlock(&n->lock);
+}
+
+void inode_unlock(inode *n)
+{
+    order_drop(n->ino);
+    pthread_rwlock_unlock(&n->lock);
+}
+
+/* v's distinct inodes, ascending by number, into s; returns how many. */
+static int distinct_sorted(inode *const *v, int n, inode **s)
+{
+    assert(n <= INODE_LOCKS_MAX);
+    int k = 0;
+    for (int i = 0; i < n && i < INODE_LOCKS_MAX; i++) {
+        if (v[i] == NULL)
+            continue;
+        int j = k;
+        while (j > 0 && s[j - 1]->ino > v[i]->ino)
+            j--;
+        if (j > 0 && s[j - 1] == v[i])
+            continue;
+        memmove(&s[j + 1], &s[j], (size_t)(k - j) * sizeof s[0]);
+        s[j] = v[i];
+        k++;
+    }
+    return k;
+}
+
+void inode_wrlock_all(inode *const *v, int n)
+{
+    inode *s[INODE_LOCKS_MAX];
+    int k = distinct_sorted(v, n, s);
+    for (int i = 0; i < k; i++)
+        inode_wrlock(s[i]);
+}
+
+void inode_unlock_all(inode *const *v, int n)
+{
+    inode *s[INODE_LOCKS_MAX];
+    int k = distinct_sorted(v, n, s);
+    for (int i = k - 1; i >= 0; i--)
+        inode_unlock(s[i]);
+}
+
+int inode_pin_entry(lsmfs *fs, inode *dir, const char *name, dirent_val *d, uint64_t *seen,
+                    inode **out)
+{
+    inode_rdlock(dir);
+    *seen = atomic_load(&dir->seq);
+    int err = dir_find(fs, dir, name, d);
+    inode_unlock(dir);
+    if (err == 0 && (err = icache_get(fs, d->ino, out)) == ENOENT)
+        err = EIO; /* an entry without its inode */
+    return err;
+}
+
+int inode_entry_unchanged(lsmfs *fs, inode *dir, const char *name, const dirent_val *was,
+                          uint64_t seen)
+{
+    if (atomic_load(&dir->seq) == seen)
+        return 0;
+    dirent_val now;
+    int err = dir_find(fs, dir, name, &now);
+    if (err != 0 && err != ENOENT)
+        return err;
+    bool same =
+        was == NULL ? err == ENOENT : err == 0 && now.ino == was->ino && now.cookie == was->cookie;
+    return same ? 0 : ESTALE;
 }

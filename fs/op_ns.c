@@ -97,12 +97,12 @@ static int make_locked(fuse_req_t req, lsmfs *fs, inode *parent, const char *nam
     if (nn->fi != NULL || S_ISDIR(r.mode)) {
         /* The newest inode: locking it under its parent is in order.
          * Opened before the parent unlocks: no unlink can see it closed. */
-        pthread_rwlock_wrlock(&(*out)->lock);
+        inode_wrlock(*out);
         if (nn->fi != NULL)
             op_file_opened(fs, *out, nn->fi);
         else
             dir_cache_start(fs, *out);
-        pthread_rwlock_unlock(&(*out)->lock);
+        inode_unlock(*out);
     }
     *rec = r;
     return err;
@@ -120,9 +120,9 @@ static void make_node(fuse_req_t req, fuse_ino_t parent_ino, const char *name, c
         err = alloc_ino(&fs->alloc, &ino);
     inode_rec r;
     if (err == 0) {
-        pthread_rwlock_wrlock(&parent->lock);
+        inode_wrlock(parent);
         err = make_locked(req, fs, parent, name, ino, nn, &n, &r);
-        pthread_rwlock_unlock(&parent->lock);
+        inode_unlock(parent);
     }
     icache_put(fs->icache, parent);
     if (err == 0 && (err = fs_durable(fs)) != 0) {
@@ -250,9 +250,9 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
         err = icache_get(fs, newparent, &v[1]);
     inode_rec r;
     if (err == 0) {
-        icache_lock_many(v, 2);
+        inode_wrlock_all(v, 2);
         err = link_locked(fs, v[0], v[1], newname, &r);
-        icache_unlock_many(v, 2);
+        inode_unlock_all(v, 2);
     }
     if (err == 0 && (err = fs_durable(fs)) != 0)
         op_reply_undurable(req, err,
@@ -265,8 +265,8 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
     icache_put(fs->icache, v[1]);
 }
 
-/* REQUIRES: parent and child locked for writing; d is the entry as read
- * under those locks. */
+/* REQUIRES: parent and child locked for writing; d is the entry, checked
+ * under those locks (inode_entry_unchanged). */
 static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *name,
                          const dirent_val *d, bool dir, bool *reclaim)
 {
@@ -312,29 +312,26 @@ static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *nam
     return 0;
 }
 
-/* The usual case, an entry whose inode is numbered above its directory's
- * (created after it): lock order allows locking the directory first, so the
- * entry is read once, under the lock. Sets *done unless the entry is numbered
- * below (then nothing was changed and the caller takes the general path).
- * On return *child holds the pinned entry's inode, if any. */
-static int remove_parent_first(lsmfs *fs, inode *parent, const char *name, bool dir,
-                               inode **child, bool *reclaim, bool *done)
+/* Removes (parent, name): pins the entry's inode, locks both in the lock
+ * order and checks the entry under the locks. The kernel holds the
+ * parent's i_rwsem from its lookup of the name to our reply, so the entry
+ * cannot change in between; should it all the same, this fails with
+ * ESTALE, changing nothing (inode_entry_unchanged). *child is the pinned
+ * inode the entry named, if any. */
+static int remove_name(lsmfs *fs, inode *parent, const char *name, bool dir, inode **child,
+                       bool *reclaim)
 {
-    pthread_rwlock_wrlock(&parent->lock);
     dirent_val d;
-    int err = dir_find(fs, parent, name, &d);
-    *done = err != 0 || d.ino > parent->ino;
-    if (err == 0 && *done) {
-        err = icache_get(fs, d.ino, child); /* may lock it to load it: in order */
-        if (err == ENOENT)
-            err = EIO; /* an entry without its inode */
-    }
-    if (err == 0 && *done) {
-        pthread_rwlock_wrlock(&(*child)->lock);
+    uint64_t seen;
+    int err = inode_pin_entry(fs, parent, name, &d, &seen, child);
+    if (err != 0)
+        return err;
+    inode *v[2] = {parent, *child};
+    inode_wrlock_all(v, 2);
+    err = inode_entry_unchanged(fs, parent, name, &d, seen);
+    if (err == 0)
         err = remove_locked(fs, parent, *child, name, &d, dir, reclaim);
-        pthread_rwlock_unlock(&(*child)->lock);
-    }
-    pthread_rwlock_unlock(&parent->lock);
+    inode_unlock_all(v, 2);
     return err;
 }
 
@@ -345,40 +342,19 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent_ino, const char *name
         fuse_reply_err(req, ENAMETOOLONG);
         return;
     }
-    inode *v[2] = {NULL, NULL};
-    int err = icache_get(fs, parent_ino, &v[0]);
-    bool reclaim = false, done = false;
+    inode *parent = NULL, *child = NULL;
+    bool reclaim = false;
+    int err = icache_get(fs, parent_ino, &parent);
     if (err == 0)
-        err = remove_parent_first(fs, v[0], name, dir, &v[1], &reclaim, &done);
-    for (int tries = 0; err == 0 && !done; tries++) {
-        dirent_val d, d2;
-        if ((err = dir_lookup(fs, parent_ino, name, &d)) != 0)
-            break;
-        if ((err = icache_get(fs, d.ino, &v[1])) != 0) {
-            err = err == ENOENT ? EIO : err;
-            break;
-        }
-        icache_lock_many(v, 2);
-        err = dir_find(fs, v[0], name, &d2);
-        bool same = err == 0 && d2.ino == d.ino;
-        if (same)
-            err = remove_locked(fs, v[0], v[1], name, &d2, dir, &reclaim);
-        icache_unlock_many(v, 2);
-        if (!same && err == 0 && tries > 100)
-            err = EAGAIN; /* the name keeps moving under us */
-        if (same || err != 0)
-            break;
-        icache_put(fs->icache, v[1]); /* the name moved meanwhile: again */
-        v[1] = NULL;
-    }
-    uint64_t child = v[1] ? v[1]->ino : 0;
-    icache_put(fs->icache, v[0]);
-    icache_put(fs->icache, v[1]);
+        err = remove_name(fs, parent, name, dir, &child, &reclaim);
+    uint64_t child_ino = child ? child->ino : 0;
+    icache_put(fs->icache, parent);
+    icache_put(fs->icache, child);
     if (reclaim)
-        reclaimer_enqueue(fs->reclaim, child);
+        reclaimer_enqueue(fs->reclaim, child_ino);
     if (err == 0 && (err = fs_durable(fs)) != 0)
         op_reply_undurable(req, err,
-                           &(op_touched){.dir = {parent_ino}, .name = {name}, .ino = {child}});
+                           &(op_touched){.dir = {parent_ino}, .name = {name}, .ino = {child_ino}});
     else
         fuse_reply_err(req, err);
 }

@@ -184,7 +184,8 @@ static void rename_cached(rename_op *x, const inode_rec *src_rec, const inode_re
     dir_cached_add(fs, x->new_dir, x->newname, x->src->ino, inode_type(src_rec), x->new_cookie);
 }
 
-/* REQUIRES: old_dir, new_dir, src, dst locked for writing; entries re-read under them. */
+/* REQUIRES: old_dir, new_dir, src, dst locked for writing; src_ent and
+ * dst_ent checked under those locks (inode_entry_unchanged). */
 static int rename_locked(rename_op *x)
 {
     if (x->dst != NULL && x->dst == x->src)
@@ -240,81 +241,33 @@ static int rename_locked(rename_op *x)
     return 0;
 }
 
-/* The usual case, entries whose inodes are numbered above both directories
- * (created after them): lock order allows locking the directories first, so
- * each name is read once, under the locks. Sets *done unless an entry is
- * numbered lower (then nothing was changed or pinned, and the caller takes
- * the general path). */
-static int rename_parents_first(rename_op *x, bool *done)
+/* Renames: pins the two entries' inodes, locks all four in the lock order
+ * and checks the entries under the locks. The kernel holds both
+ * directories' i_rwsem (and, across directories, the mount's rename mutex)
+ * from its lookups of the names to our reply, so the entries cannot change
+ * in between; should they all the same, this fails with ESTALE, changing
+ * nothing (inode_entry_unchanged). */
+static int rename_entries(rename_op *x)
 {
     lsmfs *fs = x->fs;
-    inode *parents[2] = {x->old_dir, x->new_dir};
-    icache_lock_many(parents, 2);
-    uint64_t top = x->old_dir->ino > x->new_dir->ino ? x->old_dir->ino : x->new_dir->ino;
-    bool have_dst = false;
-    int err = dir_find(fs, x->old_dir, x->name, &x->src_ent);
-    if (err == 0) {
-        err = dir_find(fs, x->new_dir, x->newname, &x->dst_ent);
-        have_dst = err == 0;
-        err = err == ENOENT ? 0 : err;
-    }
-    *done = err != 0 || (x->src_ent.ino > top && (!have_dst || x->dst_ent.ino > top));
-    if (err == 0 && *done) { /* icache_get may lock them to load them: in order */
-        err = icache_get(fs, x->src_ent.ino, &x->src);
-        if (err == 0 && have_dst)
-            err = icache_get(fs, x->dst_ent.ino, &x->dst);
-        err = err == ENOENT ? EIO : err; /* an entry without its inode */
-    }
-    if (err == 0 && *done) {
-        inode *children[2] = {x->src, x->dst};
-        icache_lock_many(children, 2);
+    uint64_t src_seen, dst_seen;
+    int err = inode_pin_entry(fs, x->old_dir, x->name, &x->src_ent, &src_seen, &x->src);
+    if (err != 0)
+        return err;
+    err = inode_pin_entry(fs, x->new_dir, x->newname, &x->dst_ent, &dst_seen, &x->dst);
+    bool have_dst = err == 0;
+    if (err != 0 && err != ENOENT)
+        return err;
+    inode *v[4] = {x->old_dir, x->new_dir, x->src, x->dst};
+    inode_wrlock_all(v, 4);
+    err = inode_entry_unchanged(fs, x->old_dir, x->name, &x->src_ent, src_seen);
+    if (err == 0)
+        err = inode_entry_unchanged(fs, x->new_dir, x->newname, have_dst ? &x->dst_ent : NULL,
+                                    dst_seen);
+    if (err == 0)
         err = rename_locked(x);
-        icache_unlock_many(children, 2);
-    }
-    icache_unlock_many(parents, 2);
+    inode_unlock_all(v, 4);
     return err;
-}
-
-/* Looks the two names up, pins their inodes, locks all four and checks
- * the names still point where they did; loops if they moved. */
-static int rename_pinned(rename_op *x)
-{
-    lsmfs *fs = x->fs;
-    bool done = false;
-    int first = rename_parents_first(x, &done);
-    if (done)
-        return first;
-    for (int tries = 0; tries < 100; tries++) {
-        int err = dir_lookup(fs, x->old_dir->ino, x->name, &x->src_ent);
-        if (err != 0)
-            return err;
-        err = dir_lookup(fs, x->new_dir->ino, x->newname, &x->dst_ent);
-        bool have_dst = err == 0;
-        if (err != 0 && err != ENOENT)
-            return err;
-        if ((err = icache_get(fs, x->src_ent.ino, &x->src)) != 0)
-            return err == ENOENT ? EIO : err;
-        if (have_dst && (err = icache_get(fs, x->dst_ent.ino, &x->dst)) != 0)
-            return err == ENOENT ? EIO : err;
-        inode *v[4] = {x->old_dir, x->new_dir, x->src, x->dst};
-        icache_lock_many(v, 4);
-        dirent_val src_now, dst_now;
-        bool same = dir_find(fs, x->old_dir, x->name, &src_now) == 0 &&
-                    src_now.ino == x->src_ent.ino && src_now.cookie == x->src_ent.cookie;
-        int dst_err = dir_find(fs, x->new_dir, x->newname, &dst_now);
-        same = same && (have_dst ? dst_err == 0 && dst_now.ino == x->dst_ent.ino &&
-                                       dst_now.cookie == x->dst_ent.cookie
-                                 : dst_err == ENOENT);
-        if (same)
-            err = rename_locked(x);
-        icache_unlock_many(v, 4);
-        if (same)
-            return err;
-        icache_put(fs->icache, x->src);
-        icache_put(fs->icache, x->dst);
-        x->src = x->dst = NULL;
-    }
-    return EAGAIN;
 }
 
 static int check_args(const char *name, const char *newname, unsigned int flags)
@@ -349,7 +302,7 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
     if (err == 0)
         err = icache_get(fs, newparent, &x.new_dir);
     if (err == 0)
-        err = rename_pinned(&x);
+        err = rename_entries(&x);
     uint64_t target = x.dst ? x.dst->ino : 0;
     icache_put(fs->icache, x.old_dir);
     icache_put(fs->icache, x.new_dir);
