@@ -328,39 +328,3 @@ bool icache_mark_orphan(icache *c, inode *n)
     pthread_mutex_unlock(&s->mu);
     return marked;
 }
-
-static int cmp_inode(const void *a, const void *b)
-{
-    const inode *x = *(inode *const *)a, *y = *(inode *const *)b;
-    if (x == NULL || y == NULL)
-        return (x == NULL) - (y == NULL);
-    return x->ino < y->ino ? -1 : x->ino > y->ino;
-}
-
-/* Sorts a copy; NULLs sort last. */
-static int sorted(inode **v, int n, inode **out)
-{
-    assert(n <= 4);
-    for (int i = 0; i < n; i++)
-        out[i] = v[i];
-    qsort(out, (size_t)n, sizeof *out, cmp_inode);
-    return n;
-}
-
-void icache_lock_many(inode **v, int n)
-{
-    inode *s[4];
-    sorted(v, n, s);
-    for (int i = 0; i < n; i++)
-        if (s[i] != NULL && (i == 0 || s[i] != s[i - 1]))
-            pthread_rwlock_wrlock(&s[i]->lock);
-}
-
-void icache_unlock_many(inode **v, int n)
-{
-    inode *s[4];
-    sorted(v, n, s);
-    for (int i = 0; i < n; i++)
-        if (s[i] != NULL && (i == 0 || s[i] != s[i - 1]))
-            pthread_rwlock_unlock(&s[i]->lock);
-}

@@ -110,9 +110,4 @@ bool icache_mark_orphan(icache *c, inode *n);
 void icache_dcache_charge(icache *c, int64_t delta);
 int64_t icache_dcache_bytes(icache *c);
 
-/* Locks several distinct pinned inodes for writing in ascending inode
- * order (duplicates and NULLs allowed; each inode is locked once). */
-void icache_lock_many(inode **v, int n);
-void icache_unlock_many(inode **v, int n);
-
 #endif
