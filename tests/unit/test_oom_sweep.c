@@ -1,0 +1,479 @@
+/*
+ * test_oom_sweep.c — the allocation-failure sweep (as SQLite's malloc
+ * tests): a fixed workload that goes through every store path is run once
+ * counting its allocations (store/alloc.h), then once per allocation N
+ * with allocation N failing. Every call must succeed or return an error;
+ * a write acknowledged is readable at once, and after the run the store,
+ * reopened without injection, holds every write acknowledged with a sync
+ * (every acknowledged one after a clean close), nothing never written,
+ * and passes lsm_verify.
+ *
+ * Allocations are counted in two streams (alloc.h): the workload's thread
+ * and the store's background threads; the workload waits for the
+ * background to go idle after each step, so each stream is deterministic.
+ * N <= main-stream count is that stream's allocation N; above, the
+ * background stream's allocation N - main count.
+ *
+ * Environment: OOM_SWEEP=full runs every N (make torture); by default a
+ * sample runs (every OOM_SWEEP_STRIDE-th N, default 29, plus the first 40
+ * of each stream). OOM_SWEEP_N=n runs one; OOM_SWEEP_ALL=1 goes on after a
+ * failure; OOM_SWEEP_VERBOSE=1 says what each call answered.
+ *
+ * Two tests pin the bugs of issue 14 one at a time: a memtable switch out
+ * of memory, and a write group whose merge runs out of memory.
+ */
+#include "testutil.h"
+
+#include "alloc.h"
+#include "fault_env.h"
+
+#include <inttypes.h>
+
+#define SEED 0x00a110cULL
+#define MAX_WRITES 512
+#define WBS (64u << 10)
+
+/* ------------------------------------------------------------- oracle */
+
+struct wrec {
+    bool acked;   /* the write returned OK */
+    bool durable; /* a later sync, or a clean close, succeeded */
+    uint32_t vlen;
+    uint64_t seq;
+};
+
+typedef struct run {
+    char dir[256];
+    lsm_db *db;
+    struct wrec w[MAX_WRITES];
+    int nw;
+    char fail[512]; /* the first thing that broke ("" if none) */
+    char *scratch;  /* a value buffer */
+} run;
+
+static bool verbose;
+
+static void broke(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void broke(run *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (r->fail[0] == '\0')
+        vsnprintf(r->fail, sizeof(r->fail), fmt, ap);
+    va_end(ap);
+    if (verbose)
+        fprintf(stderr, "  broke: %s\n", r->fail);
+}
+
+static void said(const char *what, int i, lsm_status *s)
+{
+    if (verbose && s != NULL)
+        fprintf(stderr, "  %s %d: %s\n", what, i, lsm_status_message(s));
+}
+
+static void key_of(int i, char *k)
+{
+    snprintf(k, 16, "k%05d", (int)(((int64_t)i * 7919) % 100000));
+}
+
+static int key_index(const char *k, size_t n)
+{
+    char want[16];
+    for (int i = 0; i < MAX_WRITES; i++) {
+        key_of(i, want);
+        if (strlen(want) == n && memcmp(want, k, n) == 0)
+            return i;
+    }
+    return -1;
+}
+
+static void value_of(int i, uint32_t vlen, char *v)
+{
+    uint64_t st = SEED ^ ((uint64_t)(i + 1) * 0x9e3779b97f4a7c15ULL);
+    for (uint32_t j = 0; j < vlen; j += 8) {
+        uint64_t x = tu_xorshift64(&st);
+        memcpy(v + j, &x, vlen - j < 8 ? vlen - j : 8);
+    }
+}
+
+/* A sync that succeeded covers every write acknowledged up to seq (0: all). */
+static void synced(run *r, uint64_t upto)
+{
+    for (int i = 0; i < r->nw; i++)
+        if (r->w[i].acked && (upto == 0 || r->w[i].seq <= upto))
+            r->w[i].durable = true;
+}
+
+/* ------------------------------------------------------------ workload */
+
+static lsm_options options(lsm_env *env)
+{
+    lsm_options o;
+    lsm_options_init(&o);
+    o.create_if_missing = true;
+    o.env = env;
+    o.write_buffer_size = WBS;
+    o.target_file_size = 32u << 10; /* compactions write several tables */
+    o.block_cache_size = 256u << 10;
+    o.deferred_max_age_ms = UINT32_MAX; /* no timed switches: deterministic */
+    return o;
+}
+
+/* Waits until the background threads are idle (nothing due either). */
+static void quiesce(run *r)
+{
+    for (int i = 0; r->db != NULL && i < 20000; i++) {
+        uint64_t busy = 1;
+        if (!lsm_property_u64(r->db, "lsm.background-busy", &busy))
+            fail_msg("no property lsm.background-busy");
+        if (busy == 0)
+            return;
+        usleep(200);
+    }
+    if (r->db != NULL)
+        broke(r, "the background never went idle");
+}
+
+/* Reads write i back: an acknowledged write is there with its value, or
+ * the read fails; a read never returns a wrong value. */
+static void get(run *r, int i)
+{
+    if (r->db == NULL || i < 0 || i >= r->nw)
+        return;
+    char k[16];
+    key_of(i, k);
+    char *v = NULL;
+    size_t vn = 0;
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    lsm_status *s = lsm_get(r->db, &ro, k, strlen(k), &v, &vn);
+    said("get", i, s);
+    if (s == NULL) {
+        value_of(i, r->w[i].vlen, r->scratch);
+        if (vn != r->w[i].vlen || memcmp(v, r->scratch, vn) != 0)
+            broke(r, "get of write %d returned a wrong value", i);
+    } else if (lsm_status_code(s) == LSM_NOT_FOUND && r->w[i].acked) {
+        broke(r, "get of acknowledged write %d: not found", i);
+    }
+    free(v);
+    lsm_status_free(s);
+}
+
+/* Writes write number r->nw and reads it back if it was acknowledged. */
+static void put(run *r, uint32_t vlen, bool sync, bool defer)
+{
+    if (r->db == NULL || r->nw >= MAX_WRITES)
+        return;
+    int i = r->nw++;
+    struct wrec *w = &r->w[i];
+    *w = (struct wrec){.vlen = vlen};
+    char k[16];
+    key_of(i, k);
+    value_of(i, vlen, r->scratch);
+    lsm_batch *b = lsm_batch_new();
+    lsm_status *s = NULL;
+    if (b == NULL || !lsm_batch_put(b, k, strlen(k), r->scratch, vlen)) {
+        lsm_batch_free(b);
+        return; /* out of memory before the store saw it: never written */
+    }
+    lsm_write_options wo = {.sync = sync, .defer_log = defer};
+    s = lsm_write_seq(r->db, &wo, b, &w->seq);
+    lsm_batch_free(b);
+    said("write", i, s);
+    w->acked = s == NULL;
+    lsm_status_free(s);
+    if (w->acked && sync)
+        synced(r, 0);
+    if (w->acked)
+        get(r, i);
+}
+
+static void sync_all(run *r, int how)
+{
+    if (r->db == NULL)
+        return;
+    lsm_write_options wo = {.sync = true};
+    lsm_status *s = how == 0 ? lsm_sync(r->db) : lsm_write(r->db, &wo, NULL);
+    said("sync", how, s);
+    if (s == NULL)
+        synced(r, 0);
+    lsm_status_free(s);
+}
+
+static void sync_upto(run *r, int i)
+{
+    if (r->db == NULL || i >= r->nw || !r->w[i].acked)
+        return;
+    lsm_status *s = lsm_sync_upto(r->db, r->w[i].seq);
+    said("sync_upto", i, s);
+    if (s == NULL)
+        synced(r, r->w[i].seq);
+    lsm_status_free(s);
+}
+
+/* Iterates over everything: what it shows has the right value; an
+ * acknowledged write it skips is an error unless the iterator failed. */
+static void scan(run *r)
+{
+    if (r->db == NULL)
+        return;
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    lsm_iter *it = lsm_iter_new(r->db, &ro);
+    if (it == NULL)
+        return;
+    int seen = 0;
+    for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it)) {
+        size_t kn, vn;
+        const char *k = lsm_iter_key(it, &kn);
+        const char *v = lsm_iter_value(it, &vn);
+        int i = key_index(k, kn);
+        if (i < 0 || i >= r->nw) {
+            broke(r, "scan: key %.*s was never written", (int)kn, k);
+            continue;
+        }
+        value_of(i, r->w[i].vlen, r->scratch);
+        if (vn != r->w[i].vlen || memcmp(v, r->scratch, vn) != 0)
+            broke(r, "scan: write %d has a wrong value", i);
+        seen += r->w[i].acked;
+    }
+    lsm_status *s = lsm_iter_status(it);
+    said("scan", seen, s);
+    int acked = 0;
+    for (int i = 0; i < r->nw; i++)
+        acked += r->w[i].acked;
+    if (s == NULL && seen != acked)
+        broke(r, "scan: %d of %d acknowledged writes", seen, acked);
+    lsm_status_free(s);
+    lsm_iter_free(it);
+}
+
+static void db_open(run *r)
+{
+    lsm_options o = options(NULL);
+    lsm_status *s = lsm_open(&o, r->dir, &r->db);
+    said("open", 0, s);
+    if (s != NULL)
+        r->db = NULL; /* the workload stops here */
+    lsm_status_free(s);
+}
+
+static void db_close(run *r)
+{
+    if (r->db == NULL)
+        return;
+    lsm_status *s = lsm_close(r->db);
+    said("close", 0, s);
+    r->db = NULL;
+    if (s == NULL)
+        synced(r, 0);
+    lsm_status_free(s);
+}
+
+static void compact(run *r)
+{
+    if (r->db == NULL)
+        return;
+    lsm_status *s = lsm_compact_range(r->db, NULL, 0, NULL, 0);
+    said("compact", 0, s);
+    lsm_status_free(s);
+}
+
+/* n writes: a deferred one every defer_every, a sync one every
+ * sync_every, a read of an earlier one now and then. */
+static void writes(run *r, int n, int sync_every, int defer_every, uint64_t *rng)
+{
+    for (int j = 0; j < n; j++) {
+        bool defer = defer_every && j % defer_every == defer_every - 1;
+        bool sync = !defer && sync_every && j % sync_every == sync_every - 1;
+        uint32_t len = defer ? 12000 + (uint32_t)(tu_xorshift64(rng) % 8000)
+                             : 100 + (uint32_t)(tu_xorshift64(rng) % 900);
+        put(r, len, sync, defer);
+        quiesce(r);
+        if (j % 7 == 6 && r->nw > 0) {
+            get(r, (int)(tu_xorshift64(rng) % (uint64_t)r->nw));
+            quiesce(r);
+        }
+    }
+}
+
+/* The workload: open, small, large (deferred) and sync writes, memtable
+ * switches, flushes, syncs of deferred bytes, a scan, a compaction, close,
+ * reopen; each step followed by an idle background. */
+static void workload(run *r)
+{
+    uint64_t rng = SEED;
+    db_open(r);
+    quiesce(r);
+    writes(r, 70, 10, 6, &rng);
+    sync_all(r, 0);
+    quiesce(r);
+    int first_deferred = r->nw;
+    writes(r, 6, 0, 1, &rng);
+    sync_upto(r, first_deferred + 2); /* a sync of deferred bytes */
+    quiesce(r);
+    sync_all(r, 1);
+    quiesce(r);
+    scan(r);
+    compact(r);
+    quiesce(r);
+    writes(r, 20, 0, 4, &rng);
+    db_close(r);
+    db_open(r);
+    quiesce(r);
+    scan(r);
+    writes(r, 15, 5, 3, &rng);
+    db_close(r);
+}
+
+/* -------------------------------------------------------------- checks */
+
+static void verify_report(void *ctx, const char *msg)
+{
+    char *first = ctx;
+    if (first[0] == '\0')
+        snprintf(first, 256, "%s", msg);
+}
+
+/* Reopened without injection: the store opens, holds every durable write
+ * with its value and nothing never written, and lsm_verify is clean. */
+static void check_store(run *r)
+{
+    lsm_options o = options(NULL);
+    o.create_if_missing = true; /* the first open may have failed */
+    lsm_db *db = NULL;
+    lsm_status *s = lsm_open(&o, r->dir, &db);
+    if (s != NULL) {
+        broke(r, "reopen: %s", lsm_status_message(s));
+        lsm_status_free(s);
+        return;
+    }
+    bool present[MAX_WRITES] = {false};
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    ro.verify_checksums = true;
+    lsm_iter *it = lsm_iter_new(db, &ro);
+    assert_non_null(it);
+    for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it)) {
+        size_t kn, vn;
+        const char *k = lsm_iter_key(it, &kn);
+        const char *v = lsm_iter_value(it, &vn);
+        int i = key_index(k, kn);
+        if (i < 0 || i >= r->nw) {
+            broke(r, "reopened: key %.*s was never written", (int)kn, k);
+            continue;
+        }
+        value_of(i, r->w[i].vlen, r->scratch);
+        if (vn != r->w[i].vlen || memcmp(v, r->scratch, vn) != 0)
+            broke(r, "reopened: write %d has a wrong value", i);
+        present[i] = true;
+    }
+    s = lsm_iter_status(it);
+    if (s != NULL)
+        broke(r, "reopened: scan: %s", lsm_status_message(s));
+    lsm_status_free(s);
+    lsm_iter_free(it);
+    for (int i = 0; i < r->nw; i++)
+        if (r->w[i].durable && !present[i])
+            broke(r, "reopened: durable write %d (of %d) is missing", i, r->nw);
+    char first[256] = "";
+    s = lsm_verify(db, verify_report, first);
+    if (s != NULL)
+        broke(r, "lsm_verify: %s (%s)", lsm_status_message(s), first);
+    lsm_status_free(s);
+    s = lsm_close(db);
+    if (s != NULL)
+        broke(r, "close after the check: %s", lsm_status_message(s));
+    lsm_status_free(s);
+}
+
+/* One run of the workload with allocation n of `stream` failing (0: none,
+ * counting); counts get the allocations each stream made. Returns false
+ * (r->fail says why) if something broke. */
+static bool run_one(run *r, enum lsm_alloc_stream stream, uint64_t n, uint64_t counts[2])
+{
+    memset(r->w, 0, sizeof(r->w));
+    r->nw = 0;
+    r->fail[0] = '\0';
+    tu_mkdtemp(r->dir, sizeof(r->dir), "oom-sweep");
+    lsm_alloc_hook_arm(stream, n);
+    workload(r);
+    lsm_alloc_hook_disarm();
+    counts[0] = lsm_alloc_hook_count(LSM_ALLOC_MAIN);
+    counts[1] = lsm_alloc_hook_count(LSM_ALLOC_OTHER);
+    if (n != 0 && !lsm_alloc_hook_fired())
+        broke(r, "allocation %" PRIu64 " of stream %d never came (the run diverged)", n,
+              (int)stream);
+    check_store(r);
+    tu_rmtree(r->dir);
+    return r->fail[0] == '\0';
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v != '\0' ? strtoull(v, NULL, 0) : dflt;
+}
+
+/* Whether the sweep runs N (1-based over both streams). */
+static bool sampled(uint64_t n, uint64_t main_calls, uint64_t stride)
+{
+    uint64_t in_stream = n <= main_calls ? n : n - main_calls;
+    return stride <= 1 || in_stream <= 40 || n % stride == 0;
+}
+
+static void test_oom_sweep(void **state)
+{
+    (void)state;
+    run *r = calloc(1, sizeof(*r));
+    assert_non_null(r);
+    r->scratch = malloc(1u << 16);
+    assert_non_null(r->scratch);
+    verbose = getenv("OOM_SWEEP_VERBOSE") != NULL;
+    uint64_t counts[2];
+    if (!run_one(r, LSM_ALLOC_MAIN, 0, counts))
+        fail_msg("the counting run broke: %s", r->fail);
+    uint64_t total = counts[0] + counts[1];
+    const char *mode = getenv("OOM_SWEEP");
+    bool full = mode != NULL && strcmp(mode, "full") == 0;
+    uint64_t stride = full ? 1 : env_u64("OOM_SWEEP_STRIDE", 29);
+    uint64_t only = env_u64("OOM_SWEEP_N", 0);
+    bool all = getenv("OOM_SWEEP_ALL") != NULL;
+    printf("oom sweep: %" PRIu64 " allocations (%" PRIu64 " workload, %" PRIu64
+           " background), %s\n",
+           total, counts[0], counts[1], only ? "one N" : full ? "every N" : "sampled");
+    uint64_t first_bad = 0, ran = 0, bad = 0;
+    for (uint64_t n = 1; n <= total; n++) {
+        if (only ? n != only : !sampled(n, counts[0], stride))
+            continue;
+        enum lsm_alloc_stream st = n <= counts[0] ? LSM_ALLOC_MAIN : LSM_ALLOC_OTHER;
+        uint64_t at = st == LSM_ALLOC_MAIN ? n : n - counts[0];
+        uint64_t c[2];
+        if (verbose)
+            fprintf(stderr, "N=%" PRIu64 " (stream %d, allocation %" PRIu64 ")\n", n, (int)st, at);
+        ran++;
+        if (run_one(r, st, at, c))
+            continue;
+        bad++;
+        printf("N=%" PRIu64 " (stream %d, allocation %" PRIu64 "): %s\n", n, (int)st, at, r->fail);
+        if (first_bad == 0)
+            first_bad = n;
+        if (!all)
+            break;
+    }
+    printf("oom sweep: %" PRIu64 " runs, %" PRIu64 " broke\n", ran, bad);
+    free(r->scratch);
+    free(r);
+    if (first_bad != 0)
+        fail_msg("first failing N=%" PRIu64 " (rerun with OOM_SWEEP_N=%" PRIu64
+                 " OOM_SWEEP_VERBOSE=1)",
+                 first_bad, first_bad);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_oom_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
