@@ -270,13 +270,15 @@ static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, com
     uint64_t t0 = db->env->now_micros(db->env);
     mutex_unlock(&db->mu);
     iter *it = memtable_iter_new(m);
-    lsm_status *s = it ? NULL : status_new(LSM_IO_ERROR, "out of memory");
-    for (it ? iter_seek_first(it) : (void)0; s == NULL && iter_valid(it); iter_next(it)) {
+    lsm_status *s = NULL;
+    for (iter_seek_first(it); s == NULL && iter_valid(it); iter_next(it)) {
         size_t kn, vn;
         const char *k = iter_key(it, &kn);
         const char *v = iter_value(it, &vn);
         s = add_entry(db, r, k, kn, v, vn);
     }
+    if (s == NULL) /* an iterator without memory is empty: not a flushed memtable */
+        s = iter_status(it);
     iter_free(it);
     if (s == NULL && r->out_open)
         s = close_output(db, r);

@@ -36,7 +36,7 @@
 /* ------------------------------------------------------------- oracle */
 
 struct wrec {
-    bool acked;   /* the write returned OK */
+    bool acked;   /* the write returned OK (and no failed close since) */
     bool durable; /* a later sync, or a clean close, succeeded */
     uint32_t vlen;
     uint64_t seq;
@@ -154,6 +154,7 @@ static void get(run *r, int i)
             broke(r, "get of write %d returned a wrong value", i);
     } else if (lsm_status_code(s) == LSM_NOT_FOUND && r->w[i].acked) {
         broke(r, "get of acknowledged write %d: not found", i);
+        if (getenv("DBG")) { char *pr = lsm_property(r->db, "lsm.stats"); fprintf(stderr, "%s\n", pr); free(pr); pr = lsm_property(r->db, "lsm.levels"); fprintf(stderr, "%s\n", pr ? pr : "-"); free(pr); exit(1); }
     }
     free(v);
     lsm_status_free(s);
@@ -223,6 +224,7 @@ static void scan(run *r)
     if (it == NULL)
         return;
     int seen = 0;
+    bool shown[MAX_WRITES] = {false};
     for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it)) {
         size_t kn, vn;
         const char *k = lsm_iter_key(it, &kn);
@@ -236,14 +238,18 @@ static void scan(run *r)
         if (vn != r->w[i].vlen || memcmp(v, r->scratch, vn) != 0)
             broke(r, "scan: write %d has a wrong value", i);
         seen += r->w[i].acked;
+        shown[i] = true;
     }
     lsm_status *s = lsm_iter_status(it);
     said("scan", seen, s);
-    int acked = 0;
-    for (int i = 0; i < r->nw; i++)
+    int acked = 0, missing = -1;
+    for (int i = 0; i < r->nw; i++) {
         acked += r->w[i].acked;
+        if (r->w[i].acked && !shown[i] && missing < 0)
+            missing = i;
+    }
     if (s == NULL && seen != acked)
-        broke(r, "scan: %d of %d acknowledged writes", seen, acked);
+        broke(r, "scan: %d of %d acknowledged writes (write %d is missing)", seen, acked, missing);
     lsm_status_free(s);
     lsm_iter_free(it);
 }
@@ -267,6 +273,9 @@ static void db_close(run *r)
     r->db = NULL;
     if (s == NULL)
         synced(r, 0);
+    /* A failed close is a crash: what was not durable may be gone. */
+    for (int i = 0; s != NULL && i < r->nw; i++)
+        r->w[i].acked = r->w[i].durable;
     lsm_status_free(s);
 }
 
