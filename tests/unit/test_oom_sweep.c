@@ -154,7 +154,6 @@ static void get(run *r, int i)
             broke(r, "get of write %d returned a wrong value", i);
     } else if (lsm_status_code(s) == LSM_NOT_FOUND && r->w[i].acked) {
         broke(r, "get of acknowledged write %d: not found", i);
-        if (getenv("DBG")) { char *pr = lsm_property(r->db, "lsm.stats"); fprintf(stderr, "%s\n", pr); free(pr); pr = lsm_property(r->db, "lsm.levels"); fprintf(stderr, "%s\n", pr ? pr : "-"); free(pr); exit(1); }
     }
     free(v);
     lsm_status_free(s);
@@ -479,9 +478,223 @@ static void test_oom_sweep(void **state)
                  first_bad, first_bad);
 }
 
+
+/* ------------------------------------------------- the bugs one by one */
+
+#define SMALL_VLEN 1000
+
+/* Writes small write i (value_of, SMALL_VLEN bytes) to db. */
+static lsm_status *put_small(lsm_db *db, int i, bool sync, bool defer)
+{
+    char k[16], v[SMALL_VLEN];
+    key_of(i, k);
+    value_of(i, SMALL_VLEN, v);
+    lsm_write_options wo = {.sync = sync, .defer_log = defer};
+    return lsm_put(db, &wo, k, strlen(k), v, SMALL_VLEN);
+}
+
+/* Whether db holds small write i with its value (a failed read fails the
+ * test: these tests inject nothing into reads). */
+static bool has_small(lsm_db *db, int i)
+{
+    char k[16], want[SMALL_VLEN];
+    key_of(i, k);
+    value_of(i, SMALL_VLEN, want);
+    char *v = NULL;
+    size_t vn = 0;
+    lsm_status *s = lsm_get(db, NULL, k, strlen(k), &v, &vn);
+    if (lsm_status_code(s) == LSM_NOT_FOUND) {
+        lsm_status_free(s);
+        return false;
+    }
+    if (s != NULL)
+        fail_msg("get of write %d: %s", i, lsm_status_message(s));
+    bool same = vn == SMALL_VLEN && memcmp(v, want, vn) == 0;
+    free(v);
+    if (!same)
+        fail_msg("write %d has a wrong value", i);
+    return true;
+}
+
+static void wait_idle(lsm_db *db)
+{
+    run r = {.db = db};
+    quiesce(&r);
+    if (r.fail[0] != '\0')
+        fail_msg("%s", r.fail);
+}
+
+/* The index of the small write that switches the first memtable (the
+ * first flush follows it) in a fresh store written 0, 1, 2, ... */
+static int first_switching_write(void)
+{
+    char dir[256];
+    tu_mkdtemp(dir, sizeof(dir), "oom-switch");
+    lsm_db *db = tu_open_db(dir, NULL, WBS);
+    int i = 0;
+    for (; tu_prop(db, "lsm.flushes") == 0; i++) {
+        assert_true(i < 1000);
+        ASSERT_OK(put_small(db, i, false, false));
+        wait_idle(db);
+    }
+    ASSERT_OK(lsm_close(db));
+    tu_rmtree(dir);
+    return i - 1;
+}
+
+/* A write that switches memtables, with each of its allocations failing
+ * in turn: acknowledged, it is readable at once, and so is the next
+ * write (the view readers take holds the memtable taking writes). */
+static void test_switch_out_of_memory_keeps_reads(void **state)
+{
+    (void)state;
+    int k = first_switching_write();
+    for (uint64_t n = 1;; n++) {
+        char dir[256];
+        tu_mkdtemp(dir, sizeof(dir), "oom-switch");
+        lsm_db *db = tu_open_db(dir, NULL, WBS);
+        for (int i = 0; i < k; i++)
+            ASSERT_OK(put_small(db, i, false, false));
+        wait_idle(db);
+        lsm_alloc_hook_arm(LSM_ALLOC_MAIN, n);
+        lsm_status *s = put_small(db, k, false, false);
+        lsm_alloc_hook_disarm();
+        bool fired = lsm_alloc_hook_fired();
+        if (s == NULL && !has_small(db, k))
+            fail_msg("allocation %" PRIu64 " failed: write %d acknowledged, not found", n, k);
+        lsm_status_free(s);
+        s = put_small(db, k + 1, false, false);
+        if (s == NULL && !has_small(db, k + 1))
+            fail_msg("allocation %" PRIu64 " failed: the next write acknowledged, not found", n);
+        lsm_status_free(s);
+        for (int i = 0; i < k; i++)
+            if (!has_small(db, i))
+                fail_msg("allocation %" PRIu64 " failed: write %d is gone", n, i);
+        lsm_status_free(lsm_close(db));
+        tu_rmtree(dir);
+        if (!fired)
+            break; /* every allocation of the write has failed once */
+    }
+}
+
+/* The flush thread's first allocation fails (its memtable iterator):
+ * the memtable stays, readable, and what was synced survives a reopen. */
+static void test_flush_out_of_memory_keeps_memtable(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_mkdtemp(dir, sizeof(dir), "oom-flush");
+    lsm_db *db = tu_open_db(dir, NULL, WBS);
+    wait_idle(db);
+    int k = 2 * first_switching_write(), synced_upto = -1;
+    bool acked[2000] = {false};
+    assert_true(k < 2000);
+    lsm_alloc_hook_arm(LSM_ALLOC_OTHER, 1);
+    for (int i = 0; i < k; i++) {
+        lsm_status *s = put_small(db, i, i % 10 == 9, false);
+        acked[i] = s == NULL;
+        if (s == NULL && i % 10 == 9)
+            synced_upto = i;
+        lsm_status_free(s);
+        wait_idle(db);
+        for (int j = 0; j <= i; j++)
+            if (acked[j] && !has_small(db, j))
+                fail_msg("write %d acknowledged, not found after write %d", j, i);
+    }
+    lsm_alloc_hook_disarm();
+    assert_true(lsm_alloc_hook_fired());
+    lsm_status_free(lsm_close(db));
+    db = tu_open_db(dir, NULL, WBS);
+    for (int i = 0; i <= synced_upto; i++)
+        if (acked[i] && !has_small(db, i))
+            fail_msg("synced write %d is gone after a reopen", i);
+    ASSERT_OK(lsm_close(db));
+    tu_rmtree(dir);
+}
+
+struct writer_arg {
+    lsm_db *db;
+    int i;
+    bool defer;
+    bool arm; /* fail this thread's first allocation (the group's merge) */
+    lsm_status *s;
+};
+
+static void *write_thread(void *arg)
+{
+    struct writer_arg *a = arg;
+    char k[16], v[SMALL_VLEN];
+    key_of(a->i, k);
+    value_of(a->i, SMALL_VLEN, v);
+    lsm_batch *b = lsm_batch_new();
+    if (b == NULL || !lsm_batch_put(b, k, strlen(k), v, SMALL_VLEN)) {
+        a->s = status_new(LSM_INVALID_ARGUMENT, "no batch");
+        lsm_batch_free(b);
+        return NULL;
+    }
+    lsm_write_options wo = {.defer_log = a->defer};
+    if (a->arm)
+        lsm_alloc_hook_arm(LSM_ALLOC_MAIN, 1);
+    a->s = lsm_write(a->db, &wo, b);
+    if (a->arm)
+        lsm_alloc_hook_disarm();
+    lsm_batch_free(b);
+    return NULL;
+}
+
+/* A deferred write A switches memtables while the old log's sync takes
+ * 400 ms; B and C queue behind it and B leads them as one group, whose
+ * merge runs out of memory: B and C fail, nothing else does; A's batch,
+ * in no log yet, stays deferred; a sync write after them succeeds and
+ * makes A durable. */
+static void test_group_merge_out_of_memory_fails_only_the_group(void **state)
+{
+    (void)state;
+    int k = first_switching_write();
+    char dir[256];
+    tu_mkdtemp(dir, sizeof(dir), "oom-group");
+    fault_env *fe = fault_env_new(lsm_env_default());
+    assert_non_null(fe);
+    lsm_db *db = tu_open_db(dir, fault_env_env(fe), WBS);
+    for (int i = 0; i < k; i++)
+        ASSERT_OK(put_small(db, i, false, false));
+    wait_idle(db);
+    fault_env_set_sync_delay_us(fe, 400000);
+    struct writer_arg a[3] = {
+        {.db = db, .i = k, .defer = true},
+        {.db = db, .i = k + 1, .arm = true},
+        {.db = db, .i = k + 2},
+    };
+    pthread_t t[3];
+    for (int j = 0; j < 3; j++) {
+        assert_int_equal(pthread_create(&t[j], NULL, write_thread, &a[j]), 0);
+        usleep(100000); /* each queues behind the one before */
+    }
+    for (int j = 0; j < 3; j++)
+        assert_int_equal(pthread_join(t[j], NULL), 0);
+    fault_env_set_sync_delay_us(fe, 0);
+    ASSERT_OK(a[0].s);
+    ASSERT_FAILS(a[1].s, LSM_IO_ERROR, "merging a write group");
+    ASSERT_FAILS(a[2].s, LSM_IO_ERROR, "merging a write group");
+    assert_true(has_small(db, k));
+    ASSERT_OK(put_small(db, k + 3, true, false));
+    ASSERT_OK(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db));
+    db = tu_open_db(dir, fault_env_env(fe), WBS);
+    assert_true(has_small(db, k));
+    assert_true(has_small(db, k + 3));
+    assert_false(has_small(db, k + 1));
+    ASSERT_OK(lsm_close(db));
+    fault_env_free(fe);
+    tu_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_switch_out_of_memory_keeps_reads),
+        cmocka_unit_test(test_flush_out_of_memory_keeps_memtable),
+        cmocka_unit_test(test_group_merge_out_of_memory_fails_only_the_group),
         cmocka_unit_test(test_oom_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
