@@ -344,6 +344,11 @@ bool version_overlapping(const version *v, int level, const char *begin, size_t 
     }
     buf_free(&lo);
     buf_free(&hi);
+    if (!ok) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
     return ok;
 }
 

@@ -15,7 +15,7 @@
  * background stream's allocation N - main count.
  *
  * Environment: OOM_SWEEP=full runs every N (make torture); by default a
- * sample runs (every OOM_SWEEP_STRIDE-th N, default 29, plus the first 40
+ * sample runs (every OOM_SWEEP_STRIDE-th N, default 37, plus the first 20
  * of each stream). OOM_SWEEP_N=n runs one; OOM_SWEEP_ALL=1 goes on after a
  * failure; OOM_SWEEP_VERBOSE=1 says what each call answered.
  *
@@ -109,10 +109,7 @@ static void synced(run *r, uint64_t upto)
 static lsm_options options(lsm_env *env)
 {
     lsm_options o;
-    lsm_options_init(&o);
-    o.create_if_missing = true;
-    o.env = env;
-    o.write_buffer_size = WBS;
+    tu_db_options(&o, env, WBS);
     o.target_file_size = 32u << 10; /* compactions write several tables */
     o.block_cache_size = 256u << 10;
     o.deferred_max_age_ms = UINT32_MAX; /* no timed switches: deterministic */
@@ -211,46 +208,52 @@ static void sync_upto(run *r, int i)
     lsm_status_free(s);
 }
 
-/* Iterates over everything: what it shows has the right value; an
- * acknowledged write it skips is an error unless the iterator failed. */
-static void scan(run *r)
+/* Scans db: every key in it is one the workload wrote, with its value;
+ * present[i] is set for each write it holds. Returns the iterator's status
+ * (an error ends the scan early). */
+static lsm_status *scan_db(run *r, lsm_db *db, bool verify, const char *when, bool *present)
 {
-    if (r->db == NULL)
-        return;
     lsm_read_options ro;
     lsm_read_options_init(&ro);
-    lsm_iter *it = lsm_iter_new(r->db, &ro);
+    ro.verify_checksums = verify;
+    lsm_iter *it = lsm_iter_new(db, &ro);
     if (it == NULL)
-        return;
-    int seen = 0;
-    bool shown[MAX_WRITES] = {false};
+        return status_new(LSM_IO_ERROR, "out of memory (iterator)");
     for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it)) {
         size_t kn, vn;
         const char *k = lsm_iter_key(it, &kn);
         const char *v = lsm_iter_value(it, &vn);
         int i = key_index(k, kn);
         if (i < 0 || i >= r->nw) {
-            broke(r, "scan: key %.*s was never written", (int)kn, k);
+            broke(r, "%s: key %.*s was never written", when, (int)kn, k);
             continue;
         }
         value_of(i, r->w[i].vlen, r->scratch);
         if (vn != r->w[i].vlen || memcmp(v, r->scratch, vn) != 0)
-            broke(r, "scan: write %d has a wrong value", i);
-        seen += r->w[i].acked;
-        shown[i] = true;
+            broke(r, "%s: write %d has a wrong value", when, i);
+        present[i] = true;
     }
     lsm_status *s = lsm_iter_status(it);
-    said("scan", seen, s);
-    int acked = 0, missing = -1;
-    for (int i = 0; i < r->nw; i++) {
-        acked += r->w[i].acked;
-        if (r->w[i].acked && !shown[i] && missing < 0)
-            missing = i;
-    }
-    if (s == NULL && seen != acked)
-        broke(r, "scan: %d of %d acknowledged writes (write %d is missing)", seen, acked, missing);
-    lsm_status_free(s);
     lsm_iter_free(it);
+    return s;
+}
+
+/* Iterates over everything in the open store: unless the iterator fails,
+ * it shows every acknowledged write. */
+static void scan(run *r)
+{
+    if (r->db == NULL)
+        return;
+    bool shown[MAX_WRITES] = {false};
+    lsm_status *s = scan_db(r, r->db, false, "scan", shown);
+    said("scan", 0, s);
+    for (int i = 0; s == NULL && i < r->nw; i++) {
+        if (r->w[i].acked && !shown[i]) {
+            broke(r, "scan: acknowledged write %d (of %d) is missing", i, r->nw);
+            break;
+        }
+    }
+    lsm_status_free(s);
 }
 
 static void db_open(run *r)
@@ -343,12 +346,12 @@ static void verify_report(void *ctx, const char *msg)
         snprintf(first, 256, "%s", msg);
 }
 
-/* Reopened without injection: the store opens, holds every durable write
- * with its value and nothing never written, and lsm_verify is clean. */
+/* Reopened without injection (created if the first open failed): the
+ * store opens, holds every durable write with its value and nothing never
+ * written, and lsm_verify is clean. */
 static void check_store(run *r)
 {
     lsm_options o = options(NULL);
-    o.create_if_missing = true; /* the first open may have failed */
     lsm_db *db = NULL;
     lsm_status *s = lsm_open(&o, r->dir, &db);
     if (s != NULL) {
@@ -357,30 +360,10 @@ static void check_store(run *r)
         return;
     }
     bool present[MAX_WRITES] = {false};
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    ro.verify_checksums = true;
-    lsm_iter *it = lsm_iter_new(db, &ro);
-    assert_non_null(it);
-    for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it)) {
-        size_t kn, vn;
-        const char *k = lsm_iter_key(it, &kn);
-        const char *v = lsm_iter_value(it, &vn);
-        int i = key_index(k, kn);
-        if (i < 0 || i >= r->nw) {
-            broke(r, "reopened: key %.*s was never written", (int)kn, k);
-            continue;
-        }
-        value_of(i, r->w[i].vlen, r->scratch);
-        if (vn != r->w[i].vlen || memcmp(v, r->scratch, vn) != 0)
-            broke(r, "reopened: write %d has a wrong value", i);
-        present[i] = true;
-    }
-    s = lsm_iter_status(it);
+    s = scan_db(r, db, true, "reopened", present);
     if (s != NULL)
         broke(r, "reopened: scan: %s", lsm_status_message(s));
     lsm_status_free(s);
-    lsm_iter_free(it);
     for (int i = 0; i < r->nw; i++)
         if (r->w[i].durable && !present[i])
             broke(r, "reopened: durable write %d (of %d) is missing", i, r->nw);
@@ -427,7 +410,7 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
 static bool sampled(uint64_t n, uint64_t main_calls, uint64_t stride)
 {
     uint64_t in_stream = n <= main_calls ? n : n - main_calls;
-    return stride <= 1 || in_stream <= 40 || n % stride == 0;
+    return stride <= 1 || in_stream <= 20 || n % stride == 0;
 }
 
 static void test_oom_sweep(void **state)
@@ -444,7 +427,7 @@ static void test_oom_sweep(void **state)
     uint64_t total = counts[0] + counts[1];
     const char *mode = getenv("OOM_SWEEP");
     bool full = mode != NULL && strcmp(mode, "full") == 0;
-    uint64_t stride = full ? 1 : env_u64("OOM_SWEEP_STRIDE", 29);
+    uint64_t stride = full ? 1 : env_u64("OOM_SWEEP_STRIDE", 37);
     uint64_t only = env_u64("OOM_SWEEP_N", 0);
     bool all = getenv("OOM_SWEEP_ALL") != NULL;
     printf("oom sweep: %" PRIu64 " allocations (%" PRIu64 " workload, %" PRIu64
