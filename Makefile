@@ -5,7 +5,7 @@
 #                        the integration tests once per FUSE transport offered)
 #   make test SAN=1      the same under AddressSanitizer + UBSan (build-asan/)
 #   make test SAN=thread the same under ThreadSanitizer (build-tsan/)
-#   make torture         the full I/O-error sweep (tests/unit/test_io_sweep.c)
+#   make torture         the full I/O-error and out-of-memory sweeps
 #   make mount / umount  mount the default store ./lsmfs-data at ./mnt
 #   make install PREFIX=/usr/local  (mkfs.lsmfs and fsck.lsmfs go to /sbin,
 #                        where mkfs -t lsmfs / fsck -t lsmfs find them; fstab
@@ -149,10 +149,11 @@ unit-test: $(UNIT_TESTS)
 	@tests/run.sh $(UNIT_TESTS)
 integration-test: all $(INTEG_TESTS)
 	@LSMFS_BIN=$(abspath $(BIN)) tests/run_transports.sh $(INTEG_TESTS)
-# The full I/O-error sweep: every env call of its workload failed in every
-# fault kind (make test runs a sample).
-torture: $(BUILD)/tests/test_io_sweep
-	@IO_SWEEP=full TEST_TIMEOUT=3600 tests/run.sh $(BUILD)/tests/test_io_sweep
+# The full sweeps: every env call of its workload failed in every fault
+# kind, every allocation of its workload failed (make test runs samples).
+torture: $(BUILD)/tests/test_io_sweep $(BUILD)/tests/test_oom_sweep
+	@IO_SWEEP=full OOM_SWEEP=full TEST_TIMEOUT=3600 tests/run.sh $(BUILD)/tests/test_io_sweep \
+	  $(BUILD)/tests/test_oom_sweep
 
 STORE_DIR ?= lsmfs-data
 MOUNT_DIR ?= mnt

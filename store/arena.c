@@ -1,5 +1,6 @@
 /* arena.c — block bump allocator; see arena.h. */
 #include "arena.h"
+#include "alloc.h"
 
 #include <assert.h>
 #include <stdalign.h>
@@ -38,7 +39,7 @@ static char *new_block(arena *a, size_t payload)
     if (payload > SIZE_MAX - sizeof(arena_block))
         return NULL;
     size_t total = sizeof(arena_block) + payload;
-    arena_block *b = malloc(total);
+    arena_block *b = lsm_malloc(total);
     if (b == NULL)
         return NULL;
     b->next = a->blocks;

@@ -1,6 +1,7 @@
 /* batch.c — WriteBatch encoding, parsing and memtable insertion; see
  * batch.h for the format. */
 #include "batch.h"
+#include "alloc.h"
 
 #include "status.h"
 
@@ -43,7 +44,7 @@ void batch_set_count(lsm_batch *b, uint32_t n)
 
 lsm_batch *lsm_batch_new(void)
 {
-    lsm_batch *b = malloc(sizeof(*b));
+    lsm_batch *b = lsm_malloc(sizeof(*b));
     if (b != NULL && !batch_init(b)) {
         free(b);
         b = NULL;

@@ -1,5 +1,6 @@
 /* block.c — block builder, parser and iterator; see block.h. */
 #include "block.h"
+#include "alloc.h"
 
 #include "status.h"
 
@@ -230,7 +231,7 @@ static bool build_key(block_iter *it, uint32_t shared, const char *delta, uint32
     size_t need = (size_t)shared + unshared;
     if (need > it->kcap) {
         size_t cap = need > 2 * it->kcap ? need : 2 * it->kcap;
-        char *nb = malloc(cap);
+        char *nb = lsm_malloc(cap);
         if (nb == NULL) {
             fail(it, LSM_IO_ERROR, "out of memory for a key", off);
             return false;
@@ -351,7 +352,7 @@ static bool back_record(block_iter *it)
         goto drop;
     if (it->key_len > bk->cap - bk->used) {
         size_t cap = 2 * (bk->used + it->key_len);
-        char *k = realloc(bk->keys, cap);
+        char *k = lsm_realloc(bk->keys, cap);
         if (k == NULL)
             goto drop;
         bk->keys = k;
@@ -423,7 +424,7 @@ void block_iter_prev(block_iter *it)
         index--;
     }
     if (it->back == NULL)
-        it->back = calloc(1, sizeof(*it->back)); /* NULL: rescan every time */
+        it->back = lsm_calloc(1, sizeof(*it->back)); /* NULL: rescan every time */
     bool record = it->back != NULL;
     if (record) {
         it->back->n = 0;
@@ -582,7 +583,7 @@ void block_iter_destroy(block_iter *it)
 
 iter *block_iter_new(const block *b, iter_cmp_fn cmp)
 {
-    block_iter *it = malloc(sizeof(*it));
+    block_iter *it = lsm_malloc(sizeof(*it));
     if (it == NULL)
         return NULL;
     block_iter_init(it, cmp);

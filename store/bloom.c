@@ -1,5 +1,6 @@
 /* bloom.c — cache-local bloom filters with double hashing; see bloom.h. */
 #include "bloom.h"
+#include "alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,7 @@ bool bloom_builder_add_hash(bloom_builder *b, uint64_t hash)
         return true;
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 1024;
-        uint64_t *h = realloc(b->hashes, cap * sizeof(*h));
+        uint64_t *h = lsm_realloc(b->hashes, cap * sizeof(*h));
         if (h == NULL)
             return false;
         b->hashes = h;

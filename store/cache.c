@@ -7,6 +7,7 @@
  * makes eviction O(1): the victim is always lru's head.
  */
 #include "cache.h"
+#include "alloc.h"
 
 #include "mutex.h"
 
@@ -122,7 +123,7 @@ static entry **find_slot(shard *s, uint32_t hash, const char *key, size_t klen)
 static void grow(shard *s)
 {
     uint32_t n = s->nbuckets * 2;
-    entry **nb = calloc(n, sizeof(*nb));
+    entry **nb = lsm_calloc(n, sizeof(*nb));
     if (nb == NULL)
         return;
     for (uint32_t i = 0; i < s->nbuckets; i++) {
@@ -239,7 +240,7 @@ cache *cache_new_sharded(size_t capacity, int shard_bits)
     assert(shard_bits >= 0 && shard_bits <= MAX_SHARD_BITS);
     int nshards = 1 << shard_bits;
     size_t size = (sizeof(cache) + (size_t)nshards * sizeof(shard) + 63) & ~(size_t)63;
-    cache *c = aligned_alloc(64, size);
+    cache *c = lsm_aligned_alloc(64, size);
     if (c == NULL)
         return NULL;
     memset(c, 0, size);
@@ -250,7 +251,7 @@ cache *cache_new_sharded(size_t capacity, int shard_bits)
     size_t per_shard = capacity / (size_t)nshards + (capacity % (size_t)nshards != 0);
     for (int i = 0; i < nshards; i++) {
         shard *s = &c->shards[i];
-        s->buckets = calloc(MIN_BUCKETS, sizeof(*s->buckets));
+        s->buckets = lsm_calloc(MIN_BUCKETS, sizeof(*s->buckets));
         if (s->buckets == NULL) {
             for (int j = 0; j < i; j++) {
                 free(c->shards[j].buckets);
@@ -293,7 +294,7 @@ void cache_free(cache *c)
 cache_handle *cache_insert(cache *c, const char *key, size_t klen, void *value, size_t charge,
                            cache_deleter deleter)
 {
-    entry *e = malloc(sizeof(*e) + klen);
+    entry *e = lsm_malloc(sizeof(*e) + klen);
     if (e == NULL)
         return NULL;
     e->hash = hash_key(key, klen);

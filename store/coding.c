@@ -1,5 +1,6 @@
 /* coding.c — varints and the growable buffer; see coding.h. */
 #include "coding.h"
+#include "alloc.h"
 
 #include <stdlib.h>
 
@@ -81,7 +82,7 @@ bool buf_reserve(buf *b, size_t extra)
     size_t cap = b->cap ? b->cap : 64;
     while (cap - b->len < extra)
         cap *= 2;
-    char *d = realloc(b->data, cap);
+    char *d = lsm_realloc(b->data, cap);
     if (d == NULL)
         return false;
     b->data = d;

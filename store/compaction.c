@@ -1,6 +1,7 @@
 /* compaction.c — picking compactions and the rules used while running one;
  * see compaction.h. */
 #include "compaction.h"
+#include "alloc.h"
 #include "status.h"
 
 #include <stdlib.h>
@@ -35,7 +36,7 @@ static void key_range(file_meta *const *files, int n, const buf **smallest, cons
 
 static compaction *compaction_new(version_set *vs, int level, uint64_t target)
 {
-    compaction *c = calloc(1, sizeof(*c));
+    compaction *c = lsm_calloc(1, sizeof(*c));
     if (c == NULL)
         return NULL;
     c->level = level;
@@ -124,7 +125,7 @@ compaction *compaction_pick(version_set *vs, uint64_t target_file_size)
         ok = version_overlapping(v, 0, first->smallest.data, ikey_user_len(first->smallest.len),
                                  first->largest.data, ikey_user_len(first->largest.len),
                                  &c->inputs[0], &c->ninputs[0]);
-    } else if ((c->inputs[0] = malloc(sizeof(file_meta *))) != NULL) {
+    } else if ((c->inputs[0] = lsm_malloc(sizeof(file_meta *))) != NULL) {
         c->inputs[0][0] = first;
         c->ninputs[0] = 1;
     } else {
@@ -227,7 +228,7 @@ iter *compaction_input_iter(compaction *c, table_cache *tc)
     ro.fill_cache = false; /* a compaction reads each block once */
     ro.verify_checksums = true;
     int cap = (c->level == 0 ? c->ninputs[0] : 1) + 1;
-    iter **its = malloc((size_t)cap * sizeof(*its));
+    iter **its = lsm_malloc((size_t)cap * sizeof(*its));
     if (its == NULL)
         return NULL;
     int n = 0;

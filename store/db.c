@@ -3,6 +3,7 @@
  * an lsm_db. Writes are in db_write.c, user iterators in db_iter.c.
  */
 #include "db_impl.h"
+#include "alloc.h"
 #include "filename.h"
 #include "version.h"
 #include "status.h"
@@ -57,7 +58,7 @@ static void view_free(lsm_db *db, struct readview *rv)
 
 struct readview *db_view_alloc(int cap_imm)
 {
-    struct readview *rv = calloc(1, sizeof(*rv) + (size_t)cap_imm * sizeof(memtable *));
+    struct readview *rv = lsm_calloc(1, sizeof(*rv) + (size_t)cap_imm * sizeof(memtable *));
     if (rv == NULL)
         return NULL;
     rv->imm = (memtable **)(rv + 1);
@@ -137,7 +138,7 @@ static lsm_status *find_logs(lsm_db *db, log_list *logs)
     lsm_status *s = db->env->get_children(db->env, db->dir, &names, &n);
     if (s)
         return s;
-    logs->numbers = malloc((size_t)(n + 1) * sizeof(uint64_t));
+    logs->numbers = lsm_malloc((size_t)(n + 1) * sizeof(uint64_t));
     logs->n = 0;
     if (logs->numbers == NULL) {
         env_free_children(names, n);
@@ -171,15 +172,15 @@ bool db_push_imm(lsm_db *db, memtable *fresh, uint64_t fresh_log)
     assert(mutex_held(&db->mu));
     if (db->nimm == db->cap_imm) {
         int cap = db->cap_imm ? db->cap_imm * 2 : 4;
-        memtable **imm = realloc(db->imm, (size_t)cap * sizeof(*imm));
+        memtable **imm = lsm_realloc(db->imm, (size_t)cap * sizeof(*imm));
         if (imm == NULL)
             return false;
         db->imm = imm;
-        uint64_t *logs = realloc(db->imm_log, (size_t)cap * sizeof(*logs));
+        uint64_t *logs = lsm_realloc(db->imm_log, (size_t)cap * sizeof(*logs));
         if (logs == NULL)
             return false;
         db->imm_log = logs;
-        uint64_t *ids = realloc(db->imm_id, (size_t)cap * sizeof(*ids));
+        uint64_t *ids = lsm_realloc(db->imm_id, (size_t)cap * sizeof(*ids));
         if (ids == NULL)
             return false;
         db->imm_id = ids;
@@ -263,7 +264,7 @@ static void stop_replay(lsm_db *db, replay_stop *stop, const char *name,
     if (stop->log != NULL)
         return; /* the first stop is the one reported */
     stop->hole = hole;
-    stop->log = strdup(name);
+    stop->log = lsm_strdup(name);
     stop->offset = hole ? st->hole_offset : st->damage_offset;
     stop->why = hole ? "zero-filled hole" : st->damage_why;
     stop->log_size = 0;
@@ -581,13 +582,13 @@ static lsm_status *check_options(const lsm_options *o)
 
 static lsm_db *db_alloc(const lsm_options *o, const char *dir)
 {
-    lsm_db *db = calloc(1, sizeof(*db));
+    lsm_db *db = lsm_calloc(1, sizeof(*db));
     if (db == NULL)
         return NULL;
     db->opt = *o;
     db->env = o->env ? o->env : lsm_env_default();
     db->opt.env = db->env;
-    db->dir = strdup(dir);
+    db->dir = lsm_strdup(dir);
     db->expected_group = 1;
     db->next_mem_id = 1; /* db->mem is memtable 0 */
     pacer_init(&db->pacer, 4 * (uint64_t)o->write_buffer_size);
@@ -837,7 +838,7 @@ lsm_status *lsm_get(lsm_db *db, const lsm_read_options *ro, const void *key, siz
         /* The seek key on the stack: every lookup that misses the memtables
          * (most of a filesystem's) would otherwise pay a malloc. */
         char small[256];
-        char *ik = klen + IKEY_TRAILER <= sizeof(small) ? small : malloc(klen + IKEY_TRAILER);
+        char *ik = klen + IKEY_TRAILER <= sizeof(small) ? small : lsm_malloc(klen + IKEY_TRAILER);
         if (ik != NULL) {
             memcpy(ik, key, klen);
             encode_fixed64(ik + klen, pack_seq_type(seq, TYPE_SEEK));
@@ -867,7 +868,7 @@ lsm_iter *lsm_iter_new(lsm_db *db, const lsm_read_options *ro)
     uint64_t seq;
     struct readview *rv = db_ref_view(db, &seq, ro);
     int cap = 1 + rv->nimm + rv->version->nfiles[0] + NUM_LEVELS;
-    iter **children = malloc((size_t)cap * sizeof(*children));
+    iter **children = lsm_malloc((size_t)cap * sizeof(*children));
     if (children == NULL) {
         db_unref_view(db, rv);
         return NULL;
@@ -897,7 +898,7 @@ lsm_iter *lsm_iter_new(lsm_db *db, const lsm_read_options *ro)
 
 const lsm_snapshot *lsm_snapshot_new(lsm_db *db)
 {
-    struct lsm_snapshot *s = malloc(sizeof(*s));
+    struct lsm_snapshot *s = lsm_malloc(sizeof(*s));
     if (s == NULL)
         return NULL;
     mutex_lock(&db->mu);

@@ -25,6 +25,7 @@
  * error before that rename leaves at most the hidden directory, which no
  * one takes for a checkpoint; an error leaves none (removed, best effort).
  */
+#include "alloc.h"
 #include "db_impl.h"
 #include "filename.h"
 #include "status.h"
@@ -113,12 +114,22 @@ static lsm_status *build_names(const char *dest, char **tmp, char **parent)
     size_t blen = n - (size_t)(base - dest);
     if (blen == 0 || (blen == 1 && base[0] == '.') || (blen == 2 && memcmp(base, "..", 2) == 0))
         return status_new(LSM_INVALID_ARGUMENT, "checkpoint %s: not a directory name", dest);
-    size_t plen = slash ? (size_t)(slash - dest) : 1;
-    *parent = slash ? strndup(dest, plen ? plen : 1) : strdup(".");
+    /* the parent: "." without a slash, "/" for a name right under the root */
+    const char *pdir = slash ? dest : ".";
+    size_t plen = slash && slash > dest ? (size_t)(slash - dest) : 1;
+    *parent = lsm_malloc(plen + 1);
+    if (*parent != NULL) {
+        memcpy(*parent, pdir, plen);
+        (*parent)[plen] = '\0';
+    }
     unsigned k = atomic_fetch_add(&counter, 1);
-    if (*parent != NULL &&
-        asprintf(tmp, "%s/.%.*s.tmp-%ld-%u", *parent, (int)blen, base, (long)getpid(), k) < 0)
-        *tmp = NULL;
+    if (*parent != NULL) {
+        const char *fmt = "%s/.%.*s.tmp-%ld-%u";
+        int len = snprintf(NULL, 0, fmt, *parent, (int)blen, base, (long)getpid(), k);
+        *tmp = len < 0 ? NULL : lsm_malloc((size_t)len + 1);
+        if (*tmp != NULL)
+            snprintf(*tmp, (size_t)len + 1, fmt, *parent, (int)blen, base, (long)getpid(), k);
+    }
     if (*tmp == NULL || *parent == NULL) {
         free(*tmp);
         free(*parent);
@@ -131,7 +142,7 @@ static lsm_status *build_names(const char *dest, char **tmp, char **parent)
 /* Copies table src to dst (size bytes), synced. No lock needed. */
 static lsm_status *copy_file(lsm_env *env, const char *src, const char *dst, uint64_t size)
 {
-    char *data = malloc(COPY_CHUNK);
+    char *data = lsm_malloc(COPY_CHUNK);
     lsm_rfile *in = NULL;
     lsm_wfile *out = NULL;
     lsm_status *s = data ? NULL : status_new(LSM_IO_ERROR, "out of memory");

@@ -24,6 +24,7 @@
  * store is reopened, whose recovery writes that new MANIFEST.
  */
 #include "compaction.h"
+#include "alloc.h"
 #include "db_impl.h"
 #include "filename.h"
 #include "port.h"
@@ -43,7 +44,7 @@ static bool add_pending(lsm_db *db, uint64_t number)
     assert(mutex_held(&db->mu));
     if (db->npending == db->cap_pending) {
         int cap = db->cap_pending ? db->cap_pending * 2 : 16;
-        uint64_t *p = realloc(db->pending, (size_t)cap * sizeof(*p));
+        uint64_t *p = lsm_realloc(db->pending, (size_t)cap * sizeof(*p));
         if (p == NULL)
             return false;
         db->pending = p;
@@ -184,7 +185,7 @@ static lsm_status *close_output(lsm_db *db, compaction_run *r)
         return s;
     if (r->ndone == r->cap_done) {
         int cap = r->cap_done ? r->cap_done * 2 : 8;
-        file_meta **p = realloc(r->done, (size_t)cap * sizeof(*p));
+        file_meta **p = lsm_realloc(r->done, (size_t)cap * sizeof(*p));
         if (p == NULL) {
             meta->refs++, file_meta_unref(meta);
             return status_new(LSM_IO_ERROR, "out of memory");
@@ -269,13 +270,15 @@ static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, com
     uint64_t t0 = db->env->now_micros(db->env);
     mutex_unlock(&db->mu);
     iter *it = memtable_iter_new(m);
-    lsm_status *s = it ? NULL : status_new(LSM_IO_ERROR, "out of memory");
-    for (it ? iter_seek_first(it) : (void)0; s == NULL && iter_valid(it); iter_next(it)) {
+    lsm_status *s = NULL;
+    for (iter_seek_first(it); s == NULL && iter_valid(it); iter_next(it)) {
         size_t kn, vn;
         const char *k = iter_key(it, &kn);
         const char *v = iter_value(it, &vn);
         s = add_entry(db, r, k, kn, v, vn);
     }
+    if (s == NULL) /* an iterator without memory is empty: not a flushed memtable */
+        s = iter_status(it);
     iter_free(it);
     if (s == NULL && r->out_open)
         s = close_output(db, r);
@@ -662,7 +665,7 @@ void db_delete_obsolete_files(lsm_db *db)
         return;
     }
     qsort(live, (size_t)nlive, sizeof(*live), cmp_u64);
-    const char **del = malloc((size_t)(n + 1) * sizeof(*del));
+    const char **del = lsm_malloc((size_t)(n + 1) * sizeof(*del));
     int ndel = 0;
     for (int i = 0; del && i < n; i++) {
         uint64_t number;

@@ -16,6 +16,7 @@
  * is logged (db_sync_ceiling).
  */
 #include "db_impl.h"
+#include "alloc.h"
 
 #include "status.h"
 
@@ -27,7 +28,7 @@ struct deferred *deferred_copy(const lsm_batch *b, uint64_t mem)
 {
     size_t n;
     const char *rep = batch_contents(b, &n);
-    struct deferred *d = malloc(sizeof(*d) + n);
+    struct deferred *d = lsm_malloc(sizeof(*d) + n);
     if (d == NULL)
         return NULL;
     d->next = NULL;
@@ -185,7 +186,7 @@ static bool await(replay_filter *f, uint64_t seq, uint32_t count)
 {
     if (f->n == f->cap) {
         int cap = f->cap ? f->cap * 2 : 16;
-        struct replay_wait *w = realloc(f->waiting, (size_t)cap * sizeof(*w));
+        struct replay_wait *w = lsm_realloc(f->waiting, (size_t)cap * sizeof(*w));
         if (w == NULL)
             return false;
         f->waiting = w;

@@ -13,6 +13,7 @@
  * been big enough; no call is made for it.
  */
 #include "db_impl.h"
+#include "alloc.h"
 #include "keycmp.h"
 #include "status.h"
 
@@ -37,7 +38,7 @@ struct lsm_iter {
 
 lsm_iter *db_iter_new(lsm_db *db, struct readview *rv, iter *internal, uint64_t seq)
 {
-    lsm_iter *it = calloc(1, sizeof(*it));
+    lsm_iter *it = lsm_calloc(1, sizeof(*it));
     if (it == NULL) {
         iter_free(internal);
         db_unref_view(db, rv);

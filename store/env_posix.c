@@ -15,6 +15,7 @@
  * sync of that file fails too rather than claim something it cannot know.
  */
 #include "env.h"
+#include "alloc.h"
 #include "env_posix_hook.h"
 
 #include "status.h"
@@ -267,7 +268,7 @@ static int datasync(struct posix_wfile *f)
  * none can be opened, one slot on the appending fd serialises the syncs. */
 static lsm_status *slots_open(struct posix_wfile *f)
 {
-    struct sync_slots *ss = calloc(1, sizeof(*ss));
+    struct sync_slots *ss = lsm_calloc(1, sizeof(*ss));
     if (ss == NULL)
         return posix_error(ENOMEM, "preallocate", f->path);
     for (int i = 0; i < SYNC_SLOTS; i++) {
@@ -484,7 +485,7 @@ static lsm_status *zero_fill_start(struct posix_wfile *f, uint64_t step, bool ac
     off_t end = lseek(f->fd, 0, SEEK_CUR);
     if (end < 0)
         return posix_error(errno, "lseek", f->path);
-    struct zero_fill *z = calloc(1, sizeof(*z));
+    struct zero_fill *z = lsm_calloc(1, sizeof(*z));
     if (z == NULL)
         return posix_error(ENOMEM, "preallocate", f->path);
     pthread_mutex_init(&z->zlk, NULL);
@@ -646,8 +647,8 @@ static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
     int fd = open_retry(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
         return posix_error(errno, "open", path);
-    struct posix_wfile *f = malloc(sizeof(*f));
-    char *p = strdup(path);
+    struct posix_wfile *f = lsm_malloc(sizeof(*f));
+    char *p = lsm_strdup(path);
     if (f == NULL || p == NULL) {
         free(f);
         free(p);
@@ -758,8 +759,8 @@ static lsm_status *open_for_read(const char *path, struct posix_rfile **out)
     int fd = open_retry(path, O_RDONLY, 0);
     if (fd < 0)
         return posix_error(errno, "open", path);
-    struct posix_rfile *f = malloc(sizeof(*f));
-    char *p = strdup(path);
+    struct posix_rfile *f = lsm_malloc(sizeof(*f));
+    char *p = lsm_strdup(path);
     if (f == NULL || p == NULL) {
         free(f);
         free(p);
@@ -835,7 +836,7 @@ static lsm_status *posix_get_children(lsm_env *env, const char *dir, char ***nam
             continue;
         if (count == cap) {
             int ncap = cap ? cap * 2 : 16;
-            char **nv = realloc(v, (size_t)ncap * sizeof(*nv));
+            char **nv = lsm_realloc(v, (size_t)ncap * sizeof(*nv));
             if (nv == NULL) {
                 err = ENOMEM;
                 break;
@@ -843,7 +844,7 @@ static lsm_status *posix_get_children(lsm_env *env, const char *dir, char ***nam
             v = nv;
             cap = ncap;
         }
-        if ((v[count] = strdup(e->d_name)) == NULL) {
+        if ((v[count] = lsm_strdup(e->d_name)) == NULL) {
             err = ENOMEM;
             break;
         }
@@ -1068,8 +1069,8 @@ static lsm_status *lock_locked(int fd, const char *path, const struct stat *st, 
     if (r < 0)
         return errno == EWOULDBLOCK ? busy(path, "locked by another process")
                                     : posix_error(errno, "flock", path);
-    struct lsm_filelock *l = malloc(sizeof(*l));
-    char *p = strdup(path);
+    struct lsm_filelock *l = lsm_malloc(sizeof(*l));
+    char *p = lsm_strdup(path);
     if (l == NULL || p == NULL) {
         free(l);
         free(p);

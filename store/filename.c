@@ -1,5 +1,6 @@
 /* filename.c — naming and recognising the store's files; see filename.h. */
 #include "filename.h"
+#include "alloc.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,7 +10,7 @@
 static char *join(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + 1 + strlen(name) + 1;
-    char *p = malloc(n);
+    char *p = lsm_malloc(n);
     if (p)
         snprintf(p, n, "%s/%s", dir, name);
     return p;

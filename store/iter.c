@@ -1,5 +1,6 @@
 /* iter.c — the empty and the merging iterator; see iter.h. */
 #include "iter.h"
+#include "alloc.h"
 
 #include "status.h"
 
@@ -92,7 +93,7 @@ static const iter oom_iter = {&oom_ops};
 
 iter *iter_new_empty(lsm_status *st)
 {
-    empty_iter *e = malloc(sizeof(*e));
+    empty_iter *e = lsm_malloc(sizeof(*e));
     if (e == NULL) {
         lsm_status_free(st);
         return (iter *)(uintptr_t)&oom_iter; /* its ops never write to it */
@@ -360,7 +361,7 @@ iter *iter_new_merging(iter **children, int n, iter_cmp_fn cmp)
     if (n == 1)
         return children[0];
     size_t head = sizeof(merging_iter) + (size_t)n * sizeof(merge_child);
-    merging_iter *m = malloc(head + 2 * (size_t)n * sizeof(int));
+    merging_iter *m = lsm_malloc(head + 2 * (size_t)n * sizeof(int));
     if (m == NULL) {
         for (int i = 0; i < n; i++)
             iter_free(children[i]);

@@ -12,6 +12,7 @@
  * it was sized for it just answers "maybe" more often.
  */
 #include "memtable.h"
+#include "alloc.h"
 
 #include "arena.h"
 #include "keycmp.h"
@@ -100,7 +101,7 @@ static bool filter_may_hold(memtable *m, const char *key, size_t klen)
 
 memtable *memtable_new(void)
 {
-    memtable *m = aligned_alloc(64, sizeof(memtable));
+    memtable *m = lsm_aligned_alloc(64, sizeof(memtable));
     if (m == NULL)
         return NULL;
     for (int i = 0; i < FILTER_LINES; i++)
@@ -184,7 +185,7 @@ enum memtable_get_result memtable_get(memtable *m, const void *key, size_t klen,
     char stack[LOOKUP_STACK];
     char *lk = stack;
     size_t n = klen + IKEY_TRAILER;
-    if (n > sizeof(stack) && (lk = malloc(n)) == NULL)
+    if (n > sizeof(stack) && (lk = lsm_malloc(n)) == NULL)
         return MEMTABLE_NOMEM;
     if (klen)
         memcpy(lk, key, klen);
@@ -205,7 +206,7 @@ enum memtable_get_result memtable_get(memtable *m, const void *key, size_t klen,
         return MEMTABLE_DELETED;
     size_t len;
     const char *v = entry_value(ik, ilen, &len);
-    char *copy = malloc(len ? len : 1);
+    char *copy = lsm_malloc(len ? len : 1);
     if (copy == NULL)
         return MEMTABLE_NOMEM;
     if (len)
@@ -295,7 +296,7 @@ static const struct iter_ops mem_iter_ops = {
 /* Never NULL: without memory it is an empty iterator whose status says so. */
 iter *memtable_iter_new(memtable *m)
 {
-    mem_iter *mi = malloc(sizeof(*mi));
+    mem_iter *mi = lsm_malloc(sizeof(*mi));
     if (mi == NULL)
         return iter_new_empty(status_new(LSM_IO_ERROR, "out of memory (memtable iterator)"));
     mi->base.ops = &mem_iter_ops;

@@ -1,5 +1,6 @@
 /* status.c — heap-allocated error values; see status.h. */
 #include "status.h"
+#include "alloc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -46,7 +47,7 @@ static lsm_status *status_vnew(int code, const char *fmt, va_list ap)
     va_end(ap2);
     if (n < 0)
         n = 0;
-    lsm_status *s = malloc(sizeof(*s) + (size_t)n + 1);
+    lsm_status *s = lsm_malloc(sizeof(*s) + (size_t)n + 1);
     if (s == NULL)
         return static_for(code);
     s->code = code;

@@ -1,5 +1,6 @@
 /* table_builder.c — writing a table; the format is described in table.h. */
 #include "table.h"
+#include "alloc.h"
 
 #include "block.h"
 #include "bloom.h"
@@ -37,7 +38,7 @@ struct table_builder {
 
 table_builder *table_builder_new(const table_options *o, lsm_wfile *file)
 {
-    table_builder *b = calloc(1, sizeof(*b));
+    table_builder *b = lsm_calloc(1, sizeof(*b));
     if (b == NULL)
         return NULL;
     b->opt = *o;

@@ -1,5 +1,6 @@
 /* table_cache.c — open tables by file number; see table_cache.h. */
 #include "table_cache.h"
+#include "alloc.h"
 
 #include "coding.h"
 #include "filename.h"
@@ -17,12 +18,12 @@ struct table_cache {
 
 table_cache *table_cache_new(lsm_env *env, const char *dir, cache *block_cache, int capacity)
 {
-    table_cache *tc = calloc(1, sizeof(*tc));
+    table_cache *tc = lsm_calloc(1, sizeof(*tc));
     if (tc == NULL)
         return NULL;
     tc->env = env;
     tc->block_cache = block_cache;
-    tc->dir = strdup(dir);
+    tc->dir = lsm_strdup(dir);
     tc->tables = cache_new(capacity > 0 ? (size_t)capacity : 0);
     if (tc->dir == NULL || tc->tables == NULL) {
         table_cache_free(tc);
@@ -117,7 +118,7 @@ iter *table_cache_iter(table_cache *tc, const lsm_read_options *ro, uint64_t num
     lsm_status *st = find_table(tc, number, file_size, &h);
     if (st != NULL)
         return iter_new_empty(st);
-    pin *p = malloc(sizeof(*p));
+    pin *p = lsm_malloc(sizeof(*p));
     iter *it = p ? table_iter_new(cache_value(h), ro, unpin, p) : NULL;
     if (it == NULL) {
         free(p);

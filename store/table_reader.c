@@ -1,6 +1,7 @@
 /* table_reader.c — opening, looking up and iterating a table; the format
  * is described in table.h. */
 #include "table.h"
+#include "alloc.h"
 
 #include "block.h"
 #include "bloom.h"
@@ -70,7 +71,7 @@ static lsm_status *decompress(const sstable *t, uint64_t offset, table_block **t
     if (p == NULL || clen > INT_MAX || raw_len > INT_MAX || (uint64_t)raw_len > clen * 256 + 64)
         return corruption(t, offset, "bad compressed block header");
     size_t charge = sizeof(table_block) + raw_len;
-    table_block *out = malloc(charge);
+    table_block *out = lsm_malloc(charge);
     if (out == NULL)
         return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", t->number);
     int got = LZ4_decompress_safe(p, out->data, (int)clen, (int)raw_len);
@@ -91,7 +92,7 @@ static lsm_status *read_block(const sstable *t, uint64_t offset, uint64_t size, 
 {
     size_t n = (size_t)size + TABLE_TRAILER_SIZE;
     size_t charge = sizeof(table_block) + n;
-    table_block *tb = malloc(charge);
+    table_block *tb = lsm_malloc(charge);
     if (tb == NULL)
         return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", t->number);
     size_t got = 0;
@@ -230,7 +231,7 @@ lsm_status *table_open(lsm_rfile *file, uint64_t file_size, uint64_t number, cac
                        sstable **out)
 {
     *out = NULL;
-    sstable *t = calloc(1, sizeof(*t));
+    sstable *t = lsm_calloc(1, sizeof(*t));
     if (t == NULL) {
         file->ops->close(file);
         return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", number);
@@ -594,7 +595,7 @@ static const struct iter_ops table_iter_ops = {
 
 iter *table_iter_new(sstable *t, const lsm_read_options *ro, void (*cleanup)(void *arg), void *arg)
 {
-    table_iter *ti = malloc(sizeof(*ti));
+    table_iter *ti = lsm_malloc(sizeof(*ti));
     if (ti == NULL)
         return NULL;
     ti->base.ops = &table_iter_ops;

@@ -1,6 +1,7 @@
 /* version.c — lookups, iterators and overlap queries over a version; see
  * version.h. */
 #include "version.h"
+#include "alloc.h"
 #include "keycmp.h"
 #include "status.h"
 
@@ -33,7 +34,7 @@ static void on_entry(void *ctx, const char *ikey, size_t klen, const char *val, 
         g->result = MEMTABLE_DELETED;
         return;
     }
-    char *copy = malloc(vlen ? vlen : 1);
+    char *copy = lsm_malloc(vlen ? vlen : 1);
     if (copy == NULL) {
         g->result = MEMTABLE_NOMEM;
         return;
@@ -230,7 +231,7 @@ static const struct iter_ops level_iter_ops = {
 
 iter *level_iter_new(table_cache *tc, const lsm_read_options *ro, file_meta *const *files, int n)
 {
-    level_iter *li = calloc(1, sizeof(*li));
+    level_iter *li = lsm_calloc(1, sizeof(*li));
     if (li == NULL)
         return NULL;
     li->base.ops = &level_iter_ops;
@@ -251,7 +252,7 @@ static bool push_iter(iter ***its, int *n, int *cap, iter *it)
         return false;
     if (*n == *cap) {
         int ncap = *cap ? *cap * 2 : 8;
-        iter **p = realloc(*its, (size_t)ncap * sizeof(*p));
+        iter **p = lsm_realloc(*its, (size_t)ncap * sizeof(*p));
         if (p == NULL) {
             iter_free(it);
             return false;
@@ -304,7 +305,7 @@ bool version_overlapping(const version *v, int level, const char *begin, size_t 
                          const char *end, size_t elen, file_meta ***out, int *n)
 {
     *n = 0;
-    *out = malloc((size_t)(v->nfiles[level] + 1) * sizeof(**out));
+    *out = lsm_malloc((size_t)(v->nfiles[level] + 1) * sizeof(**out));
     if (*out == NULL)
         return false;
     buf lo, hi; /* the range, widened for level 0 */
@@ -343,6 +344,11 @@ bool version_overlapping(const version *v, int level, const char *begin, size_t 
     }
     buf_free(&lo);
     buf_free(&hi);
+    if (!ok) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
     return ok;
 }
 

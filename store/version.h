@@ -37,7 +37,8 @@ iter *level_iter_new(table_cache *tc, const lsm_read_options *ro, file_meta *con
 
 /* Files of `level` whose user-key range intersects [begin, end] (NULL:
  * unbounded). For level 0 the range is widened to cover every overlapping
- * file transitively, as level-0 files overlap each other. *out is malloc'd. */
+ * file transitively, as level-0 files overlap each other. *out is malloc'd;
+ * false if out of memory (*out is then NULL). */
 bool version_overlapping(const version *v, int level, const char *begin, size_t blen,
                          const char *end, size_t elen, file_meta ***out, int *n);
 /* Whether any file of `level` intersects the user-key range [begin, end]. */

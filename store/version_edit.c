@@ -1,5 +1,6 @@
 /* version_edit.c — encoding and decoding MANIFEST records; see version_edit.h. */
 #include "version_edit.h"
+#include "alloc.h"
 #include "filename.h"
 #include "status.h"
 
@@ -20,7 +21,7 @@ enum tag {
 file_meta *file_meta_new(uint64_t number, uint64_t size, const char *smallest, size_t slen,
                          const char *largest, size_t llen)
 {
-    file_meta *f = calloc(1, sizeof(*f));
+    file_meta *f = lsm_calloc(1, sizeof(*f));
     if (f == NULL)
         return NULL;
     f->number = number;
@@ -87,7 +88,7 @@ static bool grow(void **arr, int n, int *cap, size_t size)
     if (n < *cap)
         return true;
     int ncap = *cap ? *cap * 2 : 8;
-    void *p = realloc(*arr, (size_t)ncap * size);
+    void *p = lsm_realloc(*arr, (size_t)ncap * size);
     if (p == NULL)
         return false;
     *arr = p;

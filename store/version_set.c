@@ -1,5 +1,6 @@
 /* version_set.c — versions, the MANIFEST and CURRENT; see version_set.h. */
 #include "version_set.h"
+#include "alloc.h"
 #include "filename.h"
 #include "version.h"
 #include "status.h"
@@ -11,7 +12,7 @@
 
 static version *version_new(version_set *vs)
 {
-    version *v = calloc(1, sizeof(*v));
+    version *v = lsm_calloc(1, sizeof(*v));
     if (v == NULL)
         return NULL;
     v->vset = vs;
@@ -86,7 +87,7 @@ bool vset_live_files(version_set *vs, uint64_t **numbers, int *n)
     for (version *v = vs->live.next; v != &vs->live; v = v->next)
         for (int l = 0; l < NUM_LEVELS; l++)
             total += v->nfiles[l];
-    *numbers = malloc((size_t)(total + 1) * sizeof(uint64_t));
+    *numbers = lsm_malloc((size_t)(total + 1) * sizeof(uint64_t));
     if (*numbers == NULL)
         return false;
     *n = 0;
@@ -146,7 +147,7 @@ static bool build_level(version *v, const version *base, const version_edit *e, 
     int cap = base->nfiles[level] + e->nadded;
     if (cap == 0)
         return true;
-    file_meta **files = malloc((size_t)cap * sizeof(*files));
+    file_meta **files = lsm_malloc((size_t)cap * sizeof(*files));
     if (files == NULL)
         return false;
     int n = 0;

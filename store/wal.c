@@ -13,6 +13,7 @@
  * or the file ends (tail).
  */
 #include "wal.h"
+#include "alloc.h"
 
 #include "coding.h"
 #include "crc32c.h"
@@ -38,7 +39,7 @@ struct wal_writer {
 
 wal_writer *wal_writer_new(lsm_wfile *f, uint64_t offset)
 {
-    wal_writer *w = malloc(sizeof(*w));
+    wal_writer *w = lsm_malloc(sizeof(*w));
     if (w == NULL) {
         lsm_status_free(f->ops->close(f));
         return NULL;
@@ -177,9 +178,9 @@ struct wal_reader {
 
 wal_reader *wal_reader_new(lsm_sfile *f, const char *name, bool paranoid)
 {
-    wal_reader *r = calloc(1, sizeof(*r));
-    char *nm = strdup(name != NULL ? name : "(log)");
-    char *blk = malloc(WAL_BLOCK_SIZE);
+    wal_reader *r = lsm_calloc(1, sizeof(*r));
+    char *nm = lsm_strdup(name != NULL ? name : "(log)");
+    char *blk = lsm_malloc(WAL_BLOCK_SIZE);
     if (r == NULL || nm == NULL || blk == NULL) {
         free(r);
         free(nm);

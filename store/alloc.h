@@ -1,0 +1,46 @@
+/*
+ * alloc.h — every heap allocation of the store, and a test hook that makes
+ * one of them fail (allocation-failure injection, as SQLite's malloc tests).
+ *
+ * lsm_malloc, lsm_calloc, lsm_realloc, lsm_strdup and lsm_aligned_alloc
+ * behave as the C library's (their memory is released with free()). Not
+ * armed, each costs one relaxed atomic load more than the C library's.
+ *
+ * The hook counts allocations in two streams: those of the thread that
+ * armed it (a test's workload) and those of every other thread (the
+ * store's background threads), so each stream is deterministic for a
+ * deterministic workload. fault_env.c, the test env, allocates with the
+ * C library: its bookkeeping is the test's, not the store's.
+ */
+#ifndef LSM_ALLOC_H
+#define LSM_ALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+void *lsm_malloc(size_t n);
+void *lsm_calloc(size_t n, size_t size);
+/* On failure p is left as it was (as realloc). */
+void *lsm_realloc(void *p, size_t n);
+char *lsm_strdup(const char *s);
+void *lsm_aligned_alloc(size_t align, size_t n);
+
+enum lsm_alloc_stream {
+    LSM_ALLOC_MAIN = 0,  /* the thread that called lsm_alloc_hook_arm */
+    LSM_ALLOC_OTHER = 1, /* every other thread */
+};
+
+/* Test hook: counts allocations in both streams from zero from now on, and
+ * makes allocation number fail_at (1-based) of `stream` return NULL; every
+ * other allocation succeeds. fail_at 0: only count. Tests only; not to be
+ * armed while another test arms it. */
+void lsm_alloc_hook_arm(enum lsm_alloc_stream stream, uint64_t fail_at);
+/* Stops counting and failing (the counts stay readable). */
+void lsm_alloc_hook_disarm(void);
+/* Allocations of `stream` counted since the last arm. */
+uint64_t lsm_alloc_hook_count(enum lsm_alloc_stream stream);
+/* Whether the armed allocation has been failed since the last arm. */
+bool lsm_alloc_hook_fired(void);
+
+#endif

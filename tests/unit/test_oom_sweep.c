@@ -1,0 +1,688 @@
+/*
+ * test_oom_sweep.c — the allocation-failure sweep (as SQLite's malloc
+ * tests): a fixed workload that goes through every store path is run once
+ * counting its allocations (store/alloc.h), then once per allocation N
+ * with allocation N failing. Every call must succeed or return an error;
+ * a write acknowledged is readable at once, and after the run the store,
+ * reopened without injection, holds every write acknowledged with a sync
+ * (every acknowledged one after a clean close), nothing never written,
+ * and passes lsm_verify.
+ *
+ * Allocations are counted in two streams (alloc.h): the workload's thread
+ * and the store's background threads; the workload waits for the
+ * background to go idle after each step, so each stream is deterministic.
+ * N <= main-stream count is that stream's allocation N; above, the
+ * background stream's allocation N - main count.
+ *
+ * Environment: OOM_SWEEP=full runs every N (make torture); by default a
+ * sample runs (every OOM_SWEEP_STRIDE-th N, default 5, plus the first 20
+ * of each stream). OOM_SWEEP_N=n runs one; OOM_SWEEP_ALL=1 goes on after a
+ * failure; OOM_SWEEP_VERBOSE=1 says what each call answered.
+ *
+ * Two tests pin the bugs of issue 14 one at a time: a memtable switch out
+ * of memory, and a write group whose merge runs out of memory.
+ */
+#include "testutil.h"
+
+#include "alloc.h"
+#include "fault_env.h"
+
+#include <inttypes.h>
+
+#define SEED 0x00a110cULL
+#define MAX_WRITES 512
+#define WBS (64u << 10)
+
+/* ------------------------------------------------------------- oracle */
+
+struct wrec {
+    bool acked;   /* the write returned OK (and no failed close since) */
+    bool durable; /* a later sync, or a clean close, succeeded */
+    uint32_t vlen;
+    uint64_t seq;
+};
+
+typedef struct run {
+    char dir[256];
+    lsm_db *db;
+    struct wrec w[MAX_WRITES];
+    int nw;
+    char fail[512]; /* the first thing that broke ("" if none) */
+    char *scratch;  /* a value buffer */
+} run;
+
+static bool verbose;
+
+static void broke(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void broke(run *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (r->fail[0] == '\0')
+        vsnprintf(r->fail, sizeof(r->fail), fmt, ap);
+    va_end(ap);
+    if (verbose)
+        fprintf(stderr, "  broke: %s\n", r->fail);
+}
+
+static void said(const char *what, int i, lsm_status *s)
+{
+    if (verbose && s != NULL)
+        fprintf(stderr, "  %s %d: %s\n", what, i, lsm_status_message(s));
+}
+
+static void key_of(int i, char *k)
+{
+    snprintf(k, 16, "k%05d", (int)(((int64_t)i * 7919) % 100000));
+}
+
+static int key_index(const char *k, size_t n)
+{
+    char want[16];
+    for (int i = 0; i < MAX_WRITES; i++) {
+        key_of(i, want);
+        if (strlen(want) == n && memcmp(want, k, n) == 0)
+            return i;
+    }
+    return -1;
+}
+
+static void value_of(int i, uint32_t vlen, char *v)
+{
+    uint64_t st = SEED ^ ((uint64_t)(i + 1) * 0x9e3779b97f4a7c15ULL);
+    for (uint32_t j = 0; j < vlen; j += 8) {
+        uint64_t x = tu_xorshift64(&st);
+        memcpy(v + j, &x, vlen - j < 8 ? vlen - j : 8);
+    }
+}
+
+/* A sync that succeeded covers every write acknowledged up to seq (0: all). */
+static void synced(run *r, uint64_t upto)
+{
+    for (int i = 0; i < r->nw; i++)
+        if (r->w[i].acked && (upto == 0 || r->w[i].seq <= upto))
+            r->w[i].durable = true;
+}
+
+/* ------------------------------------------------------------ workload */
+
+static lsm_options options(lsm_env *env)
+{
+    lsm_options o;
+    tu_db_options(&o, env, WBS);
+    o.target_file_size = 32u << 10; /* compactions write several tables */
+    o.block_cache_size = 256u << 10;
+    o.deferred_max_age_ms = UINT32_MAX; /* no timed switches: deterministic */
+    return o;
+}
+
+/* Waits until the background threads are idle (nothing due either). */
+static void quiesce(run *r)
+{
+    for (int i = 0; r->db != NULL && i < 20000; i++) {
+        uint64_t busy = 1;
+        if (!lsm_property_u64(r->db, "lsm.background-busy", &busy))
+            fail_msg("no property lsm.background-busy");
+        if (busy == 0)
+            return;
+        usleep(200);
+    }
+    if (r->db != NULL)
+        broke(r, "the background never went idle");
+}
+
+/* Reads write i back: an acknowledged write is there with its value, or
+ * the read fails; a read never returns a wrong value. */
+static void get(run *r, int i)
+{
+    if (r->db == NULL || i < 0 || i >= r->nw)
+        return;
+    char k[16];
+    key_of(i, k);
+    char *v = NULL;
+    size_t vn = 0;
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    lsm_status *s = lsm_get(r->db, &ro, k, strlen(k), &v, &vn);
+    said("get", i, s);
+    if (s == NULL) {
+        value_of(i, r->w[i].vlen, r->scratch);
+        if (vn != r->w[i].vlen || memcmp(v, r->scratch, vn) != 0)
+            broke(r, "get of write %d returned a wrong value", i);
+    } else if (lsm_status_code(s) == LSM_NOT_FOUND && r->w[i].acked) {
+        broke(r, "get of acknowledged write %d: not found", i);
+    }
+    free(v);
+    lsm_status_free(s);
+}
+
+/* Writes write number r->nw and reads it back if it was acknowledged. */
+static void put(run *r, uint32_t vlen, bool sync, bool defer)
+{
+    if (r->db == NULL || r->nw >= MAX_WRITES)
+        return;
+    int i = r->nw++;
+    struct wrec *w = &r->w[i];
+    *w = (struct wrec){.vlen = vlen};
+    char k[16];
+    key_of(i, k);
+    value_of(i, vlen, r->scratch);
+    lsm_batch *b = lsm_batch_new();
+    lsm_status *s = NULL;
+    if (b == NULL || !lsm_batch_put(b, k, strlen(k), r->scratch, vlen)) {
+        lsm_batch_free(b);
+        return; /* out of memory before the store saw it: never written */
+    }
+    lsm_write_options wo = {.sync = sync, .defer_log = defer};
+    s = lsm_write_seq(r->db, &wo, b, &w->seq);
+    lsm_batch_free(b);
+    said("write", i, s);
+    w->acked = s == NULL;
+    lsm_status_free(s);
+    if (w->acked && sync)
+        synced(r, 0);
+    if (w->acked)
+        get(r, i);
+}
+
+static void sync_all(run *r, int how)
+{
+    if (r->db == NULL)
+        return;
+    lsm_write_options wo = {.sync = true};
+    lsm_status *s = how == 0 ? lsm_sync(r->db) : lsm_write(r->db, &wo, NULL);
+    said("sync", how, s);
+    if (s == NULL)
+        synced(r, 0);
+    lsm_status_free(s);
+}
+
+static void sync_upto(run *r, int i)
+{
+    if (r->db == NULL || i >= r->nw || !r->w[i].acked)
+        return;
+    lsm_status *s = lsm_sync_upto(r->db, r->w[i].seq);
+    said("sync_upto", i, s);
+    if (s == NULL)
+        synced(r, r->w[i].seq);
+    lsm_status_free(s);
+}
+
+/* Scans db: every key in it is one the workload wrote, with its value;
+ * present[i] is set for each write it holds. Returns the iterator's status
+ * (an error ends the scan early). */
+static lsm_status *scan_db(run *r, lsm_db *db, bool verify, const char *when, bool *present)
+{
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    ro.verify_checksums = verify;
+    lsm_iter *it = lsm_iter_new(db, &ro);
+    if (it == NULL)
+        return status_new(LSM_IO_ERROR, "out of memory (iterator)");
+    for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it)) {
+        size_t kn, vn;
+        const char *k = lsm_iter_key(it, &kn);
+        const char *v = lsm_iter_value(it, &vn);
+        int i = key_index(k, kn);
+        if (i < 0 || i >= r->nw) {
+            broke(r, "%s: key %.*s was never written", when, (int)kn, k);
+            continue;
+        }
+        value_of(i, r->w[i].vlen, r->scratch);
+        if (vn != r->w[i].vlen || memcmp(v, r->scratch, vn) != 0)
+            broke(r, "%s: write %d has a wrong value", when, i);
+        present[i] = true;
+    }
+    lsm_status *s = lsm_iter_status(it);
+    lsm_iter_free(it);
+    return s;
+}
+
+/* Iterates over everything in the open store: unless the iterator fails,
+ * it shows every acknowledged write. */
+static void scan(run *r)
+{
+    if (r->db == NULL)
+        return;
+    bool shown[MAX_WRITES] = {false};
+    lsm_status *s = scan_db(r, r->db, false, "scan", shown);
+    said("scan", 0, s);
+    for (int i = 0; s == NULL && i < r->nw; i++) {
+        if (r->w[i].acked && !shown[i]) {
+            broke(r, "scan: acknowledged write %d (of %d) is missing", i, r->nw);
+            break;
+        }
+    }
+    lsm_status_free(s);
+}
+
+static void db_open(run *r)
+{
+    lsm_options o = options(NULL);
+    lsm_status *s = lsm_open(&o, r->dir, &r->db);
+    said("open", 0, s);
+    if (s != NULL)
+        r->db = NULL; /* the workload stops here */
+    lsm_status_free(s);
+}
+
+static void db_close(run *r)
+{
+    if (r->db == NULL)
+        return;
+    lsm_status *s = lsm_close(r->db);
+    said("close", 0, s);
+    r->db = NULL;
+    if (s == NULL)
+        synced(r, 0);
+    /* A failed close is a crash: what was not durable may be gone. */
+    for (int i = 0; s != NULL && i < r->nw; i++)
+        r->w[i].acked = r->w[i].durable;
+    lsm_status_free(s);
+}
+
+static void compact(run *r)
+{
+    if (r->db == NULL)
+        return;
+    lsm_status *s = lsm_compact_range(r->db, NULL, 0, NULL, 0);
+    said("compact", 0, s);
+    lsm_status_free(s);
+}
+
+/* n writes: a deferred one every defer_every, a sync one every
+ * sync_every, a read of an earlier one now and then. */
+static void writes(run *r, int n, int sync_every, int defer_every, uint64_t *rng)
+{
+    for (int j = 0; j < n; j++) {
+        bool defer = defer_every && j % defer_every == defer_every - 1;
+        bool sync = !defer && sync_every && j % sync_every == sync_every - 1;
+        uint32_t len = defer ? 12000 + (uint32_t)(tu_xorshift64(rng) % 8000)
+                             : 100 + (uint32_t)(tu_xorshift64(rng) % 900);
+        put(r, len, sync, defer);
+        quiesce(r);
+        if (j % 7 == 6 && r->nw > 0) {
+            get(r, (int)(tu_xorshift64(rng) % (uint64_t)r->nw));
+            quiesce(r);
+        }
+    }
+}
+
+/* The workload: open, small, large (deferred) and sync writes, memtable
+ * switches, flushes, syncs of deferred bytes, a scan, a compaction, close,
+ * reopen; each step followed by an idle background. */
+static void workload(run *r)
+{
+    uint64_t rng = SEED;
+    db_open(r);
+    quiesce(r);
+    writes(r, 70, 10, 6, &rng);
+    sync_all(r, 0);
+    quiesce(r);
+    int first_deferred = r->nw;
+    writes(r, 6, 0, 1, &rng);
+    sync_upto(r, first_deferred + 2); /* a sync of deferred bytes */
+    quiesce(r);
+    sync_all(r, 1);
+    quiesce(r);
+    scan(r);
+    compact(r);
+    quiesce(r);
+    writes(r, 20, 0, 4, &rng);
+    db_close(r);
+    db_open(r);
+    quiesce(r);
+    scan(r);
+    writes(r, 15, 5, 3, &rng);
+    db_close(r);
+}
+
+/* -------------------------------------------------------------- checks */
+
+static void verify_report(void *ctx, const char *msg)
+{
+    char *first = ctx;
+    if (first[0] == '\0')
+        snprintf(first, 256, "%s", msg);
+}
+
+/* Reopened without injection (created if the first open failed): the
+ * store opens, holds every durable write with its value and nothing never
+ * written, and lsm_verify is clean. */
+static void check_store(run *r)
+{
+    lsm_options o = options(NULL);
+    lsm_db *db = NULL;
+    lsm_status *s = lsm_open(&o, r->dir, &db);
+    if (s != NULL) {
+        broke(r, "reopen: %s", lsm_status_message(s));
+        lsm_status_free(s);
+        return;
+    }
+    bool present[MAX_WRITES] = {false};
+    s = scan_db(r, db, true, "reopened", present);
+    if (s != NULL)
+        broke(r, "reopened: scan: %s", lsm_status_message(s));
+    lsm_status_free(s);
+    for (int i = 0; i < r->nw; i++)
+        if (r->w[i].durable && !present[i])
+            broke(r, "reopened: durable write %d (of %d) is missing", i, r->nw);
+    char first[256] = "";
+    s = lsm_verify(db, verify_report, first);
+    if (s != NULL)
+        broke(r, "lsm_verify: %s (%s)", lsm_status_message(s), first);
+    lsm_status_free(s);
+    s = lsm_close(db);
+    if (s != NULL)
+        broke(r, "close after the check: %s", lsm_status_message(s));
+    lsm_status_free(s);
+}
+
+/* One run of the workload with allocation n of `stream` failing (0: none,
+ * counting); counts get the allocations each stream made. Returns false
+ * (r->fail says why) if something broke. */
+static bool run_one(run *r, enum lsm_alloc_stream stream, uint64_t n, uint64_t counts[2])
+{
+    memset(r->w, 0, sizeof(r->w));
+    r->nw = 0;
+    r->fail[0] = '\0';
+    /* On tmpfs if there is one: syncs there cost nothing. */
+    snprintf(r->dir, sizeof(r->dir), "%s/lsm-oom-sweep-XXXXXX",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    if (mkdtemp(r->dir) == NULL)
+        fail_msg("mkdtemp %s: %s", r->dir, strerror(errno));
+    lsm_alloc_hook_arm(stream, n);
+    workload(r);
+    lsm_alloc_hook_disarm();
+    counts[0] = lsm_alloc_hook_count(LSM_ALLOC_MAIN);
+    counts[1] = lsm_alloc_hook_count(LSM_ALLOC_OTHER);
+    if (n != 0 && !lsm_alloc_hook_fired())
+        broke(r, "allocation %" PRIu64 " of stream %d never came (the run diverged)", n,
+              (int)stream);
+    check_store(r);
+    tu_rmtree(r->dir);
+    return r->fail[0] == '\0';
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v != '\0' ? strtoull(v, NULL, 0) : dflt;
+}
+
+/* Whether the sweep runs N (1-based over both streams). */
+static bool sampled(uint64_t n, uint64_t main_calls, uint64_t stride)
+{
+    uint64_t in_stream = n <= main_calls ? n : n - main_calls;
+    return stride <= 1 || in_stream <= 20 || n % stride == 0;
+}
+
+static void test_oom_sweep(void **state)
+{
+    (void)state;
+    run *r = calloc(1, sizeof(*r));
+    assert_non_null(r);
+    r->scratch = malloc(1u << 16);
+    assert_non_null(r->scratch);
+    verbose = getenv("OOM_SWEEP_VERBOSE") != NULL;
+    uint64_t counts[2];
+    if (!run_one(r, LSM_ALLOC_MAIN, 0, counts))
+        fail_msg("the counting run broke: %s", r->fail);
+    uint64_t total = counts[0] + counts[1];
+    const char *mode = getenv("OOM_SWEEP");
+    bool full = mode != NULL && strcmp(mode, "full") == 0;
+    uint64_t stride = full ? 1 : env_u64("OOM_SWEEP_STRIDE", 5);
+    uint64_t only = env_u64("OOM_SWEEP_N", 0);
+    bool all = getenv("OOM_SWEEP_ALL") != NULL;
+    printf("oom sweep: %" PRIu64 " allocations (%" PRIu64 " workload, %" PRIu64
+           " background), %s\n",
+           total, counts[0], counts[1], only ? "one N" : full ? "every N" : "sampled");
+    uint64_t first_bad = 0, ran = 0, bad = 0;
+    for (uint64_t n = 1; n <= total; n++) {
+        if (only ? n != only : !sampled(n, counts[0], stride))
+            continue;
+        enum lsm_alloc_stream st = n <= counts[0] ? LSM_ALLOC_MAIN : LSM_ALLOC_OTHER;
+        uint64_t at = st == LSM_ALLOC_MAIN ? n : n - counts[0];
+        uint64_t c[2];
+        if (verbose)
+            fprintf(stderr, "N=%" PRIu64 " (stream %d, allocation %" PRIu64 ")\n", n, (int)st, at);
+        ran++;
+        if (run_one(r, st, at, c))
+            continue;
+        bad++;
+        printf("N=%" PRIu64 " (stream %d, allocation %" PRIu64 "): %s\n", n, (int)st, at, r->fail);
+        if (first_bad == 0)
+            first_bad = n;
+        if (!all)
+            break;
+    }
+    printf("oom sweep: %" PRIu64 " runs, %" PRIu64 " broke\n", ran, bad);
+    free(r->scratch);
+    free(r);
+    if (first_bad != 0)
+        fail_msg("first failing N=%" PRIu64 " (rerun with OOM_SWEEP_N=%" PRIu64
+                 " OOM_SWEEP_VERBOSE=1)",
+                 first_bad, first_bad);
+}
+
+
+/* ------------------------------------------------- the bugs one by one */
+
+#define SMALL_VLEN 1000
+
+/* Writes small write i (value_of, SMALL_VLEN bytes) to db. */
+static lsm_status *put_small(lsm_db *db, int i, bool sync, bool defer)
+{
+    char k[16], v[SMALL_VLEN];
+    key_of(i, k);
+    value_of(i, SMALL_VLEN, v);
+    lsm_write_options wo = {.sync = sync, .defer_log = defer};
+    return lsm_put(db, &wo, k, strlen(k), v, SMALL_VLEN);
+}
+
+/* Whether db holds small write i with its value (a failed read fails the
+ * test: these tests inject nothing into reads). */
+static bool has_small(lsm_db *db, int i)
+{
+    char k[16], want[SMALL_VLEN];
+    key_of(i, k);
+    value_of(i, SMALL_VLEN, want);
+    char *v = NULL;
+    size_t vn = 0;
+    lsm_status *s = lsm_get(db, NULL, k, strlen(k), &v, &vn);
+    if (lsm_status_code(s) == LSM_NOT_FOUND) {
+        lsm_status_free(s);
+        return false;
+    }
+    if (s != NULL)
+        fail_msg("get of write %d: %s", i, lsm_status_message(s));
+    bool same = vn == SMALL_VLEN && memcmp(v, want, vn) == 0;
+    free(v);
+    if (!same)
+        fail_msg("write %d has a wrong value", i);
+    return true;
+}
+
+static void wait_idle(lsm_db *db)
+{
+    run r = {.db = db};
+    quiesce(&r);
+    if (r.fail[0] != '\0')
+        fail_msg("%s", r.fail);
+}
+
+/* The index of the small write that switches the first memtable (the
+ * first flush follows it) in a fresh store written 0, 1, 2, ... */
+static int first_switching_write(void)
+{
+    char dir[256];
+    tu_mkdtemp(dir, sizeof(dir), "oom-switch");
+    lsm_db *db = tu_open_db(dir, NULL, WBS);
+    int i = 0;
+    for (; tu_prop(db, "lsm.flushes") == 0; i++) {
+        assert_true(i < 1000);
+        ASSERT_OK(put_small(db, i, false, false));
+        wait_idle(db);
+    }
+    ASSERT_OK(lsm_close(db));
+    tu_rmtree(dir);
+    return i - 1;
+}
+
+/* A write that switches memtables, with each of its allocations failing
+ * in turn: acknowledged, it is readable at once, and so is the next
+ * write (the view readers take holds the memtable taking writes). */
+static void test_switch_out_of_memory_keeps_reads(void **state)
+{
+    (void)state;
+    int k = first_switching_write();
+    for (uint64_t n = 1;; n++) {
+        char dir[256];
+        tu_mkdtemp(dir, sizeof(dir), "oom-switch");
+        lsm_db *db = tu_open_db(dir, NULL, WBS);
+        for (int i = 0; i < k; i++)
+            ASSERT_OK(put_small(db, i, false, false));
+        wait_idle(db);
+        lsm_alloc_hook_arm(LSM_ALLOC_MAIN, n);
+        lsm_status *s = put_small(db, k, false, false);
+        lsm_alloc_hook_disarm();
+        bool fired = lsm_alloc_hook_fired();
+        if (s == NULL && !has_small(db, k))
+            fail_msg("allocation %" PRIu64 " failed: write %d acknowledged, not found", n, k);
+        lsm_status_free(s);
+        s = put_small(db, k + 1, false, false);
+        if (s == NULL && !has_small(db, k + 1))
+            fail_msg("allocation %" PRIu64 " failed: the next write acknowledged, not found", n);
+        lsm_status_free(s);
+        for (int i = 0; i < k; i++)
+            if (!has_small(db, i))
+                fail_msg("allocation %" PRIu64 " failed: write %d is gone", n, i);
+        lsm_status_free(lsm_close(db));
+        tu_rmtree(dir);
+        if (!fired)
+            break; /* every allocation of the write has failed once */
+    }
+}
+
+/* The flush thread's first allocation fails (its memtable iterator):
+ * the memtable stays, readable, and what was synced survives a reopen. */
+static void test_flush_out_of_memory_keeps_memtable(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_mkdtemp(dir, sizeof(dir), "oom-flush");
+    lsm_db *db = tu_open_db(dir, NULL, WBS);
+    wait_idle(db);
+    int k = 2 * first_switching_write(), synced_upto = -1;
+    bool acked[2000] = {false};
+    assert_true(k < 2000);
+    lsm_alloc_hook_arm(LSM_ALLOC_OTHER, 1);
+    for (int i = 0; i < k; i++) {
+        lsm_status *s = put_small(db, i, i % 10 == 9, false);
+        acked[i] = s == NULL;
+        if (s == NULL && i % 10 == 9)
+            synced_upto = i;
+        lsm_status_free(s);
+        wait_idle(db);
+        for (int j = 0; j <= i; j++)
+            if (acked[j] && !has_small(db, j))
+                fail_msg("write %d acknowledged, not found after write %d", j, i);
+    }
+    lsm_alloc_hook_disarm();
+    assert_true(lsm_alloc_hook_fired());
+    lsm_status_free(lsm_close(db));
+    db = tu_open_db(dir, NULL, WBS);
+    for (int i = 0; i <= synced_upto; i++)
+        if (acked[i] && !has_small(db, i))
+            fail_msg("synced write %d is gone after a reopen", i);
+    ASSERT_OK(lsm_close(db));
+    tu_rmtree(dir);
+}
+
+struct writer_arg {
+    lsm_db *db;
+    int i;
+    bool defer;
+    bool arm; /* fail this thread's first allocation (the group's merge) */
+    lsm_status *s;
+};
+
+static void *write_thread(void *arg)
+{
+    struct writer_arg *a = arg;
+    char k[16], v[SMALL_VLEN];
+    key_of(a->i, k);
+    value_of(a->i, SMALL_VLEN, v);
+    lsm_batch *b = lsm_batch_new();
+    if (b == NULL || !lsm_batch_put(b, k, strlen(k), v, SMALL_VLEN)) {
+        a->s = status_new(LSM_INVALID_ARGUMENT, "no batch");
+        lsm_batch_free(b);
+        return NULL;
+    }
+    lsm_write_options wo = {.defer_log = a->defer};
+    if (a->arm)
+        lsm_alloc_hook_arm(LSM_ALLOC_MAIN, 1);
+    a->s = lsm_write(a->db, &wo, b);
+    if (a->arm)
+        lsm_alloc_hook_disarm();
+    lsm_batch_free(b);
+    return NULL;
+}
+
+/* A deferred write A switches memtables while the old log's sync takes
+ * 400 ms; B and C queue behind it and B leads them as one group, whose
+ * merge runs out of memory: B and C fail, nothing else does; A's batch,
+ * in no log yet, stays deferred; a sync write after them succeeds and
+ * makes A durable. */
+static void test_group_merge_out_of_memory_fails_only_the_group(void **state)
+{
+    (void)state;
+    int k = first_switching_write();
+    char dir[256];
+    tu_mkdtemp(dir, sizeof(dir), "oom-group");
+    fault_env *fe = fault_env_new(lsm_env_default());
+    assert_non_null(fe);
+    lsm_db *db = tu_open_db(dir, fault_env_env(fe), WBS);
+    for (int i = 0; i < k; i++)
+        ASSERT_OK(put_small(db, i, false, false));
+    wait_idle(db);
+    fault_env_set_sync_delay_us(fe, 400000);
+    struct writer_arg a[3] = {
+        {.db = db, .i = k, .defer = true},
+        {.db = db, .i = k + 1, .arm = true},
+        {.db = db, .i = k + 2},
+    };
+    pthread_t t[3];
+    for (int j = 0; j < 3; j++) {
+        assert_int_equal(pthread_create(&t[j], NULL, write_thread, &a[j]), 0);
+        usleep(100000); /* each queues behind the one before */
+    }
+    for (int j = 0; j < 3; j++)
+        assert_int_equal(pthread_join(t[j], NULL), 0);
+    fault_env_set_sync_delay_us(fe, 0);
+    ASSERT_OK(a[0].s);
+    ASSERT_FAILS(a[1].s, LSM_IO_ERROR, "merging a write group");
+    ASSERT_FAILS(a[2].s, LSM_IO_ERROR, "merging a write group");
+    assert_true(has_small(db, k));
+    ASSERT_OK(put_small(db, k + 3, true, false));
+    ASSERT_OK(fault_env_power_cut(fe));
+    lsm_status_free(lsm_close(db));
+    db = tu_open_db(dir, fault_env_env(fe), WBS);
+    assert_true(has_small(db, k));
+    assert_true(has_small(db, k + 3));
+    assert_false(has_small(db, k + 1));
+    ASSERT_OK(lsm_close(db));
+    fault_env_free(fe);
+    tu_rmtree(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_switch_out_of_memory_keeps_reads),
+        cmocka_unit_test(test_flush_out_of_memory_keeps_memtable),
+        cmocka_unit_test(test_group_merge_out_of_memory_fails_only_the_group),
+        cmocka_unit_test(test_oom_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
