@@ -255,24 +255,9 @@ static void count_inc(icache *c, inode *n, uint64_t *count)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Reads a [shard] counter of n. */
-static uint64_t count_get(icache *c, inode *n, const uint64_t *count)
-{
-    shard *s = shard_of(c, n->ino);
-    pthread_mutex_lock(&s->mu);
-    uint64_t v = *count;
-    pthread_mutex_unlock(&s->mu);
-    return v;
-}
-
 void icache_lookup_inc(icache *c, inode *n)
 {
     count_inc(c, n, &n->nlookup);
-}
-
-uint64_t icache_nlookup(icache *c, inode *n)
-{
-    return count_get(c, n, &n->nlookup);
 }
 
 bool icache_kernel_knows(icache *c, uint64_t ino)

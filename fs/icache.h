@@ -86,7 +86,6 @@ void icache_put(icache *c, inode *n);
 
 /* Kernel lookup references (an entry reply adds one; forget removes n). */
 void icache_lookup_inc(icache *c, inode *n);
-uint64_t icache_nlookup(icache *c, inode *n);
 /* Does the kernel hold a reference to ino? (No pin, no load: a hint for
  * readdirplus, which may race with a forget and then sends the entry the
  * kernel looks up again.) */
