@@ -22,12 +22,6 @@ void op_file_opened(lsmfs *fs, inode *n, struct fuse_file_info *fi)
     fi->keep_cache = 1;
 }
 
-void op_file_unopened(lsmfs *fs, inode *n)
-{
-    (void)fs;
-    (void)n;
-}
-
 /* Sent only without no_open (allow_root), so that libfuse can refuse
  * other users here; the handle carries no state. */
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -96,7 +96,8 @@ static int make_locked(fuse_req_t req, lsmfs *fs, inode *parent, const char *nam
     icache_fill(fs, *out, &r);
     if (nn->fi != NULL || S_ISDIR(r.mode)) {
         /* The newest inode: locking it under its parent is in order.
-         * Opened before the parent unlocks: no unlink can see it closed. */
+         * (The handle is filled, and a new directory's listing started, before
+         * the parent unlocks.) */
         inode_wrlock(*out);
         if (nn->fi != NULL)
             op_file_opened(fs, *out, nn->fi);
@@ -126,15 +127,11 @@ static void make_node(fuse_req_t req, fuse_ino_t parent_ino, const char *name, c
     }
     icache_put(fs->icache, parent);
     if (err == 0 && (err = fs_durable(fs)) != 0) {
-        if (nn->fi != NULL)
-            op_file_unopened(fs, n);
         icache_put(fs->icache, n);
         op_reply_undurable(req, err, &(op_touched){.dir = {parent_ino}, .name = {name}});
         return;
     }
     if (err != 0) {
-        if (n != NULL && nn->fi != NULL)
-            op_file_unopened(fs, n);
         icache_put(fs->icache, n);
         fuse_reply_err(req, err);
         return;
@@ -143,10 +140,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent_ino, const char *name, c
         struct fuse_entry_param e;
         op_fill_entry(fs, ino, &r, &e);
         icache_lookup_inc(fs->icache, n);
-        if (fuse_reply_create(req, &e, nn->fi) != 0) {
-            op_file_unopened(fs, n);
+        if (fuse_reply_create(req, &e, nn->fi) != 0)
             op_forget_refs(fs, ino, 1);
-        }
     } else {
         op_reply_entry(req, fs, n, &r);
     }

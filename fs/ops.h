@@ -140,11 +140,9 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
 void op_sync_inode(fuse_req_t req, fuse_ino_t ino);
 /* Fills a new handle of n (open, create): handles carry no state, and an
  * unlinked file is kept by the kernel's reference, not its handles
- * (orphan_in_use). REQUIRES: n->lock held. */
+ * (orphan_in_use), so a handle the kernel never got needs no undoing.
+ * REQUIRES: n->lock held. */
 void op_file_opened(lsmfs *fs, inode *n, struct fuse_file_info *fi);
-/* Pairs with op_file_opened when the kernel never got the handle: as the
- * handle holds nothing, there is nothing to undo. */
-void op_file_unopened(lsmfs *fs, inode *n);
 
 /* op_dir.c */
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
