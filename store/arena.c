@@ -1,6 +1,6 @@
 /* arena.c — block bump allocator; see arena.h. */
 #include "arena.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include <assert.h>
 #include <stdalign.h>

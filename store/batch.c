@@ -1,7 +1,7 @@
 /* batch.c — WriteBatch encoding, parsing and memtable insertion; see
  * batch.h for the format. */
 #include "batch.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include "status.h"
 

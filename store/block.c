@@ -1,6 +1,6 @@
 /* block.c — block builder, parser and iterator; see block.h. */
 #include "block.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include "status.h"
 

@@ -1,6 +1,6 @@
 /* bloom.c — cache-local bloom filters with double hashing; see bloom.h. */
 #include "bloom.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
  * makes eviction O(1): the victim is always lru's head.
  */
 #include "cache.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include "mutex.h"
 

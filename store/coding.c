@@ -1,6 +1,6 @@
 /* coding.c — varints and the growable buffer; see coding.h. */
 #include "coding.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include <stdlib.h>
 

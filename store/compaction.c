@@ -1,7 +1,7 @@
 /* compaction.c — picking compactions and the rules used while running one;
  * see compaction.h. */
 #include "compaction.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 #include "status.h"
 
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * an lsm_db. Writes are in db_write.c, user iterators in db_iter.c.
  */
 #include "db_impl.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 #include "filename.h"
 #include "version.h"
 #include "status.h"

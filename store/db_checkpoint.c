@@ -25,7 +25,7 @@
  * error before that rename leaves at most the hidden directory, which no
  * one takes for a checkpoint; an error leaves none (removed, best effort).
  */
-#include "alloc.h"
+#include "lsm_malloc.h"
 #include "db_impl.h"
 #include "filename.h"
 #include "status.h"

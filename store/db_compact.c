@@ -24,7 +24,7 @@
  * store is reopened, whose recovery writes that new MANIFEST.
  */
 #include "compaction.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 #include "db_impl.h"
 #include "filename.h"
 #include "port.h"

@@ -16,7 +16,7 @@
  * is logged (db_sync_ceiling).
  */
 #include "db_impl.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include "status.h"
 

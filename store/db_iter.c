@@ -13,7 +13,7 @@
  * been big enough; no call is made for it.
  */
 #include "db_impl.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 #include "keycmp.h"
 #include "status.h"
 

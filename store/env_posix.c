@@ -15,7 +15,7 @@
  * sync of that file fails too rather than claim something it cannot know.
  */
 #include "env.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 #include "env_posix_hook.h"
 
 #include "status.h"

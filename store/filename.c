@@ -1,6 +1,6 @@
 /* filename.c — naming and recognising the store's files; see filename.h. */
 #include "filename.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* iter.c — the empty and the merging iterator; see iter.h. */
 #include "iter.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include "status.h"
 

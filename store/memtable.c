@@ -12,7 +12,7 @@
  * it was sized for it just answers "maybe" more often.
  */
 #include "memtable.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include "arena.h"
 #include "keycmp.h"

@@ -1,6 +1,6 @@
 /* status.c — heap-allocated error values; see status.h. */
 #include "status.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include <errno.h>
 #include <stdio.h>

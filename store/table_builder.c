@@ -1,6 +1,6 @@
 /* table_builder.c — writing a table; the format is described in table.h. */
 #include "table.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include "block.h"
 #include "bloom.h"

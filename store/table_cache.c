@@ -1,6 +1,6 @@
 /* table_cache.c — open tables by file number; see table_cache.h. */
 #include "table_cache.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include "coding.h"
 #include "filename.h"

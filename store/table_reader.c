@@ -1,7 +1,7 @@
 /* table_reader.c — opening, looking up and iterating a table; the format
  * is described in table.h. */
 #include "table.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include "block.h"
 #include "bloom.h"

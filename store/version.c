@@ -1,7 +1,7 @@
 /* version.c — lookups, iterators and overlap queries over a version; see
  * version.h. */
 #include "version.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 #include "keycmp.h"
 #include "status.h"
 

@@ -1,6 +1,6 @@
 /* version_edit.c — encoding and decoding MANIFEST records; see version_edit.h. */
 #include "version_edit.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 #include "filename.h"
 #include "status.h"
 

@@ -1,6 +1,6 @@
 /* version_set.c — versions, the MANIFEST and CURRENT; see version_set.h. */
 #include "version_set.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 #include "filename.h"
 #include "version.h"
 #include "status.h"

@@ -13,7 +13,7 @@
  * or the file ends (tail).
  */
 #include "wal.h"
-#include "alloc.h"
+#include "lsm_malloc.h"
 
 #include "coding.h"
 #include "crc32c.h"

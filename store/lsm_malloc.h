@@ -1,5 +1,5 @@
 /*
- * alloc.h — every heap allocation of the store, and a test hook that makes
+ * lsm_malloc.h — every heap allocation of the store, and a test hook that makes
  * one of them fail (allocation-failure injection, as SQLite's malloc tests).
  *
  * lsm_malloc, lsm_calloc, lsm_realloc, lsm_strdup and lsm_aligned_alloc
@@ -12,8 +12,8 @@
  * deterministic workload. fault_env.c, the test env, allocates with the
  * C library: its bookkeeping is the test's, not the store's.
  */
-#ifndef LSM_ALLOC_H
-#define LSM_ALLOC_H
+#ifndef LSM_MALLOC_H
+#define LSM_MALLOC_H
 
 #include <stdbool.h>
 #include <stddef.h>

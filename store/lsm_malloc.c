@@ -1,5 +1,5 @@
-/* alloc.c — the store's allocations and their failure hook; see alloc.h. */
-#include "alloc.h"
+/* lsm_malloc.c — the store's allocations and their failure hook; see lsm_malloc.h. */
+#include "lsm_malloc.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
