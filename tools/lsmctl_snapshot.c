@@ -53,20 +53,28 @@ static int name_ok(const char *name)
     return 0;
 }
 
+/* Sends one snapshot request to the mount's root: 0, or the exit status
+ * after saying why (1). */
+static int snap_request(const char *mnt, unsigned long req, void *arg, const char *what)
+{
+    int fd = open_mount(mnt);
+    if (fd < 0)
+        return 1;
+    int r = ioctl(fd, req, arg);
+    close(fd);
+    return r != 0 ? ioctl_failed(mnt, what) : 0;
+}
+
 static int snap_create(const char *mnt, const char *name)
 {
     if (!name_ok(name))
         return 2;
-    int fd = open_mount(mnt);
-    if (fd < 0)
-        return 1;
     struct lsmfs_snap_create c;
     memset(&c, 0, sizeof c);
     snprintf(c.name, sizeof c.name, "%s", name);
-    int r = ioctl(fd, LSMFS_IOC_SNAP_CREATE, &c);
-    close(fd);
+    int r = snap_request(mnt, LSMFS_IOC_SNAP_CREATE, &c, "take a snapshot");
     if (r != 0)
-        return ioctl_failed(mnt, "take a snapshot");
+        return r;
     printf("snapshot %s: %llu tables, %llu bytes shared with the store, %llu copied, "
            "%.3f s\n",
            name, (unsigned long long)c.tables, (unsigned long long)c.linked_bytes,
@@ -78,15 +86,10 @@ static int snap_delete(const char *mnt, const char *name)
 {
     if (!name_ok(name))
         return 2;
-    int fd = open_mount(mnt);
-    if (fd < 0)
-        return 1;
     struct lsmfs_snap_name n;
     memset(&n, 0, sizeof n);
     snprintf(n.name, sizeof n.name, "%s", name);
-    int r = ioctl(fd, LSMFS_IOC_SNAP_DELETE, &n);
-    close(fd);
-    return r != 0 ? ioctl_failed(mnt, "delete a snapshot") : 0;
+    return snap_request(mnt, LSMFS_IOC_SNAP_DELETE, &n, "delete a snapshot");
 }
 
 /* Bytes of the files in dir, and of those with one link; the mtime of
