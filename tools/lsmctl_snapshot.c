@@ -61,7 +61,9 @@ static int snap_request(const char *mnt, unsigned long req, void *arg, const cha
     if (fd < 0)
         return 1;
     int r = ioctl(fd, req, arg);
+    int e = errno;
     close(fd);
+    errno = e; /* ioctl's error, not close's */
     return r != 0 ? ioctl_failed(mnt, what) : 0;
 }
 
