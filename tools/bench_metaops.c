@@ -18,21 +18,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define METAOPS_DIE(...)                                                                         \
-    do {                                                                                         \
-        fprintf(stderr, "bench_metaops: " __VA_ARGS__);                                          \
-        fprintf(stderr, ": %s\n", strerror(errno));                                              \
-        exit(1);                                                                                 \
+#define METAOPS_DIE(...)                                                                           \
+    do {                                                                                           \
+        fprintf(stderr, "bench_metaops: " __VA_ARGS__);                                            \
+        fprintf(stderr, ": %s\n", strerror(errno));                                                \
+        exit(1);                                                                                   \
     } while (0)
 
 enum need { NEED_NONE, NEED_FILE, NEED_DIR };
 
 typedef struct metaop {
     const char *name;
-    enum need need;          /* what prepare makes at d/a<i> */
+    enum need need;                            /* what prepare makes at d/a<i> */
     void (*run)(const char *a, const char *b); /* a: d/a<i>, b: d/b<i> or e/a<i> */
-    int cross;               /* b is in e/, not d/ */
-    int touched_is_b;        /* the inode to stat afterwards is at b */
+    int cross;                                 /* b is in e/, not d/ */
+    int touched_is_b;                          /* the inode to stat afterwards is at b */
 } metaop;
 
 static void do_create(const char *a, const char *b)
@@ -109,18 +109,12 @@ static void do_write(const char *a, const char *b)
 }
 
 static const metaop ops[] = {
-    {"create", NEED_NONE, do_create, 0, 0},
-    {"mkdir", NEED_NONE, do_mkdir, 0, 0},
-    {"symlink", NEED_NONE, do_symlink, 0, 0},
-    {"link", NEED_FILE, do_link, 0, 1},
-    {"unlink", NEED_FILE, do_unlink, 0, 0},
-    {"rmdir", NEED_DIR, do_rmdir, 0, 0},
-    {"rename", NEED_FILE, do_rename, 0, 1},
-    {"rename-xdir", NEED_FILE, do_rename, 1, 1},
-    {"rename-dir-xdir", NEED_DIR, do_rename, 1, 1},
-    {"chmod", NEED_FILE, do_chmod, 0, 0},
-    {"truncate", NEED_FILE, do_truncate, 0, 0},
-    {"write", NEED_FILE, do_write, 0, 0},
+    {"create", NEED_NONE, do_create, 0, 0},         {"mkdir", NEED_NONE, do_mkdir, 0, 0},
+    {"symlink", NEED_NONE, do_symlink, 0, 0},       {"link", NEED_FILE, do_link, 0, 1},
+    {"unlink", NEED_FILE, do_unlink, 0, 0},         {"rmdir", NEED_DIR, do_rmdir, 0, 0},
+    {"rename", NEED_FILE, do_rename, 0, 1},         {"rename-xdir", NEED_FILE, do_rename, 1, 1},
+    {"rename-dir-xdir", NEED_DIR, do_rename, 1, 1}, {"chmod", NEED_FILE, do_chmod, 0, 0},
+    {"truncate", NEED_FILE, do_truncate, 0, 0},     {"write", NEED_FILE, do_write, 0, 0},
 };
 
 static void stat_after(const char *dir, const metaop *op, const char *a, const char *b)

@@ -87,8 +87,7 @@ static attrs other_process(const char *path)
 static attrs from_daemon(const char *path)
 {
     struct statx sx;
-    TM_OK(statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC, STATX_BASIC_STATS,
-                &sx));
+    TM_OK(statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC, STATX_BASIC_STATS, &sx));
     return (attrs){(long long)sx.stx_ino,
                    sx.stx_mode,
                    sx.stx_nlink,
@@ -101,10 +100,10 @@ static attrs from_daemon(const char *path)
 
 static void check_same(const char *path, const char *view, attrs a, attrs b)
 {
-#define SAME(f)                                                                                  \
-    if (a.f != b.f)                                                                              \
-        fail_msg("%s: " #f " %lld from the kernel's cache (%s), %lld from the daemon", path,     \
-                 a.f, view, b.f);
+#define SAME(f)                                                                                    \
+    if (a.f != b.f)                                                                                \
+        fail_msg("%s: " #f " %lld from the kernel's cache (%s), %lld from the daemon", path, a.f,  \
+                 view, b.f);
     SAME(ino) SAME(mode) SAME(nlink) SAME(uid) SAME(gid) SAME(size) SAME(mtime) SAME(ctime)
 #undef SAME
 }
