@@ -365,7 +365,7 @@ static bool retry_later_if_full(lsm_db *db, lsm_status *s)
     lsm_status_free(db->nospace);
     db->nospace = s;
     db->nospace_events++;
-    db_reserve_release(db); /* the retry may use it (db_reserve.c) */
+    db_reserve_release(db);               /* the retry may use it (db_reserve.c) */
     pthread_cond_broadcast(&db->room_cv); /* waiting writers get ENOSPC now */
     mutex_unlock(&db->mu);
     db->env->sleep_micros(db->env, 100000);
@@ -394,8 +394,8 @@ static void *flush_main(void *arg)
     for (;;) {
         while (!db->shutting_down && (db->nimm == 0 || db->bg_error)) {
             uint64_t look_us = db->bg_error ? 0 : db_retire_old_deferred(db);
-            if (db->nimm > 0 || db->shutting_down)
-                break;
+            if (db->shutting_down || (db->nimm > 0 && db->bg_error == NULL))
+                break; /* after a sticky error, no flush is retried */
             if (look_us == 0)
                 cond_wait(&db->work_cv, &db->mu);
             else
@@ -586,21 +586,27 @@ static void *compact_main(void *arg)
             break;
         db->compacting = true;
         compaction *c = compaction_pick(&db->vs, db->opt.target_file_size);
+        if (c == NULL) { /* due (needs_compaction) but not built: out of memory */
+            db->compacting = false;
+            db_set_bg_error(db, status_new(LSM_IO_ERROR, "compaction: out of memory"));
+            pthread_cond_broadcast(&db->room_cv);
+            continue;
+        }
         /* What the compaction costs per byte it moves down feeds the pacer
          * (read before running it: the inputs may be gone after). */
         uint64_t t0 = db->env->now_micros(db->env);
-        int level = c ? c->level : 0;
+        int level = c->level;
         uint64_t moved = 0;
-        for (int i = 0; c && i < c->ninputs[0]; i++)
+        for (int i = 0; i < c->ninputs[0]; i++)
             moved += c->inputs[0][i]->size;
-        lsm_status *s = c ? run_compaction(db, c) : NULL;
-        if (c && s == NULL) {
+        lsm_status *s = run_compaction(db, c);
+        if (s == NULL) {
             uint64_t now = db->env->now_micros(db->env);
             pacer_note_compaction(&db->pacer, level, moved, now - t0, now);
         }
         compaction_free(c);
         db->compacting = false;
-        if (s == NULL && c != NULL)
+        if (s == NULL)
             background_succeeded(db);
         else if (s && db->shutting_down)
             lsm_status_free(s);

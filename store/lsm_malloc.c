@@ -9,6 +9,7 @@ static _Atomic bool armed;
 static _Atomic uint64_t counts[2];  /* per stream, since arming */
 static _Atomic uint64_t fail_at[2]; /* per stream; 0: none */
 static _Atomic bool fired;
+static _Atomic bool from_on;       /* fail fail_at and every later one of its stream */
 static _Thread_local bool is_main; /* this thread armed the hook */
 
 /* The armed path: counts this allocation; true if it is the one to fail. */
@@ -16,7 +17,8 @@ static __attribute__((noinline)) bool hook_fails(void)
 {
     int s = is_main ? LSM_ALLOC_MAIN : LSM_ALLOC_OTHER;
     uint64_t n = atomic_fetch_add_explicit(&counts[s], 1, memory_order_relaxed) + 1;
-    if (n != atomic_load_explicit(&fail_at[s], memory_order_relaxed))
+    uint64_t at = atomic_load_explicit(&fail_at[s], memory_order_relaxed);
+    if (at == 0 || (atomic_load_explicit(&from_on, memory_order_relaxed) ? n < at : n != at))
         return false;
     atomic_store_explicit(&fired, true, memory_order_relaxed);
     return true;
@@ -54,7 +56,13 @@ void *lsm_aligned_alloc(size_t align, size_t n)
 
 void lsm_alloc_hook_arm(enum lsm_alloc_stream stream, uint64_t n)
 {
+    lsm_alloc_hook_arm_from(stream, n, false);
+}
+
+void lsm_alloc_hook_arm_from(enum lsm_alloc_stream stream, uint64_t n, bool every_later)
+{
     atomic_store(&armed, false);
+    atomic_store(&from_on, every_later);
     is_main = true;
     for (int s = 0; s < 2; s++) {
         atomic_store(&counts[s], 0);

@@ -36,6 +36,9 @@ enum lsm_alloc_stream {
  * other allocation succeeds. fail_at 0: only count. Tests only; not to be
  * armed while another test arms it. */
 void lsm_alloc_hook_arm(enum lsm_alloc_stream stream, uint64_t fail_at);
+/* As lsm_alloc_hook_arm; with every_later, allocation fail_at and every
+ * later one of `stream` fail (memory that never comes back). */
+void lsm_alloc_hook_arm_from(enum lsm_alloc_stream stream, uint64_t fail_at, bool every_later);
 /* Stops counting and failing (the counts stay readable). */
 void lsm_alloc_hook_disarm(void);
 /* Allocations of `stream` counted since the last arm. */

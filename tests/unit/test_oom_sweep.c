@@ -14,20 +14,27 @@
  * N <= main-stream count is that stream's allocation N; above, the
  * background stream's allocation N - main count.
  *
+ * A second sweep fails allocation N and every later one of its stream
+ * (memory that never comes back): every waiter must still get an answer;
+ * a run that hangs ends the program after HANG_SECONDS, naming N.
+ *
  * Environment: OOM_SWEEP=full runs every N (make torture); by default a
  * sample runs (every OOM_SWEEP_STRIDE-th N, default 5, plus the first 20
  * of each stream). OOM_SWEEP_N=n runs one; OOM_SWEEP_ALL=1 goes on after a
  * failure; OOM_SWEEP_VERBOSE=1 says what each call answered.
  *
- * Two tests pin the bugs of issue 14 one at a time: a memtable switch out
- * of memory, and a write group whose merge runs out of memory.
+ * Tests pin the bugs one at a time: a memtable switch out of memory, a
+ * write group whose merge runs out of memory, background threads that spun
+ * when memory never came back.
  */
 #include "testutil.h"
 
 #include "lsm_malloc.h"
+#include "db_impl.h" /* L0_COMPACTION_TRIGGER */
 #include "fault_env.h"
 
 #include <inttypes.h>
+#include <signal.h>
 
 #define SEED 0x00a110cULL
 #define MAX_WRITES 512
@@ -47,11 +54,28 @@ typedef struct run {
     lsm_db *db;
     struct wrec w[MAX_WRITES];
     int nw;
-    char fail[512]; /* the first thing that broke ("" if none) */
-    char *scratch;  /* a value buffer */
+    char fail[512];   /* the first thing that broke ("" if none) */
+    char *scratch;    /* a value buffer */
+    bool every_later; /* allocation N and every later one of its stream fail */
 } run;
 
 static bool verbose;
+
+/* A run that takes longer than this has hung: some waiter was never told
+ * that the work it waits for failed. */
+#define HANG_SECONDS 60
+static volatile sig_atomic_t hang_n;
+
+static void on_hang(int sig)
+{
+    (void)sig;
+    char msg[128];
+    int len = snprintf(msg, sizeof(msg), "oom sweep: the run with allocation %d failing hung\n",
+                       (int)hang_n);
+    if (len > 0 && write(2, msg, (size_t)len) < 0)
+        _exit(3);
+    _exit(2);
+}
 
 static void broke(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void broke(run *r, const char *fmt, ...)
@@ -391,9 +415,13 @@ static bool run_one(run *r, enum lsm_alloc_stream stream, uint64_t n, uint64_t c
              access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
     if (mkdtemp(r->dir) == NULL)
         fail_msg("mkdtemp %s: %s", r->dir, strerror(errno));
-    lsm_alloc_hook_arm(stream, n);
+    hang_n = (sig_atomic_t)n;
+    signal(SIGALRM, on_hang);
+    alarm(HANG_SECONDS);
+    lsm_alloc_hook_arm_from(stream, n, r->every_later);
     workload(r);
     lsm_alloc_hook_disarm();
+    alarm(0);
     counts[0] = lsm_alloc_hook_count(LSM_ALLOC_MAIN);
     counts[1] = lsm_alloc_hook_count(LSM_ALLOC_OTHER);
     if (n != 0 && !lsm_alloc_hook_fired())
@@ -417,14 +445,16 @@ static bool sampled(uint64_t n, uint64_t main_calls, uint64_t stride)
     return stride <= 1 || in_stream <= 20 || n % stride == 0;
 }
 
-static void test_oom_sweep(void **state)
+/* The sweep: allocation N fails, or (every_later) N and every later one of
+ * its stream, memory that never comes back. */
+static void sweep(bool every_later)
 {
-    (void)state;
     run *r = calloc(1, sizeof(*r));
     assert_non_null(r);
     r->scratch = malloc(1u << 16);
     assert_non_null(r->scratch);
     verbose = getenv("OOM_SWEEP_VERBOSE") != NULL;
+    r->every_later = every_later;
     uint64_t counts[2];
     if (!run_one(r, LSM_ALLOC_MAIN, 0, counts))
         fail_msg("the counting run broke: %s", r->fail);
@@ -434,9 +464,12 @@ static void test_oom_sweep(void **state)
     uint64_t stride = full ? 1 : env_u64("OOM_SWEEP_STRIDE", 5);
     uint64_t only = env_u64("OOM_SWEEP_N", 0);
     bool all = getenv("OOM_SWEEP_ALL") != NULL;
-    printf("oom sweep: %" PRIu64 " allocations (%" PRIu64 " workload, %" PRIu64
+    printf("oom sweep%s: %" PRIu64 " allocations (%" PRIu64 " workload, %" PRIu64
            " background), %s\n",
-           total, counts[0], counts[1], only ? "one N" : full ? "every N" : "sampled");
+           every_later ? " (failing for good)" : "", total, counts[0], counts[1],
+           only   ? "one N"
+           : full ? "every N"
+                  : "sampled");
     uint64_t first_bad = 0, ran = 0, bad = 0;
     for (uint64_t n = 1; n <= total; n++) {
         if (only ? n != only : !sampled(n, counts[0], stride))
@@ -465,6 +498,17 @@ static void test_oom_sweep(void **state)
                  first_bad, first_bad);
 }
 
+static void test_oom_sweep(void **state)
+{
+    (void)state;
+    sweep(false);
+}
+
+static void test_oom_sweep_for_good(void **state)
+{
+    (void)state;
+    sweep(true);
+}
 
 /* ------------------------------------------------- the bugs one by one */
 
@@ -676,13 +720,73 @@ static void test_group_merge_out_of_memory_fails_only_the_group(void **state)
     tu_rmtree(dir);
 }
 
+/* Writes 0..k (the last one synced): with write k, one memtable switch.
+ * Returns the first failure (the writes after it are still tried). */
+static lsm_status *write_round(lsm_db *db, int k)
+{
+    lsm_status *first = NULL;
+    for (int i = 0; i <= k; i++) {
+        lsm_status *s = put_small(db, i, i == k, false);
+        if (first == NULL)
+            first = s;
+        else
+            lsm_status_free(s);
+    }
+    return first;
+}
+
+/* Memory that never comes back to the background threads, from each of
+ * their allocations in turn while the fourth level-0 table is flushed and
+ * the compaction it makes due starts: the background stops with an error
+ * and goes idle (it neither spins nor hangs), and the synced writes
+ * survive a reopen. */
+static void test_background_out_of_memory_for_good_goes_idle(void **state)
+{
+    (void)state;
+    int k = first_switching_write();
+    for (uint64_t n = 1;; n++) {
+        char dir[256];
+        snprintf(dir, sizeof(dir), "%s/lsm-oom-forever-XXXXXX",
+                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"); /* syncs cost nothing */
+        if (mkdtemp(dir) == NULL)
+            fail_msg("mkdtemp %s: %s", dir, strerror(errno));
+        lsm_db *db = tu_open_db(dir, NULL, WBS);
+        /* The same keys each round: once the deeper levels hold a table,
+         * each new one overlaps them and stays at level 0. */
+        for (int round = 0; tu_prop(db, "lsm.num-files-at-level0") < L0_COMPACTION_TRIGGER - 1;
+             round++) {
+            assert_true(round < 2 * NUM_LEVELS);
+            ASSERT_OK(write_round(db, k));
+            wait_idle(db);
+        }
+        lsm_alloc_hook_arm_from(LSM_ALLOC_OTHER, n, true);
+        lsm_status_free(write_round(db, k)); /* may fail once the background has */
+        wait_idle(db);
+        lsm_alloc_hook_disarm();
+        bool fired = lsm_alloc_hook_fired();
+        lsm_status_free(lsm_close(db));
+        db = tu_open_db(dir, NULL, WBS);
+        for (int i = 0; i <= k; i++)
+            if (!has_small(db, i))
+                fail_msg("background allocation %" PRIu64 " on failed: write %d is gone", n, i);
+        ASSERT_OK(lsm_close(db));
+        tu_rmtree(dir);
+        if (!fired) {
+            printf("background allocations failed for good: %" PRIu64 " starting points\n", n - 1);
+            break; /* the flush and the compaction ran with every allocation */
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_switch_out_of_memory_keeps_reads),
         cmocka_unit_test(test_flush_out_of_memory_keeps_memtable),
         cmocka_unit_test(test_group_merge_out_of_memory_fails_only_the_group),
+        cmocka_unit_test(test_background_out_of_memory_for_good_goes_idle),
         cmocka_unit_test(test_oom_sweep),
+        cmocka_unit_test(test_oom_sweep_for_good),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
