@@ -138,6 +138,14 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/integration/test_%.o $(INTEG_LIB) $(LIBFS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(INTEG_LIB) $(FS_LIBS) $(CMOCKA)
 
+# The LD_PRELOAD shim test_failsync puts under the daemon (its syncs fail
+# on demand): plain flags, whatever SAN is, since it is loaded into other
+# programs.
+$(BUILD)/tests/libfailsync.so: tests/shim/failsync.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl
+$(BUILD)/tests/test_failsync: $(BUILD)/tests/libfailsync.so
+
 # Test programs run one after another (integration tests mount FUSE
 # filesystems and must not fight over the two CPUs), each under a timeout.
 # The integration tests run once per transport the kernel offers (/dev/fuse,
