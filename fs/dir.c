@@ -5,6 +5,7 @@
 
 #include "commit.h"
 #include "fuse_api.h"
+#include "inode.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -241,19 +242,19 @@ static int copy_one(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type, cons
  * REQUIRES: dir->lock not held. */
 static bool copy_listing(lsmfs *fs, inode *dir, uint64_t from, copied *c)
 {
-    pthread_rwlock_rdlock(&dir->lock);
+    inode_rdlock(dir);
     bool have = dir->dc != NULL;
     if (have)
         dcache_scan(dir->dc, from, copy_one, c);
-    pthread_rwlock_unlock(&dir->lock);
+    inode_unlock(dir);
     if (have)
         return true;
-    pthread_rwlock_wrlock(&dir->lock);
+    inode_wrlock(dir);
     build(fs, dir);
     have = dir->dc != NULL;
     if (have)
         dcache_scan(dir->dc, from, copy_one, c);
-    pthread_rwlock_unlock(&dir->lock);
+    inode_unlock(dir);
     return have;
 }
 

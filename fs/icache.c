@@ -175,7 +175,7 @@ int icache_get(lsmfs *fs, uint64_t ino, inode **out)
         return ENOMEM;
     int err = 0;
     if (!atomic_load_explicit(&n->loaded, memory_order_acquire)) {
-        pthread_rwlock_wrlock(&n->lock);
+        inode_wrlock(n);
         if (!atomic_load_explicit(&n->loaded, memory_order_relaxed)) {
             /* Whatever the store holds for it was committed by now. */
             atomic_store(&n->seq, fs_committed_seq(fs));
@@ -184,7 +184,7 @@ int icache_get(lsmfs *fs, uint64_t ino, inode **out)
             if (err == 0)
                 atomic_store_explicit(&n->loaded, true, memory_order_release);
         }
-        pthread_rwlock_unlock(&n->lock);
+        inode_unlock(n);
     }
     if (err != 0) {
         icache_put(fs->icache, n);
@@ -202,13 +202,13 @@ int icache_reserve(icache *c, uint64_t ino, inode **out)
 
 void icache_fill(lsmfs *fs, inode *n, const inode_rec *rec)
 {
-    pthread_rwlock_wrlock(&n->lock);
+    inode_wrlock(n);
     n->rec = *rec;
     atomic_store(&n->parent, rec->parent);
     n->gone = false;
     atomic_store(&n->seq, fs_committed_seq(fs)); /* its creation is committed */
     atomic_store_explicit(&n->loaded, true, memory_order_release);
-    pthread_rwlock_unlock(&n->lock);
+    inode_unlock(n);
 }
 
 /* REQUIRES: s->mu held. The root stays for the life of the mount (with

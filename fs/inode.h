@@ -62,8 +62,9 @@ void inode_to_stat(uint64_t ino, const inode_rec *r, uint32_t chunk_size, struct
 /* Inode locks taken in the lock order (ARCHITECTURE.md, "Concurrency
  * rules"): ascending inode number. Each thread records the inode locks it
  * holds through these, and taking one numbered at or below one of them
- * fails an assertion. Locks taken by other means (a bare pthread_rwlock_*)
- * are not seen. Pair each lock with inode_unlock (or the _all forms). */
+ * fails an assertion. Every inode lock goes through these except the
+ * orphan reclaimer's batch (orphan.c: ascending too, but wider than the
+ * per-thread record). Pair each lock with inode_unlock (or the _all forms). */
 void inode_wrlock(inode *n);
 void inode_rdlock(inode *n);
 void inode_unlock(inode *n);

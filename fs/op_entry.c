@@ -19,9 +19,9 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     inode *dir = op_pin(req, fs, parent, 0);
     if (dir == NULL)
         return;
-    pthread_rwlock_rdlock(&dir->lock);
+    inode_rdlock(dir);
     int err = dir_find(fs, dir, name, &d);
-    pthread_rwlock_unlock(&dir->lock); /* before pinning the entry: lock order */
+    inode_unlock(dir); /* before pinning the entry: lock order */
     icache_put(fs->icache, dir);
     if (err == ENOENT) {
         /* Negative entry: nothing changes the store behind the kernel. */
@@ -140,9 +140,9 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
         return;
     int err = 0;
     inode_rec r;
-    pthread_rwlock_wrlock(&n->lock);
+    inode_wrlock(n);
     err = setattr_locked(fs, n, attr, to_set, &r);
-    pthread_rwlock_unlock(&n->lock);
+    inode_unlock(n);
     icache_put(fs->icache, n);
     if (err == 0 && (err = fs_durable(fs)) != 0)
         op_reply_undurable(req, err, &(op_touched){.ino = {ino}});

@@ -36,14 +36,14 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (n == NULL)
         return;
     int err = 0;
-    pthread_rwlock_rdlock(&n->lock);
+    inode_rdlock(n);
     if (n->gone)
         err = ENOENT;
     else if (S_ISDIR(n->rec.mode))
         err = EISDIR;
     else
         op_file_opened(fs, n, fi);
-    pthread_rwlock_unlock(&n->lock);
+    inode_unlock(n);
     icache_put(fs->icache, n);
     if (err == 0)
         fuse_reply_open(req, fi);
@@ -62,9 +62,9 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
     int err = 0;
     char *buf = NULL;
     size_t len = 0;
-    pthread_rwlock_rdlock(&n->lock);
+    inode_rdlock(n);
     err = data_read(fs, n, (uint64_t)off, size, &buf, &len);
-    pthread_rwlock_unlock(&n->lock);
+    inode_unlock(n);
     icache_put(fs->icache, n);
     if (err != 0)
         fuse_reply_err(req, err);
@@ -117,9 +117,9 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
     if (off >= 0 && (uint64_t)off < DATA_MAX_SIZE && size > DATA_MAX_SIZE - (uint64_t)off)
         size = (size_t)(DATA_MAX_SIZE - (uint64_t)off);
     int err = 0;
-    pthread_rwlock_wrlock(&n->lock);
+    inode_wrlock(n);
     err = write_locked(fs, n, buf, size, (uint64_t)off);
-    pthread_rwlock_unlock(&n->lock);
+    inode_unlock(n);
     icache_put(fs->icache, n);
     if (err == 0 && (err = fs_durable(fs)) != 0)
         op_reply_undurable(req, err, &(op_touched){.ino = {ino}});
@@ -224,9 +224,9 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
     if (err == 0)
         err = icache_get(fs, ino, &n);
     if (err == 0) {
-        pthread_rwlock_wrlock(&n->lock);
+        inode_wrlock(n);
         err = fallocate_locked(fs, n, mode, (uint64_t)off, (uint64_t)len);
-        pthread_rwlock_unlock(&n->lock);
+        inode_unlock(n);
         icache_put(fs->icache, n);
     }
     if (err == 0 && (err = fs_durable(fs)) != 0)
@@ -249,9 +249,9 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
         return;
     int err = 0;
     uint64_t result = 0;
-    pthread_rwlock_rdlock(&n->lock);
+    inode_rdlock(n);
     err = data_seek(fs, n, (uint64_t)off, whence, &result);
-    pthread_rwlock_unlock(&n->lock);
+    inode_unlock(n);
     icache_put(fs->icache, n);
     if (err != 0)
         fuse_reply_err(req, err);

@@ -112,9 +112,9 @@ static void change(fuse_req_t req, fuse_ino_t ino, const char *name, const char 
     if (err == 0)
         err = icache_get(fs, ino, &n);
     if (err == 0) {
-        pthread_rwlock_wrlock(&n->lock);
+        inode_wrlock(n);
         err = change_locked(fs, n, name, value, size, flags);
-        pthread_rwlock_unlock(&n->lock);
+        inode_unlock(n);
         icache_put(fs->icache, n);
     }
     if (err == 0)

@@ -40,9 +40,9 @@ inode *op_pin(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, int err)
 
 void op_read_rec(inode *n, inode_rec *r)
 {
-    pthread_rwlock_rdlock(&n->lock);
+    inode_rdlock(n);
     *r = n->rec;
-    pthread_rwlock_unlock(&n->lock);
+    inode_unlock(n);
 }
 
 bool op_get_rec(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, inode_rec *r)
@@ -159,10 +159,10 @@ void op_forget_refs(lsmfs *fs, uint64_t ino, uint64_t count)
         return;
     bool reclaim = false;
     int err = 0;
-    pthread_rwlock_wrlock(&n->lock);
+    inode_wrlock(n);
     if (!orphan_in_use(fs, n)) /* else a later forget frees it */
         err = op_free_orphan(fs, n, &reclaim);
-    pthread_rwlock_unlock(&n->lock);
+    inode_unlock(n);
     icache_put(fs->icache, n);
     if (reclaim)
         reclaimer_enqueue(fs->reclaim, ino);

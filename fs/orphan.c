@@ -197,6 +197,8 @@ static void free_small(struct reclaimer *rc, inode **v, size_t n)
         fate[i] = KEEP;
         if (i > 0 && v[i] == v[i - 1])
             continue; /* forgotten twice (see small_fate) */
+        /* Bare lock: ascending (sorted above), but more than inode_wrlock
+         * tracks per thread. */
         pthread_rwlock_wrlock(&v[i]->lock);
         fate[i] = small_fate(fs, v[i]);
         if (fate[i] == DESTROY && err == 0)
