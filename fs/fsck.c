@@ -14,6 +14,7 @@
 #include "orphan.h"
 #include "schema.h"
 #include "super.h"
+#include "xattr.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -142,8 +143,9 @@ static void draw_progress(fsck *f, const char *key, size_t klen)
         done = f->total_bytes;
     double rate = (double)done / (t - f->started);
     double eta = rate > 0 ? (double)(f->total_bytes - done) / rate : 0;
-    fprintf(stderr, "\rfsck.lsmfs: %zu inodes, %zu entries, %" PRIu64 " of %" PRIu64
-                    " MiB read, ETA %.0f s   ",
+    fprintf(stderr,
+            "\rfsck.lsmfs: %zu inodes, %zu entries, %" PRIu64 " of %" PRIu64
+            " MiB read, ETA %.0f s   ",
             f->ninodes, f->nentries, done >> 20, f->total_bytes >> 20, eta);
     fflush(stderr);
     f->drew = true;
@@ -516,6 +518,14 @@ static void xattr_cb(fsck *f, const char *k, size_t klen, const char *v, size_t 
     ino_info *i = NULL;
     if (!key_parse_xattr(k, klen, &ino, &name, &nlen) || (i = find_ino(f, ino)) == NULL) {
         problem(f, "extended attribute of a missing inode: deleting it");
+        fix_del(f, k, klen);
+        return;
+    }
+    if (!xattr_stored_name_kept(name, nlen)) {
+        problem(f,
+                "inode %" PRIu64 ": extended attribute '%.*s' is in no namespace lsmfs keeps: "
+                "deleting it",
+                ino, (int)(nlen < 64 ? nlen : 64), name);
         fix_del(f, k, klen);
         return;
     }

@@ -281,6 +281,56 @@ static void test_missing_readdir_index_added(void **state)
     assert_true(exists(fx, &k));
 }
 
+static void put_xattr(fixture *fx, uint64_t ino, const char *name, const char *val)
+{
+    schema_key k;
+    key_xattr(&k, ino, name, strlen(name));
+    put(fx, &k, val, strlen(val));
+}
+
+/* Xattrs an earlier version stored outside the namespaces lsmfs keeps
+ * (system.* but the two ACL names, others): -n reports them and writes
+ * nothing, -y deletes them and keeps the rest (before: not reported). */
+static void test_unsupported_xattr_deleted(void **state)
+{
+    fixture *fx = *state;
+    inode_rec r = {.mode = S_IFREG | 0644,
+                   .nlink = 1,
+                   .size = 2,
+                   .generation = 1,
+                   .flags = INODE_F_INLINE | INODE_F_XATTR};
+    char v[INODE_HDR_LEN + 2];
+    inode_encode_hdr(&r, v);
+    memcpy(v + INODE_HDR_LEN, "hi", 2);
+    schema_key k;
+    key_inode(&k, 2);
+    put(fx, &k, v, sizeof v);
+    put_xattr(fx, 2, "user.ok", "1");
+    assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    put_xattr(fx, 2, "system.evil", "2");
+    put_xattr(fx, 2, "lsmfs.old", "3");
+    lsm_status_free(lsm_close(fx->db));
+    fx->db = NULL;
+    char *before = tu_dir_digest(fx->dir);
+    char *out = NULL;
+    int problems = 0;
+    assert_int_equal(run_closed(fx, false, &out, &problems), FSCK_UNFIXED);
+    tu_assert_dir_unchanged(fx->dir, before);
+    free(before);
+    assert_int_equal(problems, 2);
+    assert_non_null(strstr(out, "'system.evil' is in no namespace lsmfs keeps"));
+    assert_non_null(strstr(out, "'lsmfs.old'"));
+    free(out);
+    assert_int_equal(run_closed(fx, true, NULL, NULL), FSCK_FIXED);
+    assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    key_xattr(&k, 2, "system.evil", strlen("system.evil"));
+    assert_false(exists(fx, &k));
+    key_xattr(&k, 2, "lsmfs.old", strlen("lsmfs.old"));
+    assert_false(exists(fx, &k));
+    key_xattr(&k, 2, "user.ok", strlen("user.ok"));
+    assert_true(exists(fx, &k));
+}
+
 static void test_not_lsmfs_is_operational_error(void **state)
 {
     fixture *fx = *state;
@@ -477,6 +527,7 @@ int main(void)
         FSCK_TEST(test_unlinked_inode_gets_orphan_mark),
         FSCK_TEST(test_orphan_mark_decides_over_link_count),
         FSCK_TEST(test_missing_readdir_index_added),
+        FSCK_TEST(test_unsupported_xattr_deleted),
         FSCK_TEST(test_not_lsmfs_is_operational_error),
         FSCK_TEST(test_damaged_footer_is_an_error),
         FSCK_TEST(test_damaged_index_is_an_error),
