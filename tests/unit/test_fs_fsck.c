@@ -45,6 +45,24 @@ static void put_inode(fixture *fx, uint64_t ino, uint32_t mode, uint32_t nlink, 
     put(fx, &k, v, INODE_HDR_LEN + plen);
 }
 
+/* A chunked regular file whose record counts `chunks` chunk keys (version
+ * 1, count unknown, when chunks is INODE_CHUNKS_UNKNOWN). */
+static void put_chunked(fixture *fx, uint64_t ino, uint64_t size, uint64_t chunks)
+{
+    inode_rec r = {
+        .mode = S_IFREG | 0644, .nlink = 1, .size = size, .generation = 1, .chunks = chunks};
+    char v[INODE_HDR_LEN];
+    inode_encode_hdr(&r, v);
+    size_t len = sizeof v;
+    if (chunks == INODE_CHUNKS_UNKNOWN) {
+        v[0] = 1;
+        len = INODE_HDR_V1_LEN;
+    }
+    schema_key k;
+    key_inode(&k, ino);
+    put(fx, &k, v, len);
+}
+
 static void put_entry(fixture *fx, uint64_t parent, const char *name, uint64_t ino, uint32_t mode,
                       uint64_t cookie)
 {
@@ -172,8 +190,7 @@ static uint64_t lookup(fixture *fx, uint64_t parent, const char *name)
     return d.ino;
 }
 
-/* The link count stored in inode ino's record. */
-static uint32_t stored_nlink(fixture *fx, uint64_t ino)
+static inode_rec stored_rec(fixture *fx, uint64_t ino)
 {
     schema_key k;
     key_inode(&k, ino);
@@ -185,7 +202,13 @@ static uint32_t stored_nlink(fixture *fx, uint64_t ino)
     size_t plen;
     assert_true(inode_decode(v, vlen, &r, &payload, &plen));
     free(v);
-    return r.nlink;
+    return r;
+}
+
+/* The link count stored in inode ino's record. */
+static uint32_t stored_nlink(fixture *fx, uint64_t ino)
+{
+    return stored_rec(fx, ino).nlink;
 }
 
 static void test_clean(void **state)
@@ -223,7 +246,7 @@ static void test_wrong_link_count_fixed(void **state)
 static void test_chunk_beyond_size_deleted(void **state)
 {
     fixture *fx = *state;
-    put_inode(fx, 4, S_IFREG | 0644, 1, 100, 0, 0, NULL); /* chunked, 100 bytes */
+    put_chunked(fx, 4, 100, 1); /* 100 bytes, one chunk */
     put_entry(fx, 3, "f", 4, S_IFREG, 3);
     put_inode(fx, 3, S_IFDIR | 0755, 2, 1, 1, 4, NULL);
     schema_key k;
@@ -236,6 +259,44 @@ static void test_chunk_beyond_size_deleted(void **state)
     assert_false(exists(fx, &k));
     key_chunk(&k, 4, 0);
     assert_true(exists(fx, &k));
+}
+
+/* A record's chunk count that disagrees with the chunk keys is reported
+ * and set to the keys' count (before: never checked, and st_blocks lied);
+ * a chunk deleted as beyond the size is not counted; a record of version 1
+ * (count unknown) is no problem. */
+static void test_chunk_count_fixed(void **state)
+{
+    fixture *fx = *state;
+    put_chunked(fx, 4, 3 * 4096, 5);
+    put_entry(fx, 3, "f", 4, S_IFREG, 3);
+    put_inode(fx, 3, S_IFDIR | 0755, 2, 1, 1, 4, NULL);
+    schema_key k;
+    key_chunk(&k, 4, 0);
+    put(fx, &k, "data", 4);
+    key_chunk(&k, 4, 2);
+    put(fx, &k, "data", 4);
+    key_chunk(&k, 4, 9); /* beyond the size: deleted, not counted */
+    put(fx, &k, "junk", 4);
+    char *out = NULL;
+    assert_int_equal(run_closed(fx, false, &out, NULL), FSCK_UNFIXED);
+    if (strstr(out, "inode 4: chunk count 5, should be 2") == NULL)
+        fail_msg("no chunk count problem reported:\n%.600s", out);
+    free(out);
+    expect_repaired(fx);
+    assert_int_equal(stored_rec(fx, 4).chunks, 2);
+    put_chunked(fx, 4, 3 * 4096, INODE_CHUNKS_UNKNOWN);
+    assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    put_inode(fx, 2, S_IFREG | 0644, 1, 2, 0, 0, "hi"); /* inline: no chunk */
+    inode_rec r = stored_rec(fx, 2);
+    r.chunks = 1;
+    char v[INODE_HDR_LEN + 2];
+    inode_encode_hdr(&r, v);
+    memcpy(v + INODE_HDR_LEN, "hi", 2);
+    key_inode(&k, 2);
+    put(fx, &k, v, sizeof v);
+    expect_repaired(fx);
+    assert_int_equal(stored_rec(fx, 2).chunks, 0);
 }
 
 static void test_unlinked_inode_gets_orphan_mark(void **state)
@@ -524,6 +585,7 @@ int main(void)
         FSCK_TEST(test_unreachable_inode_reconnected),
         FSCK_TEST(test_wrong_link_count_fixed),
         FSCK_TEST(test_chunk_beyond_size_deleted),
+        FSCK_TEST(test_chunk_count_fixed),
         FSCK_TEST(test_unlinked_inode_gets_orphan_mark),
         FSCK_TEST(test_orphan_mark_decides_over_link_count),
         FSCK_TEST(test_missing_readdir_index_added),
