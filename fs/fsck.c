@@ -822,7 +822,7 @@ static void check_chunk_count(fsck *f, ino_info *i)
     if (is_orphan(i))
         return;
     if (r->chunks == INODE_CHUNKS_UNKNOWN) {
-        if (i->dirty && S_ISREG(r->mode) && !(r->flags & INODE_F_INLINE))
+        if (i->dirty)
             r->chunks = i->chunks;
         return;
     }
@@ -859,9 +859,25 @@ static void check_payload(fsck *f, ino_info *i)
     }
 }
 
+/* Marks a store of an older format current in the repair batch before
+ * the first record of the current version goes into it, as a read-write
+ * mount does (super_batch_upgrade). */
+static void mark_format(fsck *f)
+{
+    uint32_t was = f->sb.version;
+    if (!f->repair || was >= SCHEMA_VERSION)
+        return;
+    if (!super_batch_upgrade(f->fix, &f->sb))
+        f->op_error = true;
+    else
+        fprintf(f->out, "fixing: store format %u marked %u: repairs write records of format %u\n",
+                was, SCHEMA_VERSION, SCHEMA_VERSION);
+}
+
 /* Rewrites a repaired inode record, keeping its (trimmed) payload. */
 static void write_inode(fsck *f, ino_info *i)
 {
+    mark_format(f);
     schema_key k;
     key_inode(&k, i->ino);
     lsm_read_options ro;

@@ -392,6 +392,65 @@ static void test_unsupported_xattr_deleted(void **state)
     assert_true(exists(fx, &k));
 }
 
+static void put_super(fixture *fx, uint32_t version)
+{
+    schema_super sb = {.version = version, .chunk_size = 4096, .inline_limit = 1024};
+    char sv[SCHEMA_SUPER_LEN];
+    super_encode(&sb, sv);
+    schema_key k;
+    key_super(&k);
+    put(fx, &k, sv, sizeof sv);
+}
+
+static uint32_t stored_format(fixture *fx)
+{
+    schema_key k;
+    key_super(&k);
+    char *v = NULL;
+    size_t vlen;
+    ASSERT_OK(lsm_get(fx->db, NULL, k.b, k.len, &v, &vlen));
+    schema_super sb;
+    assert_int_equal(super_decode(v, vlen, &sb), SUPER_OK);
+    free(v);
+    return sb.version;
+}
+
+/* fsck -y on a store of format 1 that rewrites an inode record (of version
+ * 2) marks the store format 2 in the same repair, as a read-write mount
+ * does (before: the store stayed format 1 with records an older lsmfs
+ * reads as damage); a repair that writes no record leaves the format. */
+static void test_repair_marks_format(void **state)
+{
+    fixture *fx = *state;
+    put_super(fx, 1);
+    schema_key k;
+    key_xattr(&k, 77, "user.x", 6); /* of a missing inode: deleted */
+    put(fx, &k, "v", 1);
+    expect_repaired(fx);
+    assert_int_equal(stored_format(fx), 1);
+    inode_rec r = {
+        .mode = S_IFREG | 0644, .nlink = 5, .size = 2, .generation = 1, .flags = INODE_F_INLINE};
+    char v[INODE_HDR_LEN + 2];
+    inode_encode_hdr(&r, v);
+    v[0] = 1; /* a record of version 1: the header without the chunk count */
+    memcpy(v + INODE_HDR_V1_LEN, "hi", 2);
+    key_inode(&k, 2);
+    put(fx, &k, v, INODE_HDR_V1_LEN + 2);
+    char *out = NULL;
+    assert_int_equal(run_closed(fx, true, &out, NULL), FSCK_FIXED);
+    assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    assert_int_equal(stored_format(fx), 2);
+    assert_non_null(strstr(out, "store format 1 marked 2"));
+    free(out);
+    assert_int_equal(stored_nlink(fx, 2), 1);
+    assert_int_equal(stored_rec(fx, 2).chunks, 0); /* known now: an inline file has none */
+    char *val = NULL;
+    size_t vlen;
+    ASSERT_OK(lsm_get(fx->db, NULL, k.b, k.len, &val, &vlen));
+    assert_int_equal(val[0], INODE_REC_VERSION);
+    free(val);
+}
+
 static void test_not_lsmfs_is_operational_error(void **state)
 {
     fixture *fx = *state;
@@ -590,6 +649,7 @@ int main(void)
         FSCK_TEST(test_orphan_mark_decides_over_link_count),
         FSCK_TEST(test_missing_readdir_index_added),
         FSCK_TEST(test_unsupported_xattr_deleted),
+        FSCK_TEST(test_repair_marks_format),
         FSCK_TEST(test_not_lsmfs_is_operational_error),
         FSCK_TEST(test_damaged_footer_is_an_error),
         FSCK_TEST(test_damaged_index_is_an_error),
