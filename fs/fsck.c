@@ -14,6 +14,7 @@
 #include "orphan.h"
 #include "schema.h"
 #include "super.h"
+#include "xattr.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -41,6 +42,7 @@ typedef struct ino_info {
     uint64_t max_cookie;
     uint64_t named_by; /* directories: the first parent whose entry names it */
     size_t plen;       /* payload bytes */
+    uint64_t chunks;   /* chunk keys kept (not deleted by a repair) */
 } ino_info;
 
 typedef struct entry {
@@ -142,8 +144,9 @@ static void draw_progress(fsck *f, const char *key, size_t klen)
         done = f->total_bytes;
     double rate = (double)done / (t - f->started);
     double eta = rate > 0 ? (double)(f->total_bytes - done) / rate : 0;
-    fprintf(stderr, "\rfsck.lsmfs: %zu inodes, %zu entries, %" PRIu64 " of %" PRIu64
-                    " MiB read, ETA %.0f s   ",
+    fprintf(stderr,
+            "\rfsck.lsmfs: %zu inodes, %zu entries, %" PRIu64 " of %" PRIu64
+            " MiB read, ETA %.0f s   ",
             f->ninodes, f->nentries, done >> 20, f->total_bytes >> 20, eta);
     fflush(stderr);
     f->drew = true;
@@ -496,6 +499,7 @@ static void chunk_cb(fsck *f, const char *k, size_t klen, const char *v, size_t 
         fix_del(f, k, klen);
         return;
     }
+    i->chunks++;
     if (idx * cs + vlen > i->rec.size) {
         problem(f, "chunk %" PRIu64 " of inode %" PRIu64 " runs past the file size: trimming", idx,
                 ino);
@@ -516,6 +520,14 @@ static void xattr_cb(fsck *f, const char *k, size_t klen, const char *v, size_t 
     ino_info *i = NULL;
     if (!key_parse_xattr(k, klen, &ino, &name, &nlen) || (i = find_ino(f, ino)) == NULL) {
         problem(f, "extended attribute of a missing inode: deleting it");
+        fix_del(f, k, klen);
+        return;
+    }
+    if (!xattr_stored_name_kept(name, nlen)) {
+        problem(f,
+                "inode %" PRIu64 ": extended attribute '%.*s' is in no namespace lsmfs keeps: "
+                "deleting it",
+                ino, (int)(nlen < 64 ? nlen : 64), name);
         fix_del(f, k, klen);
         return;
     }
@@ -799,6 +811,29 @@ static void check_counts(fsck *f, ino_info *i)
     }
 }
 
+/* The record's chunk count against the chunk keys kept: the keys are the
+ * truth (schema.h). A record of version 1 (count unknown) is no problem;
+ * when it is rewritten anyway it gets the count. An orphan's is left: the
+ * reclaimer deletes its chunks in batches that do not follow the count (the
+ * record goes last), so a crash leaves it above the keys. */
+static void check_chunk_count(fsck *f, ino_info *i)
+{
+    inode_rec *r = &i->rec;
+    if (is_orphan(i))
+        return;
+    if (r->chunks == INODE_CHUNKS_UNKNOWN) {
+        if (i->dirty)
+            r->chunks = i->chunks;
+        return;
+    }
+    if (r->chunks != i->chunks) {
+        problem(f, "inode %" PRIu64 ": chunk count %" PRIu64 ", should be %" PRIu64 ": fixing it",
+                i->ino, r->chunks, i->chunks);
+        r->chunks = i->chunks;
+        i->dirty = true;
+    }
+}
+
 /* The payload an inode may keep. */
 static size_t payload_limit(const fsck *f, const inode_rec *r)
 {
@@ -824,9 +859,25 @@ static void check_payload(fsck *f, ino_info *i)
     }
 }
 
+/* Marks a store of an older format current in the repair batch before
+ * the first record of the current version goes into it, as a read-write
+ * mount does (super_batch_upgrade). */
+static void mark_format(fsck *f)
+{
+    uint32_t was = f->sb.version;
+    if (!f->repair || was >= SCHEMA_VERSION)
+        return;
+    if (!super_batch_upgrade(f->fix, &f->sb))
+        f->op_error = true;
+    else
+        fprintf(f->out, "fixing: store format %u marked %u: repairs write records of format %u\n",
+                was, SCHEMA_VERSION, SCHEMA_VERSION);
+}
+
 /* Rewrites a repaired inode record, keeping its (trimmed) payload. */
 static void write_inode(fsck *f, ino_info *i)
 {
+    mark_format(f);
     schema_key k;
     key_inode(&k, i->ino);
     lsm_read_options ro;
@@ -949,6 +1000,7 @@ static void run_checks(fsck *f)
     for (size_t i = 0; i < f->ninodes && !f->op_error; i++) {
         check_counts(f, &f->inodes[i]);
         check_payload(f, &f->inodes[i]);
+        check_chunk_count(f, &f->inodes[i]);
     }
     check_alloc(f, alloc_orig, alloc_next);
     for (size_t i = 0; i < f->ninodes; i++)

@@ -9,8 +9,10 @@
  * directory's counter; every inode is reachable from the root or an orphan
  * (nlink 0 with an orphan mark); link counts equal the names (directories:
  * 2 + subdirectories); directory entry counts and parents agree; no chunk
- * of a non-chunked file, beyond the file size or oversized; inline data
- * within limits; no xattr or orphan mark of a missing inode; no unknown key.
+ * of a non-chunked file, beyond the file size or oversized; each record's
+ * chunk count equals its chunk keys (unless unknown, version 1); inline data
+ * within limits; no xattr or orphan mark of a missing inode; no xattr
+ * outside the namespaces lsmfs keeps (xattr_stored_name_kept); no unknown key.
  * Repairs reconnect unreachable inodes to /lost+found as "#ino", fix counts,
  * drop dangling entries and stray keys.
  */

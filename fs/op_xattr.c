@@ -3,6 +3,7 @@
  * read-only root attribute user.lsmfs.stats.
  */
 #include "acl.h"
+#include "caller.h"
 #include "commit.h"
 #include "inode.h"
 #include "ops.h"
@@ -41,11 +42,14 @@ static void reply_sized(fuse_req_t req, const char *val, size_t len, size_t size
         fuse_reply_buf(req, val, len);
 }
 
-/* An ACL being set on the inode of record *r: validates it and, for an
- * access ACL, sets r's mode from it; *value becomes NULL (remove any stored
- * ACL) when the mode says all it says. 0, EINVAL (malformed) or EACCES (a
- * default ACL on a non-directory, as the kernel's set_posix_acl). */
-static int acl_prepare(inode_rec *r, const char *name, const char **value, size_t size)
+/* An ACL being set by req's caller on the inode of record *r: validates it
+ * and, for an access ACL, sets r's mode from it and clears S_ISGID unless
+ * the caller is in the file's group or holds CAP_FSETID (the kernel's
+ * posix_acl_update_mode, which ext4 applies); *value becomes NULL (remove
+ * any stored ACL) when the mode says all it says. 0, EINVAL (malformed) or
+ * EACCES (a default ACL on a non-directory, as the kernel's set_posix_acl). */
+static int acl_prepare(fuse_req_t req, inode_rec *r, const char *name, const char **value,
+                       size_t size)
 {
     bool access = acl_is_access(name);
     if ((!access && !acl_is_default(name)) || *value == NULL)
@@ -57,20 +61,22 @@ static int acl_prepare(inode_rec *r, const char *name, const char **value, size_
         return S_ISDIR(r->mode) ? 0 : EACCES;
     bool equiv;
     r->mode = acl_mode(*value, size, r->mode, &equiv);
+    if ((r->mode & S_ISGID) && !caller_keeps_sgid(req, r->gid))
+        r->mode &= ~(mode_t)S_ISGID;
     if (equiv)
         *value = NULL;
     return 0;
 }
 
 /* REQUIRES: n->lock held for writing. value NULL means remove. */
-static int change_locked(lsmfs *fs, inode *n, const char *name, const char *value, size_t size,
-                         int flags)
+static int change_locked(fuse_req_t req, lsmfs *fs, inode *n, const char *name, const char *value,
+                         size_t size, int flags)
 {
     if (n->gone)
         return ENOENT;
     inode_rec r = n->rec;
     bool removing = value == NULL;
-    int err = acl_prepare(&r, name, &value, size);
+    int err = acl_prepare(req, &r, name, &value, size);
     if (err == 0)
         err = xattr_exists(fs, n->ino, name);
     if (err != 0 && err != ENODATA)
@@ -113,7 +119,7 @@ static void change(fuse_req_t req, fuse_ino_t ino, const char *name, const char 
         err = icache_get(fs, ino, &n);
     if (err == 0) {
         inode_wrlock(n);
-        err = change_locked(fs, n, name, value, size, flags);
+        err = change_locked(req, fs, n, name, value, size, flags);
         inode_unlock(n);
         icache_put(fs->icache, n);
     }

@@ -56,8 +56,7 @@ static int open_failed(const char *dir, const lsm_status *s, char *err, size_t e
 int super_open_store(const char *dir, int flags, const char *who, lsm_db **db, char *err,
                      size_t errlen)
 {
-    return super_open_store_report(dir, flags, report_recovery, NULL, (void *)who, db, err,
-                                   errlen);
+    return super_open_store_report(dir, flags, report_recovery, NULL, (void *)who, db, err, errlen);
 }
 
 int super_open_store_report(const char *dir, int flags, void (*report)(void *, const char *),
@@ -153,22 +152,38 @@ int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t 
     return EIO;
 }
 
-/* Counts inode records (statfs reports it as files in use). */
-/* Marks a store of an older format as SCHEMA_VERSION before this mount
- * writes records of the new one (inode records of version 2), so an older
- * lsmfs refuses it instead of reading them as damage. Synced. */
-static int super_upgrade(lsm_db *db, schema_super *sb, char *err, size_t errlen)
+bool super_batch_upgrade(lsm_batch *b, schema_super *sb)
 {
     if (sb->version >= SCHEMA_VERSION)
-        return 0;
+        return true;
     schema_super up = *sb;
     up.version = SCHEMA_VERSION;
     char v[SCHEMA_SUPER_LEN];
     super_encode(&up, v);
     schema_key k;
     key_super(&k);
+    if (!lsm_batch_put(b, k.b, k.len, v, sizeof v))
+        return false;
+    *sb = up;
+    return true;
+}
+
+/* A read-write mount marks the store current before it writes anything
+ * (super_batch_upgrade). Synced. */
+static int super_upgrade(lsm_db *db, schema_super *sb, char *err, size_t errlen)
+{
+    if (sb->version >= SCHEMA_VERSION)
+        return 0;
+    schema_super up = *sb;
+    lsm_batch *b = lsm_batch_new();
+    if (b == NULL || !super_batch_upgrade(b, &up)) {
+        lsm_batch_free(b);
+        snprintf(err, errlen, "writing the superblock of format %u: out of memory", SCHEMA_VERSION);
+        return ENOMEM;
+    }
     lsm_write_options wo = {.sync = true};
-    lsm_status *s = lsm_put(db, &wo, k.b, k.len, v, sizeof v);
+    lsm_status *s = lsm_write(db, &wo, b);
+    lsm_batch_free(b);
     if (s != NULL) {
         snprintf(err, errlen, "writing the superblock of format %u: %s", SCHEMA_VERSION,
                  lsm_status_message(s));
@@ -180,6 +195,7 @@ static int super_upgrade(lsm_db *db, schema_super *sb, char *err, size_t errlen)
     return 0;
 }
 
+/* Counts inode records (statfs reports it as files in use). */
 static int count_inodes(lsm_db *db, int64_t *count)
 {
     lsm_read_options ro;

@@ -82,6 +82,12 @@ int super_open_store(const char *dir, int flags, const char *who, lsm_db **db, c
 int super_open_store_report(const char *dir, int flags, void (*report)(void *, const char *),
                             void (*dropped_key)(void *, const void *, size_t), void *ctx,
                             lsm_db **db, char *err, size_t errlen);
+/* Whoever writes records of the current format (inode records of version
+ * 2) into a store of an older one marks the store SCHEMA_VERSION first or
+ * in the same batch, so an older lsmfs refuses it instead of reading them
+ * as damage. Adds that superblock to b and updates *sb; nothing when sb is
+ * current. false: out of memory. */
+bool super_batch_upgrade(lsm_batch *b, schema_super *sb);
 /* Reads and checks the superblock; err explains a refusal. Returns 0,
  * EINVAL (not lsmfs), EPROTONOSUPPORT (newer format) or EIO. */
 int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t errlen);

@@ -24,6 +24,16 @@ bool xattr_supported(const char *name)
            has_prefix(name, "security.") || acl_is_access(name) || acl_is_default(name);
 }
 
+bool xattr_stored_name_kept(const char *name, size_t nlen)
+{
+    char buf[SCHEMA_XATTR_NAME_MAX + 1];
+    if (nlen == 0 || nlen > SCHEMA_XATTR_NAME_MAX || memchr(name, 0, nlen) != NULL)
+        return false;
+    memcpy(buf, name, nlen);
+    buf[nlen] = '\0';
+    return xattr_supported(buf);
+}
+
 int xattr_check(const char *name, size_t size)
 {
     size_t n = strlen(name);
@@ -123,6 +133,8 @@ static int list_one(void *ctx, const char *key, size_t klen, const char *name, s
     (void)key;
     (void)klen;
     struct list_ctx *l = ctx;
+    if (!xattr_stored_name_kept(name, nlen))
+        return 0; /* stored by an earlier version; fsck deletes it */
     if (l->len + nlen + 1 > l->cap) {
         size_t cap = (l->cap ? l->cap * 2 : 256) + nlen + 1;
         char *nb = realloc(l->buf, cap);

@@ -24,6 +24,11 @@ int xattr_list(lsmfs *fs, uint64_t ino, char **out, size_t *len);
  * kernel requires CAP_SYS_ADMIN), security. and the two POSIX ACL names of
  * system.? Every other name is refused with EOPNOTSUPP. */
 bool xattr_supported(const char *name);
+/* A name read from an 'X' key (nlen bytes, no NUL): is it one lsmfs keeps
+ * (non-empty, at most SCHEMA_XATTR_NAME_MAX bytes, xattr_supported)? Names
+ * an earlier version stored outside those namespaces are not listed, and
+ * fsck deletes them. */
+bool xattr_stored_name_kept(const char *name, size_t nlen);
 /* Checks a name and value size: 0, ERANGE (name too long or empty),
  * EOPNOTSUPP (!xattr_supported), E2BIG. */
 int xattr_check(const char *name, size_t size);

@@ -27,6 +27,7 @@ void lsm_options_init(lsm_options *o)
     o->max_open_files = 1000;
     o->group_commit_delay_us = 40;
     o->deferred_max_age_ms = 5000;
+    o->full_disk_retry_us = 100000;
     o->table_partition = NULL;
     o->env = NULL;
 }

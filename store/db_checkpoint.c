@@ -83,6 +83,7 @@ static lsm_status *pin_cut(lsm_db *db, version **v, uint64_t *seq)
     *seq = db->last_seq;
     db_queue_pop_head(db, &w);
     uint64_t full_before = db->nospace_events;
+    db->flush_asked++; /* a flush waiting to retry after a full disk does so now */
     while (s == NULL && db->ckpt_version == NULL && db->bg_error == NULL &&
            db->nospace_events == full_before) {
         pthread_cond_broadcast(&db->work_cv);

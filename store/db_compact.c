@@ -30,6 +30,7 @@
 #include "port.h"
 #include "status.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,11 +354,24 @@ lsm_status *db_flush_recovered(lsm_db *db)
     return s;
 }
 
+/* Waits out the full-disk retry delay on work_cv, which close signals:
+ * ends at the delay, at close, or (flusher) when a caller begins waiting
+ * for a flush (flush_asked). Other signals of work_cv do not end it (the
+ * two threads' retries would wake each other). REQUIRES: mu held. */
+static void wait_to_retry(lsm_db *db, bool flusher)
+{
+    struct timespec t = monotonic_deadline(db->opt.full_disk_retry_us);
+    uint64_t asked = db->flush_asked;
+    while (!db->shutting_down && !(flusher && db->flush_asked != asked) &&
+           cond_timedwait(&db->work_cv, &db->mu, &t) != ETIMEDOUT)
+        ;
+}
+
 /* A full disk stops background work but does not break the store: nothing
  * was lost (the WAL and the old tables are intact) and a retry succeeds once
- * space is freed. Records it and waits a little before the retry.
+ * space is freed. Records it and waits (wait_to_retry) before the retry.
  * Returns true if s was such an error (it is consumed). REQUIRES: mu held. */
-static bool retry_later_if_full(lsm_db *db, lsm_status *s)
+static bool retry_later_if_full(lsm_db *db, lsm_status *s, bool flusher)
 {
     assert(mutex_held(&db->mu));
     if (lsm_status_code(s) != LSM_NO_SPACE)
@@ -367,9 +381,7 @@ static bool retry_later_if_full(lsm_db *db, lsm_status *s)
     db->nospace_events++;
     db_reserve_release(db);               /* the retry may use it (db_reserve.c) */
     pthread_cond_broadcast(&db->room_cv); /* waiting writers get ENOSPC now */
-    mutex_unlock(&db->mu);
-    db->env->sleep_micros(db->env, 100000);
-    mutex_lock(&db->mu);
+    wait_to_retry(db, flusher);
     return true;
 }
 
@@ -408,7 +420,7 @@ static void *flush_main(void *arg)
         db->flushing = false;
         if (s == NULL)
             background_succeeded(db);
-        else if (!retry_later_if_full(db, s))
+        else if (!retry_later_if_full(db, s, true))
             db_set_bg_error(db, status_wrap(s, "flushing a memtable"));
         pthread_cond_broadcast(&db->room_cv);
         pthread_cond_broadcast(&db->work_cv); /* the compactor may have work */
@@ -610,7 +622,7 @@ static void *compact_main(void *arg)
             background_succeeded(db);
         else if (s && db->shutting_down)
             lsm_status_free(s);
-        else if (s && !retry_later_if_full(db, s))
+        else if (s && !retry_later_if_full(db, s, false))
             db_set_bg_error(db, status_wrap(s, "compaction"));
         pthread_cond_broadcast(&db->room_cv);
         pthread_cond_broadcast(&db->work_cv);
@@ -751,8 +763,10 @@ lsm_status *db_flush_memtables(lsm_db *db, uint64_t deferred_upto)
     (void)leads;
     s = db_make_room_for_write(db, true);
     db_queue_pop_head(db, &w);
-    /* Wait for the flushes, unless one fails for a full disk meanwhile. */
+    /* Wait for the flushes, unless one fails for a full disk meanwhile
+     * (one waiting to retry does so now). */
     uint64_t full_before = db->nospace_events;
+    db->flush_asked++;
     while (s == NULL && flush_pending(db, deferred_upto) && db->bg_error == NULL &&
            db->nospace_events == full_before) {
         pthread_cond_broadcast(&db->work_cv);

@@ -204,6 +204,8 @@ struct lsm_db {
     lsm_status *nospace;           /* [mu] the disk was full for a flush or compaction;
                                     * not sticky: retried, cleared by the next success */
     uint64_t nospace_events;       /* [mu] background attempts that found the disk full */
+    uint64_t flush_asked;          /* [mu] callers that began waiting for a flush: a
+                                    * full-disk retry wait of the flush thread ends */
     /* The space reserve (db_reserve.c). */
     uint64_t reserve_bytes;    /* [const after open] its size; 0: none */
     bool reserve_held;         /* [mu] the RESERVE file is there, full size */

@@ -108,6 +108,7 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         {"lsm.reserve-bytes", db->reserve_bytes},
         {"lsm.reserve-held", db->reserve_held},
         {"lsm.reserve-releases", db->reserve_releases},
+        {"lsm.full-disk-events", db->nospace_events},
         {"lsm.barriers", st->barriers},
         {"lsm.write-groups", st->groups},
         {"lsm.wal-syncs", st->syncs},

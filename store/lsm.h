@@ -135,6 +135,11 @@ typedef struct lsm_options {
      * emptied; removed at open so recovery always has room. 0 (default):
      * no reserve. */
     size_t reserve_bytes;
+    /* A flush or compaction that found the disk full is retried after this
+     * long (microseconds; default 100000), or at once when the store closes
+     * or, for a flush, when a caller waits for one (a sync that flushes,
+     * lsm_compact_range, lsm_checkpoint, close). */
+    uint32_t full_disk_retry_us;
     lsm_env *env; /* default lsm_env_default() */
 } lsm_options;
 
@@ -267,6 +272,7 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *   "lsm.writes" "lsm.write-groups" "lsm.wal-syncs" "lsm.wal-bytes"
  *   "lsm.sequence"                   last sequence number
  *   "lsm.background-error"           "" or the sticky error's message
+ *   "lsm.full-disk-events"           flushes and compactions that found the disk full
  *   "lsm.mem-usage"                  bytes in memtables
  *   "lsm.tables"                     one line per table: level, number, size, key range
  *   "lsm.total-table-bytes"          bytes of all tables

@@ -766,6 +766,62 @@ static void test_listing_with_damaged_inode_fails(void **state)
     TM_ERR(stat(P("d/f1"), &st), EIO);
 }
 
+/* Puts xattr `name` of inode ino into the (unmounted) store, as an earlier
+ * version of lsmfs could have. */
+static void put_xattr_key(const struct tmount *m, uint64_t ino, const char *name)
+{
+    lsm_db *db = NULL;
+    char err[256];
+    if (super_open_store(m->store, SUPER_OPEN_RW, "test", &db, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    schema_key k;
+    key_xattr(&k, ino, name, strlen(name));
+    lsm_write_options wo = {.sync = true};
+    assert_null(lsm_put(db, &wo, k.b, k.len, "old", 3));
+    assert_null(lsm_close(db));
+}
+
+static void check_only_user_a(const struct tmount *m)
+{
+    char list[256];
+    assert_int_equal(listxattr(P("f"), list, sizeof list), (ssize_t)sizeof "user.a");
+    assert_string_equal(list, "user.a");
+    assert_int_equal(listxattr(P("f"), NULL, 0), (ssize_t)sizeof "user.a");
+}
+
+/* Xattrs stored outside the namespaces lsmfs keeps (an earlier version took
+ * any system.* name) are not listed (before: listxattr showed them, and
+ * tar --xattrs, cp -a failed on them); fsck -n reports them, fsck -y
+ * deletes them. */
+static void test_unsupported_stored_xattr_hidden(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    tm_touch(P("f"));
+    TM_OK(setxattr(P("f"), "user.a", "1", 1, 0));
+    struct stat st;
+    TM_OK(stat(P("f"), &st));
+    if (tm_unmount(m) != 0)
+        fail_msg("unmount failed");
+    put_xattr_key(m, (uint64_t)st.st_ino, "system.evil");
+    put_xattr_key(m, (uint64_t)st.st_ino, "other.x");
+    if (tm_mount(m) != 0)
+        fail_msg("mount failed");
+    check_only_user_a(m);
+    char buf[16];
+    TM_ERR(getxattr(P("f"), "system.evil", buf, sizeof buf), EOPNOTSUPP);
+    if (tm_unmount(m) != 0)
+        fail_msg("unmount failed");
+    assert_int_equal(tm_fsck(m), 4);
+    char *repair[] = {(char *)tm_bin("fsck.lsmfs"), "-y", m->store, NULL};
+    assert_int_equal(tm_run(repair, m->log, 60), 1);
+    assert_int_equal(tm_fsck(m), 0);
+    if (tm_mount(m) != 0)
+        fail_msg("mount failed");
+    check_only_user_a(m);
+}
+
 /* lsmfs refuses to mount over a live lsmfs mount (the mounts would stack,
  * the first one hidden) and at a mount point inside the store directory
  * (the daemon would write its tables into its own mount), even with -o
@@ -878,6 +934,7 @@ int main(void)
         TM_TEST(test_mounted_noatime, setup),
         TM_TEST(test_refuses_stacked_and_nested_mounts, setup),
         TM_TEST(test_listing_with_damaged_inode_fails, setup),
+        TM_TEST(test_unsupported_stored_xattr_hidden, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

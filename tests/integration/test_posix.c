@@ -2230,6 +2230,99 @@ static void test_acl_mask(void **state)
     assert_int_equal(mask_perm, 4);
 }
 
+/* In a child: become uid 1000 with fsgid g and supplementary groups n of gs. */
+static const char *become_1000_in(gid_t g, const gid_t *gs, size_t n)
+{
+    if (setgroups(n, gs) || setresgid(g, g, g) || setresuid(1000, 1000, 1000))
+        return "cannot become 1000";
+    return NULL;
+}
+
+static const char *become_1000(void)
+{
+    return become_1000_in(1000, NULL, 0);
+}
+
+static const char *become_1000_4242(void)
+{
+    const gid_t g = 4242;
+    return become_1000_in(1000, &g, 1);
+}
+
+static const char *become_1000_fsgid_4242(void)
+{
+    return become_1000_in(4242, NULL, 0);
+}
+
+/* In a child: stay root with every capability but CAP_FSETID, as
+ * setpriv --inh-caps=-fsetid --bounding-set=-fsetid. */
+static const char *drop_fsetid(void)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) != 0)
+        return "capget";
+    d[0].effective &= ~(1u << CAP_FSETID);
+    d[0].permitted &= ~(1u << CAP_FSETID);
+    d[0].inheritable &= ~(1u << CAP_FSETID);
+    if (syscall(SYS_capset, &h, d) != 0)
+        return "capset";
+    return NULL;
+}
+
+/* setfacl -m u:2000:r f (mode from the ACL: 0770 and any set-id bits). */
+static const char *set_named_acl(const struct tmount *m)
+{
+    const struct acl_ent e[] = {{'u', -1, 7}, {'u', 2000, 4}, {'g', -1, 7}, {'m', -1, 7},
+                                {'o', -1, 0}};
+    char b[256];
+    size_t n = acl_make(b, e, 5);
+    EXPECT_OK(setxattr(P("f"), "system.posix_acl_access", b, n, 0));
+    return NULL;
+}
+
+/* An ACL that says no more than the mode 0750 (stored as the mode alone). */
+static const char *set_mode_acl(const struct tmount *m)
+{
+    const struct acl_ent e[] = {{'u', -1, 7}, {'g', -1, 5}, {'o', -1, 0}};
+    char b[256];
+    size_t n = acl_make(b, e, 3);
+    EXPECT_OK(setxattr(P("f"), "system.posix_acl_access", b, n, 0));
+    return NULL;
+}
+
+/* Setting an access ACL clears S_ISGID unless the caller is in the file's
+ * group (fsgid or supplementary) or holds CAP_FSETID, as ext4 (the
+ * kernel's posix_acl_update_mode); a root without CAP_FSETID loses it too. */
+static void test_acl_set_clears_sgid(void **state)
+{
+    struct tmount *m = *state;
+    static const struct {
+        const char *(*become)(void);
+        const char *(*set)(const struct tmount *);
+        mode_t after;
+    } cases[] = {
+        {become_1000, set_named_acl, 0770},
+        {become_1000, set_mode_acl, 0750},
+        {become_1000_4242, set_named_acl, 02770},
+        {become_1000_fsgid_4242, set_named_acl, 02770},
+        {NULL, set_named_acl, 02770},
+        {drop_fsetid, set_named_acl, 0770},
+        {drop_fsetid, set_mode_acl, 0750},
+    };
+    TM_OK(tm_write_file(P("f"), "data", 4, 0600));
+    TM_OK(chown(P("f"), 1000, 4242));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (removexattr(P("f"), "system.posix_acl_access") != 0 && errno != ENODATA)
+            fail_msg("removexattr: %s", tm_errname(errno));
+        TM_OK(chmod(P("f"), 02770));
+        assert_int_equal(mode_of(P("f")), 02770);
+        in_child(m, cases[i].become, cases[i].set);
+        if (mode_of(P("f")) != cases[i].after)
+            fail_msg("case %zu: mode %o, expected %o", i, mode_of(P("f")), cases[i].after);
+    }
+}
+
 /* cp -p's way of setting a mode: an ACL equal to a mode is the mode alone;
  * malformed ACLs are refused with EINVAL; default ACLs only on directories. */
 static void test_acl_as_mode(void **state)
@@ -2451,6 +2544,7 @@ int main(void)
         TM_TEST(test_xattr_names_stay_listable, setup),
         TM_TEST(test_acl_named_user_enforced, setup_allow_other),
         TM_TEST(test_acl_mask, setup_allow_other),
+        TM_TEST(test_acl_set_clears_sgid, setup_allow_other),
         TM_TEST(test_acl_as_mode, setup),
         TM_TEST(test_acl_inherited, setup),
         TM_TEST(test_copy_round_trips, setup),

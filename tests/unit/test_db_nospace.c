@@ -6,7 +6,9 @@
  */
 #include "testutil.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fault_env.h"
@@ -117,6 +119,73 @@ static void test_full_disk_during_flush(void **state)
     assert_null(lsm_close(db));
     db = open_db(fault_env_env(fe));
     check_present(db, more);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+static uint64_t full_disk_events(lsm_db *db)
+{
+    uint64_t n = 0;
+    assert_true(lsm_property_u64(db, "lsm.full-disk-events", &n));
+    return n;
+}
+
+static void *close_thread(void *arg)
+{
+    return lsm_close(arg);
+}
+
+/* The flush thread's wait before a full-disk retry is a wait on what close
+ * signals: with a retry delay of an hour, the thread waits (no retry comes
+ * in between), close's flush makes it retry once at once (it fails: close
+ * reports the full disk) and its stop ends the next wait, so close returns
+ * (before: a fixed 100 ms sleep, retried every 100 ms whatever the delay,
+ * that close had to wait out). */
+static void test_close_ends_full_disk_retry(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_options o;
+    lsm_options_init(&o);
+    o.create_if_missing = true;
+    o.write_buffer_size = 64 << 10;
+    o.full_disk_retry_us = 3600u * 1000000u;
+    o.env = fault_env_env(fe);
+    lsm_db *db = NULL;
+    assert_null(lsm_open(&o, dir, &db));
+    fault_env_fail(fe, FAULT_WRITE | FAULT_CREATE, ".ldb", ENOSPC, 0, -1);
+    char k[32], v[160];
+    int acked = 0;
+    for (int i = 0; i < 2000; i++) { /* past a memtable: a flush, which fails */
+        key_value(i, k, v);
+        lsm_status *s = lsm_put(db, NULL, k, strlen(k), v, strlen(v));
+        if (s != NULL) { /* a write that needs room once the disk is full */
+            assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+            lsm_status_free(s);
+            break;
+        }
+        acked = i + 1;
+    }
+    for (int i = 0; i < 1000 && full_disk_events(db) == 0; i++)
+        usleep(10000);
+    assert_int_equal(full_disk_events(db), 1);
+    usleep(300000); /* 3 retries of the old fixed 100 ms sleep */
+    assert_int_equal(full_disk_events(db), 1);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, close_thread, db), 0);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 60; /* a hang, not a measurement: close needs no delay */
+    void *res = NULL;
+    if (pthread_timedjoin_np(t, &res, &deadline) != 0)
+        fail_msg("lsm_close still waits out the full-disk retry delay");
+    lsm_status *cs = res;
+    assert_int_equal(lsm_status_code(cs), LSM_NO_SPACE); /* the retry close asked for */
+    lsm_status_free(cs);
+    fault_env_clear_failures(fe);
+    o.create_if_missing = false;
+    assert_null(lsm_open(&o, dir, &db));
+    check_present(db, acked);
     assert_null(lsm_close(db));
     fault_env_free(fe);
 }
@@ -490,6 +559,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_full_disk_during_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_during_compaction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_ends_full_disk_retry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_on_wal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_on_wal_then_power_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sync_after_full_wal_with_deferred, setup, teardown),

@@ -45,6 +45,24 @@ static void put_inode(fixture *fx, uint64_t ino, uint32_t mode, uint32_t nlink, 
     put(fx, &k, v, INODE_HDR_LEN + plen);
 }
 
+/* A chunked regular file whose record counts `chunks` chunk keys (version
+ * 1, count unknown, when chunks is INODE_CHUNKS_UNKNOWN). */
+static void put_chunked(fixture *fx, uint64_t ino, uint64_t size, uint64_t chunks)
+{
+    inode_rec r = {
+        .mode = S_IFREG | 0644, .nlink = 1, .size = size, .generation = 1, .chunks = chunks};
+    char v[INODE_HDR_LEN];
+    inode_encode_hdr(&r, v);
+    size_t len = sizeof v;
+    if (chunks == INODE_CHUNKS_UNKNOWN) {
+        v[0] = 1;
+        len = INODE_HDR_V1_LEN;
+    }
+    schema_key k;
+    key_inode(&k, ino);
+    put(fx, &k, v, len);
+}
+
 static void put_entry(fixture *fx, uint64_t parent, const char *name, uint64_t ino, uint32_t mode,
                       uint64_t cookie)
 {
@@ -172,8 +190,7 @@ static uint64_t lookup(fixture *fx, uint64_t parent, const char *name)
     return d.ino;
 }
 
-/* The link count stored in inode ino's record. */
-static uint32_t stored_nlink(fixture *fx, uint64_t ino)
+static inode_rec stored_rec(fixture *fx, uint64_t ino)
 {
     schema_key k;
     key_inode(&k, ino);
@@ -185,7 +202,13 @@ static uint32_t stored_nlink(fixture *fx, uint64_t ino)
     size_t plen;
     assert_true(inode_decode(v, vlen, &r, &payload, &plen));
     free(v);
-    return r.nlink;
+    return r;
+}
+
+/* The link count stored in inode ino's record. */
+static uint32_t stored_nlink(fixture *fx, uint64_t ino)
+{
+    return stored_rec(fx, ino).nlink;
 }
 
 static void test_clean(void **state)
@@ -223,7 +246,7 @@ static void test_wrong_link_count_fixed(void **state)
 static void test_chunk_beyond_size_deleted(void **state)
 {
     fixture *fx = *state;
-    put_inode(fx, 4, S_IFREG | 0644, 1, 100, 0, 0, NULL); /* chunked, 100 bytes */
+    put_chunked(fx, 4, 100, 1); /* 100 bytes, one chunk */
     put_entry(fx, 3, "f", 4, S_IFREG, 3);
     put_inode(fx, 3, S_IFDIR | 0755, 2, 1, 1, 4, NULL);
     schema_key k;
@@ -236,6 +259,44 @@ static void test_chunk_beyond_size_deleted(void **state)
     assert_false(exists(fx, &k));
     key_chunk(&k, 4, 0);
     assert_true(exists(fx, &k));
+}
+
+/* A record's chunk count that disagrees with the chunk keys is reported
+ * and set to the keys' count (before: never checked, and st_blocks lied);
+ * a chunk deleted as beyond the size is not counted; a record of version 1
+ * (count unknown) is no problem. */
+static void test_chunk_count_fixed(void **state)
+{
+    fixture *fx = *state;
+    put_chunked(fx, 4, 3 * 4096, 5);
+    put_entry(fx, 3, "f", 4, S_IFREG, 3);
+    put_inode(fx, 3, S_IFDIR | 0755, 2, 1, 1, 4, NULL);
+    schema_key k;
+    key_chunk(&k, 4, 0);
+    put(fx, &k, "data", 4);
+    key_chunk(&k, 4, 2);
+    put(fx, &k, "data", 4);
+    key_chunk(&k, 4, 9); /* beyond the size: deleted, not counted */
+    put(fx, &k, "junk", 4);
+    char *out = NULL;
+    assert_int_equal(run_closed(fx, false, &out, NULL), FSCK_UNFIXED);
+    if (strstr(out, "inode 4: chunk count 5, should be 2") == NULL)
+        fail_msg("no chunk count problem reported:\n%.600s", out);
+    free(out);
+    expect_repaired(fx);
+    assert_int_equal(stored_rec(fx, 4).chunks, 2);
+    put_chunked(fx, 4, 3 * 4096, INODE_CHUNKS_UNKNOWN);
+    assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    put_inode(fx, 2, S_IFREG | 0644, 1, 2, 0, 0, "hi"); /* inline: no chunk */
+    inode_rec r = stored_rec(fx, 2);
+    r.chunks = 1;
+    char v[INODE_HDR_LEN + 2];
+    inode_encode_hdr(&r, v);
+    memcpy(v + INODE_HDR_LEN, "hi", 2);
+    key_inode(&k, 2);
+    put(fx, &k, v, sizeof v);
+    expect_repaired(fx);
+    assert_int_equal(stored_rec(fx, 2).chunks, 0);
 }
 
 static void test_unlinked_inode_gets_orphan_mark(void **state)
@@ -279,6 +340,115 @@ static void test_missing_readdir_index_added(void **state)
     assert_null(lsm_delete(fx->db, &wo, k.b, k.len));
     expect_repaired(fx);
     assert_true(exists(fx, &k));
+}
+
+static void put_xattr(fixture *fx, uint64_t ino, const char *name, const char *val)
+{
+    schema_key k;
+    key_xattr(&k, ino, name, strlen(name));
+    put(fx, &k, val, strlen(val));
+}
+
+/* Xattrs an earlier version stored outside the namespaces lsmfs keeps
+ * (system.* but the two ACL names, others): -n reports them and writes
+ * nothing, -y deletes them and keeps the rest (before: not reported). */
+static void test_unsupported_xattr_deleted(void **state)
+{
+    fixture *fx = *state;
+    inode_rec r = {.mode = S_IFREG | 0644,
+                   .nlink = 1,
+                   .size = 2,
+                   .generation = 1,
+                   .flags = INODE_F_INLINE | INODE_F_XATTR};
+    char v[INODE_HDR_LEN + 2];
+    inode_encode_hdr(&r, v);
+    memcpy(v + INODE_HDR_LEN, "hi", 2);
+    schema_key k;
+    key_inode(&k, 2);
+    put(fx, &k, v, sizeof v);
+    put_xattr(fx, 2, "user.ok", "1");
+    assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    put_xattr(fx, 2, "system.evil", "2");
+    put_xattr(fx, 2, "lsmfs.old", "3");
+    lsm_status_free(lsm_close(fx->db));
+    fx->db = NULL;
+    char *before = tu_dir_digest(fx->dir);
+    char *out = NULL;
+    int problems = 0;
+    assert_int_equal(run_closed(fx, false, &out, &problems), FSCK_UNFIXED);
+    tu_assert_dir_unchanged(fx->dir, before);
+    free(before);
+    assert_int_equal(problems, 2);
+    assert_non_null(strstr(out, "'system.evil' is in no namespace lsmfs keeps"));
+    assert_non_null(strstr(out, "'lsmfs.old'"));
+    free(out);
+    assert_int_equal(run_closed(fx, true, NULL, NULL), FSCK_FIXED);
+    assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    key_xattr(&k, 2, "system.evil", strlen("system.evil"));
+    assert_false(exists(fx, &k));
+    key_xattr(&k, 2, "lsmfs.old", strlen("lsmfs.old"));
+    assert_false(exists(fx, &k));
+    key_xattr(&k, 2, "user.ok", strlen("user.ok"));
+    assert_true(exists(fx, &k));
+}
+
+static void put_super(fixture *fx, uint32_t version)
+{
+    schema_super sb = {.version = version, .chunk_size = 4096, .inline_limit = 1024};
+    char sv[SCHEMA_SUPER_LEN];
+    super_encode(&sb, sv);
+    schema_key k;
+    key_super(&k);
+    put(fx, &k, sv, sizeof sv);
+}
+
+static uint32_t stored_format(fixture *fx)
+{
+    schema_key k;
+    key_super(&k);
+    char *v = NULL;
+    size_t vlen;
+    ASSERT_OK(lsm_get(fx->db, NULL, k.b, k.len, &v, &vlen));
+    schema_super sb;
+    assert_int_equal(super_decode(v, vlen, &sb), SUPER_OK);
+    free(v);
+    return sb.version;
+}
+
+/* fsck -y on a store of format 1 that rewrites an inode record (of version
+ * 2) marks the store format 2 in the same repair, as a read-write mount
+ * does (before: the store stayed format 1 with records an older lsmfs
+ * reads as damage); a repair that writes no record leaves the format. */
+static void test_repair_marks_format(void **state)
+{
+    fixture *fx = *state;
+    put_super(fx, 1);
+    schema_key k;
+    key_xattr(&k, 77, "user.x", 6); /* of a missing inode: deleted */
+    put(fx, &k, "v", 1);
+    expect_repaired(fx);
+    assert_int_equal(stored_format(fx), 1);
+    inode_rec r = {
+        .mode = S_IFREG | 0644, .nlink = 5, .size = 2, .generation = 1, .flags = INODE_F_INLINE};
+    char v[INODE_HDR_LEN + 2];
+    inode_encode_hdr(&r, v);
+    v[0] = 1; /* a record of version 1: the header without the chunk count */
+    memcpy(v + INODE_HDR_V1_LEN, "hi", 2);
+    key_inode(&k, 2);
+    put(fx, &k, v, INODE_HDR_V1_LEN + 2);
+    char *out = NULL;
+    assert_int_equal(run_closed(fx, true, &out, NULL), FSCK_FIXED);
+    assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    assert_int_equal(stored_format(fx), 2);
+    assert_non_null(strstr(out, "store format 1 marked 2"));
+    free(out);
+    assert_int_equal(stored_nlink(fx, 2), 1);
+    assert_int_equal(stored_rec(fx, 2).chunks, 0); /* known now: an inline file has none */
+    char *val = NULL;
+    size_t vlen;
+    ASSERT_OK(lsm_get(fx->db, NULL, k.b, k.len, &val, &vlen));
+    assert_int_equal(val[0], INODE_REC_VERSION);
+    free(val);
 }
 
 static void test_not_lsmfs_is_operational_error(void **state)
@@ -474,9 +644,12 @@ int main(void)
         FSCK_TEST(test_unreachable_inode_reconnected),
         FSCK_TEST(test_wrong_link_count_fixed),
         FSCK_TEST(test_chunk_beyond_size_deleted),
+        FSCK_TEST(test_chunk_count_fixed),
         FSCK_TEST(test_unlinked_inode_gets_orphan_mark),
         FSCK_TEST(test_orphan_mark_decides_over_link_count),
         FSCK_TEST(test_missing_readdir_index_added),
+        FSCK_TEST(test_unsupported_xattr_deleted),
+        FSCK_TEST(test_repair_marks_format),
         FSCK_TEST(test_not_lsmfs_is_operational_error),
         FSCK_TEST(test_damaged_footer_is_an_error),
         FSCK_TEST(test_damaged_index_is_an_error),

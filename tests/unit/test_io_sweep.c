@@ -165,6 +165,7 @@ static lsm_options options(lsm_env *env)
     o.target_file_size = 32u << 10; /* compactions write several tables */
     o.block_cache_size = 1u << 20;
     o.deferred_max_age_ms = UINT32_MAX; /* no timed retirement: deterministic */
+    o.full_disk_retry_us = 2000;         /* the retries after a full disk */
     return o;
 }
 
@@ -768,7 +769,7 @@ static void run_start(run *r, int stream, uint64_t index, const mode *m, trace *
     assert_int_equal(mkdir(base_dir, 0755), 0);
     r->fe = fault_env_new(lsm_env_default());
     assert_non_null(r->fe);
-    fault_env_set_max_sleep_us(r->fe, 2000); /* the retries after a full disk */
+    fault_env_set_max_sleep_us(r->fe, 2000); /* pacing sleeps */
     /* The others compare their calls with the record (recording them would
      * overwrite it past N). */
     fault_env_count_start(r->fe, stream < 0 ? trace_call : NULL, t);
