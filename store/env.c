@@ -2,9 +2,15 @@
 #include "env.h"
 
 #include "coding.h"
+#include "crc32c.h"
+#include "lsm_malloc.h"
 #include "status.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+#define COPY_CHUNK (1u << 20)
 
 void env_free_children(char **names, int n)
 {
@@ -66,4 +72,68 @@ lsm_status *env_read_file(lsm_env *env, const char *path, char **data, size_t *n
     *data = b.data;
     *n = b.len;
     return NULL;
+}
+
+/* Copies [0, size) of in to out, in chunks. */
+static lsm_status *copy_chunks(lsm_rfile *in, lsm_wfile *out, const char *src, uint64_t size,
+                               uint32_t *crc, const env_copy_progress *progress)
+{
+    char *data = lsm_malloc(COPY_CHUNK);
+    if (data == NULL)
+        return status_new(LSM_IO_ERROR, "out of memory");
+    lsm_status *s = NULL;
+    uint32_t c = 0;
+    for (uint64_t off = 0; s == NULL && off < size;) {
+        size_t want = size - off < COPY_CHUNK ? (size_t)(size - off) : COPY_CHUNK, got = 0;
+        s = in->ops->pread(in, off, data, want, &got);
+        if (s == NULL && got != want)
+            s = status_new(LSM_CORRUPTION, "%s: %" PRIu64 " bytes, %" PRIu64 " expected", src,
+                           off + got, size);
+        if (s == NULL)
+            s = out->ops->append(out, data, got);
+        c = crc32c_extend(c, data, got);
+        off += got;
+        if (s == NULL && progress != NULL && progress->step != NULL)
+            progress->step(progress->ctx, got);
+    }
+    free(data);
+    if (crc != NULL)
+        *crc = c;
+    return s;
+}
+
+lsm_status *env_copy_file(lsm_env *env, const char *src, const char *dst, uint64_t size,
+                          uint32_t *crc, const env_copy_progress *progress)
+{
+    lsm_rfile *in = NULL;
+    lsm_wfile *out = NULL;
+    lsm_status *s = env->new_rfile(env, src, &in);
+    if (s == NULL)
+        s = env->new_wfile(env, dst, &out);
+    if (s == NULL)
+        s = copy_chunks(in, out, src, size, crc, progress);
+    if (s == NULL)
+        s = out->ops->sync(out);
+    if (out != NULL)
+        status_keep_first(&s, out->ops->close(out));
+    if (in != NULL)
+        in->ops->close(in);
+    return s;
+}
+
+void env_remove_tree(lsm_env *env, const char *dir)
+{
+    char **names = NULL;
+    int n = 0;
+    lsm_status *s = env->get_children(env, dir, &names, &n);
+    for (int i = 0; s == NULL && i < n; i++) {
+        char *p = NULL;
+        if (asprintf(&p, "%s/%s", dir, names[i]) >= 0) {
+            lsm_status_free(env->remove_file(env, p));
+            free(p);
+        }
+    }
+    lsm_status_free(s);
+    env_free_children(names, n);
+    lsm_status_free(env->remove_dir(env, dir));
 }

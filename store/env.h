@@ -122,4 +122,18 @@ lsm_status *env_write_file_sync(lsm_env *env, const char *path, const void *data
 /* Reads a whole (small) file into a malloc'd buffer. */
 lsm_status *env_read_file(lsm_env *env, const char *path, char **data, size_t *n);
 
+/* Called as a copy goes on with the bytes it has just copied. */
+typedef struct env_copy_progress {
+    void (*step)(void *ctx, uint64_t bytes);
+    void *ctx;
+} env_copy_progress;
+/* Copies the first size bytes of src to a new file dst (truncated if it
+ * exists) and syncs it; the caller syncs dst's directory. A src shorter
+ * than size is LSM_CORRUPTION. *crc (if not NULL) gets the CRC32C of the
+ * bytes copied; progress may be NULL. */
+lsm_status *env_copy_file(lsm_env *env, const char *src, const char *dst, uint64_t size,
+                          uint32_t *crc, const env_copy_progress *progress);
+/* Best effort: removes the files in dir, then dir (no subdirectories). */
+void env_remove_tree(lsm_env *env, const char *dir);
+
 #endif
