@@ -328,7 +328,7 @@ lsm_status *lsm_backup_purge(const char *backup_dir, uint64_t keep, const lsm_ba
     if (s == NULL)
         s = purge_locked(env, backup_dir, keep, removed);
     if (lock != NULL)
-        status_keep_first(&s, env->unlock_file(env, lock));
+        lsm_status_free(env->unlock_file(env, lock)); /* the work is done either way */
     free(lockname);
     return s ? status_wrap(s, "purge %s", backup_dir) : NULL;
 }

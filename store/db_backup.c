@@ -47,6 +47,8 @@ struct run {
     char **created; /* shared files this run created (removed on an error) */
     size_t ncreated;
     uint64_t total, done; /* bytes to copy, copied */
+    bool made_private;    /* private/ID is this run's */
+    bool listed;          /* meta/ID is in place (the backup exists) */
 };
 
 static void run_free(struct run *r)
@@ -307,8 +309,12 @@ static lsm_status *write_meta(struct run *r)
         s = r->env->rename_file(r->env, tmp, dst);
     if (s != NULL && tmp != NULL)
         lsm_status_free(r->env->remove_file(r->env, tmp));
-    if (s == NULL)
-        s = sync_sub(r->env, r->dir, "meta");
+    r->listed = s == NULL;
+    /* Listed from here on, every file synced: a failed sync leaves it (as
+     * it is, or unlisted again after a crash), and says so. */
+    if (s == NULL && (s = sync_sub(r->env, r->dir, "meta")) != NULL)
+        s = status_wrap(s, "backup %" PRIu64 " complete and listed, but the list may not be durable",
+                        r->m.id);
     buf_free(&b);
     free(tmp);
     free(dst);
@@ -319,14 +325,16 @@ static lsm_status *write_meta(struct run *r)
  * the shared tables it created (no list names them). */
 static void undo(struct run *r)
 {
+    for (size_t i = 0; i < r->ncreated; i++)
+        lsm_status_free(r->env->remove_file(r->env, r->created[i]));
+    if (!r->made_private)
+        return;
     char name[40];
     snprintf(name, sizeof name, "private/%" PRIu64, r->m.id);
     char *p = backup_path(r->dir, name, NULL);
     if (p != NULL)
         env_remove_tree(r->env, p);
     free(p);
-    for (size_t i = 0; i < r->ncreated; i++)
-        lsm_status_free(r->env->remove_file(r->env, r->created[i]));
 }
 
 /* Copies and lists the files; REQUIRES: the directory's LOCK held. */
@@ -338,8 +346,11 @@ static lsm_status *take(struct run *r, lsm_db *db)
     char name[40];
     snprintf(name, sizeof name, "private/%" PRIu64, r->m.id);
     char *priv = s ? NULL : backup_path(r->dir, name, NULL);
+    if (s == NULL && priv != NULL && r->env->file_exists(r->env, priv))
+        s = status_new(LSM_IO_ERROR, "%s exists", priv); /* another writer of the directory */
     if (s == NULL)
         s = priv ? r->env->create_dir(r->env, priv) : oom();
+    r->made_private = s == NULL;
     free(priv);
     if (s == NULL)
         s = copy_all(r);
@@ -352,7 +363,7 @@ static lsm_status *take(struct run *r, lsm_db *db)
     r->m.time = (int64_t)time(NULL);
     if (s == NULL)
         s = write_meta(r);
-    if (s != NULL)
+    if (s != NULL && !r->listed)
         undo(r);
     return s;
 }
@@ -388,7 +399,7 @@ static lsm_status *backup_read_only(lsm_db *db, lsm_env *env, const char *dir,
     if (s == NULL)
         s = take(&r, db);
     if (lock != NULL)
-        status_keep_first(&s, env->unlock_file(env, lock));
+        lsm_status_free(env->unlock_file(env, lock)); /* the work is done either way */
     if (s == NULL && info != NULL)
         fill_info(&r.m, info);
     run_free(&r);
