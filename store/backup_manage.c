@@ -88,12 +88,15 @@ static lsm_status *compare_file(lsm_env *env, const char *path, const backup_fil
     lsm_status *s = backup_hash_file(env, path, f->size, &crc, &chunk, &n);
     if (s != NULL)
         return s;
-    for (size_t i = 0; i < n && s == NULL; i++)
+    for (size_t i = 0; i < n && s == NULL; i++) {
+        uint64_t off = (uint64_t)i * BACKUP_CHUNK;
+        uint64_t len = f->size - off < BACKUP_CHUNK ? f->size - off : BACKUP_CHUNK;
         if (chunk[i] != f->chunk[i])
             s = status_new(LSM_CORRUPTION,
-                           "%s: damaged at offset %" PRIu64 " (the %u bytes from there do "
-                           "not match their checksum)",
-                           path, (uint64_t)i * BACKUP_CHUNK, BACKUP_CHUNK);
+                           "%s: damaged at offset %" PRIu64 " (the %" PRIu64
+                           " bytes from there do not match their checksum)",
+                           path, off, len);
+    }
     if (s == NULL && crc != f->crc)
         s = status_new(LSM_CORRUPTION, "%s: damaged (its checksum does not match)", path);
     free(chunk);
@@ -143,6 +146,13 @@ lsm_status *lsm_backup_verify(const char *backup_dir, uint64_t id, const lsm_bac
     lsm_env *env = env_of(o);
     struct reporter r = {report, ctx, NULL};
     if (id != 0) {
+        char name[40];
+        snprintf(name, sizeof name, "meta/%" PRIu64, id);
+        char *p = backup_path(backup_dir, name, NULL);
+        bool there = p && env->file_exists(env, p);
+        free(p);
+        if (!there)
+            return status_new(LSM_NOT_FOUND, "%s: no backup %" PRIu64, backup_dir, id);
         verify_one(env, backup_dir, id, &r);
         return r.first;
     }
