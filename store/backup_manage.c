@@ -389,16 +389,10 @@ static lsm_status *restore_meta(lsm_env *env, const char *dir, const backup_meta
     s = env->sync_dir(env, parent);
     if (s == NULL)
         s = restore_into(env, dir, m, tmp);
-    if (s == NULL && env->file_exists(env, dest))
-        s = status_new(LSM_INVALID_ARGUMENT, "%s: it exists", dest);
     if (s == NULL)
-        s = env->rename_file(env, tmp, dest);
-    if (s != NULL) {
-        env_remove_tree(env, tmp);
-        return s;
-    }
-    s = env->sync_dir(env, parent);
-    return s ? status_wrap(s, "%s (complete, but its name may not be durable)", dest) : NULL;
+        return env_publish_dir(env, tmp, dest, parent);
+    env_remove_tree(env, tmp);
+    return s;
 }
 
 lsm_status *lsm_backup_restore(const char *backup_dir, uint64_t id, const char *dest,

@@ -15,7 +15,9 @@
 #include <string.h>
 
 #define META_HEADER "lsmfs-backup 1\n"
-#define READ_CHUNK (1u << 20)
+
+/* env_read_chunks' pieces begin at multiples of 1 MiB: each at a chunk. */
+_Static_assert((1u << 20) % BACKUP_CHUNK == 0, "a piece begins at a chunk");
 
 void backup_meta_free(backup_meta *m)
 {
@@ -263,30 +265,22 @@ lsm_status *backup_ids(lsm_env *env, const char *dir, const char *sub, uint64_t 
 
 /* ------------------------------------------------------------ hashing */
 
-static lsm_status *hash_open(lsm_rfile *f, const char *path, uint64_t size, uint32_t *crc,
-                             uint32_t *chunk)
+struct hash {
+    uint32_t crc, *chunk;
+    uint64_t off;
+};
+
+/* Pieces begin at multiples of 1 MiB, so at a chunk's start. */
+static lsm_status *hash_chunk(void *ctx, const char *data, size_t n)
 {
-    char *data = lsm_malloc(READ_CHUNK);
-    if (data == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
-    lsm_status *s = NULL;
-    uint32_t c = 0;
-    for (uint64_t off = 0; s == NULL && off < size;) {
-        size_t want = size - off < READ_CHUNK ? (size_t)(size - off) : READ_CHUNK, got = 0;
-        s = f->ops->pread(f, off, data, want, &got);
-        if (s == NULL && got != want)
-            s = status_new(LSM_CORRUPTION, "%s: %" PRIu64 " bytes, %" PRIu64 " expected", path,
-                           off + got, size);
-        for (size_t i = 0; s == NULL && i < got; i += BACKUP_CHUNK) {
-            size_t k = got - i < BACKUP_CHUNK ? got - i : BACKUP_CHUNK;
-            chunk[(off + i) / BACKUP_CHUNK] = crc32c(data + i, k);
-        }
-        c = crc32c_extend(c, data, got);
-        off += got;
+    struct hash *h = ctx;
+    for (size_t i = 0; i < n; i += BACKUP_CHUNK) {
+        size_t k = n - i < BACKUP_CHUNK ? n - i : BACKUP_CHUNK;
+        h->chunk[(h->off + i) / BACKUP_CHUNK] = crc32c(data + i, k);
     }
-    free(data);
-    *crc = c;
-    return s;
+    h->crc = crc32c_extend(h->crc, data, n);
+    h->off += n;
+    return NULL;
 }
 
 lsm_status *backup_hash_file(lsm_env *env, const char *path, uint64_t size, uint32_t *crc,
@@ -296,12 +290,9 @@ lsm_status *backup_hash_file(lsm_env *env, const char *path, uint64_t size, uint
     *chunk = lsm_malloc((*nchunk ? *nchunk : 1) * sizeof(**chunk));
     if (*chunk == NULL)
         return status_new(LSM_IO_ERROR, "out of memory");
-    lsm_rfile *f = NULL;
-    lsm_status *s = env->new_rfile(env, path, &f);
-    if (s == NULL) {
-        s = hash_open(f, path, size, crc, *chunk);
-        f->ops->close(f);
-    }
+    struct hash h = {.chunk = *chunk};
+    lsm_status *s = env_read_chunks(env, path, size, hash_chunk, &h);
+    *crc = h.crc;
     if (s != NULL) {
         free(*chunk);
         *chunk = NULL;

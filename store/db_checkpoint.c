@@ -190,19 +190,14 @@ static lsm_status *write_checkpoint(lsm_db *db, const char *dest, const char *tm
     s = env->sync_dir(env, parent);
     if (s == NULL)
         s = build_copy(db, v, e, number, tmp, o, info);
-    if (s == NULL && env->file_exists(env, dest))
-        s = status_new(LSM_INVALID_ARGUMENT, "checkpoint %s: it exists", dest);
-    if (s == NULL)
-        s = env->rename_file(env, tmp, dest);
     if (s != NULL) {
         env_remove_tree(env, tmp);
         return status_wrap(s, "checkpoint %s", dest);
     }
-    /* dest is complete from here on: a failed sync leaves it (complete, as
-     * it is, or hidden again after a crash), and says so. */
-    s = env->sync_dir(env, parent);
-    return s ? status_wrap(s, "checkpoint %s (complete, but its name may not be durable)", dest)
-             : NULL;
+    /* dest is complete once renamed: a failed sync after leaves it
+     * (complete, as it is, or hidden again after a crash), and says so. */
+    s = env_publish_dir(env, tmp, dest, parent);
+    return s ? status_wrap(s, "checkpoint") : NULL;
 }
 
 /* Refuses what cannot be checkpointed. REQUIRES: mu held. */

@@ -74,50 +74,60 @@ lsm_status *env_read_file(lsm_env *env, const char *path, char **data, size_t *n
     return NULL;
 }
 
-/* Copies [0, size) of in to out, in chunks. */
-static lsm_status *copy_chunks(lsm_rfile *in, lsm_wfile *out, const char *src, uint64_t size,
-                               uint32_t *crc, const env_copy_progress *progress)
+lsm_status *env_read_chunks(lsm_env *env, const char *path, uint64_t size,
+                            lsm_status *(*fn)(void *ctx, const char *data, size_t n), void *ctx)
 {
+    lsm_rfile *in = NULL;
+    lsm_status *s = env->new_rfile(env, path, &in);
+    if (s != NULL)
+        return s;
     char *data = lsm_malloc(COPY_CHUNK);
     if (data == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
-    lsm_status *s = NULL;
-    uint32_t c = 0;
+        s = status_new(LSM_IO_ERROR, "out of memory");
     for (uint64_t off = 0; s == NULL && off < size;) {
         size_t want = size - off < COPY_CHUNK ? (size_t)(size - off) : COPY_CHUNK, got = 0;
         s = in->ops->pread(in, off, data, want, &got);
         if (s == NULL && got != want)
-            s = status_new(LSM_CORRUPTION, "%s: %" PRIu64 " bytes, %" PRIu64 " expected", src,
+            s = status_new(LSM_CORRUPTION, "%s: %" PRIu64 " bytes, %" PRIu64 " expected", path,
                            off + got, size);
         if (s == NULL)
-            s = out->ops->append(out, data, got);
-        c = crc32c_extend(c, data, got);
+            s = fn(ctx, data, got);
         off += got;
-        if (s == NULL && progress != NULL && progress->step != NULL)
-            progress->step(progress->ctx, got);
     }
     free(data);
-    if (crc != NULL)
-        *crc = c;
+    in->ops->close(in);
+    return s;
+}
+
+struct copy {
+    lsm_wfile *out;
+    uint32_t crc;
+    const env_copy_progress *progress;
+};
+
+static lsm_status *copy_chunk(void *ctx, const char *data, size_t n)
+{
+    struct copy *c = ctx;
+    lsm_status *s = c->out->ops->append(c->out, data, n);
+    c->crc = crc32c_extend(c->crc, data, n);
+    if (s == NULL && c->progress != NULL && c->progress->step != NULL)
+        c->progress->step(c->progress->ctx, n);
     return s;
 }
 
 lsm_status *env_copy_file(lsm_env *env, const char *src, const char *dst, uint64_t size,
                           uint32_t *crc, const env_copy_progress *progress)
 {
-    lsm_rfile *in = NULL;
-    lsm_wfile *out = NULL;
-    lsm_status *s = env->new_rfile(env, src, &in);
+    struct copy c = {.progress = progress};
+    lsm_status *s = env->new_wfile(env, dst, &c.out);
+    if (s != NULL)
+        return s;
+    s = env_read_chunks(env, src, size, copy_chunk, &c);
     if (s == NULL)
-        s = env->new_wfile(env, dst, &out);
-    if (s == NULL)
-        s = copy_chunks(in, out, src, size, crc, progress);
-    if (s == NULL)
-        s = out->ops->sync(out);
-    if (out != NULL)
-        status_keep_first(&s, out->ops->close(out));
-    if (in != NULL)
-        in->ops->close(in);
+        s = c.out->ops->sync(c.out);
+    status_keep_first(&s, c.out->ops->close(c.out));
+    if (crc != NULL)
+        *crc = c.crc;
     return s;
 }
 
@@ -136,4 +146,19 @@ void env_remove_tree(lsm_env *env, const char *dir)
     lsm_status_free(s);
     env_free_children(names, n);
     lsm_status_free(env->remove_dir(env, dir));
+}
+
+lsm_status *env_publish_dir(lsm_env *env, const char *tmp, const char *dest, const char *parent)
+{
+    lsm_status *s = NULL;
+    if (env->file_exists(env, dest))
+        s = status_new(LSM_INVALID_ARGUMENT, "%s: it exists", dest);
+    if (s == NULL)
+        s = env->rename_file(env, tmp, dest);
+    if (s != NULL) {
+        env_remove_tree(env, tmp);
+        return s;
+    }
+    s = env->sync_dir(env, parent);
+    return s ? status_wrap(s, "%s (complete, but its name may not be durable)", dest) : NULL;
 }
