@@ -83,22 +83,6 @@ static char *dump(lsm_db *db)
     return b.data;
 }
 
-static lsm_db *open_dir(const char *d, bool read_only)
-{
-    lsm_options o;
-    lsm_options_init(&o);
-    o.read_only = read_only;
-    lsm_db *db = NULL;
-    ASSERT_OK(lsm_open(&o, d, &db));
-    return db;
-}
-
-static void verify_report(void *ctx, const char *msg)
-{
-    (void)ctx;
-    fail_msg("verify: %s", msg);
-}
-
 /* Restores backup id to a new directory; its contents must be want,
  * byte for byte, and it must open writable as an ordinary store. */
 static void check_restore(uint64_t id, const char *want)
@@ -107,13 +91,13 @@ static void check_restore(uint64_t id, const char *want)
     snprintf(dest, sizeof dest, "%s/restored-%llu", root, (unsigned long long)id);
     ASSERT_OK(lsm_backup_restore(bdir, id, dest, NULL));
     ASSERT_FAILS(lsm_backup_restore(bdir, id, dest, NULL), LSM_INVALID_ARGUMENT, "exists");
-    lsm_db *db = open_dir(dest, false);
+    lsm_db *db = tu_open_existing(dest, false);
     char *got = dump(db);
     if (strcmp(got, want) != 0)
         fail_msg("backup %llu restored: %zu bytes of keys and values, %zu expected",
                  (unsigned long long)id, strlen(got), strlen(want));
     free(got);
-    ASSERT_OK(lsm_verify(db, verify_report, NULL));
+    tu_verify_clean(db);
     ASSERT_OK(lsm_put(db, NULL, "new", 3, "x", 1));
     ASSERT_OK(lsm_close(db));
     tu_rmtree(dest);
@@ -185,7 +169,7 @@ static void test_backup_chain(void **state)
         assert_int_equal(list[i].bytes, info[i + 2].bytes);
     }
     free(list);
-    ASSERT_OK(lsm_backup_verify(bdir, 0, NULL, verify_report, NULL));
+    ASSERT_OK(lsm_backup_verify(bdir, 0, NULL, tu_fail_report, NULL));
     ASSERT_FAILS(lsm_backup_restore(bdir, 1, "/nonexistent-parent/x", NULL), LSM_IO_ERROR,
                  NULL);
     for (int b = 2; b <= CHAIN; b++)
@@ -280,7 +264,7 @@ static void test_backup_damaged_list(void **state)
     ASSERT_FAILS(lsm_backup_purge(bdir, 1, NULL, NULL), LSM_CORRUPTION, "meta/3");
     tu_assert_dir_unchanged(bdir, before);
     free(before);
-    ASSERT_OK(lsm_backup_verify(bdir, 2, NULL, verify_report, NULL));
+    ASSERT_OK(lsm_backup_verify(bdir, 2, NULL, tu_fail_report, NULL));
 }
 
 /* A closed store, backed up through a read-only open; and an open one. */
@@ -299,7 +283,7 @@ static void test_backup_of_closed_store(void **state)
     assert_int_equal(info.id, 1);
     assert_int_equal(info.copied_bytes, info.bytes);
     /* Unchanged: only the MANIFEST and CURRENT are copied again. */
-    db = open_dir(live, true);
+    db = tu_open_existing(live, true);
     ASSERT_OK(lsm_backup(db, bdir, NULL, &info));
     ASSERT_OK(lsm_close(db));
     assert_int_equal(info.id, 2);
@@ -388,16 +372,16 @@ static bool sweep_one(int stream, uint64_t index, enum fault_kind k, const char 
     if (n != (listed ? 2u : 1u))
         fail_msg("%s at %s %s: %zu backups listed", fault_kind_name(k), fault_call_name(c), path,
                  n);
-    ASSERT_OK(lsm_backup_verify(bdir, 0, NULL, verify_report, NULL));
+    ASSERT_OK(lsm_backup_verify(bdir, 0, NULL, tu_fail_report, NULL));
     check_restore(1, want1);
     if (listed)
         check_restore(2, want2);
     /* The live store holds what it held (a power cut keeps what was synced). */
-    db = open_dir(live, false);
+    db = tu_open_existing(live, false);
     char *got = dump(db);
     assert_string_equal(got, want2);
     free(got);
-    ASSERT_OK(lsm_verify(db, verify_report, NULL));
+    tu_verify_clean(db);
     ASSERT_OK(lsm_close(db));
     ASSERT_OK(lsm_backup_purge(bdir, 10, NULL, NULL));
     assert_shared_clean();
