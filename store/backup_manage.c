@@ -345,18 +345,35 @@ lsm_status *lsm_backup_purge(const char *backup_dir, uint64_t keep, const lsm_ba
 
 /* ------------------------------------------------------------ restore */
 
-/* Copies f into tmp, checked against its checksum. */
-static lsm_status *restore_file(lsm_env *env, const char *dir, uint64_t id,
-                                const backup_file *f, const char *tmp)
+/* One restore: bytes copied of all, for o's progress. */
+struct restore {
+    lsm_env *env;
+    const char *dir; /* the backup directory */
+    const backup_meta *m;
+    const lsm_backup_options *o;
+    uint64_t done, total;
+};
+
+static void restore_step(void *ctx, uint64_t bytes)
 {
-    char *rel = backup_file_rel(f, id), *src = NULL, *dst = NULL;
+    struct restore *r = ctx;
+    r->done += bytes;
+    if (r->o && r->o->progress)
+        r->o->progress(r->o->progress_ctx, r->done, r->total);
+}
+
+/* Copies f into tmp, checked against its checksum. */
+static lsm_status *restore_file(struct restore *r, const backup_file *f, const char *tmp)
+{
+    char *rel = backup_file_rel(f, r->m->id), *src = NULL, *dst = NULL;
     lsm_status *s = NULL;
-    if (rel == NULL || asprintf(&src, "%s/%s", dir, rel) < 0 ||
+    if (rel == NULL || asprintf(&src, "%s/%s", r->dir, rel) < 0 ||
         asprintf(&dst, "%s/%s", tmp, f->name) < 0)
         s = oom();
     uint32_t crc = 0;
+    env_copy_progress p = {restore_step, r};
     if (s == NULL)
-        s = env_copy_file(env, src, dst, f->size, &crc, NULL);
+        s = env_copy_file(r->env, src, dst, f->size, &crc, &p);
     if (s == NULL && crc != f->crc)
         s = status_new(LSM_CORRUPTION, "%s: damaged (its checksum does not match; see verify)",
                        src);
@@ -366,29 +383,31 @@ static lsm_status *restore_file(lsm_env *env, const char *dir, uint64_t id,
     return s;
 }
 
-/* The store of m in the new directory tmp, every entry synced. */
-static lsm_status *restore_into(lsm_env *env, const char *dir, const backup_meta *m,
-                                const char *tmp)
+/* The store of r->m in the new directory tmp, every entry synced. */
+static lsm_status *restore_into(struct restore *r, const char *tmp)
 {
     lsm_status *s = NULL;
-    for (size_t i = 0; s == NULL && i < m->nfiles; i++)
-        s = restore_file(env, dir, m->id, &m->files[i], tmp);
+    for (size_t i = 0; i < r->m->nfiles; i++)
+        r->total += r->m->files[i].size;
+    for (size_t i = 0; s == NULL && i < r->m->nfiles; i++)
+        s = restore_file(r, &r->m->files[i], tmp);
     char *lock = s ? NULL : lock_file_name(tmp);
     if (s == NULL)
-        s = lock ? env_write_file_sync(env, lock, "", 0) : oom();
+        s = lock ? env_write_file_sync(r->env, lock, "", 0) : oom();
     free(lock);
-    return s ? s : env->sync_dir(env, tmp);
+    return s ? s : r->env->sync_dir(r->env, tmp);
 }
 
-static lsm_status *restore_meta(lsm_env *env, const char *dir, const backup_meta *m,
-                                const char *dest, const char *tmp, const char *parent)
+static lsm_status *restore_meta(struct restore *r, const char *dest, const char *tmp,
+                                const char *parent)
 {
+    lsm_env *env = r->env;
     lsm_status *s = env->create_dir(env, tmp);
     if (s != NULL)
         return s;
     s = env->sync_dir(env, parent);
     if (s == NULL)
-        s = restore_into(env, dir, m, tmp);
+        s = restore_into(r, tmp);
     if (s == NULL)
         return env_publish_dir(env, tmp, dest, parent);
     env_remove_tree(env, tmp);
@@ -407,8 +426,9 @@ lsm_status *lsm_backup_restore(const char *backup_dir, uint64_t id, const char *
     memset(&m, 0, sizeof m);
     if (s == NULL)
         s = backup_meta_read(env, backup_dir, id, &m);
+    struct restore r = {env, backup_dir, &m, o, 0, 0};
     if (s == NULL)
-        s = restore_meta(env, backup_dir, &m, dest, tmp, parent);
+        s = restore_meta(&r, dest, tmp, parent);
     backup_meta_free(&m);
     free(tmp);
     free(parent);

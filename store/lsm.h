@@ -345,7 +345,8 @@ lsm_status *lsm_checkpoint_ex(lsm_db *db, const char *dest_dir, const lsm_checkp
  * byte of it. */
 typedef struct lsm_backup_options {
     lsm_env *env; /* of the backup directory (and store_dir); default lsm_env_default() */
-    /* Called (if set) as bytes are copied: done of total bytes to copy. */
+    /* Called (if set) as a backup or a restore copies: done of total
+     * bytes to copy. */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
 } lsm_backup_options;

@@ -60,7 +60,7 @@ static void show_progress(void *ctx, uint64_t done, uint64_t total)
     p->shown = t;
     double rate = done / (t - p->start + 1e-9);
     double eta = rate > 0 ? (double)(total - done) / rate : 0;
-    fprintf(stderr, "\rbackup: %.1f of %.1f MiB copied, %.0f s left   ", done / 1048576.0,
+    fprintf(stderr, "\r%.1f of %.1f MiB copied, %.0f s left   ", done / 1048576.0,
             total / 1048576.0, eta);
     p->drawn = 1;
 }
@@ -87,15 +87,22 @@ static lsm_status *from_mount(const char *mnt, const char *dir, const lsm_backup
     return s;
 }
 
+/* Options that show progress on a terminal (stderr), nothing elsewhere. */
+static void progress_options(lsm_backup_options *o, struct progress *p)
+{
+    *p = (struct progress){now_s(), 0, 0};
+    lsm_backup_options_init(o);
+    if (isatty(STDERR_FILENO)) {
+        o->progress = show_progress;
+        o->progress_ctx = p;
+    }
+}
+
 static int take(const char *src, const char *dir)
 {
-    struct progress p = {now_s(), 0, 0};
+    struct progress p;
     lsm_backup_options o;
-    lsm_backup_options_init(&o);
-    if (isatty(STDERR_FILENO)) {
-        o.progress = show_progress;
-        o.progress_ctx = &p;
-    }
+    progress_options(&o, &p);
     lsm_backup_info info;
     int rc = 0;
     lsm_status *s = lsmctl_is_lsmfs_mount(src) ? from_mount(src, dir, &o, &info, &rc)
@@ -185,7 +192,12 @@ static int restore(const char *dir, const char *id_arg, const char *dest)
     uint64_t id = parse_id(id_arg);
     if (id == 0)
         return usage();
-    lsm_status *s = lsm_backup_restore(dir, id, dest, NULL);
+    struct progress p;
+    lsm_backup_options o;
+    progress_options(&o, &p);
+    lsm_status *s = lsm_backup_restore(dir, id, dest, &o);
+    if (p.drawn)
+        fputc('\n', stderr);
     if (s != NULL)
         return failed(s);
     printf("backup %" PRIu64 " restored to %s\n", id, dest);

@@ -83,26 +83,6 @@ static char *dump(lsm_db *db)
     return b.data;
 }
 
-/* Restores backup id to a new directory; its contents must be want,
- * byte for byte, and it must open writable as an ordinary store. */
-static void check_restore(uint64_t id, const char *want)
-{
-    char dest[400];
-    snprintf(dest, sizeof dest, "%s/restored-%llu", root, (unsigned long long)id);
-    ASSERT_OK(lsm_backup_restore(bdir, id, dest, NULL));
-    ASSERT_FAILS(lsm_backup_restore(bdir, id, dest, NULL), LSM_INVALID_ARGUMENT, "exists");
-    lsm_db *db = tu_open_existing(dest, false);
-    char *got = dump(db);
-    if (strcmp(got, want) != 0)
-        fail_msg("backup %llu restored: %zu bytes of keys and values, %zu expected",
-                 (unsigned long long)id, strlen(got), strlen(want));
-    free(got);
-    tu_verify_clean(db);
-    ASSERT_OK(lsm_put(db, NULL, "new", 3, "x", 1));
-    ASSERT_OK(lsm_close(db));
-    tu_rmtree(dest);
-}
-
 struct progress {
     uint64_t calls, done, total;
 };
@@ -114,6 +94,32 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total)
     p->calls++;
     p->done = done;
     p->total = total;
+}
+
+/* Restores backup id to a new directory; its contents must be want,
+ * byte for byte, and it must open writable as an ordinary store. */
+static void check_restore(uint64_t id, const char *want)
+{
+    char dest[400];
+    snprintf(dest, sizeof dest, "%s/restored-%llu", root, (unsigned long long)id);
+    struct progress p = {0};
+    lsm_backup_options o;
+    lsm_backup_options_init(&o);
+    o.progress = on_progress;
+    o.progress_ctx = &p;
+    ASSERT_OK(lsm_backup_restore(bdir, id, dest, &o));
+    assert_true(p.calls > 0 && p.done == p.total);
+    ASSERT_FAILS(lsm_backup_restore(bdir, id, dest, NULL), LSM_INVALID_ARGUMENT, "exists");
+    lsm_db *db = tu_open_existing(dest, false);
+    char *got = dump(db);
+    if (strcmp(got, want) != 0)
+        fail_msg("backup %llu restored: %zu bytes of keys and values, %zu expected",
+                 (unsigned long long)id, strlen(got), strlen(want));
+    free(got);
+    tu_verify_clean(db);
+    ASSERT_OK(lsm_put(db, NULL, "new", 3, "x", 1));
+    ASSERT_OK(lsm_close(db));
+    tu_rmtree(dest);
 }
 
 /* Writes between backups: gen g changes a tenth of the keys (a small
