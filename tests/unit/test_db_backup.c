@@ -417,6 +417,116 @@ static void test_backup_fault_sweep(void **state)
     print_message("%d faulted backups\n", runs);
 }
 
+/* Three backups of a growing store (no faults); want[b] what backup b holds. */
+static void three_backups(char *want[4])
+{
+    lsm_db *db = tu_open_db(live, NULL, 64 << 10);
+    for (int b = 1; b <= 3; b++) {
+        put_range(db, (b - 1) * 100, (b - 1) * 100 + 200, b);
+        want[b] = dump(db);
+        ASSERT_OK(lsm_backup(db, bdir, NULL, NULL));
+    }
+    ASSERT_OK(lsm_close(db));
+}
+
+static lsm_backup_options faulty(fault_env *fe)
+{
+    lsm_backup_options o;
+    lsm_backup_options_init(&o);
+    o.env = fault_env_env(fe);
+    return o;
+}
+
+/* One purge --keep 1 with fault k at call index: every backup still
+ * listed verifies and restores; the newest is always there. */
+static bool purge_one(uint64_t index, enum fault_kind k)
+{
+    tu_rmtree(root);
+    assert_int_equal(mkdir(root, 0700), 0);
+    char *want[4];
+    three_backups(want);
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_backup_options o = faulty(fe);
+    fault_env_count_start(fe, NULL, NULL);
+    fault_env_arm(fe, FAULT_STREAM_MAIN, index, k);
+    lsm_status_free(lsm_backup_purge(bdir, 1, &o, NULL));
+    bool fired = fault_env_fired(fe, NULL, NULL, 0);
+    fault_env_count_stop(fe);
+    fault_env_free(fe);
+    lsm_backup_info *list;
+    size_t n;
+    ASSERT_OK(lsm_backup_list(bdir, NULL, &list, &n));
+    assert_true(n >= 1 && list[n - 1].id == 3);
+    ASSERT_OK(lsm_backup_verify(bdir, 0, NULL, tu_fail_report, NULL));
+    for (size_t i = 0; i < n; i++)
+        check_restore(list[i].id, want[list[i].id]);
+    free(list);
+    ASSERT_OK(lsm_backup_purge(bdir, 1, NULL, NULL));
+    assert_shared_clean();
+    for (int b = 1; b <= 3; b++)
+        free(want[b]);
+    return fired;
+}
+
+/* One restore of backup 2 with fault k at call index: dest is complete
+ * or absent; nothing but it (and a hidden leftover after a cut) is left. */
+static bool restore_one(uint64_t index, enum fault_kind k, const char *want)
+{
+    char dest[400];
+    snprintf(dest, sizeof dest, "%s/restored", root);
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_backup_options o = faulty(fe);
+    fault_env_count_start(fe, NULL, NULL);
+    fault_env_arm(fe, FAULT_STREAM_MAIN, index, k);
+    lsm_status *s = lsm_backup_restore(bdir, 2, dest, &o);
+    bool fired = fault_env_fired(fe, NULL, NULL, 0);
+    fault_env_count_stop(fe);
+    if (s == NULL && k != FAULT_POWER_CUT) /* done means durable */
+        ASSERT_OK(fault_env_power_cut(fe));
+    fault_env_free(fe);
+    if (s == NULL && k != FAULT_POWER_CUT && fired)
+        fail_msg("%s at call %llu: the restore reported success", fault_kind_name(k),
+                 (unsigned long long)index);
+    lsm_status_free(s);
+    struct stat st;
+    if (stat(dest, &st) == 0) {
+        lsm_db *db = tu_open_existing(dest, true);
+        char *got = dump(db);
+        assert_string_equal(got, want);
+        free(got);
+        ASSERT_OK(lsm_close(db));
+        tu_rmtree(dest);
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -v -x -e live -e backups -e '.restored.tmp-.*'",
+             root);
+    assert_int_not_equal(system(cmd), 0); /* grep found nothing else */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'/.restored.tmp-*", root);
+    assert_int_equal(system(cmd), 0);
+    return fired;
+}
+
+static void test_purge_and_restore_fault_sweep(void **state)
+{
+    (void)state;
+    const enum fault_kind kinds[] = {FAULT_EIO, FAULT_POWER_CUT};
+    int runs = 0;
+    for (size_t k = 0; k < 2; k++)
+        for (uint64_t i = 0; purge_one(i, kinds[k]); i++)
+            runs++;
+    tu_rmtree(root);
+    assert_int_equal(mkdir(root, 0700), 0);
+    char *want[4];
+    three_backups(want);
+    const enum fault_kind rkinds[] = {FAULT_EIO, FAULT_ENOSPC, FAULT_POWER_CUT};
+    for (size_t k = 0; k < 3; k++)
+        for (uint64_t i = 0; restore_one(i, rkinds[k], want[2]); i++)
+            runs++;
+    for (int b = 1; b <= 3; b++)
+        free(want[b]);
+    print_message("%d faulted purges and restores\n", runs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,6 +535,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_backup_damaged_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backup_of_closed_store, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backup_fault_sweep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_purge_and_restore_fault_sweep, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
