@@ -123,7 +123,11 @@ static bool parse_file_line(char *rest, backup_meta *m)
     bool table = parse_file_name(name, &number, &type) && type == FILE_TABLE;
     if (table != (*kind == 'S'))
         return false;
-    size_t want = (size_t)((size + BACKUP_CHUNK - 1) / BACKUP_CHUNK);
+    uint64_t want64 = (size + BACKUP_CHUNK - 1) / BACKUP_CHUNK;
+    /* Each chunk CRC takes 9 bytes of the line: no allocation for more. */
+    if (save == NULL || want64 > strlen(save) / 9 + 1)
+        return false;
+    size_t want = (size_t)want64;
     uint32_t *chunk = lsm_malloc((want ? want : 1) * sizeof(*chunk));
     if (chunk == NULL)
         return false;

@@ -11,6 +11,7 @@
  */
 #include "testutil.h"
 
+#include "crc32c.h"
 #include "fault_env.h"
 
 enum { NKEYS = 2000, CHAIN = 5 };
@@ -271,6 +272,68 @@ static void test_backup_damaged_list(void **state)
     tu_assert_dir_unchanged(bdir, before);
     free(before);
     ASSERT_OK(lsm_backup_verify(bdir, 2, NULL, tu_fail_report, NULL));
+}
+
+/* meta/1 replaced by text (with a valid "end" CRC when seal). */
+static void write_meta(const char *text, size_t n, bool seal)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/meta/1", bdir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, n, f), n);
+    if (seal)
+        fprintf(f, "end %08x\n", crc32c(text, n));
+    fclose(f);
+}
+
+/* Lists that are cut short or well sealed but wrong are refused as
+ * damaged, never trusted (nor crashed on). */
+static void test_backup_bad_lists(void **state)
+{
+    (void)state;
+    lsm_db *db = tu_open_db(live, NULL, 64 << 10);
+    put_range(db, 0, 300, 0);
+    ASSERT_OK(lsm_backup(db, bdir, NULL, NULL));
+    ASSERT_OK(lsm_close(db));
+    char path[400], *good;
+    snprintf(path, sizeof path, "%s/meta/1", bdir);
+    size_t n;
+    ASSERT_OK(env_read_file(lsm_env_default(), path, &good, &n));
+    lsm_backup_info *list;
+    size_t nl;
+    for (size_t len = 0; len < n; len++) {
+        write_meta(good, len, false);
+        ASSERT_FAILS(lsm_backup_list(bdir, NULL, &list, &nl), LSM_CORRUPTION, "meta/1");
+    }
+    const char *head = "lsmfs-backup 1\nid 1\nseq 5\ntime 1\ncopied 0\n";
+    const char *bad[] = {
+        "file S 000005.ldb 10 00000000\n",                   /* no chunk CRC */
+        "file S 000005.ldb 10 00000000 00000000 00000000\n", /* one too many */
+        "file P 000005.ldb 10 00000000 00000000\n",          /* a table kept private */
+        "file S CURRENT 10 00000000 00000000\n",             /* shared, not a table */
+        "file P ../CURRENT 10 00000000 00000000\n",          /* a path */
+        "file P .hidden 10 00000000 00000000\n",
+        "file P CURRENT -1 00000000 00000000\n",
+        "file P CURRENT 18446744073709551616 00000000\n",
+        "file P CURRENT 1000000000000000 00000000 00000000\n", /* chunks missing */
+        "file P CURRENT 10 0000000 00000000\n",
+        "file X CURRENT 10 00000000 00000000\n",
+        "id 2\n",
+        "what 1\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[512];
+        int len = snprintf(text, sizeof text, "%s%s", head, bad[i]);
+        write_meta(text, (size_t)len, true);
+        lsm_status *s = lsm_backup_list(bdir, NULL, &list, &nl);
+        if (lsm_status_code(s) != LSM_CORRUPTION)
+            fail_msg("list accepted: %s", bad[i]);
+        lsm_status_free(s);
+    }
+    write_meta(good, n, false);
+    ASSERT_OK(lsm_backup_verify(bdir, 1, NULL, tu_fail_report, NULL));
+    free(good);
 }
 
 /* A closed store, backed up through a read-only open; and an open one. */
@@ -535,6 +598,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_backup_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backup_damage_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backup_damaged_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_backup_bad_lists, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backup_of_closed_store, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backup_fault_sweep, setup, teardown),
         cmocka_unit_test_setup_teardown(test_purge_and_restore_fault_sweep, setup, teardown),
