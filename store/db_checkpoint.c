@@ -37,8 +37,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define COPY_CHUNK (1u << 20)
-
 void lsm_checkpoint_options_init(lsm_checkpoint_options *o)
 {
     memset(o, 0, sizeof(*o));
@@ -102,76 +100,6 @@ static lsm_status *pin_cut(lsm_db *db, version **v, uint64_t *seq)
     return s;
 }
 
-/* "dir/.base.tmp-PID-N" for dest "dir/base"; the parent "dir" in *parent. */
-static lsm_status *build_names(const char *dest, char **tmp, char **parent)
-{
-    static atomic_uint counter;
-    *tmp = *parent = NULL;
-    size_t n = strlen(dest);
-    while (n > 1 && dest[n - 1] == '/')
-        n--;
-    const char *slash = memrchr(dest, '/', n);
-    const char *base = slash ? slash + 1 : dest;
-    size_t blen = n - (size_t)(base - dest);
-    if (blen == 0 || (blen == 1 && base[0] == '.') || (blen == 2 && memcmp(base, "..", 2) == 0))
-        return status_new(LSM_INVALID_ARGUMENT, "checkpoint %s: not a directory name", dest);
-    /* the parent: "." without a slash, "/" for a name right under the root */
-    const char *pdir = slash ? dest : ".";
-    size_t plen = slash && slash > dest ? (size_t)(slash - dest) : 1;
-    *parent = lsm_malloc(plen + 1);
-    if (*parent != NULL) {
-        memcpy(*parent, pdir, plen);
-        (*parent)[plen] = '\0';
-    }
-    unsigned k = atomic_fetch_add(&counter, 1);
-    if (*parent != NULL) {
-        const char *fmt = "%s/.%.*s.tmp-%ld-%u";
-        int len = snprintf(NULL, 0, fmt, *parent, (int)blen, base, (long)getpid(), k);
-        *tmp = len < 0 ? NULL : lsm_malloc((size_t)len + 1);
-        if (*tmp != NULL)
-            snprintf(*tmp, (size_t)len + 1, fmt, *parent, (int)blen, base, (long)getpid(), k);
-    }
-    if (*tmp == NULL || *parent == NULL) {
-        free(*tmp);
-        free(*parent);
-        *tmp = *parent = NULL;
-        return status_new(LSM_IO_ERROR, "out of memory");
-    }
-    return NULL;
-}
-
-/* Copies table src to dst (size bytes), synced. No lock needed. */
-static lsm_status *copy_file(lsm_env *env, const char *src, const char *dst, uint64_t size)
-{
-    char *data = lsm_malloc(COPY_CHUNK);
-    lsm_rfile *in = NULL;
-    lsm_wfile *out = NULL;
-    lsm_status *s = data ? NULL : status_new(LSM_IO_ERROR, "out of memory");
-    if (s == NULL)
-        s = env->new_rfile(env, src, &in);
-    if (s == NULL)
-        s = env->new_wfile(env, dst, &out);
-    uint64_t off = 0;
-    while (s == NULL && off < size) {
-        size_t want = size - off < COPY_CHUNK ? (size_t)(size - off) : COPY_CHUNK, got = 0;
-        s = in->ops->pread(in, off, data, want, &got);
-        if (s == NULL && got != want)
-            s = status_new(LSM_CORRUPTION, "%s: %" PRIu64 " bytes, the MANIFEST says %" PRIu64,
-                           src, off + got, size);
-        if (s == NULL)
-            s = out->ops->append(out, data, got);
-        off += got;
-    }
-    if (s == NULL && out != NULL)
-        s = out->ops->sync(out);
-    if (out != NULL)
-        status_keep_first(&s, out->ops->close(out));
-    if (in != NULL)
-        in->ops->close(in);
-    free(data);
-    return s;
-}
-
 /* Puts every table of v into dir: a hard link, or a copy where links are
  * refused (or o->copy_tables). No lock needed (v is pinned). */
 static lsm_status *put_tables(lsm_db *db, const version *v, const char *dir,
@@ -198,7 +126,7 @@ static lsm_status *put_tables(lsm_db *db, const version *v, const char *dir,
                 }
             }
             if (s == NULL && !link) {
-                s = copy_file(env, src, dst, f->size);
+                s = env_copy_file(env, src, dst, f->size, NULL, NULL);
                 if (s == NULL)
                     info->copied_bytes += f->size;
             }
@@ -249,24 +177,6 @@ static lsm_status *build_copy(lsm_db *db, const version *v, const version_edit *
     return s;
 }
 
-/* Best effort: removes the directory tmp and the files in it. */
-static void remove_tree(lsm_env *env, const char *tmp)
-{
-    char **names = NULL;
-    int n = 0;
-    lsm_status *s = env->get_children(env, tmp, &names, &n);
-    for (int i = 0; s == NULL && i < n; i++) {
-        char *p = NULL;
-        if (asprintf(&p, "%s/%s", tmp, names[i]) >= 0) {
-            lsm_status_free(env->remove_file(env, p));
-            free(p);
-        }
-    }
-    lsm_status_free(s);
-    env_free_children(names, n);
-    lsm_status_free(env->remove_dir(env, tmp));
-}
-
 /* Everything after the cut: the copy in tmp, renamed to dest, synced. */
 static lsm_status *write_checkpoint(lsm_db *db, const char *dest, const char *tmp,
                                     const char *parent, const version *v,
@@ -281,19 +191,14 @@ static lsm_status *write_checkpoint(lsm_db *db, const char *dest, const char *tm
     s = env->sync_dir(env, parent);
     if (s == NULL)
         s = build_copy(db, v, e, number, tmp, o, info);
-    if (s == NULL && env->file_exists(env, dest))
-        s = status_new(LSM_INVALID_ARGUMENT, "checkpoint %s: it exists", dest);
-    if (s == NULL)
-        s = env->rename_file(env, tmp, dest);
     if (s != NULL) {
-        remove_tree(env, tmp);
+        env_remove_tree(env, tmp);
         return status_wrap(s, "checkpoint %s", dest);
     }
-    /* dest is complete from here on: a failed sync leaves it (complete, as
-     * it is, or hidden again after a crash), and says so. */
-    s = env->sync_dir(env, parent);
-    return s ? status_wrap(s, "checkpoint %s (complete, but its name may not be durable)", dest)
-             : NULL;
+    /* dest is complete once renamed: a failed sync after leaves it
+     * (complete, as it is, or hidden again after a crash), and says so. */
+    s = env_publish_dir(env, tmp, dest, parent);
+    return s ? status_wrap(s, "checkpoint") : NULL;
 }
 
 /* Refuses what cannot be checkpointed. REQUIRES: mu held. */
@@ -325,7 +230,9 @@ lsm_status *lsm_checkpoint_ex(lsm_db *db, const char *dest_dir, const lsm_checkp
     lsm_status *s = db_refuse_read_only(db);
     char *tmp = NULL, *parent = NULL;
     if (s == NULL)
-        s = build_names(dest_dir, &tmp, &parent);
+        s = hidden_sibling_name(dest_dir, &tmp, &parent);
+    if (s != NULL)
+        s = status_wrap(s, "checkpoint");
     if (s != NULL)
         return s;
     mutex_lock(&db->mu);

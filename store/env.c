@@ -2,9 +2,15 @@
 #include "env.h"
 
 #include "coding.h"
+#include "crc32c.h"
+#include "lsm_malloc.h"
 #include "status.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+#define COPY_CHUNK (1u << 20)
 
 void env_free_children(char **names, int n)
 {
@@ -66,4 +72,93 @@ lsm_status *env_read_file(lsm_env *env, const char *path, char **data, size_t *n
     *data = b.data;
     *n = b.len;
     return NULL;
+}
+
+lsm_status *env_read_chunks(lsm_env *env, const char *path, uint64_t size,
+                            lsm_status *(*fn)(void *ctx, const char *data, size_t n), void *ctx)
+{
+    lsm_rfile *in = NULL;
+    lsm_status *s = env->new_rfile(env, path, &in);
+    if (s != NULL)
+        return s;
+    char *data = lsm_malloc(COPY_CHUNK);
+    if (data == NULL)
+        s = status_new(LSM_IO_ERROR, "out of memory");
+    for (uint64_t off = 0; s == NULL && off < size;) {
+        size_t want = size - off < COPY_CHUNK ? (size_t)(size - off) : COPY_CHUNK, got = 0;
+        s = in->ops->pread(in, off, data, want, &got);
+        if (s == NULL && got != want)
+            s = status_new(LSM_CORRUPTION, "%s: %" PRIu64 " bytes, %" PRIu64 " expected", path,
+                           off + got, size);
+        if (s == NULL)
+            s = fn(ctx, data, got);
+        off += got;
+    }
+    free(data);
+    in->ops->close(in);
+    return s;
+}
+
+struct copy {
+    lsm_wfile *out;
+    uint32_t crc;
+    const env_copy_progress *progress;
+};
+
+static lsm_status *copy_chunk(void *ctx, const char *data, size_t n)
+{
+    struct copy *c = ctx;
+    lsm_status *s = c->out->ops->append(c->out, data, n);
+    c->crc = crc32c_extend(c->crc, data, n);
+    if (s == NULL && c->progress != NULL && c->progress->step != NULL)
+        c->progress->step(c->progress->ctx, n);
+    return s;
+}
+
+lsm_status *env_copy_file(lsm_env *env, const char *src, const char *dst, uint64_t size,
+                          uint32_t *crc, const env_copy_progress *progress)
+{
+    struct copy c = {.progress = progress};
+    lsm_status *s = env->new_wfile(env, dst, &c.out);
+    if (s != NULL)
+        return s;
+    s = env_read_chunks(env, src, size, copy_chunk, &c);
+    if (s == NULL)
+        s = c.out->ops->sync(c.out);
+    status_keep_first(&s, c.out->ops->close(c.out));
+    if (crc != NULL)
+        *crc = c.crc;
+    return s;
+}
+
+void env_remove_tree(lsm_env *env, const char *dir)
+{
+    char **names = NULL;
+    int n = 0;
+    lsm_status *s = env->get_children(env, dir, &names, &n);
+    for (int i = 0; s == NULL && i < n; i++) {
+        char *p = NULL;
+        if (asprintf(&p, "%s/%s", dir, names[i]) >= 0) {
+            lsm_status_free(env->remove_file(env, p));
+            free(p);
+        }
+    }
+    lsm_status_free(s);
+    env_free_children(names, n);
+    lsm_status_free(env->remove_dir(env, dir));
+}
+
+lsm_status *env_publish_dir(lsm_env *env, const char *tmp, const char *dest, const char *parent)
+{
+    lsm_status *s = NULL;
+    if (env->file_exists(env, dest))
+        s = status_new(LSM_INVALID_ARGUMENT, "%s: it exists", dest);
+    if (s == NULL)
+        s = env->rename_file(env, tmp, dest);
+    if (s != NULL) {
+        env_remove_tree(env, tmp);
+        return s;
+    }
+    s = env->sync_dir(env, parent);
+    return s ? status_wrap(s, "%s (complete, but its name may not be durable)", dest) : NULL;
 }

@@ -122,4 +122,29 @@ lsm_status *env_write_file_sync(lsm_env *env, const char *path, const void *data
 /* Reads a whole (small) file into a malloc'd buffer. */
 lsm_status *env_read_file(lsm_env *env, const char *path, char **data, size_t *n);
 
+/* Reads [0, size) of path front to back, passing each piece (up to 1 MiB,
+ * starting at a multiple of 1 MiB) to fn, stopping at fn's first error. A
+ * file shorter than size is LSM_CORRUPTION. */
+lsm_status *env_read_chunks(lsm_env *env, const char *path, uint64_t size,
+                            lsm_status *(*fn)(void *ctx, const char *data, size_t n), void *ctx);
+/* Called as a copy goes on with the bytes it has just copied. */
+typedef struct env_copy_progress {
+    void (*step)(void *ctx, uint64_t bytes);
+    void *ctx;
+} env_copy_progress;
+/* Copies the first size bytes of src to a new file dst (truncated if it
+ * exists) and syncs it; the caller syncs dst's directory. A src shorter
+ * than size is LSM_CORRUPTION. *crc (if not NULL) gets the CRC32C of the
+ * bytes copied; progress may be NULL. */
+lsm_status *env_copy_file(lsm_env *env, const char *src, const char *dst, uint64_t size,
+                          uint32_t *crc, const env_copy_progress *progress);
+/* The last step of building directory dest in a hidden sibling tmp (see
+ * hidden_sibling_name): tmp renamed to dest (LSM_INVALID_ARGUMENT if dest
+ * exists), then parent synced. An error before the rename removes tmp
+ * (best effort); one after it leaves dest, complete, and says its name may
+ * not be durable. */
+lsm_status *env_publish_dir(lsm_env *env, const char *tmp, const char *dest, const char *parent);
+/* Best effort: removes the files in dir, then dir (no subdirectories). */
+void env_remove_tree(lsm_env *env, const char *dir);
+
 #endif

@@ -1,11 +1,14 @@
 /* filename.c — naming and recognising the store's files; see filename.h. */
 #include "filename.h"
 #include "lsm_malloc.h"
+#include "status.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 static char *join(const char *dir, const char *name)
 {
@@ -113,3 +116,41 @@ bool parse_file_name(const char *name, uint64_t *number, enum file_type *type)
         return false;
     return true;
 }
+
+lsm_status *hidden_sibling_name(const char *dest, char **tmp, char **parent)
+{
+    static atomic_uint counter;
+    *tmp = *parent = NULL;
+    size_t n = strlen(dest);
+    while (n > 1 && dest[n - 1] == '/')
+        n--;
+    const char *slash = memrchr(dest, '/', n);
+    const char *base = slash ? slash + 1 : dest;
+    size_t blen = n - (size_t)(base - dest);
+    if (blen == 0 || (blen == 1 && base[0] == '.') || (blen == 2 && memcmp(base, "..", 2) == 0))
+        return status_new(LSM_INVALID_ARGUMENT, "%s: not a directory name", dest);
+    /* the parent: "." without a slash, "/" for a name right under the root */
+    const char *pdir = slash ? dest : ".";
+    size_t plen = slash && slash > dest ? (size_t)(slash - dest) : 1;
+    *parent = lsm_malloc(plen + 1);
+    if (*parent != NULL) {
+        memcpy(*parent, pdir, plen);
+        (*parent)[plen] = '\0';
+    }
+    unsigned k = atomic_fetch_add(&counter, 1);
+    if (*parent != NULL) {
+        const char *fmt = "%s/.%.*s.tmp-%ld-%u";
+        int len = snprintf(NULL, 0, fmt, *parent, (int)blen, base, (long)getpid(), k);
+        *tmp = len < 0 ? NULL : lsm_malloc((size_t)len + 1);
+        if (*tmp != NULL)
+            snprintf(*tmp, (size_t)len + 1, fmt, *parent, (int)blen, base, (long)getpid(), k);
+    }
+    if (*tmp == NULL || *parent == NULL) {
+        free(*tmp);
+        free(*parent);
+        *tmp = *parent = NULL;
+        return status_new(LSM_IO_ERROR, "out of memory");
+    }
+    return NULL;
+}
+

@@ -38,6 +38,12 @@ char *current_file_name(const char *dir);
 char *lock_file_name(const char *dir);
 char *reserve_file_name(const char *dir);
 
+/* For a directory dest "dir/base" that is to appear whole or not at all:
+ * a hidden sibling "dir/.base.tmp-PID-N" (N counts calls) to build it in,
+ * renamed to dest last, and the parent "dir" (synced after the rename),
+ * both malloc'd. LSM_INVALID_ARGUMENT for "", ".", "..". */
+struct lsm_status *hidden_sibling_name(const char *dest, char **tmp, char **parent);
+
 /* Recognises a bare file name; false for names that are not the store's. */
 bool parse_file_name(const char *name, uint64_t *number, enum file_type *type);
 

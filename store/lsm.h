@@ -337,6 +337,69 @@ lsm_status *lsm_checkpoint(lsm_db *db, const char *dest_dir);
 lsm_status *lsm_checkpoint_ex(lsm_db *db, const char *dest_dir, const lsm_checkpoint_options *o,
                               lsm_checkpoint_info *info);
 
+/* --------------------------------------------------------------- backup */
+
+/* Incremental backups of a store into a directory of their own (layout in
+ * store/backup_meta.h): each backup copies only the tables no earlier one
+ * in the directory holds (tables are shared by number, size and CRC32C),
+ * plus its own MANIFEST and CURRENT (and, from a store not cleanly closed,
+ * its logs). A backup is listed once its list of files (meta/ID, with
+ * each file's size and checksums) is durable, written last: a backup cut
+ * off by an error or a crash is never listed, and what it left is removed
+ * by the next purge. Backups and purges of one directory take its LOCK
+ * (LSM_BUSY while another holds it); list, verify and restore change no
+ * byte of it. */
+typedef struct lsm_backup_options {
+    lsm_env *env; /* of the backup directory (and store_dir); default lsm_env_default() */
+    /* Called (if set) as a backup or a restore copies: done of total
+     * bytes to copy. */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
+} lsm_backup_options;
+void lsm_backup_options_init(lsm_backup_options *o);
+
+typedef struct lsm_backup_info {
+    uint64_t id;           /* 1, 2, ... in the order taken */
+    uint64_t seq;          /* holds exactly the writes with sequence <= seq */
+    int64_t time;          /* when taken, seconds since 1970 */
+    uint64_t files;        /* files in it */
+    uint64_t bytes;        /* of all its files */
+    uint64_t copied_bytes; /* copied when it was taken (the rest was shared) */
+} lsm_backup_info;
+
+/* Backs up the open store db into backup_dir (created if missing): a
+ * writable db through a checkpoint (lsm_checkpoint, hard links) in a
+ * hidden directory of its own that is removed afterwards; a read_only one
+ * (which no one else can be writing) from its files as they are. The
+ * store's env is used for everything (o->env is ignored). info may be NULL. */
+lsm_status *lsm_backup(lsm_db *db, const char *backup_dir, const lsm_backup_options *o,
+                       lsm_backup_info *info);
+/* Backs up the store in store_dir, which no process may have open for
+ * writing (a checkpoint or a snapshot, or a store not in use): it is
+ * opened read_only for the length of the backup. */
+lsm_status *lsm_backup_store(const char *store_dir, const char *backup_dir,
+                             const lsm_backup_options *o, lsm_backup_info *info);
+/* The backups in backup_dir, oldest first: *out (malloc'd, free()) of *n. */
+lsm_status *lsm_backup_list(const char *backup_dir, const lsm_backup_options *o,
+                            lsm_backup_info **out, size_t *n);
+/* Reads every byte of backup id (0: of every backup) against its
+ * checksums. Each problem (a damaged or missing file, the file and the
+ * offset of its first damaged 64 KiB) goes to report (may be NULL);
+ * returns the first (LSM_CORRUPTION for damage), NULL when all is sound. */
+lsm_status *lsm_backup_verify(const char *backup_dir, uint64_t id, const lsm_backup_options *o,
+                              void (*report)(void *ctx, const char *msg), void *ctx);
+/* Removes all but the newest keep backups (*removed of them, may be NULL):
+ * their lists first (synced), then the files no remaining backup lists,
+ * and whatever a cut-off backup left. Refused (nothing removed) when a
+ * remaining list is damaged. */
+lsm_status *lsm_backup_purge(const char *backup_dir, uint64_t keep, const lsm_backup_options *o,
+                             uint64_t *removed);
+/* Makes dest (which must not exist; its parent must) a store holding
+ * backup id, each file checked against its checksum: built in a hidden
+ * sibling and renamed to dest once complete and synced, as a checkpoint. */
+lsm_status *lsm_backup_restore(const char *backup_dir, uint64_t id, const char *dest,
+                               const lsm_backup_options *o);
+
 /* Removes every file of the store in dir (which must not be open). */
 lsm_status *lsm_destroy(const lsm_options *o, const char *dir);
 

@@ -8,6 +8,8 @@
  *   lsmctl check DIR              read every block, verify every checksum
  *   lsmctl snapshot MNT NAME      snapshot a mounted filesystem (also --list,
  *                                 --delete NAME; lsmctl_snapshot.c)
+ *   lsmctl backup MNT|STORE DIR   incremental backups (also list, verify,
+ *                                 purge, restore; lsmctl_backup.c)
  *
  * A store that is open elsewhere (mounted) is refused, except by `stats`
  * on a mount point, which reads the live daemon's stats through the root
@@ -17,6 +19,7 @@
  * reported (a problem for `check`).
  */
 #include "lsm.h"
+#include "lsmctl_backup.h"
 #include "lsmctl_snapshot.h"
 
 #include <errno.h>
@@ -32,7 +35,9 @@ static void usage(FILE *f)
                "       lsmctl compact DIR [FROM TO]\n"
                "       lsmctl dump DIR [FROM [TO]]\n"
                "       lsmctl check DIR\n"
-               "       lsmctl snapshot MNT NAME | MNT --list | MNT --delete NAME\n");
+               "       lsmctl snapshot MNT NAME | MNT --list | MNT --delete NAME\n"
+               "       lsmctl backup MNT|STORE DIR | list DIR | verify DIR [ID]\n"
+               "                     | purge DIR --keep N | restore DIR ID DEST\n");
 }
 
 /* Prints the error, prefixed by `what` unless the message names it already
@@ -238,6 +243,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1], *dir = argv[2];
     if (!strcmp(cmd, "snapshot"))
         return lsmctl_snapshot(argc - 2, argv + 2);
+    if (!strcmp(cmd, "backup"))
+        return lsmctl_backup(argc - 2, argv + 2);
     const char *a = argc > 3 ? argv[3] : NULL, *b = argc > 4 ? argv[4] : NULL;
     if (!strcmp(cmd, "stats") && argc == 3)
         return cmd_stats(dir);

@@ -172,18 +172,28 @@ static void print_snapshots(int dfd, char **names, int n)
         printf("(%d unfinished, left by a crash: hidden names, not snapshots)\n", unfinished);
 }
 
-static int snap_list(const char *mnt)
+/* The directory the mount's snapshots are in, into sd; 0 or 1 after saying why. */
+static int snap_dir(const char *mnt, struct lsmfs_snap_dir *sd, int quiet)
 {
-    int fd = open_mount(mnt);
+    memset(sd, 0, sizeof(*sd));
+    int fd = quiet ? open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : open_mount(mnt);
     if (fd < 0)
         return 1;
-    struct lsmfs_snap_dir sd;
-    memset(&sd, 0, sizeof sd);
-    int r = ioctl(fd, LSMFS_IOC_SNAP_DIR, &sd);
+    int r = ioctl(fd, LSMFS_IOC_SNAP_DIR, sd);
+    int e = errno;
     close(fd);
+    errno = e;
     if (r != 0)
-        return ioctl_failed(mnt, "list snapshots");
-    sd.path[sizeof sd.path - 1] = '\0';
+        return quiet ? 1 : ioctl_failed(mnt, "list snapshots");
+    sd->path[sizeof sd->path - 1] = '\0';
+    return 0;
+}
+
+static int snap_list(const char *mnt)
+{
+    struct lsmfs_snap_dir sd;
+    if (snap_dir(mnt, &sd, 0) != 0)
+        return 1;
     DIR *d = opendir(sd.path);
     if (d == NULL && errno == ENOENT)
         return 0; /* none taken yet */
@@ -199,6 +209,32 @@ static int snap_list(const char *mnt)
     free(names);
     closedir(d);
     return 0;
+}
+
+int lsmctl_is_lsmfs_mount(const char *path)
+{
+    struct lsmfs_snap_dir sd;
+    return snap_dir(path, &sd, 1) == 0;
+}
+
+int lsmctl_snapshot_take(const char *mnt, const char *name, char *dir, size_t cap)
+{
+    struct lsmfs_snap_dir sd;
+    struct lsmfs_snap_create c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.name, sizeof c.name, "%s", name);
+    if (snap_dir(mnt, &sd, 0) != 0)
+        return 1;
+    if (snprintf(dir, cap, "%s/%s", sd.path, name) >= (int)cap) {
+        fprintf(stderr, "lsmctl: %s: path too long\n", sd.path);
+        return 1;
+    }
+    return snap_request(mnt, LSMFS_IOC_SNAP_CREATE, &c, "take a snapshot");
+}
+
+int lsmctl_snapshot_delete(const char *mnt, const char *name)
+{
+    return snap_delete(mnt, name);
 }
 
 int lsmctl_snapshot(int argc, char **argv)

@@ -36,23 +36,8 @@ static int teardown(void **state)
     return tm_rmtree(dir);
 }
 
-/* Runs `lsmctl ARGS` (ARGS a printf format), capturing stdout+stderr in
- * out; returns the exit status. */
-static int lsmctl(const char *fmt, ...)
-{
-    char args[512], cmd[PATH_MAX + 1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof(args), fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof(cmd), "%s %s 2>&1", tm_bin("lsmctl"), args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, sizeof(out) - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+/* `lsmctl ARGS`, output in out; the exit status. */
+#define lsmctl(...) tm_lsmctl(out, sizeof out, __VA_ARGS__)
 
 static lsm_db *open_db(void)
 {

@@ -43,23 +43,8 @@ static int setup_allow_other(void **state)
 
 static char out[1 << 16];
 
-/* Runs `lsmctl ARGS`, output in out; the exit status. */
-static int lsmctl(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int lsmctl(const char *fmt, ...)
-{
-    char args[PATH_MAX + 256], cmd[2 * PATH_MAX + 512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "timeout -s KILL 120 %s %s 2>&1", tm_bin("lsmctl"), args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+/* `lsmctl ARGS`, output in out; the exit status. */
+#define lsmctl(...) tm_lsmctl(out, sizeof out, __VA_ARGS__)
 
 /* A read-only mount of snapshot `name` of m's store (two may run at once). */
 static struct tmount *mount_snapshot(const struct tmount *m, const char *name)

@@ -74,12 +74,6 @@ static void assert_absent(lsm_db *db, int i)
     ASSERT_FAILS(lsm_get(db, NULL, k, strlen(k), &val, &n), LSM_NOT_FOUND, NULL);
 }
 
-static void verify_report(void *ctx, const char *msg)
-{
-    (void)ctx;
-    fail_msg("verify: %s", msg);
-}
-
 /* Keys [0, NKEYS/3) in a table, [NKEYS/3, 2*NKEYS/3) synced in the log
  * and the memtable. */
 static lsm_db *open_filled(lsm_env *env)
@@ -100,22 +94,12 @@ static void fill_rest(lsm_db *db)
     put_range(db, NKEYS - 50, NKEYS, true);
 }
 
-static lsm_db *open_dir(const char *d, bool read_only)
-{
-    lsm_options o;
-    lsm_options_init(&o);
-    o.read_only = read_only;
-    lsm_db *db = NULL;
-    ASSERT_OK(lsm_open(&o, d, &db));
-    return db;
-}
-
 static void check_copy(const char *d, int nkeys)
 {
-    lsm_db *db = open_dir(d, true);
+    lsm_db *db = tu_open_existing(d, true);
     check_range(db, 0, nkeys);
     assert_absent(db, nkeys);
-    ASSERT_OK(lsm_verify(db, verify_report, NULL));
+    tu_verify_clean(db);
     ASSERT_OK(lsm_close(db));
 }
 
@@ -228,7 +212,7 @@ static void test_checkpoint_refusals(void **state)
     assert_root_holds(false);
     lsm_status_free(lsm_close(db));
     fault_env_free(fe);
-    lsm_db *ro = open_dir(live, true);
+    lsm_db *ro = tu_open_existing(live, true);
     ASSERT_FAILS(lsm_checkpoint(ro, dest), LSM_READ_ONLY, NULL);
     ASSERT_OK(lsm_close(ro));
     assert_root_holds(false);
@@ -328,7 +312,7 @@ static void test_checkpoint_while_writers_run(void **state)
         ASSERT_OK(w[i].err);
     int total = 0;
     for (int c = 0; c < CHECKPOINTS; c++) {
-        lsm_db *cp = open_dir(names[c], true);
+        lsm_db *cp = tu_open_existing(names[c], true);
         for (int i = 0; i < WRITERS; i++) {
             int n = writer_prefix(cp, i);
             if (n < before[c][i])
@@ -337,7 +321,7 @@ static void test_checkpoint_while_writers_run(void **state)
             assert_true(n <= atomic_load(&w[i].acked));
             total += n - before[c][i];
         }
-        ASSERT_OK(lsm_verify(cp, verify_report, NULL));
+        tu_verify_clean(cp);
         ASSERT_OK(lsm_close(cp));
     }
     assert_true(before[CHECKPOINTS - 1][0] > before[0][0]); /* the writers ran */
@@ -427,9 +411,9 @@ static bool sweep_one(int stream, uint64_t index, enum fault_kind k, bool copy)
         assert_int_equal(stat(dest, &st), 0);
     check_dest_if_any();
     assert_no_stray(cut);
-    lsm_db *again = open_dir(live, false);
+    lsm_db *again = tu_open_existing(live, false);
     check_range(again, 0, NKEYS);
-    ASSERT_OK(lsm_verify(again, verify_report, NULL));
+    tu_verify_clean(again);
     ASSERT_OK(lsm_close(again));
     return fired || stream == FAULT_STREAM_OTHER;
 }

@@ -222,6 +222,30 @@ static inline lsm_db *tu_open_db(const char *dir, lsm_env *env, size_t wbs)
     return db;
 }
 
+/* Opens the existing store in dir with the default options (read_only if
+ * asked), or the test fails. */
+static inline lsm_db *tu_open_existing(const char *dir, bool read_only)
+{
+    lsm_options o;
+    lsm_options_init(&o);
+    o.read_only = read_only;
+    lsm_db *db = NULL;
+    ASSERT_OK(lsm_open(&o, dir, &db));
+    return db;
+}
+
+static inline void tu_fail_report(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fail_msg("verify: %s", msg);
+}
+
+/* lsm_verify of db finds nothing, or the test fails naming the problem. */
+static inline void tu_verify_clean(lsm_db *db)
+{
+    ASSERT_OK(lsm_verify(db, tu_fail_report, NULL));
+}
+
 /* Key k (a string) of db holds value v (a string), or the test fails. */
 static inline void tu_assert_value(lsm_db *db, const char *k, const char *v)
 {
