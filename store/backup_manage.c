@@ -28,7 +28,45 @@ static lsm_env *env_of(const lsm_backup_options *o)
     return o && o->env ? o->env : lsm_env_default();
 }
 
+/* Takes the backup directory's LOCK: exclusive for a purge (as a backup
+ * does), shared for a verify or a restore, so no purge removes files under
+ * them. LSM_BUSY while a holder of the other kind has it; *lock stays NULL
+ * for a shared lock in an env without them. Release with unlock_dir. */
+static lsm_status *lock_dir(lsm_env *env, const char *dir, bool shared, lsm_filelock **lock)
+{
+    *lock = NULL;
+    if (shared && env->lock_file_shared == NULL)
+        return NULL;
+    char *name = backup_path(dir, "LOCK", NULL);
+    lsm_status *s = NULL;
+    if (name == NULL)
+        s = oom();
+    else if (!env->file_exists(env, name))
+        s = status_new(LSM_INVALID_ARGUMENT, "%s: not a backup directory", dir);
+    else
+        s = shared ? env->lock_file_shared(env, name, lock) : env->lock_file(env, name, lock);
+    free(name);
+    return s;
+}
+
+static void unlock_dir(lsm_env *env, lsm_filelock *lock)
+{
+    if (lock != NULL)
+        lsm_status_free(env->unlock_file(env, lock)); /* the work is done either way */
+}
+
 /* --------------------------------------------------------------- list */
+
+/* Whether backup id's list no longer exists (a purge took it). */
+static bool list_gone(lsm_env *env, const char *dir, uint64_t id)
+{
+    char name[24];
+    snprintf(name, sizeof name, "%" PRIu64, id);
+    char *p = backup_path(dir, "meta", name);
+    bool gone = p != NULL && !env->file_exists(env, p);
+    free(p);
+    return gone;
+}
 
 lsm_status *lsm_backup_list(const char *backup_dir, const lsm_backup_options *o,
                             lsm_backup_info **out, size_t *n)
@@ -44,11 +82,16 @@ lsm_status *lsm_backup_list(const char *backup_dir, const lsm_backup_options *o,
     for (size_t i = 0; s == NULL && i < nid; i++) {
         backup_meta m;
         s = backup_meta_read(env, backup_dir, ids[i], &m);
+        if (s != NULL && list_gone(env, backup_dir, ids[i])) {
+            lsm_status_free(s); /* purged since the listing: not a backup any more */
+            s = NULL;
+            continue;
+        }
         if (s != NULL)
             break;
         lsm_backup_info *b = &(*out)[(*n)++];
-        *b = (lsm_backup_info){.id = m.id, .seq = m.seq, .time = m.time, .files = m.nfiles,
-                               .copied_bytes = m.copied};
+        *b = (lsm_backup_info){
+            .id = m.id, .seq = m.seq, .time = m.time, .files = m.nfiles, .copied_bytes = m.copied};
         for (size_t k = 0; k < m.nfiles; k++)
             b->bytes += m.files[k].size;
         backup_meta_free(&m);
@@ -117,8 +160,7 @@ static lsm_status *verify_file(lsm_env *env, const char *dir, uint64_t id, const
         s = status_new(LSM_CORRUPTION, "%s: missing (backup %" PRIu64 " lists it)", path, id);
     else if ((s = env->file_size(env, path, &size)) == NULL && size != f->size)
         s = status_new(LSM_CORRUPTION,
-                       "%s: damaged at offset %" PRIu64 " (%" PRIu64 " bytes, %" PRIu64
-                       " listed)",
+                       "%s: damaged at offset %" PRIu64 " (%" PRIu64 " bytes, %" PRIu64 " listed)",
                        path, size < f->size ? size : f->size, size, f->size);
     else if (s == NULL)
         s = compare_file(env, path, f);
@@ -140,10 +182,10 @@ static void verify_one(lsm_env *env, const char *dir, uint64_t id, struct report
     backup_meta_free(&m);
 }
 
-lsm_status *lsm_backup_verify(const char *backup_dir, uint64_t id, const lsm_backup_options *o,
-                              void (*report)(void *ctx, const char *msg), void *ctx)
+/* REQUIRES: the directory's LOCK held (shared at least). */
+static lsm_status *verify_locked(lsm_env *env, const char *backup_dir, uint64_t id,
+                                 void (*report)(void *ctx, const char *msg), void *ctx)
 {
-    lsm_env *env = env_of(o);
     struct reporter r = {report, ctx, NULL};
     if (id != 0) {
         char name[40];
@@ -165,6 +207,18 @@ lsm_status *lsm_backup_verify(const char *backup_dir, uint64_t id, const lsm_bac
         verify_one(env, backup_dir, ids[i], &r);
     free(ids);
     return r.first;
+}
+
+lsm_status *lsm_backup_verify(const char *backup_dir, uint64_t id, const lsm_backup_options *o,
+                              void (*report)(void *ctx, const char *msg), void *ctx)
+{
+    lsm_env *env = env_of(o);
+    lsm_filelock *lock;
+    lsm_status *s = lock_dir(env, backup_dir, true, &lock);
+    if (s == NULL)
+        s = verify_locked(env, backup_dir, id, report, ctx);
+    unlock_dir(env, lock);
+    return s;
 }
 
 /* -------------------------------------------------------------- purge */
@@ -326,20 +380,11 @@ lsm_status *lsm_backup_purge(const char *backup_dir, uint64_t keep, const lsm_ba
     uint64_t scratch;
     removed = removed ? removed : &scratch;
     *removed = 0;
-    char *lockname = backup_path(backup_dir, "LOCK", NULL);
-    lsm_filelock *lock = NULL;
-    lsm_status *s = NULL;
-    if (lockname == NULL)
-        s = oom();
-    else if (!env->file_exists(env, lockname))
-        s = status_new(LSM_INVALID_ARGUMENT, "%s: not a backup directory", backup_dir);
-    if (s == NULL)
-        s = env->lock_file(env, lockname, &lock);
+    lsm_filelock *lock;
+    lsm_status *s = lock_dir(env, backup_dir, false, &lock);
     if (s == NULL)
         s = purge_locked(env, backup_dir, keep, removed);
-    if (lock != NULL)
-        lsm_status_free(env->unlock_file(env, lock)); /* the work is done either way */
-    free(lockname);
+    unlock_dir(env, lock);
     return s ? status_wrap(s, "purge %s", backup_dir) : NULL;
 }
 
@@ -424,11 +469,15 @@ lsm_status *lsm_backup_restore(const char *backup_dir, uint64_t id, const char *
     lsm_status *s = hidden_sibling_name(dest, &tmp, &parent);
     backup_meta m;
     memset(&m, 0, sizeof m);
+    lsm_filelock *lock = NULL;
+    if (s == NULL)
+        s = lock_dir(env, backup_dir, true, &lock);
     if (s == NULL)
         s = backup_meta_read(env, backup_dir, id, &m);
     struct restore r = {env, backup_dir, &m, o, 0, 0};
     if (s == NULL)
         s = restore_meta(&r, dest, tmp, parent);
+    unlock_dir(env, lock);
     backup_meta_free(&m);
     free(tmp);
     free(parent);

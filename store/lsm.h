@@ -347,8 +347,10 @@ lsm_status *lsm_checkpoint_ex(lsm_db *db, const char *dest_dir, const lsm_checkp
  * each file's size and checksums) is durable, written last: a backup cut
  * off by an error or a crash is never listed, and what it left is removed
  * by the next purge. Backups and purges of one directory take its LOCK
- * (LSM_BUSY while another holds it); list, verify and restore change no
- * byte of it. */
+ * (LSM_BUSY while another holds it); verify and restore take it shared (so
+ * no purge removes files under them: LSM_BUSY during a backup or purge);
+ * list takes none (a list purged meanwhile is left out). List, verify and
+ * restore change no byte of it. */
 typedef struct lsm_backup_options {
     lsm_env *env; /* of the backup directory (and store_dir); default lsm_env_default() */
     /* Called (if set) as a backup or a restore copies: done of total
