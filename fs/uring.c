@@ -728,12 +728,7 @@ static void *watch(void *arg)
             atomic_store(&u->watch_asleep, false);
             continue;
         }
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += STALL_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&u->watch_cv, &u->mu, &until);
+        loop_cond_wait_ms(&u->watch_cv, &u->mu, STALL_MS);
     }
     pthread_mutex_unlock(&u->mu);
     free(seen);

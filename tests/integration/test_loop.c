@@ -369,8 +369,9 @@ static bool byte_arrives(int fd, int ms)
     return poll(&p, 1, ms) == 1 && read(fd, &c, 1) == 1;
 }
 
-/* Holds an fsync in the daemon, makes 300 stats meanwhile, releases it. */
-static void stats_beside_held_fsync(struct fixture *f)
+/* Starts an fsync (fdatasync if f->datasync) and waits until the daemon
+ * holds it. */
+static void hold_fsync(struct fixture *f)
 {
     atomic_store(&f->fsync_returned, false);
     int err = pthread_create(&f->fsyncer, NULL, fsyncer, f);
@@ -379,6 +380,12 @@ static void stats_beside_held_fsync(struct fixture *f)
     f->fsyncer_started = true;
     if (!byte_arrives(f->entered, FSYNC_HOLD_MS))
         fail_msg("the daemon never started the fsync");
+}
+
+/* Holds an fsync in the daemon, makes 300 stats meanwhile, releases it. */
+static void stats_beside_held_fsync(struct fixture *f)
+{
+    hold_fsync(f);
     stat_file_n(f, 300);
     /* All 300 were answered while the fsync still waited in the daemon. */
     assert_false(atomic_load(&f->fsync_returned));
@@ -431,13 +438,7 @@ static void stall_logged_then_handed_off(struct fixture *f)
     CPU_SET(0, &cpu0);
     assert_int_equal(sched_getaffinity(0, sizeof old, &old), 0);
     assert_int_equal(sched_setaffinity(0, sizeof cpu0, &cpu0), 0);
-    atomic_store(&f->fsync_returned, false);
-    int err = pthread_create(&f->fsyncer, NULL, fsyncer, f);
-    if (err != 0)
-        fail_msg("pthread_create: %s", tm_errname(err));
-    f->fsyncer_started = true;
-    if (!byte_arrives(f->entered, FSYNC_HOLD_MS))
-        fail_msg("the daemon never started the fdatasync");
+    hold_fsync(f);
     bool logged = log_says(f, "a request (opcode 20) its thread serves itself", 3000);
     char c = 'r';
     assert_int_equal(write(f->release, &c, 1), 1);
