@@ -431,7 +431,7 @@ static bool log_says(const struct fixture *f, const char *needle, int ms)
  * fdatasync goes to a worker: stats are answered while it waits. */
 static void stall_logged_then_handed_off(struct fixture *f)
 {
-    if (!log_says(f, "serving requests over io_uring", 0))
+    if (!log_says(f, "serving requests over io_uring", 2000)) /* logged just after INIT */
         fail_msg("LSMFS_TEST_URING=on but the daemon does not serve over io_uring");
     cpu_set_t cpu0, old;
     CPU_ZERO(&cpu0);
