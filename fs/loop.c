@@ -126,6 +126,16 @@ static void pass_turn(struct loop *l)
         fuse_log(FUSE_LOG_WARNING, "lsmfs: cannot start a worker thread; serving with one\n");
 }
 
+int loop_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)ms * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    return pthread_cond_timedwait(cv, mu, &until);
+}
+
 /* The stall watch: while a request read without handing the turn on runs
  * (inline_running), it looks every INLINE_STALL_MS whether requests are
  * still begun; if none was and nobody reads /dev/fuse, the one running
@@ -144,12 +154,7 @@ static void *watch(void *arg)
             continue;
         }
         uint64_t seq = l->inline_seq;
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += INLINE_STALL_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&l->watch_cv, &l->mu, &until);
+        loop_cond_wait_ms(&l->watch_cv, &l->mu, INLINE_STALL_MS);
         if (!l->stop && l->inline_running > 0 && l->inline_seq == seq && !l->reading)
             pass_turn(l);
     }

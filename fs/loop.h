@@ -56,6 +56,10 @@ typedef struct loop_config {
  * end the session) run on the main thread. Returns pthread_create's. */
 int loop_start_thread(pthread_t *t, void *(*fn)(void *), void *arg);
 
+/* pthread_cond_timedwait for ms from now (CLOCK_REALTIME, cv's clock).
+ * REQUIRES: mu held. */
+int loop_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms);
+
 /* Serves se until it exits (unmount or a signal). Returns 0, or a negative
  * errno if the loop could not start or the device failed. */
 int loop_run(struct fuse_session *se, const loop_config *cfg);

@@ -12,12 +12,14 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------ the kernel's interface */
@@ -74,8 +76,25 @@ struct ur_init_out {
 #define EFD_TAG 1u
 /* Errors after which a queue's entry is not registered again. */
 #define MAX_REREGISTER 16
+/* A request a queue thread serves itself that has run this long waits on
+ * something after all, and every other request of its CPU waits behind
+ * it (nobody else may serve that ring): the watch logs it. */
+#define STALL_MS 10
+/* After such a stall, requests of the same opcode go to workers for this
+ * long (they meet the same lock or page a while): learned may_wait. */
+#define LEARN_MS 1000
+/* Opcodes whose stalls are learned (FUSE's are below, CUSE_INIT aside). */
+#define LEARN_OPS 64
 
 struct uring_queue;
+struct uring;
+
+struct uring_worker {
+    struct uring *u; /* [const] */
+    unsigned slot;   /* [const] its index in uring.workers */
+    pthread_t thread; /* [const once started] */
+    sem_t wake;      /* posted when it is given work, or at stop */
+};
 
 struct uring_ent {
     struct uring_queue *q;      /* [const] */
@@ -100,6 +119,16 @@ struct uring_queue {
     pthread_mutex_t mu;
     struct uring_ent **done; /* [mu] replied by workers, to commit */
     unsigned ndone;          /* [mu] */
+    /* [mu] The thread waits (or is about to) in the kernel with the done
+     * list empty: the worker that adds to it writes the eventfd. While it
+     * is awake it commits the list before it waits, and nobody writes. */
+    bool asleep;
+    /* The stall watch (watch()): when the request the thread serves itself
+     * began (now_ns), 0 while it serves none; and how many it began. */
+    _Atomic uint64_t inline_since;
+    _Atomic uint64_t inline_seq;
+    _Atomic uint32_t inline_op; /* that request's opcode */
+    _Atomic int tid;            /* the thread's, for its state in /proc */
 };
 
 /* Phases of the queues' start (uring.mu). */
@@ -124,12 +153,25 @@ struct uring {
     unsigned set_up;      /* [mu] queues done setting up */
     int setup_err;        /* [mu] first setup failure, or 0 */
     /* Workers for requests that may wait. */
-    pthread_cond_t work_cv;   /* [mu] work queued or stop */
     struct uring_ent **work;  /* [mu] ring of nq*depth entries */
     unsigned work_head, nwork; /* [mu] */
-    unsigned idle;            /* [mu] workers waiting for work */
+    /* Idle workers wait each on its own semaphore, which the queue thread
+     * that hands one work posts after it let go of mu: a condition
+     * variable's signal may wait for a waiter signalled before to run
+     * (glibc), and a queue thread must never wait for another thread. */
+    unsigned *idlers;         /* [mu] stack of the idle workers' slots */
+    unsigned nidle;           /* [mu] */
     unsigned nworkers;        /* [mu] started */
-    pthread_t *workers;       /* [mu] the first nworkers are started */
+    struct uring_worker *workers; /* [mu] the first nworkers are started */
+    /* The stall watch: one thread, asleep while no queue thread serves a
+     * request itself; queue threads wake it when it is. */
+    pthread_cond_t watch_cv;   /* [mu] */
+    pthread_t watcher;         /* [const once started] */
+    bool watching;             /* [const once started] the watch runs */
+    _Atomic bool watch_asleep; /* it waits untimed: wake it */
+    _Atomic uint64_t stalls;   /* inline requests that ran past STALL_MS */
+    /* Per opcode: until when (now_ns) its requests go to workers. */
+    _Atomic uint64_t learned_until[LEARN_OPS];
 };
 
 /* The entry whose request this thread is serving, and the queue this
@@ -255,9 +297,11 @@ static void reply_done(struct uring_ent *ent)
     }
     pthread_mutex_lock(&q->mu);
     q->done[q->ndone++] = ent;
+    bool wake = q->asleep;
+    q->asleep = false; /* one wake-up is enough */
     pthread_mutex_unlock(&q->mu);
     uint64_t one = 1;
-    if (write(q->efd, &one, sizeof(one)) != sizeof(one))
+    if (wake && write(q->efd, &one, sizeof(one)) != sizeof(one))
         fuse_log(FUSE_LOG_ERR, "lsmfs: uring: cannot wake queue %u: %s\n", q->qid,
                  strerror(errno));
 }
@@ -314,11 +358,14 @@ static void hand_off(struct uring *u, struct uring_ent *ent)
     unsigned cap = u->nq * u->cfg.depth;
     u->work[(u->work_head + u->nwork) % cap] = ent;
     u->nwork++;
-    if (u->idle > 0)
-        pthread_cond_signal(&u->work_cv);
+    struct uring_worker *w = NULL;
+    if (u->nidle > 0)
+        w = &u->workers[u->idlers[--u->nidle]];
     else if (u->nworkers < u->cfg.max_workers && start_worker(u) != 0 && u->nworkers == 0)
         fuse_log(FUSE_LOG_ERR, "lsmfs: uring: cannot start a worker thread\n");
     pthread_mutex_unlock(&u->mu);
+    if (w != NULL)
+        sem_post(&w->wake);
 }
 
 /* Puts the request the kernel placed in ent back in the /dev/fuse layout
@@ -348,6 +395,29 @@ static void process(struct uring *u, struct uring_ent *ent, struct fuse_in_heade
     tls_ent = NULL;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* q's thread serves a request itself from now on: the watch is to look.
+ * [queue thread] */
+static void inline_begin(struct uring_queue *q, uint32_t opcode, uint64_t now)
+{
+    atomic_store_explicit(&q->inline_op, opcode, memory_order_relaxed);
+    atomic_fetch_add_explicit(&q->inline_seq, 1, memory_order_relaxed);
+    atomic_store(&q->inline_since, now); /* seq_cst: before the load below */
+    struct uring *u = q->u;
+    if (atomic_load(&u->watch_asleep)) {
+        pthread_mutex_lock(&u->mu);
+        if (atomic_exchange(&u->watch_asleep, false)) /* one signal per sleep */
+            pthread_cond_signal(&u->watch_cv);
+        pthread_mutex_unlock(&u->mu);
+    }
+}
+
 /* Takes the request the kernel completed ent with. [queue thread] */
 static void take_request(struct uring *u, struct uring_ent *ent)
 {
@@ -365,29 +435,41 @@ static void take_request(struct uring *u, struct uring_ent *ent)
     }
     atomic_store_explicit(&ent->unique, in->unique, memory_order_relaxed);
     ent->in = in;
-    if (u->cfg.may_wait != NULL && u->cfg.may_wait(u->cfg.ctx, in, in->len))
+    uint64_t now = now_ns();
+    if ((u->cfg.may_wait != NULL && u->cfg.may_wait(u->cfg.ctx, in, in->len)) ||
+        (in->opcode < LEARN_OPS &&
+         now < atomic_load_explicit(&u->learned_until[in->opcode], memory_order_relaxed))) {
         hand_off(u, ent);
-    else
-        process(u, ent, in);
+        return;
+    }
+    inline_begin(ent->q, in->opcode, now);
+    process(u, ent, in);
+    atomic_store(&ent->q->inline_since, 0);
 }
 
+/* Serves handed-off requests until stop. An idle worker puts itself on
+ * the idle stack and waits; whoever pops it posts its semaphore. */
 static void *worker(void *arg)
 {
-    struct uring *u = arg;
+    struct uring_worker *w = arg;
+    struct uring *u = w->u;
     pthread_mutex_lock(&u->mu);
     for (;;) {
-        while (u->nwork == 0 && !atomic_load(&u->stop)) {
-            u->idle++;
-            pthread_cond_wait(&u->work_cv, &u->mu);
-            u->idle--;
+        if (u->nwork > 0) {
+            struct uring_ent *ent = u->work[u->work_head];
+            u->work_head = (u->work_head + 1) % (u->nq * u->cfg.depth);
+            u->nwork--;
+            pthread_mutex_unlock(&u->mu);
+            process(u, ent, ent->in);
+            pthread_mutex_lock(&u->mu);
+            continue;
         }
-        if (u->nwork == 0)
+        if (atomic_load(&u->stop))
             break;
-        struct uring_ent *ent = u->work[u->work_head];
-        u->work_head = (u->work_head + 1) % (u->nq * u->cfg.depth);
-        u->nwork--;
+        u->idlers[u->nidle++] = w->slot;
         pthread_mutex_unlock(&u->mu);
-        process(u, ent, ent->in);
+        while (sem_wait(&w->wake) != 0 && errno == EINTR)
+            ;
         pthread_mutex_lock(&u->mu);
     }
     pthread_mutex_unlock(&u->mu);
@@ -397,13 +479,27 @@ static void *worker(void *arg)
 /* REQUIRES: u->mu held, u->nworkers < max_workers. */
 static int start_worker(struct uring *u)
 {
-    int err = loop_start_thread(&u->workers[u->nworkers], worker, u);
+    struct uring_worker *w = &u->workers[u->nworkers];
+    *w = (struct uring_worker){.u = u, .slot = u->nworkers};
+    sem_init(&w->wake, 0, 0);
+    int err = loop_start_thread(&w->thread, worker, w);
     if (err == 0)
         u->nworkers++;
+    else
+        sem_destroy(&w->wake);
     return err;
 }
 
 /* ------------------------------------------------------- queue threads */
+
+/* Commits the replies workers left in q's done list. REQUIRES: q->mu
+ * held. [queue thread] */
+static void commit_done(struct uring_queue *q)
+{
+    for (unsigned i = 0; i < q->ndone; i++)
+        commit(q->done[i]);
+    q->ndone = 0;
+}
 
 /* Handles one completion. [queue thread] */
 static void complete(struct uring_queue *q, const struct io_uring_cqe *cqe)
@@ -411,9 +507,7 @@ static void complete(struct uring_queue *q, const struct io_uring_cqe *cqe)
     struct uring *u = q->u;
     if (io_uring_cqe_get_data64(cqe) == EFD_TAG) {
         pthread_mutex_lock(&q->mu);
-        for (unsigned i = 0; i < q->ndone; i++)
-            commit(q->done[i]);
-        q->ndone = 0;
+        commit_done(q);
         pthread_mutex_unlock(&q->mu);
         if (!atomic_load(&u->stop))
             arm_eventfd(q);
@@ -500,8 +594,15 @@ static void queue_serve(struct uring_queue *q)
         cmd_sqe(&q->ents[i], UR_CMD_REGISTER, 0);
     arm_eventfd(q);
     while (!atomic_load(&u->stop)) {
+        pthread_mutex_lock(&q->mu);
+        commit_done(q);
+        q->asleep = io_uring_cq_ready(&q->ring) == 0;
+        pthread_mutex_unlock(&q->mu);
         q->pending_sqes = 0;
         int r = io_uring_submit_and_wait(&q->ring, 1);
+        pthread_mutex_lock(&q->mu);
+        q->asleep = false;
+        pthread_mutex_unlock(&q->mu);
         if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
             fuse_log(FUSE_LOG_ERR, "lsmfs: uring: queue %u: %s\n", q->qid, strerror(-r));
             break;
@@ -534,6 +635,7 @@ static void *queue_thread(void *arg)
     struct uring_queue *q = arg;
     struct uring *u = q->u;
     tls_queue = q;
+    atomic_store(&q->tid, (int)gettid());
     bind_to_cpu(q->qid);
     int err = queue_setup(q);
     pthread_mutex_lock(&u->mu);
@@ -551,6 +653,88 @@ static void *queue_thread(void *arg)
     return NULL;
 }
 
+/* Reads /proc/self/task/TID/NAME into buf (size > 1), "" if it cannot. */
+static void task_file(int tid, const char *name, char *buf, size_t size)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/%s", tid, name);
+    FILE *f = fopen(path, "re");
+    size_t n = f != NULL ? fread(buf, 1, size - 1, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    buf[n] = '\0';
+}
+
+/* Whether thread tid of this process sleeps (state S or D), as against
+ * running or waiting for a CPU; if so, where in the kernel (wchan). */
+static bool blocked(int tid, char *wchan, size_t size)
+{
+    char buf[512];
+    task_file(tid, "stat", buf, sizeof buf);
+    const char *end = strrchr(buf, ')'); /* the state follows "(comm) " */
+    if (end == NULL || end[1] != ' ' || (end[2] != 'S' && end[2] != 'D'))
+        return false;
+    task_file(tid, "wchan", wchan, size);
+    return true;
+}
+
+/* Logs each queue's inline request that has run STALL_MS or more and
+ * sleeps, once (seen[q]: the inline_seq last logged). Returns whether any queue thread
+ * serves a request itself. REQUIRES: u->mu held. [the watch] */
+static bool look(struct uring *u, uint64_t *seen)
+{
+    bool any = false;
+    uint64_t now = now_ns();
+    for (unsigned i = 0; i < u->nq; i++) {
+        struct uring_queue *q = &u->qs[i];
+        uint64_t since = atomic_load(&q->inline_since);
+        if (since == 0)
+            continue;
+        any = true;
+        uint64_t seq = atomic_load(&q->inline_seq);
+        char wchan[64];
+        if (now < since + (uint64_t)STALL_MS * 1000000u || seen[i] == seq ||
+            !blocked(atomic_load(&q->tid), wchan, sizeof wchan))
+            continue; /* not yet, already said, or it runs (or waits for a CPU) */
+        seen[i] = seq;
+        atomic_fetch_add(&u->stalls, 1);
+        uint32_t op = atomic_load(&q->inline_op);
+        if (op < LEARN_OPS)
+            atomic_store(&u->learned_until[op], now + (uint64_t)LEARN_MS * 1000000u);
+        fuse_log(FUSE_LOG_WARNING,
+                 "lsmfs: uring: queue %u: a request (opcode %u) its thread serves itself has run "
+                 "%llu ms, now asleep (in %s); the other requests of CPU %u wait behind it\n",
+                 i, (unsigned)atomic_load(&q->inline_op),
+                 (unsigned long long)((now - since) / 1000000u), wchan[0] ? wchan : "?", i);
+    }
+    return any;
+}
+
+/* The stall watch: every STALL_MS while a queue thread serves a request
+ * itself, else asleep until one does (inline_begin wakes it). A request
+ * that stalls its queue cannot be handed on (only the queue's thread may
+ * submit to its ring, and the kernel fills its entries in that thread):
+ * the watch makes it seen. */
+static void *watch(void *arg)
+{
+    struct uring *u = arg;
+    uint64_t *seen = calloc(u->nq, sizeof(*seen));
+    pthread_mutex_lock(&u->mu);
+    while (seen != NULL && !atomic_load(&u->stop)) {
+        if (!look(u, seen)) {
+            atomic_store(&u->watch_asleep, true);
+            if (!look(u, seen) && !atomic_load(&u->stop)) /* one began meanwhile? */
+                pthread_cond_wait(&u->watch_cv, &u->mu);
+            atomic_store(&u->watch_asleep, false);
+            continue;
+        }
+        loop_cond_wait_ms(&u->watch_cv, &u->mu, STALL_MS);
+    }
+    pthread_mutex_unlock(&u->mu);
+    free(seen);
+    return NULL;
+}
+
 /* Starts a thread per queue and waits until each set up its ring. Returns
  * 0 or the first errno. [/dev/fuse loop, at INIT] */
 static int start_queues(struct uring *u)
@@ -558,7 +742,8 @@ static int start_queues(struct uring *u)
     u->qs = calloc(u->nq, sizeof(*u->qs));
     u->work = calloc((size_t)u->nq * u->cfg.depth, sizeof(*u->work));
     u->workers = calloc(u->cfg.max_workers, sizeof(*u->workers));
-    if (u->qs == NULL || u->work == NULL || u->workers == NULL)
+    u->idlers = calloc(u->cfg.max_workers, sizeof(*u->idlers));
+    if (u->qs == NULL || u->work == NULL || u->workers == NULL || u->idlers == NULL)
         return ENOMEM;
     unsigned started = 0;
     int err = 0;
@@ -582,6 +767,8 @@ static int start_queues(struct uring *u)
     if (err == 0)
         err = u->setup_err;
     pthread_mutex_unlock(&u->mu);
+    if (err == 0 && loop_start_thread(&u->watcher, watch, u) == 0)
+        u->watching = true; /* else serve unwatched */
     return err;
 }
 
@@ -701,7 +888,7 @@ int uring_attach(struct fuse_session *se, const uring_config *cfg, struct uring 
     u->nq = possible_cpus();
     pthread_mutex_init(&u->mu, NULL);
     pthread_cond_init(&u->cv, NULL);
-    pthread_cond_init(&u->work_cv, NULL);
+    pthread_cond_init(&u->watch_cv, NULL);
     unsigned slot = 0;
     struct uring *none = NULL;
     while (slot < MAX_TRANSPORTS && !atomic_compare_exchange_strong(&transports[slot], &none, u)) {
@@ -713,7 +900,7 @@ int uring_attach(struct fuse_session *se, const uring_config *cfg, struct uring 
     if (err != 0) {
         if (slot < MAX_TRANSPORTS)
             atomic_store(&transports[slot], NULL);
-        pthread_cond_destroy(&u->work_cv);
+        pthread_cond_destroy(&u->watch_cv);
         pthread_cond_destroy(&u->cv);
         pthread_mutex_destroy(&u->mu);
         free(u);
@@ -726,6 +913,11 @@ int uring_attach(struct fuse_session *se, const uring_config *cfg, struct uring 
 bool uring_active(const struct uring *u)
 {
     return u != NULL && atomic_load(&u->active);
+}
+
+uint64_t uring_stalls(const struct uring *u)
+{
+    return u == NULL ? 0 : atomic_load_explicit(&u->stalls, memory_order_relaxed);
 }
 
 uint64_t uring_requests(const struct uring *u)
@@ -744,11 +936,17 @@ void uring_stop(struct uring *u)
         if (u->phase == PH_SETUP)
             u->phase = PH_ABORT;
         pthread_cond_broadcast(&u->cv);
-        pthread_cond_broadcast(&u->work_cv);
+        pthread_cond_broadcast(&u->watch_cv);
+        while (u->nidle > 0)
+            sem_post(&u->workers[u->idlers[--u->nidle]].wake);
         unsigned nw = u->nworkers;
         pthread_mutex_unlock(&u->mu);
-        for (unsigned i = 0; i < nw; i++)
-            pthread_join(u->workers[i], NULL);
+        if (u->watching)
+            pthread_join(u->watcher, NULL);
+        for (unsigned i = 0; i < nw; i++) {
+            pthread_join(u->workers[i].thread, NULL);
+            sem_destroy(&u->workers[i].wake);
+        }
         for (unsigned i = 0; i < u->nq; i++) {
             uint64_t one = 1;
             if (u->qs[i].efd >= 0 && write(u->qs[i].efd, &one, sizeof(one)) < 0)
@@ -766,7 +964,8 @@ void uring_stop(struct uring *u)
     free(u->qs);
     free(u->work);
     free(u->workers);
-    pthread_cond_destroy(&u->work_cv);
+    free(u->idlers);
+    pthread_cond_destroy(&u->watch_cv);
     pthread_cond_destroy(&u->cv);
     pthread_mutex_destroy(&u->mu);
     free(u);

@@ -29,7 +29,10 @@
  *
  * A request that may wait (may_wait) is handed to a worker thread, so the
  * other requests of its CPU go on; the worker's reply goes back to the
- * queue thread, which commits it.
+ * queue thread, which commits it (woken through an eventfd only if it
+ * sleeps). Any other request its queue thread serves itself; should one
+ * wait after all, every request of that CPU waits behind it (no other
+ * thread may serve that ring): a watch logs each that runs 10 ms or more.
  */
 #ifndef FS_URING_H
 #define FS_URING_H
@@ -91,6 +94,10 @@ bool uring_active(const struct uring *u);
 
 /* Requests served over the ring so far (a counter, for the stats). */
 uint64_t uring_requests(const struct uring *u);
+
+/* Requests a queue thread served itself that ran 10 ms or more (each is
+ * logged: the other requests of its CPU waited behind it). */
+uint64_t uring_stalls(const struct uring *u);
 
 /* Stops the ring's threads (they finish the requests they hold) and frees
  * u. Call after the session's loop ended, before fuse_session_unmount

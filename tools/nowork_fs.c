@@ -942,14 +942,21 @@ static void nowork_free(nowork *fs)
     pthread_mutex_destroy(&fs->lock);
 }
 
-static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *opts)
+/* ring: the io_uring transport is installed. Its custom I/O knows the
+ * session's device only, and a clone_fd worker reads and answers on a
+ * clone of it (INIT included), which would bypass the ring: clone_fd is
+ * left off then, and said so. */
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *opts, bool ring)
 {
     if (opts->singlethread)
         return fuse_session_loop(se);
     struct fuse_loop_config *cfg = fuse_loop_cfg_create();
     if (cfg == NULL)
         return -1;
-    fuse_loop_cfg_set_clone_fd(cfg, (unsigned)opts->clone_fd);
+    if (ring && opts->clone_fd)
+        fprintf(stderr, "nowork-fs: -o clone_fd: ignored with -o uring (the ring's queues are "
+                        "per CPU already; /dev/fuse keeps one descriptor)\n");
+    fuse_loop_cfg_set_clone_fd(cfg, ring ? 0u : (unsigned)opts->clone_fd);
     /* UINT_MAX means "not given": keep libfuse's defaults then. */
     if (opts->max_idle_threads != UINT_MAX)
         fuse_loop_cfg_set_idle_threads(cfg, opts->max_idle_threads);
@@ -991,7 +998,7 @@ static int run(struct fuse_args *args, const struct fuse_cmdline_opts *opts, now
                 fprintf(stderr, "nowork-fs: io_uring transport: %s\n", strerror(-err));
             fuse_daemonize(opts->foreground);
             if (err == 0 || mode != URING_ON)
-                rc = serve(se, opts) != 0;
+                rc = serve(se, opts, u != NULL) != 0;
             if (mode == URING_ON && !uring_active(u))
                 rc = 1;
             if (uring_active(u))

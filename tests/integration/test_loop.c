@@ -11,9 +11,16 @@
  * so the reader runs it itself. Entry
  * and attribute timeouts are 0: every stat(2) reaches the daemon.
  *
+ * With LSMFS_TEST_URING=on (tests/run_transports.sh's io_uring pass) the
+ * daemon also installs the io_uring transport (fs/uring.h) as lsmfs does,
+ * and the tests check the ring: there a request a queue thread serves
+ * itself that waits holds up its CPU's queue (nobody else may serve it),
+ * so the stall watch logs it and hands that opcode to workers after.
+ *
  * Each test forks and execs such a daemon on a fresh mount point of the
  * harness (tm_new_external), so every way out — teardown, a failed
- * assertion, the watchdog, a signal — kills it and undoes the mount.
+ * assertion, the watchdog, a signal — kills it and undoes the mount. Its
+ * stdout and stderr go to the mount's log (m->log).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,12 +37,14 @@
 
 #include "fuse_api.h"
 #include "loop.h"
+#include "uring.h"
 
 #include <linux/fuse.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -141,6 +150,27 @@ static bool fsync_may_wait(void *ctx, const struct fuse_in_header *in, size_t le
     return !(((const struct fuse_fsync_in *)(in + 1))->fsync_flags & FUSE_FSYNC_FDATASYNC);
 }
 
+/* Whether the tests run over io_uring (the daemon's transport). */
+static bool over_ring(void)
+{
+    const char *t = getenv("LSMFS_TEST_URING");
+    return t != NULL && strcmp(t, "on") == 0;
+}
+
+/* The io_uring transport on se if the tests run over it, else NULL. */
+static struct uring *attach_ring(struct fuse_session *se)
+{
+    if (!over_ring())
+        return NULL;
+    uring_config uc = {.mode = URING_ON, .depth = 4, .max_workers = 4,
+                       .may_wait = fsync_may_wait};
+    struct uring *u = NULL;
+    int err = uring_attach(se, &uc, &u);
+    if (err != 0)
+        fprintf(stderr, "test_loop daemon: uring_attach: %s\n", strerror(-err));
+    return u;
+}
+
 /* main() of `test_loop --serve MOUNTPOINT`: 0 if loop_run ended cleanly. */
 static int serve(const char *mnt)
 {
@@ -155,10 +185,12 @@ static int serve(const char *mnt)
         fprintf(stderr, "test_loop daemon: cannot mount %s\n", mnt);
         return 2;
     }
+    struct uring *ring = attach_ring(se);
     loop_config cfg = {.max_threads = 8, .spin_us = 50, .may_wait = fsync_may_wait, .ctx = NULL};
-    int r = loop_run(se, &cfg);
+    int r = over_ring() && ring == NULL ? -EPROTO : loop_run(se, &cfg);
     if (r != 0)
         fprintf(stderr, "test_loop daemon: loop_run: %s\n", strerror(-r));
+    uring_stop(ring); /* before the unmount closes the device */
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
@@ -183,7 +215,7 @@ struct fixture {
 /* In the forked child: give the daemon its pipe ends as ENTERED_FD and
  * RELEASE_FD and exec it. Async-signal-safe calls only (the test has
  * threads). */
-static void exec_daemon(char *const argv[], int entered_w, int release_r, pid_t parent)
+static void exec_daemon(char *const argv[], int entered_w, int release_r, int log, pid_t parent)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -192,7 +224,8 @@ static void exec_daemon(char *const argv[], int entered_w, int release_r, pid_t 
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(127);
-    if (dup2(entered_w, ENTERED_FD) < 0 || dup2(release_r, RELEASE_FD) < 0)
+    if (dup2(entered_w, ENTERED_FD) < 0 || dup2(release_r, RELEASE_FD) < 0 ||
+        dup2(log, STDOUT_FILENO) < 0 || dup2(log, STDERR_FILENO) < 0)
         _exit(127);
     close_range(RELEASE_FD + 1, ~0U, 0);
     execv(argv[0], argv);
@@ -218,12 +251,16 @@ static int start_daemon(struct fixture *f)
         return -1;
     self[n] = 0;
     char *argv[] = {self, "--serve", f->m->mnt, NULL};
+    int log = open(f->m->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log < 0)
+        return -1;
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        exec_daemon(argv, ent[1], rel[0], parent);
+        exec_daemon(argv, ent[1], rel[0], log, parent);
     close(ent[1]);
     close(rel[0]);
+    close(log);
     if (pid < 0)
         return -1;
     f->m->daemon = pid;
@@ -332,8 +369,9 @@ static bool byte_arrives(int fd, int ms)
     return poll(&p, 1, ms) == 1 && read(fd, &c, 1) == 1;
 }
 
-/* Holds an fsync in the daemon, makes 300 stats meanwhile, releases it. */
-static void stats_beside_held_fsync(struct fixture *f)
+/* Starts an fsync (fdatasync if f->datasync) and waits until the daemon
+ * holds it. */
+static void hold_fsync(struct fixture *f)
 {
     atomic_store(&f->fsync_returned, false);
     int err = pthread_create(&f->fsyncer, NULL, fsyncer, f);
@@ -342,6 +380,12 @@ static void stats_beside_held_fsync(struct fixture *f)
     f->fsyncer_started = true;
     if (!byte_arrives(f->entered, FSYNC_HOLD_MS))
         fail_msg("the daemon never started the fsync");
+}
+
+/* Holds an fsync in the daemon, makes 300 stats meanwhile, releases it. */
+static void stats_beside_held_fsync(struct fixture *f)
+{
+    hold_fsync(f);
     stat_file_n(f, 300);
     /* All 300 were answered while the fsync still waited in the daemon. */
     assert_false(atomic_load(&f->fsync_returned));
@@ -363,13 +407,65 @@ static void test_waiting_request_holds_up_no_other(void **state)
     stats_beside_held_fsync(f);
 }
 
+/* The daemon's log holds needle within ms. */
+static bool log_says(const struct fixture *f, const char *needle, int ms)
+{
+    double end = tm_now() + ms / 1000.0;
+    static char buf[65536];
+    do {
+        int fd = open(f->m->log, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        if (strstr(buf, needle) != NULL)
+            return true;
+        tm_sleep_ms(5);
+    } while (tm_now() < end);
+    return false;
+}
+
+/* Over the ring (the test's threads on CPU 0, so on queue 0): an fdatasync
+ * the queue thread serves itself and that then waits holds up queue 0; the
+ * stall watch logs it (opcode 20, FUSE_FSYNC) while it waits, and the next
+ * fdatasync goes to a worker: stats are answered while it waits. */
+static void stall_logged_then_handed_off(struct fixture *f)
+{
+    if (!log_says(f, "serving requests over io_uring", 2000)) /* logged just after INIT */
+        fail_msg("LSMFS_TEST_URING=on but the daemon does not serve over io_uring");
+    cpu_set_t cpu0, old;
+    CPU_ZERO(&cpu0);
+    CPU_SET(0, &cpu0);
+    assert_int_equal(sched_getaffinity(0, sizeof old, &old), 0);
+    assert_int_equal(sched_setaffinity(0, sizeof cpu0, &cpu0), 0);
+    hold_fsync(f);
+    bool logged = log_says(f, "a request (opcode 20) its thread serves itself", 3000);
+    char c = 'r';
+    assert_int_equal(write(f->release, &c, 1), 1);
+    pthread_join(f->fsyncer, NULL);
+    f->fsyncer_started = false;
+    if (!logged)
+        fail_msg("the stall watch did not log the held fdatasync");
+    if (f->fsync_rc != 0)
+        fail_msg("fdatasync: %s", tm_errname(f->fsync_err));
+    stats_beside_held_fsync(f);
+    sched_setaffinity(0, sizeof old, &old);
+}
+
 /* A request the reader runs itself because it was not expected to wait
  * (an fdatasync here) but then does, does not stop the reading: another
- * worker takes the turn over, and the stats are answered while it waits. */
+ * worker takes the turn over, and the stats are answered while it waits.
+ * Over the ring: stall_logged_then_handed_off. */
 static void test_stalled_inline_request_holds_up_no_other(void **state)
 {
     struct fixture *f = *state;
     f->datasync = true;
+    printf("[test_loop] stalled inline request: checked over %s\n",
+           over_ring() ? "io_uring" : "/dev/fuse");
+    if (over_ring()) {
+        stall_logged_then_handed_off(f);
+        return;
+    }
     stats_beside_held_fsync(f);
     stats_beside_held_fsync(f);
 }
@@ -437,10 +533,13 @@ static void test_concurrent_callers_all_served(void **state)
     tm_run_threads(CALLERS + FSYNCERS, caller, args, sizeof args[0]);
     tm_errs_check(&errs);
     long threads = proc_status_field(f->m->daemon, "Threads") - SANITIZER_THREADS;
-    if (threads < 3 || threads > 2 + 8)
+    /* Over the ring also a queue thread per CPU, its stall watch and up to
+     * 4 workers. */
+    long ring = over_ring() ? sysconf(_SC_NPROCESSORS_CONF) + 1 + 4 : 0;
+    if (threads < 3 || threads > 2 + 8 + ring)
         fail_msg("the daemon runs %ld threads; expected its main thread, the stall watch and 1 "
-                 "to 8 workers",
-                 threads);
+                 "to 8 workers (and %ld for the ring)",
+                 threads, ring);
 }
 
 /* CPU time (user + system, all threads) the process has used, in ticks. */

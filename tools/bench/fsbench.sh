@@ -14,6 +14,7 @@
 #   nwuring    nowork-fs over FUSE's io_uring queues (-o uring=on): that
 #              transport's ceiling (needs the fuse module's enable_uring=Y)
 #   lsuring    lsmfs over the io_uring queues (-o uring=on)
+#   looplsuring  lsuring with its store on the loop ext4
 #   dir        any directory given with --dir=PATH (e.g. a filesystem mounted by hand)
 # Workloads (--workloads, default all):
 #   rtt maildir smallfile space seq tar postmark
@@ -44,7 +45,8 @@ usage() {
 usage: $0 [options]
   --quick | --full         sizes: quick (default, < 2 min) or the issue's full sizes
   --targets=LIST           ext4,lsmfs,nowork,durable,loopext4,looplsmfs,loopdurable,
-                           nwuring,lsuring,dir (default all but nwuring, lsuring and dir)
+                           nwuring,lsuring,looplsuring,dir (default all but the io_uring
+                           ones and dir)
   --dir=PATH               the directory of target "dir" (added to the targets if given)
   --workloads=LIST         rtt,maildir,smallfile,space,seq,tar,postmark (default all)
   --rtt-stats=N            stats per thread of the round-trip workload (threads: --sf-threads)
@@ -107,7 +109,7 @@ else
 fi
 
 has() { case ",$1," in *",$2,"*) return 0 ;; *) return 1 ;; esac; }
-all_targets="ext4 lsmfs nowork durable loopext4 looplsmfs loopdurable nwuring lsuring dir"
+all_targets="ext4 lsmfs nowork durable loopext4 looplsmfs loopdurable nwuring lsuring looplsuring dir"
 if [ -n "$custom_dir" ]; then
     [ -d "$custom_dir" ] || { echo "fsbench: --dir=$custom_dir is not a directory" >&2; exit 2; }
     custom_dir=$(cd "$custom_dir" && pwd)
@@ -224,7 +226,7 @@ mount_lsmfs() { # STORE MNT LOG
     mount_fuse "$2" "$3" "$bindir/lsmfs" "$1" "$2" -f ${LSMFS_MOUNT_OPTS:-} "${@:4}"
 }
 # The lsmfs mount arguments of target t (lsuring: over the io_uring queues).
-lsmfs_args() { [ "$1" = lsuring ] && echo "-o uring=on"; return 0; }
+lsmfs_args() { case $1 in lsuring | looplsuring) echo "-o uring=on" ;; esac; return 0; }
 
 drop_caches() {
     sync
@@ -296,14 +298,15 @@ setup_targets() {
                 { note[$t]="mount failed (see $work/logs/$t.log)"; continue; }
             mounts+=("fuse:$work/mnt/$t:$pid")
             dir_of[$t]=$work/mnt/$t pid_of[$t]=$pid ;;
-        lsmfs | looplsmfs | lsuring)
+        lsmfs | looplsmfs | lsuring | looplsuring)
             if [ ! -x "$bindir/lsmfs" ] || [ ! -x "$bindir/mkfs.lsmfs" ]; then
                 note[$t]="lsmfs or mkfs.lsmfs not built in $bindir"; continue
             fi
-            if [ "$t" = looplsmfs ] && [ -z "$loopdev" ]; then
+            local base=$work
+            case $t in looplsmfs | looplsuring) base=$work/mnt/loop ;; esac
+            if [ "$base" != "$work" ] && [ -z "$loopdev" ]; then
                 setup_loop || { note[$t]="loop ext4 setup failed"; continue; }
             fi
-            local base=$work; [ "$t" = looplsmfs ] && base=$work/mnt/loop
             store_of[$t]=$base/$t-store
             # shellcheck disable=SC2046
             pid=$(mount_lsmfs "${store_of[$t]}" "$work/mnt/$t" "$work/logs/$t.log" $(lsmfs_args "$t")) ||
@@ -326,7 +329,7 @@ setup_targets() {
 # Every other target keeps its directory (ext4 has no such deferred work).
 refresh_lsmfs() { # TARGET
     local t=$1 pid mnt=${dir_of[$1]}
-    case $t in lsmfs | looplsmfs | lsuring) ;; *) return 0 ;; esac
+    case $t in lsmfs | looplsmfs | lsuring | looplsuring) ;; *) return 0 ;; esac
     unmount_fuse_entry "$mnt" "${pid_of[$t]}"
     # shellcheck disable=SC2046
     pid=$(mount_lsmfs "${store_of[$t]}" "$mnt" "$work/logs/$t.log" $(lsmfs_args "$t")) ||
@@ -367,14 +370,14 @@ daemon_written() { awk '/^write_bytes/ { print $2 }' "/proc/$1/io"; }
 # (or meaningless: the durable ceiling's log is a ring, rewritten in place).
 written_for() {
     case $1 in
-    loopext4 | looplsmfs) loop_written ;;
+    loopext4 | looplsmfs | looplsuring) loop_written ;;
     lsmfs | lsuring) daemon_written "${pid_of[$1]}" ;;
     *) echo "" ;;
     esac
 }
 
 # The xattr lsmfs reports its counters in, for syncs per delivery.
-stats_path() { case $1 in lsmfs | looplsmfs | lsuring) echo "-x ${dir_of[$1]}" ;; dir) echo "-x $custom_dir" ;; *) echo "" ;; esac; }
+stats_path() { case $1 in lsmfs | looplsmfs | lsuring | looplsuring) echo "-x ${dir_of[$1]}" ;; dir) echo "-x $custom_dir" ;; *) echo "" ;; esac; }
 
 run_logged() { # NAME CMD... — runs CMD, keeps its output, prints its RESULT line
     local name=$1 out
@@ -455,7 +458,7 @@ wl_space() {
     files=$((per * 10))
     drop_caches
     case $t in
-    nowork | durable | loopdurable | nwuring | lsuring) return 0 ;; # in memory; lsuring: the store of lsmfs
+    nowork | durable | loopdurable | nwuring | lsuring | looplsuring) return 0 ;; # in memory; lsuring: the store of lsmfs
     ext4 | loopext4 | dir)
         r=$(run_logged "space-$t" "$work/bin/bench_smallfile" "${dir_of[$t]}/space" \
             -d 10 -f "$per" -s "$sf_size" -k -p create) || { record "space bytes/file" "$t" ERR; return; }
@@ -577,7 +580,8 @@ print_table() {
     local pairs=() p
     for p in lsmfs/ext4 lsmfs/nowork lsmfs/durable looplsmfs/loopext4 looplsmfs/nowork \
         looplsmfs/loopdurable nowork/ext4 durable/ext4 loopdurable/loopext4 nwuring/nowork \
-        lsuring/lsmfs lsuring/nwuring lsuring/ext4 dir/ext4 dir/nowork; do
+        lsuring/lsmfs lsuring/nwuring lsuring/ext4 looplsuring/looplsmfs looplsuring/loopext4 \
+        dir/ext4 dir/nowork; do
         has "$targets" "${p%/*}" && has "$targets" "${p#*/}" && pairs+=("$p")
     done
     echo
