@@ -361,7 +361,8 @@ static void hand_off(struct uring *u, struct uring_ent *ent)
     struct uring_worker *w = NULL;
     if (u->nidle > 0)
         w = &u->workers[u->idlers[--u->nidle]];
-    else if (u->nworkers < u->cfg.max_workers && start_worker(u) != 0 && u->nworkers == 0)
+    else if (!atomic_load(&u->stop) && /* uring_stop joins the workers it counted */
+             u->nworkers < u->cfg.max_workers && start_worker(u) != 0 && u->nworkers == 0)
         fuse_log(FUSE_LOG_ERR, "lsmfs: uring: cannot start a worker thread\n");
     pthread_mutex_unlock(&u->mu);
     if (w != NULL)
@@ -571,6 +572,8 @@ static int queue_setup(struct uring_queue *q)
     return 0;
 }
 
+/* REQUIRES: every queue thread joined (ent_of reads every queue's entries
+ * from any thread while one runs). */
 static void queue_free(struct uring_queue *q)
 {
     if (q->ring.ring_fd > 0)
@@ -649,8 +652,7 @@ static void *queue_thread(void *arg)
     pthread_mutex_unlock(&u->mu);
     if (go)
         queue_serve(q);
-    queue_free(q);
-    return NULL;
+    return NULL; /* uring_stop frees q once every queue thread is gone */
 }
 
 /* Reads /proc/self/task/TID/NAME into buf (size > 1), "" if it cannot. */
@@ -952,6 +954,9 @@ void uring_stop(struct uring *u)
             if (u->qs[i].efd >= 0 && write(u->qs[i].efd, &one, sizeof(one)) < 0)
                 fuse_log(FUSE_LOG_ERR, "lsmfs: uring: cannot stop queue %u\n", i);
             pthread_join(u->qs[i].thread, NULL);
+        }
+        for (unsigned i = 0; i < u->nq; i++) {
+            queue_free(&u->qs[i]);
             if (u->qs[i].efd >= 0)
                 close(u->qs[i].efd);
             pthread_mutex_destroy(&u->qs[i].mu);
