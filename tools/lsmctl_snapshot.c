@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,18 +54,31 @@ static int name_ok(const char *name)
     return 0;
 }
 
-/* Sends one snapshot request to the mount's root: 0, or the exit status
- * after saying why (1). */
-static int snap_request(const char *mnt, unsigned long req, void *arg, const char *what)
+/* Sends one snapshot request to the mount's root, after syncfs(2) if
+ * writeback (the kernel's cached writes first): 0, or the exit status after
+ * saying why (1). */
+static int snap_request(const char *mnt, unsigned long req, void *arg, const char *what,
+                        bool writeback)
 {
     int fd = open_mount(mnt);
     if (fd < 0)
         return 1;
+    if (writeback && syncfs(fd) != 0) {
+        fprintf(stderr, "lsmctl: %s: writing cached data back to the daemon: %s\n", mnt,
+                strerror(errno));
+        close(fd);
+        return 1;
+    }
     int r = ioctl(fd, req, arg);
     int e = errno;
     close(fd);
     errno = e; /* ioctl's error, not close's */
     return r != 0 ? ioctl_failed(mnt, what) : 0;
+}
+
+int lsmctl_snapshot_take(const char *mnt, struct lsmfs_snap_create *c)
+{
+    return snap_request(mnt, LSMFS_IOC_SNAP_CREATE, c, "take a snapshot", true);
 }
 
 static int snap_create(const char *mnt, const char *name)
@@ -74,7 +88,7 @@ static int snap_create(const char *mnt, const char *name)
     struct lsmfs_snap_create c;
     memset(&c, 0, sizeof c);
     snprintf(c.name, sizeof c.name, "%s", name);
-    int r = snap_request(mnt, LSMFS_IOC_SNAP_CREATE, &c, "take a snapshot");
+    int r = lsmctl_snapshot_take(mnt, &c);
     if (r != 0)
         return r;
     printf("snapshot %s: %llu tables, %llu bytes shared with the store, %llu copied, "
@@ -91,7 +105,7 @@ static int snap_delete(const char *mnt, const char *name)
     struct lsmfs_snap_name n;
     memset(&n, 0, sizeof n);
     snprintf(n.name, sizeof n.name, "%s", name);
-    return snap_request(mnt, LSMFS_IOC_SNAP_DELETE, &n, "delete a snapshot");
+    return snap_request(mnt, LSMFS_IOC_SNAP_DELETE, &n, "delete a snapshot", false);
 }
 
 /* Bytes of the files in dir, and of those with one link; the mtime of
