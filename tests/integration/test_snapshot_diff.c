@@ -36,6 +36,12 @@ static int setup(void **state)
     return tm_setup(state, 240, "test_snapshot_diff", NULL);
 }
 
+/* The kernel's writeback cache: mtimes and sizes kept in the kernel too. */
+static int setup_writeback(void **state)
+{
+    return tm_setup(state, 240, "test_snapshot_diff", "writeback");
+}
+
 /* ------------------------------------------------------------- writers */
 
 /* The barrier: main sets pause; each writer, between two operations,
@@ -370,6 +376,7 @@ int main(void)
     tm_init();
     const struct CMUnitTest tests[] = {
         TM_TEST(test_snapshot_equals_copy, setup),
+        TM_TEST(test_snapshot_equals_copy, setup_writeback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
