@@ -12,7 +12,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,16 +53,16 @@ static int name_ok(const char *name)
     return 0;
 }
 
-/* Sends one snapshot request to the mount's root, after syncfs(2) if
- * writeback (the kernel's cached writes first): 0, or the exit status after
- * saying why (1). */
-static int snap_request(const char *mnt, unsigned long req, void *arg, const char *what,
-                        bool writeback)
+/* Sends one snapshot request to the mount's root: 0, or the exit status
+ * after saying why (1). A snapshot holds what the daemon has, so taking
+ * one first has the kernel write back what it caches (-o writeback: files
+ * open for writing, mmap): syncfs(2), which on FUSE syncs no disk. */
+static int snap_request(const char *mnt, unsigned long req, void *arg, const char *what)
 {
     int fd = open_mount(mnt);
     if (fd < 0)
         return 1;
-    if (writeback && syncfs(fd) != 0) {
+    if (req == LSMFS_IOC_SNAP_CREATE && syncfs(fd) != 0) {
         fprintf(stderr, "lsmctl: %s: writing cached data back to the daemon: %s\n", mnt,
                 strerror(errno));
         close(fd);
@@ -76,11 +75,6 @@ static int snap_request(const char *mnt, unsigned long req, void *arg, const cha
     return r != 0 ? ioctl_failed(mnt, what) : 0;
 }
 
-int lsmctl_snapshot_take(const char *mnt, struct lsmfs_snap_create *c)
-{
-    return snap_request(mnt, LSMFS_IOC_SNAP_CREATE, c, "take a snapshot", true);
-}
-
 static int snap_create(const char *mnt, const char *name)
 {
     if (!name_ok(name))
@@ -88,7 +82,7 @@ static int snap_create(const char *mnt, const char *name)
     struct lsmfs_snap_create c;
     memset(&c, 0, sizeof c);
     snprintf(c.name, sizeof c.name, "%s", name);
-    int r = lsmctl_snapshot_take(mnt, &c);
+    int r = snap_request(mnt, LSMFS_IOC_SNAP_CREATE, &c, "take a snapshot");
     if (r != 0)
         return r;
     printf("snapshot %s: %llu tables, %llu bytes shared with the store, %llu copied, "
@@ -105,7 +99,7 @@ static int snap_delete(const char *mnt, const char *name)
     struct lsmfs_snap_name n;
     memset(&n, 0, sizeof n);
     snprintf(n.name, sizeof n.name, "%s", name);
-    return snap_request(mnt, LSMFS_IOC_SNAP_DELETE, &n, "delete a snapshot", false);
+    return snap_request(mnt, LSMFS_IOC_SNAP_DELETE, &n, "delete a snapshot");
 }
 
 /* Bytes of the files in dir, and of those with one link; the mtime of
