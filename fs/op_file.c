@@ -247,6 +247,13 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
     (void)fi;
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_LSEEK]);
+    /* With the writeback cache the kernel asks without writing back what
+     * it caches, so only it knows where the data is: ENOSYS has it answer
+     * by itself from now on (all data up to its size, no holes). */
+    if (fs->cfg.writeback) {
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
     if (whence != SEEK_DATA && whence != SEEK_HOLE) {
         fuse_reply_err(req, EINVAL);
         return;

@@ -2,8 +2,8 @@
  * test_snapshot_diff.c — a snapshot is the tree as it was: writers change
  * a tree on the live mount (create, write, append, truncate, rename,
  * unlink, chmod, mkdir, rmdir, symlink, link, setxattr, none fsynced) and
- * stop at a barrier; there `cp -a` copies the live tree and `lsmctl
- * snapshot` is taken; the writers go on. The snapshot, mounted read-only,
+ * stop at a barrier; there a file is written and left open, `cp -a` copies
+ * the live tree and `lsmctl snapshot` is taken; the writers go on. The snapshot, mounted read-only,
  * must equal the copy: `diff -r`, and per entry its type, mode, size,
  * mtime, link count, symlink target and xattrs.
  */
@@ -27,7 +27,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-enum { WRITERS = 4, DIRS = 4, NAMES = 24, MAX_FILE = 300 * 1024 };
+enum { WRITERS = 4, DIRS = 4, NAMES = 24, MAX_FILE = 300 * 1024, OPEN_SIZE = 200 * 1024 };
 
 static char out[1 << 16];
 
@@ -328,6 +328,20 @@ static long ops_done(struct writer *w)
     return n;
 }
 
+/* tree/open, written and left open (with -o writeback its pages are only
+ * in the kernel at the cut); its fd, or -1. buf: OPEN_SIZE bytes. */
+static int open_written(const struct tmount *m, char *buf)
+{
+    int fd = open(P("tree/open"), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    tm_fill(buf, OPEN_SIZE, 7, 0);
+    if (fd >= 0 && (tm_pwrite_all(fd, buf, OPEN_SIZE, 0) != 0 ||
+                    tm_pwrite_all(fd, buf, 100, OPEN_SIZE + 5000) != 0)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static void test_snapshot_equals_copy(void **state)
 {
     struct tmount *m = *state;
@@ -347,11 +361,14 @@ static void test_snapshot_equals_copy(void **state)
     tm_sleep_ms(2000);
     pause_writers(&b);
     long at_cut = ops_done(w);
+    int open_fd = open_written(m, w[0].buf);
     char copy[PATH_MAX + 16];
     snprintf(copy, sizeof copy, "%s/copy", m->root);
     int cp = shell("cp -a '%s' '%s' 2>&1", tm_path(m, "tree"), copy);
     int rc = tm_lsmctl(out, sizeof out, "snapshot %s cut", m->mnt);
     release_writers(&b);
+    TM_OK(open_fd);
+    close(open_fd);
     tm_sleep_ms(1000);
     atomic_store(&b.stop, true);
     for (int i = 0; i < WRITERS; i++) {
