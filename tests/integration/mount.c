@@ -129,6 +129,23 @@ uint64_t tm_seed(void)
     return seed_value;
 }
 
+int tm_lsmctl(char *out, size_t cap, const char *fmt, ...)
+{
+    char args[4 * PATH_MAX], cmd[5 * PATH_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "timeout -s KILL 120 %s %s 2>&1", tm_bin("lsmctl"), args);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 const char *tm_bin(const char *prog)
 {
     static char buf[PATH_MAX + 64];

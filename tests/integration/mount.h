@@ -140,6 +140,11 @@ const char *tm_bin(const char *prog);
  * -1 if it could not be started or died by a signal. */
 int tm_run(char *const argv[], const char *log, unsigned timeout_s);
 
+/* Runs `LSMFS_BIN/lsmctl ARGS` (ARGS a printf format, words split by the
+ * shell) under a 120 s timeout, stdout and stderr into out (cap bytes,
+ * NUL-terminated): its exit status, or -1. */
+int tm_lsmctl(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Whether LSMFS_TEST_DIR mode is on. */
 bool tm_plain(void);
 

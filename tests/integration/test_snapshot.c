@@ -45,7 +45,9 @@ static int setup_allow_other(void **state)
 
 static char out[1 << 16];
 
+/* `lsmctl ARGS`, output in out; the exit status. */
 #define lsmctl(...) tm_lsmctl(out, sizeof out, __VA_ARGS__)
+
 #define mount_snapshot tm_mount_snapshot
 
 /* ------------------------------------------------------------ maildir */
