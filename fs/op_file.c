@@ -76,8 +76,10 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 /* Writes at least this large are committed with defer_log. */
 #define DEFER_LOG_WRITE (128u * 1024)
 
-/* REQUIRES: n->lock held for writing. */
-static int write_locked(lsmfs *fs, inode *n, const char *buf, size_t size, uint64_t off)
+/* REQUIRES: n->lock held for writing. keep_times: the kernel owns the
+ * file's mtime and ctime (see op_write). */
+static int write_locked(lsmfs *fs, inode *n, const char *buf, size_t size, uint64_t off,
+                        bool keep_times)
 {
     if (n->gone)
         return EIO;
@@ -88,7 +90,8 @@ static int write_locked(lsmfs *fs, inode *n, const char *buf, size_t size, uint6
         return ENOMEM;
     int err = data_write(fs, b, n, &r, &pl, buf, size, off);
     if (err == 0) {
-        r.mtime = r.ctime = ts_now();
+        if (!keep_times)
+            r.mtime = r.ctime = ts_now();
         /* Large writes (a file copied or written in big blocks) skip the
          * WAL when their memtable is flushed before anything needs them
          * logged (docs/decisions.md, "Deferred logging"). Small writes, and
@@ -106,8 +109,12 @@ static int write_locked(lsmfs *fs, inode *n, const char *buf, size_t size, uint6
 void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
               struct fuse_file_info *fi)
 {
-    (void)fi;
     lsmfs *fs = op_fs(req);
+    /* With the writeback cache the kernel stamps mtime and ctime at
+     * write(2) and sends them in a SETATTR of its own; its write-back of
+     * the pages, later, keeps them (else the store's mtime is the write-back
+     * time, not the one stat showed: test_snapshot_diff). */
+    bool keep_times = fs->cfg.writeback && fi != NULL && fi->writepage;
     stats_inc(&fs->stats.ops[OP_WRITE]);
     inode *n = op_pin(req, fs, ino, off < 0 ? EINVAL : 0);
     if (n == NULL)
@@ -118,7 +125,7 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
         size = (size_t)(DATA_MAX_SIZE - (uint64_t)off);
     int err = 0;
     inode_wrlock(n);
-    err = write_locked(fs, n, buf, size, (uint64_t)off);
+    err = write_locked(fs, n, buf, size, (uint64_t)off, keep_times);
     inode_unlock(n);
     icache_put(fs->icache, n);
     if (err == 0 && (err = fs_durable(fs)) != 0)
@@ -240,6 +247,13 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
     (void)fi;
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_LSEEK]);
+    /* With the writeback cache the kernel asks without writing back what
+     * it caches, so only it knows where the data is: ENOSYS has it answer
+     * by itself from now on (all data up to its size, no holes). */
+    if (fs->cfg.writeback) {
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
     if (whence != SEEK_DATA && whence != SEEK_HOLE) {
         fuse_reply_err(req, EINVAL);
         return;

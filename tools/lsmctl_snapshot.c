@@ -54,12 +54,20 @@ static int name_ok(const char *name)
 }
 
 /* Sends one snapshot request to the mount's root: 0, or the exit status
- * after saying why (1). */
+ * after saying why (1). A snapshot holds what the daemon has, so taking
+ * one first has the kernel write back what it caches (-o writeback: files
+ * open for writing, mmap): syncfs(2), which on FUSE syncs no disk. */
 static int snap_request(const char *mnt, unsigned long req, void *arg, const char *what)
 {
     int fd = open_mount(mnt);
     if (fd < 0)
         return 1;
+    if (req == LSMFS_IOC_SNAP_CREATE && syncfs(fd) != 0) {
+        fprintf(stderr, "lsmctl: %s: writing cached data back to the daemon: %s\n", mnt,
+                strerror(errno));
+        close(fd);
+        return 1;
+    }
     int r = ioctl(fd, req, arg);
     int e = errno;
     close(fd);

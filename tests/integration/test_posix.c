@@ -46,6 +46,11 @@ static int setup(void **state)
     return tm_setup(state, TEST_TIMEOUT_S, "a test_posix test", NULL);
 }
 
+static int setup_writeback(void **state)
+{
+    return tm_setup(state, TEST_TIMEOUT_S, "a test_posix test", "writeback");
+}
+
 static int setup_allow_other(void **state)
 {
     return tm_setup(state, TEST_TIMEOUT_S, "a test_posix test", "allow_other");
@@ -1516,6 +1521,28 @@ static void test_fallocate(void **state)
     close(fd);
 }
 
+/* -o writeback: what a file open for writing holds in the kernel's cache
+ * is data to SEEK_DATA/SEEK_HOLE too (the kernel asks the daemon without
+ * writing back first; cp, copying the holes it is told of as holes, copied
+ * zeros for it). */
+static void test_seek_sees_cached_writes(void **state)
+{
+    struct tmount *m = *state;
+    char data[64 * 1024];
+    tm_fill(data, sizeof data, 6, 0);
+    int fd = open(P("f"), O_RDWR | O_CREAT | O_EXCL, 0644);
+    TM_OK(fd);
+    int e = tm_pwrite_all(fd, data, sizeof data, 0);
+    off_t d = lseek(fd, 0, SEEK_DATA);
+    int derr = errno;
+    off_t h = lseek(fd, 0, SEEK_HOLE);
+    close(fd);
+    assert_int_equal(e, 0);
+    if (d != 0 || h != (off_t)sizeof data)
+        fail_msg("SEEK_DATA from 0 = %lld (%s), SEEK_HOLE from 0 = %lld; expected 0, %zu",
+                 (long long)d, d < 0 ? tm_errname(derr) : "-", (long long)h, sizeof data);
+}
+
 /* SEEK_DATA/SEEK_HOLE on a file with data at [0, 4K) and [32M, 32M + 4K).
  * Any granularity up to 16 MiB is fine, but the hole must be found. */
 static void test_seek_data_hole(void **state)
@@ -2532,6 +2559,7 @@ int main(void)
         TM_TEST(test_statfs, setup),
         TM_TEST(test_fallocate, setup),
         TM_TEST(test_seek_data_hole, setup),
+        TM_TEST(test_seek_sees_cached_writes, setup_writeback),
         TM_TEST(test_unlink_while_open, setup),
         TM_TEST(test_readdir_seek, setup),
         TM_TEST(test_fsync, setup),

@@ -5,8 +5,9 @@
  * call and no partial file in new/; mounted read-only twice at once while
  * the live mount keeps changing, it serves the tree, refuses every change
  * with EROFS, and fscks clean. Also the listing, deletion (refused while
- * mounted), bad names, taking one on a read-only mount, and a user who
- * neither is root nor mounted it.
+ * mounted), bad names, taking one on a read-only mount, a user who
+ * neither is root nor mounted it, and, with -o writeback, writes the
+ * kernel still caches.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 
 #include "mount.h"
 #include "snapshot.h"
+#include "snaptool.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -46,22 +48,7 @@ static char out[1 << 16];
 /* `lsmctl ARGS`, output in out; the exit status. */
 #define lsmctl(...) tm_lsmctl(out, sizeof out, __VA_ARGS__)
 
-/* A read-only mount of snapshot `name` of m's store (two may run at once). */
-static struct tmount *mount_snapshot(const struct tmount *m, const char *name)
-{
-    struct tmount *s = tm_new_external();
-    assert_non_null(s);
-    char snap[PATH_MAX + 64];
-    snprintf(snap, sizeof snap, "%s/" LSMFS_SNAPSHOT_DIR "/%s", m->store, name);
-    assert_int_equal(rmdir(s->store), 0);
-    assert_int_equal(symlink(snap, s->store), 0);
-    snprintf(s->opts, sizeof s->opts, "ro");
-    if (tm_mount(s) != 0) {
-        tm_free(s);
-        fail_msg("mounting snapshot %s read-only failed", snap);
-    }
-    return s;
-}
+#define mount_snapshot tm_mount_snapshot
 
 /* ------------------------------------------------------------ maildir */
 
@@ -282,6 +269,88 @@ static void test_snapshot_refused_to_others(void **state)
     TM_ERR(access(snap, F_OK), ENOENT);
 }
 
+/* --------------------------------------------------- -o writeback */
+
+static int setup_writeback(void **state)
+{
+    return tm_setup(state, 120, "test_snapshot", "writeback");
+}
+
+/* Whether snapshot `name` of m holds file `file` as size bytes hashing to h. */
+static bool snapshot_has(const struct tmount *m, const char *name, const char *file, size_t size,
+                         uint64_t h)
+{
+    struct tmount *s = mount_snapshot(m, name);
+    struct stat st;
+    bool has = stat(tm_path(s, "%s", file), &st) == 0 && (size_t)st.st_size == size &&
+               tm_hash_file(tm_path(s, "%s", file)) == h;
+    assert_int_equal(tm_unmount(s), 0);
+    tm_free(s);
+    return has;
+}
+
+/* With the kernel's writeback cache, what a process wrote to a file it
+ * still has open is in the page cache, not in the daemon; lsmctl's syncfs
+ * has the kernel write it back before the snapshot. The kernel does not
+ * wait for a FUSE mount's write-back on syncfs (6.18: FUSE mappings have
+ * no data integrity), so now and then the writes reach the daemon only
+ * after the cut: of TRIES snapshots, each of a file written just before
+ * and still open, one at least must hold its file. Without the syncfs
+ * none does (the write-back comes later). */
+static void test_snapshot_has_cached_writes(void **state)
+{
+    struct tmount *m = *state;
+    enum { SIZE = 300 * 1024, TRIES = 5 };
+    char *buf = malloc(SIZE);
+    assert_non_null(buf);
+    uint64_t h[TRIES];
+    int hits = 0;
+    for (int i = 0; i < TRIES; i++) {
+        tm_fill(buf, SIZE, 19 + (uint64_t)i, 0);
+        h[i] = tm_hash(buf, SIZE, TM_HASH_INIT);
+        int fd = open(P("open%d", i), O_WRONLY | O_CREAT | O_EXCL, 0644);
+        TM_OK(fd);
+        int e = tm_pwrite_all(fd, buf, SIZE, 0);
+        int rc = e == 0 ? lsmctl("snapshot %s cached%d", m->mnt, i) : -1;
+        close(fd);
+        assert_int_equal(e, 0);
+        if (rc != 0)
+            fail_msg("lsmctl snapshot: exit %d: %s", rc, out);
+    }
+    free(buf);
+    for (int i = 0; i < TRIES; i++) {
+        char name[32], file[32];
+        snprintf(name, sizeof name, "cached%d", i);
+        snprintf(file, sizeof file, "open%d", i);
+        hits += snapshot_has(m, name, file, SIZE, h[i]);
+    }
+    print_message("%d of %d snapshots hold the writes cached when they were taken\n", hits, TRIES);
+    assert_true(hits > 0);
+}
+
+/* The write-back before a snapshot syncs no disk: the kernel passes syncfs
+ * on to no /dev/fuse daemon, only the cached pages. */
+static void test_syncfs_syncs_no_disk(void **state)
+{
+    struct tmount *m = *state;
+    tm_make_file(P("a"), 5000, 1);
+    uint64_t syncs = tm_stats_counter(m, "wal syncs");
+    int fd = open(P("b"), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    TM_OK(fd);
+    char buf[8192];
+    tm_fill(buf, sizeof buf, 2, 0);
+    int e = tm_pwrite_all(fd, buf, sizeof buf, 0);
+    int dfd = open(m->mnt, O_RDONLY | O_DIRECTORY);
+    int r = dfd >= 0 ? syncfs(dfd) : -1;
+    if (dfd >= 0)
+        close(dfd);
+    close(fd);
+    assert_int_equal(e, 0);
+    TM_OK(r);
+    assert_int_equal(tm_stats_counter(m, "wal syncs"), syncs);
+    tm_check_file(P("b"), sizeof buf, 2);
+}
+
 int main(void)
 {
     tm_init();
@@ -289,6 +358,8 @@ int main(void)
         TM_TEST(test_snapshot_during_delivery, setup),
         TM_TEST(test_snapshot_list_and_delete, setup),
         TM_TEST(test_snapshot_refused_to_others, setup_allow_other),
+        TM_TEST(test_snapshot_has_cached_writes, setup_writeback),
+        TM_TEST(test_syncfs_syncs_no_disk, setup_writeback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,31 @@
+/*
+ * snaptool.c — snapshot mounts for the snapshot tests (see snaptool.h).
+ */
+#include "snaptool.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "snapshot.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+struct tmount *tm_mount_snapshot(const struct tmount *m, const char *name)
+{
+    struct tmount *s = tm_new_external();
+    assert_non_null(s);
+    char snap[PATH_MAX + 64];
+    snprintf(snap, sizeof snap, "%s/" LSMFS_SNAPSHOT_DIR "/%s", m->store, name);
+    assert_int_equal(rmdir(s->store), 0);
+    assert_int_equal(symlink(snap, s->store), 0);
+    snprintf(s->opts, sizeof s->opts, "ro");
+    if (tm_mount(s) != 0) {
+        tm_free(s);
+        fail_msg("mounting snapshot %s read-only failed", snap);
+    }
+    return s;
+}
