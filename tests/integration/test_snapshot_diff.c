@@ -221,7 +221,7 @@ static int list_one(const char *path, const struct stat *st, int flag, struct FT
 {
     (void)flag;
     (void)f;
-    char s[4096], target[PATH_MAX] = "";
+    char s[2 * PATH_MAX + 256], target[PATH_MAX] = ""; /* path, target and the fields fit */
     if (S_ISLNK(st->st_mode)) {
         ssize_t n = readlink(path, target, sizeof target - 1);
         target[n < 0 ? 0 : n] = '\0';
