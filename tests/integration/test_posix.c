@@ -1601,8 +1601,39 @@ static void test_seek_sees_cached_writes(void **state)
                  (long long)d, d < 0 ? tm_errname(derr) : "-", (long long)h, sizeof data);
 }
 
+/* -o writeback: lsmfs answers LSEEK with ENOSYS (only the kernel knows
+ * what its cache holds: test_seek_sees_cached_writes), so the kernel
+ * answers by itself: every byte below the size is data, the one hole is
+ * at the end (as POSIX allows), past the end is ENXIO. Holes are not
+ * reported on writeback mounts. fd: the file with data at [0, 4K) and
+ * [far, size). */
+static void seek_writeback(struct tmount *m, int fd, off_t far, off_t size)
+{
+    assert_int_equal(lseek(fd, 0, SEEK_DATA), 0);
+    assert_int_equal(lseek(fd, 0, SEEK_HOLE), size);
+    assert_int_equal(lseek(fd, 4096, SEEK_DATA), 4096);
+    assert_int_equal(lseek(fd, far, SEEK_HOLE), size);
+    assert_int_equal(lseek(fd, size - 1, SEEK_DATA), size - 1);
+    TM_ERR(lseek(fd, size, SEEK_DATA), ENXIO);
+    TM_ERR(lseek(fd, size, SEEK_HOLE), ENXIO);
+    close(fd);
+    TM_OK(truncate(P("f"), 64 * MiB));
+    fd = open(P("f"), O_RDONLY);
+    TM_OK(fd);
+    assert_int_equal(lseek(fd, far, SEEK_HOLE), 64 * MiB);
+    assert_int_equal(lseek(fd, size, SEEK_DATA), size);
+    TM_ERR(lseek(fd, 64 * MiB, SEEK_DATA), ENXIO);
+    close(fd);
+    tm_touch(P("empty"));
+    fd = open(P("empty"), O_RDONLY);
+    TM_ERR(lseek(fd, 0, SEEK_DATA), ENXIO);
+    TM_ERR(lseek(fd, 0, SEEK_HOLE), ENXIO);
+    close(fd);
+}
+
 /* SEEK_DATA/SEEK_HOLE on a file with data at [0, 4K) and [32M, 32M + 4K).
- * Any granularity up to 16 MiB is fine, but the hole must be found. */
+ * Any granularity up to 16 MiB is fine, but the hole must be found; with
+ * -o writeback the kernel answers instead: seek_writeback. */
 static void test_seek_data_hole(void **state)
 {
     struct tmount *m = *state;
@@ -1615,6 +1646,11 @@ static void test_seek_data_hole(void **state)
     TM_OK(tm_pwrite_all(fd, data, sizeof data, far));
     close(fd);
     fd = open(P("f"), O_RDONLY);
+    TM_OK(fd);
+    if (tm_has_opt(m, "writeback")) {
+        seek_writeback(m, fd, far, size);
+        return;
+    }
     TM_OK(fd);
     assert_int_equal(lseek(fd, 0, SEEK_DATA), 0);
     off_t hole = lseek(fd, 0, SEEK_HOLE);
@@ -2619,6 +2655,7 @@ int main(void)
         TM_TEST(test_statfs, setup),
         TM_TEST(test_fallocate, setup),
         TM_TEST(test_seek_data_hole, setup),
+        TM_TEST(test_seek_data_hole, setup_writeback),
         TM_TEST(test_seek_sees_cached_writes, setup_writeback),
         TM_TEST(test_unlink_while_open, setup),
         TM_TEST(test_readdir_seek, setup),
