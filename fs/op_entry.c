@@ -90,7 +90,6 @@ static void apply_attrs(inode_rec *r, const struct stat *attr, int to_set, ts no
     r->ctime = (to_set & FUSE_SET_ATTR_CTIME) ? ts_from_timespec(attr->st_ctim) : now;
 }
 
-/* REQUIRES: n->lock held for writing. */
 /* With -o writeback the kernel follows a write-back with a SETATTR of the
  * times (at close, fsync, or when it writes the inode). Committed logged,
  * it would carry the large writes deferred just before into the WAL, so
@@ -104,6 +103,7 @@ static bool defers_times(const lsmfs *fs, const inode *n, int to_set)
     return fs->cfg.writeback && n->deferred_last && (to_set & ~times) == 0;
 }
 
+/* REQUIRES: n->lock held for writing. */
 static int setattr_locked(lsmfs *fs, inode *n, const struct stat *attr, int to_set, inode_rec *out)
 {
     if (n->gone)

@@ -1601,6 +1601,17 @@ static void test_seek_sees_cached_writes(void **state)
                  (long long)d, d < 0 ? tm_errname(derr) : "-", (long long)h, sizeof data);
 }
 
+/* An empty file has neither data nor a hole: ENXIO from 0 (any mount). */
+static void seek_empty(struct tmount *m)
+{
+    tm_touch(P("empty"));
+    int fd = open(P("empty"), O_RDONLY);
+    TM_OK(fd);
+    TM_ERR(lseek(fd, 0, SEEK_DATA), ENXIO);
+    TM_ERR(lseek(fd, 0, SEEK_HOLE), ENXIO);
+    close(fd);
+}
+
 /* -o writeback: lsmfs answers LSEEK with ENOSYS (only the kernel knows
  * what its cache holds: test_seek_sees_cached_writes), so the kernel
  * answers by itself: every byte below the size is data, the one hole is
@@ -1624,11 +1635,7 @@ static void seek_writeback(struct tmount *m, int fd, off_t far, off_t size)
     assert_int_equal(lseek(fd, size, SEEK_DATA), size);
     TM_ERR(lseek(fd, 64 * MiB, SEEK_DATA), ENXIO);
     close(fd);
-    tm_touch(P("empty"));
-    fd = open(P("empty"), O_RDONLY);
-    TM_ERR(lseek(fd, 0, SEEK_DATA), ENXIO);
-    TM_ERR(lseek(fd, 0, SEEK_HOLE), ENXIO);
-    close(fd);
+    seek_empty(m);
 }
 
 /* SEEK_DATA/SEEK_HOLE on a file with data at [0, 4K) and [32M, 32M + 4K).
@@ -1683,11 +1690,7 @@ static void test_seek_data_hole(void **state)
     close(fd);
 
     /* Empty and fully written files. */
-    tm_touch(P("empty"));
-    fd = open(P("empty"), O_RDONLY);
-    TM_ERR(lseek(fd, 0, SEEK_DATA), ENXIO);
-    TM_ERR(lseek(fd, 0, SEEK_HOLE), ENXIO);
-    close(fd);
+    seek_empty(m);
     tm_make_file(P("full"), 100 * KiB, 6);
     fd = open(P("full"), O_RDONLY);
     assert_int_equal(lseek(fd, 0, SEEK_DATA), 0);
