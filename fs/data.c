@@ -383,12 +383,18 @@ static int write_chunk(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t idx, cons
     return err;
 }
 
+uint64_t data_max_size(const lsmfs *fs)
+{
+    return fs->cfg.writeback ? DATA_MAX_SIZE_KERNEL : DATA_MAX_SIZE;
+}
+
 int data_write(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, const char *buf,
                size_t size, uint64_t off)
 {
     if (size == 0)
         return 0;
-    if (off >= DATA_MAX_SIZE || size > DATA_MAX_SIZE - off)
+    const uint64_t max = data_max_size(fs);
+    if (off >= max || size > max - off)
         return EFBIG;
     uint64_t end = off + size;
     if (is_inline(r) && end <= fs->sb.inline_limit) {
@@ -543,7 +549,7 @@ static int trim_boundary(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t newsize
 
 int data_truncate(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint64_t newsize)
 {
-    if (newsize > DATA_MAX_SIZE)
+    if (newsize > data_max_size(fs))
         return EFBIG;
     if (is_inline(r))
         return truncate_inline(fs, n, r, pl, newsize);

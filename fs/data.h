@@ -22,8 +22,16 @@
 #include <sys/types.h>
 
 /* The largest file size lsmfs accepts (2^62: chunk indexes stay far from
- * overflow). */
+ * overflow), but see data_max_size. */
 #define DATA_MAX_SIZE (1ULL << 62)
+/* The kernel's limit for a FUSE file (s_maxbytes, MAX_LFS_FILESIZE). */
+#define DATA_MAX_SIZE_KERNEL ((uint64_t)INT64_MAX)
+
+/* The largest file size this mount accepts: DATA_MAX_SIZE, or on a
+ * writeback mount the kernel's, since there write(2) lands in the kernel's
+ * cache up to its own limit and reaches the daemon only at write-back,
+ * where a refusal is a late EIO at close (test_write_crossing_max_size). */
+uint64_t data_max_size(const lsmfs *fs);
 /* Chunk deletes per store batch when a large file is truncated or freed:
  * a batch stays small (a 100 GiB file would make one of ~570 MB). */
 #define DATA_DELETE_BATCH 256

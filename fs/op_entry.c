@@ -90,6 +90,19 @@ static void apply_attrs(inode_rec *r, const struct stat *attr, int to_set, ts no
     r->ctime = (to_set & FUSE_SET_ATTR_CTIME) ? ts_from_timespec(attr->st_ctim) : now;
 }
 
+/* With -o writeback the kernel follows a write-back with a SETATTR of the
+ * times (at close, fsync, or when it writes the inode). Committed logged,
+ * it would carry the large writes deferred just before into the WAL, so
+ * their bytes reach the disk twice (test_fsynced_large_file_survives_crash
+ * on a writeback mount): it is deferred after a deferred change of the
+ * inode, and then a crash loses it with them, as a prefix.
+ * REQUIRES: n->lock held for writing. */
+static bool defers_times(const lsmfs *fs, const inode *n, int to_set)
+{
+    const int times = FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_CTIME;
+    return fs->cfg.writeback && n->deferred_last && (to_set & ~times) == 0;
+}
+
 /* REQUIRES: n->lock held for writing. */
 static int setattr_locked(lsmfs *fs, inode *n, const struct stat *attr, int to_set, inode_rec *out)
 {
@@ -121,7 +134,10 @@ static int setattr_locked(lsmfs *fs, inode *n, const struct stat *attr, int to_s
             err = xattr_acl_chmod(fs, b, n->ino, &r);
     }
     if (err == 0) {
-        err = op_commit_one_as(fs, b, n, &r, &pl, shrinks ? COMMIT_FREES_SPACE : 0);
+        unsigned flags = shrinks ? COMMIT_FREES_SPACE : 0;
+        if (defers_times(fs, n, to_set))
+            flags |= COMMIT_DEFER_LOG;
+        err = op_commit_one_as(fs, b, n, &r, &pl, flags);
     }
     *out = r;
     payload_free(&pl);

@@ -121,8 +121,9 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
         return;
     /* A write crossing the largest file size writes what fits (a short
      * write, as ext4's); one starting there fails with EFBIG. */
-    if (off >= 0 && (uint64_t)off < DATA_MAX_SIZE && size > DATA_MAX_SIZE - (uint64_t)off)
-        size = (size_t)(DATA_MAX_SIZE - (uint64_t)off);
+    const uint64_t max = data_max_size(fs);
+    if (off >= 0 && (uint64_t)off < max && size > max - (uint64_t)off)
+        size = (size_t)(max - (uint64_t)off);
     int err = 0;
     inode_wrlock(n);
     err = write_locked(fs, n, buf, size, (uint64_t)off, keep_times);
@@ -185,7 +186,8 @@ static int fallocate_locked(lsmfs *fs, inode *n, int mode, uint64_t off, uint64_
         return EIO;
     if (!S_ISREG(n->rec.mode))
         return ENODEV;
-    if (off >= DATA_MAX_SIZE || len > DATA_MAX_SIZE - off)
+    const uint64_t max = data_max_size(fs);
+    if (off >= max || len > max - off)
         return EFBIG;
     inode_rec r = n->rec;
     payload pl = {0};

@@ -739,6 +739,18 @@ static void set_opts(struct tmount *m, const char *opts)
              (*opts || *extra) && *transport ? "," : "", transport);
 }
 
+bool tm_has_opt(const struct tmount *m, const char *opt)
+{
+    size_t n = strlen(opt);
+    for (const char *p = m->opts; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, opt, n) == 0)
+            return true;
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
+
 static int mkfs(struct tmount *m)
 {
     char prog[PATH_MAX];

@@ -224,6 +224,11 @@ void tm_sleep_ms(unsigned ms);
 /* "ENOENT" for ENOENT (never NULL). */
 const char *tm_errname(int err);
 
+/* Whether m's mounts get -o opt (a whole option of m->opts, from the
+ * test's fixture or LSMFS_TEST_OPTS): for tests whose expectation differs
+ * there, e.g. "writeback", where the kernel owns some semantics. */
+bool tm_has_opt(const struct tmount *m, const char *opt);
+
 /* ---- cmocka fixture and checks (main thread only) ---- */
 
 /* Shorthands for the tests: sizes, and a path under the mount `m` in scope. */

@@ -395,6 +395,24 @@ static long long blocks_of(const char *path)
     return (long long)st.st_blocks;
 }
 
+/* st_blocks of fd's file at path once what fd wrote is stored. With -o
+ * writeback a write stays in the kernel's cache (a truncate may drop it
+ * there) and reaches the daemon only at write-back: st_blocks, what the
+ * daemon stores, cannot count it before, so fsync writes it back first;
+ * and the kernel keeps serving the st_blocks it cached (a write-back does
+ * not invalidate it) until the attribute timeout, so statx forces a
+ * GETATTR. */
+static long long blocks_stored(struct tmount *m, int fd, const char *path)
+{
+    if (!tm_has_opt(m, "writeback"))
+        return blocks_of(path);
+    TM_OK(fsync(fd));
+    struct statx stx;
+    TM_OK(statx(AT_FDCWD, path, AT_STATX_FORCE_SYNC, STATX_BLOCKS, &stx));
+    assert_true(stx.stx_mask & STATX_BLOCKS);
+    return (long long)stx.stx_blocks;
+}
+
 /* st_blocks counts what is stored (whole chunks, in 512-byte units), not
  * the size: holes cost nothing, as on ext4, so du is right and cp
  * --sparse=auto sees a sparse file. The count follows writes into holes
@@ -411,27 +429,28 @@ static void test_blocks_count_what_is_stored(void **state)
     TM_OK(fstat(fd, &st));
     const long long cb = st.st_blksize / 512; /* blocks of one chunk */
     TM_OK(ftruncate(fd, 1LL << 30)); /* inline still: counted as one chunk at most */
-    assert_in_range(blocks_of(f), 0, cb);
-    assert_int_equal(pwrite(fd, "x", 1, 2 * st.st_blksize), 1); /* chunked now */
+    assert_in_range(blocks_stored(m, fd, f), 0, cb);
+    assert_int_equal(pwrite(fd, "x", 1, 2 * st.st_blksize), 1);
+    assert_int_equal(blocks_stored(m, fd, f), cb); /* chunked now */
     TM_OK(ftruncate(fd, 1));
     TM_OK(ftruncate(fd, 1LL << 30));
-    assert_int_equal(blocks_of(f), 0);
+    assert_int_equal(blocks_stored(m, fd, f), 0);
     char *buf = calloc(1, 4 * (size_t)st.st_blksize);
     assert_non_null(buf);
     memset(buf, 'x', 4 * (size_t)st.st_blksize);
     const off_t mid = 512LL << 20, cs = st.st_blksize;
     assert_int_equal(pwrite(fd, buf, (size_t)cs, mid), cs); /* a whole chunk in a hole */
-    assert_int_equal(blocks_of(f), cb);
+    assert_int_equal(blocks_stored(m, fd, f), cb);
     assert_int_equal(pwrite(fd, buf, (size_t)cs, mid), cs); /* over it again */
-    assert_int_equal(blocks_of(f), cb);
+    assert_int_equal(blocks_stored(m, fd, f), cb);
     assert_int_equal(pwrite(fd, buf, 10, mid + 3 * cs + 7), 10); /* part of a chunk */
-    assert_int_equal(blocks_of(f), 2 * cb);
+    assert_int_equal(blocks_stored(m, fd, f), 2 * cb);
     assert_int_equal(pwrite(fd, buf, 4 * (size_t)cs, mid), 4 * cs); /* two new, two old */
-    assert_int_equal(blocks_of(f), 4 * cb);
+    assert_int_equal(blocks_stored(m, fd, f), 4 * cb);
     TM_OK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, mid + cs, cs));
-    assert_int_equal(blocks_of(f), 3 * cb);
+    assert_int_equal(blocks_stored(m, fd, f), 3 * cb);
     TM_OK(ftruncate(fd, mid + 2 * cs + 1)); /* drops the last one, keeps part of one */
-    assert_int_equal(blocks_of(f), 2 * cb);
+    assert_int_equal(blocks_stored(m, fd, f), 2 * cb);
     TM_OK(close(fd));
     tm_make_file(P("dense"), 1 << 20, 1);
     assert_int_equal(blocks_of(P("dense")), (1 << 20) / 512);
@@ -494,9 +513,41 @@ static void test_truncate(void **state)
     close(fd);
 }
 
+/* -o writeback: the kernel takes write(2) into its cache up to its own
+ * limit (INT64_MAX), which no write can cross: the VFS refuses one ending
+ * past INT64_MAX with EINVAL before any filesystem sees it. So lsmfs's 2^62
+ * is no limit there: the daemon stores whatever the kernel took, else close
+ * fails with EIO when the pages come back (as it did at 2^62). */
+static void max_size_writeback(struct tmount *m, const char *data)
+{
+    enum { FITS = 40000 };
+    const off_t d = 1LL << 62, k = INT64_MAX;
+    int fd = open(P("f"), O_RDWR | O_CREAT, 0644);
+    TM_OK(fd);
+    assert_int_equal(pwrite(fd, data, MiB, d - FITS), MiB);
+    assert_int_equal(pwrite(fd, data, FITS, k - FITS), FITS);
+    struct stat st;
+    TM_OK(fstat(fd, &st));
+    assert_int_equal(st.st_size, k);
+    TM_ERR(pwrite(fd, "x", 1, k), EINVAL);
+    TM_OK(close(fd));
+    tm_remount_checked(m);
+    char *buf = malloc(MiB);
+    assert_non_null(buf);
+    fd = open(P("f"), O_RDONLY);
+    TM_OK(fd);
+    assert_int_equal(tm_pread_all(fd, buf, MiB, d - FITS), MiB);
+    tm_check_bytes(buf, data, MiB, "across 2^62", d - FITS);
+    assert_int_equal(tm_pread_all(fd, buf, FITS, k - FITS), FITS);
+    tm_check_bytes(buf, data, FITS, "up to INT64_MAX", k - FITS);
+    TM_OK(close(fd));
+    free(buf);
+}
+
 /* A write crossing the largest file size (2^62) writes what fits and
  * returns that count, as ext4 does at its limit; one starting there fails
- * with EFBIG. */
+ * with EFBIG. With -o writeback the kernel owns the limit:
+ * max_size_writeback. */
 static void test_write_crossing_max_size(void **state)
 {
     struct tmount *m = *state;
@@ -507,6 +558,13 @@ static void test_write_crossing_max_size(void **state)
     char *data = malloc(MiB), *buf = malloc(MiB);
     assert_true(data != NULL && buf != NULL);
     tm_fill(data, MiB, 62, 0);
+    if (tm_has_opt(m, "writeback")) {
+        max_size_writeback(m, data);
+        free(data);
+        free(buf);
+        TM_OK(unlink(P("f")));
+        return;
+    }
     int fd = open(P("f"), O_RDWR | O_CREAT, 0644);
     TM_OK(fd);
     ssize_t n = pwrite(fd, data, MiB, max - FITS);
@@ -1543,8 +1601,46 @@ static void test_seek_sees_cached_writes(void **state)
                  (long long)d, d < 0 ? tm_errname(derr) : "-", (long long)h, sizeof data);
 }
 
+/* An empty file has neither data nor a hole: ENXIO from 0 (any mount). */
+static void seek_empty(struct tmount *m)
+{
+    tm_touch(P("empty"));
+    int fd = open(P("empty"), O_RDONLY);
+    TM_OK(fd);
+    TM_ERR(lseek(fd, 0, SEEK_DATA), ENXIO);
+    TM_ERR(lseek(fd, 0, SEEK_HOLE), ENXIO);
+    close(fd);
+}
+
+/* -o writeback: lsmfs answers LSEEK with ENOSYS (only the kernel knows
+ * what its cache holds: test_seek_sees_cached_writes), so the kernel
+ * answers by itself: every byte below the size is data, the one hole is
+ * at the end (as POSIX allows), past the end is ENXIO. Holes are not
+ * reported on writeback mounts. fd: the file with data at [0, 4K) and
+ * [far, size). */
+static void seek_writeback(struct tmount *m, int fd, off_t far, off_t size)
+{
+    assert_int_equal(lseek(fd, 0, SEEK_DATA), 0);
+    assert_int_equal(lseek(fd, 0, SEEK_HOLE), size);
+    assert_int_equal(lseek(fd, 4096, SEEK_DATA), 4096);
+    assert_int_equal(lseek(fd, far, SEEK_HOLE), size);
+    assert_int_equal(lseek(fd, size - 1, SEEK_DATA), size - 1);
+    TM_ERR(lseek(fd, size, SEEK_DATA), ENXIO);
+    TM_ERR(lseek(fd, size, SEEK_HOLE), ENXIO);
+    close(fd);
+    TM_OK(truncate(P("f"), 64 * MiB));
+    fd = open(P("f"), O_RDONLY);
+    TM_OK(fd);
+    assert_int_equal(lseek(fd, far, SEEK_HOLE), 64 * MiB);
+    assert_int_equal(lseek(fd, size, SEEK_DATA), size);
+    TM_ERR(lseek(fd, 64 * MiB, SEEK_DATA), ENXIO);
+    close(fd);
+    seek_empty(m);
+}
+
 /* SEEK_DATA/SEEK_HOLE on a file with data at [0, 4K) and [32M, 32M + 4K).
- * Any granularity up to 16 MiB is fine, but the hole must be found. */
+ * Any granularity up to 16 MiB is fine, but the hole must be found; with
+ * -o writeback the kernel answers instead: seek_writeback. */
 static void test_seek_data_hole(void **state)
 {
     struct tmount *m = *state;
@@ -1557,6 +1653,11 @@ static void test_seek_data_hole(void **state)
     TM_OK(tm_pwrite_all(fd, data, sizeof data, far));
     close(fd);
     fd = open(P("f"), O_RDONLY);
+    TM_OK(fd);
+    if (tm_has_opt(m, "writeback")) {
+        seek_writeback(m, fd, far, size);
+        return;
+    }
     TM_OK(fd);
     assert_int_equal(lseek(fd, 0, SEEK_DATA), 0);
     off_t hole = lseek(fd, 0, SEEK_HOLE);
@@ -1589,11 +1690,7 @@ static void test_seek_data_hole(void **state)
     close(fd);
 
     /* Empty and fully written files. */
-    tm_touch(P("empty"));
-    fd = open(P("empty"), O_RDONLY);
-    TM_ERR(lseek(fd, 0, SEEK_DATA), ENXIO);
-    TM_ERR(lseek(fd, 0, SEEK_HOLE), ENXIO);
-    close(fd);
+    seek_empty(m);
     tm_make_file(P("full"), 100 * KiB, 6);
     fd = open(P("full"), O_RDONLY);
     assert_int_equal(lseek(fd, 0, SEEK_DATA), 0);
@@ -2537,9 +2634,11 @@ int main(void)
         TM_TEST(test_rw_random, setup),
         TM_TEST(test_sparse, setup),
         TM_TEST(test_blocks_count_what_is_stored, setup),
+        TM_TEST(test_blocks_count_what_is_stored, setup_writeback),
         TM_TEST(test_truncate, setup),
         TM_TEST(test_large_offsets, setup),
         TM_TEST(test_write_crossing_max_size, setup),
+        TM_TEST(test_write_crossing_max_size, setup_writeback),
         TM_TEST(test_mkdir_rmdir, setup),
         TM_TEST(test_unlink, setup),
         TM_TEST(test_inode_numbers, setup),
@@ -2559,6 +2658,7 @@ int main(void)
         TM_TEST(test_statfs, setup),
         TM_TEST(test_fallocate, setup),
         TM_TEST(test_seek_data_hole, setup),
+        TM_TEST(test_seek_data_hole, setup_writeback),
         TM_TEST(test_seek_sees_cached_writes, setup_writeback),
         TM_TEST(test_unlink_while_open, setup),
         TM_TEST(test_readdir_seek, setup),
