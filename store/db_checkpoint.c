@@ -256,9 +256,9 @@ lsm_status *lsm_checkpoint_ex(lsm_db *db, const char *dest_dir, const lsm_checkp
     info->cut_micros = db->env->now_micros(db->env) - t0;
     if (s == NULL)
         s = write_checkpoint(db, dest_dir, tmp, parent, v, &e, number, o, info);
-    if (have_edit)
-        version_edit_destroy(&e);
     mutex_lock(&db->mu);
+    if (have_edit)
+        version_edit_destroy(&e); /* its file refs are counted under mu */
     if (v != NULL)
         version_unref(v);
     db->checkpointing = false;

@@ -372,11 +372,12 @@ lsm_status *vset_log_and_apply(version_set *vs, version_edit *e, uint64_t last_s
     if (fresh) {
         version_edit_set_next_file(&snap, number + 1);
         s = new_manifest(vs->env, vs->dir, number, &snap, &w);
-        version_edit_destroy(&snap);
     }
     if (s == NULL)
         s = write_edit(w, e);
     mutex_lock(vs->mu);
+    if (fresh)
+        version_edit_destroy(&snap); /* its file refs are counted under mu */
     vs->manifest_busy = false;
     pthread_cond_broadcast(&vs->cv);
     if (s != NULL) {
