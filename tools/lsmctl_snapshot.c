@@ -153,7 +153,8 @@ static int list_names(DIR *d, char ***out)
         if ((names[n] = strdup(e->d_name)) != NULL)
             n++;
     }
-    qsort(names, (size_t)n, sizeof(*names), cmp_names);
+    if (n > 1) /* names is NULL for an empty directory */
+        qsort(names, (size_t)n, sizeof(*names), cmp_names);
     *out = names;
     return n;
 }
