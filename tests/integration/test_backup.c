@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "mount.h"
+#include "snaptool.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -99,19 +100,11 @@ static unsigned long long number_before(const char *word)
 /* Restores backup id, mounts it read-only, diffs it against want. */
 static void check_restored(const struct tmount *m, const char *bk, int id, const char *want)
 {
-    struct tmount *r = tm_new_external();
-    assert_non_null(r);
     char dest[PATH_MAX + 32];
-    snprintf(dest, sizeof dest, "%s/restored", r->root);
+    snprintf(dest, sizeof dest, "%s/restored-%d", m->root, id);
     if (lsmctl("backup restore %s %d %s", bk, id, dest) != 0)
         fail_msg("restore %d: %s", id, out);
-    assert_int_equal(rmdir(r->store), 0);
-    assert_int_equal(symlink(dest, r->store), 0);
-    snprintf(r->opts, sizeof r->opts, "ro");
-    if (tm_mount(r) != 0) {
-        tm_free(r);
-        fail_msg("mounting restored backup %d read-only failed", id);
-    }
+    struct tmount *r = tm_mount_ro_dir(dest, "restored backup");
     char cmd[3 * PATH_MAX];
     snprintf(cmd, sizeof cmd, "diff -r --no-dereference '%s' '%s' >&2", want, r->mnt);
     int rc = system(cmd);
@@ -119,7 +112,6 @@ static void check_restored(const struct tmount *m, const char *bk, int id, const
     tm_free(r);
     if (rc != 0)
         fail_msg("backup %d restored differs from the expected tree (diff above)", id);
-    (void)m;
 }
 
 /* Whether any snapshot of m is left (lsmctl backup deletes its own). */
