@@ -16,6 +16,7 @@
 #include "ops.h"
 #include "super.h"
 #include "uring.h"
+#include "lsmfs_version.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -31,7 +32,6 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#define LSMFS_VERSION "0.1"
 #define DEFAULT_THREADS 64
 #define DEFAULT_SPIN_US 50
 #define MAX_SPIN_US 100000
@@ -350,7 +350,7 @@ static void print_help_or_version(const char *argv0, const struct fuse_cmdline_o
         fuse_cmdline_help();
         fuse_lowlevel_help();
     } else {
-        printf("lsmfs version %s (format %d)\n", LSMFS_VERSION, SCHEMA_VERSION);
+        version_print(stdout, "lsmfs");
         fflush(stdout);
         fuse_lowlevel_version();
     }

@@ -8,6 +8,7 @@
  * The checks themselves are fs/fsck.c.
  */
 #include "fsck.h"
+#include "lsmfs_version.h"
 
 #include <stdio.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    version_help_or_exit(argc, argv, "fsck.lsmfs", usage);
     fsck_options o = {.out = stdout};
     int c;
     bool no = false;

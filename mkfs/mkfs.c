@@ -10,6 +10,7 @@
 #include "lsm.h"
 #include "schema.h"
 #include "super.h"
+#include "lsmfs_version.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -114,10 +115,7 @@ static int parse_args(int argc, char **argv, struct mkfs_opts *o)
                             .inline_limit = SCHEMA_DEFAULT_INLINE,
                             .uid = getuid(),
                             .gid = getgid()};
-    if (argc == 2 && strcmp(argv[1], "--help") == 0) {
-        usage(stdout);
-        exit(0);
-    }
+    version_help_or_exit(argc, argv, "mkfs.lsmfs", usage);
     int c;
     while ((c = getopt(argc, argv, "fqc:i:u:g:h")) != -1)
         if (take_option(o, c, optarg) != 0)

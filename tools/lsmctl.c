@@ -21,6 +21,7 @@
 #include "lsm.h"
 #include "lsmctl_backup.h"
 #include "lsmctl_snapshot.h"
+#include "lsmfs_version.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -232,7 +233,8 @@ static int cmd_check(const char *dir)
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+    version_help_or_exit(argc, argv, "lsmctl", usage);
+    if (argc >= 2 && !strcmp(argv[1], "-h")) {
         usage(stdout);
         return 0;
     }
