@@ -6,12 +6,13 @@
  * offers it, over FUSE's io_uring queues (uring.h, -o uring=). Unless run in the
  * foreground it forks first; the parent waits until the child has opened
  * the store and mounted (or failed), so that errors are printed and
- * reflected in the exit status, and the child then detaches and logs to
- * syslog. SIGTERM/SIGINT/SIGHUP or an unmount end the loop; in-flight
+ * reflected in the exit status, and the child then detaches and logs where
+ * -o log= says (log.h). SIGTERM/SIGINT/SIGHUP or an unmount end the loop; in-flight
  * requests finish (the loop joins its workers) and the store is closed.
  */
 #include "bdi.h"
 #include "fuse_api.h"
+#include "log.h"
 #include "loop.h"
 #include "ops.h"
 #include "super.h"
@@ -56,6 +57,7 @@ struct options {
     bool read_only;    /* -o ro */
     char *uring;       /* -o uring=auto|on|off */
     uring_mode umode;  /* o.uring parsed (options_valid) */
+    char *log;         /* -o log=syslog|stderr|FILE (log.h) */
 };
 
 enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_ALLOW_ROOT, KEY_ATIME, KEY_RO };
@@ -76,6 +78,7 @@ static const struct fuse_opt option_spec[] = {
     {"spin=%d", offsetof(struct options, spin_us), 0},
     {"readahead=%d", offsetof(struct options, readahead_kb), 0},
     {"uring=%s", offsetof(struct options, uring), 0},
+    {"log=%s", offsetof(struct options, log), 0},
     FUSE_OPT_END,
 };
 
@@ -137,7 +140,9 @@ static void usage(const char *prog)
            "    -o uring=MODE          auto (default): serve requests over FUSE's io_uring\n"
            "                           queues when the kernel offers them (" URING_PARAM_PATH "\n"
            "                           is Y), else over /dev/fuse; on: refuse to mount\n"
-           "                           without them; off: /dev/fuse only\n\n",
+           "                           without them; off: /dev/fuse only\n"
+           "    -o log=WHERE           syslog, stderr or a file to append to (default:\n"
+           "                           syslog, stderr when there is no /dev/log or with -f)\n\n",
            prog, DEFAULT_SPIN_US, DEFAULT_READAHEAD_KB);
 }
 
@@ -196,28 +201,22 @@ static void daemon_begin(void)
     setsid();
 }
 
-static void syslog_logger(enum fuse_log_level level, const char *fmt, va_list ap)
-{
-    vsyslog((int)level, fmt, ap);
-}
-
 /* The child is mounted: release the parent, detach from the terminal. */
 static void daemon_detach(void)
 {
-    openlog("lsmfs", LOG_PID, LOG_DAEMON);
-    fuse_set_log_func(syslog_logger);
     char ok = 0;
     if (write(report_fd, &ok, 1) != 1)
-        syslog(LOG_WARNING, "could not notify the parent process");
+        fuse_log(FUSE_LOG_WARNING, "could not notify the parent process\n");
     close(report_fd);
     report_fd = -1;
     if (chdir("/") != 0)
-        syslog(LOG_WARNING, "chdir /: %m");
+        fuse_log(FUSE_LOG_WARNING, "chdir /: %s\n", strerror(errno));
     int fd = open("/dev/null", O_RDWR);
     if (fd >= 0) {
         dup2(fd, 0);
         dup2(fd, 1);
-        dup2(fd, 2);
+        if (!log_to_stderr()) /* else the log's own fd stays */
+            dup2(fd, 2);
         if (fd > 2)
             close(fd);
     }
@@ -293,9 +292,12 @@ static void tune_mount(void *arg)
 {
     const struct mount_tuning *t = arg;
     int err = t->readahead_kb ? bdi_set_readahead(t->mountpoint, t->readahead_kb) : 0;
+    /* Not root (EACCES, EPERM) is routine: every non-root mount would say it. */
+    bool routine = err == EACCES || err == EPERM || err == EROFS;
     if (err != 0)
-        fuse_log(FUSE_LOG_WARNING, "lsmfs: cannot set the readahead of %s to %u KiB: %s\n",
-                 t->mountpoint, t->readahead_kb, strerror(err));
+        fuse_log(routine ? FUSE_LOG_INFO : FUSE_LOG_WARNING,
+                 "lsmfs: cannot set the readahead of %s to %u KiB: %s\n", t->mountpoint,
+                 t->readahead_kb, strerror(err));
 }
 
 /* tuning: what the loop applies after INIT, or NULL (the ring does it). */
@@ -463,6 +465,10 @@ static int unmount_and_close(struct fuse_session *se, ops_state *st, struct urin
 static int run(struct fuse_args *args, const struct options *o, const struct fuse_cmdline_opts *co,
                const char *store)
 {
+    char err[512];
+    if (log_open(o->log, co->foreground, co->debug, err, sizeof err) != 0)
+        fail("%s", err);
+    log_start();
     if (!co->foreground)
         daemon_begin();
     ops_state st = {.fs = open_store(o, store)};
@@ -477,6 +483,8 @@ static int run(struct fuse_args *args, const struct options *o, const struct fus
     }
     if (!co->foreground)
         daemon_detach();
+    fuse_log(FUSE_LOG_NOTICE, "lsmfs: %s mounted at %s (log: %s)\n", store, co->mountpoint,
+             log_where());
     int r = serve(se, co, (unsigned)o->spin_us, &st, ring != NULL ? NULL : &tuning);
     /* libfuse's single-threaded loop returns the number of the signal that
      * ended it: a SIGTERM/SIGINT/SIGHUP is an orderly shutdown, not a
@@ -516,6 +524,7 @@ int main(int argc, char *argv[])
     free(store);
     free(o.store);
     free(o.uring);
+    free(o.log);
     free(co.mountpoint);
     fuse_opt_free_args(&args);
     return status;
