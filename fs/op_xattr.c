@@ -1,6 +1,7 @@
 /*
  * op_xattr.c — setxattr, getxattr, listxattr, removexattr, and the
- * read-only root attribute user.lsmfs.stats.
+ * read-only root attributes user.lsmfs.stats (text) and user.lsmfs.metrics
+ * ("name value" lines, stable names: stats.h).
  */
 #include "acl.h"
 #include "caller.h"
@@ -16,15 +17,23 @@
 #include <sys/xattr.h>
 
 #define STATS_XATTR "user.lsmfs.stats"
+#define METRICS_XATTR "user.lsmfs.metrics"
 
 static bool is_stats(fuse_ino_t ino, const char *name)
 {
-    return ino == SCHEMA_ROOT_INO && strcmp(name, STATS_XATTR) == 0;
+    return ino == SCHEMA_ROOT_INO &&
+           (strcmp(name, STATS_XATTR) == 0 || strcmp(name, METRICS_XATTR) == 0);
 }
 
-/* The store's and the fs's stats as one text. */
-static char *stats_value(lsmfs *fs)
+/* The store's and the fs's stats as one text, or their metrics. */
+static char *stats_value(lsmfs *fs, const char *name)
 {
+    if (strcmp(name, METRICS_XATTR) == 0) {
+        char *m = lsm_property(fs->db, "lsm.metrics");
+        char *all = m != NULL ? stats_metrics(&fs->stats, m) : NULL;
+        free(m);
+        return all;
+    }
     char *store = lsm_property(fs->db, "lsm.stats");
     char *text = stats_text(&fs->stats, store != NULL ? store : "(no store stats)\n");
     free(store);
@@ -166,7 +175,7 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
     size_t len = 0;
     int err = 0;
     if (is_stats(ino, name)) {
-        val = stats_value(fs);
+        val = stats_value(fs, name);
         len = val != NULL ? strlen(val) : 0;
         err = val != NULL ? 0 : ENOMEM;
     } else if (!xattr_supported(name)) {

@@ -21,13 +21,25 @@ const char *stats_op_name(enum fs_op op)
     return op < OP_COUNT ? op_names[op] : "?";
 }
 
-char *stats_text(const fs_stats *s, const char *head)
+/* Writes body(f, s, arg) to a malloc'd string; NULL if out of memory. */
+static char *render(const fs_stats *s, const char *arg,
+                    void (*body)(FILE *f, const fs_stats *s, const char *arg))
 {
     char *out = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&out, &len);
     if (f == NULL)
         return NULL;
+    body(f, s, arg);
+    if (fclose(f) != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static void text_body(FILE *f, const fs_stats *s, const char *head)
+{
     if (head != NULL)
         fputs(head, f);
     fputs("fs requests:\n", f);
@@ -58,9 +70,36 @@ char *stats_text(const fs_stats *s, const char *head)
             atomic_load_explicit(&s->uring_active, memory_order_relaxed) ? "io_uring" : "/dev/fuse");
     fprintf(f, "fs requests over io_uring: %" PRIu64 "\n",
             atomic_load_explicit(&s->uring_requests, memory_order_relaxed));
-    if (fclose(f) != 0) {
-        free(out);
-        return NULL;
-    }
-    return out;
+}
+
+char *stats_text(const fs_stats *s, const char *head)
+{
+    return render(s, head, text_body);
+}
+
+static void metrics_body(FILE *f, const fs_stats *s, const char *store_metrics)
+{
+    for (int i = 0; i < OP_COUNT; i++)
+        fprintf(f, "fs_requests_%s %" PRIu64 "\n", op_names[i],
+                atomic_load_explicit(&s->ops[i], memory_order_relaxed));
+    const struct {
+        const char *name;
+        const _Atomic uint64_t *v;
+    } c[] = {
+        {"fs_store_writes", &s->store_writes},     {"fs_store_gets", &s->store_gets},
+        {"fs_store_scans", &s->store_scans},       {"fs_sync_barriers", &s->store_syncs},
+        {"fs_fsyncs_already_durable", &s->sync_free}, {"fs_fsyncs_shared", &s->sync_shared},
+        {"fs_orphans_reclaimed", &s->reclaimed},   {"fs_orphans_freed", &s->orphans_freed},
+        {"fs_orphan_batches", &s->orphan_batches}, {"fs_transport_uring", &s->uring_active},
+        {"fs_uring_requests", &s->uring_requests},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        fprintf(f, "%s %" PRIu64 "\n", c[i].name,
+                atomic_load_explicit(c[i].v, memory_order_relaxed));
+    fputs(store_metrics, f);
+}
+
+char *stats_metrics(const fs_stats *s, const char *store_metrics)
+{
+    return render(s, store_metrics, metrics_body);
 }

@@ -71,5 +71,10 @@ const char *stats_op_name(enum fs_op op);
 /* Appends the counters as "name value" lines to a malloc'd string that
  * starts with `head` (which may be NULL); returns NULL if out of memory. */
 char *stats_text(const fs_stats *s, const char *head);
+/* The counters as "name value" lines, the names stable (lsmctl stats --json
+ * and --prometheus show them; lsmctl.8 lists them): fs_requests_OP for every
+ * op (stats_op_name), then the fs_* counters below, then store_metrics (the
+ * store's "lsm.metrics"). A malloc'd string, NULL if out of memory. */
+char *stats_metrics(const fs_stats *s, const char *store_metrics);
 
 #endif

@@ -88,22 +88,18 @@ static uint64_t background_jobs(lsm_db *db)
            (uint64_t)(db->compacting || (due && db->vs.current->compaction_score >= 1));
 }
 
-/* Numeric properties. REQUIRES: mu held. */
-static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
+struct u64_prop {
+    const char *name;
+    uint64_t value;
+};
+#define U64_PROPS_MAX 48
+
+/* Every numeric property but the per-level ones into t (U64_PROPS_MAX
+ * entries); returns how many. REQUIRES: mu held. */
+static size_t u64_props(lsm_db *db, struct u64_prop *t)
 {
     const struct db_stats *st = &db->stats;
-    int level;
-    char tail;
-    if (sscanf(name, "lsm.num-files-at-level%d%c", &level, &tail) == 1) {
-        if (level < 0 || level >= NUM_LEVELS)
-            return false;
-        *out = (uint64_t)db->vs.current->nfiles[level];
-        return true;
-    }
-    struct {
-        const char *name;
-        uint64_t value;
-    } table[] = {
+    const struct u64_prop all[] = {
         {"lsm.writes", st->writes},
         {"lsm.reserve-bytes", db->reserve_bytes},
         {"lsm.reserve-held", db->reserve_held},
@@ -142,13 +138,61 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         {"lsm.background-busy", background_jobs(db) > 0},
         {"lsm.background-jobs", background_jobs(db)},
     };
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-        if (strcmp(name, table[i].name) == 0) {
-            *out = table[i].value;
+    size_t n = sizeof(all) / sizeof(all[0]);
+    _Static_assert(sizeof(all) / sizeof(all[0]) <= U64_PROPS_MAX, "raise U64_PROPS_MAX");
+    memcpy(t, all, sizeof(all));
+    return n;
+}
+
+/* Numeric properties. REQUIRES: mu held. */
+static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
+{
+    int level;
+    char tail;
+    if (sscanf(name, "lsm.num-files-at-level%d%c", &level, &tail) == 1) {
+        if (level < 0 || level >= NUM_LEVELS)
+            return false;
+        *out = (uint64_t)db->vs.current->nfiles[level];
+        return true;
+    }
+    struct u64_prop t[U64_PROPS_MAX];
+    size_t n = u64_props(db, t);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(name, t[i].name) == 0) {
+            *out = t[i].value;
             return true;
         }
     }
     return false;
+}
+
+/* "lsm.metrics": every numeric property as a "store_NAME VALUE" line (the
+ * property's name after "lsm.", '-' as '_'), then the tables and their bytes
+ * per level. REQUIRES: mu held. */
+static bool metrics_text(lsm_db *db, buf *b)
+{
+    struct u64_prop t[U64_PROPS_MAX];
+    size_t n = u64_props(db, t);
+    bool ok = true;
+    char line[128];
+    for (size_t i = 0; ok && i < n; i++) {
+        int len = snprintf(line, sizeof(line), "store_%s %" PRIu64 "\n", t[i].name + 4, t[i].value);
+        for (int c = 6; c < len; c++)
+            if (line[c] == '-')
+                line[c] = '_';
+        ok = buf_append(b, line, (size_t)len);
+    }
+    for (int l = 0; ok && l < NUM_LEVELS; l++) {
+        int len = snprintf(line, sizeof(line), "store_tables_level_%d %d\n", l,
+                           db->vs.current->nfiles[l]);
+        ok = buf_append(b, line, (size_t)len);
+    }
+    for (int l = 0; ok && l < NUM_LEVELS; l++) {
+        int len = snprintf(line, sizeof(line), "store_table_bytes_level_%d %" PRIu64 "\n", l,
+                           version_level_bytes(db->vs.current, l));
+        ok = buf_append(b, line, (size_t)len);
+    }
+    return ok;
 }
 
 bool lsm_property_u64(lsm_db *db, const char *name, uint64_t *out)
@@ -280,6 +324,8 @@ char *lsm_property(lsm_db *db, const char *name)
         ok = stats_text(db, &b);
     } else if (strcmp(name, "lsm.tables") == 0) {
         ok = tables_text(db, &b);
+    } else if (strcmp(name, "lsm.metrics") == 0) {
+        ok = metrics_text(db, &b);
     } else if (strcmp(name, "lsm.background-error") == 0) {
         const char *m = db->bg_error ? lsm_status_message(db->bg_error) : "";
         ok = buf_append(&b, m, strlen(m));

@@ -275,6 +275,9 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *   "lsm.full-disk-events"           flushes and compactions that found the disk full
  *   "lsm.mem-usage"                  bytes in memtables
  *   "lsm.tables"                     one line per table: level, number, size, key range
+ *   "lsm.metrics"                    every numeric property as "store_NAME VALUE" lines
+ *                                    (NAME: the property's after "lsm.", '-' as '_'), then
+ *                                    store_tables_level_N, store_table_bytes_level_N
  *   "lsm.total-table-bytes"          bytes of all tables
  *   "lsm.block-cache-hits" / "lsm.block-cache-misses"
  *   "lsm.background-busy"            1 while a flush or compaction runs or is

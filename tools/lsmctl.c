@@ -1,7 +1,8 @@
 /*
  * lsmctl — look into and maintain an lsmfs store that no one has open.
  *
- *   lsmctl stats DIR|MOUNTPOINT   the store's statistics
+ *   lsmctl stats DIR|MOUNTPOINT   the store's statistics (--json, --prometheus,
+ *                                 --watch: lsmctl_stats.c)
  *   lsmctl tables DIR             levels and table files
  *   lsmctl compact DIR [FROM TO]  compact a key range (all by default)
  *   lsmctl dump DIR [FROM [TO]]   keys and values, escaped, one pair a line
@@ -21,6 +22,7 @@
 #include "lsm.h"
 #include "lsmctl_backup.h"
 #include "lsmctl_snapshot.h"
+#include "lsmctl_stats.h"
 #include "lsmfs_version.h"
 
 #include <errno.h>
@@ -31,7 +33,8 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: lsmctl stats DIR|MOUNTPOINT\n"
+    fprintf(f, "usage: lsmctl stats DIR|MOUNTPOINT [--json | --prometheus]\n"
+               "       lsmctl stats MOUNTPOINT --watch[=SEC] [--count=N]\n"
                "       lsmctl tables DIR\n"
                "       lsmctl compact DIR [FROM TO]\n"
                "       lsmctl dump DIR [FROM [TO]]\n"
@@ -128,6 +131,22 @@ static int cmd_stats(const char *dir)
     free(text);
     lsm_status *s = lsm_close(db);
     return s ? fail(s, "close") : 0;
+}
+
+/* lsmctl_stats.h's reader of a store no one has open. */
+static char *store_metrics(const char *dir)
+{
+    lsm_db *db = open_store(dir, false);
+    if (db == NULL)
+        return NULL;
+    char *text = lsm_property(db, "lsm.metrics");
+    lsm_status *s = lsm_close(db);
+    if (s) {
+        free(text);
+        fail(s, "close");
+        return NULL;
+    }
+    return text;
 }
 
 static int cmd_tables(const char *dir)
@@ -250,6 +269,12 @@ int main(int argc, char **argv)
     const char *a = argc > 3 ? argv[3] : NULL, *b = argc > 4 ? argv[4] : NULL;
     if (!strcmp(cmd, "stats") && argc == 3)
         return cmd_stats(dir);
+    if (!strcmp(cmd, "stats") && argc > 3) {
+        int rc = lsmctl_stats_formatted(argc - 2, argv + 2, store_metrics);
+        if (rc == 2)
+            usage(stderr);
+        return rc;
+    }
     if (!strcmp(cmd, "tables") && argc == 3)
         return cmd_tables(dir);
     if (!strcmp(cmd, "compact") && (argc == 3 || argc == 5))

@@ -90,6 +90,9 @@ static void test_tables_compact_stats(void **state)
     assert_int_equal(lsmctl("stats %s", dir), 0);
     assert_non_null(strstr(out, "write path"));
     assert_non_null(strstr(out, "write amplification"));
+    assert_int_equal(lsmctl("stats %s --json", dir), 0); /* a store no one has open */
+    assert_non_null(strstr(out, "\"store_tables_level_0\": "));
+    assert_non_null(strstr(out, "\"store_writes\": "));
     assert_int_equal(lsmctl("check %s", dir), 0);
     assert_non_null(strstr(out, ": ok (0 problems)"));
 }
