@@ -7,9 +7,9 @@
 #   make test SAN=thread the same under ThreadSanitizer (build-tsan/)
 #   make torture         the full I/O-error and out-of-memory sweeps
 #   make mount / umount  mount the default store ./lsmfs-data at ./mnt
-#   make install PREFIX=/usr/local  (mkfs.lsmfs and fsck.lsmfs go to /sbin,
-#                        where mkfs -t lsmfs / fsck -t lsmfs find them; fstab
-#                        entries use type fuse.lsmfs, mounted by mount.fuse3)
+#   make install PREFIX=/usr/local  (mkfs.lsmfs, fsck.lsmfs and mount.lsmfs go
+#                        to SBINDIR=/sbin, where mkfs/fsck/mount -t lsmfs find
+#                        them; fstab entries use type lsmfs) / make uninstall
 #   make format          clang-format the tree
 #
 # Every source file is picked up by wildcard: add a file to store/ and it is
@@ -37,16 +37,19 @@ endif
 
 # Check (and on Debian as root, install) the libraries we build against.
 # Skipped for targets that need no compiler.
-NODEPS_GOALS := clean format umount
+# The test-only packages only for goals that build or run tests.
+NODEPS_GOALS := clean format umount uninstall
+TEST_GOALS   := test unit-test integration-test torture %/tests/%
 ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
-  DEPS_OK := $(shell tools/deps.sh >&2 && echo ok)
+  DEPS_OK := $(shell tools/deps.sh $(if $(filter $(TEST_GOALS),$(MAKECMDGOALS)),test) >&2 && echo ok)
   ifneq ($(DEPS_OK),ok)
     $(error missing build dependencies (see the message above))
   endif
 endif
 
-PKGS     := fuse3 liblz4 cmocka liburing
-PKG_CF   := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKGS     := fuse3 liblz4 liburing
+PKG_CF   := $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
+            $(shell pkg-config --cflags cmocka 2>/dev/null)
 FUSE_LIB := $(shell pkg-config --libs fuse3 2>/dev/null)
 URING_LIB := $(shell pkg-config --libs liburing 2>/dev/null)
 LZ4_LIB  := $(shell pkg-config --libs liblz4 2>/dev/null)
@@ -73,7 +76,7 @@ LIBFS     := $(BUILD)/libfs.a
 STORE_LIBS := $(LIBSTORE) $(LZ4_LIB)
 FS_LIBS    := $(LIBFS) $(LIBSTORE) $(FUSE_LIB) $(URING_LIB) $(LZ4_LIB)
 
-PROGS := $(BIN)/lsmfs $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(BIN)/lsmctl \
+PROGS := $(BIN)/lsmfs $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(BIN)/lsmctl $(BIN)/mount.lsmfs \
          $(BIN)/lsmbench $(BIN)/nowork-fs $(BIN)/bench-syncwake
 UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 INTEG_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
@@ -82,7 +85,7 @@ INTEG_LIB   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/integration/test_%
 # Keep objects of chained rules (test programs) between runs.
 .SECONDARY:
 
-.PHONY: all test unit-test integration-test torture clean install format mount umount
+.PHONY: all test unit-test integration-test torture clean install uninstall format mount umount
 all: $(PROGS)
 
 $(BUILD)/%.o: %.c
@@ -110,6 +113,10 @@ $(BIN)/lsmctl: $(BUILD)/tools/lsmctl.o $(BUILD)/tools/lsmctl_snapshot.o $(BUILD)
                $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STORE_LIBS)
+# mount(8)'s helper, running the lsmfs beside it (installed: BINDIR's).
+$(BIN)/mount.lsmfs: tools/mount.lsmfs.in
+	@mkdir -p $(dir $@)
+	sed 's|@BINDIR@|$(abspath $(BIN))|' $< > $@ && chmod 755 $@
 $(BIN)/bench-syncwake: $(BUILD)/tools/bench_syncwake.o $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(STORE_LIBS)
@@ -174,12 +181,26 @@ umount:
 	  fusermount3 -u $(MOUNT_DIR) && echo "unmounted $(MOUNT_DIR)"; \
 	else echo "$(MOUNT_DIR) is not mounted"; fi
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)/sbin
-	install -m 755 $(BIN)/lsmfs $(BIN)/lsmctl $(BIN)/lsmbench $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(DESTDIR)/sbin/
-	install -d $(DESTDIR)$(PREFIX)/share/man/man8
-	install -m 644 docs/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+# make install [PREFIX=/usr/local] [DESTDIR=] [NOBUILD=1: install bin/ as built]
+# lsmfs and lsmctl go to BINDIR, the man pages to MANDIR; mkfs.lsmfs,
+# fsck.lsmfs and mount.lsmfs to SBINDIR, /sbin by default: mkfs(8), fsck(8)
+# and mount(8) look for their -t helpers there (and in /sbin/fs.d, /sbin/fs)
+# whatever PREFIX is; SBINDIR=$(PREFIX)/sbin keeps all under PREFIX. No
+# benchmark is installed. make uninstall removes exactly these files.
+BINDIR  ?= $(PREFIX)/bin
+SBINDIR ?= /sbin
+MANDIR  ?= $(PREFIX)/share/man/man8
+INSTALLED := $(BINDIR)/lsmfs $(BINDIR)/lsmctl $(SBINDIR)/mkfs.lsmfs $(SBINDIR)/fsck.lsmfs \
+             $(SBINDIR)/mount.lsmfs $(patsubst docs/%,$(MANDIR)/%,$(wildcard docs/*.8))
+install: $(if $(NOBUILD),,all)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)
+	install -m 755 $(BIN)/lsmfs $(BIN)/lsmctl $(DESTDIR)$(BINDIR)/
+	install -m 755 $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(DESTDIR)$(SBINDIR)/
+	sed 's|@BINDIR@|$(BINDIR)|' tools/mount.lsmfs.in > $(DESTDIR)$(SBINDIR)/mount.lsmfs
+	chmod 755 $(DESTDIR)$(SBINDIR)/mount.lsmfs
+	install -m 644 docs/*.8 $(DESTDIR)$(MANDIR)/
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 
 format:
 	clang-format -i $(wildcard store/*.[ch] fs/*.[ch] mkfs/*.[ch] tools/*.[ch] tests/*/*.[ch])

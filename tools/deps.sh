@@ -1,25 +1,31 @@
 #!/bin/sh
 # Check the build dependencies; on Debian as root, install what is missing.
 # Silent and quick when everything is present.
+#   tools/deps.sh        what building and mounting need (make, make mount)
+#   tools/deps.sh test   that and what the tests need (make test)
 set -u
+tests=0
+[ "${1:-}" = test ] && tests=1
 missing=""
 pkg-config --version >/dev/null 2>&1 || missing="$missing pkg-config"
 if command -v pkg-config >/dev/null 2>&1; then
     pkg-config --exists fuse3 || missing="$missing libfuse3-dev"
     pkg-config --exists liblz4 || missing="$missing liblz4-dev"
-    pkg-config --exists cmocka || missing="$missing libcmocka-dev"
     # FUSE over io_uring (fs/uring.c): libfuse 3.14 has no support for it.
     pkg-config --exists liburing || missing="$missing liburing-dev"
 else
-    missing="$missing libfuse3-dev liblz4-dev libcmocka-dev liburing-dev"
+    missing="$missing libfuse3-dev liblz4-dev liburing-dev"
 fi
 command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
-# The integration tests' ACL and xattr round trips (test_acl).
-command -v setfacl >/dev/null 2>&1 || missing="$missing acl"
-command -v getfattr >/dev/null 2>&1 || missing="$missing attr"
-command -v rsync >/dev/null 2>&1 || missing="$missing rsync"
-# test_fs_ops reads its own call graph with objdump.
-command -v objdump >/dev/null 2>&1 || missing="$missing binutils"
+if [ $tests = 1 ]; then
+    pkg-config --exists cmocka 2>/dev/null || missing="$missing libcmocka-dev"
+    # The integration tests' ACL and xattr round trips (test_acl).
+    command -v setfacl >/dev/null 2>&1 || missing="$missing acl"
+    command -v getfattr >/dev/null 2>&1 || missing="$missing attr"
+    command -v rsync >/dev/null 2>&1 || missing="$missing rsync"
+    # test_fs_ops reads its own call graph with objdump.
+    command -v objdump >/dev/null 2>&1 || missing="$missing binutils"
+fi
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
