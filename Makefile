@@ -109,10 +109,9 @@ $(BIN)/fsck.lsmfs: $(BUILD)/mkfs/fsck.o $(LIBFS) $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(FS_LIBS)
 $(BIN)/lsmctl: $(BUILD)/tools/lsmctl.o $(BUILD)/tools/lsmctl_snapshot.o $(BUILD)/tools/lsmctl_backup.o \
-               $(BUILD)/tools/lsmctl_stats.o \
-               $(LIBSTORE)
+               $(BUILD)/tools/lsmctl_stats.o $(BUILD)/tools/lsmctl_info.o $(LIBFS) $(LIBSTORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STORE_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(FS_LIBS)
 # mount(8)'s helper, running the lsmfs beside it (installed: BINDIR's).
 $(BIN)/mount.lsmfs: tools/mount.lsmfs.in
 	@mkdir -p $(dir $@)

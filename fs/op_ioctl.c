@@ -1,8 +1,10 @@
 /*
  * op_ioctl.c — ioctl on the root directory: the snapshot requests of
- * snapshot.h. Taking or deleting a snapshot is for root and the user who
- * mounted (the daemon's user); where they are, for anyone who may enter.
+ * snapshot.h and the info of fsinfo.h. Taking or deleting a snapshot, and
+ * the info (a scan of every inode), are for root and the user who mounted
+ * (the daemon's user); where snapshots are, for anyone who may enter.
  */
+#include "fsinfo.h"
 #include "ops.h"
 #include "snapshot.h"
 
@@ -68,6 +70,23 @@ static void snap_dir(fuse_req_t req, lsmfs *fs, size_t outsz)
     fuse_reply_ioctl(req, 0, &d, sizeof d);
 }
 
+static void info(fuse_req_t req, lsmfs *fs, size_t outsz)
+{
+    struct lsmfs_info in;
+    char err[512];
+    if (outsz < sizeof in) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    int e = fs_info_scan(fs->db, fs->dir, &in, err, sizeof err);
+    if (e != 0) {
+        fuse_log(FUSE_LOG_ERR, "lsmfs: %s\n", err);
+        fuse_reply_err(req, e);
+        return;
+    }
+    fuse_reply_ioctl(req, 0, &in, sizeof in);
+}
+
 void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struct fuse_file_info *fi,
               unsigned flags, const void *in_buf, size_t in_bufsz, size_t out_bufsz)
 {
@@ -80,7 +99,8 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struc
         fuse_reply_err(req, ENOTTY);
         return;
     }
-    if ((c == LSMFS_IOC_SNAP_CREATE || c == LSMFS_IOC_SNAP_DELETE) && !may_manage(req)) {
+    if ((c == LSMFS_IOC_SNAP_CREATE || c == LSMFS_IOC_SNAP_DELETE || c == LSMFS_IOC_INFO) &&
+        !may_manage(req)) {
         fuse_reply_err(req, EPERM);
         return;
     }
@@ -90,6 +110,8 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struc
         snap_delete(req, fs, in_buf, in_bufsz);
     else if (c == LSMFS_IOC_SNAP_DIR)
         snap_dir(req, fs, out_bufsz);
+    else if (c == LSMFS_IOC_INFO)
+        info(req, fs, out_bufsz);
     else
         fuse_reply_err(req, ENOTTY);
 }

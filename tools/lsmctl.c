@@ -3,6 +3,7 @@
  *
  *   lsmctl stats DIR|MOUNTPOINT   the store's statistics (--json, --prometheus,
  *                                 --watch: lsmctl_stats.c)
+ *   lsmctl info DIR|MOUNTPOINT    what the filesystem is and holds (lsmctl_info.c)
  *   lsmctl tables DIR             levels and table files
  *   lsmctl compact DIR [FROM TO]  compact a key range (all by default)
  *   lsmctl dump DIR [FROM [TO]]   keys and values, escaped, one pair a line
@@ -21,6 +22,7 @@
  */
 #include "lsm.h"
 #include "lsmctl_backup.h"
+#include "lsmctl_info.h"
 #include "lsmctl_snapshot.h"
 #include "lsmctl_stats.h"
 #include "lsmfs_version.h"
@@ -35,6 +37,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: lsmctl stats DIR|MOUNTPOINT [--json | --prometheus]\n"
                "       lsmctl stats MOUNTPOINT --watch[=SEC] [--count=N]\n"
+               "       lsmctl info DIR|MOUNTPOINT\n"
                "       lsmctl tables DIR\n"
                "       lsmctl compact DIR [FROM TO]\n"
                "       lsmctl dump DIR [FROM [TO]]\n"
@@ -131,6 +134,12 @@ static int cmd_stats(const char *dir)
     free(text);
     lsm_status *s = lsm_close(db);
     return s ? fail(s, "close") : 0;
+}
+
+/* lsmctl_info.h's read-only open. */
+static lsm_db *open_store_ro(const char *dir)
+{
+    return open_store(dir, false);
 }
 
 /* lsmctl_stats.h's reader of a store no one has open. */
@@ -275,6 +284,8 @@ int main(int argc, char **argv)
             usage(stderr);
         return rc;
     }
+    if (!strcmp(cmd, "info") && argc == 3)
+        return lsmctl_info(dir, open_store_ro);
     if (!strcmp(cmd, "tables") && argc == 3)
         return cmd_tables(dir);
     if (!strcmp(cmd, "compact") && (argc == 3 || argc == 5))

@@ -257,3 +257,17 @@ int lsmctl_snapshot(int argc, char **argv)
     fprintf(stderr, "usage: lsmctl snapshot MNT NAME | MNT --list | MNT --delete NAME\n");
     return 2;
 }
+
+int lsmctl_root_ioctl(const char *mnt, unsigned long req, void *arg, const char *what)
+{
+    return snap_request(mnt, req, arg, what);
+}
+
+int lsmctl_snapshot_dir(const char *mnt, char *dir, size_t cap)
+{
+    struct lsmfs_snap_dir sd;
+    if (snap_dir(mnt, &sd, 0) != 0)
+        return 1;
+    snprintf(dir, cap, "%s", sd.path);
+    return 0;
+}

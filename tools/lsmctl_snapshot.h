@@ -19,5 +19,11 @@ int lsmctl_snapshot(int argc, char **argv);
 int lsmctl_is_lsmfs_mount(const char *path);
 int lsmctl_snapshot_take(const char *mnt, const char *name, char *dir, size_t cap);
 int lsmctl_snapshot_delete(const char *mnt, const char *name);
+/* An ioctl on mount mnt's root (req, arg as fs/snapshot.h and fs/fsinfo.h
+ * define them); 0, or 1 after saying why (`what` names it). */
+int lsmctl_root_ioctl(const char *mnt, unsigned long req, void *arg, const char *what);
+/* The mount's snapshot directory (STORE/snapshots) into dir; 0, or 1 after
+ * saying why. */
+int lsmctl_snapshot_dir(const char *mnt, char *dir, size_t cap);
 
 #endif

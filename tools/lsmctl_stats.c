@@ -275,3 +275,12 @@ int lsmctl_stats_formatted(int argc, char **argv, lsmctl_store_metrics_fn store_
         print_prometheus(&m);
     return 0;
 }
+
+uint64_t lsmctl_metric(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p)
+        if (strncmp(p, name, n) == 0 && p[n] == ' ')
+            return strtoull(p + n + 1, NULL, 10);
+    return 0;
+}

@@ -1,6 +1,7 @@
 /*
  * test_lsmctl_live.c — lsmctl on a mounted lsmfs: stats --json,
- * --prometheus and --watch (the daemon's user.lsmfs.metrics).
+ * --prometheus and --watch (the daemon's user.lsmfs.metrics); info of a
+ * mount and of its store.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,12 +9,19 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "fsinfo.h"
 #include "mount.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <grp.h>
 #include <unistd.h>
 
 static char out[1 << 20];
@@ -95,6 +103,84 @@ static void test_stats_watch(void **state)
     assert_non_null(strstr(out, "not the mount point of a running lsmfs"));
 }
 
+/* The value after "label:" in info's output; fails if absent. */
+static uint64_t info_field(const char *label)
+{
+    const char *p = strstr(out, label);
+    if (p == NULL)
+        fail_msg("no %s in:\n%s", label, out);
+    return strtoull(p + strlen(label) + strspn(p + strlen(label), " "), NULL, 10);
+}
+
+/* The counts info gives for the tree test_info makes. */
+static void check_info_counts(void)
+{
+    assert_int_equal(info_field("Format version:"), 2);
+    assert_int_equal(info_field("Chunk size:"), 4096);
+    assert_int_equal(info_field("Inline limit:"), 4096);
+    assert_int_equal(info_field("Files:"), 3);
+    assert_int_equal(info_field("Directories:"), 3); /* the root too */
+    assert_int_equal(info_field("Symlinks:"), 1);
+    assert_int_equal(info_field("Bytes stored:"), 100 + 5000 + 300000);
+    assert_int_equal(info_field("Snapshots:"), 1);
+    assert_true(info_field("Bytes on disk:") > 300000);
+    assert_non_null(strstr(out, "Tables per level:"));
+}
+
+/* info of a mount (asked of its daemon) and of the store (unmounted): the
+ * same counts. */
+static void test_info(void **state)
+{
+    struct tmount *m = *state;
+    TM_OK(mkdir(P("a"), 0755));
+    TM_OK(mkdir(P("a/b"), 0755));
+    tm_make_file(P("f1"), 100, 1);
+    tm_make_file(P("a/f2"), 5000, 2);
+    tm_make_file(P("a/b/f3"), 300000, 3);
+    TM_OK(symlink("f1", P("l")));
+    assert_int_equal(lsmctl("snapshot %s one", m->mnt), 0);
+    assert_int_equal(lsmctl("info %s", m->mnt), 0);
+    check_info_counts();
+    assert_non_null(strstr(out, m->mnt));
+    TM_OK(tm_unmount(m));
+    assert_int_equal(lsmctl("info %s", m->store), 0);
+    check_info_counts();
+    assert_non_null(strstr(out, "(not mounted)"));
+    assert_int_equal(lsmctl("info %s", m->root), 1); /* not a store */
+    assert_non_null(strstr(out, "not an lsmfs"));
+    TM_OK(tm_mount(m));
+}
+
+static int setup_allow_other(void **state)
+{
+    return tm_setup(state, 240, "test_lsmctl_live", "allow_other");
+}
+
+/* The info ioctl (a scan of every inode) is for root and the mounter only,
+ * as snapshots are: another user who may enter gets EPERM. */
+static void test_info_refused_to_others(void **state)
+{
+    struct tmount *m = *state;
+    if (geteuid() != 0)
+        fail_msg("needs root (to become another user)");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(10);
+        int fd = open(m->mnt, O_RDONLY | O_DIRECTORY);
+        if (fd < 0)
+            _exit(11);
+        struct lsmfs_info in;
+        int r = ioctl(fd, LSMFS_IOC_INFO, &in);
+        _exit(r == -1 && errno == EPERM ? 0 : 12);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
     tm_init();
@@ -102,6 +188,8 @@ int main(void)
         TM_TEST(test_stats_json, setup),
         TM_TEST(test_stats_prometheus, setup),
         TM_TEST(test_stats_watch, setup),
+        TM_TEST(test_info, setup),
+        TM_TEST(test_info_refused_to_others, setup_allow_other),
     };
     return cmocka_run_group_tests_name("lsmctl_live", tests, NULL, NULL);
 }
