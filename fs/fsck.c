@@ -54,6 +54,8 @@ typedef struct entry {
 
 typedef struct fsck {
     lsm_db *db;
+    const lsm_snapshot *snap; /* fsck_live: every read as of it; else NULL */
+    bool skip_tables;         /* fsck_live: the tables are checked level by level */
     const char *dir;
     schema_super sb;
     bool repair, verbose, progress;
@@ -156,6 +158,13 @@ static void tick(fsck *f, const char *key, size_t klen)
 {
     if (++f->keys % 1024 == 0 && f->progress)
         draw_progress(f, key, klen);
+}
+
+/* Read options for every read of the check: as of f->snap. */
+static void read_opts(const fsck *f, lsm_read_options *ro)
+{
+    lsm_read_options_init(ro);
+    ro->snapshot = f->snap;
 }
 
 /* ------------------------------------------------------------- repairs */
@@ -269,7 +278,7 @@ static int scan_prefix(fsck *f, char kind,
                        void *ctx)
 {
     lsm_read_options ro;
-    lsm_read_options_init(&ro);
+    read_opts(f, &ro);
     ro.fill_cache = false;
     ro.verify_checksums = true;
     lsm_iter *it = lsm_iter_new(f->db, &ro);
@@ -553,7 +562,7 @@ static void orphan_cb(fsck *f, const char *k, size_t klen, const char *v, size_t
 static int check_unknown_kinds(fsck *f)
 {
     lsm_read_options ro;
-    lsm_read_options_init(&ro);
+    read_opts(f, &ro);
     ro.fill_cache = false;
     lsm_iter *it = lsm_iter_new(f->db, &ro);
     if (it == NULL)
@@ -881,7 +890,7 @@ static void write_inode(fsck *f, ino_info *i)
     schema_key k;
     key_inode(&k, i->ino);
     lsm_read_options ro;
-    lsm_read_options_init(&ro);
+    read_opts(f, &ro);
     char *v = NULL;
     size_t vlen = 0;
     const char *p = NULL;
@@ -915,7 +924,7 @@ static int read_alloc(fsck *f, uint64_t *next)
     schema_key k;
     key_alloc(&k);
     lsm_read_options ro;
-    lsm_read_options_init(&ro);
+    read_opts(f, &ro);
     char *v = NULL;
     size_t vlen = 0;
     lsm_status *s = lsm_get(f->db, &ro, k.b, k.len, &v, &vlen);
@@ -965,7 +974,8 @@ static void run_checks(fsck *f)
     /* Repairs computed from a store whose tables cannot all be read would
      * drop what is only unreadable: the tables first, and no repair after
      * damage there. */
-    lsm_status_free(lsm_verify(f->db, table_problem, f));
+    if (!f->skip_tables)
+        lsm_status_free(lsm_verify(f->db, table_problem, f));
     if (f->unfixed)
         return;
     if (scan_prefix(f, K_INODE, inode_cb, &cap) != 0 || f->op_error)
@@ -1084,6 +1094,22 @@ static void print_lost_inodes(fsck *f)
     fprintf(f->out, "%s\n", f->lost_total > f->nlost ? " ..." : "");
 }
 
+/* Frees what the check built, fills res; the FSCK_* code. */
+static int finish(fsck *f, fsck_result *res)
+{
+    lsm_batch_free(f->fix);
+    free(f->inodes);
+    free(f->entries);
+    res->problems = f->errors;
+    res->inodes = f->ninodes;
+    res->entries = f->nentries;
+    if (f->op_error)
+        return FSCK_OPERATIONAL;
+    if (f->errors == 0)
+        return FSCK_CLEAN;
+    return f->repair && f->unfixed == 0 ? FSCK_FIXED : FSCK_UNFIXED;
+}
+
 int fsck_store(const char *dir, const fsck_options *o, fsck_result *res)
 {
     fsck f = {.dir = dir,
@@ -1122,15 +1148,25 @@ int fsck_store(const char *dir, const fsck_options *o, fsck_result *res)
         f.op_error = f.repair || f.op_error;
     }
     lsm_status_free(cs);
-    lsm_batch_free(f.fix);
-    free(f.inodes);
-    free(f.entries);
-    res->problems = f.errors;
-    res->inodes = f.ninodes;
-    res->entries = f.nentries;
-    if (f.op_error)
+    return finish(&f, res);
+}
+
+int fsck_live(lsm_db *db, const char *dir, FILE *out, fsck_result *res)
+{
+    fsck f = {.db = db, .dir = dir, .out = out, .skip_tables = true};
+    memset(res, 0, sizeof *res);
+    char err[1024];
+    if (super_read(db, dir, &f.sb, err, sizeof err) != 0) {
+        fprintf(out, "%s\n", err);
         return FSCK_OPERATIONAL;
-    if (f.errors == 0)
-        return FSCK_CLEAN;
-    return f.repair && f.unfixed == 0 ? FSCK_FIXED : FSCK_UNFIXED;
+    }
+    f.snap = lsm_snapshot_new(db);
+    f.fix = lsm_batch_new(); /* stays empty: f.repair is false */
+    if (f.snap == NULL || f.fix == NULL)
+        f.op_error = true;
+    else
+        run_checks(&f);
+    if (f.snap != NULL)
+        lsm_snapshot_release(db, f.snap);
+    return finish(&f, res);
 }

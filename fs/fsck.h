@@ -19,6 +19,8 @@
 #ifndef FS_FSCK_H
 #define FS_FSCK_H
 
+#include "lsm.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -43,5 +45,12 @@ typedef struct fsck_result {
 
 /* Checks the store in dir; returns one of the FSCK_* codes. */
 int fsck_store(const char *dir, const fsck_options *o, fsck_result *res);
+
+/* Checks the filesystem in db, open and maybe serving a mount, read-only and
+ * as of one store snapshot (every operation is one batch, so a snapshot is
+ * consistent): every check above but the tables' (lsm_verify_level does
+ * those, level by level) and no repair. Problems go to out (dir names the
+ * store in them). FSCK_CLEAN, FSCK_UNFIXED (problems) or FSCK_OPERATIONAL. */
+int fsck_live(lsm_db *db, const char *dir, FILE *out, fsck_result *res);
 
 #endif

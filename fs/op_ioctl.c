@@ -1,10 +1,12 @@
 /*
  * op_ioctl.c — ioctl on the root directory: the snapshot requests of
- * snapshot.h and the info of fsinfo.h. Taking or deleting a snapshot, and
- * the info (a scan of every inode), are for root and the user who mounted
+ * snapshot.h, the info of fsinfo.h and the maintenance of maint.h. Taking or
+ * deleting a snapshot, the info (a scan of every inode) and maintenance
+ * (a compaction, a full read) are for root and the user who mounted
  * (the daemon's user); where snapshots are, for anyone who may enter.
  */
 #include "fsinfo.h"
+#include "maint.h"
 #include "ops.h"
 #include "snapshot.h"
 
@@ -99,7 +101,8 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struc
         fuse_reply_err(req, ENOTTY);
         return;
     }
-    if ((c == LSMFS_IOC_SNAP_CREATE || c == LSMFS_IOC_SNAP_DELETE || c == LSMFS_IOC_INFO) &&
+    if ((c == LSMFS_IOC_SNAP_CREATE || c == LSMFS_IOC_SNAP_DELETE || c == LSMFS_IOC_INFO ||
+         maint_ioctl_cmd(c)) &&
         !may_manage(req)) {
         fuse_reply_err(req, EPERM);
         return;
@@ -112,6 +115,8 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struc
         snap_dir(req, fs, out_bufsz);
     else if (c == LSMFS_IOC_INFO)
         info(req, fs, out_bufsz);
+    else if (maint_ioctl_cmd(c))
+        maint_ioctl(req, fs, c, in_buf, in_bufsz, out_bufsz);
     else
         fuse_reply_err(req, ENOTTY);
 }

@@ -43,24 +43,47 @@ static lsm_status *verify_table(lsm_db *db, const file_meta *f)
     return s;
 }
 
-lsm_status *lsm_verify(lsm_db *db, void (*report)(void *ctx, const char *msg), void *ctx)
+_Static_assert(LSM_LEVELS == NUM_LEVELS, "lsm.h's LSM_LEVELS is the store's NUM_LEVELS");
+
+lsm_status *lsm_verify_level(lsm_db *db, int level, void (*report)(void *ctx, const char *msg),
+                             void *ctx, uint64_t *tables, uint64_t *bytes)
 {
-    uint64_t seq;
+    uint64_t seq, nt = 0, nb = 0;
+    if (level < 0 || level >= NUM_LEVELS)
+        return status_new(LSM_INVALID_ARGUMENT, "no level %d", level);
     struct readview *rv = db_ref_view(db, &seq, NULL);
     lsm_status *first = NULL;
-    for (int l = 0; l < NUM_LEVELS; l++) {
-        for (int i = 0; i < rv->version->nfiles[l]; i++) {
-            lsm_status *s = verify_table(db, rv->version->files[l][i]);
-            if (s == NULL)
-                continue;
-            if (report)
-                report(ctx, lsm_status_message(s));
-            if (first == NULL)
-                first = s;
-            else
-                lsm_status_free(s);
-        }
+    for (int i = 0; i < rv->version->nfiles[level]; i++) {
+        const file_meta *f = rv->version->files[level][i];
+        lsm_status *s = verify_table(db, f);
+        nt++;
+        nb += f->size;
+        if (s == NULL)
+            continue;
+        if (report)
+            report(ctx, lsm_status_message(s));
+        if (first == NULL)
+            first = s;
+        else
+            lsm_status_free(s);
     }
     db_unref_view(db, rv);
+    if (tables != NULL)
+        *tables = nt;
+    if (bytes != NULL)
+        *bytes = nb;
+    return first;
+}
+
+lsm_status *lsm_verify(lsm_db *db, void (*report)(void *ctx, const char *msg), void *ctx)
+{
+    lsm_status *first = NULL;
+    for (int l = 0; l < NUM_LEVELS; l++) {
+        lsm_status *s = lsm_verify_level(db, l, report, ctx, NULL, NULL);
+        if (first == NULL)
+            first = s;
+        else
+            lsm_status_free(s);
+    }
     return first;
 }

@@ -300,6 +300,12 @@ uint64_t lsm_approximate_size(lsm_db *db, const void *begin, size_t blen, const 
  * is passed to report (file and offset in the message); returns the first
  * problem (or NULL when the store is sound). */
 lsm_status *lsm_verify(lsm_db *db, void (*report)(void *ctx, const char *msg), void *ctx);
+/* lsm_verify of the tables of one level (0 .. LSM_LEVELS - 1) as of now, for
+ * progress level by level; *tables and *bytes (each may be NULL) get how
+ * many tables and bytes it read. */
+#define LSM_LEVELS 7
+lsm_status *lsm_verify_level(lsm_db *db, int level, void (*report)(void *ctx, const char *msg),
+                             void *ctx, uint64_t *tables, uint64_t *bytes);
 
 /* ----------------------------------------------------------- checkpoint */
 

@@ -8,6 +8,8 @@
  *   lsmctl compact DIR [FROM TO]  compact a key range (all by default)
  *   lsmctl dump DIR [FROM [TO]]   keys and values, escaped, one pair a line
  *   lsmctl check DIR              read every block, verify every checksum
+ *   lsmctl compact|check MNT      the same through a running mount's daemon
+ *                                 (lsmctl_online.c)
  *   lsmctl snapshot MNT NAME      snapshot a mounted filesystem (also --list,
  *                                 --delete NAME; lsmctl_snapshot.c)
  *   lsmctl backup MNT|STORE DIR   incremental backups (also list, verify,
@@ -23,6 +25,7 @@
 #include "lsm.h"
 #include "lsmctl_backup.h"
 #include "lsmctl_info.h"
+#include "lsmctl_online.h"
 #include "lsmctl_snapshot.h"
 #include "lsmctl_stats.h"
 #include "lsmfs_version.h"
@@ -39,9 +42,9 @@ static void usage(FILE *f)
                "       lsmctl stats MOUNTPOINT --watch[=SEC] [--count=N]\n"
                "       lsmctl info DIR|MOUNTPOINT\n"
                "       lsmctl tables DIR\n"
-               "       lsmctl compact DIR [FROM TO]\n"
+               "       lsmctl compact DIR [FROM TO] | MOUNTPOINT\n"
                "       lsmctl dump DIR [FROM [TO]]\n"
-               "       lsmctl check DIR\n"
+               "       lsmctl check DIR|MOUNTPOINT\n"
                "       lsmctl snapshot MNT NAME | MNT --list | MNT --delete NAME\n"
                "       lsmctl backup MNT|STORE DIR | list DIR | verify DIR [ID]\n"
                "                     | purge DIR --keep N | restore DIR ID DEST\n");
@@ -284,6 +287,9 @@ int main(int argc, char **argv)
             usage(stderr);
         return rc;
     }
+    if ((!strcmp(cmd, "compact") || !strcmp(cmd, "check")) && argc == 3 &&
+        lsmctl_is_lsmfs_mount(dir))
+        return cmd[1] == 'o' ? lsmctl_online_compact(dir) : lsmctl_online_check(dir);
     if (!strcmp(cmd, "info") && argc == 3)
         return lsmctl_info(dir, open_store_ro);
     if (!strcmp(cmd, "tables") && argc == 3)

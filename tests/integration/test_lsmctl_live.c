@@ -1,7 +1,8 @@
 /*
  * test_lsmctl_live.c — lsmctl on a mounted lsmfs: stats --json,
  * --prometheus and --watch (the daemon's user.lsmfs.metrics); info of a
- * mount and of its store.
+ * mount and of its store; compact and check through the mount while it
+ * serves.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <cmocka.h>
 
 #include "fsinfo.h"
+#include "maint.h"
 #include "mount.h"
 
 #include <errno.h>
@@ -21,7 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <dirent.h>
 #include <grp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 static char out[1 << 20];
@@ -156,8 +161,9 @@ static int setup_allow_other(void **state)
     return tm_setup(state, 240, "test_lsmctl_live", "allow_other");
 }
 
-/* The info ioctl (a scan of every inode) is for root and the mounter only,
- * as snapshots are: another user who may enter gets EPERM. */
+/* The info ioctl (a scan of every inode), compaction and the live check are
+ * for root and the mounter only, as snapshots are: another user who may
+ * enter gets EPERM. */
 static void test_info_refused_to_others(void **state)
 {
     struct tmount *m = *state;
@@ -173,12 +179,131 @@ static void test_info_refused_to_others(void **state)
             _exit(11);
         struct lsmfs_info in;
         int r = ioctl(fd, LSMFS_IOC_INFO, &in);
-        _exit(r == -1 && errno == EPERM ? 0 : 12);
+        if (r != -1 || errno != EPERM)
+            _exit(12);
+        struct lsmfs_compact c;
+        memset(&c, 0, sizeof c);
+        r = ioctl(fd, LSMFS_IOC_COMPACT, &c);
+        if (r != -1 || errno != EPERM)
+            _exit(13);
+        static struct lsmfs_check_fs cf;
+        r = ioctl(fd, LSMFS_IOC_CHECK_FS, &cf);
+        _exit(r == -1 && errno == EPERM ? 0 : 14);
     }
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* A writer making files while the mount is compacted and checked. */
+struct writer {
+    const struct tmount *m;
+    atomic_bool stop;
+    int made;
+    struct tm_errs errs;
+};
+
+static void *write_files(void *arg)
+{
+    struct writer *w = arg;
+    char path[PATH_MAX + 32], buf[2000];
+    memset(buf, 'w', sizeof buf);
+    while (!atomic_load(&w->stop)) {
+        snprintf(path, sizeof path, "%s/w%d", w->m->mnt, w->made);
+        int err = tm_write_file(path, buf, sizeof buf, 0644);
+        if (err != 0)
+            tm_errs_add(&w->errs, "writing %s: %s", path, tm_errname(-err));
+        w->made++;
+    }
+    return NULL;
+}
+
+/* compact MNT and check MNT while the mount serves a writer: progress lines,
+ * the before/after line, sound; every file still reads back. */
+static void test_online_compact_and_check(void **state)
+{
+    struct tmount *m = *state;
+    for (int i = 0; i < 3000; i++)
+        tm_make_file(P("f%d", i), 3000, (uint64_t)i);
+    for (int i = 0; i < 3000; i += 2)
+        TM_OK(unlink(P("f%d", i)));
+    struct writer w = {.m = m};
+    tm_errs_init(&w.errs);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, write_files, &w), 0);
+    int rc = lsmctl("compact %s", m->mnt);
+    char compact_out[4096];
+    snprintf(compact_out, sizeof compact_out, "%.4000s", out);
+    int rc2 = lsmctl("check %s", m->mnt);
+    atomic_store(&w.stop, true);
+    pthread_join(t, NULL);
+    tm_errs_check(&w.errs);
+    if (rc != 0)
+        fail_msg("compact: %d\n%s", rc, compact_out);
+    assert_non_null(strstr(compact_out, "compact: 4/8 file data done"));
+    assert_non_null(strstr(compact_out, "compact: 8/8 "));
+    assert_non_null(strstr(compact_out, ": compacted: tables "));
+    assert_non_null(strstr(compact_out, " MiB -> "));
+    if (rc2 != 0)
+        fail_msg("check: %d\n%s", rc2, out);
+    assert_non_null(strstr(out, "check: level "));
+    assert_non_null(strstr(out, "check: filesystem: "));
+    assert_non_null(strstr(out, ": ok (0 problems)"));
+    assert_true(w.made > 0);
+    for (int i = 1; i < 3000; i += 2)
+        tm_check_file(P("f%d", i), 3000, (uint64_t)i);
+    assert_int_equal(tm_stats_counter(m, "fs store writes") > 0, 1);
+}
+
+/* The largest table file in dir into path. */
+static off_t largest_table(const char *dir, char *path, size_t cap)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    off_t best = 0;
+    while ((e = readdir(d)) != NULL) {
+        char p[PATH_MAX + 256];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (strstr(e->d_name, ".ldb") != NULL && stat(p, &st) == 0 && st.st_size > best) {
+            best = st.st_size;
+            snprintf(path, cap, "%s", p);
+        }
+    }
+    closedir(d);
+    return best;
+}
+
+static void flip(const char *path, off_t off)
+{
+    int fd = open(path, O_RDWR);
+    TM_OK(fd);
+    unsigned char c;
+    assert_int_equal(pread(fd, &c, 1, off), 1);
+    c ^= 0x40;
+    assert_int_equal(pwrite(fd, &c, 1, off), 1);
+    close(fd);
+}
+
+/* A damaged table of the live store: check MNT names it and exits 1. */
+static void test_online_check_finds_damage(void **state)
+{
+    struct tmount *m = *state;
+    for (int i = 0; i < 2000; i++)
+        tm_make_file(P("f%d", i), 3000, (uint64_t)i);
+    assert_int_equal(lsmctl("compact %s", m->mnt), 0);
+    char path[PATH_MAX + 256];
+    off_t size = largest_table(m->store, path, sizeof path);
+    assert_true(size > 10000);
+    flip(path, size / 3);
+    int rc = lsmctl("check %s", m->mnt);
+    flip(path, size / 3); /* undone before the daemon reads it itself */
+    if (rc != 1)
+        fail_msg("check of a damaged store: %d\n%s", rc, out);
+    assert_non_null(strstr(out, "problem: "));
+    assert_non_null(strstr(out, "DAMAGED"));
 }
 
 int main(void)
@@ -190,6 +315,8 @@ int main(void)
         TM_TEST(test_stats_watch, setup),
         TM_TEST(test_info, setup),
         TM_TEST(test_info_refused_to_others, setup_allow_other),
+        TM_TEST(test_online_compact_and_check, setup),
+        TM_TEST(test_online_check_finds_damage, setup),
     };
     return cmocka_run_group_tests_name("lsmctl_live", tests, NULL, NULL);
 }

@@ -633,6 +633,52 @@ static void test_damaged_log_named_and_salvaged(void **state)
     assert_null(lsm_open(&lo, fx->dir, &fx->db));
 }
 
+/* fsck_live on the open store (as a mount's daemon runs it): its code, its
+ * report in *out (malloc'd), its problems. */
+static int run_live(fixture *fx, char **out, int *problems)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    fsck_result r;
+    int rc = fsck_live(fx->db, fx->dir, f, &r);
+    fclose(f);
+    *problems = r.problems;
+    *out = text;
+    return rc;
+}
+
+static void test_live_clean(void **state)
+{
+    char *out;
+    int problems;
+    assert_int_equal(run_live(*state, &out, &problems), FSCK_CLEAN);
+    assert_int_equal(problems, 0);
+    assert_string_equal(out, "");
+    free(out);
+}
+
+/* The live check finds what fsck -n finds, and writes nothing: the store's
+ * sequence stays, the dangling entry stays. */
+static void test_live_finds_and_writes_nothing(void **state)
+{
+    fixture *fx = *state;
+    put_entry(fx, 1, "ghost", 77, S_IFREG, 5);
+    put_inode(fx, 1, S_IFDIR | 0755, 3, 3, 1, 6, NULL);
+    uint64_t seq0, seq1;
+    assert_true(lsm_property_u64(fx->db, "lsm.sequence", &seq0));
+    char *out;
+    int problems;
+    assert_int_equal(run_live(fx, &out, &problems), FSCK_UNFIXED);
+    assert_true(problems >= 1);
+    assert_non_null(strstr(out, "ghost"));
+    free(out);
+    assert_true(lsm_property_u64(fx->db, "lsm.sequence", &seq1));
+    assert_int_equal(seq0, seq1);
+    assert_int_equal(lookup(fx, 1, "ghost"), 77);
+}
+
 /* A test on a fresh healthy filesystem (see setup). */
 #define FSCK_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
@@ -658,6 +704,8 @@ int main(void)
         FSCK_TEST(test_check_only_promises_no_fix),
         FSCK_TEST(test_check_only_changes_nothing),
         FSCK_TEST(test_damaged_log_named_and_salvaged),
+        FSCK_TEST(test_live_clean),
+        FSCK_TEST(test_live_finds_and_writes_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

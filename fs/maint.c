@@ -1,0 +1,103 @@
+/*
+ * maint.c — the online maintenance ioctls (maint.h).
+ */
+#include "maint.h"
+#include "fsck.h"
+#include "super.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool maint_ioctl_cmd(unsigned int cmd)
+{
+    return cmd == LSMFS_IOC_COMPACT || cmd == LSMFS_IOC_CHECK_TABLES || cmd == LSMFS_IOC_CHECK_FS;
+}
+
+static void compact(fuse_req_t req, lsmfs *fs, const void *in, size_t insz)
+{
+    struct lsmfs_compact c;
+    if (insz < sizeof c) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    memcpy(&c, in, sizeof c);
+    if (c.blen > LSMFS_MAINT_KEY_MAX || c.elen > LSMFS_MAINT_KEY_MAX) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    lsm_status *s = lsm_compact_range(fs->db, c.blen ? c.begin : NULL, c.blen,
+                                      c.elen ? c.end : NULL, c.elen);
+    if (s != NULL) {
+        fuse_log(FUSE_LOG_ERR, "lsmfs: compacting: %s\n", lsm_status_message(s));
+        int e = lsm_status_code(s) == LSM_NO_SPACE ? ENOSPC : EIO;
+        lsm_status_free(s);
+        fuse_reply_err(req, e);
+        return;
+    }
+    fuse_reply_ioctl(req, 0, NULL, 0);
+}
+
+static void count_problem(void *ctx, const char *msg)
+{
+    struct lsmfs_check_tables *t = ctx;
+    if (t->problems++ == 0)
+        snprintf(t->first, sizeof t->first, "%s", msg);
+}
+
+static void check_tables(fuse_req_t req, lsmfs *fs, const void *in, size_t insz, size_t outsz)
+{
+    struct lsmfs_check_tables t;
+    if (insz < sizeof t || outsz < sizeof t) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    memcpy(&t, in, sizeof t);
+    if (t.level < 0 || t.level >= LSM_LEVELS) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    t.problems = 0;
+    t.first[0] = '\0';
+    lsm_status_free(lsm_verify_level(fs->db, t.level, count_problem, &t, &t.tables, &t.bytes));
+    fuse_reply_ioctl(req, 0, &t, sizeof t);
+}
+
+static void check_fs(fuse_req_t req, lsmfs *fs, size_t outsz)
+{
+    struct lsmfs_check_fs *c = calloc(1, sizeof *c);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = c != NULL && outsz >= sizeof *c ? open_memstream(&text, &len) : NULL;
+    if (out == NULL) {
+        int e = c != NULL && outsz < sizeof *c ? EINVAL : ENOMEM;
+        free(c);
+        fuse_reply_err(req, e);
+        return;
+    }
+    fsck_result r;
+    c->status = fsck_live(fs->db, fs->dir, out, &r);
+    bool ok = fclose(out) == 0;
+    c->problems = (uint32_t)r.problems;
+    c->inodes = r.inodes;
+    c->entries = r.entries;
+    snprintf(c->report, sizeof c->report, "%s", ok && text != NULL ? text : "");
+    free(text);
+    if (!ok)
+        fuse_reply_err(req, ENOMEM);
+    else
+        fuse_reply_ioctl(req, 0, c, sizeof *c);
+    free(c);
+}
+
+void maint_ioctl(fuse_req_t req, lsmfs *fs, unsigned int cmd, const void *in, size_t insz,
+                 size_t outsz)
+{
+    if (cmd == LSMFS_IOC_COMPACT)
+        compact(req, fs, in, insz);
+    else if (cmd == LSMFS_IOC_CHECK_TABLES)
+        check_tables(req, fs, in, insz, outsz);
+    else
+        check_fs(req, fs, outsz);
+}
