@@ -1,6 +1,7 @@
 /*
  * test_log.c — where the detached daemon's log goes (-o log=, fs/log.h):
- * a file, standard error, and standard error where there is no syslog.
+ * a file, standard error, and standard error where there is no syslog; no
+ * routine line unless -d.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -128,6 +129,47 @@ static void test_log_to_stderr(void **state)
     }
 }
 
+/* A mount that may not set its readahead window (here /sys is read-only in
+ * a mount namespace of its own, as for a non-root mount, which cannot write
+ * sysfs) logs no line about it (before: a warning on every mount); -d
+ * shows it. */
+static void test_routine_line_only_with_debug(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        fail_msg("needs root (a mount namespace with a read-only /sys)");
+    struct tmount *m = tm_new_external();
+    assert_non_null(m);
+    make_store(m);
+    static char script[16 * PATH_MAX];
+    char errfile[PATH_MAX + 16];
+    snprintf(errfile, sizeof errfile, "%s/stderr", m->root);
+    const char *lsmfs = tm_bin("lsmfs");
+    snprintf(script, sizeof script,
+             "trap 'umount -l %s 2>/dev/null || true' EXIT; "
+             "mount -o remount,bind,ro /sys; "
+             "%s %s %s -o log=%s/plain.log; stat %s >/dev/null; sleep 0.3; umount %s; "
+             "%s %s %s -d -o log=%s/debug.log >/dev/null 2>&1 & "
+             "for i in $(seq 50); do grep -qs ' %s fuse' /proc/self/mounts && break; sleep 0.1; "
+             "done; stat %s >/dev/null; sleep 0.3; umount %s; wait",
+             m->mnt, lsmfs, m->store, m->mnt, m->root, m->mnt, m->mnt, lsmfs, m->store, m->mnt,
+             m->root, m->mnt, m->mnt, m->mnt);
+    char *argv[] = {"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-ec", script,
+                    NULL};
+    int rc = tm_run(argv, errfile, 60);
+    if (rc != 0)
+        fail_msg("exit %d:\n%s", rc, slurp(errfile));
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/plain.log", m->root);
+    const char *log = slurp(path);
+    assert_non_null(strstr(log, "mounted at"));
+    assert_null(strstr(log, "readahead"));
+    snprintf(path, sizeof path, "%s/debug.log", m->root);
+    assert_non_null(strstr(slurp(path), "cannot set the readahead"));
+    tm_sleep_ms(300);
+    tm_free(m);
+}
+
 int main(void)
 {
     tm_init();
@@ -135,6 +177,7 @@ int main(void)
         cmocka_unit_test(test_log_to_file),
         cmocka_unit_test(test_bad_log_file_refused),
         cmocka_unit_test(test_log_to_stderr),
+        cmocka_unit_test(test_routine_line_only_with_debug),
     };
     return cmocka_run_group_tests_name("log", tests, NULL, NULL);
 }
