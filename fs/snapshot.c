@@ -125,7 +125,7 @@ int snapshot_delete(struct lsmfs *fs, const char *name, char *err, size_t errlen
     if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode))
         return say(err, errlen, ENOENT, "no snapshot %s", path);
     /* Held until the LOCK file is gone: no mount can start meanwhile. */
-    int fd = open(lock, O_RDWR | O_CLOEXEC);
+    int fd = open(lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
         e = errno == EWOULDBLOCK ? EBUSY : errno;
         close(fd);

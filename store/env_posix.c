@@ -1045,7 +1045,10 @@ static lsm_status *posix_make_private(lsm_env *env, const char *path)
     }
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    int r = S_ISLNK(st.st_mode) ? 0 : chmod(proc, st.st_mode & 07700);
+    mode_t mode = st.st_mode & 07700;
+    int r = S_ISLNK(st.st_mode) ? 0 : chmod(proc, mode);
+    if (r != 0 && errno == ENOENT) /* no /proc: by name (it was no link just now) */
+        r = fchmodat(AT_FDCWD, path, mode, 0);
     int err = errno;
     close(fd);
     return r == 0 ? NULL : posix_error(err, "chmod", path);

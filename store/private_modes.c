@@ -18,8 +18,9 @@ struct walk {
     int loose;
 };
 
-/* One entry: reported and fixed when group or others have a bit. */
-static lsm_status *check_one(struct walk *w, const char *path)
+/* One entry (at path, said as shown): reported and fixed when group or
+ * others have a bit. */
+static lsm_status *check_one(struct walk *w, const char *path, const char *shown)
 {
     lsm_path_info pi;
     lsm_status *s = w->env->path_info(w->env, path, &pi);
@@ -28,7 +29,7 @@ static lsm_status *check_one(struct walk *w, const char *path)
         return s;
     w->loose++;
     if (w->report != NULL)
-        w->report(w->ctx, path, pi.perm);
+        w->report(w->ctx, shown, pi.perm);
     return w->fix ? w->env->make_private(w->env, path) : NULL;
 }
 
@@ -37,9 +38,12 @@ lsm_status *lsm_private_modes(lsm_env *env, const char *dir, bool fix,
                               void *ctx, int *loose)
 {
     struct walk w = {env ? env : lsm_env_default(), fix, report, ctx, 0};
-    char **names = NULL;
+    char **names = NULL, *self = NULL;
     int n = 0;
-    lsm_status *s = check_one(&w, dir);
+    /* "dir/.": the directory a link given as dir leads to */
+    lsm_status *s = asprintf(&self, "%s/.", dir) < 0 ? status_new(LSM_IO_ERROR, "out of memory")
+                                                      : check_one(&w, self, dir);
+    free(self);
     if (s == NULL)
         s = w.env->get_children(w.env, dir, &names, &n);
     for (int i = 0; s == NULL && i < n; i++) {
@@ -47,7 +51,7 @@ lsm_status *lsm_private_modes(lsm_env *env, const char *dir, bool fix,
         if (asprintf(&p, "%s/%s", dir, names[i]) < 0)
             s = status_new(LSM_IO_ERROR, "out of memory");
         else
-            s = check_one(&w, p);
+            s = check_one(&w, p, p);
         free(p);
     }
     env_free_children(names, n);

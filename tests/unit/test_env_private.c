@@ -232,6 +232,15 @@ static void test_private_modes_finds_and_fixes(void **state)
     assert_int_equal(mode_of(outside), 0644); /* a link's target is not the store's */
     ASSERT_OK(lsm_private_modes(NULL, store, false, NULL, NULL, &loose));
     assert_int_equal(loose, 0);
+    /* A store named through a link (tm_new_in's): the directory it leads to. */
+    char *via = path_of(x, "via");
+    assert_int_equal(symlink(store, via), 0);
+    assert_int_equal(chmod(store, 0750), 0);
+    ASSERT_OK(lsm_private_modes(NULL, via, true, note, &s, &loose));
+    assert_int_equal(loose, 1);
+    assert_non_null(strstr(s.last, "/via 750"));
+    assert_int_equal(mode_of(store), 0700);
+    free(via);
     free(store), free(log), free(snaps), free(ln), free(outside);
 }
 
