@@ -111,7 +111,8 @@ struct lsm_env {
      * no hard links), so the caller may copy instead. NULL in an env
      * without it (callers copy). */
     lsm_status *(*link_file)(lsm_env *env, const char *from, const char *to);
-    /* ok if a directory (not a link to one) exists at path. */
+    /* ok if a directory (or a link to one: the caller named it, as a
+     * store or backup directory may be) exists at path. */
     lsm_status *(*create_dir)(lsm_env *env, const char *path);
     /* Creates a directory that did not exist: LSM_INVALID_ARGUMENT, naming
      * it, if anything (a link too) is at path. For hidden build directories

@@ -993,11 +993,9 @@ static lsm_status *posix_create_dir(lsm_env *env, const char *path)
         return NULL;
     int err = errno;
     struct stat st;
-    if (err == EEXIST && lstat(path, &st) == 0) {
+    if (err == EEXIST && stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode))
             return NULL;
-        if (S_ISLNK(st.st_mode))
-            return status_new(LSM_IO_ERROR, "mkdir %s: a symbolic link is there; refused", path);
         err = ENOTDIR;
     }
     return posix_error(err, "mkdir", path);

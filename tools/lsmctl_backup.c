@@ -136,8 +136,11 @@ static int from_mount(const char *mnt, const char *dir)
         return LSMCTL_FAILED;
     fflush(NULL);
     pid_t pid = fork();
-    if (pid == 0)
-        _exit(from_store(snapdir, dir));
+    if (pid == 0) {
+        int code = from_store(snapdir, dir);
+        fflush(NULL); /* _exit flushes no stdio */
+        _exit(code);
+    }
     int rc = pid < 0 ? LSMCTL_FAILED : wait_backup(pid, &set);
     if (pid < 0)
         fprintf(stderr, "lsmctl: fork: %s\n", strerror(errno));

@@ -301,7 +301,7 @@ static void test_stale_backup_snapshot_removed(void **state)
         _exit(0);
     assert_int_equal(waitpid(dead, NULL, 0), dead);
     assert_int_equal(lsmctl("snapshot %s lsmctl-backup-%ld-1", m->mnt, (long)dead), 0);
-    if (lsmctl("backup %s %s", m->mnt, at(m, "bk")) != 0)
+    if (lsmctl("backup %s %s", m->mnt, at(m, "bk")) != 0 || strstr(out, "backup 1:") == NULL)
         fail_msg("backup: %s", out);
     assert_false(snapshot_named(m, "lsmctl-backup-"));
 }
