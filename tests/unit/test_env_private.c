@@ -286,6 +286,68 @@ static void test_open_tightens_and_reports_failure(void **state)
     free(store);
 }
 
+struct calls {
+    int n;
+    enum fault_call c[4096];
+    char path[4096][200];
+};
+
+static void record(void *ctx, int stream, uint64_t index, enum fault_call c, const char *path)
+{
+    (void)index;
+    struct calls *t = ctx;
+    if (stream == FAULT_STREAM_MAIN && t->n < 4096) {
+        t->c[t->n] = c;
+        snprintf(t->path[t->n++], sizeof t->path[0], "%s", path);
+    }
+}
+
+/* Each stat, chmod and directory sync a backup makes before it lists the
+ * backup (the backup directory's rule, its tightening, the new directory's
+ * and LOCK's entries) fails the backup when it fails, and nothing is listed. */
+static void test_backup_checks_fail_cleanly(void **state)
+{
+    struct fx *x = *state;
+    char *store = path_of(x, "store"), *bk = path_of(x, "bk"), *list = path_of(x, "bk/meta/1");
+    lsm_db *db = tu_open_db(store, NULL, 0);
+    ASSERT_OK(lsm_put(db, NULL, "k", 1, "v", 1));
+    ASSERT_OK(lsm_close(db));
+    fault_env *fe = fault_env_new(lsm_env_default());
+    struct calls *t = calloc(1, sizeof(*t));
+    assert_non_null(fe);
+    assert_non_null(t);
+    lsm_backup_options o;
+    lsm_backup_options_init(&o);
+    o.env = fault_env_env(fe);
+    assert_int_equal(mkdir(bk, 0750), 0); /* a read bit for the group: tightened */
+    fault_env_count_start(fe, record, t);
+    ASSERT_OK(lsm_backup_store(store, bk, &o, NULL));
+    fault_env_count_stop(fe);
+    int failed = 0;
+    for (int i = 0; i < t->n && !(t->c[i] == FC_RENAME && strstr(t->path[i], "meta/.tmp-")); i++) {
+        if (t->c[i] != FC_STAT && t->c[i] != FC_CHMOD && t->c[i] != FC_SYNC_DIR)
+            continue;
+        tu_rmtree(bk);
+        assert_int_equal(mkdir(bk, 0750), 0);
+        fault_env_count_start(fe, NULL, NULL);
+        fault_env_arm(fe, FAULT_STREAM_MAIN, (uint64_t)i, FAULT_EIO);
+        lsm_status *s = lsm_backup_store(store, bk, &o, NULL);
+        bool fired = fault_env_fired(fe, NULL, NULL, 0);
+        fault_env_count_stop(fe);
+        if (!fired || s == NULL)
+            fail_msg("call %d (%s %s): fired %d, backup %s", i, fault_call_name(t->c[i]),
+                     t->path[i], fired, s ? "failed" : "succeeded");
+        lsm_status_free(s);
+        struct stat st;
+        assert_int_not_equal(stat(list, &st), 0);
+        failed++;
+    }
+    assert_true(failed >= 4); /* stat, chmod, the parent's and LOCK's syncs at least */
+    fault_env_free(fe);
+    free(t);
+    free(store), free(bk), free(list);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -294,6 +356,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_refuses_what_is_not_the_owners, setup, teardown),
         cmocka_unit_test_setup_teardown(test_private_modes_finds_and_fixes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_tightens_and_reports_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_backup_checks_fail_cleanly, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
