@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,7 @@ static int snapshot_dir(const struct lsmfs *fs, char *out, size_t cap)
 {
     if (snprintf(out, cap, "%s/" LSMFS_SNAPSHOT_DIR, fs->dir) >= (int)cap)
         return ENAMETOOLONG;
-    if (mkdir(out, 0755) == 0)
+    if (mkdir(out, 0700) == 0)
         return sync_dir(fs->dir);
     return errno == EEXIST ? 0 : errno;
 }
@@ -124,7 +125,7 @@ int snapshot_delete(struct lsmfs *fs, const char *name, char *err, size_t errlen
     if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode))
         return say(err, errlen, ENOENT, "no snapshot %s", path);
     /* Held until the LOCK file is gone: no mount can start meanwhile. */
-    int fd = open(lock, O_RDWR | O_CLOEXEC);
+    int fd = open(lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
         e = errno == EWOULDBLOCK ? EBUSY : errno;
         close(fd);
@@ -145,4 +146,32 @@ int snapshot_delete(struct lsmfs *fs, const char *name, char *err, size_t errlen
         return say(err, errlen, e, "snapshot %s: removed from view, but its files in %s: %s",
                    path, hidden, strerror(e));
     return 0;
+}
+
+/* ".NAME.tmp-..." or ".NAME.del-...": a snapshot built or deleted halfway. */
+static bool leftover_name(const char *name)
+{
+    return name[0] == '.' && (strstr(name, ".tmp-") != NULL || strstr(name, ".del-") != NULL);
+}
+
+void snapshot_sweep_leftovers(const struct lsmfs *fs)
+{
+    char dir[4096], path[4096 + 256];
+    if (snprintf(dir, sizeof dir, "%s/" LSMFS_SNAPSHOT_DIR, fs->dir) >= (int)sizeof dir)
+        return;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return; /* none taken yet */
+    struct dirent *ent;
+    while ((ent = readdir(d)) != NULL) {
+        if (!leftover_name(ent->d_name) ||
+            snprintf(path, sizeof path, "%s/%s", dir, ent->d_name) >= (int)sizeof path)
+            continue;
+        int e = remove_snapshot_files(path, -1);
+        if (e != 0)
+            fprintf(stderr, "lsmfs: removing %s, left by a killed snapshot: %s\n", path,
+                    strerror(e));
+    }
+    closedir(d);
+    sync_dir(dir);
 }

@@ -68,5 +68,11 @@ int snapshot_create(struct lsmfs *fs, struct lsmfs_snap_create *c, char *err, si
  * it half deleted), then its files, then the directory. EBUSY while it is
  * mounted (its LOCK is held), ENOENT if there is none. */
 int snapshot_delete(struct lsmfs *fs, const char *name, char *err, size_t errlen);
+/* At a read-write mount (the store's LOCK held, so no snapshot is being
+ * built or deleted): removes the hidden directories in STORE/snapshots a
+ * killed daemon left (".NAME.tmp-*" half built, ".NAME.del-*" half
+ * deleted). Best effort: what cannot be removed is said on stderr and left
+ * for the next mount. */
+void snapshot_sweep_leftovers(const struct lsmfs *fs);
 
 #endif

@@ -4,6 +4,8 @@
  */
 #include "super.h"
 
+#include "snapshot.h"
+
 #include "icache.h"
 #include "orphan.h"
 #include "schema.h"
@@ -266,6 +268,8 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
         e = super_upgrade(fs->db, &fs->sb, err, errlen);
     if (e == 0)
         init_durability(fs);
+    if (e == 0 && !cfg->read_only)
+        snapshot_sweep_leftovers(fs);
     if (e == 0)
         e = alloc_init(&fs->alloc, fs->db, err, errlen);
     int64_t n = 0;

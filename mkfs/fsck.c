@@ -9,6 +9,7 @@
  */
 #include "fsck.h"
 #include "lsmfs_version.h"
+#include "lsm.h"
 
 #include <stdio.h>
 #include <unistd.h>
@@ -19,6 +20,26 @@ static void usage(FILE *out)
                  "  -n   check only, change nothing (the default)\n"
                  "  -y   repair every problem found (-a and -p are synonyms)\n"
                  "  -v   verbose\n");
+}
+
+static void say_loose(void *ctx, const char *path, unsigned mode)
+{
+    printf("%s: mode %04o, open to others (the store is its owner's only: %s)\n", path, mode,
+           *(bool *)ctx ? "made private" : "the next mount or -y makes it private");
+}
+
+/* The store's own modes (lsm_private_modes); -y's writable open fixes
+ * them. The number of loose ones, or -1 (said) if they cannot be read. */
+static int loose_modes(const char *dir, bool repair)
+{
+    int loose = 0;
+    lsm_status *s = lsm_private_modes(NULL, dir, false, say_loose, &repair, &loose);
+    if (s != NULL) {
+        fprintf(stderr, "fsck.lsmfs: %s\n", lsm_status_message(s));
+        lsm_status_free(s);
+        return -1;
+    }
+    return loose;
 }
 
 int main(int argc, char **argv)
@@ -58,9 +79,12 @@ int main(int argc, char **argv)
     const char *dir = argv[optind];
     o.progress = isatty(2);
     fsck_result r;
-    int rc = fsck_store(dir, &o, &r);
+    int loose = loose_modes(dir, o.repair);
+    int rc = loose < 0 ? FSCK_OPERATIONAL : fsck_store(dir, &o, &r);
     if (rc == FSCK_OPERATIONAL)
         return rc;
+    if (loose > 0 && rc == FSCK_CLEAN)
+        rc = o.repair ? FSCK_FIXED : FSCK_UNFIXED;
     printf("%s: %zu inodes, %zu entries, %d problem%s%s\n", dir, r.inodes, r.entries, r.problems,
            r.problems == 1 ? "" : "s",
            r.problems == 0 ? ""

@@ -304,7 +304,30 @@ static lsm_status *sweep_shared(lsm_env *env, const char *dir, const struct name
     return s;
 }
 
-/* Removes private/ID of every id without a list, and meta's hidden leftovers. */
+/* Removes meta/.tmp-ID, the list a crash cut off before its rename. */
+static lsm_status *sweep_meta_tmp(lsm_env *env, const char *dir)
+{
+    char *mdir = backup_path(dir, "meta", NULL);
+    char **names = NULL;
+    int n = 0;
+    lsm_status *s = mdir ? env->get_children(env, mdir, &names, &n) : oom();
+    bool removed = false;
+    for (int i = 0; s == NULL && i < n; i++) {
+        if (strncmp(names[i], ".tmp-", 5) != 0)
+            continue;
+        char *p = backup_path(dir, "meta", names[i]);
+        s = p ? env->remove_file(env, p) : oom();
+        removed = true;
+        free(p);
+    }
+    env_free_children(names, n);
+    if (s == NULL && removed)
+        s = env->sync_dir(env, mdir);
+    free(mdir);
+    return s;
+}
+
+/* Removes private/ID of every id without a list. */
 static lsm_status *sweep_private(lsm_env *env, const char *dir, const uint64_t *kept, size_t nk)
 {
     uint64_t *ids = NULL;
@@ -368,6 +391,8 @@ static lsm_status *purge_locked(lsm_env *env, const char *dir, uint64_t keep, ui
         s = sweep_shared(env, dir, &ns);
     if (s == NULL)
         s = sweep_private(env, dir, ids + drop, n - drop);
+    if (s == NULL)
+        s = sweep_meta_tmp(env, dir);
     names_free(&ns);
     free(ids);
     return s;
@@ -447,7 +472,7 @@ static lsm_status *restore_meta(struct restore *r, const char *dest, const char 
                                 const char *parent)
 {
     lsm_env *env = r->env;
-    lsm_status *s = env->create_dir(env, tmp);
+    lsm_status *s = env->create_dir_new(env, tmp);
     if (s != NULL)
         return s;
     s = env->sync_dir(env, parent);

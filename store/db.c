@@ -645,11 +645,13 @@ lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out)
     if (db == NULL)
         return status_new(LSM_IO_ERROR, "out of memory opening %s", dir);
     if (o->create_if_missing && !o->read_only)
-        s = db->env->create_dir(db->env, dir);
+        s = env_create_dir_durable(db->env, dir);
     else
         s = check_is_store(db); /* before LOCK: leave foreign dirs untouched */
     if (s == NULL)
         s = lock_store(db);
+    if (s == NULL && !o->read_only) /* a store made with looser modes */
+        s = lsm_private_modes(db->env, dir, true, NULL, NULL, NULL);
     if (s == NULL) {
         mutex_lock(&db->mu);
         /* Recovery may need the reserve's space; it is made again after.

@@ -247,17 +247,39 @@ static lsm_status *copy_all(struct run *r)
 
 /* --------------------------------------------------------- the backup */
 
-/* dir and its three subdirectories exist, their entries durable. */
+/* The rule for a directory backups are written into (as ssh's for
+ * ~/.ssh): owned by this process's user and writable by no one else, or
+ * refused; then private to that user (ENV_DIR_MODE). "dir/." so that a
+ * link to a directory is judged by the directory. */
+static lsm_status *own_dir(lsm_env *env, const char *dir)
+{
+    char *self = backup_path(dir, ".", NULL);
+    lsm_path_info pi;
+    lsm_status *s = self ? env->path_info(env, self, &pi) : oom();
+    if (s == NULL && pi.kind != LSM_PATH_DIR)
+        s = status_new(LSM_INVALID_ARGUMENT, "%s: not a directory", dir);
+    else if (s == NULL && !pi.mine)
+        s = status_new(LSM_INVALID_ARGUMENT,
+                       "%s is owned by uid %u, not by you: refused (backups go into a "
+                       "directory of your own)",
+                       dir, (unsigned)pi.uid);
+    else if (s == NULL && (pi.perm & 022) != 0)
+        s = status_new(LSM_INVALID_ARGUMENT,
+                       "%s is writable by others (mode %03o): refused (chmod go-w %s)", dir,
+                       (unsigned)pi.perm & 0777, dir);
+    else if (s == NULL && (pi.perm & 077) != 0)
+        s = env->make_private(env, self);
+    free(self);
+    return s;
+}
+
+/* dir (its own, see own_dir) and its three subdirectories exist, their
+ * entries durable. */
 static lsm_status *make_dirs(lsm_env *env, const char *dir)
 {
-    char *tmp = NULL, *parent = NULL;
-    lsm_status *s = hidden_sibling_name(dir, &tmp, &parent);
-    free(tmp);
+    lsm_status *s = env_create_dir_durable(env, dir);
     if (s == NULL)
-        s = env->create_dir(env, dir);
-    if (s == NULL)
-        s = env->sync_dir(env, parent);
-    free(parent);
+        s = own_dir(env, dir);
     const char *subs[] = {"shared", "private", "meta"};
     for (int i = 0; s == NULL && i < 3; i++) {
         char *p = backup_path(dir, subs[i], NULL);
@@ -396,6 +418,8 @@ static lsm_status *backup_read_only(lsm_db *db, lsm_env *env, const char *dir,
     if (s == NULL)
         s = (lockname = backup_path(dir, "LOCK", NULL)) ? env->lock_file(env, lockname, &lock)
                                                         : oom();
+    if (s == NULL) /* LOCK's entry: verify and restore want it before any list */
+        s = env->sync_dir(env, dir);
     if (s == NULL)
         s = take(&r, db);
     if (lock != NULL)

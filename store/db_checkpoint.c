@@ -184,7 +184,7 @@ static lsm_status *write_checkpoint(lsm_db *db, const char *dest, const char *tm
                                     const lsm_checkpoint_options *o, lsm_checkpoint_info *info)
 {
     lsm_env *env = db->env;
-    lsm_status *s = env->create_dir(env, tmp);
+    lsm_status *s = env->create_dir_new(env, tmp);
     if (s != NULL)
         return status_wrap(s, "checkpoint %s", dest);
     /* The hidden directory's own entry; the rename's comes after. */

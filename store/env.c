@@ -3,6 +3,7 @@
 
 #include "coding.h"
 #include "crc32c.h"
+#include "filename.h"
 #include "lsm_malloc.h"
 #include "status.h"
 
@@ -161,4 +162,16 @@ lsm_status *env_publish_dir(lsm_env *env, const char *tmp, const char *dest, con
     }
     s = env->sync_dir(env, parent);
     return s ? status_wrap(s, "%s (complete, but its name may not be durable)", dest) : NULL;
+}
+
+lsm_status *env_create_dir_durable(lsm_env *env, const char *path)
+{
+    if (env->file_exists(env, path))
+        return env->create_dir(env, path); /* refuses what is not a directory */
+    char *parent = parent_dir_name(path);
+    lsm_status *s = parent ? env->create_dir(env, path) : status_new(LSM_IO_ERROR, "out of memory");
+    if (s == NULL)
+        s = env->sync_dir(env, parent);
+    free(parent);
+    return s;
 }

@@ -72,8 +72,31 @@ struct lsm_rfile {
 
 typedef struct lsm_filelock lsm_filelock;
 
+/* What lstat(2) says of a path (path_info): the path itself, never a link's
+ * target. */
+enum lsm_path_kind { LSM_PATH_NONE, LSM_PATH_FILE, LSM_PATH_DIR, LSM_PATH_LINK, LSM_PATH_OTHER };
+typedef struct lsm_path_info {
+    enum lsm_path_kind kind;
+    uint32_t perm; /* the permission bits (07777) */
+    uint32_t uid;
+    bool mine; /* owned by this process's effective uid */
+} lsm_path_info;
+
+/* The privacy rule every env keeps (env_posix.c): whatever the umask, a
+ * directory it creates is ENV_DIR_MODE and a file ENV_FILE_MODE (the
+ * store's owner only; a LOCK no one else can open, so no one else can
+ * flock it); a create never follows a link at its last component and never
+ * writes through another name of a file (see new_wfile); a read opens
+ * only a regular file, never through a link, owned by the owner of its
+ * directory or by this process (so root's tools never read through another
+ * user's link or hard link into a file of root's). */
+#define ENV_DIR_MODE 0700
+#define ENV_FILE_MODE 0600
+
 struct lsm_env {
-    /* Creates (truncating) a file for appending. */
+    /* Creates a new, empty file for appending. A file already at path is
+     * emptied and reused only if it is a regular file of this process's
+     * user with no other name; a link or another file is refused. */
     lsm_status *(*new_wfile)(lsm_env *env, const char *path, lsm_wfile **out);
     lsm_status *(*new_sfile)(lsm_env *env, const char *path, lsm_sfile **out);
     lsm_status *(*new_rfile)(lsm_env *env, const char *path, lsm_rfile **out);
@@ -88,7 +111,18 @@ struct lsm_env {
      * no hard links), so the caller may copy instead. NULL in an env
      * without it (callers copy). */
     lsm_status *(*link_file)(lsm_env *env, const char *from, const char *to);
-    lsm_status *(*create_dir)(lsm_env *env, const char *path); /* ok if it exists */
+    /* ok if a directory (or a link to one: the caller named it, as a
+     * store or backup directory may be) exists at path. */
+    lsm_status *(*create_dir)(lsm_env *env, const char *path);
+    /* Creates a directory that did not exist: LSM_INVALID_ARGUMENT, naming
+     * it, if anything (a link too) is at path. For hidden build directories
+     * in places others may write to. */
+    lsm_status *(*create_dir_new)(lsm_env *env, const char *path);
+    /* lstat(2) of path; kind LSM_PATH_NONE (and success) if nothing is there. */
+    lsm_status *(*path_info)(lsm_env *env, const char *path, lsm_path_info *out);
+    /* Clears the group and other bits of the file or directory at path
+     * (never a link's target): ENV_FILE_MODE/ENV_DIR_MODE at most. */
+    lsm_status *(*make_private)(lsm_env *env, const char *path);
     lsm_status *(*remove_dir)(lsm_env *env, const char *path);
     lsm_status *(*file_size)(lsm_env *env, const char *path, uint64_t *size);
     /* Makes the data of an existing file (not open for writing here)
@@ -144,6 +178,9 @@ lsm_status *env_copy_file(lsm_env *env, const char *src, const char *dst, uint64
  * (best effort); one after it leaves dest, complete, and says its name may
  * not be durable. */
 lsm_status *env_publish_dir(lsm_env *env, const char *tmp, const char *dest, const char *parent);
+/* create_dir, and when it made path, path's entry made durable (its
+ * parent synced). */
+lsm_status *env_create_dir_durable(lsm_env *env, const char *path);
 /* Best effort: removes the files in dir, then dir (no subdirectories). */
 void env_remove_tree(lsm_env *env, const char *dir);
 

@@ -58,6 +58,48 @@ static int open_retry(const char *path, int flags, mode_t mode)
     return fd;
 }
 
+/* A file already at path, open as fd: may it be written (it is then
+ * truncated)? Only a regular file of ours with no other name, so that no
+ * one can have it write through a link planted beforehand (a device, as
+ * /dev/full in a test, is written as it is). */
+static int may_reuse(int fd, const char *path, lsm_status **s)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        *s = posix_error(errno, "fstat", path);
+    else if (S_ISREG(st.st_mode) && (st.st_nlink != 1 || st.st_uid != geteuid()))
+        *s = status_new(LSM_IO_ERROR,
+                        "create %s: a file owned by uid %ld with %ld name(s) is there; refused",
+                        path, (long)st.st_uid, (long)st.st_nlink);
+    else if (S_ISREG(st.st_mode) && st.st_size > 0 && ftruncate(fd, 0) != 0)
+        *s = posix_error(errno, "truncate", path);
+    if (*s == NULL)
+        return fd;
+    close(fd);
+    return -1;
+}
+
+/* Creates path for writing under the create rule of env.h: a new file is
+ * ENV_FILE_MODE, a link at path is refused, an old file is emptied only
+ * when may_reuse says so. Returns the fd, or -1 and *s. */
+static int create_file(const char *path, int flags, lsm_status **s)
+{
+    *s = NULL;
+    int fd = open_retry(path, flags | O_CREAT | O_EXCL | O_NOFOLLOW, ENV_FILE_MODE);
+    if (fd >= 0 || errno != EEXIST) {
+        if (fd < 0)
+            *s = posix_error(errno, "create", path);
+        return fd;
+    }
+    fd = open_retry(path, flags | O_NOFOLLOW | O_NONBLOCK, 0);
+    if (fd < 0) {
+        *s = errno == ELOOP ? status_new(LSM_IO_ERROR, "create %s: a symbolic link is there; refused", path)
+                            : posix_error(errno, "create", path);
+        return -1;
+    }
+    return may_reuse(fd, path, s);
+}
+
 /* ------------------------------------------------------------- wfile */
 
 /* Three modes. Normally appends collect in buf and go out with write(2).
@@ -644,9 +686,10 @@ static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
     (void)env;
     *out = NULL;
     /* O_RDWR: a shared writable mapping needs a readable fd. */
-    int fd = open_retry(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    lsm_status *s;
+    int fd = create_file(path, O_RDWR, &s);
     if (fd < 0)
-        return posix_error(errno, "open", path);
+        return s;
     struct posix_wfile *f = lsm_malloc(sizeof(*f));
     char *p = lsm_strdup(path);
     if (f == NULL || p == NULL) {
@@ -753,12 +796,66 @@ static const struct lsm_rfile_ops posix_rfile_ops = {
     .close = rfile_close,
 };
 
+/* The uid owning path's directory; false (errno set) if it cannot be had. */
+static bool dir_owner(const char *path, uid_t *uid)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if ((size_t)(slash - path) >= sizeof dir)
+        return errno = ENAMETOOLONG, false;
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return false;
+    *uid = st.st_uid;
+    return true;
+}
+
+/* The read rule of env.h: NULL if fd (open at path) may be read. */
+static lsm_status *may_read(int fd, const char *path)
+{
+    struct stat st;
+    uid_t owner;
+    if (fstat(fd, &st) != 0 || (st.st_uid != geteuid() && !dir_owner(path, &owner)))
+        return posix_error(errno, "stat", path);
+    if (!S_ISREG(st.st_mode))
+        return status_new(LSM_IO_ERROR, "%s: not a regular file; refused", path);
+    if (st.st_uid != geteuid() && st.st_uid != owner)
+        return status_new(LSM_IO_ERROR,
+                          "%s: owned by uid %ld, not by its directory's owner (uid %ld); "
+                          "refused",
+                          path, (long)st.st_uid, (long)owner);
+    return NULL;
+}
+
+/* Opens path for reading under the read rule of env.h (O_NONBLOCK: a
+ * planted FIFO must not hang the open; it is refused after). */
+static int open_checked(const char *path, lsm_status **s)
+{
+    *s = NULL;
+    int fd = open_retry(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+    if (fd < 0) {
+        *s = errno == ELOOP ? status_new(LSM_IO_ERROR, "%s: a symbolic link; refused", path)
+                            : posix_error(errno, "open", path);
+        return -1;
+    }
+    if ((*s = may_read(fd, path)) != NULL) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static lsm_status *open_for_read(const char *path, struct posix_rfile **out)
 {
     *out = NULL;
-    int fd = open_retry(path, O_RDONLY, 0);
+    lsm_status *s;
+    int fd = open_checked(path, &s);
     if (fd < 0)
-        return posix_error(errno, "open", path);
+        return s;
     struct posix_rfile *f = lsm_malloc(sizeof(*f));
     char *p = lsm_strdup(path);
     if (f == NULL || p == NULL) {
@@ -892,7 +989,7 @@ static lsm_status *posix_link_file(lsm_env *env, const char *from, const char *t
 static lsm_status *posix_create_dir(lsm_env *env, const char *path)
 {
     (void)env;
-    if (mkdir(path, 0755) == 0)
+    if (mkdir(path, ENV_DIR_MODE) == 0)
         return NULL;
     int err = errno;
     struct stat st;
@@ -902,6 +999,57 @@ static lsm_status *posix_create_dir(lsm_env *env, const char *path)
         err = ENOTDIR;
     }
     return posix_error(err, "mkdir", path);
+}
+
+static lsm_status *posix_create_dir_new(lsm_env *env, const char *path)
+{
+    (void)env;
+    if (mkdir(path, ENV_DIR_MODE) == 0)
+        return NULL;
+    if (errno == EEXIST)
+        return status_new(LSM_INVALID_ARGUMENT, "mkdir %s: something is there already", path);
+    return posix_error(errno, "mkdir", path);
+}
+
+static lsm_status *posix_path_info(lsm_env *env, const char *path, lsm_path_info *out)
+{
+    (void)env;
+    struct stat st;
+    memset(out, 0, sizeof(*out));
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? NULL : posix_error(errno, "lstat", path);
+    out->kind = S_ISREG(st.st_mode)   ? LSM_PATH_FILE
+                : S_ISDIR(st.st_mode) ? LSM_PATH_DIR
+                : S_ISLNK(st.st_mode) ? LSM_PATH_LINK
+                                      : LSM_PATH_OTHER;
+    out->perm = st.st_mode & 07777;
+    out->uid = st.st_uid;
+    out->mine = st.st_uid == geteuid();
+    return NULL;
+}
+
+/* Through an O_PATH descriptor opened without following a link, so the
+ * mode changed is that of the entry looked at, never a link's target. */
+static lsm_status *posix_make_private(lsm_env *env, const char *path)
+{
+    (void)env;
+    int fd = open_retry(path, O_PATH | O_NOFOLLOW, 0);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        return posix_error(err, "open", path);
+    }
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    mode_t mode = st.st_mode & 07700;
+    int r = S_ISLNK(st.st_mode) ? 0 : chmod(proc, mode);
+    if (r != 0 && errno == ENOENT) /* no /proc: by name (it was no link just now) */
+        r = fchmodat(AT_FDCWD, path, mode, 0);
+    int err = errno;
+    close(fd);
+    return r == 0 ? NULL : posix_error(err, "chmod", path);
 }
 
 static lsm_status *posix_remove_dir(lsm_env *env, const char *path)
@@ -925,7 +1073,7 @@ static lsm_status *posix_file_size(lsm_env *env, const char *path, uint64_t *siz
 static lsm_status *posix_sync_file(lsm_env *env, const char *path)
 {
     (void)env;
-    int fd = open_retry(path, O_RDONLY, 0);
+    int fd = open_retry(path, O_RDONLY | O_NOFOLLOW, 0);
     if (fd < 0)
         return posix_error(errno, "open", path);
     int r = fdatasync(fd);
@@ -1021,6 +1169,9 @@ static struct posix_env {
             .rename_file = posix_rename_file,
             .link_file = posix_link_file,
             .create_dir = posix_create_dir,
+            .create_dir_new = posix_create_dir_new,
+            .path_info = posix_path_info,
+            .make_private = posix_make_private,
             .remove_dir = posix_remove_dir,
             .file_size = posix_file_size,
             .sync_file = posix_sync_file,
@@ -1087,9 +1238,10 @@ static lsm_status *lock_locked(int fd, const char *path, const struct stat *st, 
 static lsm_status *take_lock(const char *path, int flags, int op, lsm_filelock **out)
 {
     *out = NULL;
-    int fd = open_retry(path, flags, 0644);
+    int fd = open_retry(path, flags | O_NOFOLLOW, ENV_FILE_MODE);
     if (fd < 0)
-        return posix_error(errno, "open", path);
+        return errno == ELOOP ? status_new(LSM_IO_ERROR, "lock %s: a symbolic link; refused", path)
+                              : posix_error(errno, "open", path);
     struct stat st;
     if (fstat(fd, &st) < 0) {
         int err = errno;

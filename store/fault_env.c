@@ -374,7 +374,7 @@ static const char *const call_names[FC_COUNT] = {
     [FC_RENAME] = "rename",     [FC_MKDIR] = "mkdir",         [FC_RMDIR] = "rmdir",
     [FC_FILE_SIZE] = "size",    [FC_SYNC_FILE] = "sync-file", [FC_SYNC_DIR] = "sync-dir",
     [FC_LOCK] = "lock",         [FC_UNLOCK] = "unlock",       [FC_DISK_FREE] = "disk-free", [FC_TRUNCATE] = "truncate",
-    [FC_LINK] = "link",
+    [FC_LINK] = "link",         [FC_STAT] = "stat",           [FC_CHMOD] = "chmod",
 };
 
 const char *fault_call_name(enum fault_call c)
@@ -1389,6 +1389,37 @@ static lsm_status *fe_create_dir(lsm_env *env, const char *path)
     return down != NULL ? down : fe->base->create_dir(fe->base, path);
 }
 
+/* A change the fault env keeps no record of: counted, then refused while
+ * the power is off. NULL if it may go ahead. */
+static lsm_status *untracked_change(fault_env *fe, enum fault_call c, const char *what,
+                                    const char *path)
+{
+    lsm_status *s = sweep_call(fe, c, path, NULL);
+    return s != NULL ? s : down_check(fe, what, path);
+}
+
+/* Directories are durable at once here (see the top), new ones too. */
+static lsm_status *fe_create_dir_new(lsm_env *env, const char *path)
+{
+    fault_env *fe = fe_of(env);
+    lsm_status *s = untracked_change(fe, FC_MKDIR, "mkdir", path);
+    return s != NULL ? s : fe->base->create_dir_new(fe->base, path);
+}
+
+static lsm_status *fe_path_info(lsm_env *env, const char *path, lsm_path_info *out)
+{
+    fault_env *fe = fe_of(env);
+    lsm_status *swept = sweep_call(fe, FC_STAT, path, NULL);
+    return swept != NULL ? swept : fe->base->path_info(fe->base, path, out);
+}
+
+static lsm_status *fe_make_private(lsm_env *env, const char *path)
+{
+    fault_env *fe = fe_of(env);
+    lsm_status *s = untracked_change(fe, FC_CHMOD, "chmod", path);
+    return s != NULL ? s : fe->base->make_private(fe->base, path);
+}
+
 static lsm_status *fe_remove_dir(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
@@ -1702,6 +1733,9 @@ static const lsm_env fault_env_ops = {
     .rename_file = fe_rename_file,
     .link_file = fe_link_file,
     .create_dir = fe_create_dir,
+    .create_dir_new = fe_create_dir_new,
+    .path_info = fe_path_info,
+    .make_private = fe_make_private,
     .remove_dir = fe_remove_dir,
     .file_size = fe_file_size,
     .sync_file = fe_sync_file,

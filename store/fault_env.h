@@ -95,7 +95,9 @@ enum fault_call {
     FC_UNLOCK,
     FC_DISK_FREE,
     FC_TRUNCATE,
-    FC_LINK, /* link_file */
+    FC_LINK,  /* link_file */
+    FC_STAT,  /* path_info */
+    FC_CHMOD, /* make_private */
     FC_COUNT
 };
 const char *fault_call_name(enum fault_call c);

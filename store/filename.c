@@ -6,8 +6,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdatomic.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 static char *join(const char *dir, const char *name)
@@ -117,9 +118,25 @@ bool parse_file_name(const char *name, uint64_t *number, enum file_type *type)
     return true;
 }
 
+char *parent_dir_name(const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    const char *slash = memrchr(path, '/', n);
+    /* "." without a slash, "/" for a name right under the root */
+    const char *pdir = slash ? path : ".";
+    size_t plen = slash && slash > path ? (size_t)(slash - path) : 1;
+    char *parent = lsm_malloc(plen + 1);
+    if (parent != NULL) {
+        memcpy(parent, pdir, plen);
+        parent[plen] = '\0';
+    }
+    return parent;
+}
+
 lsm_status *hidden_sibling_name(const char *dest, char **tmp, char **parent)
 {
-    static atomic_uint counter;
     *tmp = *parent = NULL;
     size_t n = strlen(dest);
     while (n > 1 && dest[n - 1] == '/')
@@ -129,21 +146,16 @@ lsm_status *hidden_sibling_name(const char *dest, char **tmp, char **parent)
     size_t blen = n - (size_t)(base - dest);
     if (blen == 0 || (blen == 1 && base[0] == '.') || (blen == 2 && memcmp(base, "..", 2) == 0))
         return status_new(LSM_INVALID_ARGUMENT, "%s: not a directory name", dest);
-    /* the parent: "." without a slash, "/" for a name right under the root */
-    const char *pdir = slash ? dest : ".";
-    size_t plen = slash && slash > dest ? (size_t)(slash - dest) : 1;
-    *parent = lsm_malloc(plen + 1);
+    uint64_t r;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+        return status_from_errno(errno, "getrandom");
+    *parent = parent_dir_name(dest);
     if (*parent != NULL) {
-        memcpy(*parent, pdir, plen);
-        (*parent)[plen] = '\0';
-    }
-    unsigned k = atomic_fetch_add(&counter, 1);
-    if (*parent != NULL) {
-        const char *fmt = "%s/.%.*s.tmp-%ld-%u";
-        int len = snprintf(NULL, 0, fmt, *parent, (int)blen, base, (long)getpid(), k);
+        const char *fmt = "%s/.%.*s.tmp-%ld-%016" PRIx64;
+        int len = snprintf(NULL, 0, fmt, *parent, (int)blen, base, (long)getpid(), r);
         *tmp = len < 0 ? NULL : lsm_malloc((size_t)len + 1);
         if (*tmp != NULL)
-            snprintf(*tmp, (size_t)len + 1, fmt, *parent, (int)blen, base, (long)getpid(), k);
+            snprintf(*tmp, (size_t)len + 1, fmt, *parent, (int)blen, base, (long)getpid(), r);
     }
     if (*tmp == NULL || *parent == NULL) {
         free(*tmp);

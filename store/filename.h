@@ -38,8 +38,13 @@ char *current_file_name(const char *dir);
 char *lock_file_name(const char *dir);
 char *reserve_file_name(const char *dir);
 
+/* The directory holding path ("dir" of "dir/base", "." of "base", "/" of
+ * "/base"), malloc'd (NULL if out of memory). */
+char *parent_dir_name(const char *path);
+
 /* For a directory dest "dir/base" that is to appear whole or not at all:
- * a hidden sibling "dir/.base.tmp-PID-N" (N counts calls) to build it in,
+ * a hidden sibling "dir/.base.tmp-PID-R" (R 64 random bits: no one can
+ * plant it beforehand; create it with create_dir_new) to build it in,
  * renamed to dest last, and the parent "dir" (synced after the rename),
  * both malloc'd. LSM_INVALID_ARGUMENT for "", ".", "..". */
 struct lsm_status *hidden_sibling_name(const char *dest, char **tmp, char **parent);

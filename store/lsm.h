@@ -411,6 +411,15 @@ lsm_status *lsm_backup_purge(const char *backup_dir, uint64_t keep, const lsm_ba
 lsm_status *lsm_backup_restore(const char *backup_dir, uint64_t id, const char *dest,
                                const lsm_backup_options *o);
 
+/* The store's own modes (env.h: ENV_DIR_MODE, ENV_FILE_MODE): dir and
+ * each entry in it (links aside) with a group or other permission bit is
+ * passed to report (may be NULL) with its mode and, when fix, made
+ * private. *loose (may be NULL) counts them. A writable lsm_open does this
+ * with fix; fix false changes nothing. env NULL: the default env. */
+lsm_status *lsm_private_modes(lsm_env *env, const char *dir, bool fix,
+                              void (*report)(void *ctx, const char *path, unsigned mode),
+                              void *ctx, int *loose);
+
 /* Removes every file of the store in dir (which must not be open). */
 lsm_status *lsm_destroy(const lsm_options *o, const char *dir);
 

@@ -1,7 +1,10 @@
 /*
  * lsmctl_backup.c — `lsmctl backup` (see lsmctl_backup.h). A mounted
  * lsmfs is backed up from a snapshot its daemon takes under a name of our
- * own (deleted afterwards, also on failure); a store directory is opened
+ * own, read by a child process (deleted afterwards, also on failure and on
+ * SIGINT/SIGTERM/SIGHUP, which kill the child first: its shared lock on
+ * the snapshot must go before the daemon may delete it; one a killed
+ * lsmctl left is deleted by the next backup); a store directory is opened
  * read-only for the length of the backup (refused while it is in use).
  * On a terminal, stderr shows the bytes copied and an estimate of the time
  * left; elsewhere (cron) nothing but errors.
@@ -14,10 +17,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int usage(void)
@@ -72,19 +78,74 @@ static void print_taken(const lsm_backup_info *i, double secs)
            i->id, i->files, i->bytes, i->copied_bytes, secs);
 }
 
-/* A mounted lsmfs: from a snapshot of our own, deleted afterwards. */
-static lsm_status *from_mount(const char *mnt, const char *dir, const lsm_backup_options *o,
-                              lsm_backup_info *info, int *rc)
+#define SNAP_PREFIX "lsmctl-backup-"
+
+static int from_store(const char *src, const char *dir);
+
+/* lsmctl-backup-PID-TIME of a process that is gone: left by a crash. */
+static bool stale_snapshot(const char *name)
 {
-    char name[64], snapdir[4300];
-    snprintf(name, sizeof name, "lsmctl-backup-%ld-%ld", (long)getpid(), (long)time(NULL));
-    if ((*rc = lsmctl_snapshot_take(mnt, name, snapdir, sizeof snapdir)) != 0)
-        return NULL;
-    lsm_status *s = lsm_backup_store(snapdir, dir, o, info);
+    long pid = strtol(name + strlen(SNAP_PREFIX), NULL, 10);
+    return pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Deletes snapshot name of mnt, saying so if it cannot. */
+static void delete_snapshot(const char *mnt, const char *name)
+{
     if (lsmctl_snapshot_delete(mnt, name) != 0)
         fprintf(stderr, "lsmctl: snapshot %s of %s is left behind (lsmctl snapshot %s --delete %s)\n",
                 name, mnt, mnt, name);
-    return s;
+}
+
+/* Waits for the backup child; a termination signal first kills it (so its
+ * shared lock on the snapshot goes) and is returned as 128+signal. The
+ * child's exit status otherwise (1 if it died). REQUIRES: set (SIGCHLD
+ * among them) blocked. */
+static int wait_backup(pid_t pid, const sigset_t *set)
+{
+    int st, sig = 0;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        struct timespec tick = {1, 0};
+        sig = sigtimedwait(set, NULL, &tick);
+        if (sig > 0 && sig != SIGCHLD) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            fprintf(stderr, "\nlsmctl: interrupted (%s): the snapshot is removed\n",
+                    strsignal(sig));
+            return 128 + sig;
+        }
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : LSMCTL_FAILED;
+}
+
+/* A mounted lsmfs: from a snapshot of our own, read by a child process and
+ * deleted afterwards, also on SIGINT/SIGTERM/SIGHUP (lsmctl then exits
+ * 128+signal); ones a killed lsmctl left are deleted first. */
+static int from_mount(const char *mnt, const char *dir)
+{
+    char name[64], snapdir[4300];
+    snprintf(name, sizeof name, SNAP_PREFIX "%ld-%ld", (long)getpid(), (long)time(NULL));
+    sigset_t set;
+    sigemptyset(&set);
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        sigaddset(&set, sigs[i]);
+    sigprocmask(SIG_BLOCK, &set, NULL); /* the child too, till it is killed */
+    lsmctl_snapshot_sweep(mnt, SNAP_PREFIX, stale_snapshot);
+    if (lsmctl_snapshot_take(mnt, name, snapdir, sizeof snapdir) != 0)
+        return LSMCTL_FAILED;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int code = from_store(snapdir, dir);
+        fflush(NULL); /* _exit flushes no stdio */
+        _exit(code);
+    }
+    int rc = pid < 0 ? LSMCTL_FAILED : wait_backup(pid, &set);
+    if (pid < 0)
+        fprintf(stderr, "lsmctl: fork: %s\n", strerror(errno));
+    delete_snapshot(mnt, name);
+    return rc;
 }
 
 /* Options that show progress on a terminal (stderr), nothing elsewhere. */
@@ -98,19 +159,16 @@ static void progress_options(lsm_backup_options *o, struct progress *p)
     }
 }
 
-static int take(const char *src, const char *dir)
+/* A store directory, opened read-only for the backup. */
+static int from_store(const char *src, const char *dir)
 {
     struct progress p;
     lsm_backup_options o;
     progress_options(&o, &p);
     lsm_backup_info info;
-    int rc = 0;
-    lsm_status *s = lsmctl_is_lsmfs_mount(src) ? from_mount(src, dir, &o, &info, &rc)
-                                               : lsm_backup_store(src, dir, &o, &info);
+    lsm_status *s = lsm_backup_store(src, dir, &o, &info);
     if (p.drawn)
         fputc('\n', stderr);
-    if (rc != 0)
-        return LSMCTL_FAILED;
     if (lsm_status_code(s) == LSM_BUSY)
         fprintf(stderr, "lsmctl: %s is in use: give the mount point of the lsmfs using it\n",
                 src);
@@ -118,6 +176,11 @@ static int take(const char *src, const char *dir)
         return failed(s);
     print_taken(&info, now_s() - p.start);
     return LSMCTL_OK;
+}
+
+static int take(const char *src, const char *dir)
+{
+    return lsmctl_is_lsmfs_mount(src) ? from_mount(src, dir) : from_store(src, dir);
 }
 
 static int list(const char *dir)

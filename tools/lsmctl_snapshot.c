@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -226,6 +227,50 @@ int lsmctl_is_lsmfs_mount(const char *path)
     return snap_dir(path, &sd, 1) == 0;
 }
 
+/* The uid that mounted mnt (its FUSE mount's user_id=), from
+ * /proc/self/mountinfo by the mount's device; -1 if not found. */
+static long mount_user(const char *mnt)
+{
+    struct stat st;
+    FILE *f = stat(mnt, &st) == 0 ? fopen("/proc/self/mountinfo", "re") : NULL;
+    if (f == NULL)
+        return -1;
+    char line[8192];
+    long uid = -1;
+    while (uid < 0 && fgets(line, sizeof line, f) != NULL) {
+        unsigned maj, min;
+        const char *opt = strstr(line, " - ") ? strstr(strstr(line, " - "), "user_id=") : NULL;
+        if (sscanf(line, "%*u %*u %u:%u", &maj, &min) == 2 && opt != NULL &&
+            makedev(maj, min) == st.st_dev)
+            uid = strtol(opt + strlen("user_id="), NULL, 10);
+    }
+    fclose(f);
+    return uid;
+}
+
+/* A path the daemon reported is trusted only as far as its user could
+ * make it: a directory (not a link) of the user who mounted mnt. Reads
+ * from it then open only that user's files (the env's read rule), so a
+ * daemon that lies (or a path swapped under it) cannot make a root lsmctl
+ * read a file of someone else's. 0, or 1 after saying why. */
+static int owned_by_mounter(const char *mnt, const char *dir)
+{
+    long uid = mount_user(mnt);
+    struct stat st;
+    if (uid < 0) {
+        fprintf(stderr, "lsmctl: %s: who mounted it is not known; refused\n", mnt);
+        return 1;
+    }
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || (long)st.st_uid != uid) {
+        fprintf(stderr,
+                "lsmctl: %s: the daemon of %s named it, but it is not a directory of uid %ld "
+                "(who mounted it); refused\n",
+                dir, mnt, uid);
+        return 1;
+    }
+    return 0;
+}
+
 int lsmctl_snapshot_take(const char *mnt, const char *name, char *dir, size_t cap)
 {
     struct lsmfs_snap_dir sd;
@@ -238,7 +283,31 @@ int lsmctl_snapshot_take(const char *mnt, const char *name, char *dir, size_t ca
         fprintf(stderr, "lsmctl: %s: path too long\n", sd.path);
         return 1;
     }
-    return snap_request(mnt, LSMFS_IOC_SNAP_CREATE, &c, "take a snapshot");
+    int r = snap_request(mnt, LSMFS_IOC_SNAP_CREATE, &c, "take a snapshot");
+    if (r == 0 && owned_by_mounter(mnt, dir) != 0) {
+        snap_delete(mnt, name);
+        return 1;
+    }
+    return r;
+}
+
+void lsmctl_snapshot_sweep(const char *mnt, const char *prefix, bool (*stale)(const char *name))
+{
+    struct lsmfs_snap_dir sd;
+    DIR *d = snap_dir(mnt, &sd, 1) == 0 ? opendir(sd.path) : NULL;
+    if (d == NULL)
+        return;
+    char **names;
+    int n = list_names(d, &names);
+    closedir(d);
+    for (int i = 0; i < n; i++) {
+        if (strncmp(names[i], prefix, strlen(prefix)) == 0 && stale(names[i]) &&
+            snap_delete(mnt, names[i]) == 0)
+            fprintf(stderr, "lsmctl: removed snapshot %s, left by an interrupted run\n",
+                    names[i]);
+        free(names[i]);
+    }
+    free(names);
 }
 
 int lsmctl_snapshot_delete(const char *mnt, const char *name)

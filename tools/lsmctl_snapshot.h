@@ -5,6 +5,7 @@
 #ifndef LSMCTL_SNAPSHOT_H
 #define LSMCTL_SNAPSHOT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* lsmctl snapshot MNT NAME | MNT --list | MNT --delete NAME: argv holds
@@ -15,7 +16,8 @@ int lsmctl_snapshot(int argc, char **argv);
 /* For other commands (lsmctl backup): whether path is the root of a
  * mounted lsmfs (its daemon answers the snapshot ioctls); taking snapshot
  * name into *dir (its directory, cap bytes) and deleting it, 0 or 1 after
- * saying why. */
+ * saying why. A snapshot whose directory (as the daemon names it) is not
+ * the mounting user's is deleted again and refused. */
 int lsmctl_is_lsmfs_mount(const char *path);
 int lsmctl_snapshot_take(const char *mnt, const char *name, char *dir, size_t cap);
 int lsmctl_snapshot_delete(const char *mnt, const char *name);
@@ -25,5 +27,8 @@ int lsmctl_root_ioctl(const char *mnt, unsigned long req, void *arg, const char 
 /* The mount's snapshot directory (STORE/snapshots) into dir; 0, or 1 after
  * saying why. */
 int lsmctl_snapshot_dir(const char *mnt, char *dir, size_t cap);
+/* Deletes (best effort, saying so) every snapshot of mnt whose name begins
+ * with prefix and that stale() calls a leftover. */
+void lsmctl_snapshot_sweep(const char *mnt, const char *prefix, bool (*stale)(const char *name));
 
 #endif
