@@ -173,6 +173,8 @@ in_cgroup() { # GROUP CMD...
     (echo "$BASHPID" >"$g/cgroup.procs" && exec "$@")
 }
 cg_usage_ns() { cat "$cgroot/$1/cpuacct.usage"; }
+cg_user_ticks() { awk '$1 == "user" { print $2 }' "$cgroot/$1/cpuacct.stat"; }
+cg_sys_ticks() { awk '$1 == "system" { print $2 }' "$cgroot/$1/cpuacct.stat"; }
 fresh_cgroups() {
     local g
     for g in servers fs client; do
@@ -384,7 +386,6 @@ queue_empty() { # T
         -type f 2>/dev/null | head -1)" ]
 }
 now() { date +%s.%N; }
-fdiv() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }'; }
 
 # The daemon's request counters (lsmctl stats MNT): "name count" lines.
 requests() { # MNT
@@ -408,6 +409,8 @@ run_one() { # TARGET ROUND
     [ -n "$lsmctl" ] && requests "$tdir" >"$work/rq0"
     local c0s c0f c0c
     c0s=$(cg_usage_ns servers); c0f=$(cg_usage_ns fs); c0c=$(cg_usage_ns client)
+    local u0 s0 u1 s1
+    u0=$(cg_user_ticks fs); s0=$(cg_sys_ticks fs)
     # Sessions spread over the mailboxes; every message is counted.
     per=$((msgs / sessions)); local extra=$((msgs % sessions))
     start=$(now)
@@ -435,6 +438,7 @@ run_one() { # TARGET ROUND
     [ "$got" = "$msgs" ] || die "$got messages delivered on $t, $msgs sent"
     local c1s c1f c1c
     c1s=$(cg_usage_ns servers); c1f=$(cg_usage_ns fs); c1c=$(cg_usage_ns client)
+    u1=$(cg_user_ticks fs); s1=$(cg_sys_ticks fs)
     [ -n "$lsmctl" ] && requests "$tdir" >"$work/rq1"
     stop_servers # postfix's processes leave; dovecot reads alone
     start_dovecot "$tdir" "$iport"
@@ -455,9 +459,12 @@ run_one() { # TARGET ROUND
     icpu=$(awk -v n="$msgs" -v s=$((d1s - d0s)) -v f=$((d1f - d0f)) \
         'BEGIN { printf "%.3f", (s + f) / n / 2 / 1e6 }')
     read -r p1 p2 <<<"$imap"
-    echo "$t $r delivered/s=$rate cpu_ms/msg=$cpu daemon_cpu_ms/msg=$fscpu imap1/s=$p1 imap2/s=$p2 imap_cpu_ms/msg=$icpu" \
+    # The daemon's share of its CPU spent in the kernel (system time).
+    local sysshare
+    sysshare=$(awk -v u=$((u1 - u0)) -v s=$((s1 - s0)) 'BEGIN { printf "%.2f", (u + s > 0 ? s / (u + s) : 0) }')
+    echo "$t $r delivered/s=$rate cpu_ms/msg=$cpu daemon_cpu_ms/msg=$fscpu daemon_sys_share=$sysshare imap1/s=$p1 imap2/s=$p2 imap_cpu_ms/msg=$icpu" \
         >>"$work/results"
-    log "round $r $t: delivered $rate/s, CPU $cpu ms/msg (lsmfs daemon $fscpu), IMAP $p1 / $p2 msgs/s, IMAP CPU $icpu ms/msg"
+    log "round $r $t: delivered $rate/s, CPU $cpu ms/msg (lsmfs daemon $fscpu, $sysshare of it in the kernel), IMAP $p1 / $p2 msgs/s, IMAP CPU $icpu ms/msg"
     if [ -n "$lsmctl" ]; then
         log "  requests per delivered message: $(request_diff "$work/rq0" "$work/rq1" "$msgs")"
         log "  requests per IMAP message (2 passes): $(request_diff "$work/rq1" "$work/rq2" $((2 * msgs)))"
@@ -489,7 +496,7 @@ pairs = [(a, b) for a, b in [("lsmfs", "ext4"), ("looplsmfs", "loopext4"), ("bas
                              ("lsmfs", "base")] if a in targets and b in targets]
 print("%-22s" % "metric" + "".join("%12s" % t for t in targets) +
       "".join("%16s" % (a + "/" + b) for a, b in pairs))
-for k in ["delivered/s", "cpu_ms/msg", "daemon_cpu_ms/msg", "imap1/s", "imap2/s", "imap_cpu_ms/msg"]:
+for k in ["delivered/s", "cpu_ms/msg", "daemon_cpu_ms/msg", "daemon_sys_share", "imap1/s", "imap2/s", "imap_cpu_ms/msg"]:
     m = med.get(k, {})
     line = "%-22s" % k + "".join("%12.3g" % m[t] if t in m else "%12s" % "-" for t in targets)
     for a, b in pairs:
