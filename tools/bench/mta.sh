@@ -494,13 +494,15 @@ targets = sys.argv[2:]
 med = {k: {t: statistics.median(v[t]) for t in v} for k, v in rows.items()}
 pairs = [(a, b) for a, b in [("lsmfs", "ext4"), ("looplsmfs", "loopext4"), ("base", "ext4"),
                              ("lsmfs", "base")] if a in targets and b in targets]
-print("%-22s" % "metric" + "".join("%12s" % t for t in targets) +
-      "".join("%16s" % (a + "/" + b) for a, b in pairs))
+def num(v):
+    return "%.0f" % v if v >= 100 else "%.3g" % v
+print("%-20s" % "metric" + "".join("%11s" % t for t in targets) +
+      "".join("%20s" % (a + "/" + b) for a, b in pairs))
 for k in ["delivered/s", "cpu_ms/msg", "daemon_cpu_ms/msg", "daemon_sys_share", "imap1/s", "imap2/s", "imap_cpu_ms/msg"]:
     m = med.get(k, {})
-    line = "%-22s" % k + "".join("%12.3g" % m[t] if t in m else "%12s" % "-" for t in targets)
+    line = "%-20s" % k + "".join("%11s" % (num(m[t]) if t in m else "-") for t in targets)
     for a, b in pairs:
-        line += "%16s" % ("%.2f" % (m[a] / m[b]) if m.get(b) else "-")
+        line += "%20s" % ("%.2f" % (m[a] / m[b]) if m.get(b) else "-")
     print(line)
 EOF
 if [ -f "$work/requests" ]; then
