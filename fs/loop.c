@@ -37,13 +37,6 @@ struct loop {
     unsigned idle;          /* [mu] workers waiting on turn_cv */
     _Atomic unsigned busy;  /* workers processing a request (the reader
                              * polls only while this is 0) */
-    /* How often a request came within spin_us of the reader starting to
-     * wait (polling would have caught it), as a moving average in 1/256ths.
-     * The reader polls only while it is at least SPIN_HIT_MIN: a caller
-     * that pauses after every request or two (a mail server between its
-     * steps) would cost spin_us of CPU per pause. [the reader: the turn
-     * passes under mu] */
-    unsigned spin_hits;
     unsigned nthreads;      /* [mu] workers started (never shrinks) */
     pthread_t *threads;     /* [mu] the first nthreads are started */
     /* The stall watch (watch()): a worker that processes a request it read
@@ -63,30 +56,16 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Polling pays while at least 3 of 4 requests come that soon. */
-#define SPIN_HIT_MIN 192
-
-/* Counts whether a request came within spin_ns of the wait's start. */
-static void note_spin_hit(struct loop *l, bool hit)
-{
-    l->spin_hits = (l->spin_hits * 7 + (hit ? 256 : 0)) / 8;
-}
-
 /* Reads one request into buf: tries the device until spin_us have passed
- * without one (while polling pays: spin_hits), then sleeps in poll(2).
- * Returns the request's size, 0 when the session is over, or a negative
- * errno. [the reader] */
+ * without one, then sleeps in poll(2). Returns the request's size, 0 when
+ * the session is over, or a negative errno. [the reader] */
 static int receive(struct loop *l, struct fuse_buf *buf)
 {
-    uint64_t spin_ns = (uint64_t)l->cfg.spin_us * 1000;
-    uint64_t start = now_ns();
-    uint64_t deadline = start + (l->spin_hits >= SPIN_HIT_MIN ? spin_ns : 0);
+    uint64_t deadline = now_ns() + (uint64_t)l->cfg.spin_us * 1000;
     for (;;) {
         int r = fuse_session_receive_buf(l->se, buf);
         if (fuse_session_exited(l->se))
             return 0;
-        if (r > 0)
-            note_spin_hit(l, now_ns() - start <= spin_ns);
         if (r != -EAGAIN && r != -EINTR)
             return r == -ENODEV ? 0 : r;
         if (atomic_load_explicit(&l->busy, memory_order_relaxed) == 0 && now_ns() < deadline)
@@ -241,7 +220,7 @@ static void *worker(void *arg)
 int loop_run(struct fuse_session *se, const loop_config *cfg)
 {
     assert(cfg->max_threads >= 1 && cfg->may_wait != NULL);
-    struct loop l = {.se = se, .fd = fuse_session_fd(se), .cfg = *cfg, .spin_hits = 256};
+    struct loop l = {.se = se, .fd = fuse_session_fd(se), .cfg = *cfg};
     int flags = fcntl(l.fd, F_GETFL);
     if (flags < 0 || fcntl(l.fd, F_SETFL, flags | O_NONBLOCK) < 0)
         return -errno;

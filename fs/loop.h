@@ -9,10 +9,7 @@
  * few microseconds after the reply to the last. A reader that is still
  * polling then takes it without being woken: the daemon's half of the
  * round trip goes. Polling stops after spin_us without a request, so an
- * idle mount costs no CPU, and the reader polls only while at least 3 of
- * the last few requests came that soon: a caller that pauses after every
- * request or two (a mail server's processes between their steps) would
- * otherwise cost spin_us of CPU per pause.
+ * idle mount costs no CPU.
  *
  * Leader/followers: one worker (the reader) owns the device; the others
  * wait on a condition variable, so a request wakes no crowd. Having read a

@@ -582,46 +582,6 @@ static void test_idle_loop_costs_no_cpu(void **state)
                  window);
 }
 
-/* read(2)-family calls the process has made (/proc/PID/io syscr). */
-static long long read_calls(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
-    FILE *fp = fopen(path, "r");
-    if (fp == NULL)
-        fail_msg("open %s: %s", path, tm_errname(errno));
-    char line[128];
-    long long n = -1;
-    while (fgets(line, sizeof line, fp) != NULL)
-        if (sscanf(line, "syscr: %lld", &n) == 1)
-            break;
-    fclose(fp);
-    if (n < 0)
-        fail_msg("no syscr in %s", path);
-    return n;
-}
-
-/* A caller that pauses longer than spin_us after every request or two (a
- * mail server between its steps) is not polled for: the reader sleeps at
- * once instead of reading the device for spin_us after each pause (which
- * cost a mail spool's daemon ~300 reads per message). A caller without
- * pauses still is (test_idle_loop_costs_no_cpu's stats, and lsmfs's rtt
- * figures in tools/bench/README.md). */
-static void test_spaced_requests_not_polled_for(void **state)
-{
-    struct fixture *f = *state;
-    stat_file_n(f, 50);
-    enum { N = 400 };
-    long long r0 = read_calls(f->m->daemon);
-    for (int i = 0; i < N; i++) {
-        tm_sleep_ms(1); /* 20 times the daemon's spin_us */
-        stat_file_n(f, 1);
-    }
-    double per = (double)(read_calls(f->m->daemon) - r0) / N;
-    if (per > 8)
-        fail_msg("%.1f reads of the device per spaced stat(2)", per);
-}
-
 /* Waits up to EXIT_WAIT_MS for the daemon to exit: its exit status, or -1
  * if it had to be killed (or died by a signal). */
 static int daemon_exit_status(struct fixture *f)
@@ -678,7 +638,6 @@ int main(int argc, char *argv[])
                                         teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_callers_all_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_loop_costs_no_cpu, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_spaced_requests_not_polled_for, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_ends_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unmount_ends_loop, setup, teardown),
     };
