@@ -23,7 +23,8 @@
 # delivered message by opcode (the daemon's counters, `lsmctl stats`).
 #
 # Needs root. Installs postfix and dovecot-imapd if missing (noninteractive;
-# Debian's policy-rc.d keeps their system daemons off, and none is enabled).
+# Debian's policy-rc.d keeps their system daemons off, and none is enabled),
+# and adds the system user mtabench (the Maildirs' owner) if missing.
 # Its own postfix and dovecot use configuration in the work directory, listen
 # on 127.0.0.1 only, and are stopped by pid; every mount is undone on exit.
 set -u -o pipefail
@@ -400,7 +401,7 @@ request_diff() { # BEFORE AFTER N
 }
 
 run_one() { # TARGET ROUND
-    local t=$1 r=$2 sport iport per start end i k rq0 rq1 rq2
+    local t=$1 r=$2 sport iport per start end i k
     fresh_cgroups
     prepare_target "$t"
     sport=$(free_port)
