@@ -24,6 +24,10 @@
 #include <string.h>
 
 #define WAL_MAX_TYPE WAL_LAST
+/* A fragment up to this size goes out with its header in one append (one
+ * system call on a log written with pwrite, the mail spool's case); a
+ * larger one is not worth the copy. */
+#define WAL_JOIN_MAX 8192
 
 /* ------------------------------------------------------------- writer */
 
@@ -35,6 +39,7 @@ struct wal_writer {
      * anything written behind it would be unreadable, so later records fail. */
     bool broken;
     uint32_t type_crc[WAL_MAX_TYPE + 1]; /* crc32c of each type byte alone */
+    char joined[WAL_HEADER_SIZE + WAL_JOIN_MAX]; /* header + small payload */
 };
 
 wal_writer *wal_writer_new(lsm_wfile *f, uint64_t offset)
@@ -64,9 +69,17 @@ static lsm_status *emit_fragment(wal_writer *w, int type, const char *p, size_t 
     h[4] = (char)(n & 0xff);
     h[5] = (char)(n >> 8);
     h[6] = (char)type;
-    lsm_status *s = w->f->ops->append(w->f, h, WAL_HEADER_SIZE);
-    if (s == NULL && n > 0)
-        s = w->f->ops->append(w->f, p, n);
+    lsm_status *s;
+    if (n <= WAL_JOIN_MAX) {
+        memcpy(w->joined, h, WAL_HEADER_SIZE);
+        if (n > 0)
+            memcpy(w->joined + WAL_HEADER_SIZE, p, n);
+        s = w->f->ops->append(w->f, w->joined, WAL_HEADER_SIZE + n);
+    } else {
+        s = w->f->ops->append(w->f, h, WAL_HEADER_SIZE);
+        if (s == NULL)
+            s = w->f->ops->append(w->f, p, n);
+    }
     if (s != NULL) {
         w->broken = true;
         return s;

@@ -373,13 +373,49 @@ static void test_writer_forwards_flush_sync(void **state)
     buf_free(&data);
 }
 
+/* A small record is one append (one pwrite on a log without a mapping:
+ * every metadata change of a mail spool); a large one is not copied to
+ * join its header. The bytes are the same either way. */
+static void test_small_record_is_one_append(void **state)
+{
+    (void)state;
+    buf data;
+    buf_init(&data);
+    tu_wfile *f = tu_wfile_new(&data);
+    wal_writer *w = wal_writer_new(&f->base, 0);
+    static char big[3 * BLOCK];
+    fill_record(big, sizeof big, 7, 0);
+    assert_null(wal_add_record(w, big, 300));
+    assert_int_equal(f->appends, 1);
+    assert_null(wal_add_record(w, big, 8192));
+    assert_int_equal(f->appends, 2);
+    assert_null(wal_add_record(w, big, 8193));
+    assert_int_equal(f->appends, 4);
+    assert_null(wal_writer_close(w));
+    /* The same log as the reader expects it. */
+    wal_reader *r = wal_reader_new(&tu_sfile_new(data.data, data.len)->base, "test.log", true);
+    assert_non_null(r);
+    size_t lens[] = {300, 8192, 8193};
+    for (size_t i = 0; i < 3; i++) {
+        const char *rec;
+        size_t n;
+        bool eof;
+        assert_null(wal_read_record(r, &rec, &n, &eof));
+        assert_false(eof);
+        assert_int_equal(n, lens[i]);
+        assert_memory_equal(rec, big, n);
+    }
+    wal_reader_free(r);
+    buf_free(&data);
+}
+
 static void test_writer_append_failure_is_sticky(void **state)
 {
     (void)state;
     buf data;
     buf_init(&data);
     tu_wfile *f = tu_wfile_new(&data);
-    f->fail_after = 3; /* header+payload, header, then fail */
+    f->fail_after = 1; /* the first record (header and payload in one), then fail */
     wal_writer *w = wal_writer_new(&f->base, 0);
     assert_null(wal_add_record(w, "first", 5));
     uint64_t off = wal_offset(w);
@@ -926,6 +962,7 @@ int main(void)
         cmocka_unit_test(test_random_round_trip),
         cmocka_unit_test(test_writer_resumes_at_offset),
         cmocka_unit_test(test_writer_forwards_flush_sync),
+        cmocka_unit_test(test_small_record_is_one_append),
         cmocka_unit_test(test_writer_append_failure_is_sticky),
         cmocka_unit_test(test_reader_io_error),
         cmocka_unit_test(test_torn_tail_small_record),

@@ -296,11 +296,13 @@ typedef struct tu_wfile {
     long fail_after;
     int fail_errno;
     int flushes, syncs;
+    int appends; /* append calls made */
 } tu_wfile;
 
 static inline lsm_status *tu_wfile_append(lsm_wfile *f, const void *data, size_t n)
 {
     tu_wfile *w = (tu_wfile *)f;
+    w->appends++;
     if (w->fail_after == 0)
         return status_from_errno(w->fail_errno, "append (injected)");
     if (w->fail_after > 0)
