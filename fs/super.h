@@ -56,11 +56,12 @@ typedef struct lsmfs {
 } lsmfs;
 
 /* Opens the store at cfg->store_dir, checks the superblock, loads the
- * allocator, counts inodes and starts the orphan reclaimer (which also
+ * allocator, counts inodes (icount.h) and starts the orphan reclaimer (which also
  * picks up orphans left by a crash). On failure returns an errno and a
  * message for the user in err. */
 int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen);
-/* Stops background work, drops the inode cache and closes the store.
+/* Stops background work, drops the inode cache, saves the inode count (a
+ * read-write mount) and closes the store.
  * Returns 0 or EIO if the store reported an error while closing. */
 int lsmfs_close(lsmfs *fs);
 

@@ -1,0 +1,32 @@
+/*
+ * icount.h — the number of live inode records (statfs's files in use),
+ * kept across a clean unmount so that a mount reads one key instead of
+ * every inode record (with its inline data).
+ *
+ * The 'N' record holds the count and its own sequence number. It is
+ * trusted only while the store's last sequence is still that number: any
+ * write after it (this lsmfs, an older one that does not know the record,
+ * fsck -y, a snapshot restore) makes it stale, and a crash leaves it stale
+ * or exactly true (recovery keeps a prefix). A stale record costs one scan.
+ */
+#ifndef FS_ICOUNT_H
+#define FS_ICOUNT_H
+
+#include "lsm.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The count: from the record when it is current, else by a scan of every
+ * inode key. 0 or an errno (EIO: the store could not be read). */
+int icount_load(lsm_db *db, int64_t *count);
+/* Counts every inode key (the slow way). */
+int icount_scan(lsm_db *db, int64_t *count);
+/* Whether the record is current and, if so, its count. A damaged record is
+ * not current. 0 or EIO. */
+int icount_current(lsm_db *db, bool *current, uint64_t *count);
+/* Writes the record, synced. Called with no other writer left (a clean
+ * unmount); a write after it only makes it stale. 0 or an errno. */
+int icount_save(lsm_db *db, int64_t count);
+
+#endif

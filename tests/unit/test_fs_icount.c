@@ -1,0 +1,221 @@
+/* test_fs_icount.c — the inode count kept across a clean unmount (fs/icount.c):
+ * trusted only while nothing was written after it, through close and open,
+ * a power cut, a read-only open; a failed save or read is never a wrong
+ * count. */
+#include "testutil.h"
+
+#include "fault_env.h"
+#include "icount.h"
+#include "schema.h"
+
+#include <errno.h>
+
+typedef struct fixture {
+    char dir[64];
+    fault_env *fe;
+    lsm_db *db;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *fx = calloc(1, sizeof *fx);
+    assert_non_null(fx);
+    tu_mkdtemp(fx->dir, sizeof fx->dir, "icount");
+    fx->fe = fault_env_new(lsm_env_default());
+    assert_non_null(fx->fe);
+    fx->db = tu_open_db(fx->dir, fault_env_env(fx->fe), 0);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *fx = *state;
+    if (fx->db != NULL)
+        lsm_status_free(lsm_close(fx->db));
+    fault_env_free(fx->fe);
+    tu_rmtree(fx->dir);
+    free(fx);
+    return 0;
+}
+
+static void open_again(fixture *fx, bool read_only)
+{
+    lsm_options o;
+    tu_db_options(&o, fault_env_env(fx->fe), 0);
+    o.read_only = read_only;
+    ASSERT_OK(lsm_open(&o, fx->dir, &fx->db));
+}
+
+/* Closes and opens the store again (a close after a power cut may fail). */
+static void reopen(fixture *fx, bool read_only)
+{
+    lsm_status *s = lsm_close(fx->db);
+    fx->db = NULL;
+    ASSERT_OK(s);
+    open_again(fx, read_only);
+}
+
+/* A power cut, and the store opened again as after a restart. */
+static void power_cut(fixture *fx)
+{
+    assert_null(fault_env_power_cut(fx->fe));
+    lsm_status_free(lsm_close(fx->db));
+    fx->db = NULL;
+    open_again(fx, false);
+}
+
+/* Inode records first..last (unsynced), and a key of another kind. */
+static void put_inodes(fixture *fx, uint64_t first, uint64_t last)
+{
+    lsm_write_options wo = {.sync = false};
+    for (uint64_t ino = first; ino <= last; ino++) {
+        schema_key k;
+        key_inode(&k, ino);
+        ASSERT_OK(lsm_put(fx->db, &wo, k.b, k.len, "rec", 3));
+    }
+    schema_key a;
+    key_alloc(&a);
+    ASSERT_OK(lsm_put(fx->db, &wo, a.b, a.len, "12345678", 8));
+}
+
+static void del_inode(fixture *fx, uint64_t ino)
+{
+    lsm_write_options wo = {.sync = false};
+    schema_key k;
+    key_inode(&k, ino);
+    ASSERT_OK(lsm_delete(fx->db, &wo, k.b, k.len));
+}
+
+static void expect_current(fixture *fx, bool want, uint64_t want_count)
+{
+    bool current;
+    uint64_t count = 0;
+    assert_int_equal(icount_current(fx->db, &current, &count), 0);
+    assert_int_equal(current, want);
+    if (want)
+        assert_int_equal(count, want_count);
+}
+
+static int64_t loaded(fixture *fx)
+{
+    int64_t n = -1;
+    assert_int_equal(icount_load(fx->db, &n), 0);
+    return n;
+}
+
+/* A saved count holds through close and open, read-only too; the first
+ * write after it makes it stale. */
+static void test_saved_count_holds_until_a_write(void **state)
+{
+    fixture *fx = *state;
+    put_inodes(fx, 1, 10);
+    expect_current(fx, false, 0);
+    assert_int_equal(icount_save(fx->db, 10), 0);
+    expect_current(fx, true, 10);
+    reopen(fx, false);
+    expect_current(fx, true, 10);
+    reopen(fx, true);
+    expect_current(fx, true, 10);
+    reopen(fx, false);
+    del_inode(fx, 4);
+    expect_current(fx, false, 0);
+    assert_int_equal(loaded(fx), 9); /* stale: counted */
+    reopen(fx, false);
+    expect_current(fx, false, 0);
+}
+
+/* The load uses the record when current: a (deliberately wrong) current
+ * record is believed, which is what spares a mount the scan. */
+static void test_current_record_spares_the_scan(void **state)
+{
+    fixture *fx = *state;
+    put_inodes(fx, 1, 10);
+    assert_int_equal(icount_save(fx->db, 7), 0);
+    assert_int_equal(loaded(fx), 7);
+    int64_t scanned = 0;
+    assert_int_equal(icount_scan(fx->db, &scanned), 0);
+    assert_int_equal(scanned, 10);
+}
+
+/* Power cuts: after a cut that keeps writes made after the save, the
+ * record is stale; after one that loses them all, it is current and true
+ * again (the store is as it was at the save). */
+static void test_power_cut_leaves_no_wrong_count(void **state)
+{
+    fixture *fx = *state;
+    put_inodes(fx, 1, 10);
+    assert_int_equal(icount_save(fx->db, 10), 0); /* synced */
+    put_inodes(fx, 11, 15);                       /* unsynced: lost */
+    del_inode(fx, 2);
+    power_cut(fx);
+    expect_current(fx, true, 10);
+    assert_int_equal(loaded(fx), 10);
+    put_inodes(fx, 11, 15);
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(fx->db, &wo, "Zsync", 5, "", 0)); /* makes them durable */
+    put_inodes(fx, 16, 20);
+    power_cut(fx);
+    expect_current(fx, false, 0);
+    assert_int_equal(loaded(fx), 15);
+}
+
+/* A save whose sync fails leaves no current record (the next mount
+ * counts); a count below one (no root) is refused. */
+static void test_failed_save_leaves_it_stale(void **state)
+{
+    fixture *fx = *state;
+    put_inodes(fx, 1, 10);
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(fx->db, &wo, "Zsync", 5, "", 0)); /* makes them durable */
+    assert_int_equal(icount_save(fx->db, 0), EINVAL);
+    fault_env_fail(fx->fe, FAULT_SYNC, NULL, EIO, 0, -1);
+    assert_int_not_equal(icount_save(fx->db, 10), 0);
+    fault_env_clear_failures(fx->fe);
+    power_cut(fx);
+    expect_current(fx, false, 0);
+    assert_int_equal(loaded(fx), 10);
+}
+
+/* A read of the record that fails is an error, not a guess. */
+static void test_failed_read_is_an_error(void **state)
+{
+    fixture *fx = *state;
+    put_inodes(fx, 1, 10);
+    assert_int_equal(icount_save(fx->db, 10), 0);
+    reopen(fx, false); /* the record is in a table now */
+    fault_env_fail(fx->fe, FAULT_READ, NULL, EIO, 0, -1);
+    int64_t n = -1;
+    assert_int_equal(icount_load(fx->db, &n), EIO);
+    bool current = true;
+    uint64_t count;
+    assert_int_equal(icount_current(fx->db, &current, &count), EIO);
+    assert_false(current);
+    fault_env_clear_failures(fx->fe);
+    assert_int_equal(loaded(fx), 10);
+}
+
+/* A damaged record is not current. */
+static void test_damaged_record_is_stale(void **state)
+{
+    fixture *fx = *state;
+    put_inodes(fx, 1, 3);
+    schema_key k;
+    key_icount(&k);
+    lsm_write_options wo = {.sync = false};
+    ASSERT_OK(lsm_put(fx->db, &wo, k.b, k.len, "short", 5));
+    expect_current(fx, false, 0);
+    assert_int_equal(loaded(fx), 3);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_saved_count_holds_until_a_write), T(test_current_record_spares_the_scan),
+        T(test_power_cut_leaves_no_wrong_count), T(test_failed_save_leaves_it_stale),
+        T(test_failed_read_is_an_error),         T(test_damaged_record_is_stale),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
