@@ -5,6 +5,7 @@
 #include "acl.h"
 #include "caller.h"
 #include "commit.h"
+#include "icache.h"
 #include "inode.h"
 #include "ops.h"
 #include "xattr.h"
@@ -12,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
@@ -22,12 +24,18 @@ static bool is_stats(fuse_ino_t ino, const char *name)
     return ino == SCHEMA_ROOT_INO && strcmp(name, STATS_XATTR) == 0;
 }
 
-/* The store's and the fs's stats as one text. */
+/* The store's and the fs's stats as one text, with the inode cache's size
+ * (the budget: ishrink.h). */
 static char *stats_value(lsmfs *fs)
 {
     char *store = lsm_property(fs->db, "lsm.stats");
-    char *text = stats_text(&fs->stats, store != NULL ? store : "(no store stats)\n");
+    char *head = NULL;
+    if (asprintf(&head, "%sfs inodes cached: %zu\n", store != NULL ? store : "(no store stats)\n",
+                 icache_count(fs->icache)) < 0)
+        head = NULL;
     free(store);
+    char *text = head != NULL ? stats_text(&fs->stats, head) : NULL;
+    free(head);
     return text;
 }
 
