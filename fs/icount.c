@@ -3,19 +3,25 @@
  */
 #include "icount.h"
 
+#include "fuse_api.h"
 #include "schema.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
-int icount_scan(lsm_db *db, int64_t *count)
+static lsm_iter *new_iter(lsm_db *db)
 {
     lsm_read_options ro;
     lsm_read_options_init(&ro);
     ro.fill_cache = false;
-    lsm_iter *it = lsm_iter_new(db, &ro);
-    if (it == NULL)
-        return ENOMEM;
+    return lsm_iter_new(db, &ro);
+}
+
+/* Counts the inode keys `it` sees; stops early (ECANCELED) once *stop. */
+static int count_keys(lsm_iter *it, int64_t *count, const _Atomic bool *stop)
+{
     char prefix = K_INODE;
     *count = 0;
     for (lsm_iter_seek(it, &prefix, 1); lsm_iter_valid(it); lsm_iter_next(it)) {
@@ -23,13 +29,76 @@ int icount_scan(lsm_db *db, int64_t *count)
         const char *key = lsm_iter_key(it, &klen);
         if (klen == 0 || key[0] != K_INODE)
             break;
-        (*count)++;
+        if (++*count % 4096 == 0 && stop != NULL && atomic_load(stop))
+            return ECANCELED;
     }
     lsm_status *s = lsm_iter_status(it);
     int err = s ? EIO : 0;
     lsm_status_free(s);
+    return err;
+}
+
+int icount_scan(lsm_db *db, int64_t *count)
+{
+    lsm_iter *it = new_iter(db);
+    if (it == NULL)
+        return ENOMEM;
+    int err = count_keys(it, count, NULL);
     lsm_iter_free(it);
     return err;
+}
+
+struct icount_job {
+    lsm_iter *it; /* [the thread] the store as of icount_start */
+    _Atomic int64_t *total;
+    _Atomic bool *known;
+    _Atomic bool stop;
+    pthread_t thread;
+};
+
+static void *job_main(void *arg)
+{
+    icount_job *j = arg;
+    int64_t n = 0;
+    int err = count_keys(j->it, &n, &j->stop);
+    if (err == 0) {
+        atomic_fetch_add(j->total, n);
+        atomic_store(j->known, true);
+    } else if (err != ECANCELED) {
+        fuse_log(FUSE_LOG_ERR, "lsmfs: counting inodes failed (%s): statfs shows fewer\n",
+                 strerror(err));
+    }
+    return NULL;
+}
+
+int icount_start(lsm_db *db, _Atomic int64_t *total, _Atomic bool *known, icount_job **out)
+{
+    icount_job *j = calloc(1, sizeof *j);
+    if (j == NULL || (j->it = new_iter(db)) == NULL) {
+        free(j);
+        return ENOMEM;
+    }
+    j->total = total;
+    j->known = known;
+    atomic_init(&j->stop, false);
+    int err = pthread_create(&j->thread, NULL, job_main, j);
+    if (err != 0) {
+        lsm_iter_free(j->it);
+        free(j);
+        return err;
+    }
+    *out = j;
+    return 0;
+}
+
+void icount_stop(icount_job *j)
+{
+    if (j == NULL)
+        return;
+    atomic_store(&j->stop, true);
+    pthread_join(j->thread, NULL);
+    lsm_iter_free(j->it);
+    free(j);
 }
 
 int icount_current(lsm_db *db, bool *current, uint64_t *count)
@@ -50,19 +119,6 @@ int icount_current(lsm_db *db, bool *current, uint64_t *count)
     lsm_status_free(s);
     free(v);
     return err;
-}
-
-int icount_load(lsm_db *db, int64_t *count)
-{
-    bool current;
-    uint64_t n;
-    int err = icount_current(db, &current, &n);
-    if (err != 0)
-        return err;
-    if (!current)
-        return icount_scan(db, count);
-    *count = (int64_t)n;
-    return 0;
 }
 
 int icount_save(lsm_db *db, int64_t count)

@@ -14,12 +14,21 @@
 
 #include "lsm.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The count: from the record when it is current, else by a scan of every
- * inode key. 0 or an errno (EIO: the store could not be read). */
-int icount_load(lsm_db *db, int64_t *count);
+/* A scan in the background, for a mount whose record is stale (after a
+ * crash): it counts what the store holds when it starts, while the mount's
+ * own creates and deletes go to the same total from 0, so the total is
+ * exact once the scan has added its count (then *known turns true). */
+typedef struct icount_job icount_job;
+/* Takes the store's state now (before the mount writes) and starts the
+ * thread. 0 or an errno (ENOMEM, or pthread_create's). */
+int icount_start(lsm_db *db, _Atomic int64_t *total, _Atomic bool *known, icount_job **out);
+/* Stops the scan (early if need be: *known stays false) and frees it.
+ * NULL: nothing. Before the store closes. */
+void icount_stop(icount_job *j);
 /* Counts every inode key (the slow way). */
 int icount_scan(lsm_db *db, int64_t *count);
 /* Whether the record is current and, if so, its count. A damaged record is
