@@ -19,18 +19,21 @@ static lsm_iter *new_iter(lsm_db *db)
     return lsm_iter_new(db, &ro);
 }
 
-/* Counts the inode keys `it` sees; stops early (ECANCELED) once *stop. */
-static int count_keys(lsm_iter *it, int64_t *count, const _Atomic bool *stop)
+/* Counts the inode keys from it's position on into *count: stops after
+ * `limit` more (EAGAIN, it on the next key) or once *stop (ECANCELED). */
+static int count_on(lsm_iter *it, int64_t *count, uint64_t limit, const _Atomic bool *stop)
 {
-    char prefix = K_INODE;
-    *count = 0;
-    for (lsm_iter_seek(it, &prefix, 1); lsm_iter_valid(it); lsm_iter_next(it)) {
+    for (; lsm_iter_valid(it); lsm_iter_next(it)) {
         size_t klen;
         const char *key = lsm_iter_key(it, &klen);
         if (klen == 0 || key[0] != K_INODE)
             break;
         if (++*count % 4096 == 0 && stop != NULL && atomic_load(stop))
             return ECANCELED;
+        if (--limit == 0) {
+            lsm_iter_next(it);
+            return EAGAIN;
+        }
     }
     lsm_status *s = lsm_iter_status(it);
     int err = s ? EIO : 0;
@@ -38,18 +41,31 @@ static int count_keys(lsm_iter *it, int64_t *count, const _Atomic bool *stop)
     return err;
 }
 
+static void seek_inodes(lsm_iter *it)
+{
+    char prefix = K_INODE;
+    lsm_iter_seek(it, &prefix, 1);
+}
+
 int icount_scan(lsm_db *db, int64_t *count)
 {
     lsm_iter *it = new_iter(db);
     if (it == NULL)
         return ENOMEM;
-    int err = count_keys(it, count, NULL);
+    seek_inodes(it);
+    *count = 0;
+    int err = count_on(it, count, UINT64_MAX, NULL);
     lsm_iter_free(it);
     return err;
 }
 
+/* Keys icount_start counts before it returns: a small store's count is
+ * exact when the mount is (about 10 MB of records at most). */
+#define SYNC_KEYS 4096
+
 struct icount_job {
     lsm_iter *it; /* [the thread] the store as of icount_start */
+    int64_t n;    /* [the thread] counted so far */
     _Atomic int64_t *total;
     _Atomic bool *known;
     _Atomic bool stop;
@@ -59,10 +75,9 @@ struct icount_job {
 static void *job_main(void *arg)
 {
     icount_job *j = arg;
-    int64_t n = 0;
-    int err = count_keys(j->it, &n, &j->stop);
+    int err = count_on(j->it, &j->n, UINT64_MAX, &j->stop);
     if (err == 0) {
-        atomic_fetch_add(j->total, n);
+        atomic_fetch_add(j->total, j->n);
         atomic_store(j->known, true);
     } else if (err != ECANCELED) {
         fuse_log(FUSE_LOG_ERR, "lsmfs: counting inodes failed (%s): statfs shows fewer\n",
@@ -73,15 +88,27 @@ static void *job_main(void *arg)
 
 int icount_start(lsm_db *db, _Atomic int64_t *total, _Atomic bool *known, icount_job **out)
 {
+    *out = NULL;
     icount_job *j = calloc(1, sizeof *j);
     if (j == NULL || (j->it = new_iter(db)) == NULL) {
         free(j);
         return ENOMEM;
     }
+    seek_inodes(j->it);
+    int err = count_on(j->it, &j->n, SYNC_KEYS, NULL);
+    if (err != EAGAIN) { /* all counted, or an error */
+        if (err == 0) {
+            atomic_fetch_add(total, j->n);
+            atomic_store(known, true);
+        }
+        lsm_iter_free(j->it);
+        free(j);
+        return err;
+    }
     j->total = total;
     j->known = known;
     atomic_init(&j->stop, false);
-    int err = pthread_create(&j->thread, NULL, job_main, j);
+    err = pthread_create(&j->thread, NULL, job_main, j);
     if (err != 0) {
         lsm_iter_free(j->it);
         free(j);

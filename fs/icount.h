@@ -23,8 +23,10 @@
  * own creates and deletes go to the same total from 0, so the total is
  * exact once the scan has added its count (then *known turns true). */
 typedef struct icount_job icount_job;
-/* Takes the store's state now (before the mount writes) and starts the
- * thread. 0 or an errno (ENOMEM, or pthread_create's). */
+/* Takes the store's state now (before the mount writes) and counts its
+ * first few thousand inode keys at once: a store with no more is counted
+ * (*known) when it returns, with *out NULL; else a thread counts the rest.
+ * 0 or an errno (EIO, ENOMEM, or pthread_create's). */
 int icount_start(lsm_db *db, _Atomic int64_t *total, _Atomic bool *known, icount_job **out);
 /* Stops the scan (early if need be: *known stays false) and frees it.
  * NULL: nothing. Before the store closes. */

@@ -81,6 +81,21 @@ static void put_inodes(fixture *fx, uint64_t first, uint64_t last)
     ASSERT_OK(lsm_put(fx->db, &wo, a.b, a.len, "12345678", 8));
 }
 
+/* Inode records first..last of 200 bytes that do not compress. */
+static void put_big_inodes(fixture *fx, uint64_t first, uint64_t last)
+{
+    lsm_write_options wo = {.sync = false};
+    uint64_t x = 0x9E3779B97F4A7C15ULL;
+    char v[200];
+    for (uint64_t ino = first; ino <= last; ino++) {
+        for (size_t i = 0; i < sizeof v; i++)
+            v[i] = (char)tu_xorshift64(&x);
+        schema_key k;
+        key_inode(&k, ino);
+        ASSERT_OK(lsm_put(fx->db, &wo, k.b, k.len, v, sizeof v));
+    }
+}
+
 static void del_inode(fixture *fx, uint64_t ino)
 {
     lsm_write_options wo = {.sync = false};
@@ -214,7 +229,7 @@ static void test_failed_read_is_an_error(void **state)
 static void test_background_count(void **state)
 {
     fixture *fx = *state;
-    put_inodes(fx, 1, 20000);
+    put_big_inodes(fx, 1, 20000); /* 4 MB: the thread reads too */
     _Atomic int64_t total = 0;
     _Atomic bool known = false;
     icount_job *j = NULL;
@@ -236,14 +251,39 @@ static void test_background_count(void **state)
     assert_true(atomic_load(&known) ? atomic_load(&total) == 20009 : atomic_load(&total) == 0);
 
     reopen(fx, false); /* in tables: a read can fail */
+    /* In the part counted before icount_start returns: its error. */
     atomic_store(&total, 0);
     atomic_store(&known, false);
     fault_env_fail(fx->fe, FAULT_READ, NULL, EIO, 0, -1);
-    assert_int_equal(icount_start(fx->db, &total, &known, &j), 0);
-    usleep(100000);
-    icount_stop(j);
+    assert_int_equal(icount_start(fx->db, &total, &known, &j), EIO);
+    assert_null(j);
     fault_env_clear_failures(fx->fe);
     assert_false(atomic_load(&known));
+    /* In the thread's part (its first read): never known. */
+    fault_env_count_start(fx->fe, NULL, NULL);
+    fault_env_arm(fx->fe, FAULT_STREAM_OTHER, 0, FAULT_EIO);
+    assert_int_equal(icount_start(fx->db, &total, &known, &j), 0);
+    assert_non_null(j);
+    for (int i = 0; i < 100 && fault_env_calls(fx->fe, FAULT_STREAM_OTHER) == 0; i++)
+        usleep(10000);
+    icount_stop(j);
+    assert_true(fault_env_calls(fx->fe, FAULT_STREAM_OTHER) > 0);
+    fault_env_count_stop(fx->fe);
+    assert_false(atomic_load(&known));
+}
+
+/* A store of few inodes is counted before icount_start returns. */
+static void test_small_store_counted_at_once(void **state)
+{
+    fixture *fx = *state;
+    put_inodes(fx, 1, 100);
+    _Atomic int64_t total = 0;
+    _Atomic bool known = false;
+    icount_job *j = (icount_job *)1;
+    assert_int_equal(icount_start(fx->db, &total, &known, &j), 0);
+    assert_null(j);
+    assert_true(atomic_load(&known));
+    assert_int_equal(atomic_load(&total), 100);
 }
 
 /* A damaged record is not current. */
@@ -267,7 +307,7 @@ int main(void)
         T(test_saved_count_holds_until_a_write), T(test_current_record_spares_the_scan),
         T(test_power_cut_leaves_no_wrong_count), T(test_failed_save_leaves_it_stale),
         T(test_failed_read_is_an_error),         T(test_damaged_record_is_stale),
-        T(test_background_count),
+        T(test_background_count),                T(test_small_store_counted_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
