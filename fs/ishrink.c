@@ -23,7 +23,7 @@ struct ishrink {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop; /* [mu] */
+    bool stop;                            /* [mu] */
     icache_victim victims[ROUND_VICTIMS]; /* [the thread] */
 };
 

@@ -183,13 +183,12 @@ static lsm_status *readahead_find(const sstable *t, readahead *ra, uint64_t offs
     if (!sequential || n > READAHEAD_BYTES)
         return NULL;
     if (ra->buf == NULL && (ra->buf = lsm_malloc(READAHEAD_BYTES)) == NULL)
-        return NULL; /* no memory: block by block */
+        return NULL;                      /* no memory: block by block */
     uint64_t span = t->data_end - offset; /* the handle lies below data_end */
     ra->off = offset;
     ra->len = 0;
-    lsm_status *st = read_at(t, offset, ra->buf, span < READAHEAD_BYTES ? (size_t)span
-                                                                          : READAHEAD_BYTES,
-                             &ra->len);
+    lsm_status *st = read_at(t, offset, ra->buf,
+                             span < READAHEAD_BYTES ? (size_t)span : READAHEAD_BYTES, &ra->len);
     if (st == NULL && ra->len >= n)
         *at = ra->buf;
     return st; /* short: the block alone reports it */
@@ -462,7 +461,7 @@ typedef struct table_iter {
     bool fill_cache;
     block_iter index;
     block_iter data;
-    block_ref cur;       /* the block data walks; cur.tb NULL: none */
+    block_ref cur; /* the block data walks; cur.tb NULL: none */
     readahead ra;
     uint64_t cur_offset; /* its offset */
     lsm_status *status;  /* first error; the iterator then stays invalid */

@@ -304,10 +304,14 @@ static void test_damaged_record_is_stale(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        T(test_saved_count_holds_until_a_write), T(test_current_record_spares_the_scan),
-        T(test_power_cut_leaves_no_wrong_count), T(test_failed_save_leaves_it_stale),
-        T(test_failed_read_is_an_error),         T(test_damaged_record_is_stale),
-        T(test_background_count),                T(test_small_store_counted_at_once),
+        T(test_saved_count_holds_until_a_write),
+        T(test_current_record_spares_the_scan),
+        T(test_power_cut_leaves_no_wrong_count),
+        T(test_failed_save_leaves_it_stale),
+        T(test_failed_read_is_an_error),
+        T(test_damaged_record_is_stale),
+        T(test_background_count),
+        T(test_small_store_counted_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -915,13 +915,12 @@ static void test_concurrent_readers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),         cmocka_unit_test(test_compression_resumes),
-        cmocka_unit_test(test_empty_and_single),   cmocka_unit_test(test_separator_edges),
-        cmocka_unit_test(test_flip_every_byte),    cmocka_unit_test(test_truncated),
-        cmocka_unit_test(test_read_errors),        cmocka_unit_test(test_scan_reads_ahead),
-        cmocka_unit_test(test_not_a_table),
-        cmocka_unit_test(test_write_errors_stick), cmocka_unit_test(test_table_cache),
-        cmocka_unit_test(test_concurrent_readers),
+        cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_compression_resumes),
+        cmocka_unit_test(test_empty_and_single), cmocka_unit_test(test_separator_edges),
+        cmocka_unit_test(test_flip_every_byte),  cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_read_errors),      cmocka_unit_test(test_scan_reads_ahead),
+        cmocka_unit_test(test_not_a_table),      cmocka_unit_test(test_write_errors_stick),
+        cmocka_unit_test(test_table_cache),      cmocka_unit_test(test_concurrent_readers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
