@@ -10,6 +10,7 @@
  */
 #include "fsck.h"
 
+#include "icount.h"
 #include "lsm.h"
 #include "orphan.h"
 #include "schema.h"
@@ -67,6 +68,7 @@ typedef struct fsck {
     FILE *out;      /* where problems are reported */
     lsm_batch *fix; /* pending repairs */
     uint64_t keys;  /* keys scanned */
+    size_t ikeys;   /* inode keys, damaged ones too (what icount.h counts) */
     int unfixed;    /* problems no repair can fix (damaged tables); no repair is written */
     bool op_error;
     /* The progress line: table bytes of the prefixes scanned so far, of
@@ -258,6 +260,7 @@ static void check_inode_record(fsck *f, const char *key, size_t klen, const char
     inode_rec r;
     const char *p;
     size_t plen;
+    f->ikeys++;
     if (!key_parse_ino(key, klen, K_INODE, &ino) || ino == 0) {
         problem(f, "malformed inode key: deleting it");
         fix_del(f, key, klen);
@@ -567,8 +570,8 @@ static int check_unknown_kinds(fsck *f)
     lsm_iter *it = lsm_iter_new(f->db, &ro);
     if (it == NULL)
         return ENOMEM;
-    static const char known[] = {K_ALLOC, K_COOKIE, K_DIRENT, K_CHUNK,
-                                 K_INODE, K_ORPHAN, K_SUPER,  K_XATTR};
+    static const char known[] = {K_ALLOC,  K_COOKIE, K_DIRENT, K_CHUNK, K_INODE,
+                                 K_ICOUNT, K_ORPHAN, K_SUPER,  K_XATTR};
     lsm_iter_seek_first(it);
     while (lsm_iter_valid(it)) {
         size_t klen;
@@ -591,6 +594,19 @@ static int check_unknown_kinds(fsck *f)
     lsm_status_free(s);
     lsm_iter_free(it);
     return err;
+}
+
+/* A current inode count record (icount.h) equals the inode keys; a stale
+ * one is no problem (the next mount counts). */
+static void check_icount(fsck *f, bool current, uint64_t count)
+{
+    if (!current || count == f->ikeys)
+        return;
+    problem(f, "inode count record says %" PRIu64 ", the store holds %zu: deleting it", count,
+            f->ikeys);
+    schema_key k;
+    key_icount(&k);
+    fix_del(f, k.b, k.len);
 }
 
 /* ------------------------------------------------ reachability, repairs */
@@ -978,8 +994,15 @@ static void run_checks(fsck *f)
         lsm_status_free(lsm_verify(f->db, table_problem, f));
     if (f->unfixed)
         return;
+    bool icount_ok;
+    uint64_t icount;
+    if (icount_current(f->db, &icount_ok, &icount) != 0) {
+        unfixable(f, "reading the inode count record: I/O error");
+        return;
+    }
     if (scan_prefix(f, K_INODE, inode_cb, &cap) != 0 || f->op_error)
         return;
+    check_icount(f, icount_ok, icount);
     ino_info *root = find_ino(f, SCHEMA_ROOT_INO);
     if (root == NULL || !is_dir(root)) {
         fprintf(stderr, "fsck.lsmfs: %s: the root directory is missing or damaged\n", f->dir);

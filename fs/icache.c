@@ -8,7 +8,9 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define SHARDS 64
 #define INITIAL_BUCKETS 64
@@ -22,6 +24,10 @@ typedef struct shard {
 
 struct icache {
     shard shards[SHARDS];
+    _Atomic size_t count; /* entries, all shards: icache_count */
+    /* icache_victims's clock hand: a shard and a bucket in it [the one
+     * thread that calls icache_victims]. */
+    size_t hand_shard, hand_bucket;
     _Atomic int64_t dcache_bytes;  /* see icache_dcache_charge */
     _Atomic uint32_t forget_epoch; /* see icache_forget_epoch */
 };
@@ -68,6 +74,7 @@ static void inode_free(icache *c, inode *n)
         dcache_free(n->dc);
     }
     pthread_rwlock_destroy(&n->lock);
+    free(n->kname);
     free(n);
 }
 
@@ -147,6 +154,12 @@ static void unlink_entry(shard *s, inode *n)
     s->count--;
 }
 
+/* An entry more (delta 1) or fewer (-1), for icache_count. */
+static void count_entry(icache *c, int delta)
+{
+    atomic_fetch_add_explicit(&c->count, (size_t)delta, memory_order_relaxed);
+}
+
 /* Finds or creates the entry and pins it. */
 static inode *pin(icache *c, uint64_t ino)
 {
@@ -160,10 +173,13 @@ static inode *pin(icache *c, uint64_t ino)
         n->next = s->buckets[b];
         s->buckets[b] = n;
         s->count++;
+        count_entry(c, 1);
         maybe_grow(s);
     }
-    if (n != NULL)
+    if (n != NULL) {
         n->refs++;
+        n->referenced = true;
+    }
     pthread_mutex_unlock(&s->mu);
     return n;
 }
@@ -218,6 +234,7 @@ static void maybe_evict(icache *c, shard *s, inode *n)
 {
     if (n->refs == 0 && n->nlookup == 0 && !n->orphan && n->ino != SCHEMA_ROOT_INO) {
         unlink_entry(s, n);
+        count_entry(c, -1);
         inode_free(c, n);
     }
 }
@@ -246,18 +263,67 @@ void icache_put(icache *c, inode *n)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Adds one to a [shard] counter of n. */
-static void count_inc(icache *c, inode *n, uint64_t *count)
+/* REQUIRES: the shard mutex of n held. Keeps the old name when the new
+ * one cannot be copied (the budget may then ask for a stale name: the
+ * kernel ignores it). */
+static void set_kname(inode *n, uint64_t parent, const char *name)
+{
+    if (name == NULL || (n->kname != NULL && n->kparent == parent && strcmp(n->kname, name) == 0))
+        return;
+    char *copy = strdup(name);
+    if (copy == NULL)
+        return;
+    free(n->kname);
+    n->kname = copy;
+    n->kparent = parent;
+}
+
+void icache_lookup_inc(icache *c, inode *n, uint64_t parent, const char *name, bool is_dir)
 {
     shard *s = shard_of(c, n->ino);
     pthread_mutex_lock(&s->mu);
-    (*count)++;
+    n->nlookup++;
+    n->referenced = true;
+    if (!is_dir)
+        set_kname(n, parent, name);
     pthread_mutex_unlock(&s->mu);
 }
 
-void icache_lookup_inc(icache *c, inode *n)
+size_t icache_count(icache *c)
 {
-    count_inc(c, n, &n->nlookup);
+    return atomic_load_explicit(&c->count, memory_order_relaxed);
+}
+
+/* REQUIRES: s->mu held. Whether n is a victim now; clears its mark. */
+static bool victim(inode *n)
+{
+    if (n->referenced) {
+        n->referenced = false;
+        return false;
+    }
+    return n->refs == 0 && n->nlookup > 0 && !n->orphan && n->kname != NULL;
+}
+
+size_t icache_victims(icache *c, icache_victim *out, size_t max, size_t scan)
+{
+    size_t found = 0, seen = 0;
+    for (int i = 0; i <= SHARDS && found < max && seen < scan; i++) {
+        shard *s = &c->shards[c->hand_shard];
+        pthread_mutex_lock(&s->mu);
+        for (; c->hand_bucket < s->nbuckets && found < max && seen < scan; c->hand_bucket++)
+            for (inode *n = s->buckets[c->hand_bucket]; n != NULL; n = n->next, seen++)
+                if (found < max && victim(n)) {
+                    out[found].parent = n->kparent;
+                    snprintf(out[found].name, sizeof out[found].name, "%s", n->kname);
+                    found++;
+                }
+        if (c->hand_bucket >= s->nbuckets) {
+            c->hand_bucket = 0;
+            c->hand_shard = (c->hand_shard + 1) % SHARDS;
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    return found;
 }
 
 bool icache_kernel_knows(icache *c, uint64_t ino)

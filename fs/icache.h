@@ -62,6 +62,13 @@ typedef struct inode {
      * while holding other inodes' locks): set with rec when loaded or
      * inserted, and by rename, the one change that moves a directory. */
     _Atomic uint64_t parent;
+    /* [shard] The entry the kernel last got it by (lookup, create,
+     * readdirplus): what ishrink.h asks the kernel to drop; NULL kname:
+     * none known. `referenced`: used since the budget's clock hand last
+     * passed (second chance). */
+    uint64_t kparent;
+    char *kname;
+    bool referenced;
     pthread_rwlock_t lock;
     inode_rec rec; /* [lock] */
     /* [lock] A directory's entries, all of them, in memory (dir.h), or
@@ -88,8 +95,11 @@ bool icache_cached_parent(icache *c, uint64_t ino, uint64_t *parent);
 /* Drops a pin; the entry is freed once nothing references it. */
 void icache_put(icache *c, inode *n);
 
-/* Kernel lookup references (an entry reply adds one; forget removes n). */
-void icache_lookup_inc(icache *c, inode *n);
+/* Kernel lookup references (an entry reply adds one; forget removes n).
+ * The reply was for entry `name` of directory `parent` (NULL: not known),
+ * which becomes n's kname unless n is a directory: asking the kernel to
+ * drop a directory's entry would detach whatever is mounted below it. */
+void icache_lookup_inc(icache *c, inode *n, uint64_t parent, const char *name, bool is_dir);
 /* Does the kernel hold a reference to ino? (No pin, no load: a hint for
  * readdirplus, which may race with a forget and then sends the entry the
  * kernel looks up again.) */
@@ -106,6 +116,20 @@ inode *icache_forget(icache *c, uint64_t ino, uint64_t n);
  * returns that; orphan_in_use (orphan.h) is its one caller.
  * REQUIRES: n->lock held for writing. */
 bool icache_mark_orphan(icache *c, inode *n);
+
+/* Entries cached, all shards together (relaxed: a gauge). */
+size_t icache_count(icache *c);
+/* An entry the kernel holds, by the name it got it by. */
+typedef struct icache_victim {
+    uint64_t parent;
+    char name[SCHEMA_NAME_MAX + 1];
+} icache_victim;
+/* Moves the clock hand over the entries, at most `scan` of them, and
+ * returns (up to max, in out) those the kernel holds by a known name that
+ * no request pins and nothing used since the hand last passed; it clears
+ * the `referenced` mark of the others it passes. Only one thread may call
+ * it (the hand is its own). */
+size_t icache_victims(icache *c, icache_victim *out, size_t max, size_t scan);
 
 /* Bytes of directory listings (inode `dc`s) held, all inodes together:
  * whoever changes a listing charges the difference; freeing an inode

@@ -12,6 +12,7 @@
  */
 #include "bdi.h"
 #include "fuse_api.h"
+#include "ishrink.h"
 #include "log.h"
 #include "loop.h"
 #include "ops.h"
@@ -56,6 +57,7 @@ struct options {
     const char *atime; /* -o atime, relatime or strictatime given (refused) */
     bool read_only;    /* -o ro */
     char *uring;       /* -o uring=auto|on|off */
+    int max_inodes;    /* -o max_inodes=N: the inode budget (ishrink.h); 0 none */
     uring_mode umode;  /* o.uring parsed (options_valid) */
     char *log;         /* -o log=syslog|stderr|FILE (log.h) */
 };
@@ -79,6 +81,7 @@ static const struct fuse_opt option_spec[] = {
     {"readahead=%d", offsetof(struct options, readahead_kb), 0},
     {"uring=%s", offsetof(struct options, uring), 0},
     {"log=%s", offsetof(struct options, log), 0},
+    {"max_inodes=%d", offsetof(struct options, max_inodes), 0},
     FUSE_OPT_END,
 };
 
@@ -141,9 +144,11 @@ static void usage(const char *prog)
            "                           queues when the kernel offers them (" URING_PARAM_PATH "\n"
            "                           is Y), else over /dev/fuse; on: refuse to mount\n"
            "                           without them; off: /dev/fuse only\n"
+           "    -o max_inodes=N        past N inodes in memory, ask the kernel to drop the\n"
+           "                           least recently used (default %u; 0: no bound)\n"
            "    -o log=WHERE           syslog, stderr or a file to append to (default:\n"
            "                           syslog, stderr when there is no /dev/log or with -f)\n\n",
-           prog, DEFAULT_SPIN_US, DEFAULT_READAHEAD_KB);
+           prog, DEFAULT_SPIN_US, DEFAULT_READAHEAD_KB, ISHRINK_DEFAULT_MAX);
 }
 
 /* Where startup errors go: stderr, or the pipe to the waiting parent. */
@@ -371,6 +376,11 @@ static bool options_valid(const char *argv0, struct options *o,
         fprintf(stderr, "lsmfs: spin=%d: give 0 to %d microseconds\n", o->spin_us, MAX_SPIN_US);
         return false;
     }
+    if (o->max_inodes != 0 && (o->max_inodes < (int)ISHRINK_MIN_MAX)) {
+        fprintf(stderr, "lsmfs: max_inodes=%d: give 0 (no bound) or at least %u\n",
+                o->max_inodes, ISHRINK_MIN_MAX);
+        return false;
+    }
     if (o->readahead_kb < 0 || o->readahead_kb > MAX_READAHEAD_KB) {
         fprintf(stderr, "lsmfs: readahead=%d: give 0 to %d KiB\n", o->readahead_kb,
                 MAX_READAHEAD_KB);
@@ -447,8 +457,10 @@ static struct fuse_session *mount_session(struct fuse_args *args, ops_state *st,
 
 /* Stops the ring (if any), unmounts and ends the session, then closes the store: returns
  * lsmfs_close's error (logged). */
-static int unmount_and_close(struct fuse_session *se, ops_state *st, struct uring *ring)
+static int unmount_and_close(struct fuse_session *se, ops_state *st, struct uring *ring,
+                             ishrink *shrink)
 {
+    ishrink_stop(shrink);
     op_notify_drain(st);
     uring_stop(ring); /* before the unmount closes the device its rings use */
     fuse_session_unmount(se);
@@ -481,6 +493,11 @@ static int run(struct fuse_args *args, const struct options *o, const struct fus
         lsmfs_close(st.fs);
         fail("-o uring=on: cannot serve over io_uring");
     }
+    int serr;
+    ishrink *shrink = ishrink_start(st.fs->icache, se, (size_t)o->max_inodes, &serr);
+    if (serr != 0)
+        fuse_log(FUSE_LOG_ERR, "lsmfs: cannot start the inode budget's thread: %s\n",
+                 strerror(serr));
     if (!co->foreground)
         daemon_detach();
     fuse_log(FUSE_LOG_NOTICE, "lsmfs: %s mounted at %s (log: %s)\n", store, co->mountpoint,
@@ -495,7 +512,7 @@ static int run(struct fuse_args *args, const struct options *o, const struct fus
         fuse_log(FUSE_LOG_ERR, "lsmfs: -o uring=on: the ring could not be used; unmounting\n");
         r = 1;
     }
-    int cerr = unmount_and_close(se, &st, ring);
+    int cerr = unmount_and_close(se, &st, ring, shrink);
     return (r != 0 || cerr != 0) ? 1 : 0;
 }
 
@@ -505,7 +522,8 @@ int main(int argc, char *argv[])
     struct options o = {.timeout = 3600,
                         .spin_us = DEFAULT_SPIN_US,
                         .readahead_kb = DEFAULT_READAHEAD_KB,
-                        .umode = URING_AUTO};
+                        .umode = URING_AUTO,
+                        .max_inodes = ISHRINK_DEFAULT_MAX};
     struct fuse_cmdline_opts co;
     if (fuse_opt_parse(&args, &o, option_spec, opt_proc) != 0 ||
         fuse_parse_cmdline(&args, &co) != 0)

@@ -88,7 +88,7 @@ static bool add(listing *l, const char *name, uint64_t ino, uint8_t type, uint64
         }
         used = fuse_add_direntry_plus(l->req, l->buf + l->pos, room, name, &e, (off_t)next_off);
         if (used <= room && n != NULL)
-            icache_lookup_inc(l->fs->icache, n);
+            icache_lookup_inc(l->fs->icache, n, l->dir, name, S_ISDIR(e.attr.st_mode));
     }
     if (used > room)
         return false;

@@ -38,7 +38,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     inode_rec r;
     op_read_rec(n, &r);
-    op_reply_entry(req, fs, n, &r);
+    op_reply_entry(req, fs, n, &r, parent, name);
     icache_put(fs->icache, n);
 }
 

@@ -139,11 +139,11 @@ static void make_node(fuse_req_t req, fuse_ino_t parent_ino, const char *name, c
     if (nn->fi != NULL) {
         struct fuse_entry_param e;
         op_fill_entry(fs, ino, &r, &e);
-        icache_lookup_inc(fs->icache, n);
+        icache_lookup_inc(fs->icache, n, parent_ino, name, S_ISDIR(r.mode));
         if (fuse_reply_create(req, &e, nn->fi) != 0)
             op_forget_refs(fs, ino, 1);
     } else {
-        op_reply_entry(req, fs, n, &r);
+        op_reply_entry(req, fs, n, &r, parent_ino, name);
     }
     icache_put(fs->icache, n);
 }
@@ -255,7 +255,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
     else if (err != 0)
         fuse_reply_err(req, err);
     else
-        op_reply_entry(req, fs, v[0], &r);
+        op_reply_entry(req, fs, v[0], &r, newparent, newname);
     icache_put(fs->icache, v[0]);
     icache_put(fs->icache, v[1]);
 }

@@ -38,8 +38,8 @@ typedef struct rename_op {
 static int is_within(lsmfs *fs, uint64_t dir, uint64_t top, bool *within)
 {
     *within = false;
-    int64_t live = atomic_load(&fs->inodes);
-    for (int64_t steps = 0; steps <= live; steps++) {
+    uint64_t live = lsmfs_inodes_bound(fs);
+    for (uint64_t steps = 0; steps <= live; steps++) {
         if (dir == top) {
             *within = true;
             return 0;

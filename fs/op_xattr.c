@@ -6,6 +6,7 @@
 #include "acl.h"
 #include "caller.h"
 #include "commit.h"
+#include "icache.h"
 #include "inode.h"
 #include "ops.h"
 #include "xattr.h"
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
@@ -25,7 +27,8 @@ static bool is_stats(fuse_ino_t ino, const char *name)
            (strcmp(name, STATS_XATTR) == 0 || strcmp(name, METRICS_XATTR) == 0);
 }
 
-/* The store's and the fs's stats as one text, or their metrics. */
+/* The store's and the fs's stats as one text, with the inode cache's size
+ * (the budget: ishrink.h), or their metrics. */
 static char *stats_value(lsmfs *fs, const char *name)
 {
     if (strcmp(name, METRICS_XATTR) == 0) {
@@ -35,8 +38,13 @@ static char *stats_value(lsmfs *fs, const char *name)
         return all;
     }
     char *store = lsm_property(fs->db, "lsm.stats");
-    char *text = stats_text(&fs->stats, store != NULL ? store : "(no store stats)\n");
+    char *head = NULL;
+    if (asprintf(&head, "%sfs inodes cached: %zu\n", store != NULL ? store : "(no store stats)\n",
+                 icache_count(fs->icache)) < 0)
+        head = NULL;
     free(store);
+    char *text = head != NULL ? stats_text(&fs->stats, head) : NULL;
+    free(head);
     return text;
 }
 

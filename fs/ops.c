@@ -83,11 +83,12 @@ void op_fill_entry(lsmfs *fs, uint64_t ino, const inode_rec *r, struct fuse_entr
     inode_to_stat(ino, r, fs->sb.chunk_size, &e->attr);
 }
 
-void op_reply_entry(fuse_req_t req, lsmfs *fs, inode *n, const inode_rec *r)
+void op_reply_entry(fuse_req_t req, lsmfs *fs, inode *n, const inode_rec *r, uint64_t parent,
+                    const char *name)
 {
     struct fuse_entry_param e;
     op_fill_entry(fs, n->ino, r, &e);
-    icache_lookup_inc(fs->icache, n);
+    icache_lookup_inc(fs->icache, n, parent, name, S_ISDIR(r->mode));
     /* A reply the kernel never got leaves it holding no reference. */
     if (fuse_reply_entry(req, &e) != 0)
         op_forget_refs(fs, n->ino, 1);

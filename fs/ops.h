@@ -64,9 +64,11 @@ void op_notify_drain(ops_state *st);
 ops_state *op_state(fuse_req_t req);
 lsmfs *op_fs(fuse_req_t req);
 void op_fill_entry(lsmfs *fs, uint64_t ino, const inode_rec *r, struct fuse_entry_param *e);
-/* Replies with an entry for pinned n (a copy of whose record is r) and
- * counts the kernel's new lookup reference. */
-void op_reply_entry(fuse_req_t req, lsmfs *fs, inode *n, const inode_rec *r);
+/* Replies with an entry for pinned n (a copy of whose record is r), the
+ * entry `name` of directory `parent`, and counts the kernel's new lookup
+ * reference. */
+void op_reply_entry(fuse_req_t req, lsmfs *fs, inode *n, const inode_rec *r, uint64_t parent,
+                    const char *name);
 void op_reply_attr(fuse_req_t req, lsmfs *fs, uint64_t ino, const inode_rec *r);
 /* Pins inode ino for a request, unless err (an error found before, such as
  * a bad offset) is set. On failure replies with the error and returns NULL:

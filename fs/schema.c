@@ -52,6 +52,12 @@ void key_alloc(schema_key *k)
     k->len = 1;
 }
 
+void key_icount(schema_key *k)
+{
+    k->b[0] = K_ICOUNT;
+    k->len = 1;
+}
+
 void key_inode(schema_key *k, uint64_t ino)
 {
     key_ino(k, K_INODE, ino);
@@ -211,6 +217,21 @@ bool alloc_decode(const char *v, size_t len, uint64_t *next)
         return false;
     *next = le64_get(v);
     return *next >= SCHEMA_FIRST_INO;
+}
+
+void icount_encode(uint64_t count, uint64_t seq, char out[SCHEMA_ICOUNT_LEN])
+{
+    le64_put(out, count);
+    le64_put(out + 8, seq);
+}
+
+bool icount_decode(const char *v, size_t len, uint64_t *count, uint64_t *seq)
+{
+    if (len != SCHEMA_ICOUNT_LEN)
+        return false;
+    *count = le64_get(v);
+    *seq = le64_get(v + 8);
+    return *count >= 1; /* the root at least */
 }
 
 /* ---------------------------------------------------------------- inode */

@@ -15,6 +15,7 @@
  *   'F' ino index               file data chunk
  *   'X' ino name                extended attribute
  *   'O' ino                     orphan: nlink 0, data still to be reclaimed
+ *   'N'                         inode count at a clean unmount (icount.h)
  *
  * Values use little-endian fixed-width integers. Every decoder bounds-checks
  * and returns false on malformed input: data read from disk is untrusted.
@@ -57,6 +58,7 @@ enum schema_kind {
     K_CHUNK = 'F',
     K_XATTR = 'X',
     K_ORPHAN = 'O',
+    K_ICOUNT = 'N',
 };
 
 /* Longest key: prefix + ino + a 255-byte name. */
@@ -84,6 +86,7 @@ static inline uint64_t be64_get(const char *p)
 
 void key_super(schema_key *k);
 void key_alloc(schema_key *k);
+void key_icount(schema_key *k);
 void key_inode(schema_key *k, uint64_t ino);
 void key_orphan(schema_key *k, uint64_t ino);
 /* REQUIRES: nlen <= SCHEMA_NAME_MAX */
@@ -133,6 +136,14 @@ bool super_params_valid(uint32_t chunk_size, uint32_t inline_limit, const char *
 #define SCHEMA_ALLOC_LEN 8
 void alloc_encode(uint64_t next, char out[SCHEMA_ALLOC_LEN]);
 bool alloc_decode(const char *v, size_t len, uint64_t *next);
+
+/* ---------------------------------------------------------- inode count */
+
+/* u64 live inode records, u64 the store's sequence number of this record
+ * (it holds only while the store's last sequence is still that one). */
+#define SCHEMA_ICOUNT_LEN 16
+void icount_encode(uint64_t count, uint64_t seq, char out[SCHEMA_ICOUNT_LEN]);
+bool icount_decode(const char *v, size_t len, uint64_t *count, uint64_t *seq);
 
 /* ---------------------------------------------------------------- inode */
 

@@ -7,6 +7,7 @@
 #include "snapshot.h"
 
 #include "icache.h"
+#include "icount.h"
 #include "orphan.h"
 #include "schema.h"
 
@@ -197,34 +198,40 @@ static int super_upgrade(lsm_db *db, schema_super *sb, char *err, size_t errlen)
     return 0;
 }
 
-/* Counts inode records (statfs reports it as files in use). */
-static int count_inodes(lsm_db *db, int64_t *count)
+/* The saved count, or a background count when it is stale. */
+static int inode_count_init(lsmfs *fs, char *err, size_t errlen)
 {
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    ro.fill_cache = false;
-    lsm_iter *it = lsm_iter_new(db, &ro);
-    if (it == NULL)
-        return ENOMEM;
-    char prefix = K_INODE;
-    *count = 0;
-    for (lsm_iter_seek(it, &prefix, 1); lsm_iter_valid(it); lsm_iter_next(it)) {
-        size_t klen;
-        const char *key = lsm_iter_key(it, &klen);
-        if (klen == 0 || key[0] != K_INODE)
-            break;
-        (*count)++;
+    bool current;
+    uint64_t saved;
+    int e = icount_current(fs->db, &current, &saved);
+    if (e == 0 && current) {
+        atomic_store(&fs->inodes, (int64_t)saved);
+        atomic_store(&fs->inodes_known, true);
+        return 0;
     }
-    lsm_status *s = lsm_iter_status(it);
-    int err = s ? EIO : 0;
-    lsm_status_free(s);
-    lsm_iter_free(it);
-    return err;
+    if (e == 0)
+        e = icount_start(fs->db, &fs->inodes, &fs->inodes_known, &fs->icount);
+    if (e != 0)
+        snprintf(err, errlen, "%s: cannot count inodes: %s", fs->dir, strerror(e));
+    return e;
+}
+
+uint64_t lsmfs_inodes_bound(lsmfs *fs)
+{
+    if (atomic_load(&fs->inodes_known)) {
+        int64_t n = atomic_load(&fs->inodes);
+        return n > 0 ? (uint64_t)n : 0;
+    }
+    pthread_mutex_lock(&fs->alloc.mu);
+    uint64_t next = fs->alloc.next;
+    pthread_mutex_unlock(&fs->alloc.mu);
+    return next;
 }
 
 static void fail_close(lsmfs *fs)
 {
     reclaimer_stop(fs->reclaim);
+    icount_stop(fs->icount);
     icache_free(fs->icache);
     if (fs->alloc.db != NULL)
         alloc_destroy(&fs->alloc);
@@ -264,6 +271,8 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
     int e = super_open_store(fs->dir, flags, "lsmfs", &fs->db, err, errlen);
     if (e == 0)
         e = super_read(fs->db, fs->dir, &fs->sb, err, errlen);
+    if (e == 0) /* before this mount writes anything (icount.h) */
+        e = inode_count_init(fs, err, errlen);
     if (e == 0 && !cfg->read_only) /* read-only reads version-1 records as they are */
         e = super_upgrade(fs->db, &fs->sb, err, errlen);
     if (e == 0)
@@ -272,10 +281,6 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
         snapshot_sweep_leftovers(fs);
     if (e == 0)
         e = alloc_init(&fs->alloc, fs->db, err, errlen);
-    int64_t n = 0;
-    if (e == 0 && (e = count_inodes(fs->db, &n)) != 0)
-        snprintf(err, errlen, "%s: cannot scan inodes", fs->dir);
-    atomic_store(&fs->inodes, n);
     if (e == 0 && (fs->icache = icache_new()) == NULL)
         e = ENOMEM;
     /* Read-only: orphans stay for the next read-write mount to reclaim. */
@@ -294,6 +299,11 @@ int lsmfs_close(lsmfs *fs)
     reclaimer_stop(fs->reclaim);
     icache_free(fs->icache);
     alloc_destroy(&fs->alloc);
+    icount_stop(fs->icount);
+    /* Nothing writes any more. A count that cannot be saved costs the next
+     * mount a scan, nothing else. */
+    if (!fs->cfg.read_only && atomic_load(&fs->inodes_known))
+        (void)icount_save(fs->db, atomic_load(&fs->inodes));
     lsm_status *s = lsm_close(fs->db);
     int e = s ? EIO : 0;
     lsm_status_free(s);

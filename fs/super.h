@@ -43,7 +43,12 @@ typedef struct lsmfs {
      * kernel's references either way: orphan_in_use). Set by the FUSE init
      * request before any other request; read-only afterwards. */
     bool no_open;
-    _Atomic int64_t inodes;   /* live inode records (statfs) */
+    /* Live inode records (statfs). After an unclean shutdown it starts at
+     * 0 and `icount` adds the records the store held at mount once it has
+     * counted them (icount.h), setting inodes_known. */
+    _Atomic int64_t inodes;
+    _Atomic bool inodes_known;
+    struct icount_job *icount; /* [const] pointer; NULL: none ran */
     _Atomic bool write_error; /* a store write failed: logged once */
     _Atomic bool nospace_logged; /* a full disk was logged; the next write
                                   * that succeeds clears it */
@@ -56,13 +61,17 @@ typedef struct lsmfs {
 } lsmfs;
 
 /* Opens the store at cfg->store_dir, checks the superblock, loads the
- * allocator, counts inodes and starts the orphan reclaimer (which also
+ * allocator, reads the inode count or starts counting (icount.h), starts the orphan reclaimer (which also
  * picks up orphans left by a crash). On failure returns an errno and a
  * message for the user in err. */
 int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen);
-/* Stops background work, drops the inode cache and closes the store.
+/* Stops background work, drops the inode cache, saves the inode count (a
+ * read-write mount, if known) and closes the store.
  * Returns 0 or EIO if the store reported an error while closing. */
 int lsmfs_close(lsmfs *fs);
+/* An upper bound of the live inodes: their count once known, else the
+ * allocator's next number. */
+uint64_t lsmfs_inodes_bound(lsmfs *fs);
 
 /* How super_open_store opens the store (flags, or-ed). */
 enum {

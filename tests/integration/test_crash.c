@@ -26,7 +26,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "icount.h"
 #include "mount.h"
+#include "super.h"
 
 #define ROUND_TIMEOUT_S 60
 #define NTHREADS 8
@@ -597,6 +599,55 @@ static void test_fsynced_files_survive_kills_mid_write(void **state)
     free(w);
 }
 
+/* ------------------------------------------- the inode count (icount.h) */
+
+/* The inode count record in the unmounted store: whether it is current
+ * and its count. */
+static bool stored_icount(struct tmount *m, uint64_t *count)
+{
+    lsm_db *db = NULL;
+    char err[512];
+    if (super_open_store(m->store, SUPER_OPEN_RO, "test", &db, err, sizeof err) != 0)
+        fail_msg("opening the store: %s", err);
+    bool current = false;
+    int e = icount_current(db, &current, count);
+    lsm_status_free(lsm_close(db));
+    if (e != 0)
+        fail_msg("reading the inode count: %s", tm_errname(e));
+    return current;
+}
+
+/* A clean unmount leaves the count in the store (so the next mount reads
+ * one key, not every inode record); after a kill -9 the remount's count
+ * is still the inodes there are. */
+static void test_inode_count_across_unmount_and_kill(void **state)
+{
+    struct tmount *m = *state;
+    long long base = tm_inodes_used(m);
+    TM_OK(mkdir(P("d"), 0755));
+    for (int i = 0; i < 20; i++)
+        tm_make_file(tm_path(m, "d/f%d", i), 100 + 300 * (size_t)i, (uint64_t)i);
+    if (tm_unmount(m) != 0)
+        fail_msg("unmount failed");
+    uint64_t count = 0;
+    assert_true(stored_icount(m, &count));
+    assert_int_equal(count, base + 21);
+    if (tm_mount(m) != 0)
+        fail_msg("mount failed");
+    assert_int_equal(tm_inodes_used(m), base + 21);
+    for (int i = 0; i < 5; i++)
+        TM_OK(unlink(tm_path(m, "d/f%d", i)));
+    tm_make_file(P("late"), 5000, 99);
+    TM_OK(mkdir(P("e"), 0755));
+    if (tm_kill(m) != 0)
+        fail_msg("the daemon was not running at the kill");
+    assert_false(stored_icount(m, &count)); /* written after: stale */
+    tm_crash_checked(m, "inode count crash");
+    tm_wait_inodes(m, base + 18, 10);
+    tm_remount_checked(m);
+    assert_int_equal(tm_inodes_used(m), base + 18);
+}
+
 /* ------------------------------------------------- orphans and crashes */
 
 /* Files unlinked while open when the daemon dies are reclaimed by the
@@ -827,6 +878,7 @@ int main(void)
         TM_TEST(test_fsynced_files_survive_crash_cycles, setup),
         TM_TEST(test_fsynced_files_survive_kills_mid_write, setup),
         TM_TEST(test_orphan_reclaimed, setup),   TM_TEST(test_inode_numbers_after_crash, setup),
+        TM_TEST(test_inode_count_across_unmount_and_kill, setup),
         TM_TEST(test_crash_during_churn, setup), TM_TEST(test_orphan_batches_crash, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -638,6 +638,59 @@ static void test_read_errors(void **state)
     free_model(&m);
 }
 
+/* A forward scan reads many blocks per pread (readahead), not one each;
+ * a backward scan and gets read block by block; a read that fails or
+ * comes up short mid-scan is reported as before. */
+static void test_scan_reads_ahead(void **state)
+{
+    (void)state;
+    table_options o = {1024, 10, true};
+    buf file;
+    model m = model_table(3000, INCOMPRESSIBLE, SIZE_MAX, &o, &file);
+    assert_true(file.len > 1024 * 1024); /* over 1000 blocks, several buffers */
+    tu_rfile *f = tu_rfile_new(file.data, file.len);
+    sstable *t;
+    assert_null(table_open(&f->base, file.len, 3, NULL, &t));
+    size_t opened = f->reads, i = 0;
+    iter *it = table_iter_new(t, NULL, NULL, NULL);
+    for (iter_seek_first(it); iter_valid(it); iter_next(it))
+        assert_entry(it, &m.e[i++]);
+    assert_int_equal(i, m.n);
+    ASSERT_OK(iter_status(it));
+    size_t blocks_min = file.len / 2048; /* blocks of ~1 KiB, values to 100 KiB */
+    if (f->reads - opened > blocks_min / 8)
+        fail_msg("%zu preads for a scan of %zu bytes", f->reads - opened, file.len);
+    /* Backwards: block by block, still right. */
+    i = m.n;
+    for (iter_seek_last(it); iter_valid(it); iter_prev(it))
+        assert_entry(it, &m.e[--i]);
+    assert_int_equal(i, 0);
+    ASSERT_OK(iter_status(it));
+    /* A read failing mid-scan. */
+    iter_seek_first(it);
+    for (int k = 0; k < 500 && iter_valid(it); k++)
+        iter_next(it);
+    f->fail_reads = true;
+    while (iter_valid(it))
+        iter_next(it);
+    ASSERT_FAILS(iter_status(it), LSM_IO_ERROR, NULL);
+    iter_free(it);
+    f->fail_reads = false;
+    /* Cut short under the scan: what precedes the cut reads right, then
+     * corruption. */
+    f->len = file.len * 2 / 3;
+    it = table_iter_new(t, NULL, NULL, NULL);
+    i = 0;
+    for (iter_seek_first(it); iter_valid(it); iter_next(it))
+        assert_entry(it, &m.e[i++]);
+    assert_true(i > 0 && i < m.n);
+    ASSERT_FAILS(iter_status(it), LSM_CORRUPTION, "table 000003");
+    iter_free(it);
+    table_free(t);
+    buf_free(&file);
+    free_model(&m);
+}
+
 static void test_not_a_table(void **state)
 {
     (void)state;
@@ -862,12 +915,12 @@ static void test_concurrent_readers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),         cmocka_unit_test(test_compression_resumes),
-        cmocka_unit_test(test_empty_and_single),   cmocka_unit_test(test_separator_edges),
-        cmocka_unit_test(test_flip_every_byte),    cmocka_unit_test(test_truncated),
-        cmocka_unit_test(test_read_errors),        cmocka_unit_test(test_not_a_table),
-        cmocka_unit_test(test_write_errors_stick), cmocka_unit_test(test_table_cache),
-        cmocka_unit_test(test_concurrent_readers),
+        cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_compression_resumes),
+        cmocka_unit_test(test_empty_and_single), cmocka_unit_test(test_separator_edges),
+        cmocka_unit_test(test_flip_every_byte),  cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_read_errors),      cmocka_unit_test(test_scan_reads_ahead),
+        cmocka_unit_test(test_not_a_table),      cmocka_unit_test(test_write_errors_stick),
+        cmocka_unit_test(test_table_cache),      cmocka_unit_test(test_concurrent_readers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

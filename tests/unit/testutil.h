@@ -419,12 +419,14 @@ typedef struct tu_rfile {
     char *data;
     size_t len;
     bool fail_reads;
+    size_t reads; /* preads asked of it */
 } tu_rfile;
 
 static inline lsm_status *tu_rfile_pread(lsm_rfile *f, uint64_t off, void *dst, size_t n,
                                          size_t *got)
 {
     tu_rfile *r = (tu_rfile *)f;
+    r->reads++;
     if (r->fail_reads)
         return status_from_errno(EIO, "pread (injected)");
     *got = 0;
