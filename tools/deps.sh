@@ -20,6 +20,11 @@ command -v getfattr >/dev/null 2>&1 || missing="$missing attr"
 command -v rsync >/dev/null 2>&1 || missing="$missing rsync"
 # test_fs_ops reads its own call graph with objdump.
 command -v objdump >/dev/null 2>&1 || missing="$missing binutils"
+# The store on Ceph RADOS (store/env_rados.c) and its throwaway test cluster
+# (tests/ceph/cluster.sh).
+[ -f /usr/include/rados/librados.h ] || missing="$missing librados-dev"
+command -v ceph-mon >/dev/null 2>&1 || missing="$missing ceph-mon"
+command -v ceph-osd >/dev/null 2>&1 || missing="$missing ceph-osd"
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
