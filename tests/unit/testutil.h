@@ -201,6 +201,19 @@ static inline bool tu_mentions(const lsm_status *s, const char *needle)
         lsm_status_free(s_);                                                                       \
     } while (0)
 
+/* Whether env lists name in dir. */
+static inline bool tu_has_child(lsm_env *env, const char *dir, const char *name)
+{
+    char **names;
+    int n;
+    ASSERT_OK(env->get_children(env, dir, &names, &n));
+    bool found = false;
+    for (int i = 0; i < n; i++)
+        found |= strcmp(names[i], name) == 0;
+    env_free_children(names, n);
+    return found;
+}
+
 /* Options that create a store in env (NULL: the default), with a write
  * buffer of wbs bytes (0: the default). */
 static inline void tu_db_options(lsm_options *o, lsm_env *env, size_t wbs)
