@@ -21,6 +21,8 @@
 
 #define WFILE_BUF (256 * 1024)
 #define LIST_PAGE 1000
+/* What disk_free says when the cluster keeps no statistics (no mgr). */
+#define RADOS_SPACE_UNKNOWN (1ULL << 50)
 
 lsm_status *rados_error(int r, const char *what, const char *path)
 {
@@ -890,6 +892,8 @@ static lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *tot
     }
     *total = st.kb * 1024;
     *avail = st.kb_avail * 1024;
+    if (st.kb == 0) /* no statistics (a cluster without a mgr): unknown, not full */
+        *total = *avail = RADOS_SPACE_UNKNOWN;
     return NULL;
 }
 

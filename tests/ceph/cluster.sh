@@ -8,6 +8,7 @@
 #   tests/ceph/cluster.sh stop DIR    stops its daemons by pid, removes DIR
 #   tests/ceph/cluster.sh kill-osd DIR / start-osd DIR   (kill -9, restart)
 #
+# Clients: client.admin and client.lsmfs2 (a second host), keys in DIR/keyring.
 # start fails (exit 1, one line on stderr, nothing left behind) when the cluster
 # cannot come up in time. CEPH_PORT picks the mon's port (default from $$).
 set -u
@@ -108,6 +109,9 @@ CONF
     step "keyring" ceph-authtool --create-keyring "$dir/keyring" --gen-key -n mon. --cap mon 'allow *'
     step "admin key" ceph-authtool "$dir/keyring" --gen-key -n client.admin \
         --cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *'
+    # A second client: a second host's daemon in the takeover tests.
+    step "second key" ceph-authtool "$dir/keyring" --gen-key -n client.lsmfs2 \
+        --cap mon 'allow *' --cap osd 'allow *'
     step "monmap" monmaptool --create --addv a "v2:127.0.0.1:$port" --fsid "$fsid" "$dir/monmap"
     step "mon mkfs" ceph-mon $c --mkfs -i a --monmap "$dir/monmap" --keyring "$dir/keyring"
     ceph-mon -f $c -i a >"$dir/mon.a.out" 2>&1 &

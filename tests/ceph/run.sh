@@ -13,5 +13,6 @@ if ! "$here/cluster.sh" start "$dir"; then
     exit 1
 fi
 export LSM_CEPH_CONF=$dir/ceph.conf
+export CEPH_CONF=$dir/ceph.conf # what the tools read by default
 export LSM_CEPH_CLUSTER_DIR=$dir
 "$here/../run.sh" "$@"
