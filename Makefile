@@ -84,6 +84,8 @@ ALL_INTEG   := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard test
 RADOS_TESTS := $(filter $(BUILD)/tests/test_rados_%,$(ALL_UNIT) $(ALL_INTEG))
 UNIT_TESTS  := $(filter-out $(RADOS_TESTS),$(ALL_UNIT))
 INTEG_TESTS := $(filter-out $(RADOS_TESTS),$(ALL_INTEG))
+# Store suites that also run over RADOS (testutil.h's tu_env).
+RADOS_ALSO  := $(BUILD)/tests/test_db_group_sync $(BUILD)/tests/test_db_checkpoint
 INTEG_LIB   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/integration/test_%,$(wildcard tests/integration/*.c)))
 
 # Keep objects of chained rules (test programs) between runs.
@@ -161,9 +163,9 @@ $(BUILD)/tests/test_failsync: $(BUILD)/tests/libfailsync.so
 test: all $(UNIT_TESTS) $(INTEG_TESTS) $(RADOS_TESTS)
 	@tests/run.sh $(UNIT_TESTS)
 	@LSMFS_BIN=$(abspath $(BIN)) tests/run_transports.sh $(INTEG_TESTS)
-	@LSMFS_BIN=$(abspath $(BIN)) tests/ceph/run.sh $(RADOS_TESTS)
-rados-test: all $(RADOS_TESTS)
-	@LSMFS_BIN=$(abspath $(BIN)) tests/ceph/run.sh $(RADOS_TESTS)
+	@LSMFS_BIN=$(abspath $(BIN)) tests/ceph/run.sh $(RADOS_TESTS) -- $(RADOS_ALSO)
+rados-test: all $(RADOS_TESTS) $(RADOS_ALSO)
+	@LSMFS_BIN=$(abspath $(BIN)) tests/ceph/run.sh $(RADOS_TESTS) -- $(RADOS_ALSO)
 unit-test: $(UNIT_TESTS)
 	@tests/run.sh $(UNIT_TESTS)
 integration-test: all $(INTEG_TESTS)

@@ -40,22 +40,54 @@ static uint64_t mono_us(void)
 
 /* ----------------------------------------------------- guard and operate */
 
+/* path without leading "/" and "./". */
+static const char *plain_path(const char *path)
+{
+    for (;;) {
+        if (path[0] == '/')
+            path++;
+        else if (path[0] == '.' && path[1] == '/')
+            path += 2;
+        else
+            return path;
+    }
+}
+
+/* Whether the object for path (a file, or a directory entry's directory)
+ * is in the fenced tree: path's directory is the store's or below it. */
+static bool in_fenced_tree(const struct rados_env *re, const char *path)
+{
+    const char *p = plain_path(path);
+    const char *slash = strrchr(p, '/');
+    size_t dirlen = slash ? (size_t)(slash - p) : 0;
+    size_t n = strlen(re->store_path);
+    return dirlen >= n && strncmp(p, re->store_path, n) == 0 && (dirlen == n || p[n] == '/');
+}
+
 lsm_status *rados_guard(struct rados_env *re, rados_write_op_t op, const char *what,
-                        const char *oid)
+                        const char *path)
 {
     uint64_t epoch = atomic_load(&re->epoch);
-    if (epoch == 0 || strcmp(oid, RADOS_ROOT_OBJ) == 0)
+    if (epoch == 0 || !in_fenced_tree(re, path))
         return NULL;
     uint64_t until = atomic_load(&re->lease_valid_until);
     if (until != 0 && mono_us() >= until)
         atomic_store(&re->lease_lost, true);
     if (atomic_load(&re->lease_lost))
         return status_new(LSM_IO_ERROR, "rados %s %s: the writer's lease is lost, writes refused",
-                          what, oid);
+                          what, path);
     char v[24];
     snprintf(v, sizeof v, "%" PRIu64, epoch);
     rados_write_op_cmpxattr(op, RADOS_XATTR_EPOCH, LIBRADOS_CMPXATTR_OP_EQ, v, strlen(v));
     return NULL;
+}
+
+void rados_set_store_path(struct rados_env *re, const char *dir)
+{
+    snprintf(re->store_path, sizeof re->store_path, "%s", plain_path(dir));
+    size_t n = strlen(re->store_path);
+    while (n > 0 && re->store_path[n - 1] == '/')
+        re->store_path[--n] = '\0';
 }
 
 static lsm_status *fenced_error(const char *what, const char *path)
@@ -68,7 +100,7 @@ static lsm_status *fenced_error(const char *what, const char *path)
 lsm_status *rados_operate(struct rados_env *re, rados_write_op_t op, const char *oid,
                           const char *what, const char *path)
 {
-    lsm_status *s = rados_guard(re, op, what, oid);
+    lsm_status *s = rados_guard(re, op, what, path);
     if (s == NULL) {
         int r = rados_write_op_operate(op, re->io, oid, NULL, 0);
         if (r == -ECANCELED)
@@ -391,7 +423,7 @@ static lsm_status *send_buf(struct rados_wfile *f)
     if (p == NULL)
         return status_new(LSM_IO_ERROR, "append to %s: out of memory", f->path);
     rados_write_op_t op = rados_create_write_op();
-    lsm_status *s = rados_guard(f->re, op, "append to", f->oid);
+    lsm_status *s = rados_guard(f->re, op, "append to", f->path);
     int r = 0;
     if (s == NULL) {
         rados_write_op_append(op, f->buf, f->len);

@@ -41,6 +41,10 @@ struct rados_env {
     _Atomic uint64_t lease_valid_until;
     _Atomic uint64_t takeover_us;
     struct lsm_filelock *lease; /* GUARDED_BY(mu): the store lease, at most one */
+    /* The leased store's directory (plain path): the fence covers it and
+     * everything below. Written (rados_set_store_path) only while epoch is
+     * 0, before the lease holder sets epoch; read once epoch != 0. */
+    char store_path[4096];
 };
 
 static inline struct rados_env *rados_env_of(lsm_env *env)
@@ -61,11 +65,16 @@ struct rados_entry {
 lsm_status *rados_resolve(struct rados_env *re, const char *path, struct rados_entry *e);
 /* A directory's object (ENOENT / ENOTDIR as a status). "" is the root. */
 lsm_status *rados_dir_oid(struct rados_env *re, const char *path, char *oid);
-/* Adds the fence guard to op (nothing before a lease is held). Refuses
- * (EIO status) when the lease is lost or may lapse before op lands. */
+/* Adds the fence guard to op on the object for path (a file, or the
+ * directory holding entry path): nothing before a lease is held or outside
+ * the leased store's tree. Refuses (EIO status) when the lease is lost or
+ * may lapse before op lands. */
 lsm_status *rados_guard(struct rados_env *re, rados_write_op_t op, const char *what,
-                        const char *oid);
-/* Runs op on oid (released here); a refused guard is EIO naming the fence. */
+                        const char *path);
+/* Sets the leased store's directory. REQUIRES: epoch 0 (no lease held). */
+void rados_set_store_path(struct rados_env *re, const char *dir);
+/* Runs op on oid, the object for path as rados_guard says (released here);
+ * a refused guard is EIO naming the fence. */
 lsm_status *rados_operate(struct rados_env *re, rados_write_op_t op, const char *oid,
                           const char *what, const char *path);
 /* status for a librados error code r < 0. */

@@ -144,6 +144,12 @@ static lsm_status *fence(struct rados_env *re, struct lsm_filelock *l, const cha
     uint64_t epoch = had_epoch ? strtoull(ev, NULL, 10) : 0;
     if (had_holder && old[0] != '\0' && (s = cut_off(re, old, path)) != NULL)
         return s;
+    rados_set_store_path(re, path); /* path is DIR/LOCK: the tree is DIR's */
+    char *slash = strrchr(re->store_path, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    else
+        re->store_path[0] = '\0';
     if (had_holder || !had_epoch) {
         snprintf(ev, sizeof ev, "%" PRIu64, ++epoch);
         if ((s = rados_set_xattr_tree(re, l->oid, RADOS_XATTR_EPOCH, ev)) != NULL)
@@ -272,7 +278,9 @@ lsm_status *rados_unlock_file(lsm_env *env, lsm_filelock *l)
     if (l->store) {
         rados_write_op_t op = rados_create_write_op();
         rados_write_op_rmxattr(op, RADOS_XATTR_HOLDER);
-        s = rados_operate(re, op, l->oid, "let go of", l->oid);
+        char lock[4200];
+        snprintf(lock, sizeof lock, "%s/LOCK", re->store_path);
+        s = rados_operate(re, op, l->oid, "let go of", lock);
         pthread_mutex_lock(&re->mu);
         re->lease = NULL;
         pthread_mutex_unlock(&re->mu);

@@ -1,8 +1,11 @@
 #!/bin/bash
-# Runs the RADOS test programs (test_rados_*) against a throwaway cluster:
-# starts it (tests/ceph/cluster.sh) under a temp dir, runs them with
-# tests/run.sh with LSM_CEPH_CONF set, and always stops it and removes its
-# files. A cluster that cannot start fails the run: RADOS tests never skip.
+# Runs RADOS test programs against a throwaway cluster:
+#   tests/ceph/run.sh PROG... [-- PROG...]
+# starts it (tests/ceph/cluster.sh) under a temp dir, runs the programs before
+# "--" (test_rados_*) and then those after it (store suites written for any
+# env) with LSM_TEST_ENV=rados, through tests/run.sh with LSM_CEPH_CONF set,
+# and always stops the cluster and removes its files. A cluster that cannot
+# start fails the run: RADOS tests never skip.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d /tmp/lsmfs-ceph-XXXXXX)
@@ -15,4 +18,13 @@ fi
 export LSM_CEPH_CONF=$dir/ceph.conf
 export CEPH_CONF=$dir/ceph.conf # what the tools read by default
 export LSM_CEPH_CLUSTER_DIR=$dir
-"$here/../run.sh" "$@"
+own=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do own+=("$1"); shift; done
+[ $# -gt 0 ] && shift
+rc=0
+"$here/../run.sh" "${own[@]}" || rc=1
+if [ $# -gt 0 ]; then
+    echo "=== over RADOS (LSM_TEST_ENV=rados): $*"
+    LSM_TEST_ENV=rados "$here/../run.sh" "$@" || rc=1
+fi
+exit $rc
