@@ -18,6 +18,7 @@ fi
 export LSM_CEPH_CONF=$dir/ceph.conf
 export CEPH_CONF=$dir/ceph.conf # what the tools read by default
 export LSM_CEPH_CLUSTER_DIR=$dir
+export LSM_CEPH_CLUSTER_SH=$here/cluster.sh # kill-osd / start-osd
 own=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do own+=("$1"); shift; done
 [ $# -gt 0 ] && shift

@@ -318,6 +318,61 @@ static void test_snapshot_mounted_while_writing(void **state)
     tm_free(a);
 }
 
+static int acked_total(struct writer *w, int n)
+{
+    int sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += atomic_load(&w[i].acked);
+    return sum;
+}
+
+/* Runs tests/ceph/cluster.sh CMD on the test cluster: its exit status. */
+static int cluster(const char *cmd)
+{
+    const char *sh = getenv("LSM_CEPH_CLUSTER_SH"), *dir = getenv("LSM_CEPH_CLUSTER_DIR");
+    if (sh == NULL || dir == NULL)
+        fail_msg("LSM_CEPH_CLUSTER_SH/DIR not set: run through tests/ceph/run.sh");
+    char *argv[] = {(char *)sh, (char *)cmd, (char *)dir, NULL};
+    return tm_run(argv, NULL, 60);
+}
+
+/* The OSD is killed (-9) and restarted during 8-writer delivery: the
+ * writers wait and go on (the lease, 30 s, outlasts the restart), nothing
+ * acknowledged is lost, fsck is clean. */
+static void test_osd_restart(void **state)
+{
+    (void)state;
+    char store[256];
+    store_name(store, sizeof store, "osd");
+    struct tmount *a = tm_new_at("lease_ms=30000", store, true);
+    assert_non_null(a);
+    make_maildir(a);
+    struct writer w[WRITERS];
+    pthread_t t[WRITERS];
+    start_writers(w, t, a, WRITERS);
+    tm_sleep_ms(1500);
+    assert_int_equal(cluster("kill-osd"), 0);
+    int at_kill = acked_total(w, WRITERS);
+    tm_sleep_ms(1000);
+    assert_true(acked_total(w, WRITERS) <= at_kill + WRITERS); /* they wait */
+    double t0 = tm_now();
+    assert_int_equal(cluster("start-osd"), 0);
+    while (acked_total(w, WRITERS) < at_kill + 4 * WRITERS) {
+        if (tm_now() - t0 > 60)
+            fail_msg("no delivery within 60 s of the OSD's restart");
+        tm_sleep_ms(100);
+    }
+    printf("osd restart: deliveries went on %.1f s after the restart\n", tm_now() - t0);
+    join_writers(w, t, WRITERS);
+    for (int i = 0; i < WRITERS; i++)
+        if (atomic_load(&w[i].first_error) != 0)
+            fail_msg("writer %d: %s", i, tm_errname(atomic_load(&w[i].first_error)));
+    check_acked(a, w, WRITERS);
+    assert_int_equal(tm_unmount(a), 0);
+    assert_int_equal(tm_fsck(a), 0);
+    tm_free(a);
+}
+
 /* Runs prog args..., expecting failure: its one-line message into out. */
 static int run_fails(char *out, size_t cap, const char *cmd)
 {
@@ -376,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_maildir_kill_takeover),
         cmocka_unit_test(test_split_brain),
         cmocka_unit_test(test_snapshot_mounted_while_writing),
+        cmocka_unit_test(test_osd_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
