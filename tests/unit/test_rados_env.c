@@ -5,6 +5,8 @@
 
 #include "rados_util.h"
 
+#include <rados/librados.h>
+
 #include <stdatomic.h>
 
 static lsm_env *env;
@@ -21,6 +23,31 @@ static int teardown(void **state)
     (void)state;
     env_rados_close(env);
     return 0;
+}
+
+/* dir's value in the pool's top directory ("d:ID"), via a raw omap read:
+ * its length, or -1. */
+static int rados_omap_lookup_dir(rados_ioctx_t io, const char *dir, char *val, size_t cap)
+{
+    rados_read_op_t op = rados_create_read_op();
+    rados_omap_iter_t it = NULL;
+    int prval = 0;
+    const char *keys[1] = {dir};
+    rados_read_op_omap_get_vals_by_keys(op, keys, 1, &it, &prval);
+    int r = rados_read_op_operate(op, io, "lsmfs.root", 0);
+    rados_release_read_op(op);
+    char *k, *v;
+    size_t n = 0;
+    if (r == 0 && rados_omap_get_next(it, &k, &v, &n) == 0 && k != NULL) {
+        n = n < cap - 1 ? n : cap - 1;
+        memcpy(val, v, n);
+        val[n] = '\0';
+    } else {
+        r = -1;
+    }
+    if (it)
+        rados_omap_get_end(it);
+    return r < 0 ? -1 : (int)n;
 }
 
 static void path_of(char *out, size_t cap, const char *dir, const char *name)
@@ -271,6 +298,49 @@ static void test_lease_refuses_second_writer(void **state)
     env_rados_close(other);
 }
 
+/* The lease contract: once a renewal fails (here: an operator broke the
+ * lock), the writer refuses every write itself (EIO, sticky), reads go on. */
+static void test_lost_lease_refuses_writes(void **state)
+{
+    (void)state;
+    char dir[128], oid[128];
+    tr_name(dir, sizeof dir, "lost");
+    lsm_env *a_env = tr_env(2000, false);
+    lsm_db *a = tu_open_db(dir, a_env, 0);
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(a, &wo, "k", 1, "v", 1));
+
+    /* Break A's lock from another client, as `rados lock break` would. */
+    rados_t c;
+    rados_ioctx_t io;
+    assert_int_equal(rados_create(&c, NULL), 0);
+    assert_int_equal(rados_conf_read_file(c, getenv("LSM_CEPH_CONF")), 0);
+    assert_int_equal(rados_connect(c), 0);
+    assert_int_equal(rados_ioctx_create(c, TR_POOL, &io), 0);
+    char val[64];
+    int n = rados_omap_lookup_dir(io, dir, val, sizeof val);
+    assert_true(n > 2);
+    snprintf(oid, sizeof oid, "lsmfs.d.%s", val + 2);
+    int excl;
+    char tag[128], clients[128], cookies[256], addrs[256];
+    size_t tl = sizeof tag, cl = sizeof clients, kl = sizeof cookies, al = sizeof addrs;
+    assert_int_equal(rados_list_lockers(io, oid, "lsmfs.writer", &excl, tag, &tl, clients, &cl,
+                                        cookies, &kl, addrs, &al),
+                     1);
+    assert_int_equal(rados_break_lock(io, oid, "lsmfs.writer", clients, cookies), 0);
+    rados_ioctx_destroy(io);
+    rados_shutdown(c);
+
+    sleep(2); /* past a renewal (every half second) */
+    lsm_status *s = lsm_put(a, &wo, "k", 1, "w", 1);
+    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
+    assert_true(tu_mentions(s, "lease"));
+    lsm_status_free(s);
+    tu_assert_value(a, "k", "v"); /* reads go on */
+    lsm_status_free(lsm_close(a));
+    env_rados_close(a_env);
+}
+
 /* Takeover: B breaks A's live lease (-o takeover), blocklists A and raises
  * the fence; A's next write is refused (EIO, sticky), B has A's synced
  * writes and nothing A tried after. */
@@ -322,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_store_write_reopen),
         cmocka_unit_test(test_checkpoint_read_while_writing),
         cmocka_unit_test(test_lease_refuses_second_writer),
+        cmocka_unit_test(test_lost_lease_refuses_writes),
         cmocka_unit_test(test_takeover_fences_old_writer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
