@@ -3,6 +3,7 @@
 #   make                 build everything into bin/
 #   make test            build and run every test (unit, integration, crash;
 #                        the integration tests once per FUSE transport offered)
+#   make rados-test      only the RADOS tests (a throwaway Ceph cluster)
 #   make test SAN=1      the same under AddressSanitizer + UBSan (build-asan/)
 #   make test SAN=thread the same under ThreadSanitizer (build-tsan/)
 #   make torture         the full I/O-error and out-of-memory sweeps
@@ -54,6 +55,8 @@ FUSE_LIB := $(shell pkg-config --libs fuse3 2>/dev/null)
 URING_LIB := $(shell pkg-config --libs liburing 2>/dev/null)
 LZ4_LIB  := $(shell pkg-config --libs liblz4 2>/dev/null)
 CMOCKA   := $(shell pkg-config --libs cmocka 2>/dev/null)
+# The store on Ceph RADOS (store/env_rados*.c); librados has no .pc file.
+RADOS_LIB := -lrados
 
 # LevelDB is optional: only lsmbench --engine=leveldb uses it.
 HAVE_LEVELDB := $(shell test -f /usr/include/leveldb/c.h && echo 1)
@@ -73,19 +76,25 @@ STORE_OBJ := $(STORE_SRC:%.c=$(BUILD)/%.o)
 FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
 LIBSTORE  := $(BUILD)/libstore.a
 LIBFS     := $(BUILD)/libfs.a
-STORE_LIBS := $(LIBSTORE) $(LZ4_LIB)
-FS_LIBS    := $(LIBFS) $(LIBSTORE) $(FUSE_LIB) $(URING_LIB) $(LZ4_LIB)
+STORE_LIBS := $(LIBSTORE) $(LZ4_LIB) $(RADOS_LIB)
+FS_LIBS    := $(LIBFS) $(LIBSTORE) $(FUSE_LIB) $(URING_LIB) $(LZ4_LIB) $(RADOS_LIB)
 
 PROGS := $(BIN)/lsmfs $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(BIN)/lsmctl $(BIN)/mount.lsmfs \
          $(BIN)/lsmbench $(BIN)/nowork-fs $(BIN)/bench-syncwake
-UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
-INTEG_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
+ALL_UNIT    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
+ALL_INTEG   := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
+# test_rados_* need the throwaway Ceph cluster tests/ceph/run.sh brings up.
+RADOS_TESTS := $(filter $(BUILD)/tests/test_rados_%,$(ALL_UNIT) $(ALL_INTEG))
+UNIT_TESTS  := $(filter-out $(RADOS_TESTS),$(ALL_UNIT))
+INTEG_TESTS := $(filter-out $(RADOS_TESTS),$(ALL_INTEG))
+# Store suites that also run over RADOS (testutil.h's tu_env).
+RADOS_ALSO  := $(BUILD)/tests/test_db_group_sync $(BUILD)/tests/test_db_checkpoint
 INTEG_LIB   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/integration/test_%,$(wildcard tests/integration/*.c)))
 
 # Keep objects of chained rules (test programs) between runs.
 .SECONDARY:
 
-.PHONY: all test unit-test integration-test torture clean install uninstall format mount umount
+.PHONY: all test unit-test integration-test rados-test torture clean install uninstall format mount umount
 all: $(PROGS)
 
 $(BUILD)/%.o: %.c
@@ -159,9 +168,12 @@ $(BUILD)/tests/test_failsync: $(BUILD)/tests/libfailsync.so
 # filesystems and must not fight over the two CPUs), each under a timeout.
 # The integration tests run once per transport the kernel offers (/dev/fuse,
 # and io_uring when the fuse module's enable_uring is Y), saying which.
-test: all $(UNIT_TESTS) $(INTEG_TESTS)
+test: all $(UNIT_TESTS) $(INTEG_TESTS) $(RADOS_TESTS)
 	@tests/run.sh $(UNIT_TESTS)
 	@LSMFS_BIN=$(abspath $(BIN)) tests/run_transports.sh $(INTEG_TESTS)
+	@LSMFS_BIN=$(abspath $(BIN)) tests/ceph/run.sh $(RADOS_TESTS) -- $(RADOS_ALSO)
+rados-test: all $(RADOS_TESTS) $(RADOS_ALSO)
+	@LSMFS_BIN=$(abspath $(BIN)) tests/ceph/run.sh $(RADOS_TESTS) -- $(RADOS_ALSO)
 unit-test: $(UNIT_TESTS)
 	@tests/run.sh $(UNIT_TESTS)
 integration-test: all $(INTEG_TESTS)

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "loop.h"
 #include "ops.h"
+#include "store_uri.h"
 #include "super.h"
 #include "uring.h"
 #include "lsmfs_version.h"
@@ -62,7 +63,8 @@ struct options {
     char *log;         /* -o log=syslog|stderr|FILE (log.h) */
 };
 
-enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_ALLOW_ROOT, KEY_ATIME, KEY_RO };
+enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_ALLOW_ROOT, KEY_ATIME, KEY_RO,
+       KEY_URI };
 
 static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("sync", KEY_SYNC),
@@ -76,6 +78,11 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("relatime", KEY_ATIME),
     FUSE_OPT_KEY("strictatime", KEY_ATIME),
     FUSE_OPT_KEY("ro", KEY_RO),
+    /* A store on RADOS (store_uri.h). */
+    FUSE_OPT_KEY("ceph_conf=", KEY_URI),
+    FUSE_OPT_KEY("ceph_id=", KEY_URI),
+    FUSE_OPT_KEY("takeover", KEY_URI),
+    FUSE_OPT_KEY("lease_ms=", KEY_URI),
     {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
     {"spin=%d", offsetof(struct options, spin_us), 0},
     {"readahead=%d", offsetof(struct options, readahead_kb), 0},
@@ -115,6 +122,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     case KEY_ATIME:
         o->atime = arg;
         return 0;
+    case KEY_URI:
+        store_uri_option(arg);
+        return 0;
     case KEY_RO: /* noted, and kept: the kernel refuses changes too */
         o->read_only = true;
         return 1;
@@ -127,7 +137,7 @@ static void usage(const char *prog)
 {
     printf("usage: %s STORE MOUNTPOINT [options]\n\n"
            "Mounts the lsmfs filesystem kept in the store directory STORE (made by\n"
-           "mkfs.lsmfs) at MOUNTPOINT.\n\n"
+           "mkfs.lsmfs) at MOUNTPOINT. STORE may be rados:POOL/NAME, a store on Ceph.\n\n"
            "lsmfs options:\n"
            "    -o sync                every operation is durable before it returns\n"
            "    -o writeback           let the kernel cache writes (fsync stays exact)\n"
@@ -136,6 +146,12 @@ static void usage(const char *prog)
            "                           read-only medium); a damaged log is served as of\n"
            "                           the records before the damage\n"
            "    -o cache_timeout=SEC   kernel entry/attribute cache timeout (default 3600)\n"
+           "    -o ceph_conf=PATH      for rados:POOL/NAME: ceph.conf (default $CEPH_CONF\n"
+           "                           or /etc/ceph/ceph.conf)\n"
+           "    -o ceph_id=NAME        the Ceph client (default admin: client.admin)\n"
+           "    -o takeover            take a RADOS store over from a live lease (its host\n"
+           "                           is known to be gone)\n"
+           "    -o lease_ms=MS         the writer's lease on RADOS (default 10000)\n"
            "    -o spin=USEC           after a request, the reader polls /dev/fuse this long\n"
            "                           before it sleeps (default %d; 0 never polls)\n"
            "    -o readahead=KB        the mount's readahead window (default %d; 0 keeps\n"
@@ -411,10 +427,12 @@ static char *prepare_mount(struct fuse_args *args, const struct options *o,
                            const struct fuse_cmdline_opts *co)
 {
     check_mountpoint(co->mountpoint, o->nonempty);
-    char *store = realpath(o->store, NULL);
+    bool rados = store_uri_is_rados(o->store);
+    char *store = rados ? strdup(o->store) : realpath(o->store, NULL);
     if (store == NULL)
         fail("%s: %s", o->store, strerror(errno));
-    check_placement(co->mountpoint, store);
+    if (!rados)
+        check_placement(co->mountpoint, store);
     add_mount_options(args, store);
     /* Reads never update access times: say so (the kernel's default,
      * relatime, would promise updates that never come). */
@@ -513,6 +531,7 @@ static int run(struct fuse_args *args, const struct options *o, const struct fus
         r = 1;
     }
     int cerr = unmount_and_close(se, &st, ring, shrink);
+    store_uri_shutdown();
     return (r != 0 || cerr != 0) ? 1 : 0;
 }
 

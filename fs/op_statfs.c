@@ -1,34 +1,41 @@
 /*
- * op_statfs.c — statfs: space from the disk under the store, "used" being
+ * op_statfs.c — statfs: space from the disk (or pool) under the store, "used" being
  * what the store's files occupy, and the live inode count. The store's
  * space reserve (lsm_options.reserve_bytes) counts neither as used nor as
  * free: it is for deletes only, as ext4's reserved blocks are.
  */
 #include "ops.h"
 
-#include <dirent.h>
+#include "env.h"
+
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/stat.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
 
-/* Bytes of disk the store directory's files occupy, but for the reserve
- * (the store's RESERVE file: lsm_options.reserve_bytes). */
-static uint64_t store_bytes(const char *dir)
+/* Bytes the store's files hold (through its env: local or RADOS), but for
+ * the reserve (the store's RESERVE file: lsm_options.reserve_bytes). */
+static uint64_t store_bytes(lsm_env *env, const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (d == NULL)
+    char **names;
+    int n;
+    lsm_status *s = env->get_children(env, dir, &names, &n);
+    if (s != NULL) {
+        lsm_status_free(s);
         return 0;
-    uint64_t total = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        struct stat st;
-        if (strcmp(e->d_name, "RESERVE") != 0 &&
-            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-            total += (uint64_t)st.st_blocks * 512;
     }
-    closedir(d);
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        uint64_t size;
+        if (strcmp(names[i], "RESERVE") == 0 ||
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path)
+            continue;
+        if ((s = env->file_size(env, path, &size)) == NULL)
+            total += size;
+        lsm_status_free(s); /* a directory (snapshots/) has no size */
+    }
+    env_free_children(names, n);
     return total;
 }
 
@@ -40,20 +47,24 @@ void op_statfs(fuse_req_t req, fuse_ino_t ino)
     (void)ino;
     lsmfs *fs = op_fs(req);
     stats_inc(&fs->stats.ops[OP_STATFS]);
-    struct statvfs host;
-    if (statvfs(fs->dir, &host) != 0) {
-        fuse_reply_err(req, errno);
+    uint64_t total, free_bytes;
+    lsm_status *s = fs->env->disk_free(fs->env, fs->path, &total, &free_bytes);
+    if (s != NULL) {
+        int e = lsm_status_errno(s);
+        lsm_status_free(s);
+        fuse_reply_err(req, e ? e : EIO);
         return;
     }
-    uint64_t bsize = host.f_frsize ? host.f_frsize : 4096;
-    uint64_t used = (store_bytes(fs->dir) + bsize - 1) / bsize;
+    uint64_t bsize = 4096;
+    uint64_t used = (store_bytes(fs->env, fs->path) + bsize - 1) / bsize;
     /* A reserve not held (given up to a full disk) is missing from the
      * free space, as if it were still there. */
     uint64_t reserve = 0, held = 1;
     (void)lsm_property_u64(fs->db, "lsm.reserve-bytes", &reserve);
     (void)lsm_property_u64(fs->db, "lsm.reserve-held", &held);
     uint64_t missing = held ? 0 : (reserve + bsize - 1) / bsize;
-    uint64_t avail = host.f_bavail > missing ? host.f_bavail - missing : 0;
+    uint64_t host_avail = free_bytes / bsize;
+    uint64_t avail = host_avail > missing ? host_avail - missing : 0;
     int64_t inodes = atomic_load(&fs->inodes);
     struct statvfs st = {
         .f_bsize = bsize,

@@ -7,17 +7,15 @@
 
 #include "super.h"
 
-#include <dirent.h>
+#include "env.h"
+
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static int say(char *err, size_t errlen, int e, const char *fmt, ...)
@@ -31,25 +29,26 @@ static int say(char *err, size_t errlen, int e, const char *fmt, ...)
     return e;
 }
 
-/* fsync of a directory: its entries made durable. 0 or an errno. */
-static int sync_dir(const char *path)
+/* The errno of s (EIO if it has none), s freed; 0 for success. */
+static int status_errno(lsm_status *s)
 {
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return errno;
-    int e = fsync(fd) == 0 ? 0 : errno;
-    close(fd);
-    return e;
+    if (s == NULL)
+        return 0;
+    int e = lsm_status_errno(s);
+    lsm_status_free(s);
+    return e ? e : EIO;
 }
 
-/* STORE/snapshots, made (durably) if missing. 0 or an errno. */
+/* STORE/snapshots, made (durably) if missing, through the store's env
+ * (local or RADOS). 0 or an errno. */
 static int snapshot_dir(const struct lsmfs *fs, char *out, size_t cap)
 {
-    if (snprintf(out, cap, "%s/" LSMFS_SNAPSHOT_DIR, fs->dir) >= (int)cap)
+    if (snprintf(out, cap, "%s/" LSMFS_SNAPSHOT_DIR, fs->path) >= (int)cap)
         return ENAMETOOLONG;
-    if (mkdir(out, 0700) == 0)
-        return sync_dir(fs->dir);
-    return errno == EEXIST ? 0 : errno;
+    if (fs->env->file_exists(fs->env, out))
+        return 0;
+    int e = status_errno(fs->env->create_dir(fs->env, out));
+    return e ? e : status_errno(fs->env->sync_dir(fs->env, fs->path));
 }
 
 int snapshot_create(struct lsmfs *fs, struct lsmfs_snap_create *c, char *err, size_t errlen)
@@ -63,8 +62,7 @@ int snapshot_create(struct lsmfs *fs, struct lsmfs_snap_create *c, char *err, si
     if (e != 0)
         return say(err, errlen, e, "snapshot directory %s: %s", dir, strerror(e));
     snprintf(path, sizeof path, "%s/%s", dir, c->name);
-    struct stat st;
-    if (lstat(path, &st) == 0)
+    if (fs->env->file_exists(fs->env, path))
         return say(err, errlen, EEXIST, "snapshot %s exists", path);
     lsm_checkpoint_info info;
     lsm_status *s = lsm_checkpoint_ex(fs->db, path, NULL, &info);
@@ -82,36 +80,34 @@ int snapshot_create(struct lsmfs *fs, struct lsmfs_snap_create *c, char *err, si
     return 0;
 }
 
-/* Removes every file in dir (a snapshot holds files only), then dir.
- * 0 or an errno. */
-static int remove_snapshot_files(const char *dir, int lock_fd)
+/* Removes every file in dir (a snapshot holds files only), LOCK last (a
+ * mount that comes meanwhile finds no store: no CURRENT), then lets go of
+ * lock and removes dir. 0 or an errno. */
+static int remove_snapshot_files(lsm_env *env, const char *dir, lsm_filelock *lock)
 {
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return errno;
-    int e = 0;
-    struct dirent *ent;
-    while (e == 0 && (ent = readdir(d)) != NULL) {
-        if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0 ||
-            strcmp(ent->d_name, "LOCK") == 0)
+    char **names;
+    int n, e = status_errno(env->get_children(env, dir, &names, &n));
+    char path[8192 + 512];
+    for (int i = 0; e == 0 && i < n; i++) {
+        if (strcmp(names[i], "LOCK") == 0)
             continue;
-        if (unlinkat(dirfd(d), ent->d_name, 0) != 0)
-            e = errno;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        e = status_errno(env->remove_file(env, path));
     }
-    /* LOCK last: a mount that comes now finds no store (no CURRENT). */
-    if (e == 0 && unlinkat(dirfd(d), "LOCK", 0) != 0 && errno != ENOENT)
-        e = errno;
-    closedir(d);
-    if (lock_fd >= 0)
-        close(lock_fd);
-    if (e == 0 && rmdir(dir) != 0)
-        e = errno;
-    return e;
+    if (e == 0)
+        env_free_children(names, n);
+    snprintf(path, sizeof path, "%s/LOCK", dir);
+    if (e == 0 && env->file_exists(env, path))
+        e = status_errno(env->remove_file(env, path));
+    if (lock != NULL)
+        lsm_status_free(env->unlock_file(env, lock));
+    return e ? e : status_errno(env->remove_dir(env, dir));
 }
 
 int snapshot_delete(struct lsmfs *fs, const char *name, char *err, size_t errlen)
 {
     static atomic_uint counter;
+    lsm_env *env = fs->env;
     char dir[4096], path[4096 + LSMFS_SNAPSHOT_NAME_MAX + 2];
     char hidden[sizeof path + 64], lock[sizeof path + 8];
     if (!snapshot_name_ok(name))
@@ -121,27 +117,29 @@ int snapshot_delete(struct lsmfs *fs, const char *name, char *err, size_t errlen
         return say(err, errlen, e, "snapshot directory %s: %s", dir, strerror(e));
     snprintf(path, sizeof path, "%s/%s", dir, name);
     snprintf(lock, sizeof lock, "%s/LOCK", path);
-    struct stat st;
-    if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+    if (!env->file_exists(env, path))
         return say(err, errlen, ENOENT, "no snapshot %s", path);
     /* Held until the LOCK file is gone: no mount can start meanwhile. */
-    int fd = open(lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        e = errno == EWOULDBLOCK ? EBUSY : errno;
-        close(fd);
+    lsm_filelock *held = NULL;
+    lsm_status *s = env->lock_file(env, lock, &held);
+    if (s != NULL) {
+        e = lsm_status_code(s) == LSM_BUSY ? EBUSY : status_errno(s);
+        if (e == EBUSY)
+            lsm_status_free(s);
         return say(err, errlen, e, "snapshot %s is in use (mounted?)", path);
     }
     snprintf(hidden, sizeof hidden, "%s/.%s.del-%ld-%u", dir, name, (long)getpid(),
              atomic_fetch_add(&counter, 1));
-    if (rename(path, hidden) != 0 || (e = sync_dir(dir)) != 0) {
-        e = e ? e : errno;
-        if (fd >= 0)
-            close(fd);
+    e = status_errno(env->rename_file(env, path, hidden));
+    if (e == 0)
+        e = status_errno(env->sync_dir(env, dir));
+    if (e != 0) {
+        lsm_status_free(env->unlock_file(env, held));
         return say(err, errlen, e, "snapshot %s: %s", path, strerror(e));
     }
-    e = remove_snapshot_files(hidden, fd);
+    e = remove_snapshot_files(env, hidden, held);
     if (e == 0)
-        e = sync_dir(dir);
+        e = status_errno(env->sync_dir(env, dir));
     if (e != 0)
         return say(err, errlen, e, "snapshot %s: removed from view, but its files in %s: %s",
                    path, hidden, strerror(e));
@@ -156,22 +154,29 @@ static bool leftover_name(const char *name)
 
 void snapshot_sweep_leftovers(const struct lsmfs *fs)
 {
+    lsm_env *env = fs->env;
     char dir[4096], path[4096 + 256];
-    if (snprintf(dir, sizeof dir, "%s/" LSMFS_SNAPSHOT_DIR, fs->dir) >= (int)sizeof dir)
+    if (snprintf(dir, sizeof dir, "%s/" LSMFS_SNAPSHOT_DIR, fs->path) >= (int)sizeof dir)
         return;
-    DIR *d = opendir(dir);
-    if (d == NULL)
+    if (!env->file_exists(env, dir))
         return; /* none taken yet */
-    struct dirent *ent;
-    while ((ent = readdir(d)) != NULL) {
-        if (!leftover_name(ent->d_name) ||
-            snprintf(path, sizeof path, "%s/%s", dir, ent->d_name) >= (int)sizeof path)
+    char **names;
+    int n;
+    lsm_status *s = env->get_children(env, dir, &names, &n);
+    if (s != NULL) {
+        fprintf(stderr, "lsmfs: listing %s for leftovers: %s\n", dir, lsm_status_message(s));
+        lsm_status_free(s);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!leftover_name(names[i]) ||
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path)
             continue;
-        int e = remove_snapshot_files(path, -1);
+        int e = remove_snapshot_files(env, path, NULL);
         if (e != 0)
             fprintf(stderr, "lsmfs: removing %s, left by a killed snapshot: %s\n", path,
                     strerror(e));
     }
-    closedir(d);
-    sync_dir(dir);
+    env_free_children(names, n);
+    lsm_status_free(env->sync_dir(env, dir));
 }

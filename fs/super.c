@@ -10,6 +10,8 @@
 #include "icount.h"
 #include "orphan.h"
 #include "schema.h"
+#include "env.h"
+#include "store_uri.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -31,7 +33,9 @@ static int open_failed(const char *dir, const lsm_status *s, char *err, size_t e
 {
     switch (lsm_status_code(s)) {
     case LSM_BUSY:
-        snprintf(err, errlen, "%s: store is mounted or in use by another process", dir);
+        snprintf(err, errlen, "%s: store is mounted or in use by another process%s%s", dir,
+                 store_uri_is_rados(dir) ? ": " : "",
+                 store_uri_is_rados(dir) ? lsm_status_message(s) : "");
         return EBUSY;
     case LSM_INVALID_ARGUMENT:
     case LSM_NOT_FOUND:
@@ -56,6 +60,37 @@ static int open_failed(const char *dir, const lsm_status *s, char *err, size_t e
     }
 }
 
+/* The env and path of the store at loc (a directory or rados:POOL/NAME),
+ * checked to hold a store (CURRENT) before lsm_open, which would leave a
+ * LOCK behind in a directory that is no store at all. 0 or an errno. */
+static int resolve_store(const char *loc, lsm_env **env, char **path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (!store_uri_is_rados(loc) && stat(loc, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", loc, strerror(errno));
+        return errno;
+    }
+    if (!store_uri_is_rados(loc) && !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a directory", loc);
+        return ENOTDIR;
+    }
+    lsm_status *s = store_uri_resolve(loc, env, path);
+    if (s != NULL) {
+        snprintf(err, errlen, "%s: %s", loc, lsm_status_message(s));
+        int e = lsm_status_code(s) == LSM_INVALID_ARGUMENT ? EINVAL : EIO;
+        lsm_status_free(s);
+        return e;
+    }
+    char current[PATH_MAX];
+    snprintf(current, sizeof current, "%s/CURRENT", *path);
+    if (!(*env)->file_exists(*env, current)) {
+        snprintf(err, errlen, "%s: not an lsmfs filesystem (no store found)", loc);
+        free(*path);
+        return EINVAL;
+    }
+    return 0;
+}
+
 int super_open_store(const char *dir, int flags, const char *who, lsm_db **db, char *err,
                      size_t errlen)
 {
@@ -66,23 +101,11 @@ int super_open_store_report(const char *dir, int flags, void (*report)(void *, c
                             void (*dropped_key)(void *, const void *, size_t), void *ctx,
                             lsm_db **db, char *err, size_t errlen)
 {
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
-        return errno;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "%s: not a directory", dir);
-        return ENOTDIR;
-    }
-    /* Check before lsm_open, which would leave a LOCK file behind in a
-     * directory that is no store at all. */
-    char current[PATH_MAX];
-    snprintf(current, sizeof current, "%s/CURRENT", dir);
-    if (access(current, F_OK) != 0) {
-        snprintf(err, errlen, "%s: not an lsmfs filesystem (no store found)", dir);
-        return EINVAL;
-    }
+    lsm_env *env;
+    char *path;
+    int e = resolve_store(dir, &env, &path, err, errlen);
+    if (e != 0)
+        return e;
     lsm_options o;
     lsm_options_init(&o);
     o.create_if_missing = false;
@@ -109,11 +132,13 @@ int super_open_store_report(const char *dir, int flags, void (*report)(void *, c
     o.report = report;
     o.report_dropped_key = dropped_key;
     o.report_ctx = ctx;
-    lsm_status *s = lsm_open(&o, dir, db);
+    o.env = env;
+    lsm_status *s = lsm_open(&o, path, db);
+    free(path);
     if (s == NULL)
         return 0;
     *db = NULL;
-    int e = open_failed(dir, s, err, errlen);
+    e = open_failed(dir, s, err, errlen);
     lsm_status_free(s);
     return e;
 }
@@ -237,6 +262,7 @@ static void fail_close(lsmfs *fs)
         alloc_destroy(&fs->alloc);
     lsm_status_free(lsm_close(fs->db));
     free(fs->dir);
+    free(fs->path);
     free(fs);
 }
 
@@ -259,7 +285,8 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
         return ENOMEM;
     }
     fs->cfg = *cfg;
-    fs->dir = realpath(cfg->store_dir, NULL);
+    fs->dir = store_uri_is_rados(cfg->store_dir) ? strdup(cfg->store_dir)
+                                                 : realpath(cfg->store_dir, NULL);
     if (fs->dir == NULL) {
         int e = errno;
         snprintf(err, errlen, "%s: %s", cfg->store_dir, strerror(e));
@@ -269,6 +296,11 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
     fs->cfg.store_dir = fs->dir;
     int flags = cfg->read_only ? SUPER_OPEN_RO | SUPER_OPEN_SALVAGE : SUPER_OPEN_RW;
     int e = super_open_store(fs->dir, flags, "lsmfs", &fs->db, err, errlen);
+    if (e == 0) { /* the same (process-wide) env the store was opened with */
+        lsm_status *s = store_uri_resolve(fs->dir, &fs->env, &fs->path);
+        e = s ? EIO : 0;
+        lsm_status_free(s);
+    }
     if (e == 0)
         e = super_read(fs->db, fs->dir, &fs->sb, err, errlen);
     if (e == 0) /* before this mount writes anything (icount.h) */
@@ -308,6 +340,7 @@ int lsmfs_close(lsmfs *fs)
     int e = s ? EIO : 0;
     lsm_status_free(s);
     free(fs->dir);
+    free(fs->path);
     free(fs);
     return e;
 }

@@ -33,7 +33,9 @@ typedef struct lsmfs {
     lsm_db *db;         /* [const] */
     schema_super sb;    /* [const] */
     lsmfs_config cfg;   /* [const] (store_dir points at `dir`) */
-    char *dir;          /* [const] absolute store directory */
+    char *dir;          /* [const] absolute store directory, or rados:POOL/NAME */
+    lsm_env *env;       /* [const] the env holding the store (store_uri.h) */
+    char *path;         /* [const] the store's path in env */
     icache *icache;     /* [const] pointer; the cache has its own locks */
     ino_alloc alloc;    /* its own mutex */
     reclaimer *reclaim; /* [const] pointer; its own mutex */

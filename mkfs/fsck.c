@@ -8,18 +8,22 @@
  * The checks themselves are fs/fsck.c.
  */
 #include "fsck.h"
-#include "lsmfs_version.h"
 #include "lsm.h"
+#include "lsmfs_version.h"
+#include "store_uri.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: fsck.lsmfs [-n|-y] [-v] DIR\n"
+    fprintf(out, "usage: fsck.lsmfs [-n|-y] [-v] [-o ceph_conf=PATH,ceph_id=NAME] "
+                 "DIR|rados:POOL/NAME\n"
                  "  -n   check only, change nothing (the default)\n"
                  "  -y   repair every problem found (-a and -p are synonyms)\n"
-                 "  -v   verbose\n");
+                 "  -v   verbose\n"
+                 "  -o   for a store on Ceph: ceph.conf and client name\n");
 }
 
 static void say_loose(void *ctx, const char *path, unsigned mode)
@@ -48,7 +52,7 @@ int main(int argc, char **argv)
     fsck_options o = {.out = stdout};
     int c;
     bool no = false;
-    while ((c = getopt(argc, argv, "nyapfvCh")) != -1) {
+    while ((c = getopt(argc, argv, "nyapfvCo:h")) != -1) {
         switch (c) {
         case 'n':
             no = true;
@@ -64,6 +68,15 @@ int main(int argc, char **argv)
         case 'v':
             o.verbose = true;
             break;
+        case 'o': {
+            char *bad = store_uri_options(optarg);
+            if (bad != NULL) {
+                fprintf(stderr, "fsck.lsmfs: unknown option -o %s\n", bad);
+                free(bad);
+                return FSCK_OPERATIONAL;
+            }
+            break;
+        }
         case 'h':
             usage(stdout);
             return FSCK_CLEAN;
@@ -79,8 +92,9 @@ int main(int argc, char **argv)
     const char *dir = argv[optind];
     o.progress = isatty(2);
     fsck_result r;
-    int loose = loose_modes(dir, o.repair);
+    int loose = store_uri_is_rados(dir) ? 0 : loose_modes(dir, o.repair);
     int rc = loose < 0 ? FSCK_OPERATIONAL : fsck_store(dir, &o, &r);
+    store_uri_shutdown();
     if (rc == FSCK_OPERATIONAL)
         return rc;
     if (loose > 0 && rc == FSCK_CLEAN)

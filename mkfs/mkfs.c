@@ -1,14 +1,17 @@
 /*
  * mkfs.c — mkfs.lsmfs: make an lsmfs filesystem in a store directory.
  *
- *   mkfs.lsmfs [-f] [-c chunk_size] [-i inline_limit] [-u uid] [-g gid] [-q] DIR
+ *   mkfs.lsmfs [-f] [-c chunk_size] [-i inline_limit] [-u uid] [-g gid] [-q]
+ *              [-o ceph_conf=PATH,ceph_id=NAME] DIR|rados:POOL/NAME
  *
  * Creates the store, the superblock, the allocator record and the root
  * directory, in one synchronous batch. Refuses a non-empty directory that
  * is not an lsmfs store; -f overwrites an existing (unmounted) lsmfs store.
  */
+#include "env.h"
 #include "lsm.h"
 #include "schema.h"
+#include "store_uri.h"
 #include "super.h"
 #include "lsmfs_version.h"
 
@@ -25,19 +28,22 @@ struct mkfs_opts {
     bool force, quiet;
     uint32_t chunk_size, inline_limit;
     uint32_t uid, gid;
-    const char *dir;
+    const char *dir; /* as given: a directory or rados:POOL/NAME */
+    lsm_env *env;    /* the env holding it (store_uri.h) */
+    char *path;      /* its path in env */
 };
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: mkfs.lsmfs [-f] [-c chunk_size] [-i inline_limit] [-u uid] [-g gid] "
-            "[-q] DIR\n"
+            "[-q] [-o ceph_conf=PATH,ceph_id=NAME] DIR|rados:POOL/NAME\n"
             "  -f   overwrite an existing lsmfs filesystem in DIR\n"
             "  -c   data chunk size, a power of two from 4K to 1M (default %uK)\n"
             "  -i   largest file kept inline in its inode, 0 to the chunk size (default %uK)\n"
             "  -u/-g  owner of the root directory (default: the caller)\n"
-            "  -q   quiet\n",
+            "  -q   quiet\n"
+            "  -o   for a store on Ceph: ceph.conf and client name\n",
             SCHEMA_DEFAULT_CHUNK / 1024, SCHEMA_DEFAULT_INLINE / 1024);
 }
 
@@ -95,6 +101,16 @@ static int take_option(struct mkfs_opts *o, int c, const char *arg)
     case 'g':
         ok = parse_id(arg, &o->gid);
         break;
+    case 'o': {
+        char *bad = store_uri_options(arg);
+        if (bad != NULL)
+            fprintf(stderr, "mkfs.lsmfs: unknown option -o %s\n", bad);
+        ok = bad == NULL;
+        free(bad);
+        if (!ok)
+            return 1;
+        break;
+    }
     case 'h':
         usage(stdout);
         exit(0);
@@ -117,7 +133,7 @@ static int parse_args(int argc, char **argv, struct mkfs_opts *o)
                             .gid = getgid()};
     version_help_or_exit(argc, argv, "mkfs.lsmfs", usage);
     int c;
-    while ((c = getopt(argc, argv, "fqc:i:u:g:h")) != -1)
+    while ((c = getopt(argc, argv, "fqc:i:u:g:o:h")) != -1)
         if (take_option(o, c, optarg) != 0)
             return 1;
     if (optind != argc - 1) {
@@ -133,19 +149,19 @@ static int parse_args(int argc, char **argv, struct mkfs_opts *o)
     return 0;
 }
 
-/* 1 if dir has entries other than . and .., 0 if empty, -1 on error. */
-static int dir_nonempty(const char *dir)
+/* 1 if the store's directory has entries, 0 if empty, -1 on error (said). */
+static int dir_nonempty(const struct mkfs_opts *o)
 {
-    DIR *d = opendir(dir);
-    if (d == NULL)
+    char **names;
+    int n;
+    lsm_status *s = o->env->get_children(o->env, o->path, &names, &n);
+    if (s != NULL) {
+        fprintf(stderr, "mkfs.lsmfs: %s: %s\n", o->dir, lsm_status_message(s));
+        lsm_status_free(s);
         return -1;
-    int found = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            found = 1;
-    closedir(d);
-    return found;
+    }
+    env_free_children(names, n);
+    return n > 0;
 }
 
 /* Whether dir holds an lsmfs filesystem (of any format version): 1 yes,
@@ -169,11 +185,12 @@ static int holds_lsmfs(const char *dir)
 }
 
 /* Removes the store in dir: 0, or 1 on failure (said on stderr). */
-static int remove_store(const char *dir)
+static int remove_store(const struct mkfs_opts *o)
 {
     lsm_options lo;
     lsm_options_init(&lo);
-    lsm_status *s = lsm_destroy(&lo, dir);
+    lo.env = o->env;
+    lsm_status *s = lsm_destroy(&lo, o->path);
     if (s != NULL) {
         fprintf(stderr, "mkfs.lsmfs: removing the old store: %s\n", lsm_status_message(s));
         lsm_status_free(s);
@@ -184,25 +201,32 @@ static int remove_store(const char *dir)
 
 /* Makes sure dir exists and may be (re)used; destroys an old lsmfs store
  * when forced. Returns 0 or 1 (with a message printed). */
-static int prepare_dir(const struct mkfs_opts *o)
+static int prepare_dir(struct mkfs_opts *o)
 {
-    struct stat st;
-    if (stat(o->dir, &st) != 0) {
-        if (errno == ENOENT)
-            return 0; /* lsm_open makes it: private, its entry synced */
-        fprintf(stderr, "mkfs.lsmfs: %s: %s\n", o->dir, strerror(errno));
-        return 1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "mkfs.lsmfs: %s: not a directory\n", o->dir);
-        return 1;
-    }
-    int ne = dir_nonempty(o->dir);
-    if (ne <= 0) {
-        if (ne < 0)
+    lsm_status *s = store_uri_resolve(o->dir, &o->env, &o->path);
+    if (s == NULL && !store_uri_is_rados(o->dir)) {
+        struct stat st;
+        if (stat(o->dir, &st) != 0) {
+            if (errno == ENOENT)
+                return 0; /* lsm_open makes it: private, its entry synced */
             fprintf(stderr, "mkfs.lsmfs: %s: %s\n", o->dir, strerror(errno));
-        return ne < 0;
+            return 1;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "mkfs.lsmfs: %s: not a directory\n", o->dir);
+            return 1;
+        }
     }
+    if (s == NULL && !o->env->file_exists(o->env, o->path))
+        s = o->env->create_dir(o->env, o->path);
+    if (s != NULL) {
+        fprintf(stderr, "mkfs.lsmfs: %s: %s\n", o->dir, lsm_status_message(s));
+        lsm_status_free(s);
+        return 1;
+    }
+    int ne = dir_nonempty(o);
+    if (ne <= 0)
+        return ne < 0;
     int holds = holds_lsmfs(o->dir);
     if (holds < 0)
         return 1;
@@ -219,7 +243,7 @@ static int prepare_dir(const struct mkfs_opts *o)
                 o->dir);
         return 1;
     }
-    return remove_store(o->dir);
+    return remove_store(o);
 }
 
 /* The superblock, allocator and root directory records. */
@@ -262,8 +286,9 @@ static int make_fs(const struct mkfs_opts *o)
     lsm_options_init(&lo);
     lo.create_if_missing = true;
     lo.error_if_exists = true;
+    lo.env = o->env;
     lsm_db *db;
-    lsm_status *s = lsm_open(&lo, o->dir, &db);
+    lsm_status *s = lsm_open(&lo, o->path, &db);
     if (s != NULL) {
         fprintf(stderr, "mkfs.lsmfs: creating the store in %s: %s\n", o->dir,
                 lsm_status_message(s));
@@ -294,7 +319,10 @@ static int make_fs(const struct mkfs_opts *o)
 int main(int argc, char **argv)
 {
     struct mkfs_opts o;
-    if (parse_args(argc, argv, &o) != 0 || prepare_dir(&o) != 0 || make_fs(&o) != 0)
+    int rc = parse_args(argc, argv, &o) != 0 || prepare_dir(&o) != 0 || make_fs(&o) != 0;
+    free(o.path);
+    store_uri_shutdown();
+    if (rc)
         return 1;
     if (!o.quiet)
         printf("lsmfs filesystem created in %s (format %d, chunk %u bytes, inline limit %u "

@@ -204,9 +204,11 @@ void db_hand_off_sync(lsm_db *db, struct wakeups *wk)
  * crowd of waiting groups gather, unless another sync is running — then
  * finishes the groups it covered. A failure is sticky: the kernel may have
  * dropped pages it could not write. Returns self's status (self may have
- * been finished meanwhile by an overlapping sync).
- * REQUIRES: mu held; may_start_sync; `self` waits in the sync list. */
-static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk)
+ * been finished meanwhile by an overlapping sync), *finished true; or,
+ * when it failed but a running sync still covers self, NULL and *finished
+ * false: self waits on. REQUIRES: mu held; may_start_sync; `self` waits in
+ * the sync list. */
+static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk, bool *finished)
 {
     assert(mutex_held(&db->mu) && db->syncs_running < SYNC_MAX && !db->wal_switching);
     db->syncs_running++; /* also keeps the WAL from being switched under us */
@@ -255,11 +257,18 @@ static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk)
     bool was_done = atomic_load_explicit(&self->state, memory_order_relaxed) == WRITER_DONE;
     db_finish_synced(db, s, self, wk);
     db_hand_off_sync(db, wk);
+    *finished = true;
     if (was_done) { /* an overlapping sync covered self: its verdict stands */
         lsm_status_free(s);
         return self->status;
     }
-    assert(atomic_load_explicit(&self->state, memory_order_relaxed) == WRITER_DONE);
+    if (atomic_load_explicit(&self->state, memory_order_relaxed) != WRITER_DONE) {
+        /* This sync failed while a later one that covers self still runs
+         * (invariant 9): self waits for that one's verdict. */
+        lsm_status_free(s);
+        *finished = false;
+        return NULL;
+    }
     lsm_status_free(self->status); /* the copy finish_synced made */
     return s;
 }
@@ -289,8 +298,13 @@ lsm_status *db_wait_durable(lsm_db *db, struct writer *g, struct writer *last, u
     atomic_store_explicit(&g->state, WRITER_WAITING, memory_order_relaxed);
     db_gather_signal(db);
     for (;;) {
-        if (may_start_sync(db, target))
-            return run_sync(db, g, wk);
+        if (may_start_sync(db, target)) {
+            bool finished;
+            lsm_status *s = run_sync(db, g, wk, &finished);
+            if (finished)
+                return s;
+            continue;
+        }
         mutex_unlock(&db->mu);
         db_wakeups_flush(wk);
         (void)db_writer_wait(g);

@@ -128,6 +128,7 @@ struct fault_env {
     struct fe_handle open;  /* GUARDED_BY(mu): sentinel of the open files */
     struct rule *rules;     /* GUARDED_BY(mu): oldest first */
     uint64_t sync_delay_us; /* GUARDED_BY(mu) */
+    bool sync_fails_late;   /* GUARDED_BY(mu) */
     uint64_t max_sleep_us;  /* GUARDED_BY(mu): 0, or sleep_micros' cap */
     bool lost_writeback;    /* GUARDED_BY(mu): fault_env_set_lost_writeback */
     bool avail_set;         /* GUARDED_BY(mu): disk_free reports at most avail_max */
@@ -338,6 +339,13 @@ void fault_env_set_max_sleep_us(fault_env *fe, uint64_t us)
 {
     fe_lock(fe);
     fe->max_sleep_us = us;
+    fe_unlock(fe);
+}
+
+void fault_env_set_sync_fails_late(fault_env *fe, bool on)
+{
+    fe_lock(fe);
+    fe->sync_fails_late = on;
     fe_unlock(fe);
 }
 
@@ -849,7 +857,10 @@ static lsm_status *fw_sync(lsm_wfile *wf)
         return swept;
     }
     op_begin(fe);
-    lsm_status *s = file_check(fe, &f->h, FAULT_SYNC, "sync");
+    fe_lock(fe);
+    bool late = fe->sync_fails_late;
+    fe_unlock(fe);
+    lsm_status *s = late ? NULL : file_check(fe, &f->h, FAULT_SYNC, "sync");
     if (s == NULL) {
         fe_lock(fe);
         uint64_t delay = fe->sync_delay_us;
@@ -857,7 +868,10 @@ static lsm_status *fw_sync(lsm_wfile *wf)
         fe_unlock(fe);
         if (delay > 0)
             fe->base->sleep_micros(fe->base, delay);
-        s = f->file->ops->sync(f->file);
+        if (late)
+            s = file_check(fe, &f->h, FAULT_SYNC, "sync");
+        if (s == NULL)
+            s = f->file->ops->sync(f->file);
         if (s == NULL) {
             fe_lock(fe);
             if (size > f->node->synced)

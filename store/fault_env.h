@@ -49,6 +49,10 @@ void fault_env_set_disk_avail(fault_env *fe, bool set, uint64_t avail);
 void fault_env_set_max_sleep_us(fault_env *fe, uint64_t us);
 /* Adds latency to every wfile sync (simulates a slow disk). */
 void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us);
+/* on: a wfile sync's injected failure (fault_env_fail) strikes at the end
+ * of its delay instead of at its start, so an early slow sync can fail
+ * while a later one still runs. Off by default. */
+void fault_env_set_sync_fails_late(fault_env *fe, bool on);
 /* Simulates a power cut on everything written through this env: unsynced
  * data and unsynced directory entries are dropped from the disk. Files that
  * were open at the cut are dead from then on: their appends, flushes and

@@ -17,6 +17,8 @@ else
     missing="$missing libfuse3-dev liblz4-dev liburing-dev"
 fi
 command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
+# The store on Ceph RADOS (store/env_rados.c) links librados.
+[ -f /usr/include/rados/librados.h ] || missing="$missing librados-dev"
 if [ $tests = 1 ]; then
     pkg-config --exists cmocka 2>/dev/null || missing="$missing libcmocka-dev"
     # The integration tests' ACL and xattr round trips (test_acl).
@@ -25,6 +27,9 @@ if [ $tests = 1 ]; then
     command -v rsync >/dev/null 2>&1 || missing="$missing rsync"
     # test_fs_ops reads its own call graph with objdump.
     command -v objdump >/dev/null 2>&1 || missing="$missing binutils"
+    # The RADOS tests' throwaway cluster (tests/ceph/cluster.sh).
+    command -v ceph-mon >/dev/null 2>&1 || missing="$missing ceph-mon"
+    command -v ceph-osd >/dev/null 2>&1 || missing="$missing ceph-osd"
 fi
 [ -z "$missing" ] && exit 0
 

@@ -20,6 +20,7 @@
  * in a child process of their own, so each reports its own peak RSS.
  */
 #include "lsm.h"
+#include "store_uri.h"
 #include "lsmbench_engine.h"
 
 #include <dirent.h>
@@ -72,7 +73,8 @@ static void usage(FILE *f)
             "  --value_size=B        (default 100)   --key_size=B (default 16)\n"
             "  --entries_per_batch=N puts per write batch (default 1)\n"
             "  --db=DIR              store directory (default /tmp/lsmbench/ENGINE;\n"
-            "                        with several engines DIR/ENGINE)\n"
+            "                        with several engines DIR/ENGINE; rados:POOL/NAME: on\n"
+            "                        Ceph, conf from $CEPH_CONF)\n"
             "  --use_existing_db=0|1 keep the store; fill benchmarks are skipped\n"
             "  --sync=0|1            sync every write (fillsync always does)\n"
             "  --engine=LIST         lsm, leveldb, or lsm,leveldb (default lsm)\n"
@@ -417,7 +419,11 @@ static char *e_open(const bench_open_options *bo, const char *dir, bench_db **ou
         o.group_commit_delay_us = (uint32_t)bo->commit_delay_us;
     o.wal_mode = bo->wal_mode;
     lsm_read_options_init(&h->ro);
-    lsm_status *s = lsm_open(&o, dir, &h->db);
+    char *path = NULL; /* --db may be rados:POOL/NAME (store_uri.h) */
+    lsm_status *s = store_uri_resolve(dir, &o.env, &path);
+    if (s == NULL)
+        s = lsm_open(&o, path, &h->db);
+    free(path);
     if (s != NULL) {
         free(h);
         return status_text(s);
@@ -439,7 +445,12 @@ static char *e_destroy(const char *dir)
 {
     lsm_options o;
     lsm_options_init(&o);
-    return status_text(lsm_destroy(&o, dir));
+    char *path = NULL;
+    lsm_status *s = store_uri_resolve(dir, &o.env, &path);
+    if (s == NULL)
+        s = lsm_destroy(&o, path);
+    free(path);
+    return status_text(s);
 }
 
 static bench_batch *e_batch_new(void)
@@ -1260,7 +1271,7 @@ static int run_engine(const flags *f, const bench_engine *eng, bool several)
         snprintf(dir, sizeof(dir), "%s/%s", f->db, eng->name);
     else
         snprintf(dir, sizeof(dir), "%s", f->db);
-    if (mkdir_parents(dir) != 0) {
+    if (!store_uri_is_rados(dir) && mkdir_parents(dir) != 0) {
         fprintf(stderr, "lsmbench: cannot create the parents of %s: %s\n", dir, strerror(errno));
         return 1;
     }

@@ -29,6 +29,7 @@
 #include "lsmctl_snapshot.h"
 #include "lsmctl_stats.h"
 #include "lsmfs_version.h"
+#include "store_uri.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -47,7 +48,9 @@ static void usage(FILE *f)
                "       lsmctl check DIR|MOUNTPOINT\n"
                "       lsmctl snapshot MNT NAME | MNT --list | MNT --delete NAME\n"
                "       lsmctl backup MNT|STORE DIR | list DIR | verify DIR [ID]\n"
-               "                     | purge DIR --keep N | restore DIR ID DEST\n");
+               "                     | purge DIR --keep N | restore DIR ID DEST\n"
+               "A store DIR may be rados:POOL/NAME (a store on Ceph); then give\n"
+               "-o ceph_conf=PATH,ceph_id=NAME before the command if needed.\n");
 }
 
 /* Prints the error, prefixed by `what` unless the message names it already
@@ -81,7 +84,11 @@ static lsm_db *open_store_with(const char *dir, bool write, void (*rep)(void *, 
     o.report = rep ? rep : report_stderr;
     o.report_ctx = ctx;
     lsm_db *db = NULL;
-    lsm_status *s = lsm_open(&o, dir, &db);
+    char *path = NULL;
+    lsm_status *s = store_uri_resolve(dir, &o.env, &path);
+    if (s == NULL)
+        s = lsm_open(&o, path, &db);
+    free(path);
     if (s) {
         fail(s, dir);
         return NULL;
@@ -265,6 +272,15 @@ static int cmd_check(const char *dir)
 int main(int argc, char **argv)
 {
     version_help_or_exit(argc, argv, "lsmctl", usage);
+    /* -o ceph_conf=PATH,ceph_id=NAME first: for stores on RADOS. */
+    for (; argc >= 3 && !strcmp(argv[1], "-o"); argc -= 2, argv += 2) {
+        char *bad = store_uri_options(argv[2]);
+        if (bad != NULL) {
+            fprintf(stderr, "lsmctl: unknown option -o %s\n", bad);
+            free(bad);
+            return 2;
+        }
+    }
     if (argc >= 2 && !strcmp(argv[1], "-h")) {
         usage(stdout);
         return 0;

@@ -816,6 +816,19 @@ struct tmount *tm_new_in(const char *opts, const char *store_dir)
     return m;
 }
 
+struct tmount *tm_new_at(const char *opts, const char *store, bool make)
+{
+    struct tmount *m = new_registered(false, opts);
+    if (!m)
+        return NULL;
+    snprintf(m->store, sizeof m->store, "%s", store);
+    if (!have_binaries() || (make && mkfs(m) != 0) || tm_mount(m) != 0) {
+        tm_free(m);
+        return NULL;
+    }
+    return m;
+}
+
 struct tmount *tm_new_external(void)
 {
     return new_registered(false, NULL);

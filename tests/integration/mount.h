@@ -67,6 +67,12 @@ struct tmount *tm_new(const char *opts);
  * removes store_dir after tm_free. NULL (after saying why) on failure. */
 struct tmount *tm_new_in(const char *opts, const char *store_dir);
 
+/* A mount of the store at `store` (a location such as rados:POOL/NAME;
+ * m->store holds it), made by mkfs.lsmfs first if `make`, else an existing
+ * one (a second daemon on a shared store). NULL (after saying why) on
+ * failure. */
+struct tmount *tm_new_at(const char *opts, const char *store, bool make);
+
 /* A fresh temp dir with an empty mount point (m->mnt) for a FUSE daemon the
  * test starts itself: no store, no mkfs, no daemon yet.  Set m->daemon to
  * the daemon's pid (a child of the test) as soon as it runs: from then on

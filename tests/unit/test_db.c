@@ -557,6 +557,31 @@ static void test_overlapping_sync_fails(void **state)
     fault_env_free(fe);
 }
 
+/* The earlier of two overlapping syncs fails while the later one, which
+ * covers its group too, still runs: that group waits for the later sync's
+ * verdict (invariant 9) — the store once asserted here (run_sync). Both
+ * writes succeed, the failure is sticky, both survive a power cut. */
+static void test_earlier_overlapping_sync_fails(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    struct slow_sync_arg a;
+    pthread_t t;
+    fault_env_set_sync_fails_late(fe, true);
+    lsm_db *db = start_slow_sync(fe, &a, &t);
+    fault_env_fail(fe, FAULT_SYNC, ".log", EIO, 0, 1); /* a's sync, at its end */
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(db, &wo, "b", 1, "2", 1)); /* b's sync started during a's */
+    pthread_join(t, NULL); /* a succeeded too (slow_sync_writer aborts if not) */
+    assert_true(atomic_load(&a.done));
+    ASSERT_FAILS(lsm_put(db, &wo, "c", 1, "3", 1), LSM_IO_ERROR, NULL);
+    db = power_cut_and_reopen(fe, db);
+    assert_value(db, "a", "1");
+    assert_value(db, "b", "2");
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 /* Appends n 1000-byte chunks under "F" + big-endian index, each batch also
  * rewriting one small "I" record (as the filesystem's data writes do). */
 static void append_chunks(lsm_db *db, int n)
@@ -892,6 +917,7 @@ int main(void)
         DB_TEST(test_write_may_wait_hint),
         DB_TEST(test_syncs_overlap),
         DB_TEST(test_overlapping_sync_fails),
+        DB_TEST(test_earlier_overlapping_sync_fails),
         DB_TEST(test_table_partitions),
         DB_TEST(test_sync_rule_and_power_cut),
         DB_TEST(test_power_cut_leaves_prefix),

@@ -83,7 +83,7 @@ static void test_sync_writer_behind_non_sync_leader(void **state)
     (void)state;
     char dir[256];
     tu_mkdtemp(dir, sizeof dir, "groupsync");
-    fault_env *fe = fault_env_new(lsm_env_default());
+    fault_env *fe = fault_env_new(tu_env()); /* POSIX, or RADOS under tests/ceph/run.sh */
     lsm_options o;
     tu_db_options(&o, fault_env_env(fe), WBS);
     o.max_memtable_bytes = 2 * WBS;

@@ -102,18 +102,6 @@ static void write_file(lsm_env *env, const char *path, const char *text, bool sy
     ASSERT_OK(f->ops->close(f));
 }
 
-static bool has_child(lsm_env *env, const char *dir, const char *name)
-{
-    char **names;
-    int n;
-    ASSERT_OK(env->get_children(env, dir, &names, &n));
-    bool found = false;
-    for (int i = 0; i < n; i++)
-        found |= strcmp(names[i], name) == 0;
-    env_free_children(names, n);
-    return found;
-}
-
 /* Entries in dir as the base filesystem has them (hidden ones included). */
 static int count_entries(const char *dir)
 {
@@ -751,7 +739,7 @@ static void test_fault_power_cut_rename(void **state)
     ASSERT_OK(env->rename_file(env, tmp, cur));
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     assert_memory_equal(got, "new", 3);
-    assert_false(has_child(env, x->dir, "CURRENT.tmp"));
+    assert_false(tu_has_child(env, x->dir, "CURRENT.tmp"));
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     ASSERT_OK(fault_env_power_cut(x->fe));
     fault_env_restart(x->fe);
@@ -804,7 +792,7 @@ static void test_fault_power_cut_remove(void **state)
     ASSERT_OK(env->sync_dir(env, x->dir));
     ASSERT_OK(env->remove_file(env, a));
     assert_false(env->file_exists(env, a));
-    assert_false(has_child(env, x->dir, "old.log"));
+    assert_false(tu_has_child(env, x->dir, "old.log"));
     assert_int_equal(count_entries(x->dir), 1); /* the hidden copy... */
     char **names;
     int n;

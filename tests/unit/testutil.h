@@ -29,10 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coding.h"
 #include "env.h"
+#include "env_rados.h"
 #include "lsm.h"
 #include "status.h"
 
@@ -58,15 +60,86 @@ static inline uint64_t tu_lcg31(uint64_t *state)
     return *state >> 33;
 }
 
+/* ------------------------------------------------------- the test env */
+
+/* The store suites that run over RADOS too (tests/ceph/run.sh sets
+ * LSM_TEST_ENV=rados and LSM_CEPH_CONF): there tu_env() is the test
+ * cluster's pool and tu_mkdtemp/tu_rmtree make and remove directories in
+ * it; elsewhere the POSIX env and /tmp. */
+static inline bool tu_on_rados(void)
+{
+    const char *e = getenv("LSM_TEST_ENV");
+    return e != NULL && strcmp(e, "rados") == 0;
+}
+
+/* The env the suites use: lsm_env_default(), or (tu_on_rados) one RADOS
+ * env for the whole program. */
+static inline lsm_env *tu_env(void)
+{
+    static lsm_env *rados;
+    if (!tu_on_rados())
+        return lsm_env_default();
+    if (rados == NULL) {
+        env_rados_options o;
+        env_rados_options_init(&o);
+        o.pool = "lsmfs"; /* tests/ceph/cluster.sh's */
+        o.ceph_conf = getenv("LSM_CEPH_CONF");
+        o.lease_ms = 3000;
+        if (o.ceph_conf == NULL)
+            fail_msg("LSM_TEST_ENV=rados without LSM_CEPH_CONF (use tests/ceph/run.sh)");
+        lsm_status *s = env_rados_open(&o, &rados);
+        if (s != NULL)
+            fail_msg("env_rados_open: %s", lsm_status_message(s));
+    }
+    return rados;
+}
+
 /* ----------------------------------------------- temporary directories */
 
-/* Makes a fresh directory /tmp/lsm-test-<name>-XXXXXX; its path goes to out. */
+/* Makes a fresh directory /tmp/lsm-test-<name>-XXXXXX (on RADOS:
+ * lsm-test-<name>-<pid>-<nanos> in the pool); its path goes to out. */
 static inline void tu_mkdtemp(char *out, size_t cap, const char *name)
 {
+    if (tu_on_rados()) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int n = snprintf(out, cap, "lsm-test-%s-%d-%ld%09ld", name, (int)getpid(),
+                         (long)ts.tv_sec, ts.tv_nsec);
+        assert_true(n > 0 && (size_t)n < cap);
+        lsm_env *env = tu_env();
+        lsm_status *s = env->create_dir(env, out);
+        if (s != NULL)
+            fail_msg("mkdir %s: %s", out, lsm_status_message(s));
+        return;
+    }
     int n = snprintf(out, cap, "/tmp/lsm-test-%s-XXXXXX", name);
     assert_true(n > 0 && (size_t)n < cap);
     if (mkdtemp(out) == NULL)
         fail_msg("mkdtemp %s: %s", out, strerror(errno));
+}
+
+/* Removes path (file or directory) and everything below it through env. */
+static inline void tu_env_rmtree(lsm_env *env, const char *path)
+{
+    lsm_status *s = env->remove_file(env, path);
+    if (s == NULL)
+        return;
+    lsm_status_free(s);
+    char **names;
+    int n;
+    if ((s = env->get_children(env, path, &names, &n)) != NULL) {
+        lsm_status_free(s);
+        return; /* nothing there */
+    }
+    for (int i = 0; i < n; i++) {
+        char sub[1024];
+        if (snprintf(sub, sizeof sub, "%s/%s", path, names[i]) >= (int)sizeof sub)
+            fail_msg("path too long");
+        tu_env_rmtree(env, sub);
+    }
+    env_free_children(names, n);
+    if ((s = env->remove_dir(env, path)) != NULL)
+        fail_msg("removing %s: %s", path, lsm_status_message(s));
 }
 
 static inline int tu_remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -81,6 +154,10 @@ static inline int tu_remove_one(const char *path, const struct stat *st, int fla
  * Fails the test if anything could not be removed. */
 static inline void tu_rmtree(const char *path)
 {
+    if (tu_on_rados()) {
+        tu_env_rmtree(tu_env(), path);
+        return;
+    }
     if (nftw(path, tu_remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
         fail_msg("removing %s: %s", path, strerror(errno));
 }
@@ -201,13 +278,26 @@ static inline bool tu_mentions(const lsm_status *s, const char *needle)
         lsm_status_free(s_);                                                                       \
     } while (0)
 
+/* Whether env lists name in dir. */
+static inline bool tu_has_child(lsm_env *env, const char *dir, const char *name)
+{
+    char **names;
+    int n;
+    ASSERT_OK(env->get_children(env, dir, &names, &n));
+    bool found = false;
+    for (int i = 0; i < n; i++)
+        found |= strcmp(names[i], name) == 0;
+    env_free_children(names, n);
+    return found;
+}
+
 /* Options that create a store in env (NULL: the default), with a write
  * buffer of wbs bytes (0: the default). */
 static inline void tu_db_options(lsm_options *o, lsm_env *env, size_t wbs)
 {
     lsm_options_init(o);
     o->create_if_missing = true;
-    o->env = env;
+    o->env = env ? env : tu_env();
     if (wbs)
         o->write_buffer_size = wbs;
 }
@@ -229,6 +319,7 @@ static inline lsm_db *tu_open_existing(const char *dir, bool read_only)
     lsm_options o;
     lsm_options_init(&o);
     o.read_only = read_only;
+    o.env = tu_env();
     lsm_db *db = NULL;
     ASSERT_OK(lsm_open(&o, dir, &db));
     return db;

@@ -1,0 +1,1121 @@
+/*
+ * env_rados.c — files and directories of the RADOS env; see env_rados.h.
+ * The lease and the fence are in env_rados_lease.c.
+ *
+ * A file's size is its object's size (rados_stat): appends need no second
+ * write to keep it. Objects that a crash left without a name (created, not
+ * yet entered in their directory) are garbage in the pool, never data.
+ */
+#include "env_rados_impl.h"
+
+#include "lsm_malloc.h"
+#include "status.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WFILE_BUF (256 * 1024)
+#define LIST_PAGE 1000
+/* What disk_free says when the cluster keeps no statistics (no mgr). */
+#define RADOS_SPACE_UNKNOWN (1ULL << 50)
+
+lsm_status *rados_error(int r, const char *what, const char *path)
+{
+    char msg[600];
+    snprintf(msg, sizeof msg, "rados %s %s", what, path);
+    return status_from_errno(r < 0 ? -r : r, msg);
+}
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ----------------------------------------------------- guard and operate */
+
+/* path without leading "/" and "./". */
+static const char *plain_path(const char *path)
+{
+    for (;;) {
+        if (path[0] == '/')
+            path++;
+        else if (path[0] == '.' && path[1] == '/')
+            path += 2;
+        else
+            return path;
+    }
+}
+
+/* Whether the object for path (a file, or a directory entry's directory)
+ * is in the fenced tree: path's directory is the store's or below it. */
+static bool in_fenced_tree(const struct rados_env *re, const char *path)
+{
+    const char *p = plain_path(path);
+    const char *slash = strrchr(p, '/');
+    size_t dirlen = slash ? (size_t)(slash - p) : 0;
+    size_t n = strlen(re->store_path);
+    return dirlen >= n && strncmp(p, re->store_path, n) == 0 && (dirlen == n || p[n] == '/');
+}
+
+lsm_status *rados_guard(struct rados_env *re, rados_write_op_t op, const char *what,
+                        const char *path)
+{
+    uint64_t epoch = atomic_load(&re->epoch);
+    if (epoch == 0 || !in_fenced_tree(re, path))
+        return NULL;
+    uint64_t until = atomic_load(&re->lease_valid_until);
+    if (until != 0 && mono_us() >= until)
+        atomic_store(&re->lease_lost, true);
+    if (atomic_load(&re->lease_lost))
+        return status_new(LSM_IO_ERROR, "rados %s %s: the writer's lease is lost, writes refused",
+                          what, path);
+    char v[24];
+    snprintf(v, sizeof v, "%" PRIu64, epoch);
+    rados_write_op_cmpxattr(op, RADOS_XATTR_EPOCH, LIBRADOS_CMPXATTR_OP_EQ, v, strlen(v));
+    return NULL;
+}
+
+void rados_set_store_path(struct rados_env *re, const char *dir)
+{
+    snprintf(re->store_path, sizeof re->store_path, "%s", plain_path(dir));
+    size_t n = strlen(re->store_path);
+    while (n > 0 && re->store_path[n - 1] == '/')
+        re->store_path[--n] = '\0';
+}
+
+static lsm_status *fenced_error(const char *what, const char *path)
+{
+    return status_new(LSM_IO_ERROR,
+                      "rados %s %s: refused, another writer has taken the store over (fence)",
+                      what, path);
+}
+
+lsm_status *rados_operate(struct rados_env *re, rados_write_op_t op, const char *oid,
+                          const char *what, const char *path)
+{
+    lsm_status *s = rados_guard(re, op, what, path);
+    if (s == NULL) {
+        int r = rados_write_op_operate(op, re->io, oid, NULL, 0);
+        if (r == -ECANCELED)
+            s = fenced_error(what, path);
+        else if (r < 0)
+            s = rados_error(r, what, path);
+    }
+    rados_release_write_op(op);
+    return s;
+}
+
+/* ------------------------------------------------------------ directories */
+
+/* The entry `name` of directory object dir: *found, and its value in val. */
+static lsm_status *dir_lookup(struct rados_env *re, const char *dir, const char *name,
+                              bool *found, char *val, size_t cap)
+{
+    rados_read_op_t op = rados_create_read_op();
+    rados_omap_iter_t it = NULL;
+    int prval = 0;
+    const char *keys[1] = {name};
+    rados_read_op_omap_get_vals_by_keys(op, keys, 1, &it, &prval);
+    int r = rados_read_op_operate(op, re->io, dir, 0);
+    rados_release_read_op(op);
+    *found = false;
+    if (r == -ENOENT) {
+        if (it)
+            rados_omap_get_end(it);
+        return NULL; /* a directory with no entries may have no object yet */
+    }
+    if (r < 0 || prval < 0) {
+        if (it)
+            rados_omap_get_end(it);
+        return rados_error(r < 0 ? r : prval, "lookup in", dir);
+    }
+    char *k, *v;
+    size_t vlen;
+    if (rados_omap_get_next(it, &k, &v, &vlen) == 0 && k != NULL) {
+        *found = true;
+        size_t n = vlen < cap - 1 ? vlen : cap - 1;
+        memcpy(val, v, n);
+        val[n] = '\0';
+    }
+    rados_omap_get_end(it);
+    return NULL;
+}
+
+/* Splits a value "f:OID" / "d:ID" into e. */
+static void entry_from_value(struct rados_entry *e, const char *val)
+{
+    e->is_dir = val[0] == 'd';
+    size_t n = strnlen(val + 2, 40);
+    size_t at = e->is_dir ? strlen(RADOS_DIR_PREFIX) : 0;
+    memcpy(e->oid, RADOS_DIR_PREFIX, at);
+    memcpy(e->oid + at, val + 2, n);
+    e->oid[at + n] = '\0';
+}
+
+/* Next component of *p (skipping slashes and "."), into comp; false at end. */
+static bool next_component(const char **p, char *comp, size_t cap)
+{
+    for (;;) {
+        while (**p == '/')
+            (*p)++;
+        if (**p == '\0')
+            return false;
+        size_t n = strcspn(*p, "/");
+        if (n >= cap)
+            n = cap - 1;
+        memcpy(comp, *p, n);
+        comp[n] = '\0';
+        *p += strcspn(*p, "/");
+        if (strcmp(comp, ".") != 0)
+            return true;
+    }
+}
+
+lsm_status *rados_resolve(struct rados_env *re, const char *path, struct rados_entry *e)
+{
+    memset(e, 0, sizeof *e);
+    snprintf(e->dir_oid, sizeof e->dir_oid, "%s", RADOS_ROOT_OBJ);
+    snprintf(e->oid, sizeof e->oid, "%s", RADOS_ROOT_OBJ);
+    e->found = e->is_dir = true; /* "" is the root */
+    const char *p = path;
+    char comp[256];
+    bool have = next_component(&p, comp, sizeof comp);
+    while (have) {
+        if (!e->found)
+            return rados_error(-ENOENT, "resolve", path);
+        if (!e->is_dir)
+            return rados_error(-ENOTDIR, "resolve", path);
+        snprintf(e->dir_oid, sizeof e->dir_oid, "%s", e->oid);
+        snprintf(e->name, sizeof e->name, "%s", comp);
+        char val[RADOS_OID_MAX + 4];
+        lsm_status *s = dir_lookup(re, e->dir_oid, comp, &e->found, val, sizeof val);
+        if (s)
+            return s;
+        if (e->found)
+            entry_from_value(e, val);
+        else
+            e->oid[0] = e->is_dir = 0;
+        have = next_component(&p, comp, sizeof comp);
+    }
+    return NULL;
+}
+
+lsm_status *rados_dir_oid(struct rados_env *re, const char *path, char *oid)
+{
+    struct rados_entry e;
+    lsm_status *s = rados_resolve(re, path, &e);
+    if (s == NULL && !e.found)
+        s = rados_error(-ENOENT, "directory", path);
+    else if (s == NULL && !e.is_dir)
+        s = rados_error(-ENOTDIR, "directory", path);
+    if (s == NULL)
+        snprintf(oid, RADOS_OID_MAX, "%s", e.oid);
+    return s;
+}
+
+/* A fresh id, 16 hex digits from the kernel's random source. */
+static void new_id(char *out, size_t cap)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+        r = mono_us() ^ ((uint64_t)getpid() << 32);
+    snprintf(out, cap, "%016" PRIx64, r);
+}
+
+/* Sets (or, val NULL, removes) entry name in dir object dir, guarded. */
+static lsm_status *dir_set(struct rados_env *re, const char *dir, const char *name,
+                           const char *val, const char *path)
+{
+    rados_write_op_t op = rados_create_write_op();
+    if (val != NULL) {
+        const char *keys[1] = {name}, *vals[1] = {val};
+        size_t lens[1] = {strlen(val)};
+        rados_write_op_omap_set(op, keys, vals, lens, 1);
+    } else {
+        const char *keys[1] = {name};
+        rados_write_op_omap_rm_keys(op, keys, 1);
+    }
+    return rados_operate(re, op, dir, val ? "enter" : "remove entry", path);
+}
+
+/* Page by page, the entries of dir object dir: fn(ctx, name, value). */
+static lsm_status *dir_list(struct rados_env *re, const char *dir, const char *path,
+                            lsm_status *(*fn)(void *ctx, const char *name, const char *val),
+                            void *ctx)
+{
+    char after[256] = "";
+    for (;;) {
+        rados_read_op_t op = rados_create_read_op();
+        rados_omap_iter_t it = NULL;
+        unsigned char more = 0;
+        int prval = 0;
+        rados_read_op_omap_get_vals2(op, after, "", LIST_PAGE, &it, &more, &prval);
+        int r = rados_read_op_operate(op, re->io, dir, 0);
+        rados_release_read_op(op);
+        if (r == -ENOENT) {
+            if (it)
+                rados_omap_get_end(it);
+            return NULL;
+        }
+        if (r < 0 || prval < 0) {
+            if (it)
+                rados_omap_get_end(it);
+            return rados_error(r < 0 ? r : prval, "list", path);
+        }
+        char *k, *v;
+        size_t vlen;
+        lsm_status *s = NULL;
+        while (s == NULL && rados_omap_get_next(it, &k, &v, &vlen) == 0 && k != NULL) {
+            char val[RADOS_OID_MAX + 4];
+            size_t n = vlen < sizeof val - 1 ? vlen : sizeof val - 1;
+            memcpy(val, v, n);
+            val[n] = '\0';
+            snprintf(after, sizeof after, "%s", k);
+            s = fn(ctx, k, val);
+        }
+        rados_omap_get_end(it);
+        if (s != NULL || !more)
+            return s;
+    }
+}
+
+/* ------------------------------------------------------- name counts */
+
+/* Reads an object's name count (lsmfs.refs). */
+static lsm_status *refs_get(struct rados_env *re, const char *oid, uint64_t *refs)
+{
+    char v[24];
+    int r = rados_getxattr(re->io, oid, RADOS_XATTR_REFS, v, sizeof v - 1);
+    if (r < 0)
+        return rados_error(r, "read name count of", oid);
+    v[r] = '\0';
+    *refs = strtoull(v, NULL, 10);
+    return NULL;
+}
+
+/* Adds delta (+1/-1) to oid's name count; the object goes with its last
+ * name. REQUIRES: re->mu held. */
+static lsm_status *refs_add(struct rados_env *re, const char *oid, int delta, const char *path)
+{
+    uint64_t refs = 0;
+    lsm_status *s = refs_get(re, oid, &refs);
+    if (s)
+        return s;
+    rados_write_op_t op = rados_create_write_op();
+    char old[24], now[24];
+    snprintf(old, sizeof old, "%" PRIu64, refs);
+    snprintf(now, sizeof now, "%" PRIu64, refs + (uint64_t)(int64_t)delta);
+    rados_write_op_cmpxattr(op, RADOS_XATTR_REFS, LIBRADOS_CMPXATTR_OP_EQ, old, strlen(old));
+    if (delta < 0 && refs <= 1)
+        rados_write_op_remove(op);
+    else
+        rados_write_op_setxattr(op, RADOS_XATTR_REFS, now, strlen(now));
+    return rados_operate(re, op, oid, delta < 0 ? "drop a name of" : "add a name to", path);
+}
+
+static lsm_status *unref(struct rados_env *re, const char *oid, const char *path)
+{
+    pthread_mutex_lock(&re->mu);
+    lsm_status *s = refs_add(re, oid, -1, path);
+    pthread_mutex_unlock(&re->mu);
+    return s;
+}
+
+/* Creates object oid with one name (and the fence epoch, if any). */
+static lsm_status *object_create(struct rados_env *re, const char *oid, const char *path)
+{
+    rados_write_op_t op = rados_create_write_op();
+    rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
+    rados_write_op_setxattr(op, RADOS_XATTR_REFS, "1", 1);
+    uint64_t epoch = atomic_load(&re->epoch);
+    if (epoch != 0) {
+        char v[24];
+        snprintf(v, sizeof v, "%" PRIu64, epoch);
+        rados_write_op_setxattr(op, RADOS_XATTR_EPOCH, v, strlen(v));
+    }
+    if (atomic_load(&re->lease_lost)) {
+        rados_release_write_op(op);
+        return status_new(LSM_IO_ERROR, "rados create %s: the writer's lease is lost", path);
+    }
+    int r = rados_write_op_operate(op, re->io, oid, NULL, 0);
+    rados_release_write_op(op);
+    return r < 0 ? rados_error(r, "create", path) : NULL;
+}
+
+/* ------------------------------------------------------------- wfile */
+
+/* An append in flight: its completion, and whether it has been answered. */
+struct pending {
+    rados_completion_t c;
+    struct rados_wfile *f;
+    uint64_t seq;
+    int ret;
+    bool done;
+    struct pending *next;
+};
+
+/* Appends collect in buf and go out as one guarded aio write op at flush
+ * (or when buf is full); sends are pipelined, in order. A sync sends what
+ * is buffered and waits until every send up to its own is acknowledged.
+ * A failed send is sticky: every later append, flush and sync fails. */
+struct rados_wfile {
+    lsm_wfile base;
+    struct rados_env *re;
+    char oid[RADOS_OID_MAX];
+    char *path;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *buf;             /* GUARDED_BY(mu) */
+    size_t len;            /* GUARDED_BY(mu) */
+    uint64_t sent;         /* GUARDED_BY(mu): sends made */
+    uint64_t acked;        /* GUARDED_BY(mu): every send <= acked is answered */
+    struct pending *head;  /* GUARDED_BY(mu): sends not yet reaped, oldest first */
+    struct pending *tail;  /* GUARDED_BY(mu) */
+    lsm_status *err;       /* GUARDED_BY(mu): sticky */
+};
+
+/* librados' callback: marks p answered, advances acked. */
+static void send_done(rados_completion_t c, void *arg)
+{
+    struct pending *p = arg;
+    struct rados_wfile *f = p->f;
+    pthread_mutex_lock(&f->mu);
+    p->ret = rados_aio_get_return_value(c);
+    p->done = true;
+    for (struct pending *q = f->head; q != NULL && q->done; q = q->next)
+        f->acked = q->seq;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* Releases the answered sends at the head, keeping the first error.
+ * REQUIRES: f->mu held. */
+static void reap(struct rados_wfile *f)
+{
+    while (f->head != NULL && f->head->done && f->head->seq <= f->acked) {
+        struct pending *p = f->head;
+        if (p->ret < 0 && f->err == NULL)
+            f->err = p->ret == -ECANCELED ? fenced_error("append to", f->path)
+                                          : rados_error(p->ret, "append to", f->path);
+        f->head = p->next;
+        if (f->head == NULL)
+            f->tail = NULL;
+        rados_aio_release(p->c);
+        free(p);
+    }
+}
+
+/* Sends the buffer as one guarded append. REQUIRES: f->mu held. */
+static lsm_status *send_buf(struct rados_wfile *f)
+{
+    if (f->err)
+        return status_copy(f->err);
+    if (f->len == 0)
+        return NULL;
+    struct pending *p = lsm_calloc(1, sizeof *p);
+    if (p == NULL)
+        return status_new(LSM_IO_ERROR, "append to %s: out of memory", f->path);
+    rados_write_op_t op = rados_create_write_op();
+    lsm_status *s = rados_guard(f->re, op, "append to", f->path);
+    int r = 0;
+    if (s == NULL) {
+        rados_write_op_append(op, f->buf, f->len);
+        p->f = f;
+        p->seq = f->sent + 1;
+        r = rados_aio_create_completion2(p, send_done, &p->c);
+        if (r == 0)
+            r = rados_aio_write_op_operate(op, f->re->io, p->c, f->oid, NULL, 0);
+    }
+    rados_release_write_op(op);
+    if (s == NULL && r < 0) {
+        if (p->c)
+            rados_aio_release(p->c);
+        s = rados_error(r, "append to", f->path);
+    }
+    if (s != NULL) {
+        free(p);
+        f->err = status_copy(s);
+        return s;
+    }
+    f->sent = p->seq;
+    f->len = 0;
+    if (f->tail)
+        f->tail->next = p;
+    else
+        f->head = p;
+    f->tail = p;
+    return NULL;
+}
+
+static lsm_status *wfile_append(lsm_wfile *base, const void *data, size_t n)
+{
+    struct rados_wfile *f = (struct rados_wfile *)base;
+    const char *src = data;
+    lsm_status *s = NULL;
+    pthread_mutex_lock(&f->mu);
+    reap(f);
+    if (f->err)
+        s = status_copy(f->err);
+    while (s == NULL && n > 0) {
+        size_t take = WFILE_BUF - f->len < n ? WFILE_BUF - f->len : n;
+        memcpy(f->buf + f->len, src, take);
+        f->len += take;
+        src += take;
+        n -= take;
+        if (f->len == WFILE_BUF)
+            s = send_buf(f);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return s;
+}
+
+static lsm_status *wfile_flush(lsm_wfile *base)
+{
+    struct rados_wfile *f = (struct rados_wfile *)base;
+    pthread_mutex_lock(&f->mu);
+    reap(f);
+    lsm_status *s = send_buf(f);
+    pthread_mutex_unlock(&f->mu);
+    return s;
+}
+
+/* Sends the buffer, then waits for every send up to it. */
+static lsm_status *wfile_sync(lsm_wfile *base)
+{
+    struct rados_wfile *f = (struct rados_wfile *)base;
+    pthread_mutex_lock(&f->mu);
+    lsm_status *s = send_buf(f);
+    uint64_t want = f->sent;
+    while (s == NULL && f->acked < want)
+        pthread_cond_wait(&f->cv, &f->mu);
+    reap(f);
+    if (s == NULL && f->err)
+        s = status_copy(f->err);
+    pthread_mutex_unlock(&f->mu);
+    return s;
+}
+
+/* Room ahead is nothing to RADOS: appends go out as they come. */
+static lsm_status *wfile_preallocate(lsm_wfile *base, uint64_t len, enum wfile_space mode)
+{
+    (void)base;
+    (void)len;
+    (void)mode;
+    return NULL;
+}
+
+static lsm_status *wfile_close(lsm_wfile *base)
+{
+    struct rados_wfile *f = (struct rados_wfile *)base;
+    pthread_mutex_lock(&f->mu);
+    lsm_status *s = send_buf(f);
+    while (f->acked < f->sent)
+        pthread_cond_wait(&f->cv, &f->mu);
+    reap(f);
+    if (s == NULL && f->err)
+        s = status_copy(f->err);
+    pthread_mutex_unlock(&f->mu);
+    lsm_status_free(f->err);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    free(f->buf);
+    free(f->path);
+    free(f);
+    return s;
+}
+
+static const struct lsm_wfile_ops rados_wfile_ops = {
+    .append = wfile_append,
+    .flush = wfile_flush,
+    .sync = wfile_sync,
+    .preallocate = wfile_preallocate,
+    .close = wfile_close,
+};
+
+/* A fresh object under path's name; a file that had the name loses it. */
+static lsm_status *rados_new_wfile(lsm_env *env, const char *path, lsm_wfile **out)
+{
+    struct rados_env *re = rados_env_of(env);
+    *out = NULL;
+    struct rados_entry e;
+    lsm_status *s = rados_resolve(re, path, &e);
+    if (s == NULL && e.found && e.is_dir)
+        s = rados_error(-EISDIR, "create", path);
+    struct rados_wfile *f = s ? NULL : lsm_calloc(1, sizeof *f);
+    if (s == NULL && (f == NULL || (f->buf = lsm_malloc(WFILE_BUF)) == NULL ||
+                      (f->path = lsm_strdup(path)) == NULL))
+        s = status_new(LSM_IO_ERROR, "create %s: out of memory", path);
+    if (s == NULL) {
+        snprintf(f->oid, sizeof f->oid, "lsmfs.f.");
+        new_id(f->oid + strlen(f->oid), sizeof f->oid - strlen(f->oid));
+        s = object_create(re, f->oid, path);
+    }
+    char val[RADOS_OID_MAX + 4];
+    if (s == NULL) {
+        snprintf(val, sizeof val, "f:%s", f->oid);
+        s = dir_set(re, e.dir_oid, e.name, val, path);
+        if (s != NULL)
+            lsm_status_free(unref(re, f->oid, path));
+    }
+    if (s == NULL && e.found)
+        lsm_status_free(unref(re, e.oid, path)); /* the old file; its name is gone */
+    if (s != NULL) {
+        if (f) {
+            free(f->buf);
+            free(f->path);
+        }
+        free(f);
+        return s;
+    }
+    f->base.ops = &rados_wfile_ops;
+    f->re = re;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    *out = &f->base;
+    return NULL;
+}
+
+/* ------------------------------------------------------- reading files */
+
+struct rados_rfile {
+    union {
+        lsm_sfile s;
+        lsm_rfile r;
+    } base;
+    struct rados_env *re;
+    char oid[RADOS_OID_MAX];
+    char *path;
+    uint64_t pos; /* sfile only */
+};
+
+/* Reads up to n bytes at off; *got < n only at the object's end. */
+static lsm_status *read_at(struct rados_rfile *f, uint64_t off, void *buf, size_t n, size_t *got)
+{
+    *got = 0;
+    while (*got < n) {
+        size_t want = n - *got;
+        if (want > (64u << 20))
+            want = 64u << 20;
+        int r = rados_read(f->re->io, f->oid, (char *)buf + *got, want, off + *got);
+        if (r < 0)
+            return rados_error(r, "read", f->path);
+        *got += (size_t)r;
+        if ((size_t)r < want)
+            break;
+    }
+    return NULL;
+}
+
+static lsm_status *sfile_read(lsm_sfile *base, void *buf, size_t n, size_t *got)
+{
+    struct rados_rfile *f = (struct rados_rfile *)base;
+    lsm_status *s = read_at(f, f->pos, buf, n, got);
+    f->pos += *got;
+    return s;
+}
+
+static lsm_status *sfile_skip(lsm_sfile *base, uint64_t n)
+{
+    ((struct rados_rfile *)base)->pos += n;
+    return NULL;
+}
+
+static lsm_status *rfile_pread(lsm_rfile *base, uint64_t off, void *buf, size_t n, size_t *got)
+{
+    return read_at((struct rados_rfile *)base, off, buf, n, got);
+}
+
+static void rfile_close_any(struct rados_rfile *f)
+{
+    free(f->path);
+    free(f);
+}
+
+static void sfile_close(lsm_sfile *base)
+{
+    rfile_close_any((struct rados_rfile *)base);
+}
+
+static void rfile_close(lsm_rfile *base)
+{
+    rfile_close_any((struct rados_rfile *)base);
+}
+
+static const struct lsm_sfile_ops rados_sfile_ops = {
+    .read = sfile_read, .skip = sfile_skip, .close = sfile_close};
+static const struct lsm_rfile_ops rados_rfile_ops = {.pread = rfile_pread, .close = rfile_close};
+
+/* The file at path, which must exist. */
+static lsm_status *resolve_file(struct rados_env *re, const char *path, struct rados_entry *e)
+{
+    lsm_status *s = rados_resolve(re, path, e);
+    if (s == NULL && !e->found)
+        s = rados_error(-ENOENT, "open", path);
+    else if (s == NULL && e->is_dir)
+        s = rados_error(-EISDIR, "open", path);
+    return s;
+}
+
+static lsm_status *open_reader(lsm_env *env, const char *path, struct rados_rfile **out)
+{
+    struct rados_env *re = rados_env_of(env);
+    struct rados_entry e;
+    *out = NULL;
+    lsm_status *s = resolve_file(re, path, &e);
+    if (s)
+        return s;
+    struct rados_rfile *f = lsm_calloc(1, sizeof *f);
+    if (f == NULL || (f->path = lsm_strdup(path)) == NULL) {
+        free(f);
+        return status_new(LSM_IO_ERROR, "open %s: out of memory", path);
+    }
+    f->re = re;
+    snprintf(f->oid, sizeof f->oid, "%s", e.oid);
+    *out = f;
+    return NULL;
+}
+
+static lsm_status *rados_new_sfile(lsm_env *env, const char *path, lsm_sfile **out)
+{
+    struct rados_rfile *f;
+    lsm_status *s = open_reader(env, path, &f);
+    if (s == NULL) {
+        f->base.s.ops = &rados_sfile_ops;
+        *out = &f->base.s;
+    }
+    return s;
+}
+
+static lsm_status *rados_new_rfile(lsm_env *env, const char *path, lsm_rfile **out)
+{
+    struct rados_rfile *f;
+    lsm_status *s = open_reader(env, path, &f);
+    if (s == NULL) {
+        f->base.r.ops = &rados_rfile_ops;
+        *out = &f->base.r;
+    }
+    return s;
+}
+
+/* -------------------------------------------------- directory and files */
+
+static bool rados_file_exists(lsm_env *env, const char *path)
+{
+    struct rados_entry e;
+    lsm_status *s = rados_resolve(rados_env_of(env), path, &e);
+    bool found = s == NULL && e.found;
+    lsm_status_free(s);
+    return found;
+}
+
+struct names {
+    char **v;
+    int n, cap;
+};
+
+static lsm_status *add_name(void *ctx, const char *name, const char *val)
+{
+    (void)val;
+    struct names *nm = ctx;
+    if (nm->n == nm->cap) {
+        int cap = nm->cap ? nm->cap * 2 : 16;
+        char **v = lsm_realloc(nm->v, (size_t)cap * sizeof *v);
+        if (v == NULL)
+            return status_new(LSM_IO_ERROR, "list: out of memory");
+        nm->v = v;
+        nm->cap = cap;
+    }
+    if ((nm->v[nm->n] = lsm_strdup(name)) == NULL)
+        return status_new(LSM_IO_ERROR, "list: out of memory");
+    nm->n++;
+    return NULL;
+}
+
+static lsm_status *rados_get_children(lsm_env *env, const char *dir, char ***names, int *n)
+{
+    struct rados_env *re = rados_env_of(env);
+    *names = NULL;
+    *n = 0;
+    char oid[RADOS_OID_MAX];
+    lsm_status *s = rados_dir_oid(re, dir, oid);
+    struct names nm = {0};
+    if (s == NULL)
+        s = dir_list(re, oid, dir, add_name, &nm);
+    if (s != NULL) {
+        env_free_children(nm.v, nm.n);
+        return s;
+    }
+    *names = nm.v;
+    *n = nm.n;
+    return NULL;
+}
+
+static lsm_status *rados_remove_file(lsm_env *env, const char *path)
+{
+    struct rados_env *re = rados_env_of(env);
+    struct rados_entry e;
+    lsm_status *s = resolve_file(re, path, &e);
+    if (s == NULL)
+        s = dir_set(re, e.dir_oid, e.name, NULL, path);
+    if (s == NULL)
+        s = unref(re, e.oid, path);
+    return s;
+}
+
+/* One write op when both names are in one directory (CURRENT's publish). */
+static lsm_status *rados_rename_file(lsm_env *env, const char *from, const char *to)
+{
+    struct rados_env *re = rados_env_of(env);
+    struct rados_entry a, b;
+    lsm_status *s = rados_resolve(re, from, &a);
+    if (s == NULL && !a.found)
+        s = rados_error(-ENOENT, "rename", from);
+    if (s == NULL)
+        s = rados_resolve(re, to, &b);
+    if (s == NULL && b.found && b.is_dir != a.is_dir)
+        s = rados_error(a.is_dir ? -ENOTDIR : -EISDIR, "rename to", to);
+    if (s)
+        return s;
+    char val[RADOS_OID_MAX + 4];
+    snprintf(val, sizeof val, "%c:%s", a.is_dir ? 'd' : 'f',
+             a.is_dir ? a.oid + strlen(RADOS_DIR_PREFIX) : a.oid);
+    if (strcmp(a.dir_oid, b.dir_oid) == 0) {
+        rados_write_op_t op = rados_create_write_op();
+        const char *keys[1] = {b.name}, *vals[1] = {val}, *rm[1] = {a.name};
+        size_t lens[1] = {strlen(val)};
+        rados_write_op_omap_rm_keys(op, rm, 1);
+        rados_write_op_omap_set(op, keys, vals, lens, 1);
+        s = rados_operate(re, op, a.dir_oid, "rename", to);
+    } else {
+        s = dir_set(re, b.dir_oid, b.name, val, to);
+        if (s == NULL)
+            s = dir_set(re, a.dir_oid, a.name, NULL, from);
+    }
+    if (s == NULL && b.found && !b.is_dir && strcmp(b.oid, a.oid) != 0)
+        lsm_status_free(unref(re, b.oid, to)); /* replaced: its name is gone */
+    return s;
+}
+
+static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *to)
+{
+    struct rados_env *re = rados_env_of(env);
+    struct rados_entry a, b;
+    lsm_status *s = resolve_file(re, from, &a);
+    if (s == NULL)
+        s = rados_resolve(re, to, &b);
+    if (s == NULL && b.found)
+        s = rados_error(-EEXIST, "link to", to);
+    if (s)
+        return s;
+    pthread_mutex_lock(&re->mu);
+    s = refs_add(re, a.oid, +1, from);
+    pthread_mutex_unlock(&re->mu);
+    char val[RADOS_OID_MAX + 4];
+    snprintf(val, sizeof val, "f:%s", a.oid);
+    if (s == NULL && (s = dir_set(re, b.dir_oid, b.name, val, to)) != NULL)
+        lsm_status_free(unref(re, a.oid, from));
+    return s;
+}
+
+/* A directory at path: an existing one is fine unless must_be_new. */
+static lsm_status *make_dir(lsm_env *env, const char *path, bool must_be_new)
+{
+    struct rados_env *re = rados_env_of(env);
+    pthread_mutex_lock(&re->mu);
+    struct rados_entry e;
+    lsm_status *s = rados_resolve(re, path, &e);
+    if (s == NULL && e.found && must_be_new)
+        s = status_new(LSM_INVALID_ARGUMENT, "mkdir %s: something is there already", path);
+    if (s == NULL && e.found && !e.is_dir)
+        s = rados_error(-ENOTDIR, "mkdir", path);
+    if (s == NULL && !e.found) {
+        char id[24], val[32], oid[RADOS_OID_MAX];
+        new_id(id, sizeof id);
+        snprintf(val, sizeof val, "d:%s", id);
+        snprintf(oid, sizeof oid, "%s%s", RADOS_DIR_PREFIX, id);
+        s = object_create(re, oid, path);
+        if (s == NULL)
+            s = dir_set(re, e.dir_oid, e.name, val, path);
+    }
+    pthread_mutex_unlock(&re->mu);
+    return s;
+}
+
+static lsm_status *rados_create_dir(lsm_env *env, const char *path)
+{
+    return make_dir(env, path, false);
+}
+
+static lsm_status *rados_create_dir_new(lsm_env *env, const char *path)
+{
+    return make_dir(env, path, true);
+}
+
+/* RADOS has no links, owners or modes: a name is a file or a directory of
+ * the store's client, private by the pool's caps (the env.h privacy rule
+ * holds by construction). */
+static lsm_status *rados_path_info(lsm_env *env, const char *path, lsm_path_info *out)
+{
+    struct rados_entry e;
+    lsm_status *s = rados_resolve(rados_env_of(env), path, &e);
+    if (s != NULL)
+        return s;
+    *out = (lsm_path_info){
+        .kind = !e.found ? LSM_PATH_NONE : e.is_dir ? LSM_PATH_DIR : LSM_PATH_FILE,
+        .perm = e.is_dir ? ENV_DIR_MODE : ENV_FILE_MODE,
+        .uid = (uint32_t)geteuid(),
+        .mine = true,
+    };
+    return NULL;
+}
+
+static lsm_status *rados_make_private(lsm_env *env, const char *path)
+{
+    (void)env;
+    (void)path;
+    return NULL; /* nothing to tighten: see rados_path_info */
+}
+
+static lsm_status *not_empty(void *ctx, const char *name, const char *val)
+{
+    (void)ctx;
+    (void)val;
+    return rados_error(-ENOTEMPTY, "rmdir: holds", name);
+}
+
+static lsm_status *rados_remove_dir(lsm_env *env, const char *path)
+{
+    struct rados_env *re = rados_env_of(env);
+    char oid[RADOS_OID_MAX];
+    struct rados_entry e;
+    lsm_status *s = rados_dir_oid(re, path, oid);
+    if (s == NULL)
+        s = dir_list(re, oid, path, not_empty, NULL);
+    if (s == NULL)
+        s = rados_resolve(re, path, &e);
+    if (s == NULL)
+        s = dir_set(re, e.dir_oid, e.name, NULL, path);
+    if (s == NULL) {
+        rados_write_op_t op = rados_create_write_op();
+        rados_write_op_remove(op);
+        lsm_status_free(rados_operate(re, op, oid, "rmdir", path));
+    }
+    return s;
+}
+
+static lsm_status *rados_file_size(lsm_env *env, const char *path, uint64_t *size)
+{
+    struct rados_env *re = rados_env_of(env);
+    struct rados_entry e;
+    *size = 0;
+    lsm_status *s = resolve_file(re, path, &e);
+    time_t mtime;
+    int r = s ? 0 : rados_stat(re->io, e.oid, size, &mtime);
+    return s ? s : r < 0 ? rados_error(r, "stat", path) : NULL;
+}
+
+/* Every acknowledged append is on every replica: nothing to do but check
+ * the name. */
+static lsm_status *rados_sync_file(lsm_env *env, const char *path)
+{
+    struct rados_entry e;
+    return resolve_file(rados_env_of(env), path, &e);
+}
+
+static lsm_status *rados_sync_dir(lsm_env *env, const char *path)
+{
+    char oid[RADOS_OID_MAX];
+    return rados_dir_oid(rados_env_of(env), path, oid);
+}
+
+static lsm_status *rados_truncate_file(lsm_env *env, const char *path, uint64_t len)
+{
+    struct rados_env *re = rados_env_of(env);
+    uint64_t size;
+    lsm_status *s = rados_file_size(env, path, &size);
+    if (s != NULL || size <= len)
+        return s;
+    struct rados_entry e;
+    if ((s = resolve_file(re, path, &e)) != NULL)
+        return s;
+    rados_write_op_t op = rados_create_write_op();
+    rados_write_op_truncate(op, len);
+    return rados_operate(re, op, e.oid, "truncate", path);
+}
+
+/* The cluster's free space (a pool quota is not seen here). */
+static lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total,
+                                   uint64_t *avail)
+{
+    struct rados_cluster_stat_t st;
+    int r = rados_cluster_stat(rados_env_of(env)->cluster, &st);
+    if (r < 0) {
+        *total = *avail = 0;
+        return rados_error(r, "cluster stat for", path);
+    }
+    *total = st.kb * 1024;
+    *avail = st.kb_avail * 1024;
+    if (st.kb == 0) /* no statistics (a cluster without a mgr): unknown, not full */
+        *total = *avail = RADOS_SPACE_UNKNOWN;
+    return NULL;
+}
+
+static uint64_t rados_now_micros(lsm_env *env)
+{
+    (void)env;
+    return mono_us();
+}
+
+static void rados_sleep_micros(lsm_env *env, uint64_t us)
+{
+    lsm_env *d = lsm_env_default();
+    (void)env;
+    d->sleep_micros(d, us);
+}
+
+/* ------------------------------------------------------------ the tree */
+
+struct tree_ctx {
+    struct rados_env *re;
+    const char *name, *value;
+};
+
+static lsm_status *set_one(void *ctx, const char *name, const char *val)
+{
+    struct tree_ctx *t = ctx;
+    struct rados_entry e;
+    memset(&e, 0, sizeof e);
+    entry_from_value(&e, val);
+    if (e.is_dir)
+        return rados_set_xattr_tree(t->re, e.oid, t->name, t->value);
+    int r = rados_setxattr(t->re->io, e.oid, t->name, t->value, strlen(t->value));
+    return r < 0 && r != -ENOENT ? rados_error(r, "set fence on", name) : NULL;
+}
+
+lsm_status *rados_set_xattr_tree(struct rados_env *re, const char *dir_oid, const char *name,
+                                 const char *value)
+{
+    int r = rados_setxattr(re->io, dir_oid, name, value, strlen(value));
+    if (r < 0)
+        return rados_error(r, "set fence on", dir_oid);
+    struct tree_ctx t = {re, name, value};
+    return dir_list(re, dir_oid, dir_oid, set_one, &t);
+}
+
+/* ---------------------------------------------------------- the env */
+
+void env_rados_options_init(env_rados_options *o)
+{
+    memset(o, 0, sizeof *o);
+}
+
+static const lsm_env rados_env_table = {
+    .new_wfile = rados_new_wfile,
+    .new_sfile = rados_new_sfile,
+    .new_rfile = rados_new_rfile,
+    .file_exists = rados_file_exists,
+    .get_children = rados_get_children,
+    .remove_file = rados_remove_file,
+    .rename_file = rados_rename_file,
+    .link_file = rados_link_file,
+    .create_dir = rados_create_dir,
+    .create_dir_new = rados_create_dir_new,
+    .path_info = rados_path_info,
+    .make_private = rados_make_private,
+    .remove_dir = rados_remove_dir,
+    .file_size = rados_file_size,
+    .sync_file = rados_sync_file,
+    .truncate_file = rados_truncate_file,
+    .sync_dir = rados_sync_dir,
+    .lock_file = rados_lock_file,
+    .unlock_file = rados_unlock_file,
+    .lock_file_shared = rados_lock_file_shared,
+    .disk_free = rados_disk_free,
+    .now_micros = rados_now_micros,
+    .sleep_micros = rados_sleep_micros,
+};
+
+bool env_is_rados(const lsm_env *env)
+{
+    return env != NULL && env->new_wfile == rados_new_wfile;
+}
+
+/* Reads the conf and connects; a one-line status naming what failed. */
+static lsm_status *connect_cluster(struct rados_env *re, const env_rados_options *o)
+{
+    const char *id = o->ceph_id ? o->ceph_id : "admin";
+    if (strncmp(id, "client.", 7) == 0)
+        id += 7;
+    const char *conf = o->ceph_conf ? o->ceph_conf : getenv("CEPH_CONF");
+    if (conf == NULL)
+        conf = "/etc/ceph/ceph.conf";
+    int r = rados_create(&re->cluster, id);
+    if (r < 0)
+        return rados_error(r, "create client", id);
+    if ((r = rados_conf_read_file(re->cluster, conf)) < 0)
+        return status_new(LSM_IO_ERROR, "ceph: cannot read ceph.conf %s: %s", conf, strerror(-r));
+    char t[16];
+    snprintf(t, sizeof t, "%u", o->connect_timeout_s ? o->connect_timeout_s : 10);
+    rados_conf_set(re->cluster, "client_mount_timeout", t);
+    rados_conf_set(re->cluster, "rados_mon_op_timeout", t);
+    if ((r = rados_connect(re->cluster)) < 0)
+        return status_new(LSM_IO_ERROR,
+                          "ceph: cannot connect as client.%s with %s: %s (cluster down, wrong "
+                          "key or conf?)",
+                          id, conf, strerror(-r));
+    if ((r = rados_ioctx_create(re->cluster, o->pool, &re->io)) < 0)
+        return status_new(r == -ENOENT ? LSM_INVALID_ARGUMENT : LSM_IO_ERROR,
+                          "ceph: pool %s: %s", o->pool,
+                          r == -ENOENT ? "no such pool" : strerror(-r));
+    return NULL;
+}
+
+lsm_status *env_rados_open(const env_rados_options *o, lsm_env **out)
+{
+    *out = NULL;
+    struct rados_env *re = lsm_calloc(1, sizeof *re);
+    if (re == NULL)
+        return status_new(LSM_IO_ERROR, "ceph: out of memory");
+    re->env = rados_env_table;
+    re->lease_ms = o->lease_ms ? o->lease_ms : 10000;
+    re->takeover = o->takeover;
+    pthread_mutex_init(&re->mu, NULL);
+    lsm_status *s = connect_cluster(re, o);
+    if (s != NULL) {
+        env_rados_close(&re->env);
+        return s;
+    }
+    *out = &re->env;
+    return NULL;
+}
+
+void env_rados_close(lsm_env *env)
+{
+    if (env == NULL)
+        return;
+    struct rados_env *re = rados_env_of(env);
+    if (re->io)
+        rados_ioctx_destroy(re->io);
+    if (re->cluster)
+        rados_shutdown(re->cluster);
+    pthread_mutex_destroy(&re->mu);
+    free(re);
+}
+
+uint64_t env_rados_takeover_us(lsm_env *env)
+{
+    return atomic_load(&rados_env_of(env)->takeover_us);
+}
+
+uint64_t env_rados_epoch(lsm_env *env)
+{
+    return atomic_load(&rados_env_of(env)->epoch);
+}

@@ -1,0 +1,60 @@
+/*
+ * env_rados.h — an lsm_env over Ceph RADOS (librados' C API).
+ *
+ * Paths are relative to the env's pool: "mail1/000005.log". Every directory
+ * is one RADOS object whose omap maps a name to "f:OID" (a file: its own
+ * object) or "d:ID" (a subdirectory: object "lsmfs.d.ID"); "lsmfs.root" is
+ * the pool's top directory. A rename is one write op on the directory
+ * object, so CURRENT's publish stays atomic; a file object counts its names
+ * (xattr lsmfs.refs), so link_file is copy-free and remove_file drops the
+ * object with its last name. Appends are buffered and sent with
+ * rados_aio_write_op_operate, pipelined; a sync waits for the OSDs'
+ * acknowledgement of everything appended before it (an OSD acknowledges
+ * once every replica has the write), so sync_dir and sync_file have
+ * nothing left to do.
+ *
+ * lock_file is a lease and a fence (see env_rados_lease.c): an exclusive
+ * RADOS lock with a duration, renewed by a thread; once held, every write
+ * op the env sends carries a cmpxattr guard on the store's fence epoch, so
+ * a writer that another host has taken over from has every write refused
+ * by the OSDs (EIO to the store), and a lease that could not be renewed in
+ * time makes the env refuse writes itself before it can lapse. One store
+ * writer per env.
+ */
+#ifndef LSM_ENV_RADOS_H
+#define LSM_ENV_RADOS_H
+
+#include "env.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct env_rados_options {
+    const char *pool;      /* required */
+    const char *ceph_conf; /* NULL: $CEPH_CONF, else /etc/ceph/ceph.conf */
+    const char *ceph_id;   /* NULL: "admin" (client.admin); "client." prefix optional */
+    uint32_t lease_ms;     /* the writer's lease; 0: 10000 */
+    /* lock_file breaks a live holder's lock (an operator knows its host is
+     * gone) instead of failing with LSM_BUSY. */
+    bool takeover;
+    /* How long connecting may take before it fails (seconds; 0: 10). */
+    uint32_t connect_timeout_s;
+} env_rados_options;
+
+void env_rados_options_init(env_rados_options *o);
+
+/* Connects to the cluster and opens the pool: a clear one-line error for a
+ * missing pool, a bad conf or key, or a cluster that does not answer. */
+lsm_status *env_rados_open(const env_rados_options *o, lsm_env **out);
+/* Only after every store using it is closed. */
+void env_rados_close(lsm_env *env);
+/* True for an env made by env_rados_open. */
+bool env_is_rados(const lsm_env *env);
+
+/* Measurements for benchmarks and tests. */
+/* Microseconds the last takeover took (lock won to fence raised), 0 if none. */
+uint64_t env_rados_takeover_us(lsm_env *env);
+/* The fence epoch this env writes under (0: it holds no lease). */
+uint64_t env_rados_epoch(lsm_env *env);
+
+#endif

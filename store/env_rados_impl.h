@@ -1,0 +1,91 @@
+/*
+ * env_rados_impl.h — what env_rados.c (files and directories) and
+ * env_rados_lease.c (lease and fence) share. Not a public header.
+ */
+#ifndef LSM_ENV_RADOS_IMPL_H
+#define LSM_ENV_RADOS_IMPL_H
+
+#include "env_rados.h"
+
+#include <pthread.h>
+#include <rados/librados.h>
+#include <stdatomic.h>
+
+#define RADOS_ROOT_OBJ "lsmfs.root"
+#define RADOS_DIR_PREFIX "lsmfs.d."
+#define RADOS_XATTR_EPOCH "lsmfs.epoch"
+#define RADOS_XATTR_REFS "lsmfs.refs"
+#define RADOS_XATTR_HOLDER "lsmfs.holder"
+#define RADOS_OID_MAX 64
+
+typedef struct lsm_filelock lsm_filelock;
+
+struct rados_env {
+    lsm_env env; /* first: the env handed out */
+    rados_t cluster;
+    rados_ioctx_t io;
+    uint32_t lease_ms;
+    bool takeover;
+    /* Guards name-count changes (read, compare, write of lsmfs.refs) and
+     * directory creation, so this process never races itself. */
+    pthread_mutex_t mu;
+    /* The fence: 0 until a lease is held; then every write op on a
+     * non-root object carries cmpxattr(lsmfs.epoch == epoch). Written once
+     * by the lease's holder before any guarded write, read by all. */
+    _Atomic uint64_t epoch;
+    /* Set (for good) when the lease was lost or may have lapsed: every
+     * write is refused with EIO. */
+    atomic_bool lease_lost;
+    /* Monotonic micros until which the lease is certainly ours (less a
+     * margin); 0 while no lease is held. Written by the renewer. */
+    _Atomic uint64_t lease_valid_until;
+    _Atomic uint64_t takeover_us;
+    struct lsm_filelock *lease; /* GUARDED_BY(mu): the store lease, at most one */
+    /* The leased store's directory (plain path): the fence covers it and
+     * everything below. Written (rados_set_store_path) only while epoch is
+     * 0, before the lease holder sets epoch; read once epoch != 0. */
+    char store_path[4096];
+};
+
+static inline struct rados_env *rados_env_of(lsm_env *env)
+{
+    return (struct rados_env *)env;
+}
+
+/* What a path names: its parent directory's object, the last component,
+ * and (found) the entry's value "f:OID" / "d:ID". */
+struct rados_entry {
+    char dir_oid[RADOS_OID_MAX]; /* the parent directory's object */
+    char name[256];
+    bool found;
+    bool is_dir;
+    char oid[RADOS_OID_MAX]; /* found: the file's or directory's object */
+};
+
+lsm_status *rados_resolve(struct rados_env *re, const char *path, struct rados_entry *e);
+/* A directory's object (ENOENT / ENOTDIR as a status). "" is the root. */
+lsm_status *rados_dir_oid(struct rados_env *re, const char *path, char *oid);
+/* Adds the fence guard to op on the object for path (a file, or the
+ * directory holding entry path): nothing before a lease is held or outside
+ * the leased store's tree. Refuses (EIO status) when the lease is lost or
+ * may lapse before op lands. */
+lsm_status *rados_guard(struct rados_env *re, rados_write_op_t op, const char *what,
+                        const char *path);
+/* Sets the leased store's directory. REQUIRES: epoch 0 (no lease held). */
+void rados_set_store_path(struct rados_env *re, const char *dir);
+/* Runs op on oid, the object for path as rados_guard says (released here);
+ * a refused guard is EIO naming the fence. */
+lsm_status *rados_operate(struct rados_env *re, rados_write_op_t op, const char *oid,
+                          const char *what, const char *path);
+/* status for a librados error code r < 0. */
+lsm_status *rados_error(int r, const char *what, const char *path);
+/* Every object under the directory object dir_oid (recursively, the
+ * directory objects included) gets xattr name = value. */
+lsm_status *rados_set_xattr_tree(struct rados_env *re, const char *dir_oid, const char *name,
+                                 const char *value);
+
+lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out);
+lsm_status *rados_lock_file_shared(lsm_env *env, const char *path, lsm_filelock **out);
+lsm_status *rados_unlock_file(lsm_env *env, lsm_filelock *lock);
+
+#endif

@@ -1,0 +1,135 @@
+/* store_uri.c — store locations, local or on RADOS; see store_uri.h. */
+#include "store_uri.h"
+
+#include "env_rados.h"
+#include "lsm_malloc.h"
+#include "status.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_POOLS 8
+
+static struct {
+    pthread_mutex_t mu;
+    char *ceph_conf; /* GUARDED_BY(mu), like every field here */
+    char *ceph_id;
+    bool takeover;
+    uint32_t lease_ms;
+    int n;
+    char *pool[MAX_POOLS];
+    lsm_env *env[MAX_POOLS];
+} uri = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+bool store_uri_is_rados(const char *loc)
+{
+    return loc != NULL && strncmp(loc, STORE_URI_RADOS, strlen(STORE_URI_RADOS)) == 0;
+}
+
+static bool take_string(const char *opt, const char *key, char **dst)
+{
+    size_t n = strlen(key);
+    if (strncmp(opt, key, n) != 0 || opt[n] != '=')
+        return false;
+    free(*dst);
+    *dst = strdup(opt + n + 1);
+    return true;
+}
+
+bool store_uri_option(const char *opt)
+{
+    pthread_mutex_lock(&uri.mu);
+    bool ours = take_string(opt, "ceph_conf", &uri.ceph_conf) ||
+                take_string(opt, "ceph_id", &uri.ceph_id);
+    if (!ours && strcmp(opt, "takeover") == 0)
+        ours = uri.takeover = true;
+    if (!ours && strncmp(opt, "lease_ms=", 9) == 0) {
+        uri.lease_ms = (uint32_t)strtoul(opt + 9, NULL, 10);
+        ours = true;
+    }
+    pthread_mutex_unlock(&uri.mu);
+    return ours;
+}
+
+char *store_uri_options(const char *list)
+{
+    char *copy = strdup(list), *save = NULL, *bad = NULL;
+    if (copy == NULL)
+        return strdup("(out of memory)");
+    for (char *t = strtok_r(copy, ",", &save); t != NULL && bad == NULL;
+         t = strtok_r(NULL, ",", &save))
+        if (!store_uri_option(t))
+            bad = strdup(t);
+    free(copy);
+    return bad;
+}
+
+/* The env of pool, connected on first use. REQUIRES: uri.mu held. */
+static lsm_status *pool_env(const char *pool, lsm_env **env)
+{
+    for (int i = 0; i < uri.n; i++)
+        if (strcmp(uri.pool[i], pool) == 0) {
+            *env = uri.env[i];
+            return NULL;
+        }
+    if (uri.n == MAX_POOLS)
+        return status_new(LSM_INVALID_ARGUMENT, "ceph: more than %d pools", MAX_POOLS);
+    env_rados_options o;
+    env_rados_options_init(&o);
+    o.pool = pool;
+    o.ceph_conf = uri.ceph_conf;
+    o.ceph_id = uri.ceph_id;
+    o.takeover = uri.takeover;
+    o.lease_ms = uri.lease_ms;
+    lsm_status *s = env_rados_open(&o, env);
+    if (s != NULL)
+        return s;
+    if ((uri.pool[uri.n] = strdup(pool)) == NULL) {
+        env_rados_close(*env);
+        return status_new(LSM_IO_ERROR, "ceph: out of memory");
+    }
+    uri.env[uri.n++] = *env;
+    return NULL;
+}
+
+lsm_status *store_uri_resolve(const char *loc, lsm_env **env, char **path)
+{
+    *env = NULL;
+    *path = NULL;
+    if (!store_uri_is_rados(loc)) {
+        *env = lsm_env_default();
+        *path = lsm_strdup(loc);
+        return *path ? NULL : status_new(LSM_IO_ERROR, "out of memory");
+    }
+    const char *p = loc + strlen(STORE_URI_RADOS);
+    const char *slash = strchr(p, '/');
+    if (slash == NULL || slash == p || slash[1] == '\0')
+        return status_new(LSM_INVALID_ARGUMENT, "%s: not a store location (rados:POOL/NAME)",
+                          loc);
+    char *pool = strndup(p, (size_t)(slash - p));
+    if (pool == NULL || (*path = lsm_strdup(slash + 1)) == NULL) {
+        free(pool);
+        return status_new(LSM_IO_ERROR, "out of memory");
+    }
+    pthread_mutex_lock(&uri.mu);
+    lsm_status *s = pool_env(pool, env);
+    pthread_mutex_unlock(&uri.mu);
+    free(pool);
+    if (s != NULL) {
+        free(*path);
+        *path = NULL;
+    }
+    return s;
+}
+
+void store_uri_shutdown(void)
+{
+    pthread_mutex_lock(&uri.mu);
+    for (int i = 0; i < uri.n; i++) {
+        env_rados_close(uri.env[i]);
+        free(uri.pool[i]);
+    }
+    uri.n = 0;
+    pthread_mutex_unlock(&uri.mu);
+}

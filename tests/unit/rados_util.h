@@ -1,0 +1,44 @@
+/*
+ * rados_util.h — what the RADOS test programs share: the env over the test
+ * cluster (tests/ceph/run.sh starts it and sets LSM_CEPH_CONF) and fresh
+ * store names in its pool. Header-only, like testutil.h (include that first).
+ * Without LSM_CEPH_CONF the test fails: a RADOS test is never skipped.
+ */
+#ifndef LSMFS_RADOS_UTIL_H
+#define LSMFS_RADOS_UTIL_H
+
+#include "env_rados.h"
+
+#include <time.h>
+
+/* The pool tests/ceph/cluster.sh makes. */
+#define TR_POOL "lsmfs"
+
+/* A new env on the test cluster (lease_ms 0: the default), or the test fails. */
+static inline lsm_env *tr_env(uint32_t lease_ms, bool takeover)
+{
+    const char *conf = getenv("LSM_CEPH_CONF");
+    if (conf == NULL || conf[0] == '\0')
+        fail_msg("LSM_CEPH_CONF is not set: run RADOS tests through tests/ceph/run.sh");
+    env_rados_options o;
+    env_rados_options_init(&o);
+    o.pool = TR_POOL;
+    o.ceph_conf = conf;
+    o.lease_ms = lease_ms;
+    o.takeover = takeover;
+    lsm_env *env = NULL;
+    lsm_status *s = env_rados_open(&o, &env);
+    if (s != NULL)
+        fail_msg("env_rados_open: %s", lsm_status_message(s));
+    return env;
+}
+
+/* A store name no other test (or run) uses: "t-NAME-PID-NANOS". */
+static inline void tr_name(char *out, size_t cap, const char *name)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(out, cap, "t-%s-%d-%ld%09ld", name, (int)getpid(), (long)ts.tv_sec, ts.tv_nsec);
+}
+
+#endif

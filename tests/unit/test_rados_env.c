@@ -1,0 +1,399 @@
+/* test_rados_env.c — store/env_rados.c against a real cluster (run by
+ * tests/ceph/run.sh): the env's file and directory contract, the store's
+ * write path, recovery and checkpoints on it, the lease and the fence. */
+#include "testutil.h"
+
+#include "rados_util.h"
+
+#include <rados/librados.h>
+
+#include <stdatomic.h>
+
+static lsm_env *env;
+
+static int setup(void **state)
+{
+    (void)state;
+    env = tr_env(3000, false);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    env_rados_close(env);
+    return 0;
+}
+
+/* dir's value in the pool's top directory ("d:ID"), via a raw omap read:
+ * its length, or -1. */
+static int rados_omap_lookup_dir(rados_ioctx_t io, const char *dir, char *val, size_t cap)
+{
+    rados_read_op_t op = rados_create_read_op();
+    rados_omap_iter_t it = NULL;
+    int prval = 0;
+    const char *keys[1] = {dir};
+    rados_read_op_omap_get_vals_by_keys(op, keys, 1, &it, &prval);
+    int r = rados_read_op_operate(op, io, "lsmfs.root", 0);
+    rados_release_read_op(op);
+    char *k, *v;
+    size_t n = 0;
+    if (r == 0 && rados_omap_get_next(it, &k, &v, &n) == 0 && k != NULL) {
+        n = n < cap - 1 ? n : cap - 1;
+        memcpy(val, v, n);
+        val[n] = '\0';
+    } else {
+        r = -1;
+    }
+    if (it)
+        rados_omap_get_end(it);
+    return r < 0 ? -1 : (int)n;
+}
+
+static void path_of(char *out, size_t cap, const char *dir, const char *name)
+{
+    if (snprintf(out, cap, "%s/%s", dir, name) >= (int)cap)
+        fail_msg("path too long");
+}
+
+static void destroy(const char *dir, lsm_env *e)
+{
+    lsm_options o;
+    lsm_options_init(&o);
+    o.env = e;
+    ASSERT_OK(lsm_destroy(&o, dir));
+    ASSERT_OK(e->remove_dir(e, dir));
+}
+
+static void write_file(const char *path, const char *data)
+{
+    ASSERT_OK(env_write_file_sync(env, path, data, strlen(data)));
+}
+
+static void assert_file(const char *path, const char *want)
+{
+    char *got;
+    size_t n;
+    ASSERT_OK(env_read_file(env, path, &got, &n));
+    assert_int_equal(n, strlen(want));
+    assert_memory_equal(got, want, n);
+    free(got);
+}
+
+/* Files: create, append across the buffer, sync, read back, size, rename
+ * over an existing name, link (two names, one object), remove each name. */
+static void test_files(void **state)
+{
+    (void)state;
+    char dir[128], a[256], b[256], c[256];
+    tr_name(dir, sizeof dir, "files");
+    ASSERT_OK(env->create_dir(env, dir));
+    ASSERT_OK(env->create_dir(env, dir)); /* ok if it exists */
+    path_of(a, sizeof a, dir, "a");
+    path_of(b, sizeof b, dir, "b");
+    path_of(c, sizeof c, dir, "c");
+    assert_false(env->file_exists(env, a));
+
+    lsm_wfile *f;
+    ASSERT_OK(env->new_wfile(env, a, &f));
+    size_t big = 700 * 1024;
+    char *data = malloc(big);
+    assert_non_null(data);
+    for (size_t i = 0; i < big; i++)
+        data[i] = (char)(i * 7 + i / 4096);
+    for (size_t off = 0; off < big; off += 10000)
+        ASSERT_OK(f->ops->append(f, data + off, big - off < 10000 ? big - off : 10000));
+    ASSERT_OK(f->ops->sync(f));
+    ASSERT_OK(f->ops->close(f));
+    uint64_t size;
+    ASSERT_OK(env->file_size(env, a, &size));
+    assert_int_equal(size, big);
+    lsm_rfile *r;
+    ASSERT_OK(env->new_rfile(env, a, &r));
+    char *back = malloc(big);
+    size_t got;
+    ASSERT_OK(r->ops->pread(r, 1000, back, big, &got));
+    assert_int_equal(got, big - 1000);
+    assert_memory_equal(back, data + 1000, got);
+    r->ops->close(r);
+    free(back);
+    free(data);
+
+    write_file(b, "old b");
+    ASSERT_OK(env->rename_file(env, b, c));
+    assert_false(env->file_exists(env, b));
+    assert_file(c, "old b");
+    write_file(b, "new b");
+    ASSERT_OK(env->rename_file(env, b, c)); /* over an existing name */
+    assert_file(c, "new b");
+
+    ASSERT_OK(env->link_file(env, c, b));
+    lsm_status *s = env->link_file(env, c, b);
+    assert_non_null(s); /* b exists */
+    lsm_status_free(s);
+    ASSERT_OK(env->remove_file(env, c));
+    assert_file(b, "new b"); /* the object lives on under its other name */
+    assert_true(tu_has_child(env, dir, "b"));
+    assert_false(tu_has_child(env, dir, "c"));
+
+    ASSERT_OK(env->truncate_file(env, b, 3));
+    assert_file(b, "new");
+    ASSERT_OK(env->sync_file(env, b));
+    ASSERT_OK(env->sync_dir(env, dir));
+
+    s = env->remove_dir(env, dir);
+    assert_non_null(s); /* not empty */
+    lsm_status_free(s);
+    ASSERT_OK(env->remove_file(env, a));
+    ASSERT_OK(env->remove_file(env, b));
+    s = env->new_sfile(env, a, &(lsm_sfile *){NULL});
+    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR); /* ENOENT */
+    lsm_status_free(s);
+    ASSERT_OK(env->remove_dir(env, dir));
+    assert_false(env->file_exists(env, dir));
+}
+
+/* Directories nest and move whole: a renamed directory keeps its files. */
+static void test_dirs(void **state)
+{
+    (void)state;
+    char dir[128], sub[256], tmp[256], dest[256], f[300];
+    tr_name(dir, sizeof dir, "dirs");
+    ASSERT_OK(env->create_dir(env, dir));
+    path_of(sub, sizeof sub, dir, "snapshots");
+    ASSERT_OK(env->create_dir(env, sub));
+    path_of(tmp, sizeof tmp, sub, ".tmp-x");
+    path_of(dest, sizeof dest, sub, "x");
+    ASSERT_OK(env->create_dir(env, tmp));
+    path_of(f, sizeof f, tmp, "CURRENT");
+    write_file(f, "MANIFEST-000002\n");
+    ASSERT_OK(env_publish_dir(env, tmp, dest, sub));
+    path_of(f, sizeof f, dest, "CURRENT");
+    assert_file(f, "MANIFEST-000002\n");
+    assert_true(tu_has_child(env, sub, "x"));
+    assert_false(tu_has_child(env, sub, ".tmp-x"));
+    env_remove_tree(env, dest);
+    assert_false(env->file_exists(env, dest));
+    ASSERT_OK(env->remove_dir(env, sub));
+    ASSERT_OK(env->remove_dir(env, dir));
+}
+
+struct syncer {
+    lsm_db *db;
+    int id;
+};
+
+static void *sync_puts(void *arg)
+{
+    struct syncer *a = arg;
+    lsm_write_options wo = {.sync = true};
+    for (int i = 0; i < 40; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "t%d-%03d", a->id, i);
+        lsm_status *s = lsm_put(a->db, &wo, k, strlen(k), k, strlen(k));
+        if (s) {
+            fprintf(stderr, "put %s: %s\n", k, lsm_status_message(s));
+            abort();
+        }
+    }
+    return NULL;
+}
+
+/* The write path on RADOS: 8 threads of sync writes (their syncs overlap
+ * and share), a flush to tables, a reopen that replays; all there. */
+static void test_store_write_reopen(void **state)
+{
+    (void)state;
+    char dir[128];
+    tr_name(dir, sizeof dir, "store");
+    lsm_db *db = tu_open_db(dir, env, 64 * 1024);
+    struct syncer args[8];
+    for (int i = 0; i < 8; i++)
+        args[i] = (struct syncer){db, i};
+    tu_run_threads(8, sync_puts, args, sizeof args[0]);
+    uint64_t syncs = tu_prop(db, "lsm.wal-syncs");
+    assert_true(syncs > 0 && syncs <= 320);
+    char v[2000];
+    memset(v, 'v', sizeof v);
+    lsm_write_options wo = {.sync = false};
+    for (int i = 0; i < 200; i++) { /* past two memtables: tables too */
+        char k[32];
+        snprintf(k, sizeof k, "big%04d", i);
+        ASSERT_OK(lsm_put(db, &wo, k, strlen(k), v, sizeof v));
+    }
+    ASSERT_OK(lsm_close(db));
+    db = tu_open_db(dir, env, 64 * 1024);
+    for (int t = 0; t < 8; t++)
+        for (int i = 0; i < 40; i += 13) {
+            char k[32];
+            snprintf(k, sizeof k, "t%d-%03d", t, i);
+            tu_assert_value(db, k, k);
+        }
+    tu_verify_clean(db);
+    ASSERT_OK(lsm_close(db));
+    destroy(dir, env);
+}
+
+/* A checkpoint under snapshots/ is copy-free (links) and opens read-only
+ * while the writer goes on; the live store refuses a read-only open. */
+static void test_checkpoint_read_while_writing(void **state)
+{
+    (void)state;
+    char dir[128], snaps[256], cp[300];
+    tr_name(dir, sizeof dir, "cp");
+    lsm_db *db = tu_open_db(dir, env, 64 * 1024);
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(db, &wo, "k", 1, "before", 6));
+    path_of(snaps, sizeof snaps, dir, "snapshots");
+    ASSERT_OK(env->create_dir(env, snaps));
+    path_of(cp, sizeof cp, snaps, "one");
+    ASSERT_OK(lsm_checkpoint(db, cp));
+    ASSERT_OK(lsm_put(db, &wo, "k", 1, "after", 5));
+
+    lsm_env *reader = tr_env(0, false); /* another client: another host */
+    lsm_options o;
+    tu_db_options(&o, reader, 0);
+    o.create_if_missing = false;
+    o.read_only = true;
+    lsm_db *ro = NULL;
+    ASSERT_OK(lsm_open(&o, cp, &ro));
+    tu_assert_value(ro, "k", "before");
+    ASSERT_OK(lsm_close(ro));
+    lsm_status *s = lsm_open(&o, dir, &ro);
+    assert_int_equal(lsm_status_code(s), LSM_BUSY);
+    lsm_status_free(s);
+    env_rados_close(reader);
+
+    tu_assert_value(db, "k", "after");
+    ASSERT_OK(lsm_close(db));
+    destroy(cp, env);
+    ASSERT_OK(env->remove_dir(env, snaps));
+    destroy(dir, env);
+}
+
+/* A second client is refused while the lease is live, naming the holder. */
+static void test_lease_refuses_second_writer(void **state)
+{
+    (void)state;
+    char dir[128];
+    tr_name(dir, sizeof dir, "lease");
+    lsm_db *db = tu_open_db(dir, env, 0);
+    lsm_env *other = tr_env(3000, false);
+    lsm_options o;
+    tu_db_options(&o, other, 0);
+    lsm_db *db2 = NULL;
+    lsm_status *s = lsm_open(&o, dir, &db2);
+    assert_int_equal(lsm_status_code(s), LSM_BUSY);
+    lsm_status_free(s);
+    /* The lease outlives several renewal periods. */
+    sleep(4);
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(db, &wo, "k", 1, "v", 1));
+    ASSERT_OK(lsm_close(db));
+    ASSERT_OK(lsm_open(&o, dir, &db2)); /* let go cleanly: no takeover */
+    assert_int_equal(env_rados_takeover_us(other), 0);
+    tu_assert_value(db2, "k", "v");
+    ASSERT_OK(lsm_close(db2));
+    destroy(dir, other);
+    env_rados_close(other);
+}
+
+/* The lease contract: once a renewal fails (here: an operator broke the
+ * lock), the writer refuses every write itself (EIO, sticky), reads go on. */
+static void test_lost_lease_refuses_writes(void **state)
+{
+    (void)state;
+    char dir[128], oid[128];
+    tr_name(dir, sizeof dir, "lost");
+    lsm_env *a_env = tr_env(2000, false);
+    lsm_db *a = tu_open_db(dir, a_env, 0);
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(a, &wo, "k", 1, "v", 1));
+
+    /* Break A's lock from another client, as `rados lock break` would. */
+    rados_t c;
+    rados_ioctx_t io;
+    assert_int_equal(rados_create(&c, NULL), 0);
+    assert_int_equal(rados_conf_read_file(c, getenv("LSM_CEPH_CONF")), 0);
+    assert_int_equal(rados_connect(c), 0);
+    assert_int_equal(rados_ioctx_create(c, TR_POOL, &io), 0);
+    char val[64];
+    int n = rados_omap_lookup_dir(io, dir, val, sizeof val);
+    assert_true(n > 2);
+    snprintf(oid, sizeof oid, "lsmfs.d.%s", val + 2);
+    int excl;
+    char tag[128], clients[128], cookies[256], addrs[256];
+    size_t tl = sizeof tag, cl = sizeof clients, kl = sizeof cookies, al = sizeof addrs;
+    assert_int_equal(rados_list_lockers(io, oid, "lsmfs.writer", &excl, tag, &tl, clients, &cl,
+                                        cookies, &kl, addrs, &al),
+                     1);
+    assert_int_equal(rados_break_lock(io, oid, "lsmfs.writer", clients, cookies), 0);
+    rados_ioctx_destroy(io);
+    rados_shutdown(c);
+
+    sleep(2); /* past a renewal (every half second) */
+    lsm_status *s = lsm_put(a, &wo, "k", 1, "w", 1);
+    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
+    assert_true(tu_mentions(s, "lease"));
+    lsm_status_free(s);
+    tu_assert_value(a, "k", "v"); /* reads go on */
+    lsm_status_free(lsm_close(a));
+    env_rados_close(a_env);
+}
+
+/* Takeover: B breaks A's live lease (-o takeover), blocklists A and raises
+ * the fence; A's next write is refused (EIO, sticky), B has A's synced
+ * writes and nothing A tried after. */
+static void test_takeover_fences_old_writer(void **state)
+{
+    (void)state;
+    char dir[128];
+    tr_name(dir, sizeof dir, "fence");
+    lsm_env *a_env = tr_env(3000, false);
+    lsm_db *a = tu_open_db(dir, a_env, 0);
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(a, &wo, "k", 1, "a1", 2));
+    uint64_t a_epoch = env_rados_epoch(a_env);
+    assert_true(a_epoch > 0);
+
+    lsm_env *b_env = tr_env(3000, true);
+    lsm_db *b = tu_open_db(dir, b_env, 0);
+    assert_true(env_rados_epoch(b_env) > a_epoch);
+    assert_true(env_rados_takeover_us(b_env) > 0);
+    ASSERT_OK(lsm_put(b, &wo, "k", 1, "b1", 2));
+
+    lsm_status *s = lsm_put(a, &wo, "k", 1, "a2", 2);
+    assert_non_null(s); /* refused: blocklisted or fenced */
+    lsm_status_free(s);
+    s = lsm_put(a, &wo, "j", 1, "a3", 2);
+    assert_non_null(s); /* sticky */
+    lsm_status_free(s);
+    lsm_status_free(lsm_close(a));
+    env_rados_close(a_env);
+
+    tu_assert_value(b, "k", "b1");
+    char *v = NULL;
+    size_t n;
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    s = lsm_get(b, &ro, "j", 1, &v, &n);
+    assert_int_equal(lsm_status_code(s), LSM_NOT_FOUND);
+    lsm_status_free(s);
+    ASSERT_OK(lsm_close(b));
+    destroy(dir, b_env);
+    env_rados_close(b_env);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_files),
+        cmocka_unit_test(test_dirs),
+        cmocka_unit_test(test_store_write_reopen),
+        cmocka_unit_test(test_checkpoint_read_while_writing),
+        cmocka_unit_test(test_lease_refuses_second_writer),
+        cmocka_unit_test(test_lost_lease_refuses_writes),
+        cmocka_unit_test(test_takeover_fences_old_writer),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

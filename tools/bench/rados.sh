@@ -1,0 +1,112 @@
+#!/bin/bash
+# lsmfs on Ceph RADOS against lsmfs on the local disk and ext4, side by side
+# in one run, on a throwaway cluster (tests/ceph/cluster.sh: one mon, one
+# BlueStore OSD on a sparse file, pool size 1, 127.0.0.1):
+#   - the RADOS round trip: `rados bench` 4 KiB writes, one at a time (the floor)
+#   - store only: lsmbench fillsync, 1 and 8 threads, RADOS vs local
+#   - maildir delivery (tools/bench_maildir.c), 1 and 8 writers: lsmfs on
+#     RADOS, lsmfs on the local disk, ext4 (the directory under WORK);
+#     deliveries/s, p50, WAL syncs per delivery
+#   - takeover: kill -9 of the writer's daemon to the second client's first
+#     write served (lease 3 s)
+#
+#   tools/bench/rados.sh [WORK]     (as root; default WORK /tmp/lsmfs-rados-bench)
+# Prints one table and ratios; everything it started is stopped by pid, its
+# mounts undone, WORK removed, also on error or Ctrl-C. MSGS=N messages per writer.
+set -u
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+work=${1:-/tmp/lsmfs-rados-bench}
+msgs=${MSGS:-200}
+bin=$repo/bin
+mounts=()
+pids=()
+cleanup() {
+    for m in "${mounts[@]}"; do fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null; done
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    "$repo/tests/ceph/cluster.sh" stop "$work/ceph"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+rm -rf "$work" && mkdir -p "$work/bin" || exit 1
+cc -std=c11 -O2 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -o "$work/bin/bench_maildir" \
+    "$repo/tools/bench_maildir.c" || exit 1
+"$repo/tests/ceph/cluster.sh" start "$work/ceph" || exit 1
+export CEPH_CONF=$work/ceph/ceph.conf
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"; }
+
+# The floor: one synchronous 4 KiB RADOS write at a time.
+rb=$(cd "$work" && rados -p lsmfs bench 5 write -b 4096 -O 4096 -t 1 2>/dev/null)
+rtt_ms=$(awk '/^Average Latency/ {printf "%.2f", $3 * 1000}' <<<"$rb")
+(cd "$work" && rados -p lsmfs cleanup >/dev/null 2>&1)
+
+declare -A R
+for t in 1 8; do
+    for where in rados local; do
+        db=$work/lsmbench-$t; [ $where = rados ] && db=rados:lsmfs/lsmbench-$t
+        out=$("$bin/lsmbench" --db="$db" --threads=$t --num=$((2400 / t)) --benchmarks=fillsync 2>&1)
+        R[fillsync-$t-$where]=$(awk '/^fillsync/ {print $(NF-1)}' <<<"$out")
+        R[wps-$t-$where]=$(sed -n 's/.*writes=\([0-9]*\) groups=[0-9]* syncs=\([0-9]*\).*/\1 \2/p' \
+            <<<"$out" | awk '{printf "%.2f", $2 ? $1 / $2 : 0}')
+    done
+done
+
+mount_lsmfs() { # STORE MNT [OPTS]
+    mkdir -p "$2"
+    "$bin/lsmfs" "$1" "$2" ${3:+-o "$3"} || return 1
+    mounts+=("$2")
+}
+mkdir -p "$work/ext4" "$work/local-store"
+"$bin/mkfs.lsmfs" -q "$work/local-store" && mount_lsmfs "$work/local-store" "$work/local" || exit 1
+"$bin/mkfs.lsmfs" -q rados:lsmfs/maildir && mount_lsmfs rados:lsmfs/maildir "$work/rados" || exit 1
+for w in 1 8; do
+    for t in rados local ext4; do
+        x=(); [ $t != ext4 ] && x=(-x "$work/$t")
+        r=$("$work/bin/bench_maildir" "$work/$t/maildir-w$w" -w $w -n "$msgs" "${x[@]}" | grep '^RESULT')
+        R[md-$w-$t]=$(field "$r" deliveries_per_s)
+        R[p50-$w-$t]=$(field "$r" p50_ms)
+        R[spd-$w-$t]=$(field "$r" syncs_per_delivery)
+    done
+done
+for m in "$work/local" "$work/rados"; do fusermount3 -u "$m"; done
+mounts=()
+sleep 1
+
+# Takeover: the writer is killed (-9); a second client mounts once the lease
+# lapses; time to the first write it serves.
+"$bin/mkfs.lsmfs" -q rados:lsmfs/takeover
+mkdir -p "$work/a" "$work/b"
+"$bin/lsmfs" rados:lsmfs/takeover "$work/a" -f -o lease_ms=3000 &
+apid=$!
+pids+=($apid)
+mounts+=("$work/a")
+for _ in $(seq 100); do grep -qs " $work/a " /proc/mounts && break; sleep 0.1; done
+echo x | dd of="$work/a/f" conv=fsync status=none
+t0=$(date +%s.%N)
+kill -9 $apid; wait $apid 2>/dev/null
+fusermount3 -uz "$work/a"
+until "$bin/lsmfs" rados:lsmfs/takeover "$work/b" -o lease_ms=3000,ceph_id=lsmfs2 2>/dev/null; do
+    sleep 0.1
+done
+mounts+=("$work/b")
+echo y | dd of="$work/b/g" conv=fsync status=none
+takeover=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
+fusermount3 -u "$work/b"
+
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'; }
+printf '\n%-36s %10s %10s %10s %12s %12s\n' metric rados local ext4 rados/local rados/ext4
+row() { printf '%-36s %10s %10s %10s %12s %12s\n' "$1" "$2" "$3" "$4" "$(ratio "$2" "$3")" "$(ratio "$2" "$4")"; }
+row "RADOS 4K write round trip ms" "$rtt_ms" - - 
+for t in 1 8; do
+    row "lsmbench fillsync $t thr ops/s" "${R[fillsync-$t-rados]}" "${R[fillsync-$t-local]}" -
+    row "  writes per WAL sync" "${R[wps-$t-rados]}" "${R[wps-$t-local]}" -
+done
+for w in 1 8; do
+    row "maildir $w writer(s) deliveries/s" "${R[md-$w-rados]}" "${R[md-$w-local]}" "${R[md-$w-ext4]}"
+    row "  p50 ms (lower=better)" "${R[p50-$w-rados]}" "${R[p50-$w-local]}" "${R[p50-$w-ext4]}"
+    row "  WAL syncs per delivery" "${R[spd-$w-rados]}" "${R[spd-$w-local]}" -
+done
+row "takeover s (lease 3 s)" "$takeover" - -
