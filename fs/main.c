@@ -12,6 +12,7 @@
  */
 #include "bdi.h"
 #include "fuse_api.h"
+#include "killpriv.h"
 #include "loop.h"
 #include "ops.h"
 #include "super.h"
@@ -333,6 +334,7 @@ static struct uring *attach_uring(struct fuse_session *se, uring_mode mode, ops_
         .active = &st->fs->stats.uring_active,
         .on_init = tune_mount,
         .init_ctx = tuning,
+        .init_reply = killpriv_init_reply,
     };
     int err = uring_attach(se, &uc, &u);
     if (err != 0)
@@ -475,6 +477,12 @@ static int run(struct fuse_args *args, const struct options *o, const struct fus
         lsmfs_close(st.fs);
         fail("-o uring=on: cannot serve over io_uring");
     }
+    int kerr = ring == NULL ? killpriv_attach(se) : 0;
+    if (kerr != 0)
+        fuse_log(FUSE_LOG_WARNING,
+                 "lsmfs: cannot install /dev/fuse I/O (%s): the kernel will ask "
+                 "security.capability before every write\n",
+                 strerror(-kerr));
     if (!co->foreground)
         daemon_detach();
     int r = serve(se, co, (unsigned)o->spin_us, &st, ring != NULL ? NULL : &tuning);

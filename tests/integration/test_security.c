@@ -143,6 +143,131 @@ static void test_trusted_names_listed_to_cap_sys_admin(void **state)
     tm_as(&capless, lists_exactly, m, "user.u,user.v");
 }
 
+/* -------------------------------------------- set-id bits and killpriv */
+
+enum setid_op { WRITE, TRUNCATE, CHOWN };
+
+struct setid_case {
+    struct tm_cred who;
+    enum setid_op op;
+    mode_t before, after; /* after: what ext4 leaves (same kernel, same calls) */
+};
+
+static const char *do_setid_op(const struct tmount *m, void *arg)
+{
+    const struct setid_case *c = arg;
+    const char *f = tm_path(m, "f");
+    if (c->op == TRUNCATE) {
+        TM_EXPECT_OK(truncate(f, 1));
+    } else if (c->op == CHOWN) {
+        TM_EXPECT_OK(chown(f, 0, 0));
+    } else {
+        int fd = open(f, O_WRONLY | O_APPEND);
+        TM_EXPECT_OK(fd);
+        ssize_t w = write(fd, "y\n", 2);
+        close(fd);
+        TM_EXPECT(w == 2, "write: %zd (%s)", w, tm_errname(errno));
+    }
+    struct stat st;
+    TM_EXPECT_OK(stat(f, &st)); /* as the caller sees it, at once */
+    TM_EXPECT((st.st_mode & 07777) == c->after, "mode %o after, expected %o",
+              st.st_mode & 07777, c->after);
+    return NULL;
+}
+
+#define NOBODY_IN_4242 {.uid = 65534, .gid = 65534, .ngroups = 1, .groups = {4242}}
+#define NO_FSETID {.drop_caps = 1ull << CAP_FSETID}
+
+/* A write or truncate by a caller without CAP_FSETID clears S_ISUID, and
+ * S_ISGID when group-execute is set or the caller is outside the file's
+ * group (mode 2666 becomes 666, as on ext4); a member keeps S_ISGID without
+ * group-execute; root with its capabilities keeps both; a chown clears
+ * S_ISUID even for root. Each row is what ext4 does on this kernel. */
+static void test_setid_cleared_as_ext4(void **state)
+{
+    struct tmount *m = *state;
+    const struct setid_case cases[] = {
+        {TM_NOBODY, WRITE, 02666, 0666},
+        {TM_NOBODY, TRUNCATE, 02666, 0666},
+        {TM_NOBODY, WRITE, 04666, 0666},
+        {TM_NOBODY, WRITE, 02676, 0676},
+        {NOBODY_IN_4242, WRITE, 02666, 02666},
+        {NOBODY_IN_4242, TRUNCATE, 02666, 02666},
+        {NOBODY_IN_4242, WRITE, 06676, 0676},
+        {TM_CAPLESS_ROOT, WRITE, 02666, 0666},
+        {TM_CAPLESS_ROOT, TRUNCATE, 02666, 0666},
+        {NO_FSETID, WRITE, 02666, 0666},
+        {NO_FSETID, WRITE, 04666, 0666},
+        {{.drop_caps = 0}, WRITE, 06676, 06676},
+        {{.drop_caps = 0}, TRUNCATE, 06666, 06666},
+        {{.drop_caps = 0}, CHOWN, 04755, 0755},
+        {{.drop_caps = 0}, CHOWN, 06644, 02644},
+        {{.drop_caps = 0}, CHOWN, 02755, 0755},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const struct setid_case *c = &cases[i];
+        unlink(P("f"));
+        TM_OK(tm_write_file(P("f"), "x\n", 2, 0600));
+        TM_OK(chown(P("f"), 0, 4242));
+        TM_OK(chmod(P("f"), c->before));
+        print_message("case %zu: uid %d, op %d, mode %o\n", i, (int)c->who.uid, (int)c->op,
+                      c->before);
+        tm_as(&c->who, do_setid_op, m, (void *)c);
+        if (!m->plain)
+            tm_remount_checked(m); /* and the store says the same */
+        struct stat st;
+        TM_OK(stat(P("f"), &st));
+        assert_int_equal(st.st_mode & 07777, c->after);
+    }
+}
+
+/* A file capability (security.capability) goes at the next write, also
+ * when the file was written before it was set (the kernel then marked the
+ * inode clean, S_NOSEC, and asks nothing before its writes). */
+static void test_capability_removed_by_write(void **state)
+{
+    struct tmount *m = *state;
+    int fd = open(P("f"), O_CREAT | O_WRONLY | O_APPEND, 0755);
+    TM_OK(fd);
+    for (int i = 0; i < 3; i++)
+        TM_OK(write(fd, "x", 1));
+    /* struct vfs_cap_data, revision 2, effective: cap_net_raw */
+    const uint32_t cap[5] = {0x02000001, 1u << CAP_NET_RAW, 0, 0, 0};
+    TM_OK(setxattr(P("f"), "security.capability", cap, sizeof cap, 0));
+    char buf[64];
+    assert_int_equal(getxattr(P("f"), "security.capability", buf, sizeof buf), sizeof cap);
+    TM_OK(write(fd, "x", 1));
+    close(fd);
+    TM_ERR(getxattr(P("f"), "security.capability", buf, sizeof buf), ENODATA);
+}
+
+/* The kernel asks GETXATTR security.capability before a write only while
+ * it does not know the inode clean: once per file, not once per write
+ * (issue 30: it was one more request per WRITE). */
+static void test_writes_ask_no_capability(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    int fd = open(P("f"), O_CREAT | O_WRONLY, 0644);
+    TM_OK(fd);
+    /* Reading the counters is itself a GETXATTR or two (measured). */
+    uint64_t w0 = tm_stats_requests(m, "write");
+    uint64_t g0 = tm_stats_requests(m, "getxattr");
+    uint64_t g1 = tm_stats_requests(m, "getxattr");
+    for (int i = 0; i < 100; i++)
+        TM_OK(pwrite(fd, "0123456789", 10, i * 10));
+    uint64_t g2 = tm_stats_requests(m, "getxattr");
+    close(fd);
+    uint64_t writes = tm_stats_requests(m, "write") - w0;
+    uint64_t asked = g2 - g1 - (g1 - g0);
+    print_message("100 writes: %llu WRITE, %llu GETXATTR requests\n", (unsigned long long)writes,
+                  (unsigned long long)asked);
+    if (!tm_has_opt(m, "writeback")) /* else the kernel gathers them */
+        assert_int_equal(writes, 100);
+    assert_true(asked <= 1);
+}
+
 int main(void)
 {
     tm_init();
@@ -150,6 +275,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TM_TEST(test_snapshot_ioctls_need_cap_sys_admin, setup_allow_other),
         TM_TEST(test_trusted_names_listed_to_cap_sys_admin, setup_allow_other),
+        TM_TEST(test_setid_cleared_as_ext4, setup_allow_other),
+        TM_TEST(test_capability_removed_by_write, setup_allow_other),
+        TM_TEST(test_writes_ask_no_capability, setup_allow_other),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
