@@ -57,6 +57,7 @@ struct options {
     bool read_only;    /* -o ro */
     char *uring;       /* -o uring=auto|on|off */
     uring_mode umode;  /* o.uring parsed (options_valid) */
+    long long reserve_pct, resuid, resgid; /* -o reserve=, resuid=, resgid= (-1: not given) */
 };
 
 enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_ALLOW_ROOT, KEY_ATIME, KEY_RO };
@@ -77,6 +78,9 @@ static const struct fuse_opt option_spec[] = {
     {"spin=%d", offsetof(struct options, spin_us), 0},
     {"readahead=%d", offsetof(struct options, readahead_kb), 0},
     {"uring=%s", offsetof(struct options, uring), 0},
+    {"reserve=%lld", offsetof(struct options, reserve_pct), 0},
+    {"resuid=%lld", offsetof(struct options, resuid), 0},
+    {"resgid=%lld", offsetof(struct options, resgid), 0},
     FUSE_OPT_END,
 };
 
@@ -138,7 +142,9 @@ static void usage(const char *prog)
            "    -o uring=MODE          auto (default): serve requests over FUSE's io_uring\n"
            "                           queues when the kernel offers them (" URING_PARAM_PATH "\n"
            "                           is Y), else over /dev/fuse; on: refuse to mount\n"
-           "                           without them; off: /dev/fuse only\n\n",
+           "                           without them; off: /dev/fuse only\n"
+           "    -o reserve=PCT,resuid=UID,resgid=GID\n"
+           "                           the root reserve for this mount (default: mkfs's)\n\n",
            prog, DEFAULT_SPIN_US, DEFAULT_READAHEAD_KB);
 }
 
@@ -386,6 +392,16 @@ static bool options_valid(const char *argv0, struct options *o,
                 URING_PARAM_PATH, URING_PARAM_PATH);
         return false;
     }
+    if (o->reserve_pct < -1 || o->reserve_pct > SCHEMA_MAX_RESERVE_PCT) {
+        fprintf(stderr, "lsmfs: reserve=%lld: give 0 to %u percent\n", o->reserve_pct,
+                SCHEMA_MAX_RESERVE_PCT);
+        return false;
+    }
+    if (o->resuid < -1 || o->resuid >= UINT32_MAX || o->resgid < -1 || o->resgid >= UINT32_MAX) {
+        fprintf(stderr, "lsmfs: resuid=%lld, resgid=%lld: give a user and a group id\n",
+                o->resuid, o->resgid);
+        return false;
+    }
     if (o->atime != NULL) {
         fprintf(stderr, "lsmfs: -o %s: reads do not update access times on lsmfs (every mount "
                         "is noatime)\n", o->atime);
@@ -421,7 +437,10 @@ static lsmfs *open_store(const struct options *o, const char *store)
                         .writeback = o->writeback,
                         .timeout = o->timeout,
                         .allow_root = o->allow_root,
-                        .read_only = o->read_only};
+                        .read_only = o->read_only,
+                        .reserve_pct = o->reserve_pct,
+                        .resuid = o->resuid,
+                        .resgid = o->resgid};
     lsmfs *fs;
     char err[512];
     if (lsmfs_open(&cfg, &fs, err, sizeof err) != 0)
@@ -505,7 +524,10 @@ int main(int argc, char *argv[])
     struct options o = {.timeout = 3600,
                         .spin_us = DEFAULT_SPIN_US,
                         .readahead_kb = DEFAULT_READAHEAD_KB,
-                        .umode = URING_AUTO};
+                        .umode = URING_AUTO,
+                        .reserve_pct = -1,
+                        .resuid = -1,
+                        .resgid = -1};
     struct fuse_cmdline_opts co;
     if (fuse_opt_parse(&args, &o, option_spec, opt_proc) != 0 ||
         fuse_parse_cmdline(&args, &co) != 0)

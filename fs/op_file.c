@@ -128,7 +128,12 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
     const uint64_t max = data_max_size(fs);
     if (off >= 0 && (uint64_t)off < max && size > max - (uint64_t)off)
         size = (size_t)(max - (uint64_t)off);
-    int err = 0;
+    int err = reserve_admit(&fs->reserve, req, size);
+    if (err != 0) {
+        icache_put(fs->icache, n);
+        fuse_reply_err(req, err);
+        return;
+    }
     /* Asked before the lock: it reads the caller's /proc status. A chmod
      * racing with the write is ordered after it either way. */
     inode_rec seen;

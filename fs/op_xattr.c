@@ -115,6 +115,8 @@ static void change(fuse_req_t req, fuse_ino_t ino, const char *name, const char 
     int err = is_stats(ino, name) ? EPERM : xattr_check(name, size);
     if (err == 0 && (flags & ~(XATTR_CREATE | XATTR_REPLACE)))
         err = EINVAL;
+    if (err == 0 && value != NULL)
+        err = reserve_admit(&fs->reserve, req, strlen(name) + size);
     inode *n = NULL;
     if (err == 0)
         err = icache_get(fs, ino, &n);

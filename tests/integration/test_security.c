@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -268,8 +270,95 @@ static void test_writes_ask_no_capability(void **state)
     assert_true(asked <= 1);
 }
 
+/* --------------------------------------------------------- root reserve */
+
+static char host[PATH_MAX]; /* a tmpfs of the test's own under the store */
+static bool host_mounted;
+static struct tmount *host_mount; /* the lsmfs on it, while the test runs */
+
+/* Only once lsmfs is gone: it keeps the store open. */
+static void host_umount(void)
+{
+    if (host_mounted && umount2(host, MNT_DETACH) == 0)
+        host_mounted = false;
+    if (host[0])
+        rmdir(host);
+}
+
+#define FILL_FILE (256 * KiB)
+#define RESERVE_PCT 20
+
+/* As another user: write FILL_FILE files (each fsynced) until refused;
+ * the refusal is ENOSPC while statfs still shows the reserve free. */
+static const char *fill_until_refused(const struct tmount *m, void *arg)
+{
+    (void)arg;
+    static char buf[FILL_FILE];
+    for (int i = 0; i < 1000; i++) {
+        tm_fill(buf, sizeof buf, (uint64_t)i, 0); /* incompressible */
+        int fd = open(tm_path(m, "u/%d", i), O_CREAT | O_WRONLY, 0644);
+        ssize_t w = fd >= 0 ? write(fd, buf, sizeof buf) : -1;
+        int r = w == (ssize_t)sizeof buf ? fsync(fd) : -1;
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        if (r == 0)
+            continue;
+        TM_EXPECT(e == ENOSPC, "file %d: %s, expected ENOSPC", i, tm_errname(e));
+        struct statvfs v;
+        TM_EXPECT_OK(statvfs(m->mnt, &v));
+        TM_EXPECT(v.f_bavail * v.f_frsize < 2 * FILL_FILE &&
+                      (v.f_bfree - v.f_bavail) * v.f_frsize > 64 * MiB * RESERVE_PCT / 200,
+                  "refused with %llu bytes available and %llu free",
+                  (unsigned long long)(v.f_bavail * v.f_frsize),
+                  (unsigned long long)(v.f_bfree * v.f_frsize));
+        TM_EXPECT_ERR(tm_write_file(tm_path(m, "u/line"), "x\n", 2, 0644) == 0 ? 0 : -1,
+                      ENOSPC);
+        return NULL;
+    }
+    return "1000 files of 256 KiB written to a 64 MiB disk: never refused";
+}
+
+/* An allow_other mount on a 64 MiB disk with a 20% reserve (the mount
+ * option; mkfs's default, 5%, shows in statfs too): a user who fills it
+ * gets ENOSPC with the reserve still free, and root then writes and
+ * fsyncs a line, as on ext4 (mkfs.ext4 -m). Without a reserve root got
+ * ENOSPC as well. */
+static void test_root_reserve_keeps_room_for_root(void **state)
+{
+    (void)state;
+    if (geteuid() != 0 || tm_plain())
+        skip();
+    char store[PATH_MAX + 8];
+    int made = tm_tmpfs_store(host, "reserve-host", "64m", store);
+    host_mounted = host[0] != 0 && made == 0;
+    assert_int_equal(made, 0);
+    struct tmount *m = host_mount = tm_new_in("allow_other", store);
+    assert_non_null(m);
+    struct statvfs v;
+    TM_OK(statvfs(m->mnt, &v)); /* mkfs's default: 5% of the disk */
+    assert_true((v.f_bfree - v.f_bavail) * v.f_frsize >= 3 * MiB);
+    snprintf(m->opts, sizeof m->opts, "allow_other,reserve=%d", RESERVE_PCT);
+    tm_remount_checked(m);
+    TM_OK(mkdir(P("u"), 0777));
+    struct tm_cred nobody = TM_NOBODY;
+    tm_as(&nobody, fill_until_refused, m, NULL);
+    int fd = open(P("root-line"), O_CREAT | O_WRONLY, 0600);
+    TM_OK(fd);
+    TM_OK(write(fd, "root still writes\n", 18));
+    TM_OK(fsync(fd));
+    close(fd);
+    tm_remount_checked(m);
+    char buf[64];
+    assert_int_equal(tm_read_file(P("root-line"), buf, sizeof buf), 18);
+    assert_int_equal(tm_free(m), 0);
+    host_mount = NULL;
+    host_umount();
+}
+
 int main(void)
 {
+    atexit(host_umount); /* registered first: runs after the harness's cleanup */
     tm_init();
     umask(0);
     const struct CMUnitTest tests[] = {
@@ -278,6 +367,11 @@ int main(void)
         TM_TEST(test_setid_cleared_as_ext4, setup_allow_other),
         TM_TEST(test_capability_removed_by_write, setup_allow_other),
         TM_TEST(test_writes_ask_no_capability, setup_allow_other),
+        cmocka_unit_test(test_root_reserve_keeps_room_for_root),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    if (host_mount != NULL) /* a failed test left it mounted */
+        tm_free(host_mount);
+    host_umount();
+    return rc;
 }
