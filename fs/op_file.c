@@ -128,7 +128,10 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
     const uint64_t max = data_max_size(fs);
     if (off >= 0 && (uint64_t)off < max && size > max - (uint64_t)off)
         size = (size_t)(max - (uint64_t)off);
-    int err = reserve_admit(&fs->reserve, req, size);
+    /* A write-back of cached pages is never refused: its data was already
+     * accepted by write(2), and the kernel's writer is not the user. */
+    bool writepage = fi != NULL && fi->writepage;
+    int err = writepage ? 0 : reserve_admit(&fs->reserve, req, size);
     if (err != 0) {
         icache_put(fs->icache, n);
         fuse_reply_err(req, err);
@@ -138,7 +141,7 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
      * racing with the write is ordered after it either way. */
     inode_rec seen;
     op_read_rec(n, &seen);
-    bool kill = killpriv_write_kills(req, seen.mode, fi != NULL && fi->writepage);
+    bool kill = killpriv_write_kills(req, seen.mode, writepage);
     inode_wrlock(n);
     err = write_locked(req, fs, n, buf, size, (uint64_t)off, keep_times, kill);
     inode_unlock(n);
