@@ -121,11 +121,11 @@ static const char *list_names(const char *path, char *out, size_t cap)
 
 static const char *lists_exactly(const struct tmount *m, void *arg)
 {
-    char got[1024];
+    char got[256];
     const char *err = list_names(tm_path(m, "f"), got, sizeof got);
     if (err != NULL)
         return err;
-    TM_EXPECT(strcmp(got, arg) == 0, "listxattr lists \"%s\"; expected \"%s\"", got,
+    TM_EXPECT(strcmp(got, arg) == 0, "listxattr lists \"%.200s\"; expected \"%.200s\"", got,
               (const char *)arg);
     return NULL;
 }
