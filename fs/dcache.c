@@ -5,10 +5,14 @@
 #include "dcache.h"
 
 #include "schema.h"
+#include "siphash.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define SLOT_EMPTY (-1)
 #define SLOT_DELETED (-2)
@@ -34,14 +38,34 @@ struct dcache {
     int32_t *slots; /* SLOT_EMPTY, SLOT_DELETED, or the index of a live ent */
     size_t nslots;  /* a power of two */
     size_t used;    /* slots not SLOT_EMPTY */
+    siphash_key key; /* the process's key when made: a table's hash never changes */
 };
 
-static uint64_t name_hash(const char *s, size_t n)
+/* The key new listings take: random once per process (= per mount), or the
+ * one dcache_set_key gave. [set once before any listing exists; then read] */
+static siphash_key the_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+static void random_key(void)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
+    if (siphash_random_key(&the_key) == 0)
+        return;
+    /* No getrandom: weaker, but never the same key twice. */
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    the_key.k0 = (uint64_t)t.tv_nsec << 32 ^ (uint64_t)t.tv_sec ^ (uint64_t)(uintptr_t)&t;
+    the_key.k1 = (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)&the_key;
+}
+
+void dcache_set_key(uint64_t k0, uint64_t k1)
+{
+    pthread_once(&key_once, random_key);
+    the_key = (siphash_key){k0, k1};
+}
+
+static uint64_t name_hash(const dcache *c, const char *s, size_t n)
+{
+    return siphash13(&c->key, s, n);
 }
 
 static bool same_name(const dcache *c, const ent *e, const char *name, size_t nlen)
@@ -53,7 +77,7 @@ static bool same_name(const dcache *c, const ent *e, const char *name, size_t nl
 static long find_slot(const dcache *c, const char *name, size_t nlen)
 {
     size_t mask = c->nslots - 1;
-    size_t i = (size_t)name_hash(name, nlen) & mask;
+    size_t i = (size_t)name_hash(c, name, nlen) & mask;
     for (size_t probes = 0; probes < c->nslots; probes++, i = (i + 1) & mask) {
         int32_t e = c->slots[i];
         if (e == SLOT_EMPTY)
@@ -70,7 +94,7 @@ static void place(dcache *c, size_t idx)
 {
     const ent *e = &c->ents[idx];
     size_t mask = c->nslots - 1;
-    size_t i = (size_t)name_hash(c->names + e->name_off, e->nlen) & mask;
+    size_t i = (size_t)name_hash(c, c->names + e->name_off, e->nlen) & mask;
     while (c->slots[i] >= 0)
         i = (i + 1) & mask;
     if (c->slots[i] == SLOT_EMPTY)
@@ -113,7 +137,10 @@ static int rehash(dcache *c, size_t live)
 
 dcache *dcache_new(void)
 {
+    pthread_once(&key_once, random_key);
     dcache *c = calloc(1, sizeof *c);
+    if (c != NULL)
+        c->key = the_key;
     if (c != NULL && rehash(c, 0) != 0) {
         free(c);
         c = NULL;
@@ -256,6 +283,21 @@ bool dcache_find(const dcache *c, const char *name, size_t nlen, uint64_t *ino, 
     *type = e->type;
     *cookie = e->cookie;
     return true;
+}
+
+size_t dcache_longest_probe(const dcache *c)
+{
+    size_t mask = c->nslots - 1, longest = 0;
+    for (size_t i = 0; i < c->nslots; i++) {
+        int32_t e = c->slots[i];
+        if (e < 0)
+            continue;
+        const ent *x = &c->ents[e];
+        size_t home = (size_t)name_hash(c, c->names + x->name_off, x->nlen) & mask;
+        size_t probes = ((i - home) & mask) + 1;
+        longest = probes > longest ? probes : longest;
+    }
+    return longest;
 }
 
 int dcache_scan(const dcache *c, uint64_t from, dcache_visit_fn fn, void *ctx)

@@ -6,7 +6,10 @@
  *
  * Entries are kept in cookie order. Cookies only grow, so a new entry is
  * appended; a removed one is marked dead and space is reclaimed once the
- * dead outnumber the live. A hash table indexes the names.
+ * dead outnumber the live. A hash table indexes the names, hashed with
+ * SipHash under a key random per process (per mount), so that no one can
+ * pick names that share a probe sequence (a crafted directory would make
+ * every lookup and create in it scan the whole table, lock held).
  *
  * Each entry also carries a `hint`: 32 bits its owner attaches and reads
  * back, never interpreted here (lsmfs's is the told rule: dir.h
@@ -28,6 +31,11 @@ typedef struct dcache dcache;
 /* Called for each entry in cookie order; returns non-zero to stop. */
 typedef int (*dcache_visit_fn)(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type,
                                const char *name, size_t nlen, uint32_t hint);
+
+/* Sets the hash key of listings made from now on (tests: a fixed key makes
+ * probe lengths repeatable). Call before any listing exists. Without it the
+ * first dcache_new draws a random key. */
+void dcache_set_key(uint64_t k0, uint64_t k1);
 
 /* An empty listing; NULL when out of memory. */
 dcache *dcache_new(void);
@@ -51,6 +59,9 @@ int dcache_retarget(dcache *c, const char *name, size_t nlen, uint64_t ino, uint
 /* Looks `name` up: true, with the entry's fields, when it is there. */
 bool dcache_find(const dcache *c, const char *name, size_t nlen, uint64_t *ino, uint8_t *type,
                  uint64_t *cookie);
+/* The most slots any lookup of a present name examines (a measure of the
+ * table's worst case, for tests). */
+size_t dcache_longest_probe(const dcache *c);
 /* Visits the entries with cookie >= from in cookie order until fn returns
  * non-zero (returned; 0 when all were visited). */
 int dcache_scan(const dcache *c, uint64_t from, dcache_visit_fn fn, void *ctx);

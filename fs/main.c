@@ -13,6 +13,7 @@
 #include "bdi.h"
 #include "fuse_api.h"
 #include "ishrink.h"
+#include "killpriv.h"
 #include "log.h"
 #include "loop.h"
 #include "ops.h"
@@ -61,6 +62,7 @@ struct options {
     int max_inodes;    /* -o max_inodes=N: the inode budget (ishrink.h); 0 none */
     uring_mode umode;  /* o.uring parsed (options_valid) */
     char *log;         /* -o log=syslog|stderr|FILE (log.h) */
+    long long reserve_pct, resuid, resgid; /* -o reserve=, resuid=, resgid= (-1: not given) */
 };
 
 enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_ALLOW_ROOT, KEY_ATIME, KEY_RO,
@@ -89,6 +91,9 @@ static const struct fuse_opt option_spec[] = {
     {"uring=%s", offsetof(struct options, uring), 0},
     {"log=%s", offsetof(struct options, log), 0},
     {"max_inodes=%d", offsetof(struct options, max_inodes), 0},
+    {"reserve=%lld", offsetof(struct options, reserve_pct), 0},
+    {"resuid=%lld", offsetof(struct options, resuid), 0},
+    {"resgid=%lld", offsetof(struct options, resgid), 0},
     FUSE_OPT_END,
 };
 
@@ -162,6 +167,8 @@ static void usage(const char *prog)
            "                           without them; off: /dev/fuse only\n"
            "    -o max_inodes=N        past N inodes in memory, ask the kernel to drop the\n"
            "                           least recently used (default %u; 0: no bound)\n"
+           "    -o reserve=PCT,resuid=UID,resgid=GID\n"
+           "                           the root reserve for this mount (default: mkfs's)\n"
            "    -o log=WHERE           syslog, stderr or a file to append to (default:\n"
            "                           syslog, stderr when there is no /dev/log or with -f)\n\n",
            prog, DEFAULT_SPIN_US, DEFAULT_READAHEAD_KB, ISHRINK_DEFAULT_MAX);
@@ -356,6 +363,7 @@ static struct uring *attach_uring(struct fuse_session *se, uring_mode mode, ops_
         .active = &st->fs->stats.uring_active,
         .on_init = tune_mount,
         .init_ctx = tuning,
+        .init_reply = killpriv_init_reply,
     };
     int err = uring_attach(se, &uc, &u);
     if (err != 0)
@@ -412,6 +420,16 @@ static bool options_valid(const char *argv0, struct options *o,
                 URING_PARAM_PATH, URING_PARAM_PATH);
         return false;
     }
+    if (o->reserve_pct < -1 || o->reserve_pct > SCHEMA_MAX_RESERVE_PCT) {
+        fprintf(stderr, "lsmfs: reserve=%lld: give 0 to %u percent\n", o->reserve_pct,
+                SCHEMA_MAX_RESERVE_PCT);
+        return false;
+    }
+    if (o->resuid < -1 || o->resuid >= UINT32_MAX || o->resgid < -1 || o->resgid >= UINT32_MAX) {
+        fprintf(stderr, "lsmfs: resuid=%lld, resgid=%lld: give a user and a group id\n",
+                o->resuid, o->resgid);
+        return false;
+    }
     if (o->atime != NULL) {
         fprintf(stderr, "lsmfs: -o %s: reads do not update access times on lsmfs (every mount "
                         "is noatime)\n", o->atime);
@@ -449,7 +467,10 @@ static lsmfs *open_store(const struct options *o, const char *store)
                         .writeback = o->writeback,
                         .timeout = o->timeout,
                         .allow_root = o->allow_root,
-                        .read_only = o->read_only};
+                        .read_only = o->read_only,
+                        .reserve_pct = o->reserve_pct,
+                        .resuid = o->resuid,
+                        .resgid = o->resgid};
     lsmfs *fs;
     char err[512];
     if (lsmfs_open(&cfg, &fs, err, sizeof err) != 0)
@@ -516,6 +537,12 @@ static int run(struct fuse_args *args, const struct options *o, const struct fus
     if (serr != 0)
         fuse_log(FUSE_LOG_ERR, "lsmfs: cannot start the inode budget's thread: %s\n",
                  strerror(serr));
+    int kerr = ring == NULL ? killpriv_attach(se) : 0;
+    if (kerr != 0)
+        fuse_log(FUSE_LOG_WARNING,
+                 "lsmfs: cannot install /dev/fuse I/O (%s): the kernel will ask "
+                 "security.capability before every write\n",
+                 strerror(-kerr));
     if (!co->foreground)
         daemon_detach();
     fuse_log(FUSE_LOG_NOTICE, "lsmfs: %s mounted at %s (log: %s)\n", store, co->mountpoint,
@@ -542,7 +569,10 @@ int main(int argc, char *argv[])
                         .spin_us = DEFAULT_SPIN_US,
                         .readahead_kb = DEFAULT_READAHEAD_KB,
                         .umode = URING_AUTO,
-                        .max_inodes = ISHRINK_DEFAULT_MAX};
+                        .max_inodes = ISHRINK_DEFAULT_MAX,
+                        .reserve_pct = -1,
+                        .resuid = -1,
+                        .resgid = -1};
     struct fuse_cmdline_opts co;
     if (fuse_opt_parse(&args, &o, option_spec, opt_proc) != 0 ||
         fuse_parse_cmdline(&args, &co) != 0)

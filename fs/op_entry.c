@@ -5,6 +5,7 @@
 #include "data.h"
 #include "dir.h"
 #include "inode.h"
+#include "killpriv.h"
 #include "ops.h"
 #include "xattr.h"
 
@@ -103,8 +104,12 @@ static bool defers_times(const lsmfs *fs, const inode *n, int to_set)
     return fs->cfg.writeback && n->deferred_last && (to_set & ~times) == 0;
 }
 
-/* REQUIRES: n->lock held for writing. */
-static int setattr_locked(lsmfs *fs, inode *n, const struct stat *attr, int to_set, inode_rec *out)
+/* REQUIRES: n->lock held for writing. The kernel sets
+ * FUSE_SET_ATTR_KILL_SUID (FATTR_KILL_SUIDGID) on a truncate or chown that
+ * clears set-id bits (killpriv.h); which ones is decided by the file's
+ * group before a chown, as ext4 does. */
+static int setattr_locked(fuse_req_t req, lsmfs *fs, inode *n, const struct stat *attr, int to_set,
+                          inode_rec *out)
 {
     if (n->gone)
         return ENOENT;
@@ -129,7 +134,10 @@ static int setattr_locked(lsmfs *fs, inode *n, const struct stat *attr, int to_s
         }
     }
     if (err == 0) {
+        gid_t gid = r.gid;
         apply_attrs(&r, attr, to_set, now);
+        if ((to_set & FUSE_SET_ATTR_KILL_SUID) && !S_ISDIR(r.mode))
+            r.mode = killpriv_mode(req, r.mode, gid);
         if (to_set & FUSE_SET_ATTR_MODE)
             err = xattr_acl_chmod(fs, b, n->ino, &r);
     }
@@ -157,7 +165,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     int err = 0;
     inode_rec r;
     inode_wrlock(n);
-    err = setattr_locked(fs, n, attr, to_set, &r);
+    err = setattr_locked(req, fs, n, attr, to_set, &r);
     inode_unlock(n);
     icache_put(fs->icache, n);
     if (err == 0 && (err = fs_durable(fs)) != 0)

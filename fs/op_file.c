@@ -5,6 +5,7 @@
 #include "commit.h"
 #include "data.h"
 #include "inode.h"
+#include "killpriv.h"
 #include "ops.h"
 
 #include <errno.h>
@@ -77,13 +78,16 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 #define DEFER_LOG_WRITE (128u * 1024)
 
 /* REQUIRES: n->lock held for writing. keep_times: the kernel owns the
- * file's mtime and ctime (see op_write). */
-static int write_locked(lsmfs *fs, inode *n, const char *buf, size_t size, uint64_t off,
-                        bool keep_times)
+ * file's mtime and ctime (see op_write); kill: the write clears set-id
+ * bits (killpriv.h), in its own batch. */
+static int write_locked(fuse_req_t req, lsmfs *fs, inode *n, const char *buf, size_t size,
+                        uint64_t off, bool keep_times, bool kill)
 {
     if (n->gone)
         return EIO;
     inode_rec r = n->rec;
+    if (kill)
+        r.mode = killpriv_mode(req, r.mode, r.gid);
     payload pl = {0};
     lsm_batch *b = lsm_batch_new();
     if (b == NULL)
@@ -124,11 +128,26 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
     const uint64_t max = data_max_size(fs);
     if (off >= 0 && (uint64_t)off < max && size > max - (uint64_t)off)
         size = (size_t)(max - (uint64_t)off);
-    int err = 0;
+    /* A write-back of cached pages is never refused: its data was already
+     * accepted by write(2), and the kernel's writer is not the user. */
+    bool writepage = fi != NULL && fi->writepage;
+    int err = writepage ? 0 : reserve_admit(&fs->reserve, req, size);
+    if (err != 0) {
+        icache_put(fs->icache, n);
+        fuse_reply_err(req, err);
+        return;
+    }
+    /* Asked before the lock: it reads the caller's /proc status. A chmod
+     * racing with the write is ordered after it either way. */
+    inode_rec seen;
+    op_read_rec(n, &seen);
+    bool kill = killpriv_write_kills(req, seen.mode, writepage);
     inode_wrlock(n);
-    err = write_locked(fs, n, buf, size, (uint64_t)off, keep_times);
+    err = write_locked(req, fs, n, buf, size, (uint64_t)off, keep_times, kill);
     inode_unlock(n);
     icache_put(fs->icache, n);
+    if (err == 0 && kill)
+        killpriv_changed(req, ino);
     if (err == 0 && (err = fs_durable(fs)) != 0)
         op_reply_undurable(req, err, &(op_touched){.ino = {ino}});
     else if (err != 0)

@@ -2,24 +2,32 @@
  * op_ioctl.c — ioctl on the root directory: the snapshot requests of
  * snapshot.h, the info of fsinfo.h and the maintenance of maint.h. Taking or
  * deleting a snapshot, the info (a scan of every inode) and maintenance
- * (a compaction, a full read) are for root and the user who mounted
- * (the daemon's user); where snapshots are, for anyone who may enter.
+ * (a compaction, a full read) are for a caller with CAP_SYS_ADMIN and for
+ * the user who mounted (the daemon's user) unless that is root; where
+ * snapshots are, for anyone who may enter (the store's path is the mount's
+ * source in /proc/self/mountinfo anyway).
  */
+#include "caller.h"
 #include "fsinfo.h"
 #include "maint.h"
 #include "ops.h"
 #include "snapshot.h"
 
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-/* Whether the caller may change snapshots. */
+/* Whether the caller may change snapshots: the mounting user, or a holder
+ * of CAP_SYS_ADMIN. A root mount's user is uid 0, which alone proves no
+ * privilege: a root that dropped its capabilities is refused. */
 static bool may_manage(fuse_req_t req)
 {
-    const struct fuse_ctx *ctx = fuse_req_ctx(req);
-    return ctx->uid == 0 || ctx->uid == getuid();
+    uid_t uid = fuse_req_ctx(req)->uid;
+    if (uid == getuid() && uid != 0)
+        return true;
+    return caller_capable(req, CAP_SYS_ADMIN);
 }
 
 static void snap_create(fuse_req_t req, lsmfs *fs, const void *in, size_t insz)

@@ -2,7 +2,8 @@
  * op_statfs.c — statfs: space from the disk (or pool) under the store, "used" being
  * what the store's files occupy, and the live inode count. The store's
  * space reserve (lsm_options.reserve_bytes) counts neither as used nor as
- * free: it is for deletes only, as ext4's reserved blocks are.
+ * free: it is for deletes only. The root reserve (reserve.h) is in
+ * f_bfree but not in f_bavail, as ext4's reserved blocks.
  */
 #include "ops.h"
 
@@ -65,13 +66,15 @@ void op_statfs(fuse_req_t req, fuse_ino_t ino)
     uint64_t missing = held ? 0 : (reserve + bsize - 1) / bsize;
     uint64_t host_avail = free_bytes / bsize;
     uint64_t avail = host_avail > missing ? host_avail - missing : 0;
+    /* The root reserve is free, but not available to others (ext4). */
+    uint64_t kept = reserve_blocks(&fs->reserve, total / bsize);
     int64_t inodes = atomic_load(&fs->inodes);
     struct statvfs st = {
         .f_bsize = bsize,
         .f_frsize = bsize,
         .f_blocks = used + avail,
         .f_bfree = avail,
-        .f_bavail = avail,
+        .f_bavail = avail > kept ? avail - kept : 0,
         .f_files = (fsfilcnt_t)(inodes > 0 ? inodes : 0) + FREE_INODES,
         .f_ffree = FREE_INODES,
         .f_favail = FREE_INODES,

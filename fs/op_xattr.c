@@ -12,6 +12,7 @@
 #include "xattr.h"
 
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -131,6 +132,8 @@ static void change(fuse_req_t req, fuse_ino_t ino, const char *name, const char 
     int err = is_stats(ino, name) ? EPERM : xattr_check(name, size);
     if (err == 0 && (flags & ~(XATTR_CREATE | XATTR_REPLACE)))
         err = EINVAL;
+    if (err == 0 && value != NULL)
+        err = reserve_admit(&fs->reserve, req, strlen(name) + size);
     inode *n = NULL;
     if (err == 0)
         err = icache_get(fs, ino, &n);
@@ -198,6 +201,27 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
     free(val);
 }
 
+/* Drops the trusted.* names from the NUL-separated list (len bytes) unless
+ * the caller holds CAP_SYS_ADMIN, as ext4 lists them (the kernel already
+ * refuses their values to others). Asks for the capability only when there
+ * is such a name. */
+static void hide_trusted(fuse_req_t req, char *list, size_t *len)
+{
+    static const char prefix[] = "trusted.";
+    int capable = -1; /* not asked yet */
+    size_t out = 0;
+    for (size_t at = 0; at < *len;) {
+        size_t n = strnlen(list + at, *len - at) + 1;
+        bool hide = strncmp(list + at, prefix, sizeof prefix - 1) == 0 &&
+                    !(capable < 0 ? (capable = caller_capable(req, CAP_SYS_ADMIN)) : capable);
+        if (!hide)
+            memmove(list + out, list + at, n);
+        out += hide ? 0 : n;
+        at += n;
+    }
+    *len = out;
+}
+
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     lsmfs *fs = op_fs(req);
@@ -207,8 +231,8 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     int err = may_have_xattrs(fs, ino);
     if (err == ENODATA)
         err = 0; /* an empty list */
-    else if (err == 0)
-        err = xattr_list(fs, ino, &list, &len);
+    else if (err == 0 && (err = xattr_list(fs, ino, &list, &len)) == 0)
+        hide_trusted(req, list, &len);
     if (err != 0)
         fuse_reply_err(req, err);
     else

@@ -231,8 +231,8 @@ void op_notify_drain(ops_state *st)
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     ops_state *st = userdata;
-    /* The kernel clears set-user-ID/set-group-ID bits itself (sending a
-     * mode change) on write, truncate and chown, exactly as for ext4. */
+    /* Not the first killpriv: the INIT reply asks for the second
+     * (FUSE_HANDLE_KILLPRIV_V2, killpriv.h), which libfuse 3.14 cannot. */
     conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
     /* Truncation on open arrives as a setattr (keeps suid clearing exact). */
     conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;

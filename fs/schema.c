@@ -167,6 +167,9 @@ void super_encode(const schema_super *s, char out[SCHEMA_SUPER_LEN])
     le32_put(p + 8, s->inline_limit);
     le64_put(p + 12, (uint64_t)s->ctime_sec);
     le32_put(p + 20, s->ctime_nsec);
+    le32_put(p + 24, s->reserve_pct);
+    le32_put(p + 28, s->resuid);
+    le32_put(p + 32, s->resgid);
 }
 
 enum super_check super_decode(const char *v, size_t len, schema_super *s)
@@ -177,14 +180,19 @@ enum super_check super_decode(const char *v, size_t len, schema_super *s)
     s->version = le32_get(p);
     if (s->version > SCHEMA_VERSION)
         return SUPER_NEWER;
-    if (s->version == 0 || len < SCHEMA_SUPER_LEN)
+    if (s->version == 0 || len < SCHEMA_SUPER_V1_LEN)
         return SUPER_BAD;
     s->chunk_size = le32_get(p + 4);
     s->inline_limit = le32_get(p + 8);
     s->ctime_sec = (int64_t)le64_get(p + 12);
     s->ctime_nsec = le32_get(p + 20);
+    bool reserve = len >= SCHEMA_SUPER_LEN;
+    s->reserve_pct = reserve ? le32_get(p + 24) : 0;
+    s->resuid = reserve ? le32_get(p + 28) : 0;
+    s->resgid = reserve ? le32_get(p + 32) : 0;
     const char *why;
-    if (!super_params_valid(s->chunk_size, s->inline_limit, &why))
+    if (!super_params_valid(s->chunk_size, s->inline_limit, &why) ||
+        s->reserve_pct > SCHEMA_MAX_RESERVE_PCT)
         return SUPER_BAD;
     return SUPER_OK;
 }

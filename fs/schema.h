@@ -120,9 +120,17 @@ typedef struct schema_super {
     uint32_t inline_limit;
     int64_t ctime_sec;
     uint32_t ctime_nsec;
+    /* The root reserve (reserve.h), appended later: a superblock without
+     * it (SCHEMA_SUPER_V1_LEN bytes) reserves nothing, and older lsmfs
+     * versions read past it. */
+    uint32_t reserve_pct; /* 0..SCHEMA_MAX_RESERVE_PCT of the disk */
+    uint32_t resuid, resgid;
 } schema_super;
 
-#define SCHEMA_SUPER_LEN (SCHEMA_MAGIC_LEN + 4 + 4 + 4 + 8 + 4)
+#define SCHEMA_SUPER_V1_LEN (SCHEMA_MAGIC_LEN + 4 + 4 + 4 + 8 + 4)
+#define SCHEMA_SUPER_LEN (SCHEMA_SUPER_V1_LEN + 4 + 4 + 4)
+#define SCHEMA_MAX_RESERVE_PCT 50u
+#define SCHEMA_DEFAULT_RESERVE_PCT 5u /* as mkfs.ext4 */
 
 void super_encode(const schema_super *s, char out[SCHEMA_SUPER_LEN]);
 /* Result of decoding a superblock value. */

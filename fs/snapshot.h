@@ -6,8 +6,8 @@
  * Why ioctls: a snapshot must be cut inside the daemon (it alone has the
  * store open), at a moment ordered after every operation already answered;
  * an ioctl on the root is a request like those, answered when the copy is
- * durable, with the caller's credentials (only root or the user who mounted
- * may take or delete snapshots) and no name in the tree or attribute that
+ * durable, with the caller's credentials (only a holder of CAP_SYS_ADMIN
+ * or the user who mounted, unless that is root, may take or delete them) and no name in the tree or attribute that
  * tar, rsync or cp -a would trip over.
  *
  * The ioctl numbers and structures below are the interface lsmctl uses;

@@ -277,6 +277,16 @@ static void init_durability(lsmfs *fs)
     atomic_store(&fs->durable_seq, 0);
 }
 
+/* The root reserve: the superblock's, or the mount's options. */
+static void init_reserve(lsmfs *fs)
+{
+    const lsmfs_config *c = &fs->cfg;
+    uint32_t pct = c->reserve_pct >= 0 ? (uint32_t)c->reserve_pct : fs->sb.reserve_pct;
+    uid_t uid = c->resuid >= 0 ? (uid_t)c->resuid : fs->sb.resuid;
+    gid_t gid = c->resgid >= 0 ? (gid_t)c->resgid : fs->sb.resgid;
+    reserve_init(&fs->reserve, fs->env, fs->path, pct, uid, gid);
+}
+
 int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
 {
     lsmfs *fs = calloc(1, sizeof *fs);
@@ -311,6 +321,8 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
         init_durability(fs);
     if (e == 0 && !cfg->read_only)
         snapshot_sweep_leftovers(fs);
+    if (e == 0)
+        init_reserve(fs);
     if (e == 0)
         e = alloc_init(&fs->alloc, fs->db, err, errlen);
     if (e == 0 && (fs->icache = icache_new()) == NULL)

@@ -8,6 +8,7 @@
 
 #include "alloc.h"
 #include "lsm.h"
+#include "reserve.h"
 #include "schema.h"
 #include "stats.h"
 
@@ -25,6 +26,9 @@ typedef struct lsmfs_config {
     double timeout; /* entry/attr cache timeout given to the kernel, seconds */
     bool allow_root; /* -o allow_root: libfuse refuses other users per request */
     bool read_only; /* -o ro: the store opens read_only, as of a damaged log's prefix */
+    /* -o reserve=, resuid=, resgid=: the root reserve for this mount
+     * (reserve.h); -1: the superblock's. */
+    int64_t reserve_pct, resuid, resgid;
 } lsmfs_config;
 
 /* Fields marked [const] are set by lsmfs_open and never change; the others
@@ -39,6 +43,7 @@ typedef struct lsmfs {
     icache *icache;     /* [const] pointer; the cache has its own locks */
     ino_alloc alloc;    /* its own mutex */
     reclaimer *reclaim; /* [const] pointer; its own mutex */
+    root_reserve reserve; /* its fields say */
     fs_stats stats;     /* atomics */
     /* The kernel opens files without asking (FUSE_CAP_NO_OPEN_SUPPORT): no
      * OPEN/CREATE/RELEASE requests (an unlinked file is kept by the

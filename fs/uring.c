@@ -854,6 +854,8 @@ static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
     }
     if (oh->unique != u->init_unique || u->started)
         return writev(fd, iov, count);
+    if (u->cfg.init_reply != NULL)
+        u->cfg.init_reply(iov, count);
     bool ring = init_ring(u, iov, count);
     ssize_t n = writev(fd, iov, count);
     if (n >= 0 && u->cfg.on_init != NULL)

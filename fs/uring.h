@@ -43,6 +43,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 struct fuse_in_header; /* <linux/fuse.h> */
 
@@ -80,6 +81,9 @@ typedef struct uring_config {
      * a request may be served before the /dev/fuse loop's on_init runs). */
     void (*on_init)(void *init_ctx);
     void *init_ctx;
+    /* If not NULL: may edit libfuse's INIT reply (iov, count) before the
+     * kernel gets it (flags libfuse cannot ask for). */
+    void (*init_reply)(struct iovec *iov, int count);
 } uring_config;
 
 struct uring;

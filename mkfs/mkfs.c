@@ -1,7 +1,8 @@
 /*
  * mkfs.c — mkfs.lsmfs: make an lsmfs filesystem in a store directory.
  *
- *   mkfs.lsmfs [-f] [-c chunk_size] [-i inline_limit] [-u uid] [-g gid] [-q]
+ *   mkfs.lsmfs [-f] [-c chunk_size] [-i inline_limit] [-u uid] [-g gid]
+ *              [-m reserve_pct] [-U resuid] [-G resgid] [-q]
  *              [-o ceph_conf=PATH,ceph_id=NAME] DIR|rados:POOL/NAME
  *
  * Creates the store, the superblock, the allocator record and the root
@@ -28,6 +29,7 @@ struct mkfs_opts {
     bool force, quiet;
     uint32_t chunk_size, inline_limit;
     uint32_t uid, gid;
+    uint32_t reserve_pct, resuid, resgid; /* the root reserve (reserve.h) */
     const char *dir; /* as given: a directory or rados:POOL/NAME */
     lsm_env *env;    /* the env holding it (store_uri.h) */
     char *path;      /* its path in env */
@@ -37,14 +39,18 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: mkfs.lsmfs [-f] [-c chunk_size] [-i inline_limit] [-u uid] [-g gid] "
-            "[-q] [-o ceph_conf=PATH,ceph_id=NAME] DIR|rados:POOL/NAME\n"
+            "[-m pct] [-U uid] [-G gid] [-q] [-o ceph_conf=PATH,ceph_id=NAME] "
+            "DIR|rados:POOL/NAME\n"
             "  -f   overwrite an existing lsmfs filesystem in DIR\n"
             "  -c   data chunk size, a power of two from 4K to 1M (default %uK)\n"
             "  -i   largest file kept inline in its inode, 0 to the chunk size (default %uK)\n"
             "  -u/-g  owner of the root directory (default: the caller)\n"
+            "  -m   percent of the disk kept for root, 0 to %u (default %u)\n"
+            "  -U/-G  a user and a group that may use it too (default: root only)\n"
             "  -q   quiet\n"
             "  -o   for a store on Ceph: ceph.conf and client name\n",
-            SCHEMA_DEFAULT_CHUNK / 1024, SCHEMA_DEFAULT_INLINE / 1024);
+            SCHEMA_DEFAULT_CHUNK / 1024, SCHEMA_DEFAULT_INLINE / 1024, SCHEMA_MAX_RESERVE_PCT,
+            SCHEMA_DEFAULT_RESERVE_PCT);
 }
 
 /* "64K", "1M", "4096" -> bytes; false on junk or overflow. */
@@ -111,6 +117,15 @@ static int take_option(struct mkfs_opts *o, int c, const char *arg)
             return 1;
         break;
     }
+    case 'm':
+        ok = parse_id(arg, &o->reserve_pct) && o->reserve_pct <= SCHEMA_MAX_RESERVE_PCT;
+        break;
+    case 'U':
+        ok = parse_id(arg, &o->resuid);
+        break;
+    case 'G':
+        ok = parse_id(arg, &o->resgid);
+        break;
     case 'h':
         usage(stdout);
         exit(0);
@@ -130,10 +145,11 @@ static int parse_args(int argc, char **argv, struct mkfs_opts *o)
     *o = (struct mkfs_opts){.chunk_size = SCHEMA_DEFAULT_CHUNK,
                             .inline_limit = SCHEMA_DEFAULT_INLINE,
                             .uid = getuid(),
-                            .gid = getgid()};
+                            .gid = getgid(),
+                            .reserve_pct = SCHEMA_DEFAULT_RESERVE_PCT};
     version_help_or_exit(argc, argv, "mkfs.lsmfs", usage);
     int c;
-    while ((c = getopt(argc, argv, "fqc:i:u:g:o:h")) != -1)
+    while ((c = getopt(argc, argv, "fqc:i:u:g:m:U:G:o:h")) != -1)
         if (take_option(o, c, optarg) != 0)
             return 1;
     if (optind != argc - 1) {
@@ -255,7 +271,10 @@ static bool fill_batch(const struct mkfs_opts *o, lsm_batch *b)
                        .chunk_size = o->chunk_size,
                        .inline_limit = o->inline_limit,
                        .ctime_sec = now.tv_sec,
-                       .ctime_nsec = (uint32_t)now.tv_nsec};
+                       .ctime_nsec = (uint32_t)now.tv_nsec,
+                       .reserve_pct = o->reserve_pct,
+                       .resuid = o->resuid,
+                       .resgid = o->resgid};
     char sv[SCHEMA_SUPER_LEN], av[SCHEMA_ALLOC_LEN], iv[INODE_HDR_LEN];
     super_encode(&sb, sv);
     alloc_encode(SCHEMA_FIRST_INO, av);

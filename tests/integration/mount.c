@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -696,6 +697,24 @@ int tm_mkdtemp(char *out, const char *name)
     snprintf(out, PATH_MAX, "/tmp/lsmfs-test-%s-%s-XXXXXX", run_tag(), name);
     if (!mkdtemp(out)) {
         fprintf(stderr, "[harness] mkdtemp %s: %s\n", out, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int tm_tmpfs_store(char *host, const char *name, const char *size, char *store)
+{
+    char opts[64];
+    snprintf(opts, sizeof opts, "size=%s", size);
+    if (tm_mkdtemp(host, name) != 0)
+        return -1;
+    if (mount("tmpfs", host, "tmpfs", 0, opts) != 0) {
+        fprintf(stderr, "[harness] mount tmpfs on %s: %s\n", host, strerror(errno));
+        return -1;
+    }
+    snprintf(store, PATH_MAX + 8, "%s/store", host);
+    if (mkdir(store, 0755) != 0) {
+        fprintf(stderr, "[harness] mkdir %s: %s\n", store, strerror(errno));
         return -1;
     }
     return 0;

@@ -181,6 +181,13 @@ ssize_t tm_read_file(const char *path, void *buf, size_t cap);
  * on stderr. */
 int tm_mkdtemp(char *out, const char *name);
 
+/* A disk of its own for a store: a tmpfs of `size` (mount's size=, e.g.
+ * "64m") mounted on a fresh tm_mkdtemp directory `host` (PATH_MAX bytes),
+ * with an empty directory host/store, whose path goes to store (PATH_MAX
+ * + 8 bytes). 0, or -1 after saying why. Root only; the caller unmounts
+ * host (umount2 MNT_DETACH) once lsmfs is gone. */
+int tm_tmpfs_store(char *host, const char *name, const char *size, char *store);
+
 /* Remove path and everything below it, never crossing into another file
  * system (a mount that failed to go away).  0 if everything went. */
 int tm_rmtree(const char *path);

@@ -218,12 +218,10 @@ static void remove_file(struct tmount *m, const struct writer *w, int i)
 static void test_full_disk(void **state)
 {
     (void)state;
-    assert_int_equal(tm_mkdtemp(host, "fullfs-host"), 0);
-    TM_OK(mount("tmpfs", host, "tmpfs", 0, "size=64m"));
-    host_mounted = true;
     char store[PATH_MAX + 8];
-    snprintf(store, sizeof store, "%s/store", host);
-    TM_OK(mkdir(store, 0755));
+    int made = tm_tmpfs_store(host, "fullfs-host", "64m", store);
+    host_mounted = host[0] != 0 && made == 0;
+    assert_int_equal(made, 0);
     struct tmount *m = the_mount = tm_new_in(NULL, store);
     assert_non_null(m);
     for (int k = 0; k < KINDS; k++)

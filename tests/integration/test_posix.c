@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "aschild.h"
 #include "mount.h"
 
 #define TEST_TIMEOUT_S 60
@@ -1944,57 +1945,30 @@ static const char *become_nobody(void)
 
 /* Run fn in a child after become() (NULL: as is); fails the test with the
  * message of either. */
+struct child_ctx {
+    const char *(*become)(void);
+    const char *(*fn)(const struct tmount *);
+    struct tmount *m;
+};
+
+static const char *child_run(void *ctx)
+{
+    const struct child_ctx *c = ctx;
+    const char *err = c->become ? c->become() : NULL;
+    return err != NULL ? err : c->fn(c->m);
+}
+
 static void in_child(struct tmount *m, const char *(*become)(void),
                      const char *(*fn)(const struct tmount *))
 {
-    int pfd[2];
-    TM_OK(pipe(pfd));
-    pid_t pid = fork();
-    TM_OK(pid);
-    if (pid == 0) {
-        close(pfd[0]);
-        const char *err = become ? become() : NULL;
-        if (err == NULL)
-            err = fn(m);
-        if (err) {
-            ssize_t w = write(pfd[1], err, strlen(err));
-            (void)w;
-        }
-        _exit(err ? 1 : 0);
-    }
-    close(pfd[1]);
-    char msg[512] = "";
-    ssize_t n = read(pfd[0], msg, sizeof msg - 1);
-    msg[n > 0 ? n : 0] = 0;
-    close(pfd[0]);
-    int status;
-    TM_OK(waitpid(pid, &status, 0));
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("in a child: %s", msg[0] ? msg : "child failed");
+    struct child_ctx c = {become, fn, m};
+    tm_in_child("in a child", child_run, &c);
 }
 
 /* For the child: a description of the first unexpected result. */
-static _Thread_local char why[512];
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            snprintf(why, sizeof why, __VA_ARGS__);                                                \
-            return why;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define EXPECT_ERR(expr, err)                                                                      \
-    do {                                                                                           \
-        errno = 0;                                                                                 \
-        long r_ = (long)(expr);                                                                    \
-        EXPECT(r_ == -1 && errno == (err), "%s = %ld, errno %s; expected %s", #expr, r_,           \
-               tm_errname(errno), tm_errname(err));                                                \
-    } while (0)
-#define EXPECT_OK(expr)                                                                            \
-    do {                                                                                           \
-        errno = 0;                                                                                 \
-        long r_ = (long)(expr);                                                                    \
-        EXPECT(r_ >= 0, "%s: %s", #expr, tm_errname(errno));                                       \
-    } while (0)
+#define EXPECT TM_EXPECT
+#define EXPECT_ERR TM_EXPECT_ERR
+#define EXPECT_OK TM_EXPECT_OK
 
 static const char *nobody_checks(const struct tmount *m)
 {

@@ -226,12 +226,117 @@ static void test_rejects_bad_input(void **state)
     dcache_free(c);
 }
 
+/* ---- names aimed at one probe sequence of the old unkeyed FNV-1a ---- */
+
+#define CRAFTED 40000
+#define CRAFT_BITS 17 /* slots for CRAFTED names: 2^17 (dcache.c slots_for) */
+#define FNV_PRIME 1099511628211ull
+
+/* One FNV-1a step; mod 2^k it depends on the low k bits of h only. */
+static uint64_t fnv_step(uint64_t h, unsigned char b)
+{
+    return (h ^ b) * FNV_PRIME;
+}
+
+static uint64_t fnv1a(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = fnv_step(h, (unsigned char)s[i]);
+    return h;
+}
+
+static bool name_byte(unsigned b)
+{
+    return b != 0 && b != '/';
+}
+
+/* Appends to names (NAME_LEN-byte slots) the names "pNNNNN-" b1 b2 b3 whose
+ * FNV-1a has its low CRAFT_BITS bits zero: every table size up to 2^17
+ * puts them all in slot 0. From (b1, b2) the state's low bits s are
+ * tabled; the last byte then needs (s ^ b3) * P == 0, i.e. s == b3. */
+#define NAME_LEN 10
+static size_t craft_prefix(unsigned prefix, char (*names)[NAME_LEN], size_t have, size_t want,
+                           uint32_t *by_state)
+{
+    const uint64_t mask = (1ull << CRAFT_BITS) - 1;
+    char p[NAME_LEN];
+    snprintf(p, sizeof p, "p%05u-", prefix);
+    uint64_t h0 = fnv1a(p, 7);
+    memset(by_state, 0xff, sizeof(uint32_t) << CRAFT_BITS);
+    for (unsigned b1 = 1; b1 < 256; b1++)
+        for (unsigned b2 = 1; b2 < 256; b2++)
+            if (name_byte(b1) && name_byte(b2))
+                by_state[fnv_step(fnv_step(h0, (unsigned char)b1), (unsigned char)b2) & mask] =
+                    b1 << 8 | b2;
+    for (unsigned b3 = 1; b3 < 256 && have < want; b3++) {
+        uint32_t hit = by_state[b3];
+        if (!name_byte(b3) || hit == UINT32_MAX)
+            continue;
+        memcpy(names[have], p, 7);
+        names[have][7] = (char)(hit >> 8);
+        names[have][8] = (char)(hit & 0xff);
+        names[have][9] = (char)b3;
+        have++;
+    }
+    return have;
+}
+
+/* The longest probe of a listing of n names (NAME_LEN bytes each). */
+static size_t longest_probe_of(char (*names)[NAME_LEN], size_t n)
+{
+    dcache *c = dcache_new();
+    assert_non_null(c);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(dcache_add(c, names[i], NAME_LEN, 100 + i, 8, 10 + i, 0), 0);
+    size_t longest = dcache_longest_probe(c);
+    uint64_t ino, cookie;
+    uint8_t type;
+    assert_true(dcache_find(c, names[n / 2], NAME_LEN, &ino, &type, &cookie));
+    assert_int_equal(ino, 100 + n / 2);
+    dcache_free(c);
+    return longest;
+}
+
+/* 40,000 names that all share FNV-1a's probe sequence (found in well under
+ * a second, as an attacker would) cost no more than 40,000 random names:
+ * the longest probe is of the same order (under the unkeyed hash it was
+ * all 40,000 of them, and each create scanned them all). A fixed key makes
+ * the check repeatable; the daemon's key is random. */
+static void test_crafted_names_cost_as_random(void **state)
+{
+    (void)state;
+    dcache_set_key(0x0123456789abcdefull, 0xfedcba9876543210ull);
+    char(*crafted)[NAME_LEN] = calloc(CRAFTED, NAME_LEN);
+    char(*random)[NAME_LEN] = calloc(CRAFTED, NAME_LEN);
+    uint32_t *by_state = malloc(sizeof(uint32_t) << CRAFT_BITS);
+    assert_true(crafted != NULL && random != NULL && by_state != NULL);
+    size_t n = 0;
+    for (unsigned prefix = 0; n < CRAFTED && prefix < 100000; prefix++)
+        n = craft_prefix(prefix, crafted, n, CRAFTED, by_state);
+    assert_int_equal(n, CRAFTED);
+    for (size_t i = 0; i < CRAFTED; i++)
+        assert_int_equal(fnv1a(crafted[i], NAME_LEN) & ((1u << CRAFT_BITS) - 1), 0);
+    uint64_t rng = 7;
+    for (size_t i = 0; i < CRAFTED; i++)
+        for (size_t j = 0; j < NAME_LEN; j++)
+            random[i][j] = (char)('a' + tu_xorshift64(&rng) % 26);
+    size_t worst_crafted = longest_probe_of(crafted, CRAFTED);
+    size_t worst_random = longest_probe_of(random, CRAFTED);
+    print_message("longest probe: crafted %zu, random %zu\n", worst_crafted, worst_random);
+    assert_true(worst_crafted <= 2 * worst_random + 8);
+    free(by_state);
+    free(random);
+    free(crafted);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_against_model),
         cmocka_unit_test(test_grow_and_compact),
         cmocka_unit_test(test_rejects_bad_input),
+        cmocka_unit_test(test_crafted_names_cost_as_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

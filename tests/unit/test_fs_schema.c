@@ -169,6 +169,21 @@ static void test_superblock_versions(void **state)
     assert_int_equal(back.chunk_size, 65536);
     assert_int_equal(back.inline_limit, 4096);
     assert_int_equal(back.ctime_sec, 123);
+    assert_int_equal(back.reserve_pct, 0);
+
+    /* The root reserve, and a superblock written before it had one. */
+    s.reserve_pct = 7;
+    s.resuid = 8;
+    s.resgid = 9;
+    super_encode(&s, v);
+    assert_int_equal(super_decode(v, sizeof v, &back), SUPER_OK);
+    assert_true(back.reserve_pct == 7 && back.resuid == 8 && back.resgid == 9);
+    assert_int_equal(super_decode(v, SCHEMA_SUPER_V1_LEN, &back), SUPER_OK);
+    assert_true(back.reserve_pct == 0 && back.resuid == 0 && back.resgid == 0);
+    s.reserve_pct = SCHEMA_MAX_RESERVE_PCT + 1;
+    super_encode(&s, v);
+    assert_int_equal(super_decode(v, sizeof v, &back), SUPER_BAD);
+    s.reserve_pct = 0;
 
     s.version = SCHEMA_VERSION + 1;
     super_encode(&s, v);
