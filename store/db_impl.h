@@ -211,6 +211,10 @@ struct lsm_db {
     bool reserve_held;         /* [mu] the RESERVE file is there, full size */
     uint64_t reserve_tried_us; /* [mu] when making it was last tried */
     uint64_t reserve_releases; /* [mu] times it was given up for lack of space */
+    bool reserve_making;       /* [mu] db_reserve_make is writing the file (mu released) */
+    bool reserve_cancelled;    /* [mu] a release came while it was: it is not held */
+    bool frees_waiting;        /* [mu] a write that frees space came since the reserve
+                                * was last made: background work may use the reserve */
     struct lsm_snapshot snapshots; /* [mu] list head (dummy) */
     version_set vs;                /* [mu] (see version_set.h) */
     struct db_stats stats;         /* [mu] */
@@ -394,6 +398,13 @@ bool db_reserve_make(lsm_db *db);
 /* Removes the reserve file, if any, so its space serves what frees space;
  * returns whether there was one. REQUIRES: mu held (released meanwhile). */
 bool db_reserve_release(lsm_db *db);
+/* A write that frees space is about to be led: from now on background work
+ * that finds the disk full may use the reserve; if it already did, the
+ * reserve is given up now and the flush retries at once. REQUIRES: mu. */
+void db_reserve_frees_write(lsm_db *db);
+/* A flush or compaction found the disk full: it gets the reserve only if a
+ * write that frees space waits on it (db_reserve.c). REQUIRES: mu held. */
+void db_reserve_serve_background(lsm_db *db);
 /* NULL if a write may go ahead: it frees space, or the reserve is held (or
  * could be made again); else LSM_NO_SPACE. REQUIRES: mu held; a leader. */
 lsm_status *db_reserve_check(lsm_db *db, bool frees_space);

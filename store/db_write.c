@@ -524,9 +524,14 @@ bool lsm_write_may_wait(lsm_db *db)
     return may;
 }
 
-lsm_status *db_make_room_for_write(lsm_db *db, bool force)
+/* db_make_room_for_write; a writer that frees space (frees) does not give up
+ * on a full disk before the background work has tried once more (with the
+ * reserve, db_reserve_frees_write): a delete never fails for room that a
+ * retry would give it. */
+static lsm_status *make_room(lsm_db *db, bool force, bool frees)
 {
     assert(mutex_held(&db->mu));
+    uint64_t events = db->nospace_events;
     for (;;) {
         if (db->bg_error)
             return status_copy(db->bg_error);
@@ -551,13 +556,18 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force)
         if (switch_must_wait(db)) {
             /* Room comes from flushes and compactions; while the disk is
              * too full for them, say so rather than wait forever. */
-            if (db->nospace)
+            if (db->nospace && !(frees && db->nospace_events == events))
                 return status_copy(db->nospace);
             wait_for_room(db);
             continue;
         }
         return switch_memtable(db);
     }
+}
+
+lsm_status *db_make_room_for_write(lsm_db *db, bool force)
+{
+    return make_room(db, force, false);
 }
 
 void db_queue_pop_head(lsm_db *db, struct writer *w)
@@ -683,9 +693,11 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
     /* A barrier inserts nothing: it never waits for memtable room (it may
      * be what saves the deferred batches of a store whose disk is full),
      * and its group holds only barriers (pick_group). */
+    if (w->frees && w->batch != NULL)
+        db_reserve_frees_write(db);
     lsm_status *s = w->batch != NULL ? db_reserve_check(db, w->frees) : NULL;
     if (s == NULL)
-        s = w->batch != NULL ? db_make_room_for_write(db, false) : leave_broken_wal(db);
+        s = w->batch != NULL ? make_room(db, false, w->frees) : leave_broken_wal(db);
     struct writer *last = w;
     int count = 1;
     bool need_sync = false;
@@ -703,12 +715,12 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
     if (s == NULL)
         s = write_group(db, w, &last, &count, &need_sync);
     cut_broken_wal(db); /* at once: groups may wait for a sync on it */
-    if (lsm_status_code(s) == LSM_NO_SPACE && w->frees && db->wal_broken && !db->bg_error &&
+    if (lsm_status_code(s) == LSM_NO_SPACE && w->frees && !db->bg_error &&
         db_reserve_release(db)) {
-        /* A write that frees space may use the reserve: once more, in a
-         * new log. */
+        /* A write that frees space may use the reserve: once more (in a
+         * new log if the append broke this one). */
         lsm_status_free(s);
-        s = db_make_room_for_write(db, false);
+        s = make_room(db, false, true);
         if (s == NULL)
             s = write_group(db, w, &last, &count, &need_sync);
         cut_broken_wal(db);
