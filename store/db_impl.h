@@ -398,12 +398,11 @@ bool db_reserve_make(lsm_db *db);
 /* Removes the reserve file, if any, so its space serves what frees space;
  * returns whether there was one. REQUIRES: mu held (released meanwhile). */
 bool db_reserve_release(lsm_db *db);
-/* A write that frees space is about to be led: from now on background work
- * that finds the disk full may use the reserve; if it already did, the
- * reserve is given up now and the flush retries at once. REQUIRES: mu. */
-void db_reserve_frees_write(lsm_db *db);
-/* A flush or compaction found the disk full: it gets the reserve only if a
- * write that frees space waits on it (db_reserve.c). REQUIRES: mu held. */
+/* Background work is stuck on a full disk (nospace) and a write that frees
+ * space came (frees_waiting, set by its leader): the reserve is given up to
+ * that work, which retries at once. Called by the flush and compaction
+ * threads when they find the disk full, and by a freeing writer once it is
+ * in the log, or when it must wait for them. REQUIRES: mu held. */
 void db_reserve_serve_background(lsm_db *db);
 /* NULL if a write may go ahead: it frees space, or the reserve is held (or
  * could be made again); else LSM_NO_SPACE. REQUIRES: mu held; a leader. */

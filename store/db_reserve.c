@@ -122,22 +122,14 @@ bool db_reserve_release(lsm_db *db)
     return true;
 }
 
-void db_reserve_frees_write(lsm_db *db)
+void db_reserve_serve_background(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
-    db->frees_waiting = true;
-    if (db->nospace == NULL)
+    if (!db->frees_waiting || db->nospace == NULL)
         return;
     db_reserve_release(db);
     db->flush_asked++; /* a flush waiting to retry does so now (wait_to_retry) */
     pthread_cond_broadcast(&db->work_cv);
-}
-
-void db_reserve_serve_background(lsm_db *db)
-{
-    assert(mutex_held(&db->mu));
-    if (db->frees_waiting)
-        db_reserve_release(db);
 }
 
 lsm_status *db_reserve_check(lsm_db *db, bool frees_space)

@@ -558,6 +558,8 @@ static lsm_status *make_room(lsm_db *db, bool force, bool frees)
              * too full for them, say so rather than wait forever. */
             if (db->nospace && !(frees && db->nospace_events == events))
                 return status_copy(db->nospace);
+            if (frees)
+                db_reserve_serve_background(db);
             wait_for_room(db);
             continue;
         }
@@ -694,7 +696,7 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
      * be what saves the deferred batches of a store whose disk is full),
      * and its group holds only barriers (pick_group). */
     if (w->frees && w->batch != NULL)
-        db_reserve_frees_write(db);
+        db->frees_waiting = true;
     lsm_status *s = w->batch != NULL ? db_reserve_check(db, w->frees) : NULL;
     if (s == NULL)
         s = w->batch != NULL ? make_room(db, false, w->frees) : leave_broken_wal(db);
@@ -715,16 +717,18 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
     if (s == NULL)
         s = write_group(db, w, &last, &count, &need_sync);
     cut_broken_wal(db); /* at once: groups may wait for a sync on it */
-    if (lsm_status_code(s) == LSM_NO_SPACE && w->frees && !db->bg_error &&
-        db_reserve_release(db)) {
+    if (lsm_status_code(s) == LSM_NO_SPACE && w->frees && !db->bg_error) {
         /* A write that frees space may use the reserve: once more (in a
          * new log if the append broke this one). */
+        db_reserve_release(db);
         lsm_status_free(s);
         s = make_room(db, false, true);
         if (s == NULL)
             s = write_group(db, w, &last, &count, &need_sync);
         cut_broken_wal(db);
     }
+    if (s == NULL && w->frees)
+        db_reserve_serve_background(db); /* now that it is in the log */
     *seq = db->last_seq;
     pop_group(db, last, wk);
     if (s != NULL || !need_sync) {
