@@ -686,6 +686,31 @@ static lsm_status *leave_broken_wal(lsm_db *db)
     return switch_memtable(db);
 }
 
+/* A write that frees space found the disk full, with deferred batches in
+ * no log: logging them late first could take as much room again as they
+ * hold, so their memtables are flushed instead (in the reserve's space,
+ * released by the caller), once. REQUIRES: mu held; the caller leads the
+ * queue. */
+static lsm_status *flush_deferred_first(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    lsm_status *s = make_room(db, true, true); /* their memtable becomes immutable */
+    uint64_t before = db->nospace_events;
+    db->flush_asked++; /* a flush waiting to retry does so now */
+    /* One failure may be the retry that raced the release. */
+    while (s == NULL && db->deferred_head != NULL && db->bg_error == NULL &&
+           db->nospace_events < before + 2) {
+        pthread_cond_broadcast(&db->work_cv);
+        cond_wait(&db->room_cv, &db->mu);
+    }
+    if (s == NULL && db->bg_error)
+        return status_copy(db->bg_error);
+    if (s == NULL && db->deferred_head != NULL)
+        return db->nospace ? status_copy(db->nospace)
+                           : status_new(LSM_NO_SPACE, "no room to flush deferred writes");
+    return s;
+}
+
 /* Leads one group: writes it, leaves the queue to the next head, waits for
  * a sync if the group needs one, then finishes the members; *seq gets the
  * group's last sequence and the wake-ups it owes go to wk. REQUIRES: mu
@@ -698,6 +723,11 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
     if (w->frees && w->batch != NULL)
         db->frees_waiting = true;
     lsm_status *s = w->batch != NULL ? db_reserve_check(db, w->frees) : NULL;
+    if (s == NULL && w->frees && w->batch != NULL && db->deferred_head != NULL && db->nospace) {
+        /* The disk is full: no room to log them late and flush them too. */
+        db_reserve_release(db);
+        s = flush_deferred_first(db);
+    }
     if (s == NULL)
         s = w->batch != NULL ? make_room(db, false, w->frees) : leave_broken_wal(db);
     struct writer *last = w;
@@ -722,7 +752,9 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
          * new log if the append broke this one). */
         db_reserve_release(db);
         lsm_status_free(s);
-        s = make_room(db, false, true);
+        s = db->deferred_head != NULL ? flush_deferred_first(db) : NULL;
+        if (s == NULL)
+            s = make_room(db, false, true);
         if (s == NULL)
             s = write_group(db, w, &last, &count, &need_sync);
         cut_broken_wal(db);

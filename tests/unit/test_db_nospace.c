@@ -534,6 +534,55 @@ static void test_delete_waits_for_the_retry(void **state)
     fault_env_free(fe);
 }
 
+/* Deferred writes (in no log), then the disk is full for tables: a delete
+ * that frees space must not log them late (as much room again as they
+ * hold, before their flush needs it too): their memtable is flushed first,
+ * in the reserve's space. If even that fails, the delete fails and loses
+ * nothing. */
+static void delete_after_deferred(bool flush_fails)
+{
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_retrying(fe, 1 << 20, 30 * 1000000);
+    char k[32], v[160];
+    lsm_write_options deferred = {.defer_log = true};
+    for (int i = 0; i < 20; i++) {
+        key_value(i, k, v);
+        assert_null(lsm_put(db, &deferred, k, strlen(k), v, strlen(v)));
+    }
+    fault_env_fail(fe, FAULT_CREATE, ".ldb", ENOSPC, 0, flush_fails ? -1 : 1);
+    lsm_status_free(lsm_compact_range(db, NULL, 0, NULL, 0)); /* its flush: full */
+    assert_true(prop(db, "lsm.full-disk-events") >= 1);
+    key_value(0, k, v);
+    lsm_write_options freeing = {.frees_space = true};
+    lsm_status *s = lsm_delete(db, &freeing, k, strlen(k));
+    assert_int_equal(prop(db, "lsm.late-logged-bytes"), 0);
+    if (flush_fails) {
+        expect_code(s, LSM_NO_SPACE);
+    } else {
+        assert_null(s);
+        assert_int_equal(prop(db, "lsm.reserve-held"), 0); /* it served the flush */
+    }
+    fault_env_clear_failures(fe);
+    assert_null(lsm_close(db));
+    db = open_retrying(fe, 1 << 20, 20000);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(read_key(db, i), i != 0 || flush_fails);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+static void test_delete_flushes_deferred_on_full_disk(void **state)
+{
+    (void)state;
+    delete_after_deferred(false);
+}
+
+static void test_delete_after_deferred_flush_fails(void **state)
+{
+    (void)state;
+    delete_after_deferred(true);
+}
+
 struct maker {
     lsm_db *db;
     bool held;
@@ -673,6 +722,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reserve_serves_freeing_wal_append, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_waits_for_the_retry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_release_while_making_the_reserve, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_flushes_deferred_on_full_disk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_after_deferred_flush_fails, setup, teardown),
     };
     return cmocka_run_group_tests_name("db_nospace", tests, NULL, NULL);
 }

@@ -51,7 +51,7 @@ wait_below() {
     printf '%.1f\n' "$(echo "$(now) - $t0" | bc)"
 }
 
-store_bytes() { du -sb "$WORK/store" | cut -f1; }
+store_bytes() { du -sb "$WORK/store" 2>/dev/null | cut -f1; }
 ext4_used() { df -B1 --output=used "$MNT" | tail -1 | tr -d ' '; }
 
 write_file() { # path MiB
