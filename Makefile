@@ -164,7 +164,7 @@ integration-test: all $(INTEG_TESTS)
 torture: $(BUILD)/tests/test_io_sweep $(BUILD)/tests/test_oom_sweep $(BUILD)/tests/test_fullfs all
 	@IO_SWEEP=full OOM_SWEEP=full TEST_TIMEOUT=3600 tests/run.sh $(BUILD)/tests/test_io_sweep \
 	  $(BUILD)/tests/test_oom_sweep
-	@FULLFS_ROUNDS=50 FULLFS_HOGS=2 LSMFS_BIN=$(abspath $(BIN)) tests/run.sh $(BUILD)/tests/test_fullfs
+	@FULLFS_ROUNDS=50 FULLFS_HOGS=2 TEST_TIMEOUT=1800 LSMFS_BIN=$(abspath $(BIN)) tests/run.sh $(BUILD)/tests/test_fullfs
 
 STORE_DIR ?= lsmfs-data
 MOUNT_DIR ?= mnt

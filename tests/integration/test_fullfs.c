@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <sys/wait.h>
@@ -392,9 +393,11 @@ static void hogs_start(void)
     for (nhogs = 0; nhogs < n && nhogs < 8; nhogs++) {
         hogs[nhogs] = fork();
         assert_true(hogs[nhogs] >= 0);
-        if (hogs[nhogs] == 0)
+        if (hogs[nhogs] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the test */
             for (volatile unsigned long x = 0;; x++) {
             }
+        }
     }
 }
 
@@ -415,6 +418,17 @@ static int cmp_double(const void *a, const void *b)
 
 #define LOOP_MAX_ROUNDS 200
 #define LOOP_LIMIT_S 15.0
+
+/* A round of the loop failed: the hogs go, the daemon's stats and log are
+ * shown. */
+static void loop_failed(struct tmount *m)
+{
+    hogs_stop();
+    char stats[4096];
+    ssize_t n = getxattr(P("."), "user.lsmfs.stats", stats, sizeof stats - 1);
+    fprintf(stderr, "%.*s\n", n > 0 ? (int)n : 0, stats);
+    tm_dump_log(m);
+}
 
 /* Writes file i in 1 MiB pieces until the disk is full (ENOSPC). With
  * `logged` it is fsynced first, empty, so its writes are logged; else they
@@ -458,23 +472,23 @@ static void test_full_disk_loop(void **state)
     static double took[LOOP_MAX_ROUNDS];
     hogs_start();
     for (int r = 0; r < rounds; r++) {
+        int err;
         fill_with(&big, 0, r % 2 == 1);
-        TM_OK(unlink(P("big/0")));
+        if (unlink(P("big/0")) != 0) {
+            err = errno;
+            loop_failed(m);
+            fail_msg("round %d: rm of the file that filled the disk: %s", r, strerror(err));
+        }
         bool remount = r % 5 == 4;
         if (remount)
             assert_int_equal(tm_remount(m), 0);
         double t0 = tm_now();
-        int err;
         while ((err = write_file(&small, 0, MiB, MiB, true)) == ENOSPC &&
                tm_now() - t0 < LOOP_LIMIT_S)
             tm_sleep_ms(50);
         took[r] = tm_now() - t0;
         if (err != 0) {
-            hogs_stop();
-            char stats[4096];
-            ssize_t n = getxattr(P("."), "user.lsmfs.stats", stats, sizeof stats - 1);
-            fprintf(stderr, "%.*s\n", n > 0 ? (int)n : 0, stats);
-            tm_dump_log(m);
+            loop_failed(m);
             fail_msg("round %d%s: a 1 MiB write %.1f s after the rm: %s", r,
                      remount ? " (remounted)" : "", took[r], strerror(err));
         }
