@@ -470,13 +470,33 @@ static void wait_for_room(lsm_db *db)
 /* Whether a full memtable could not be switched now: no memory for another
  * (the immutable ones still flushing), or level 0 at its stop. Room then
  * comes only from background work. REQUIRES: mu held. */
+/* Whether the disk is too low for the memtables: with a reserve, what they
+ * hold unflushed (and one more) must fit beside it, or a delete after a full
+ * disk finds more to flush than the reserve can take. REQUIRES: mu held. */
+static bool disk_low_for_memtables(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t total = 0, avail = 0;
+    if (db->reserve_bytes == 0)
+        return false;
+    lsm_status *s = db->env->disk_free(db->env, db->dir, &total, &avail);
+    if (s != NULL) { /* no figure: as before */
+        lsm_status_free(s);
+        return false;
+    }
+    uint64_t need = db->reserve_bytes + db_memtable_bytes(db) + db->opt.write_buffer_size;
+    return avail < need;
+}
+
 static bool switch_must_wait(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     bool no_memory =
         db_memtable_bytes(db) + db->opt.write_buffer_size > db->opt.max_memtable_bytes &&
         db->nimm > 0;
-    return no_memory || db->vs.current->l0_load >= L0_STOP;
+    /* Near a full disk, memtables do not pile up behind slow flushes. */
+    bool low = db->nimm > 0 && !no_memory && disk_low_for_memtables(db);
+    return no_memory || low || db->vs.current->l0_load >= L0_STOP;
 }
 
 /* How soon an idle store looks again at an old deferred batch it could not

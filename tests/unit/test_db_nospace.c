@@ -583,6 +583,30 @@ static void test_delete_after_deferred_flush_fails(void **state)
     delete_after_deferred(true);
 }
 
+/* Near a full disk (with a reserve), memtables do not pile up behind slow
+ * flushes: what they hold unflushed must fit beside the reserve, or a
+ * delete after the disk fills finds more to flush than the reserve takes. */
+static void test_low_disk_keeps_memtables_few(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_retrying(fe, 1 << 20, 20000);
+    fault_env_set_sync_delay_us(fe, 30000); /* slow flushes */
+    fault_env_set_disk_avail(fe, true, (1 << 20) + (128 << 10));
+    uint64_t most = 0;
+    for (int i = 0; i < 3000; i++) {
+        assert_null(put_key(db, i, false));
+        uint64_t imm = prop(db, "lsm.immutable-memtables");
+        most = imm > most ? imm : most;
+    }
+    assert_true(most <= 1);
+    fault_env_set_sync_delay_us(fe, 0);
+    fault_env_set_disk_avail(fe, false, 0);
+    check_present(db, 3000);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 struct maker {
     lsm_db *db;
     bool held;
@@ -724,6 +748,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_release_while_making_the_reserve, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_flushes_deferred_on_full_disk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_after_deferred_flush_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_low_disk_keeps_memtables_few, setup, teardown),
     };
     return cmocka_run_group_tests_name("db_nospace", tests, NULL, NULL);
 }
