@@ -6,7 +6,8 @@
 #   make rados-test      only the RADOS tests (a throwaway Ceph cluster)
 #   make test SAN=1      the same under AddressSanitizer + UBSan (build-asan/)
 #   make test SAN=thread the same under ThreadSanitizer (build-tsan/)
-#   make torture         the full I/O-error and out-of-memory sweeps
+#   make torture         the full I/O-error and out-of-memory sweeps, and the
+#                        full-disk loop (50 rounds under two CPU hogs)
 #   make mount / umount  mount the default store ./lsmfs-data at ./mnt
 #   make install PREFIX=/usr/local  (mkfs.lsmfs, fsck.lsmfs and mount.lsmfs go
 #                        to SBINDIR=/sbin, where mkfs/fsck/mount -t lsmfs find
@@ -180,9 +181,10 @@ integration-test: all $(INTEG_TESTS)
 	@LSMFS_BIN=$(abspath $(BIN)) tests/run_transports.sh $(INTEG_TESTS)
 # The full sweeps: every env call of its workload failed in every fault
 # kind, every allocation of its workload failed (make test runs samples).
-torture: $(BUILD)/tests/test_io_sweep $(BUILD)/tests/test_oom_sweep
+torture: $(BUILD)/tests/test_io_sweep $(BUILD)/tests/test_oom_sweep $(BUILD)/tests/test_fullfs all
 	@IO_SWEEP=full OOM_SWEEP=full TEST_TIMEOUT=3600 tests/run.sh $(BUILD)/tests/test_io_sweep \
 	  $(BUILD)/tests/test_oom_sweep
+	@FULLFS_ROUNDS=50 FULLFS_HOGS=2 TEST_TIMEOUT=1800 LSMFS_BIN=$(abspath $(BIN)) tests/run.sh $(BUILD)/tests/test_fullfs
 
 STORE_DIR ?= lsmfs-data
 MOUNT_DIR ?= mnt

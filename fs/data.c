@@ -426,33 +426,37 @@ int data_write(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, con
 typedef struct chunk_deletes {
     lsm_batch *b;
     uint64_t n, max;
+    uint64_t next; /* the first index not deleted */
     bool more;
 } chunk_deletes;
 
 static int delete_one(void *ctx, uint64_t idx, const char *key, size_t klen, const char *v,
                       size_t vlen)
 {
-    (void)idx;
     (void)v;
     (void)vlen;
     chunk_deletes *d = ctx;
     if (d->n == d->max) {
         d->more = true;
+        d->next = idx;
         return SCAN_STOP;
     }
     if (!lsm_batch_delete(d->b, key, klen))
         return ENOMEM;
     d->n++;
+    d->next = idx + 1;
     return 0;
 }
 
 int data_delete_chunks(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t first, uint64_t max,
-                       bool *more, uint64_t *deleted)
+                       bool *more, uint64_t *deleted, uint64_t *next)
 {
-    chunk_deletes d = {.b = b, .max = max};
+    chunk_deletes d = {.b = b, .max = max, .next = first};
     int err = scan_chunks(fs, ino, first, UINT64_MAX, false, "chunk scan", delete_one, &d);
     *more = d.more;
     *deleted = d.n;
+    if (next != NULL)
+        *next = d.next;
     return err;
 }
 
@@ -559,7 +563,7 @@ int data_truncate(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, 
         uint64_t deleted, first = (newsize + cs - 1) / cs;
         int err = truncate_in_batches(fs, n, r, first);
         if (err == 0)
-            err = data_delete_chunks(fs, b, n->ino, first, UINT64_MAX, &more, &deleted);
+            err = data_delete_chunks(fs, b, n->ino, first, UINT64_MAX, &more, &deleted, NULL);
         if (err == 0)
             err = trim_boundary(fs, b, n->ino, newsize);
         if (err != 0)

@@ -54,8 +54,9 @@ int data_zero(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint
 int data_seek(lsmfs *fs, inode *n, uint64_t off, int whence, uint64_t *result);
 /* Adds deletes of every chunk of ino with index >= first (at most `max`;
  * *more says whether some were left, *deleted how many it deleted: the
- * caller keeps the record's chunk count). For truncation and reclaim. */
+ * caller keeps the record's chunk count; *next, unless NULL, the index the
+ * next batch starts from). For truncation and reclaim. */
 int data_delete_chunks(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t first, uint64_t max,
-                       bool *more, uint64_t *deleted);
+                       bool *more, uint64_t *deleted, uint64_t *next);
 
 #endif

@@ -109,14 +109,17 @@ static int drop_orphan_record(lsmfs *fs, uint64_t ino)
     return err;
 }
 
-/* Compacts the freed file's chunk range, so its tables go now: deletes
- * alone free no disk (they add tombstones) until compaction happens to
- * meet them. Best effort: a failure (a full disk) leaves it to the usual
- * compactions. */
-static void compact_freed(lsmfs *fs, uint64_t ino)
+/* Compacts chunks [from, to) of a freed file (to == UINT64_MAX: all from
+ * `from` on), so their tables go now: deletes alone free no disk (they add
+ * tombstones) until compaction happens to meet them. Best effort: a
+ * failure (a full disk) leaves it to the usual compactions. */
+static void compact_freed(lsmfs *fs, uint64_t ino, uint64_t from, uint64_t to)
 {
     schema_key start, end;
     key_range(&start, &end, K_CHUNK, ino);
+    key_chunk(&start, ino, from);
+    if (to != UINT64_MAX)
+        key_chunk(&end, ino, to);
     lsm_status *s = lsm_compact_range(fs->db, start.b, start.len, end.b, end.len);
     if (s != NULL && lsm_status_code(s) != LSM_NO_SPACE)
         fuse_log(FUSE_LOG_WARNING, "lsmfs: compacting freed inode %llu: %s\n",
@@ -124,7 +127,11 @@ static void compact_freed(lsmfs *fs, uint64_t ino)
     lsm_status_free(s);
 }
 
-/* Frees everything of one orphan, a bounded batch at a time. */
+/* Frees everything of one orphan, a bounded batch at a time, each batch
+ * starting where the last one stopped (a scan from chunk 0 would pass every
+ * tombstone written before it); every ORPHAN_COMPACT_BATCHES batches the
+ * range deleted so far is compacted, so a big file's space comes back as
+ * it goes, not only after its last batch. */
 static int reclaim_one(struct reclaimer *rc, uint64_t ino)
 {
     lsmfs *fs = rc->fs;
@@ -139,6 +146,7 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
     if (b == NULL)
         return ENOMEM;
     bool more = true;
+    uint64_t first = 0, compacted = 0, batches = 0;
     while (err == 0 && more) {
         pthread_mutex_lock(&rc->mu);
         bool stop = rc->stop;
@@ -146,8 +154,8 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
         if (stop)
             break;
         lsm_batch_clear(b);
-        uint64_t deleted; /* the record goes: its count need not follow */
-        err = data_delete_chunks(fs, b, ino, 0, ORPHAN_BATCH_CHUNKS, &more, &deleted);
+        uint64_t deleted, next; /* the record goes: its count need not follow */
+        err = data_delete_chunks(fs, b, ino, first, ORPHAN_BATCH_CHUNKS, &more, &deleted, &next);
         if (err == 0 && !more)
             err = orphan_batch_destroy(fs, b, ino, &r);
         if (err == 0)
@@ -156,10 +164,16 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
             atomic_fetch_sub(&fs->inodes, 1);
             stats_inc(&fs->stats.reclaimed);
         }
+        if (err == 0)
+            first = next;
+        if (err == 0 && more && ++batches % ORPHAN_COMPACT_BATCHES == 0) {
+            compact_freed(fs, ino, compacted, first);
+            compacted = first;
+        }
     }
     lsm_batch_free(b);
     if (err == 0 && !more)
-        compact_freed(fs, ino);
+        compact_freed(fs, ino, compacted, UINT64_MAX);
     return err;
 }
 

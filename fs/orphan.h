@@ -17,6 +17,9 @@
 
 /* Chunks deleted per background batch. */
 #define ORPHAN_BATCH_CHUNKS DATA_DELETE_BATCH
+/* A large orphan's range deleted so far is compacted after this many
+ * batches (64 MiB of 4 KiB chunks), so its space comes back as it goes. */
+#define ORPHAN_COMPACT_BATCHES 64
 /* A file of at most this many chunks is freed in one batch, its chunks
  * deleted by name (no scan, no background work). */
 #define ORPHAN_DIRECT_CHUNKS 4

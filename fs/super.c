@@ -3,6 +3,7 @@
  * inode cache, orphan reclaimer.
  */
 #include "super.h"
+#include "fuse_api.h"
 
 #include "snapshot.h"
 
@@ -350,6 +351,12 @@ int lsmfs_close(lsmfs *fs)
         (void)icount_save(fs->db, atomic_load(&fs->inodes));
     lsm_status *s = lsm_close(fs->db);
     int e = s ? EIO : 0;
+    if (lsm_status_code(s) == LSM_NO_SPACE) { /* nothing at risk (lsm_close) */
+        fuse_log(FUSE_LOG_WARNING, "lsmfs: the disk is full: the last table was not written; every "
+                        "acknowledged change is safe in the log and replayed at the next "
+                        "mount (%s)\n", lsm_status_message(s));
+        e = 0;
+    }
     lsm_status_free(s);
     free(fs->dir);
     free(fs->path);

@@ -695,6 +695,31 @@ static void drop_empty_wal(lsm_db *db)
     free(name);
 }
 
+/* Close's verdict: LSM_NO_SPACE says only that tables could not be
+ * written; any failure that may put an acknowledged write at risk replaces
+ * it (lsm.h). */
+static void keep_at_risk(lsm_status **s, lsm_status *other)
+{
+    if (other != NULL && *s != NULL && lsm_status_code(*s) == LSM_NO_SPACE) {
+        lsm_status_free(*s);
+        *s = other;
+        return;
+    }
+    status_keep_first(s, other);
+}
+
+/* A failed log step of close: any failure of it, a full disk too, may
+ * leave acknowledged writes in no durable log. */
+static lsm_status *at_risk(lsm_status *s)
+{
+    if (lsm_status_code(s) != LSM_NO_SPACE)
+        return s;
+    lsm_status *io = status_new(LSM_IO_ERROR, "logging the last writes at close: %s",
+                                lsm_status_message(s));
+    lsm_status_free(s);
+    return io;
+}
+
 lsm_status *lsm_close(lsm_db *db)
 {
     if (db == NULL)
@@ -711,15 +736,15 @@ lsm_status *lsm_close(lsm_db *db)
     lsm_status *s = db_flush_memtables(db, 0);
     bool flushed = s == NULL;
     if (!flushed)
-        status_keep_first(&s, lsm_sync(db));
+        keep_at_risk(&s, at_risk(lsm_sync(db)));
     db_stop_background(db);
     mutex_lock(&db->mu);
     /* no write or sync may be in flight at close */
     assert(db->head == NULL && db->sync_head == NULL && db->syncs_running == 0);
     bool sticky = db->bg_error != NULL;
-    status_keep_first(&s, status_copy(db->bg_error));
+    keep_at_risk(&s, status_copy(db->bg_error));
     if (!sticky && db->wal && !db->wal_broken && db->wal_synced < wal_offset(db->wal))
-        status_keep_first(&s, wal_sync(db->wal));
+        keep_at_risk(&s, at_risk(wal_sync(db->wal)));
     if (s == NULL)
         drop_empty_wal(db);
     mutex_unlock(&db->mu);

@@ -379,7 +379,7 @@ static bool retry_later_if_full(lsm_db *db, lsm_status *s, bool flusher)
     lsm_status_free(db->nospace);
     db->nospace = s;
     db->nospace_events++;
-    db_reserve_release(db);               /* the retry may use it (db_reserve.c) */
+    db_reserve_serve_background(db);      /* the retry may use it (db_reserve.c) */
     pthread_cond_broadcast(&db->room_cv); /* waiting writers get ENOSPC now */
     wait_to_retry(db, flusher);
     return true;

@@ -211,6 +211,10 @@ struct lsm_db {
     bool reserve_held;         /* [mu] the RESERVE file is there, full size */
     uint64_t reserve_tried_us; /* [mu] when making it was last tried */
     uint64_t reserve_releases; /* [mu] times it was given up for lack of space */
+    bool reserve_making;       /* [mu] db_reserve_make is writing the file (mu released) */
+    bool reserve_cancelled;    /* [mu] a release came while it was: it is not held */
+    bool frees_waiting;        /* [mu] a write that frees space came since the reserve
+                                * was last made: background work may use the reserve */
     struct lsm_snapshot snapshots; /* [mu] list head (dummy) */
     version_set vs;                /* [mu] (see version_set.h) */
     struct db_stats stats;         /* [mu] */
@@ -394,6 +398,12 @@ bool db_reserve_make(lsm_db *db);
 /* Removes the reserve file, if any, so its space serves what frees space;
  * returns whether there was one. REQUIRES: mu held (released meanwhile). */
 bool db_reserve_release(lsm_db *db);
+/* Background work is stuck on a full disk (nospace) and a write that frees
+ * space came (frees_waiting, set by its leader): the reserve is given up to
+ * that work, which retries at once. Called by the flush and compaction
+ * threads when they find the disk full, and by a freeing writer once it is
+ * in the log, or when it must wait for them. REQUIRES: mu held. */
+void db_reserve_serve_background(lsm_db *db);
 /* NULL if a write may go ahead: it frees space, or the reserve is held (or
  * could be made again); else LSM_NO_SPACE. REQUIRES: mu held; a leader. */
 lsm_status *db_reserve_check(lsm_db *db, bool frees_space);

@@ -4,10 +4,12 @@
  * ext4's reserved blocks do, so a full store can always be emptied.
  *
  * The rule: an ordinary write goes ahead only while the reserve is held
- * (the file is there, full size). When the disk is too full for a flush, a
- * compaction or the WAL append of a write that frees space (lsm_write_options
- * .frees_space: deletes, truncates), the file is removed and its space serves
- * them; ordinary writes then get LSM_NO_SPACE until the file can be made
+ * (the file is there, full size). The reserve serves only work that frees
+ * space: the WAL append of a write that frees space (lsm_write_options
+ * .frees_space: deletes, truncates), and, once such a write has come, the
+ * flushes and compactions ahead of and after it (a flush of the writes that
+ * filled the disk, with no delete behind it, never takes it). Then the file
+ * is removed and its space serves them; ordinary writes then get LSM_NO_SPACE until the file can be made
  * again (tried at most every RESERVE_RETRY_US, once the disk has room for it
  * and as much again). Opening removes it first, so recovery never lacks
  * space, and makes it again after. The reserve is never needed to open.
@@ -62,6 +64,8 @@ bool db_reserve_make(lsm_db *db)
     assert(mutex_held(&db->mu));
     if (db->reserve_held || db->reserve_bytes == 0)
         return true;
+    if (db->reserve_making)
+        return false;
     uint64_t now = db->env->now_micros(db->env);
     if (db->reserve_tried_us != 0 && now < db->reserve_tried_us + RESERVE_RETRY_US)
         return false;
@@ -75,11 +79,23 @@ bool db_reserve_make(lsm_db *db)
     char *name = reserve_file_name(db->dir);
     if (name == NULL)
         return false;
+    db->reserve_making = true;
+    db->reserve_cancelled = false;
     mutex_unlock(&db->mu);
     s = write_reserve(db, name);
     mutex_lock(&db->mu);
+    if (s == NULL && db->reserve_cancelled) {
+        /* A release came while the file was written: its space is given
+         * up (the release may have run before the file existed). */
+        mutex_unlock(&db->mu);
+        lsm_status_free(db->env->remove_file(db->env, name));
+        mutex_lock(&db->mu);
+    }
+    db->reserve_making = false; /* only now: no other maker races that remove */
     free(name);
-    db->reserve_held = s == NULL;
+    db->reserve_held = s == NULL && !db->reserve_cancelled;
+    if (db->reserve_held)
+        db->frees_waiting = false;
     lsm_status_free(s);
     return db->reserve_held;
 }
@@ -88,12 +104,14 @@ bool db_reserve_release(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     char *name = reserve_file_name(db->dir);
-    bool had = name && (db->reserve_held || db->env->file_exists(db->env, name));
+    bool had = name && (db->reserve_held || db->reserve_making ||
+                        db->env->file_exists(db->env, name));
     if (!had) {
         free(name);
         return false;
     }
     db->reserve_held = false;
+    db->reserve_cancelled = db->reserve_making; /* the maker must not claim it */
     db->reserve_tried_us = db->env->now_micros(db->env);
     db->reserve_releases++;
     mutex_unlock(&db->mu);
@@ -104,10 +122,25 @@ bool db_reserve_release(lsm_db *db)
     return true;
 }
 
+void db_reserve_serve_background(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (!db->frees_waiting || db->nospace == NULL)
+        return;
+    db_reserve_release(db);
+    db->flush_asked++; /* a flush waiting to retry does so now (wait_to_retry) */
+    pthread_cond_broadcast(&db->work_cv);
+}
+
 lsm_status *db_reserve_check(lsm_db *db, bool frees_space)
 {
     assert(mutex_held(&db->mu));
-    if (frees_space || db_reserve_make(db))
+    if (frees_space || db->reserve_bytes == 0)
+        return NULL;
+    /* While background work is stuck for space, what an ordinary write
+     * adds could not be flushed either: it would only grow what the
+     * reserve must flush once a delete comes. */
+    if (db->nospace == NULL && db_reserve_make(db))
         return NULL;
     return status_new(LSM_NO_SPACE,
                       "the disk is full: its last %llu KiB are kept for deletes",

@@ -470,13 +470,33 @@ static void wait_for_room(lsm_db *db)
 /* Whether a full memtable could not be switched now: no memory for another
  * (the immutable ones still flushing), or level 0 at its stop. Room then
  * comes only from background work. REQUIRES: mu held. */
+/* Whether the disk is too low for the memtables: with a reserve, what they
+ * hold unflushed (and one more) must fit beside it, or a delete after a full
+ * disk finds more to flush than the reserve can take. REQUIRES: mu held. */
+static bool disk_low_for_memtables(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t total = 0, avail = 0;
+    if (db->reserve_bytes == 0)
+        return false;
+    lsm_status *s = db->env->disk_free(db->env, db->dir, &total, &avail);
+    if (s != NULL) { /* no figure: as before */
+        lsm_status_free(s);
+        return false;
+    }
+    uint64_t need = db->reserve_bytes + db_memtable_bytes(db) + db->opt.write_buffer_size;
+    return avail < need;
+}
+
 static bool switch_must_wait(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     bool no_memory =
         db_memtable_bytes(db) + db->opt.write_buffer_size > db->opt.max_memtable_bytes &&
         db->nimm > 0;
-    return no_memory || db->vs.current->l0_load >= L0_STOP;
+    /* Near a full disk, memtables do not pile up behind slow flushes. */
+    bool low = db->nimm > 0 && !no_memory && disk_low_for_memtables(db);
+    return no_memory || low || db->vs.current->l0_load >= L0_STOP;
 }
 
 /* How soon an idle store looks again at an old deferred batch it could not
@@ -524,9 +544,14 @@ bool lsm_write_may_wait(lsm_db *db)
     return may;
 }
 
-lsm_status *db_make_room_for_write(lsm_db *db, bool force)
+/* db_make_room_for_write; a writer that frees space (frees) does not give up
+ * on a full disk before the background work has tried once more (with the
+ * reserve, db_reserve_frees_write): a delete never fails for room that a
+ * retry would give it. */
+static lsm_status *make_room(lsm_db *db, bool force, bool frees)
 {
     assert(mutex_held(&db->mu));
+    uint64_t events = db->nospace_events;
     for (;;) {
         if (db->bg_error)
             return status_copy(db->bg_error);
@@ -551,13 +576,20 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force)
         if (switch_must_wait(db)) {
             /* Room comes from flushes and compactions; while the disk is
              * too full for them, say so rather than wait forever. */
-            if (db->nospace)
+            if (db->nospace && !(frees && db->nospace_events == events))
                 return status_copy(db->nospace);
+            if (frees)
+                db_reserve_serve_background(db);
             wait_for_room(db);
             continue;
         }
         return switch_memtable(db);
     }
+}
+
+lsm_status *db_make_room_for_write(lsm_db *db, bool force)
+{
+    return make_room(db, force, false);
 }
 
 void db_queue_pop_head(lsm_db *db, struct writer *w)
@@ -674,6 +706,31 @@ static lsm_status *leave_broken_wal(lsm_db *db)
     return switch_memtable(db);
 }
 
+/* A write that frees space found the disk full, with deferred batches in
+ * no log: logging them late first could take as much room again as they
+ * hold, so their memtables are flushed instead (in the reserve's space,
+ * released by the caller), once. REQUIRES: mu held; the caller leads the
+ * queue. */
+static lsm_status *flush_deferred_first(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    lsm_status *s = make_room(db, true, true); /* their memtable becomes immutable */
+    uint64_t before = db->nospace_events;
+    db->flush_asked++; /* a flush waiting to retry does so now */
+    /* One failure may be the retry that raced the release. */
+    while (s == NULL && db->deferred_head != NULL && db->bg_error == NULL &&
+           db->nospace_events < before + 2) {
+        pthread_cond_broadcast(&db->work_cv);
+        cond_wait(&db->room_cv, &db->mu);
+    }
+    if (s == NULL && db->bg_error)
+        return status_copy(db->bg_error);
+    if (s == NULL && db->deferred_head != NULL)
+        return db->nospace ? status_copy(db->nospace)
+                           : status_new(LSM_NO_SPACE, "no room to flush deferred writes");
+    return s;
+}
+
 /* Leads one group: writes it, leaves the queue to the next head, waits for
  * a sync if the group needs one, then finishes the members; *seq gets the
  * group's last sequence and the wake-ups it owes go to wk. REQUIRES: mu
@@ -683,9 +740,16 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
     /* A barrier inserts nothing: it never waits for memtable room (it may
      * be what saves the deferred batches of a store whose disk is full),
      * and its group holds only barriers (pick_group). */
+    if (w->frees && w->batch != NULL)
+        db->frees_waiting = true;
     lsm_status *s = w->batch != NULL ? db_reserve_check(db, w->frees) : NULL;
+    if (s == NULL && w->frees && w->batch != NULL && db->deferred_head != NULL && db->nospace) {
+        /* The disk is full: no room to log them late and flush them too. */
+        db_reserve_release(db);
+        s = flush_deferred_first(db);
+    }
     if (s == NULL)
-        s = w->batch != NULL ? db_make_room_for_write(db, false) : leave_broken_wal(db);
+        s = w->batch != NULL ? make_room(db, false, w->frees) : leave_broken_wal(db);
     struct writer *last = w;
     int count = 1;
     bool need_sync = false;
@@ -703,16 +767,20 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
     if (s == NULL)
         s = write_group(db, w, &last, &count, &need_sync);
     cut_broken_wal(db); /* at once: groups may wait for a sync on it */
-    if (lsm_status_code(s) == LSM_NO_SPACE && w->frees && db->wal_broken && !db->bg_error &&
-        db_reserve_release(db)) {
-        /* A write that frees space may use the reserve: once more, in a
-         * new log. */
+    if (lsm_status_code(s) == LSM_NO_SPACE && w->frees && !db->bg_error) {
+        /* A write that frees space may use the reserve: once more (in a
+         * new log if the append broke this one). */
+        db_reserve_release(db);
         lsm_status_free(s);
-        s = db_make_room_for_write(db, false);
+        s = db->deferred_head != NULL ? flush_deferred_first(db) : NULL;
+        if (s == NULL)
+            s = make_room(db, false, true);
         if (s == NULL)
             s = write_group(db, w, &last, &count, &need_sync);
         cut_broken_wal(db);
     }
+    if (s == NULL && w->frees)
+        db_reserve_serve_background(db); /* now that it is in the log */
     *seq = db->last_seq;
     pop_group(db, last, wk);
     if (s != NULL || !need_sync) {

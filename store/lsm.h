@@ -209,7 +209,11 @@ lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out);
  * closes. Returns the first error of any step (the db is freed in every
  * case). If the tables could not be written (e.g. LSM_NO_SPACE), every
  * write, deferred ones too, is logged and synced first, so the next open
- * recovers all of it unless the log's own sync failed. NULL db is allowed. */
+ * recovers all of it unless the log's own sync failed. LSM_NO_SPACE then
+ * means exactly that: the last tables were not written, nothing
+ * acknowledged is at risk (it is in synced logs, replayed at the next
+ * open); any failure that may lose a write is reported instead, with
+ * another code. NULL db is allowed. */
 lsm_status *lsm_close(lsm_db *db);
 
 lsm_status *lsm_put(lsm_db *db, const lsm_write_options *wo, const void *key, size_t klen,

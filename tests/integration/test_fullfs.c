@@ -23,7 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mount.h"
@@ -215,15 +219,23 @@ static void remove_file(struct tmount *m, const struct writer *w, int i)
         fail_msg("unlink %s/%d on the full disk: %s", kind_dir(w->kind), i, strerror(errno));
 }
 
-static void test_full_disk(void **state)
+/* A tmpfs of `size` (e.g. "64m") at host, and lsmfs mounted with its store
+ * in it. */
+static struct tmount *mount_on_host(const char *name, const char *size)
 {
-    (void)state;
     char store[PATH_MAX + 8];
-    int made = tm_tmpfs_store(host, "fullfs-host", "64m", store);
+    int made = tm_tmpfs_store(host, name, size, store);
     host_mounted = host[0] != 0 && made == 0;
     assert_int_equal(made, 0);
     struct tmount *m = the_mount = tm_new_in(NULL, store);
     assert_non_null(m);
+    return m;
+}
+
+static void test_full_disk(void **state)
+{
+    (void)state;
+    struct tmount *m = mount_on_host("fullfs-host", "64m");
     for (int k = 0; k < KINDS; k++)
         TM_OK(mkdir(P("%s", kind_dir(k)), 0755));
 
@@ -345,6 +357,152 @@ static void test_full_disk(void **state)
     host_umount();
 }
 
+/* An unmount on a full disk whose last table cannot be written: nothing
+ * acknowledged is at risk (it is in the synced log), so lsmfs exits 0,
+ * and the next mount has every change, fsynced or not. */
+static void test_unmount_on_full_disk(void **state)
+{
+    (void)state;
+    struct tmount *m = mount_on_host("fullfs-unmount", "48m");
+    TM_OK(mkdir(P("%s", kind_dir(SMALL)), 0755));
+    struct writer w = {.m = m, .kind = SMALL};
+    assert_int_equal(write_file(&w, 0, 256 * KiB, 64 * KiB, true), 0);
+    assert_int_equal(write_file(&w, 1, 512 * KiB, 64 * KiB, false), 0); /* logged, no table */
+    fill_host();
+    assert_int_equal(tm_unmount(m), 0);
+    char filler[PATH_MAX + 16];
+    snprintf(filler, sizeof filler, "%s/filler", host);
+    TM_OK(unlink(filler));
+    assert_int_equal(tm_mount(m), 0);
+    assert_true(file_is_whole(m, SMALL, 0, 256 * KiB));
+    assert_true(file_is_whole(m, SMALL, 1, 512 * KiB));
+    the_mount = NULL;
+    assert_int_equal(tm_free(m), 0);
+    host_umount();
+}
+
+/* FULLFS_HOGS busy children (CPU load for the loop); killed by pid. */
+static pid_t hogs[8];
+static int nhogs;
+
+static void hogs_start(void)
+{
+    const char *e = getenv("FULLFS_HOGS");
+    int n = e ? atoi(e) : 0;
+    for (nhogs = 0; nhogs < n && nhogs < 8; nhogs++) {
+        hogs[nhogs] = fork();
+        assert_true(hogs[nhogs] >= 0);
+        if (hogs[nhogs] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the test */
+            for (volatile unsigned long x = 0;; x++) {
+            }
+        }
+    }
+}
+
+static void hogs_stop(void)
+{
+    for (int i = 0; i < nhogs; i++) {
+        kill(hogs[i], SIGKILL);
+        waitpid(hogs[i], NULL, 0);
+    }
+    nhogs = 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+#define LOOP_MAX_ROUNDS 200
+#define LOOP_LIMIT_S 15.0
+
+/* A round of the loop failed: the hogs go, the daemon's stats and log are
+ * shown. */
+static void loop_failed(struct tmount *m)
+{
+    hogs_stop();
+    char stats[4096];
+    ssize_t n = getxattr(P("."), "user.lsmfs.stats", stats, sizeof stats - 1);
+    fprintf(stderr, "%.*s\n", n > 0 ? (int)n : 0, stats);
+    tm_dump_log(m);
+}
+
+/* Writes file i in 1 MiB pieces until the disk is full (ENOSPC). With
+ * `logged` it is fsynced first, empty, so its writes are logged; else they
+ * are deferred (in no log), as a plain dd's are, and the delete after them
+ * must not need room to log them late. */
+static void fill_with(struct writer *w, int i, bool logged)
+{
+    int fd = open(tm_path(w->m, "%s/%d", kind_dir(w->kind), i), O_CREAT | O_WRONLY | O_TRUNC,
+                  0644);
+    TM_OK(fd);
+    if (logged)
+        TM_OK(fsync(fd));
+    static char buf[MiB];
+    int err = 0;
+    for (off_t off = 0; err == 0; off += MiB) {
+        tm_fill(buf, sizeof buf, seed_of(w->kind, i), (uint64_t)off);
+        err = -tm_pwrite_all(fd, buf, sizeof buf, off);
+    }
+    close(fd);
+    if (err != ENOSPC)
+        fail_msg("filling the disk: %s", strerror(err));
+}
+
+/* The full-disk loop (issue 29): fill the disk with one big file (its
+ * writes deferred in even rounds, logged in odd ones), rm it (which must
+ * work), then time until a fsynced 1 MiB write succeeds; every fifth round
+ * with a remount between the rm and the write. FULLFS_ROUNDS
+ * rounds (default 3; `make torture` runs 50 under two CPU hogs). */
+static void test_full_disk_loop(void **state)
+{
+    (void)state;
+    const char *e = getenv("FULLFS_ROUNDS");
+    int rounds = e ? atoi(e) : 3;
+    if (rounds < 1 || rounds > LOOP_MAX_ROUNDS)
+        fail_msg("FULLFS_ROUNDS must be 1..%d", LOOP_MAX_ROUNDS);
+    tm_watchdog((unsigned)(30 + 20 * rounds), "test_full_disk_loop");
+    struct tmount *m = mount_on_host("fullfs-loop", "96m");
+    TM_OK(mkdir(P("%s", kind_dir(BIG)), 0755));
+    TM_OK(mkdir(P("%s", kind_dir(SMALL)), 0755));
+    struct writer big = {.m = m, .kind = BIG}, small = {.m = m, .kind = SMALL};
+    static double took[LOOP_MAX_ROUNDS];
+    hogs_start();
+    for (int r = 0; r < rounds; r++) {
+        int err;
+        fill_with(&big, 0, r % 2 == 1);
+        if (unlink(P("big/0")) != 0) {
+            err = errno;
+            loop_failed(m);
+            fail_msg("round %d: rm of the file that filled the disk: %s", r, strerror(err));
+        }
+        bool remount = r % 5 == 4;
+        if (remount)
+            assert_int_equal(tm_remount(m), 0);
+        double t0 = tm_now();
+        while ((err = write_file(&small, 0, MiB, MiB, true)) == ENOSPC &&
+               tm_now() - t0 < LOOP_LIMIT_S)
+            tm_sleep_ms(50);
+        took[r] = tm_now() - t0;
+        if (err != 0) {
+            loop_failed(m);
+            fail_msg("round %d%s: a 1 MiB write %.1f s after the rm: %s", r,
+                     remount ? " (remounted)" : "", took[r], strerror(err));
+        }
+        TM_OK(unlink(P("small/0")));
+    }
+    hogs_stop();
+    qsort(took, (size_t)rounds, sizeof took[0], cmp_double);
+    fprintf(stderr, "[fullfs] loop: %d rounds, a 1 MiB write after the rm: median %.2f s, max %.2f s\n",
+            rounds, took[rounds / 2], took[rounds - 1]);
+    the_mount = NULL;
+    assert_int_equal(tm_free(m), 0);
+    host_umount();
+    tm_watchdog(TEST_TIMEOUT_S, "test_fullfs");
+}
+
 int main(void)
 {
     atexit(host_umount); /* registered first: runs after the harness's cleanup */
@@ -352,6 +510,8 @@ int main(void)
     tm_watchdog(TEST_TIMEOUT_S, "test_fullfs");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_disk),
+        cmocka_unit_test(test_unmount_on_full_disk),
+        cmocka_unit_test(test_full_disk_loop),
     };
     int rc = cmocka_run_group_tests_name("fullfs", tests, NULL, NULL);
     tm_watchdog(0, NULL);

@@ -514,6 +514,29 @@ static void test_close_on_full_disk_reports_and_keeps(void **state)
     fault_env_free(fe);
 }
 
+/* The tables cannot be written and deferred batches cannot be logged
+ * either (the log's disk is full too): they may be lost, so close reports
+ * that, not a plain full disk (whose LSM_NO_SPACE says nothing
+ * acknowledged is at risk). */
+static void test_close_reports_risk_over_full_disk(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_options o;
+    tu_db_options(&o, fault_env_env(fe), 256 << 10);
+    lsm_db *db = NULL;
+    ASSERT_OK(lsm_open(&o, dir, &db));
+    fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
+    for (int i = 0; i < 8; i++)
+        ASSERT_OK(put_i(db, "d", i, true, false));
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, -1);
+    lsm_status *s = lsm_close(db);
+    assert_non_null(s);
+    assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
+    lsm_status_free(s);
+    fault_env_free(fe);
+}
+
 /* A forked child: opens the store, writes, dies without closing. Returns
  * false on any error (no cmocka in the child). */
 static bool child_run(int stage)
@@ -643,6 +666,7 @@ int main(void)
         DB_TEST(test_deferred_survive_flush_of_replayed_sibling),
         DB_TEST(test_close_logs_deferred_when_flush_fails),
         DB_TEST(test_close_on_full_disk_reports_and_keeps),
+        DB_TEST(test_close_reports_risk_over_full_disk),
         DB_TEST(test_lost_deferred_and_epoch),
         DB_TEST(test_deferred_among_sync_writers),
     };

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "db_impl.h"
 #include "fault_env.h"
 
 #include <errno.h>
@@ -397,10 +398,12 @@ static bool reserve_file_exists(void)
     return access(path, F_OK) == 0;
 }
 
-/* The reserve: made at open; given up when a flush finds the disk full, so
- * the flush goes on in its space; then only writes that free space go
- * ahead (ordinary ones get LSM_NO_SPACE, a delete too without the flag);
- * made again once the disk has room, and ordinary writes resume. */
+/* The reserve: made at open; kept when the flush of the writes that filled
+ * the disk finds it full (they must not eat it); given up once a write that
+ * frees space comes, so the flushes go on in its space; then only writes
+ * that free space go ahead (ordinary ones get LSM_NO_SPACE, a delete too
+ * without the flag); made again once the disk has room, and ordinary writes
+ * resume. */
 static void test_reserve_serves_deletes(void **state)
 {
     (void)state;
@@ -413,21 +416,28 @@ static void test_reserve_serves_deletes(void **state)
         assert_null(put_key(db, i, false));
     /* The disk is full: the next table cannot be written once. */
     fault_env_set_disk_avail(fe, true, 0);
-    fault_env_fail(fe, FAULT_CREATE, ".ldb", ENOSPC, 0, 1);
+    fault_env_fail(fe, FAULT_CREATE, ".ldb", ENOSPC, 0, -1);
     lsm_status_free(lsm_compact_range(db, NULL, 0, NULL, 0));
-    assert_true(prop(db, "lsm.reserve-releases") >= 1);
-    assert_int_equal(prop(db, "lsm.reserve-held"), 0);
-    assert_false(reserve_file_exists());
-    expect_code(put_key(db, 5000, false), LSM_NO_SPACE);
+    assert_true(prop(db, "lsm.full-disk-events") >= 1);
+    assert_int_equal(prop(db, "lsm.reserve-releases"), 0);
+    assert_int_equal(prop(db, "lsm.reserve-held"), 1);
+    assert_true(reserve_file_exists());
+    /* What ordinary writes add could not be flushed either: refused. */
+    expect_code(put_key(db, 4999, false), LSM_NO_SPACE);
     char k[32], v[160];
-    key_value(1, k, v);
-    expect_code(lsm_delete(db, NULL, k, strlen(k)), LSM_NO_SPACE);
     lsm_status *s;
     lsm_write_options freeing = {.sync = true, .frees_space = true};
     for (int i = 0; i < 1000; i++) {
         key_value(i, k, v);
         assert_null(lsm_delete(db, &freeing, k, strlen(k)));
     }
+    assert_true(prop(db, "lsm.reserve-releases") >= 1);
+    assert_int_equal(prop(db, "lsm.reserve-held"), 0);
+    assert_false(reserve_file_exists());
+    fault_env_clear_failures(fe); /* the reserve's space: tables can be written */
+    expect_code(put_key(db, 5000, false), LSM_NO_SPACE);
+    key_value(1, k, v);
+    expect_code(lsm_delete(db, NULL, k, strlen(k)), LSM_NO_SPACE);
     assert_false(read_key(db, 0));
     assert_true(read_key(db, 1000));
     /* Space is back: the reserve is made again and ordinary writes go on. */
@@ -476,6 +486,172 @@ static void test_reserve_serves_freeing_wal_append(void **state)
     db = open_reserved(fe, 0);
     for (int i = 0; i < 11; i++)
         assert_int_equal(read_key(db, i), i != 3 && i != 10);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+/* A store with 64 KiB memtables (256 KiB in all), the given reserve and
+ * full-disk retry delay, through fe. */
+static lsm_db *open_retrying(fault_env *fe, size_t reserve, uint32_t retry_us)
+{
+    lsm_options o;
+    lsm_options_init(&o);
+    o.create_if_missing = true;
+    o.write_buffer_size = 64 << 10;
+    o.max_memtable_bytes = 256 << 10;
+    o.reserve_bytes = reserve;
+    o.full_disk_retry_us = retry_us;
+    o.env = fault_env_env(fe);
+    lsm_db *db = NULL;
+    assert_null(lsm_open(&o, dir, &db));
+    return db;
+}
+
+/* The memtables are full and their flush found the disk full: an ordinary
+ * write gets LSM_NO_SPACE at once, but a delete that frees space waits for
+ * the flush's retry, which it starts at once. (No reserve here: so the
+ * ordinary writes fail for memtable room, not for the reserve.) */
+static void test_delete_waits_for_the_retry(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    /* no retry of its own within this test */
+    lsm_db *db = open_retrying(fe, 0, 30 * 1000000);
+    fault_env_fail(fe, FAULT_CREATE, ".ldb", ENOSPC, 0, 1);
+    lsm_status *s = NULL;
+    int n = 0;
+    while (n < 100000 && (s = put_key(db, n, false)) == NULL)
+        n++;
+    expect_code(s, LSM_NO_SPACE);
+    expect_code(put_key(db, n, false), LSM_NO_SPACE);
+    char k[32], v[160];
+    key_value(0, k, v);
+    lsm_write_options freeing = {.frees_space = true};
+    assert_null(lsm_delete(db, &freeing, k, strlen(k)));
+    assert_false(read_key(db, 0));
+    assert_true(read_key(db, n - 1));
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+/* Deferred writes (in no log), then the disk is full for tables: a delete
+ * that frees space must not log them late (as much room again as they
+ * hold, before their flush needs it too): their memtable is flushed first,
+ * in the reserve's space. If even that fails, the delete fails and loses
+ * nothing. */
+static void delete_after_deferred(bool flush_fails)
+{
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_retrying(fe, 1 << 20, 30 * 1000000);
+    char k[32], v[160];
+    lsm_write_options deferred = {.defer_log = true};
+    for (int i = 0; i < 20; i++) {
+        key_value(i, k, v);
+        assert_null(lsm_put(db, &deferred, k, strlen(k), v, strlen(v)));
+    }
+    fault_env_fail(fe, FAULT_CREATE, ".ldb", ENOSPC, 0, flush_fails ? -1 : 1);
+    lsm_status_free(lsm_compact_range(db, NULL, 0, NULL, 0)); /* its flush: full */
+    assert_true(prop(db, "lsm.full-disk-events") >= 1);
+    key_value(0, k, v);
+    lsm_write_options freeing = {.frees_space = true};
+    lsm_status *s = lsm_delete(db, &freeing, k, strlen(k));
+    assert_int_equal(prop(db, "lsm.late-logged-bytes"), 0);
+    if (flush_fails) {
+        expect_code(s, LSM_NO_SPACE);
+    } else {
+        assert_null(s);
+        assert_int_equal(prop(db, "lsm.reserve-held"), 0); /* it served the flush */
+    }
+    fault_env_clear_failures(fe);
+    assert_null(lsm_close(db));
+    db = open_retrying(fe, 1 << 20, 20000);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(read_key(db, i), i != 0 || flush_fails);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+static void test_delete_flushes_deferred_on_full_disk(void **state)
+{
+    (void)state;
+    delete_after_deferred(false);
+}
+
+static void test_delete_after_deferred_flush_fails(void **state)
+{
+    (void)state;
+    delete_after_deferred(true);
+}
+
+/* Near a full disk (with a reserve), memtables do not pile up behind slow
+ * flushes: what they hold unflushed must fit beside the reserve, or a
+ * delete after the disk fills finds more to flush than the reserve takes. */
+static void test_low_disk_keeps_memtables_few(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_retrying(fe, 1 << 20, 20000);
+    fault_env_set_sync_delay_us(fe, 30000); /* slow flushes */
+    fault_env_set_disk_avail(fe, true, (1 << 20) + (128 << 10));
+    uint64_t most = 0;
+    for (int i = 0; i < 3000; i++) {
+        assert_null(put_key(db, i, false));
+        uint64_t imm = prop(db, "lsm.immutable-memtables");
+        most = imm > most ? imm : most;
+    }
+    assert_true(most <= 1);
+    fault_env_set_sync_delay_us(fe, 0);
+    fault_env_set_disk_avail(fe, false, 0);
+    check_present(db, 3000);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+struct maker {
+    lsm_db *db;
+    bool held;
+};
+
+static void *make_reserve(void *arg)
+{
+    struct maker *mk = arg;
+    mutex_lock(&mk->db->mu);
+    mk->db->reserve_tried_us = 0; /* no retry delay */
+    mk->held = db_reserve_make(mk->db);
+    mutex_unlock(&mk->db->mu);
+    return NULL;
+}
+
+/* A release (a flush finding the disk full, with a delete waiting) while
+ * the reserve is being made again (its sync slowed): the maker must not
+ * then claim a reserve whose file the release removed. */
+static void test_release_while_making_the_reserve(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_retrying(fe, 1 << 20, 20000);
+    mutex_lock(&db->mu);
+    assert_true(db_reserve_release(db));
+    mutex_unlock(&db->mu);
+    assert_false(reserve_file_exists());
+    fault_env_set_sync_delay_us(fe, 300000);
+    struct maker mk = {.db = db};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, make_reserve, &mk), 0);
+    usleep(100000); /* the maker is in its sync */
+    mutex_lock(&db->mu);
+    assert_true(reserve_file_exists()); /* being written: else the test proves nothing */
+    assert_true(db_reserve_release(db));
+    mutex_unlock(&db->mu);
+    pthread_join(t, NULL);
+    assert_false(mk.held);
+    assert_int_equal(prop(db, "lsm.reserve-held"), 0);
+    assert_false(reserve_file_exists());
+    fault_env_set_sync_delay_us(fe, 0);
+    /* Made again later, it is held and there. */
+    make_reserve(&mk);
+    assert_true(mk.held);
+    assert_true(reserve_file_exists());
     assert_null(lsm_close(db));
     fault_env_free(fe);
 }
@@ -568,6 +744,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_barrier_leaving_full_wal_wakes_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve_serves_deletes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve_serves_freeing_wal_append, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_waits_for_the_retry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_release_while_making_the_reserve, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_flushes_deferred_on_full_disk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_after_deferred_flush_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_low_disk_keeps_memtables_few, setup, teardown),
     };
     return cmocka_run_group_tests_name("db_nospace", tests, NULL, NULL);
 }
