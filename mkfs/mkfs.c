@@ -9,6 +9,7 @@
  */
 #include "lsm.h"
 #include "schema.h"
+#include "store_open.h"
 #include "super.h"
 
 #include <dirent.h>
@@ -150,24 +151,21 @@ static int dir_nonempty(const char *dir)
     return found;
 }
 
-/* Whether dir holds an lsmfs filesystem (of any format version): 1 yes,
- * 0 no, -1 when its store is in use (said on stderr). */
+/* Whether dir holds an lsmfs filesystem: 1 yes, 0 no (no store, or not
+ * lsmfs), -1 refused (said on stderr): in use, a newer format, unreadable,
+ * damaged. */
 static int holds_lsmfs(const char *dir)
 {
+    store_open_req r = {.dir = dir, .flags = STORE_OPEN_RO | STORE_OPEN_SALVAGE, .ctx = "mkfs.lsmfs"};
     lsm_db *db;
-    char err[512];
-    int e = super_open_store(dir, SUPER_OPEN_RO | SUPER_OPEN_SALVAGE, "mkfs.lsmfs", &db, err,
-                             sizeof err);
-    if (e == EBUSY) {
-        fprintf(stderr, "mkfs.lsmfs: %s\n", err);
-        return -1;
-    }
     schema_super sb;
-    if (e == 0) {
-        e = super_read(db, dir, &sb, err, sizeof err);
+    char err[1024];
+    int e = store_open(&r, &db, &sb, err, sizeof err);
+    if (e == 0)
         lsm_status_free(lsm_close(db));
-    }
-    return e == 0 || e == EPROTONOSUPPORT;
+    else if (e != EINVAL)
+        fprintf(stderr, "mkfs.lsmfs: %s\n", err);
+    return e == 0 ? 1 : e == EINVAL ? 0 : -1;
 }
 
 /* Removes the store in dir: 0, or 1 on failure (said on stderr). */
@@ -185,13 +183,17 @@ static int remove_store(const char *dir)
 }
 
 /* Makes sure dir exists and may be (re)used; destroys an old lsmfs store
- * when forced. Returns 0 or 1 (with a message printed). */
-static int prepare_dir(const struct mkfs_opts *o)
+ * when forced. *created: mkfs made dir. Returns 0 or 1 (with a message
+ * printed). */
+static int prepare_dir(const struct mkfs_opts *o, bool *created)
 {
     struct stat st;
+    *created = false;
     if (stat(o->dir, &st) != 0) {
-        if (errno == ENOENT && mkdir(o->dir, 0755) == 0)
+        if (errno == ENOENT && mkdir(o->dir, 0755) == 0) {
+            *created = true;
             return 0;
+        }
         fprintf(stderr, "mkfs.lsmfs: %s: %s\n", o->dir, strerror(errno));
         return 1;
     }
@@ -258,6 +260,14 @@ static bool fill_batch(const struct mkfs_opts *o, lsm_batch *b)
            lsm_batch_put(b, ki.b, ki.len, iv, sizeof iv);
 }
 
+/* After a failed make_fs: the directory as mkfs found it (without the
+ * store a -f destroyed): no store file, and gone if mkfs made it. */
+static void undo_make(const struct mkfs_opts *o, bool created)
+{
+    if (remove_store(o->dir) == 0 && created && rmdir(o->dir) != 0)
+        fprintf(stderr, "mkfs.lsmfs: removing %s: %s\n", o->dir, strerror(errno));
+}
+
 static int make_fs(const struct mkfs_opts *o)
 {
     lsm_options lo;
@@ -296,8 +306,13 @@ static int make_fs(const struct mkfs_opts *o)
 int main(int argc, char **argv)
 {
     struct mkfs_opts o;
-    if (parse_args(argc, argv, &o) != 0 || prepare_dir(&o) != 0 || make_fs(&o) != 0)
+    bool created;
+    if (parse_args(argc, argv, &o) != 0 || prepare_dir(&o, &created) != 0)
         return 1;
+    if (make_fs(&o) != 0) {
+        undo_make(&o, created);
+        return 1;
+    }
     if (!o.quiet)
         printf("lsmfs filesystem created in %s (format %d, chunk %u bytes, inline limit %u "
                "bytes)\n",

@@ -10,6 +10,7 @@
 
 #include "lsm.h"
 #include "lsmctl_snapshot.h"
+#include "lsmctl_store.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -98,6 +99,16 @@ static void progress_options(lsm_backup_options *o, struct progress *p)
     }
 }
 
+/* A store directory as the source: whether lsmctl may read it (a newer
+ * format, a store in use are refused, said on stderr). */
+static bool store_readable(const char *src)
+{
+    lsm_db *db = lsmctl_open_store(src, false, NULL, NULL,
+                                   "give the mount point: lsmctl backup %s DIR");
+    lsm_status_free(lsm_close(db));
+    return db != NULL;
+}
+
 static int take(const char *src, const char *dir)
 {
     struct progress p;
@@ -105,15 +116,23 @@ static int take(const char *src, const char *dir)
     progress_options(&o, &p);
     lsm_backup_info info;
     int rc = 0;
-    lsm_status *s = lsmctl_is_lsmfs_mount(src) ? from_mount(src, dir, &o, &info, &rc)
-                                               : lsm_backup_store(src, dir, &o, &info);
+    bool mounted = lsmctl_is_lsmfs_mount(src);
+    if (!mounted && !store_readable(src))
+        return LSMCTL_FAILED;
+    lsm_status *s = mounted ? from_mount(src, dir, &o, &info, &rc)
+                            : lsm_backup_store(src, dir, &o, &info);
     if (p.drawn)
         fputc('\n', stderr);
     if (rc != 0)
         return LSMCTL_FAILED;
-    if (lsm_status_code(s) == LSM_BUSY)
-        fprintf(stderr, "lsmctl: %s is in use: give the mount point of the lsmfs using it\n",
-                src);
+    /* The source was open to us: the backup directory is the one locked. */
+    if (lsm_status_code(s) == LSM_BUSY) {
+        fprintf(stderr, "lsmctl: %s: a backup or purge is running in it: try again when it is "
+                        "done\n",
+                dir);
+        lsm_status_free(s);
+        return LSMCTL_FAILED;
+    }
     if (s != NULL)
         return failed(s);
     print_taken(&info, now_s() - p.start);
