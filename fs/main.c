@@ -33,6 +33,7 @@
 
 #define LSMFS_VERSION "0.1"
 #define DEFAULT_THREADS 64
+#define MAX_THREADS 4096
 #define DEFAULT_SPIN_US 50
 #define MAX_SPIN_US 100000
 #define DEFAULT_READAHEAD_KB 4096
@@ -45,6 +46,7 @@
 struct options {
     char *store;
     int npos;       /* positional arguments seen */
+    int max_threads; /* -o max_threads=N: request workers at most */
     int sync_all;   /* -o sync */
     int writeback;  /* -o writeback */
     int nonempty;   /* -o nonempty */
@@ -52,13 +54,25 @@ struct options {
     int spin_us;    /* -o spin=USEC: the reader polls this long (loop.h) */
     int readahead_kb; /* -o readahead=KB: the mount's readahead window (bdi.h) */
     bool allow_root; /* -o allow_root: only root may enter besides the mounter */
-    const char *atime; /* -o atime, relatime or strictatime given (refused) */
+    char atime[16];    /* -o atime, relatime or strictatime given (refused) */
     bool read_only;    /* -o ro */
     char *uring;       /* -o uring=auto|on|off */
     uring_mode umode;  /* o.uring parsed (options_valid) */
 };
 
-enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_ALLOW_ROOT, KEY_ATIME, KEY_RO };
+enum {
+    KEY_SYNC,
+    KEY_WRITEBACK,
+    KEY_NONEMPTY,
+    KEY_DISCARD,
+    KEY_ALLOW_ROOT,
+    KEY_ATIME,
+    KEY_RO,
+    KEY_TIMEOUT,
+    KEY_SPIN,
+    KEY_READAHEAD,
+    KEY_THREADS,
+};
 
 static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("sync", KEY_SYNC),
@@ -72,19 +86,70 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("relatime", KEY_ATIME),
     FUSE_OPT_KEY("strictatime", KEY_ATIME),
     FUSE_OPT_KEY("ro", KEY_RO),
-    {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
-    {"spin=%d", offsetof(struct options, spin_us), 0},
-    {"readahead=%d", offsetof(struct options, readahead_kb), 0},
+    FUSE_OPT_KEY("cache_timeout=", KEY_TIMEOUT),
+    FUSE_OPT_KEY("spin=", KEY_SPIN),
+    FUSE_OPT_KEY("readahead=", KEY_READAHEAD),
+    FUSE_OPT_KEY("max_threads=", KEY_THREADS), /* ours, not libfuse's (default 10) */
     {"uring=%s", offsetof(struct options, uring), 0},
     FUSE_OPT_END,
 };
 
+/* The integer options: -o NAME=N with N in [lo, hi]. */
+static const struct int_option {
+    int key;
+    const char *name;
+    int lo, hi;
+    const char *unit;
+    size_t offset; /* of the int in struct options */
+} int_options[] = {
+    {KEY_SPIN, "spin", 0, MAX_SPIN_US, "microseconds", offsetof(struct options, spin_us)},
+    {KEY_READAHEAD, "readahead", 0, MAX_READAHEAD_KB, "KiB",
+     offsetof(struct options, readahead_kb)},
+    {KEY_THREADS, "max_threads", 1, MAX_THREADS, "threads",
+     offsetof(struct options, max_threads)},
+};
+
+/* -o NAME=VALUE (arg) of an int_option: the whole VALUE a decimal number
+ * in range, else says so. */
+static bool parse_int_option(const struct int_option *io, const char *arg, struct options *o)
+{
+    const char *v = strchr(arg, '=') + 1;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || n < io->lo || n > io->hi) {
+        fprintf(stderr, "lsmfs: -o %s: give %d to %d %s\n", arg, io->lo, io->hi, io->unit);
+        return false;
+    }
+    *(int *)((char *)o + io->offset) = (int)n;
+    return true;
+}
+
+/* -o cache_timeout=SEC (arg): seconds, 0 or more, else says so. */
+static bool parse_timeout(const char *arg, struct options *o)
+{
+    const char *v = strchr(arg, '=') + 1;
+    char *end;
+    errno = 0;
+    double t = strtod(v, &end);
+    if (errno != 0 || end == v || *end != '\0' || !(t >= 0 && t <= 1e9)) {
+        fprintf(stderr, "lsmfs: -o %s: give a number of seconds from 0 to 1e9\n", arg);
+        return false;
+    }
+    o->timeout = t;
+    return true;
+}
+
 /* Takes the first positional argument as the store; the second stays for
- * fuse_parse_cmdline as the mount point. */
+ * fuse_parse_cmdline as the mount point. fuse_opt_parse frees arg after
+ * the call: keep copies. */
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
     (void)outargs;
     struct options *o = data;
+    for (size_t i = 0; i < sizeof int_options / sizeof *int_options; i++)
+        if (key == int_options[i].key)
+            return parse_int_option(&int_options[i], arg, o) ? 0 : -1;
     switch (key) {
     case FUSE_OPT_KEY_NONOPT:
         if (o->npos++ == 0) {
@@ -92,6 +157,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
             return 0;
         }
         return 1;
+    case KEY_TIMEOUT:
+        return parse_timeout(arg, o) ? 0 : -1;
     case KEY_SYNC:
         o->sync_all = 1;
         return 0;
@@ -107,7 +174,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
         o->allow_root = true;
         return 1;
     case KEY_ATIME:
-        o->atime = arg;
+        snprintf(o->atime, sizeof o->atime, "%s", arg);
         return 0;
     case KEY_RO: /* noted, and kept: the kernel refuses changes too */
         o->read_only = true;
@@ -137,8 +204,11 @@ static void usage(const char *prog)
            "    -o uring=MODE          auto (default): serve requests over FUSE's io_uring\n"
            "                           queues when the kernel offers them (" URING_PARAM_PATH "\n"
            "                           is Y), else over /dev/fuse; on: refuse to mount\n"
-           "                           without them; off: /dev/fuse only\n\n",
-           prog, DEFAULT_SPIN_US, DEFAULT_READAHEAD_KB);
+           "                           without them; off: /dev/fuse only\n"
+           "    -o max_threads=N       request workers at most, 1 to %d (default %d: many\n"
+           "                           concurrent fsyncs share a sync; libfuse's own\n"
+           "                           default below does not apply)\n\n",
+           prog, DEFAULT_SPIN_US, DEFAULT_READAHEAD_KB, MAX_THREADS, DEFAULT_THREADS);
 }
 
 /* Where startup errors go: stderr, or the pipe to the waiting parent. */
@@ -166,7 +236,9 @@ static void fail(const char *fmt, ...)
 static void daemon_begin(void)
 {
     int p[2];
-    if (pipe(p) != 0)
+    /* O_CLOEXEC: a helper the child execs (fusermount3, kept running by
+     * -o auto_unmount) must not hold the parent's end open. */
+    if (pipe2(p, O_CLOEXEC) != 0)
         fail("pipe: %s", strerror(errno));
     pid_t pid = fork();
     if (pid < 0)
@@ -176,7 +248,9 @@ static void daemon_begin(void)
         char buf[1100];
         size_t len = 0;
         ssize_t r;
-        while (len < sizeof buf - 1 && (r = read(p[0], buf + len, sizeof buf - 1 - len)) != 0) {
+        /* The status byte, then (on failure only) the message up to EOF. */
+        while (len < sizeof buf - 1 && (len == 0 || buf[0] != 0) &&
+               (r = read(p[0], buf + len, sizeof buf - 1 - len)) != 0) {
             if (r < 0 && errno == EINTR)
                 continue;
             if (r < 0)
@@ -226,6 +300,8 @@ static void daemon_detach(void)
 static void check_mountpoint(const char *mnt, bool nonempty)
 {
     DIR *d = opendir(mnt);
+    if (d == NULL && errno == ENOTCONN) /* its daemon died */
+        fail("%s is a dead lsmfs mount: run `fusermount3 -u %s`", mnt, mnt);
     if (d == NULL)
         fail("mount point %s: %s", mnt, strerror(errno));
     struct dirent *e;
@@ -299,16 +375,14 @@ static void tune_mount(void *arg)
 }
 
 /* tuning: what the loop applies after INIT, or NULL (the ring does it). */
-static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, unsigned spin_us,
-                 ops_state *st, struct mount_tuning *tuning)
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co,
+                 const struct options *o, ops_state *st, struct mount_tuning *tuning)
 {
     if (co->singlethread)
         return fuse_session_loop(se);
     loop_config cfg = {
-        /* Enough workers that many concurrent fsyncs all reach the store's
-         * writer queue together and share a WAL sync. */
-        .max_threads = co->max_threads > DEFAULT_THREADS ? co->max_threads : DEFAULT_THREADS,
-        .spin_us = spin_us,
+        .max_threads = (unsigned)o->max_threads,
+        .spin_us = (unsigned)o->spin_us,
         .may_wait = lsmfs_request_may_wait,
         .ctx = st,
         .on_init = tuning != NULL ? tune_mount : NULL,
@@ -319,14 +393,15 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, un
 
 /* Installs the io_uring transport on the mounted se (mode not off); it
  * applies tuning after INIT, before the ring serves a request. */
-static struct uring *attach_uring(struct fuse_session *se, uring_mode mode, ops_state *st,
-                                  struct mount_tuning *tuning)
+static struct uring *attach_uring(struct fuse_session *se, const struct options *o,
+                                  ops_state *st, struct mount_tuning *tuning)
 {
+    uring_mode mode = o->umode;
     struct uring *u = NULL;
     uring_config uc = {
         .mode = mode,
         .depth = URING_DEPTH,
-        .max_workers = DEFAULT_THREADS,
+        .max_workers = (unsigned)o->max_threads,
         .may_wait = lsmfs_request_may_wait,
         .ctx = st,
         .served = &st->fs->stats.uring_requests,
@@ -365,15 +440,6 @@ static bool options_valid(const char *argv0, struct options *o,
         fprintf(stderr, "usage: %s STORE MOUNTPOINT [options] (--help for more)\n", argv0);
         return false;
     }
-    if (o->spin_us < 0 || o->spin_us > MAX_SPIN_US) {
-        fprintf(stderr, "lsmfs: spin=%d: give 0 to %d microseconds\n", o->spin_us, MAX_SPIN_US);
-        return false;
-    }
-    if (o->readahead_kb < 0 || o->readahead_kb > MAX_READAHEAD_KB) {
-        fprintf(stderr, "lsmfs: readahead=%d: give 0 to %d KiB\n", o->readahead_kb,
-                MAX_READAHEAD_KB);
-        return false;
-    }
     if (o->uring != NULL && uring_parse_mode(o->uring, &o->umode) != 0) {
         fprintf(stderr, "lsmfs: uring=%s: give auto, on or off\n", o->uring);
         return false;
@@ -384,7 +450,7 @@ static bool options_valid(const char *argv0, struct options *o,
                 URING_PARAM_PATH, URING_PARAM_PATH);
         return false;
     }
-    if (o->atime != NULL) {
+    if (o->atime[0] != '\0') {
         fprintf(stderr, "lsmfs: -o %s: reads do not update access times on lsmfs (every mount "
                         "is noatime)\n", o->atime);
         return false;
@@ -427,20 +493,22 @@ static lsmfs *open_store(const struct options *o, const char *store)
     return fs;
 }
 
-/* Makes the FUSE session for st->fs and mounts it; on failure closes the
- * store and exits. Sets st->se. */
-static struct fuse_session *mount_session(struct fuse_args *args, ops_state *st,
-                                          const char *mountpoint)
+/* Makes the FUSE session serving st (st->fs set later, before the mount):
+ * libfuse refuses an option it does not know here, before the store is
+ * opened. Sets st->se; NULL (said by libfuse) on failure. */
+static struct fuse_session *new_session(struct fuse_args *args, ops_state *st)
 {
-    struct fuse_session *se =
-        fuse_session_new(args, lsmfs_ops(), sizeof(struct fuse_lowlevel_ops), st);
-    st->se = se;
-    if (se == NULL || fuse_set_signal_handlers(se) != 0 ||
-        fuse_session_mount(se, mountpoint) != 0) {
+    st->se = fuse_session_new(args, lsmfs_ops(), sizeof(struct fuse_lowlevel_ops), st);
+    return st->se;
+}
+
+/* Mounts se, serving st->fs; on failure closes the store and exits. */
+static void mount_session(struct fuse_session *se, ops_state *st, const char *mountpoint)
+{
+    if (fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, mountpoint) != 0) {
         lsmfs_close(st->fs);
         fail("cannot mount %s", mountpoint);
     }
-    return se;
 }
 
 /* Stops the ring (if any), unmounts and ends the session, then closes the store: returns
@@ -463,13 +531,17 @@ static int unmount_and_close(struct fuse_session *se, ops_state *st, struct urin
 static int run(struct fuse_args *args, const struct options *o, const struct fuse_cmdline_opts *co,
                const char *store)
 {
+    ops_state st = {0};
+    struct fuse_session *se = new_session(args, &st);
+    if (se == NULL)
+        return 1;
     if (!co->foreground)
         daemon_begin();
-    ops_state st = {.fs = open_store(o, store)};
-    struct fuse_session *se = mount_session(args, &st, co->mountpoint);
+    st.fs = open_store(o, store);
+    mount_session(se, &st, co->mountpoint);
     struct mount_tuning tuning = {.mountpoint = co->mountpoint,
                                   .readahead_kb = (unsigned)o->readahead_kb};
-    struct uring *ring = o->umode == URING_OFF ? NULL : attach_uring(se, o->umode, &st, &tuning);
+    struct uring *ring = o->umode == URING_OFF ? NULL : attach_uring(se, o, &st, &tuning);
     if (o->umode == URING_ON && ring == NULL) {
         fuse_session_unmount(se);
         lsmfs_close(st.fs);
@@ -477,7 +549,7 @@ static int run(struct fuse_args *args, const struct options *o, const struct fus
     }
     if (!co->foreground)
         daemon_detach();
-    int r = serve(se, co, (unsigned)o->spin_us, &st, ring != NULL ? NULL : &tuning);
+    int r = serve(se, co, o, &st, ring != NULL ? NULL : &tuning);
     /* libfuse's single-threaded loop returns the number of the signal that
      * ended it: a SIGTERM/SIGINT/SIGHUP is an orderly shutdown, not a
      * failure. */
@@ -494,7 +566,8 @@ static int run(struct fuse_args *args, const struct options *o, const struct fus
 int main(int argc, char *argv[])
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct options o = {.timeout = 3600,
+    struct options o = {.max_threads = DEFAULT_THREADS,
+                        .timeout = 3600,
                         .spin_us = DEFAULT_SPIN_US,
                         .readahead_kb = DEFAULT_READAHEAD_KB,
                         .umode = URING_AUTO};

@@ -4,12 +4,14 @@
  *   fsck.lsmfs [-n|-y] [-v] DIR
  *
  * Exit codes as fsck(8): 0 clean, 1 errors corrected, 4 errors left
- * uncorrected, 8 operational error (cannot open the store, not lsmfs, ...).
+ * uncorrected, 8 operational error (cannot open the store, not lsmfs, ...),
+ * 16 usage error.
  * The checks themselves are fs/fsck.c.
  */
 #include "fsck.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 static void usage(FILE *out)
@@ -23,6 +25,10 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
     fsck_options o = {.out = stdout};
+    if (argc == 2 && strcmp(argv[1], "--help") == 0) {
+        usage(stdout);
+        return FSCK_CLEAN;
+    }
     int c;
     bool no = false;
     while ((c = getopt(argc, argv, "nyapfvCh")) != -1) {
@@ -46,12 +52,12 @@ int main(int argc, char **argv)
             return FSCK_CLEAN;
         default:
             usage(stderr);
-            return FSCK_OPERATIONAL;
+            return FSCK_USAGE;
         }
     }
     if (optind != argc - 1 || (no && o.repair)) {
         usage(stderr);
-        return FSCK_OPERATIONAL;
+        return FSCK_USAGE;
     }
     const char *dir = argv[optind];
     o.progress = isatty(2);

@@ -28,7 +28,6 @@
 
 #include "mount.h"
 #include "schema.h"
-#include "store_open.h"
 
 #define TEST_TIMEOUT_S 120
 
@@ -713,22 +712,10 @@ static void test_refusals(void **state)
     assert_int_equal(st.st_mode & 07777, 0755);
 }
 
-/* The unmounted store of m, open read-write. */
-static lsm_db *open_unmounted(const struct tmount *m)
-{
-    lsm_db *db = NULL;
-    schema_super sb;
-    char err[1024];
-    store_open_req r = {.dir = m->store, .ctx = "test"};
-    if (store_open(&r, &db, &sb, err, sizeof err) != 0)
-        fail_msg("%s", err);
-    return db;
-}
-
 /* Deletes inode ino's record from the (unmounted) store: damage. */
 static void delete_inode_record(const struct tmount *m, uint64_t ino)
 {
-    lsm_db *db = open_unmounted(m);
+    lsm_db *db = tm_open_store(m);
     schema_key k;
     key_inode(&k, ino);
     lsm_write_options wo = {.sync = true};
@@ -779,7 +766,7 @@ static void test_listing_with_damaged_inode_fails(void **state)
  * version of lsmfs could have. */
 static void put_xattr_key(const struct tmount *m, uint64_t ino, const char *name)
 {
-    lsm_db *db = open_unmounted(m);
+    lsm_db *db = tm_open_store(m);
     schema_key k;
     key_xattr(&k, ino, name, strlen(name));
     lsm_write_options wo = {.sync = true};
