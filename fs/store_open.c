@@ -187,6 +187,7 @@ static int open_db(const store_open_req *r, int flags, void (*report)(void *, co
     o.report = report;
     o.report_dropped_key = r->dropped_key;
     o.report_ctx = r->ctx;
+    o.env = r->env;
     lsm_status *s = lsm_open(&o, r->dir, db);
     if (s == NULL)
         return 0;

@@ -28,6 +28,7 @@ enum {
 typedef struct store_open_req {
     const char *dir;
     int flags;
+    lsm_env *env; /* NULL: the default (tests give a fault env) */
     /* What recovery dropped: report(ctx, line); NULL: a line on stderr
      * prefixed by ctx (a const char *, the tool's name). */
     void (*report)(void *ctx, const char *line);
