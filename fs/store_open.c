@@ -79,9 +79,14 @@ static int in_use(const char *dir, char *err, size_t errlen)
 {
     char mnt[PATH_MAX];
     pid_t pid;
-    if (store_mounted_at(dir, mnt, sizeof mnt, &pid) && pid > 0)
+    bool mounted = store_mounted_at(dir, mnt, sizeof mnt, &pid);
+    if (!mounted)
+        pid = lock_holder(dir);
+    if (mounted && pid > 0)
         snprintf(err, errlen, "%s: the store is mounted at %s (pid %d)", dir, mnt, (int)pid);
-    else if (pid > 0 || (pid = lock_holder(dir)) > 0)
+    else if (mounted)
+        snprintf(err, errlen, "%s: the store is mounted at %s", dir, mnt);
+    else if (pid > 0)
         snprintf(err, errlen, "%s: the store is in use by process %d", dir, (int)pid);
     else
         snprintf(err, errlen, "%s: the store is mounted or in use by another process", dir);

@@ -141,6 +141,22 @@ static int run_sh(char *out, size_t cap, const char *line)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+long tm_proc_status(pid_t pid, const char *key)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *fp = fopen(path, "re");
+    if (fp == NULL)
+        return -1;
+    long v = -1;
+    size_t len = strlen(key);
+    while (v < 0 && fgets(line, sizeof line, fp))
+        if (strncmp(line, key, len) == 0 && line[len] == ':')
+            v = strtol(line + len + 1, NULL, 10);
+    fclose(fp);
+    return v;
+}
+
 int tm_sh(char *out, size_t cap, const char *fmt, ...)
 {
     char cmd[5 * PATH_MAX];

@@ -152,6 +152,9 @@ int tm_lsmctl(char *out, size_t cap, const char *fmt, ...) __attribute__((format
  * or -1. */
 int tm_sh(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* A numeric field of /proc/PID/status ("Threads"), or -1. */
+long tm_proc_status(pid_t pid, const char *key);
+
 /* Whether LSMFS_TEST_DIR mode is on. */
 bool tm_plain(void);
 

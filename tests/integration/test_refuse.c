@@ -5,7 +5,8 @@
  * mtime, and the directory's listing); a newer format is refused by every
  * tool with one line naming both versions; each refusal is the exact line
  * that names the problem and the next command; -o auto_unmount returns; a
- * failed mkfs leaves the directory as it found it.
+ * failed mkfs leaves the directory as it found it; and the -o values it
+ * takes are honoured (max_threads).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -489,6 +490,54 @@ static void test_fsck_usage_codes(void **state)
     assert_int_equal(tm_sh(out, sizeof out, "%sfsck.lsmfs -n -y x", tm_bin("")), 16);
 }
 
+enum { SYNCERS = 16, SYNCS_EACH = 20 };
+
+struct syncer {
+    struct tmount *m;
+    int id;
+    struct tm_errs *errs;
+};
+
+/* Small files, each fsynced: requests that wait, many at once. */
+static void *sync_files(void *arg)
+{
+    struct syncer *a = arg;
+    for (int i = 0; i < SYNCS_EACH; i++) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/s%d-%d", a->m->mnt, a->id, i);
+        int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        if (fd < 0 || write(fd, "x", 1) != 1 || fsync(fd) != 0)
+            tm_errs_add(a->errs, "%s: %s", path, tm_errname(errno));
+        if (fd >= 0)
+            close(fd);
+    }
+    return NULL;
+}
+
+/* -o max_threads=2 is honoured (before: anything below 64 was silently
+ * raised to 64): 16 writers fsyncing at once leave the daemon with at most
+ * 2 request workers more than it had idle. */
+static void test_max_threads_honoured(void **state)
+{
+    struct tmount *m = *state;
+    long idle = tm_proc_status(m->daemon, "Threads");
+    struct tm_errs errs;
+    tm_errs_init(&errs);
+    struct syncer args[SYNCERS];
+    for (int i = 0; i < SYNCERS; i++)
+        args[i] = (struct syncer){.m = m, .id = i, .errs = &errs};
+    tm_run_threads(SYNCERS, sync_files, args, sizeof args[0]);
+    tm_errs_check(&errs);
+    long busy = tm_proc_status(m->daemon, "Threads");
+    if (idle < 1 || busy > idle + 2)
+        fail_msg("-o max_threads=2: the daemon went from %ld threads idle to %ld", idle, busy);
+}
+
+static int setup_two_threads(void **state)
+{
+    return tm_setup(state, TEST_TIMEOUT_S, "a test_refuse test", "max_threads=2");
+}
+
 int main(void)
 {
     tm_init();
@@ -503,6 +552,7 @@ int main(void)
         TM_TEST(test_backup_refusals_said, setup),
         TM_TEST(test_failed_mkfs_leaves_dir, setup),
         TM_TEST(test_fsck_usage_codes, setup),
+        TM_TEST(test_max_threads_honoured, setup_two_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
