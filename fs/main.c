@@ -32,6 +32,8 @@
 #include <unistd.h>
 
 #define LSMFS_VERSION "0.1"
+/* Request workers (-o max_threads): enough that many concurrent fsyncs all
+ * reach the store's writer queue together and share a WAL sync. */
 #define DEFAULT_THREADS 64
 #define MAX_THREADS 4096
 #define DEFAULT_SPIN_US 50
@@ -97,16 +99,13 @@ static const struct fuse_opt option_spec[] = {
 /* The integer options: -o NAME=N with N in [lo, hi]. */
 static const struct int_option {
     int key;
-    const char *name;
     int lo, hi;
     const char *unit;
     size_t offset; /* of the int in struct options */
 } int_options[] = {
-    {KEY_SPIN, "spin", 0, MAX_SPIN_US, "microseconds", offsetof(struct options, spin_us)},
-    {KEY_READAHEAD, "readahead", 0, MAX_READAHEAD_KB, "KiB",
-     offsetof(struct options, readahead_kb)},
-    {KEY_THREADS, "max_threads", 1, MAX_THREADS, "threads",
-     offsetof(struct options, max_threads)},
+    {KEY_SPIN, 0, MAX_SPIN_US, "microseconds", offsetof(struct options, spin_us)},
+    {KEY_READAHEAD, 0, MAX_READAHEAD_KB, "KiB", offsetof(struct options, readahead_kb)},
+    {KEY_THREADS, 1, MAX_THREADS, "threads", offsetof(struct options, max_threads)},
 };
 
 /* -o NAME=VALUE (arg) of an int_option: the whole VALUE a decimal number
