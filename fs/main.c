@@ -570,22 +570,19 @@ int main(int argc, char *argv[])
                         .spin_us = DEFAULT_SPIN_US,
                         .readahead_kb = DEFAULT_READAHEAD_KB,
                         .umode = URING_AUTO};
-    struct fuse_cmdline_opts co;
-    if (fuse_opt_parse(&args, &o, option_spec, opt_proc) != 0 ||
-        fuse_parse_cmdline(&args, &co) != 0)
-        return 1;
-    if (co.show_help || co.show_version) {
-        print_help_or_version(argv[0], &co);
-        free(o.store);
-        free(co.mountpoint);
-        fuse_opt_free_args(&args);
-        return 0;
+    struct fuse_cmdline_opts co = {0};
+    int status = 1;
+    if (fuse_opt_parse(&args, &o, option_spec, opt_proc) == 0 &&
+        fuse_parse_cmdline(&args, &co) == 0) {
+        if (co.show_help || co.show_version) {
+            print_help_or_version(argv[0], &co);
+            status = 0;
+        } else if (options_valid(argv[0], &o, &co)) {
+            char *store = prepare_mount(&args, &o, &co);
+            status = run(&args, &o, &co, store);
+            free(store);
+        }
     }
-    if (!options_valid(argv[0], &o, &co))
-        return 1;
-    char *store = prepare_mount(&args, &o, &co);
-    int status = run(&args, &o, &co, store);
-    free(store);
     free(o.store);
     free(o.uring);
     free(co.mountpoint);
