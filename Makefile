@@ -120,7 +120,7 @@ $(BIN)/fsck.lsmfs: $(BUILD)/mkfs/fsck.o $(LIBFS) $(LIBSTORE)
 	$(CC) $(LDFLAGS) -o $@ $< $(FS_LIBS)
 $(BIN)/lsmctl: $(BUILD)/tools/lsmctl.o $(BUILD)/tools/lsmctl_snapshot.o $(BUILD)/tools/lsmctl_backup.o \
                $(BUILD)/tools/lsmctl_stats.o $(BUILD)/tools/lsmctl_info.o \
-               $(BUILD)/tools/lsmctl_online.o $(LIBFS) $(LIBSTORE)
+               $(BUILD)/tools/lsmctl_online.o $(BUILD)/tools/lsmctl_store.o $(LIBFS) $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(FS_LIBS)
 # mount(8)'s helper, running the lsmfs beside it (installed: BINDIR's).

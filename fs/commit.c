@@ -56,8 +56,10 @@ int fs_commit_as(lsmfs *fs, lsm_batch *b, inode *const *touched, int n, unsigned
      * seeing a stamp covers it. */
     atomic_max(&fs->committed_seq, seq);
     for (int i = 0; i < n; i++)
-        if (touched[i] != NULL)
+        if (touched[i] != NULL) {
             atomic_max(&touched[i]->seq, seq);
+            atomic_store(&touched[i]->deferred_last, wo.defer_log);
+        }
     return 0;
 }
 

@@ -27,7 +27,8 @@
 typedef struct inode inode;
 
 /* Applies b without syncing and stamps the `n` inodes of `touched` (NULL
- * entries allowed) with its sequence number. REQUIRES: each touched inode's
+ * entries allowed) with its sequence number, and their deferred_last with
+ * whether b was kept out of the WAL. REQUIRES: each touched inode's
  * lock held for writing (so stamps only grow). Returns 0 or an errno. */
 int fs_commit(lsmfs *fs, lsm_batch *b, inode *const *touched, int n);
 /* How fs_commit_as writes a batch (flags, or-ed). */

@@ -14,6 +14,7 @@
 #include "lsm.h"
 #include "orphan.h"
 #include "schema.h"
+#include "store_open.h"
 #include "super.h"
 #include "xattr.h"
 
@@ -1144,12 +1145,13 @@ int fsck_store(const char *dir, const fsck_options *o, fsck_result *res)
     char err[1024];
     /* -n changes no byte (read-only open); both read a damaged log up to
      * the damage, -y then keeps that prefix for good. */
-    int flags = SUPER_OPEN_SALVAGE | (o->repair ? SUPER_OPEN_RW : SUPER_OPEN_RO);
-    if (super_open_store_report(dir, flags, log_problem, lost_key, &f, &f.db, err, sizeof err) !=
-            0 ||
-        super_read(f.db, dir, &f.sb, err, sizeof err) != 0) {
+    store_open_req req = {.dir = dir,
+                          .flags = STORE_OPEN_SALVAGE | (o->repair ? STORE_OPEN_RW : STORE_OPEN_RO),
+                          .report = log_problem,
+                          .dropped_key = lost_key,
+                          .ctx = &f};
+    if (store_open(&req, &f.db, &f.sb, err, sizeof err) != 0) {
         fprintf(stderr, "fsck.lsmfs: %s\n", err);
-        lsm_status_free(lsm_close(f.db));
         return FSCK_OPERATIONAL;
     }
     print_lost_inodes(&f);

@@ -30,6 +30,7 @@
 #define FSCK_FIXED 1
 #define FSCK_UNFIXED 4
 #define FSCK_OPERATIONAL 8
+#define FSCK_USAGE 16 /* a usage or syntax error (fsck(8)) */
 
 typedef struct fsck_options {
     bool repair; /* -y: write repairs */

@@ -54,10 +54,11 @@ typedef struct inode {
      * deferred (the next fsync would log them late anyway, after a copy:
      * 1 MiB write + fsync was 10-15% slower deferred). */
     _Atomic bool fsynced;
-    /* [lock] Its last op_commit_one_as was COMMIT_DEFER_LOG: the times
-     * SETATTR a writeback mount's kernel sends after writing pages back is
-     * deferred too (else it carries the large writes into the WAL). */
-    bool deferred_last;
+    /* The last commit that touched it (fs_commit_as, whatever the op) was
+     * COMMIT_DEFER_LOG: the times SETATTR a writeback mount's kernel sends
+     * after writing pages back is deferred too (else it carries the large
+     * writes into the WAL). Any logged commit of it clears it. */
+    _Atomic bool deferred_last;
     /* rec.parent, readable without the lock (is_within walks ancestors
      * while holding other inodes' locks): set with rec when loaded or
      * inserted, and by rename, the one change that moves a directory. */

@@ -36,7 +36,10 @@
 #include <syslog.h>
 #include <unistd.h>
 
+/* Request workers (-o max_threads): enough that many concurrent fsyncs all
+ * reach the store's writer queue together and share a WAL sync. */
 #define DEFAULT_THREADS 64
+#define MAX_THREADS 4096
 #define DEFAULT_SPIN_US 50
 #define MAX_SPIN_US 100000
 #define DEFAULT_READAHEAD_KB 4096
@@ -49,6 +52,7 @@
 struct options {
     char *store;
     int npos;       /* positional arguments seen */
+    int max_threads; /* -o max_threads=N: request workers at most */
     int sync_all;   /* -o sync */
     int writeback;  /* -o writeback */
     int nonempty;   /* -o nonempty */
@@ -56,7 +60,7 @@ struct options {
     int spin_us;    /* -o spin=USEC: the reader polls this long (loop.h) */
     int readahead_kb; /* -o readahead=KB: the mount's readahead window (bdi.h) */
     bool allow_root; /* -o allow_root: only root may enter besides the mounter */
-    const char *atime; /* -o atime, relatime or strictatime given (refused) */
+    char atime[16];    /* -o atime, relatime or strictatime given (refused) */
     bool read_only;    /* -o ro */
     char *uring;       /* -o uring=auto|on|off */
     int max_inodes;    /* -o max_inodes=N: the inode budget (ishrink.h); 0 none */
@@ -65,8 +69,20 @@ struct options {
     long long reserve_pct, resuid, resgid; /* -o reserve=, resuid=, resgid= (-1: not given) */
 };
 
-enum { KEY_SYNC, KEY_WRITEBACK, KEY_NONEMPTY, KEY_DISCARD, KEY_ALLOW_ROOT, KEY_ATIME, KEY_RO,
-       KEY_URI };
+enum {
+    KEY_SYNC,
+    KEY_WRITEBACK,
+    KEY_NONEMPTY,
+    KEY_DISCARD,
+    KEY_ALLOW_ROOT,
+    KEY_ATIME,
+    KEY_RO,
+    KEY_URI,
+    KEY_TIMEOUT,
+    KEY_SPIN,
+    KEY_READAHEAD,
+    KEY_THREADS,
+};
 
 static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("sync", KEY_SYNC),
@@ -85,9 +101,10 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("ceph_id=", KEY_URI),
     FUSE_OPT_KEY("takeover", KEY_URI),
     FUSE_OPT_KEY("lease_ms=", KEY_URI),
-    {"cache_timeout=%lf", offsetof(struct options, timeout), 0},
-    {"spin=%d", offsetof(struct options, spin_us), 0},
-    {"readahead=%d", offsetof(struct options, readahead_kb), 0},
+    FUSE_OPT_KEY("cache_timeout=", KEY_TIMEOUT),
+    FUSE_OPT_KEY("spin=", KEY_SPIN),
+    FUSE_OPT_KEY("readahead=", KEY_READAHEAD),
+    FUSE_OPT_KEY("max_threads=", KEY_THREADS), /* ours, not libfuse's (default 10) */
     {"uring=%s", offsetof(struct options, uring), 0},
     {"log=%s", offsetof(struct options, log), 0},
     {"max_inodes=%d", offsetof(struct options, max_inodes), 0},
@@ -97,12 +114,59 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_END,
 };
 
+/* The integer options: -o NAME=N with N in [lo, hi]. */
+static const struct int_option {
+    int key;
+    int lo, hi;
+    const char *unit;
+    size_t offset; /* of the int in struct options */
+} int_options[] = {
+    {KEY_SPIN, 0, MAX_SPIN_US, "microseconds", offsetof(struct options, spin_us)},
+    {KEY_READAHEAD, 0, MAX_READAHEAD_KB, "KiB", offsetof(struct options, readahead_kb)},
+    {KEY_THREADS, 1, MAX_THREADS, "threads", offsetof(struct options, max_threads)},
+};
+
+/* -o NAME=VALUE (arg) of an int_option: the whole VALUE a decimal number
+ * in range, else says so. */
+static bool parse_int_option(const struct int_option *io, const char *arg, struct options *o)
+{
+    const char *v = strchr(arg, '=') + 1;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || n < io->lo || n > io->hi) {
+        fprintf(stderr, "lsmfs: -o %s: give %d to %d %s\n", arg, io->lo, io->hi, io->unit);
+        return false;
+    }
+    *(int *)((char *)o + io->offset) = (int)n;
+    return true;
+}
+
+/* -o cache_timeout=SEC (arg): seconds, 0 or more, else says so. */
+static bool parse_timeout(const char *arg, struct options *o)
+{
+    const char *v = strchr(arg, '=') + 1;
+    char *end;
+    errno = 0;
+    double t = strtod(v, &end);
+    if (errno != 0 || end == v || *end != '\0' || !(t >= 0 && t <= 1e9)) {
+        fprintf(stderr, "lsmfs: -o %s: give a number of seconds from 0 to 1e9\n", arg);
+        return false;
+    }
+    o->timeout = t;
+    return true;
+}
+
 /* Takes the first positional argument as the store; the second stays for
- * fuse_parse_cmdline as the mount point. */
+ * fuse_parse_cmdline as the mount point. fuse_opt_parse frees arg after
+ * the call: keep copies. */
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
     (void)outargs;
     struct options *o = data;
+    for (size_t i = 0; i < sizeof int_options / sizeof *int_options; i++)
+        if (key == int_options[i].key)
+            return parse_int_option(&int_options[i], arg, o) ? 0 : -1;
     switch (key) {
     case FUSE_OPT_KEY_NONOPT:
         if (o->npos++ == 0) {
@@ -110,6 +174,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
             return 0;
         }
         return 1;
+    case KEY_TIMEOUT:
+        return parse_timeout(arg, o) ? 0 : -1;
     case KEY_SYNC:
         o->sync_all = 1;
         return 0;
@@ -125,7 +191,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
         o->allow_root = true;
         return 1;
     case KEY_ATIME:
-        o->atime = arg;
+        snprintf(o->atime, sizeof o->atime, "%s", arg);
         return 0;
     case KEY_URI:
         store_uri_option(arg);
@@ -170,8 +236,12 @@ static void usage(const char *prog)
            "    -o reserve=PCT,resuid=UID,resgid=GID\n"
            "                           the root reserve for this mount (default: mkfs's)\n"
            "    -o log=WHERE           syslog, stderr or a file to append to (default:\n"
-           "                           syslog, stderr when there is no /dev/log or with -f)\n\n",
-           prog, DEFAULT_SPIN_US, DEFAULT_READAHEAD_KB, ISHRINK_DEFAULT_MAX);
+           "                           syslog, stderr when there is no /dev/log or with -f)\n"
+           "    -o max_threads=N       request workers at most, 1 to %d (default %d: many\n"
+           "                           concurrent fsyncs share a sync; libfuse's own\n"
+           "                           default below does not apply)\n\n",
+           prog, DEFAULT_SPIN_US, DEFAULT_READAHEAD_KB, ISHRINK_DEFAULT_MAX, MAX_THREADS,
+           DEFAULT_THREADS);
 }
 
 /* Where startup errors go: stderr, or the pipe to the waiting parent. */
@@ -199,7 +269,9 @@ static void fail(const char *fmt, ...)
 static void daemon_begin(void)
 {
     int p[2];
-    if (pipe(p) != 0)
+    /* O_CLOEXEC: a helper the child execs (fusermount3, kept running by
+     * -o auto_unmount) must not hold the parent's end open. */
+    if (pipe2(p, O_CLOEXEC) != 0)
         fail("pipe: %s", strerror(errno));
     pid_t pid = fork();
     if (pid < 0)
@@ -209,7 +281,9 @@ static void daemon_begin(void)
         char buf[1100];
         size_t len = 0;
         ssize_t r;
-        while (len < sizeof buf - 1 && (r = read(p[0], buf + len, sizeof buf - 1 - len)) != 0) {
+        /* The status byte, then (on failure only) the message up to EOF. */
+        while (len < sizeof buf - 1 && (len == 0 || buf[0] != 0) &&
+               (r = read(p[0], buf + len, sizeof buf - 1 - len)) != 0) {
             if (r < 0 && errno == EINTR)
                 continue;
             if (r < 0)
@@ -253,6 +327,8 @@ static void daemon_detach(void)
 static void check_mountpoint(const char *mnt, bool nonempty)
 {
     DIR *d = opendir(mnt);
+    if (d == NULL && errno == ENOTCONN) /* its daemon died */
+        fail("%s is a dead lsmfs mount: run `fusermount3 -u %s`", mnt, mnt);
     if (d == NULL)
         fail("mount point %s: %s", mnt, strerror(errno));
     struct dirent *e;
@@ -329,16 +405,14 @@ static void tune_mount(void *arg)
 }
 
 /* tuning: what the loop applies after INIT, or NULL (the ring does it). */
-static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, unsigned spin_us,
-                 ops_state *st, struct mount_tuning *tuning)
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co,
+                 const struct options *o, ops_state *st, struct mount_tuning *tuning)
 {
     if (co->singlethread)
         return fuse_session_loop(se);
     loop_config cfg = {
-        /* Enough workers that many concurrent fsyncs all reach the store's
-         * writer queue together and share a WAL sync. */
-        .max_threads = co->max_threads > DEFAULT_THREADS ? co->max_threads : DEFAULT_THREADS,
-        .spin_us = spin_us,
+        .max_threads = (unsigned)o->max_threads,
+        .spin_us = (unsigned)o->spin_us,
         .may_wait = lsmfs_request_may_wait,
         .ctx = st,
         .on_init = tuning != NULL ? tune_mount : NULL,
@@ -349,14 +423,15 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co, un
 
 /* Installs the io_uring transport on the mounted se (mode not off); it
  * applies tuning after INIT, before the ring serves a request. */
-static struct uring *attach_uring(struct fuse_session *se, uring_mode mode, ops_state *st,
-                                  struct mount_tuning *tuning)
+static struct uring *attach_uring(struct fuse_session *se, const struct options *o,
+                                  ops_state *st, struct mount_tuning *tuning)
 {
+    uring_mode mode = o->umode;
     struct uring *u = NULL;
     uring_config uc = {
         .mode = mode,
         .depth = URING_DEPTH,
-        .max_workers = DEFAULT_THREADS,
+        .max_workers = (unsigned)o->max_threads,
         .may_wait = lsmfs_request_may_wait,
         .ctx = st,
         .served = &st->fs->stats.uring_requests,
@@ -396,18 +471,9 @@ static bool options_valid(const char *argv0, struct options *o,
         fprintf(stderr, "usage: %s STORE MOUNTPOINT [options] (--help for more)\n", argv0);
         return false;
     }
-    if (o->spin_us < 0 || o->spin_us > MAX_SPIN_US) {
-        fprintf(stderr, "lsmfs: spin=%d: give 0 to %d microseconds\n", o->spin_us, MAX_SPIN_US);
-        return false;
-    }
     if (o->max_inodes != 0 && (o->max_inodes < (int)ISHRINK_MIN_MAX)) {
         fprintf(stderr, "lsmfs: max_inodes=%d: give 0 (no bound) or at least %u\n",
                 o->max_inodes, ISHRINK_MIN_MAX);
-        return false;
-    }
-    if (o->readahead_kb < 0 || o->readahead_kb > MAX_READAHEAD_KB) {
-        fprintf(stderr, "lsmfs: readahead=%d: give 0 to %d KiB\n", o->readahead_kb,
-                MAX_READAHEAD_KB);
         return false;
     }
     if (o->uring != NULL && uring_parse_mode(o->uring, &o->umode) != 0) {
@@ -430,7 +496,7 @@ static bool options_valid(const char *argv0, struct options *o,
                 o->resuid, o->resgid);
         return false;
     }
-    if (o->atime != NULL) {
+    if (o->atime[0] != '\0') {
         fprintf(stderr, "lsmfs: -o %s: reads do not update access times on lsmfs (every mount "
                         "is noatime)\n", o->atime);
         return false;
@@ -478,20 +544,22 @@ static lsmfs *open_store(const struct options *o, const char *store)
     return fs;
 }
 
-/* Makes the FUSE session for st->fs and mounts it; on failure closes the
- * store and exits. Sets st->se. */
-static struct fuse_session *mount_session(struct fuse_args *args, ops_state *st,
-                                          const char *mountpoint)
+/* Makes the FUSE session serving st (st->fs set later, before the mount):
+ * libfuse refuses an option it does not know here, before the store is
+ * opened. Sets st->se; NULL (said by libfuse) on failure. */
+static struct fuse_session *new_session(struct fuse_args *args, ops_state *st)
 {
-    struct fuse_session *se =
-        fuse_session_new(args, lsmfs_ops(), sizeof(struct fuse_lowlevel_ops), st);
-    st->se = se;
-    if (se == NULL || fuse_set_signal_handlers(se) != 0 ||
-        fuse_session_mount(se, mountpoint) != 0) {
+    st->se = fuse_session_new(args, lsmfs_ops(), sizeof(struct fuse_lowlevel_ops), st);
+    return st->se;
+}
+
+/* Mounts se, serving st->fs; on failure closes the store and exits. */
+static void mount_session(struct fuse_session *se, ops_state *st, const char *mountpoint)
+{
+    if (fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, mountpoint) != 0) {
         lsmfs_close(st->fs);
         fail("cannot mount %s", mountpoint);
     }
-    return se;
 }
 
 /* Stops the ring (if any), unmounts and ends the session, then closes the store: returns
@@ -516,17 +584,21 @@ static int unmount_and_close(struct fuse_session *se, ops_state *st, struct urin
 static int run(struct fuse_args *args, const struct options *o, const struct fuse_cmdline_opts *co,
                const char *store)
 {
+    ops_state st = {0};
+    struct fuse_session *se = new_session(args, &st);
+    if (se == NULL)
+        return 1;
     char err[512];
     if (log_open(o->log, co->foreground, co->debug, err, sizeof err) != 0)
         fail("%s", err);
     log_start();
     if (!co->foreground)
         daemon_begin();
-    ops_state st = {.fs = open_store(o, store)};
-    struct fuse_session *se = mount_session(args, &st, co->mountpoint);
+    st.fs = open_store(o, store);
+    mount_session(se, &st, co->mountpoint);
     struct mount_tuning tuning = {.mountpoint = co->mountpoint,
                                   .readahead_kb = (unsigned)o->readahead_kb};
-    struct uring *ring = o->umode == URING_OFF ? NULL : attach_uring(se, o->umode, &st, &tuning);
+    struct uring *ring = o->umode == URING_OFF ? NULL : attach_uring(se, o, &st, &tuning);
     if (o->umode == URING_ON && ring == NULL) {
         fuse_session_unmount(se);
         lsmfs_close(st.fs);
@@ -547,7 +619,7 @@ static int run(struct fuse_args *args, const struct options *o, const struct fus
         daemon_detach();
     fuse_log(FUSE_LOG_NOTICE, "lsmfs: %s mounted at %s (log: %s)\n", store, co->mountpoint,
              log_where());
-    int r = serve(se, co, (unsigned)o->spin_us, &st, ring != NULL ? NULL : &tuning);
+    int r = serve(se, co, o, &st, ring != NULL ? NULL : &tuning);
     /* libfuse's single-threaded loop returns the number of the signal that
      * ended it: a SIGTERM/SIGINT/SIGHUP is an orderly shutdown, not a
      * failure. */
@@ -565,7 +637,8 @@ static int run(struct fuse_args *args, const struct options *o, const struct fus
 int main(int argc, char *argv[])
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct options o = {.timeout = 3600,
+    struct options o = {.max_threads = DEFAULT_THREADS,
+                        .timeout = 3600,
                         .spin_us = DEFAULT_SPIN_US,
                         .readahead_kb = DEFAULT_READAHEAD_KB,
                         .umode = URING_AUTO,
@@ -573,22 +646,19 @@ int main(int argc, char *argv[])
                         .reserve_pct = -1,
                         .resuid = -1,
                         .resgid = -1};
-    struct fuse_cmdline_opts co;
-    if (fuse_opt_parse(&args, &o, option_spec, opt_proc) != 0 ||
-        fuse_parse_cmdline(&args, &co) != 0)
-        return 1;
-    if (co.show_help || co.show_version) {
-        print_help_or_version(argv[0], &co);
-        free(o.store);
-        free(co.mountpoint);
-        fuse_opt_free_args(&args);
-        return 0;
+    struct fuse_cmdline_opts co = {0};
+    int status = 1;
+    if (fuse_opt_parse(&args, &o, option_spec, opt_proc) == 0 &&
+        fuse_parse_cmdline(&args, &co) == 0) {
+        if (co.show_help || co.show_version) {
+            print_help_or_version(argv[0], &co);
+            status = 0;
+        } else if (options_valid(argv[0], &o, &co)) {
+            char *store = prepare_mount(&args, &o, &co);
+            status = run(&args, &o, &co, store);
+            free(store);
+        }
     }
-    if (!options_valid(argv[0], &o, &co))
-        return 1;
-    char *store = prepare_mount(&args, &o, &co);
-    int status = run(&args, &o, &co, store);
-    free(store);
     free(o.store);
     free(o.uring);
     free(o.log);

@@ -66,10 +66,8 @@ int op_commit_one_as(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, cons
     int err = inode_batch_finish(fs, b, n, r, pl);
     if (err == 0)
         err = fs_commit_as(fs, b, &n, 1, flags);
-    if (err == 0) {
+    if (err == 0)
         n->rec = *r;
-        n->deferred_last = (flags & COMMIT_DEFER_LOG) != 0;
-    }
     return err;
 }
 

@@ -83,8 +83,7 @@ bool op_get_rec(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, inode_rec *r);
  * NULL to keep the stored payload) to b, commits b, and on success makes r
  * the cached record. REQUIRES: n->lock held for writing. */
 int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl);
-/* op_commit_one with fs_commit_as's COMMIT_* flags; on success records in
- * n->deferred_last whether it was COMMIT_DEFER_LOG. */
+/* op_commit_one with fs_commit_as's COMMIT_* flags. */
 int op_commit_one_as(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl,
                      unsigned flags);
 /* Drops the last link of child (whose new record r has nlink 0) inside the

@@ -12,6 +12,7 @@
 #include "orphan.h"
 #include "schema.h"
 #include "env.h"
+#include "store_open.h"
 #include "store_uri.h"
 
 #include <errno.h>
@@ -21,128 +22,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* Recovery's report of what it dropped: one line on stderr (the mount's
- * log, or the tool's). */
-static void report_recovery(void *ctx, const char *msg)
-{
-    fprintf(stderr, "%s: %s\n", (const char *)ctx, msg);
-}
-
-/* The message for a failed open. Returns the errno. */
-static int open_failed(const char *dir, const lsm_status *s, char *err, size_t errlen)
-{
-    switch (lsm_status_code(s)) {
-    case LSM_BUSY:
-        snprintf(err, errlen, "%s: store is mounted or in use by another process%s%s", dir,
-                 store_uri_is_rados(dir) ? ": " : "",
-                 store_uri_is_rados(dir) ? lsm_status_message(s) : "");
-        return EBUSY;
-    case LSM_INVALID_ARGUMENT:
-    case LSM_NOT_FOUND:
-        snprintf(err, errlen, "%s: not an lsmfs filesystem (no store: %s)", dir,
-                 lsm_status_message(s));
-        return EINVAL;
-    case LSM_NO_SPACE:
-        snprintf(err, errlen,
-                 "%s: cannot open the store: %s (opening for writing needs free space: free "
-                 "some on that filesystem, or mount with -o ro)",
-                 dir, lsm_status_message(s));
-        return ENOSPC;
-    case LSM_CORRUPTION:
-        snprintf(err, errlen,
-                 "%s: cannot open the store: %s; run fsck.lsmfs -y to keep what precedes the "
-                 "damage, or mount with -o ro to see it read-only",
-                 dir, lsm_status_message(s));
-        return EIO;
-    default:
-        snprintf(err, errlen, "%s: cannot open the store: %s", dir, lsm_status_message(s));
-        return lsm_status_errno(s) == EROFS ? EROFS : EIO;
-    }
-}
-
-/* The env and path of the store at loc (a directory or rados:POOL/NAME),
- * checked to hold a store (CURRENT) before lsm_open, which would leave a
- * LOCK behind in a directory that is no store at all. 0 or an errno. */
-static int resolve_store(const char *loc, lsm_env **env, char **path, char *err, size_t errlen)
-{
-    struct stat st;
-    if (!store_uri_is_rados(loc) && stat(loc, &st) != 0) {
-        snprintf(err, errlen, "%s: %s", loc, strerror(errno));
-        return errno;
-    }
-    if (!store_uri_is_rados(loc) && !S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "%s: not a directory", loc);
-        return ENOTDIR;
-    }
-    lsm_status *s = store_uri_resolve(loc, env, path);
-    if (s != NULL) {
-        snprintf(err, errlen, "%s: %s", loc, lsm_status_message(s));
-        int e = lsm_status_code(s) == LSM_INVALID_ARGUMENT ? EINVAL : EIO;
-        lsm_status_free(s);
-        return e;
-    }
-    char current[PATH_MAX];
-    snprintf(current, sizeof current, "%s/CURRENT", *path);
-    if (!(*env)->file_exists(*env, current)) {
-        snprintf(err, errlen, "%s: not an lsmfs filesystem (no store found)", loc);
-        free(*path);
-        return EINVAL;
-    }
-    return 0;
-}
-
-int super_open_store(const char *dir, int flags, const char *who, lsm_db **db, char *err,
-                     size_t errlen)
-{
-    return super_open_store_report(dir, flags, report_recovery, NULL, (void *)who, db, err, errlen);
-}
-
-int super_open_store_report(const char *dir, int flags, void (*report)(void *, const char *),
-                            void (*dropped_key)(void *, const void *, size_t), void *ctx,
-                            lsm_db **db, char *err, size_t errlen)
-{
-    lsm_env *env;
-    char *path;
-    int e = resolve_store(dir, &env, &path, err, errlen);
-    if (e != 0)
-        return e;
-    lsm_options o;
-    lsm_options_init(&o);
-    o.create_if_missing = false;
-    /* 16 KiB blocks: a small file's inode record (with its inline data)
-     * shares a block with a dozen others, so the index, block trailers
-     * and lz4 are paid per dozen files, not per three (docs/decisions.md).
-     * Chunks are values of their own anyway. */
-    o.block_size = 16u << 10;
-    /* fsync-heavy work: WAL syncs that write only their data blocks. */
-    o.wal_mode = LSM_WAL_ZERO_FILL;
-    /* File chunks keep to tables of their own: a file written in order then
-     * makes chunk tables that overlap no other and sink by moves, not
-     * rewrites (docs/decisions.md, "Table partitions"). */
-    o.table_partition = schema_table_partition;
-    /* No gather before a sync: the store overlaps syncs instead, and an
-     * fsyncdir waits holding the kernel's directory lock, so a sync that
-     * waited for company would hold up every rename into the directory. */
-    o.group_commit_delay_us = 0;
-    /* Room to flush a memtable and write a table of compaction after the
-     * deletes that empty a full disk (the store caps it at 1/8 of it). */
-    o.reserve_bytes = o.write_buffer_size + o.target_file_size;
-    o.read_only = (flags & SUPER_OPEN_RO) != 0;
-    o.salvage_log = (flags & SUPER_OPEN_SALVAGE) != 0;
-    o.report = report;
-    o.report_dropped_key = dropped_key;
-    o.report_ctx = ctx;
-    o.env = env;
-    lsm_status *s = lsm_open(&o, path, db);
-    free(path);
-    if (s == NULL)
-        return 0;
-    *db = NULL;
-    e = open_failed(dir, s, err, errlen);
-    lsm_status_free(s);
-    return e;
-}
 
 int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t errlen)
 {
@@ -171,7 +50,9 @@ int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t 
         snprintf(err, errlen, "%s: not an lsmfs filesystem (bad superblock magic)", dir);
         return EINVAL;
     case SUPER_NEWER:
-        snprintf(err, errlen, "%s: lsmfs format version %u is newer than this lsmfs supports (%u)",
+        snprintf(err, errlen,
+                 "%s: lsmfs format version %u is newer than this lsmfs supports (%u): upgrade "
+                 "lsmfs",
                  dir, sb->version, SCHEMA_VERSION);
         return EPROTONOSUPPORT;
     case SUPER_BAD:
@@ -305,15 +186,16 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
         return e;
     }
     fs->cfg.store_dir = fs->dir;
-    int flags = cfg->read_only ? SUPER_OPEN_RO | SUPER_OPEN_SALVAGE : SUPER_OPEN_RW;
-    int e = super_open_store(fs->dir, flags, "lsmfs", &fs->db, err, errlen);
+    store_open_req req = {.dir = fs->dir,
+                          .flags = cfg->read_only ? STORE_OPEN_RO | STORE_OPEN_SALVAGE
+                                                  : STORE_OPEN_RW,
+                          .ctx = "lsmfs"};
+    int e = store_open(&req, &fs->db, &fs->sb, err, errlen);
     if (e == 0) { /* the same (process-wide) env the store was opened with */
         lsm_status *s = store_uri_resolve(fs->dir, &fs->env, &fs->path);
         e = s ? EIO : 0;
         lsm_status_free(s);
     }
-    if (e == 0)
-        e = super_read(fs->db, fs->dir, &fs->sb, err, errlen);
     if (e == 0) /* before this mount writes anything (icount.h) */
         e = inode_count_init(fs, err, errlen);
     if (e == 0 && !cfg->read_only) /* read-only reads version-1 records as they are */

@@ -1,7 +1,8 @@
 /*
  * super.h — a mounted filesystem: the store, its superblock and the
- * in-memory state built on them. Also the store-opening helpers that
- * mkfs.lsmfs and fsck.lsmfs share with the daemon.
+ * in-memory state built on them; the superblock checks mkfs.lsmfs and
+ * fsck.lsmfs share with the daemon (the store itself opens through
+ * store_open.h).
  */
 #ifndef FS_SUPER_H
 #define FS_SUPER_H
@@ -80,24 +81,6 @@ int lsmfs_close(lsmfs *fs);
  * allocator's next number. */
 uint64_t lsmfs_inodes_bound(lsmfs *fs);
 
-/* How super_open_store opens the store (flags, or-ed). */
-enum {
-    SUPER_OPEN_RW = 0,
-    SUPER_OPEN_RO = 1,      /* lsm_options.read_only: no byte changes */
-    SUPER_OPEN_SALVAGE = 2, /* lsm_options.salvage_log: keep a damaged log's prefix */
-};
-/* Opens an existing store (no creation) for the daemon and the fs tools; a
- * store in use gives a "mounted or in use" message, a damaged log a message
- * naming the log and byte and the ways on (fsck.lsmfs -y, -o ro). What
- * recovery dropped is printed on stderr, prefixed by `who`. Returns an
- * errno (EROFS: read-write open of a store on a read-only medium). */
-int super_open_store(const char *dir, int flags, const char *who, lsm_db **db, char *err,
-                     size_t errlen);
-/* The same, with what recovery dropped passed to report(ctx, line), and the
- * keys of the records it left out to dropped_key (NULL: not wanted). */
-int super_open_store_report(const char *dir, int flags, void (*report)(void *, const char *),
-                            void (*dropped_key)(void *, const void *, size_t), void *ctx,
-                            lsm_db **db, char *err, size_t errlen);
 /* Whoever writes records of the current format (inode records of version
  * 2) into a store of an older one marks the store SCHEMA_VERSION first or
  * in the same batch, so an older lsmfs refuses it instead of reading them

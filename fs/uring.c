@@ -146,6 +146,7 @@ struct uring {
     _Atomic bool started;         /* queue threads run (set at INIT) */
     _Atomic bool active;     /* the ring serves requests */
     _Atomic bool stop;       /* the threads are to end */
+    _Atomic bool workers_joined; /* uring_stop joined every worker: none posts a reply any more */
     _Atomic uint64_t served; /* requests taken from the ring */
     pthread_mutex_t mu;
     pthread_cond_t cv;    /* phase and setup changes */
@@ -622,6 +623,15 @@ static void queue_serve(struct uring_queue *q)
             }
         }
     }
+    /* Workers still finishing a request post its reply after stop was set,
+     * maybe after this thread's last commit_done: wait for uring_stop to
+     * have joined them (a short wait, at shutdown only), then commit all. */
+    struct timespec ms = {.tv_nsec = 1000000};
+    while (atomic_load(&u->stop) && !atomic_load(&u->workers_joined))
+        nanosleep(&ms, NULL);
+    pthread_mutex_lock(&q->mu);
+    commit_done(q);
+    pthread_mutex_unlock(&q->mu);
     io_uring_submit(&q->ring); /* the replies of the last requests */
 }
 
@@ -951,6 +961,7 @@ void uring_stop(struct uring *u)
             pthread_join(u->workers[i].thread, NULL);
             sem_destroy(&u->workers[i].wake);
         }
+        atomic_store(&u->workers_joined, true); /* the queue threads commit their replies */
         for (unsigned i = 0; i < u->nq; i++) {
             uint64_t one = 1;
             if (u->qs[i].efd >= 0 && write(u->qs[i].efd, &one, sizeof(one)) < 0)

@@ -4,7 +4,8 @@
  *   fsck.lsmfs [-n|-y] [-v] DIR
  *
  * Exit codes as fsck(8): 0 clean, 1 errors corrected, 4 errors left
- * uncorrected, 8 operational error (cannot open the store, not lsmfs, ...).
+ * uncorrected, 8 operational error (cannot open the store, not lsmfs, ...),
+ * 16 usage error.
  * The checks themselves are fs/fsck.c.
  */
 #include "fsck.h"
@@ -14,6 +15,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static void usage(FILE *out)
@@ -82,12 +84,12 @@ int main(int argc, char **argv)
             return FSCK_CLEAN;
         default:
             usage(stderr);
-            return FSCK_OPERATIONAL;
+            return FSCK_USAGE;
         }
     }
     if (optind != argc - 1 || (no && o.repair)) {
         usage(stderr);
-        return FSCK_OPERATIONAL;
+        return FSCK_USAGE;
     }
     const char *dir = argv[optind];
     o.progress = isatty(2);

@@ -12,6 +12,7 @@
 #include "env.h"
 #include "lsm.h"
 #include "schema.h"
+#include "store_open.h"
 #include "store_uri.h"
 #include "super.h"
 #include "lsmfs_version.h"
@@ -180,24 +181,21 @@ static int dir_nonempty(const struct mkfs_opts *o)
     return n > 0;
 }
 
-/* Whether dir holds an lsmfs filesystem (of any format version): 1 yes,
- * 0 no, -1 when its store is in use (said on stderr). */
+/* Whether dir holds an lsmfs filesystem: 1 yes, 0 no (no store, or not
+ * lsmfs), -1 refused (said on stderr): in use, a newer format, unreadable,
+ * damaged. */
 static int holds_lsmfs(const char *dir)
 {
+    store_open_req r = {.dir = dir, .flags = STORE_OPEN_RO | STORE_OPEN_SALVAGE, .ctx = "mkfs.lsmfs"};
     lsm_db *db;
-    char err[512];
-    int e = super_open_store(dir, SUPER_OPEN_RO | SUPER_OPEN_SALVAGE, "mkfs.lsmfs", &db, err,
-                             sizeof err);
-    if (e == EBUSY) {
-        fprintf(stderr, "mkfs.lsmfs: %s\n", err);
-        return -1;
-    }
     schema_super sb;
-    if (e == 0) {
-        e = super_read(db, dir, &sb, err, sizeof err);
+    char err[1024];
+    int e = store_open(&r, &db, &sb, err, sizeof err);
+    if (e == 0)
         lsm_status_free(lsm_close(db));
-    }
-    return e == 0 || e == EPROTONOSUPPORT;
+    else if (e != EINVAL)
+        fprintf(stderr, "mkfs.lsmfs: %s\n", err);
+    return e == 0 ? 1 : e == EINVAL ? 0 : -1;
 }
 
 /* Removes the store in dir: 0, or 1 on failure (said on stderr). */
@@ -216,15 +214,19 @@ static int remove_store(const struct mkfs_opts *o)
 }
 
 /* Makes sure dir exists and may be (re)used; destroys an old lsmfs store
- * when forced. Returns 0 or 1 (with a message printed). */
-static int prepare_dir(struct mkfs_opts *o)
+ * when forced. *created: mkfs makes (or made) the store's directory.
+ * Returns 0 or 1 (with a message printed). */
+static int prepare_dir(struct mkfs_opts *o, bool *created)
 {
+    *created = false;
     lsm_status *s = store_uri_resolve(o->dir, &o->env, &o->path);
     if (s == NULL && !store_uri_is_rados(o->dir)) {
         struct stat st;
         if (stat(o->dir, &st) != 0) {
-            if (errno == ENOENT)
-                return 0; /* lsm_open makes it: private, its entry synced */
+            if (errno == ENOENT) {
+                *created = true; /* lsm_open makes it: private, its entry synced */
+                return 0;
+            }
             fprintf(stderr, "mkfs.lsmfs: %s: %s\n", o->dir, strerror(errno));
             return 1;
         }
@@ -233,8 +235,10 @@ static int prepare_dir(struct mkfs_opts *o)
             return 1;
         }
     }
-    if (s == NULL && !o->env->file_exists(o->env, o->path))
+    if (s == NULL && !o->env->file_exists(o->env, o->path)) {
         s = o->env->create_dir(o->env, o->path);
+        *created = s == NULL;
+    }
     if (s != NULL) {
         fprintf(stderr, "mkfs.lsmfs: %s: %s\n", o->dir, lsm_status_message(s));
         lsm_status_free(s);
@@ -299,6 +303,18 @@ static bool fill_batch(const struct mkfs_opts *o, lsm_batch *b)
            lsm_batch_put(b, ki.b, ki.len, iv, sizeof iv);
 }
 
+/* After a failed make_fs: the directory as mkfs found it (without the
+ * store a -f destroyed): no store file, and gone if mkfs made it. */
+static void undo_make(const struct mkfs_opts *o, bool created)
+{
+    if (!o->env->file_exists(o->env, o->path) || remove_store(o) != 0 || !created)
+        return;
+    lsm_status *s = o->env->remove_dir(o->env, o->path);
+    if (s != NULL)
+        fprintf(stderr, "mkfs.lsmfs: removing %s: %s\n", o->dir, lsm_status_message(s));
+    lsm_status_free(s);
+}
+
 static int make_fs(const struct mkfs_opts *o)
 {
     lsm_options lo;
@@ -338,7 +354,12 @@ static int make_fs(const struct mkfs_opts *o)
 int main(int argc, char **argv)
 {
     struct mkfs_opts o;
-    int rc = parse_args(argc, argv, &o) != 0 || prepare_dir(&o) != 0 || make_fs(&o) != 0;
+    bool created = false;
+    int rc = parse_args(argc, argv, &o) != 0 || prepare_dir(&o, &created) != 0;
+    if (!rc && make_fs(&o) != 0) {
+        undo_make(&o, created);
+        rc = 1;
+    }
     free(o.path);
     store_uri_shutdown();
     if (rc)

@@ -28,6 +28,20 @@ static lsm_env *env_of(const lsm_backup_options *o)
     return o && o->env ? o->env : lsm_env_default();
 }
 
+/* NULL if dir is a backup directory (its LOCK, made by the first backup,
+ * is there), else why not. */
+static lsm_status *check_backup_dir(lsm_env *env, const char *dir)
+{
+    char *name = backup_path(dir, "LOCK", NULL);
+    lsm_status *s = NULL;
+    if (name == NULL)
+        s = oom();
+    else if (!env->file_exists(env, name))
+        s = status_new(LSM_INVALID_ARGUMENT, "%s: not a backup directory", dir);
+    free(name);
+    return s;
+}
+
 /* Takes the backup directory's LOCK: exclusive for a purge (as a backup
  * does), shared for a verify or a restore, so no purge removes files under
  * them. LSM_BUSY while a holder of the other kind has it; *lock stays NULL
@@ -37,13 +51,11 @@ static lsm_status *lock_dir(lsm_env *env, const char *dir, bool shared, lsm_file
     *lock = NULL;
     if (shared && env->lock_file_shared == NULL)
         return NULL;
-    char *name = backup_path(dir, "LOCK", NULL);
-    lsm_status *s = NULL;
-    if (name == NULL)
+    lsm_status *s = check_backup_dir(env, dir);
+    char *name = s == NULL ? backup_path(dir, "LOCK", NULL) : NULL;
+    if (s == NULL && name == NULL)
         s = oom();
-    else if (!env->file_exists(env, name))
-        s = status_new(LSM_INVALID_ARGUMENT, "%s: not a backup directory", dir);
-    else
+    else if (s == NULL)
         s = shared ? env->lock_file_shared(env, name, lock) : env->lock_file(env, name, lock);
     free(name);
     return s;
@@ -76,7 +88,9 @@ lsm_status *lsm_backup_list(const char *backup_dir, const lsm_backup_options *o,
     size_t nid = 0;
     *out = NULL;
     *n = 0;
-    lsm_status *s = backup_ids(env, backup_dir, "meta", &ids, &nid);
+    lsm_status *s = check_backup_dir(env, backup_dir);
+    if (s == NULL)
+        s = backup_ids(env, backup_dir, "meta", &ids, &nid);
     if (s == NULL && nid > 0 && (*out = lsm_calloc(nid, sizeof(**out))) == NULL)
         s = oom();
     for (size_t i = 0; s == NULL && i < nid; i++) {

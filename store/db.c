@@ -435,6 +435,19 @@ static lsm_status *write_epoch(lsm_db *db)
     return s;
 }
 
+/* Closes and removes the log recovery just made, which no MANIFEST names
+ * yet. REQUIRES: mu held. */
+static void drop_new_wal(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    lsm_status_free(wal_writer_close(db->wal));
+    db->wal = NULL;
+    char *name = log_file_name(db->dir, db->wal_number);
+    if (name != NULL)
+        lsm_status_free(db->env->remove_file(db->env, name));
+    free(name);
+}
+
 static lsm_status *recover(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
@@ -478,8 +491,10 @@ static lsm_status *recover(lsm_db *db)
     if ((s = db_new_wal(db, number, &db->wal)) != NULL)
         return s;
     db->wal_number = number;
-    if (dropped && (s = write_epoch(db)) != NULL)
+    if (dropped && (s = write_epoch(db)) != NULL) {
+        drop_new_wal(db); /* nothing names it yet: a refused open leaves no file */
         return s;
+    }
     if (memtable_entries(db->mem) == 0)
         db->mem_log = number;
     else if ((s = retire_recovered_mem(db, number)) != NULL)

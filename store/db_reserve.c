@@ -28,8 +28,11 @@
 uint64_t db_reserve_size(lsm_env *env, const char *dir, size_t wanted)
 {
     uint64_t total = 0, avail = 0;
-    if (wanted == 0 || env->disk_free(env, dir, &total, &avail) != NULL)
+    lsm_status *s = wanted != 0 ? env->disk_free(env, dir, &total, &avail) : NULL;
+    if (wanted == 0 || s != NULL) {
+        lsm_status_free(s); /* the disk's size unknown: no cap */
         return wanted;
+    }
     uint64_t cap = total / 8; /* never more than an eighth of the disk */
     return wanted < cap ? wanted : cap;
 }

@@ -17,10 +17,12 @@
  *
  * A store that is open elsewhere (mounted) is refused, except by `stats`
  * on a mount point, which reads the live daemon's stats through the root
- * directory's user.lsmfs.stats attribute. All but `compact` open the store
- * read-only (lsm_options.read_only): they change no byte of it and work on
- * a read-only medium; a damaged log is read up to the damage, which is
- * reported (a problem for `check`).
+ * directory's user.lsmfs.stats attribute. Stores open through store_open
+ * (fs/store_open.h), as the daemon's do: a newer format is refused, and
+ * compact writes tables with the filesystem's settings. All but `compact`
+ * open the store read-only (lsm_options.read_only): they change no byte of
+ * it and work on a read-only medium; a damaged log is read up to the
+ * damage, which is reported (a problem for `check`).
  */
 #include "lsm.h"
 #include "lsmctl_backup.h"
@@ -28,10 +30,16 @@
 #include "lsmctl_online.h"
 #include "lsmctl_snapshot.h"
 #include "lsmctl_stats.h"
+#include "lsmctl_store.h"
 #include "lsmfs_version.h"
 #include "store_uri.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,39 +74,9 @@ static int fail(lsm_status *s, const char *what)
     return 1;
 }
 
-static void report_stderr(void *ctx, const char *msg)
-{
-    (void)ctx;
-    fprintf(stderr, "lsmctl: %s\n", msg);
-}
-
-/* Opens dir; read-only (keeping a damaged log's prefix) unless `write`.
- * What recovery dropped goes to report (stderr when NULL). */
-static lsm_db *open_store_with(const char *dir, bool write, void (*rep)(void *, const char *),
-                               void *ctx)
-{
-    lsm_options o;
-    lsm_options_init(&o);
-    o.read_only = !write;
-    o.salvage_log = !write;
-    o.report = rep ? rep : report_stderr;
-    o.report_ctx = ctx;
-    lsm_db *db = NULL;
-    char *path = NULL;
-    lsm_status *s = store_uri_resolve(dir, &o.env, &path);
-    if (s == NULL)
-        s = lsm_open(&o, path, &db);
-    free(path);
-    if (s) {
-        fail(s, dir);
-        return NULL;
-    }
-    return db;
-}
-
 static lsm_db *open_store(const char *dir, bool write)
 {
-    return open_store_with(dir, write, NULL, NULL);
+    return lsmctl_open_store(dir, write, NULL, NULL, NULL);
 }
 
 static void print_escaped(const char *s, size_t n)
@@ -136,7 +114,7 @@ static int cmd_stats(const char *dir)
         fwrite(buf, 1, (size_t)n, stdout);
         return 0;
     }
-    lsm_db *db = open_store(dir, false);
+    lsm_db *db = lsmctl_open_store(dir, false, NULL, NULL, "use the mount point: lsmctl stats %s");
     if (db == NULL)
         return 1;
     char *text = lsm_property(db, "lsm.stats");
@@ -180,6 +158,83 @@ static int cmd_tables(const char *dir)
     return s ? fail(s, "close") : 0;
 }
 
+/* The store's tables: bytes and files. */
+struct table_size {
+    uint64_t bytes, files;
+};
+
+static struct table_size table_size(lsm_db *db)
+{
+    struct table_size t = {0, 0};
+    lsm_property_u64(db, "lsm.total-table-bytes", &t.bytes);
+    char name[64];
+    uint64_t n;
+    for (int l = 0;; l++) {
+        snprintf(name, sizeof name, "lsm.num-files-at-level%d", l);
+        if (!lsm_property_u64(db, name, &n))
+            break;
+        t.files += n;
+    }
+    return t;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The progress line of a compaction, on a terminal: what the tables hold
+ * now, redrawn twice a second until done. */
+struct compact_progress {
+    lsm_db *db;
+    double start;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done; /* guarded by mu */
+};
+
+static void *show_compact_progress(void *arg)
+{
+    struct compact_progress *p = arg;
+    struct timespec until;
+    pthread_mutex_lock(&p->mu);
+    while (!p->done) {
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 500000000;
+        until.tv_sec += until.tv_nsec / 1000000000;
+        until.tv_nsec %= 1000000000;
+        if (pthread_cond_timedwait(&p->cv, &p->mu, &until) == 0 || p->done)
+            continue;
+        struct table_size t = table_size(p->db);
+        fprintf(stderr, "\rcompacting: %.0f s, tables %.1f MiB in %" PRIu64 " files   ",
+                now_s() - p->start, t.bytes / 1048576.0, t.files);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* lsm_compact_range, with a progress line on a terminal. */
+static lsm_status *compact_showing(lsm_db *db, const char *f, size_t fn, const char *t, size_t tn)
+{
+    struct compact_progress p = {.db = db, .start = now_s(), .done = false};
+    pthread_t th;
+    bool shown = isatty(STDERR_FILENO) && pthread_mutex_init(&p.mu, NULL) == 0 &&
+                 pthread_cond_init(&p.cv, NULL) == 0 &&
+                 pthread_create(&th, NULL, show_compact_progress, &p) == 0;
+    lsm_status *s = lsm_compact_range(db, f, fn, t, tn);
+    if (shown) {
+        pthread_mutex_lock(&p.mu);
+        p.done = true;
+        pthread_cond_signal(&p.cv);
+        pthread_mutex_unlock(&p.mu);
+        pthread_join(th, NULL);
+        fputs("\r\033[K", stderr);
+    }
+    return s;
+}
+
 static int cmd_compact(const char *dir, const char *from, const char *to)
 {
     lsm_db *db = open_store(dir, true);
@@ -188,18 +243,24 @@ static int cmd_compact(const char *dir, const char *from, const char *to)
     char *f = from ? malloc(strlen(from) + 1) : NULL;
     char *t = to ? malloc(strlen(to) + 1) : NULL;
     size_t fn = f ? unescape(from, f) : 0, tn = t ? unescape(to, t) : 0;
-    lsm_status *s = lsm_compact_range(db, f, fn, t, tn);
+    double start = now_s();
+    struct table_size before = table_size(db);
+    lsm_status *s = compact_showing(db, f, fn, t, tn);
     free(f);
     free(t);
     if (s) {
         lsm_status_free(lsm_close(db));
         return fail(s, "compact");
     }
-    char *text = lsm_property(db, "lsm.tables");
-    fputs(text ? text : "", stdout);
-    free(text);
+    struct table_size after = table_size(db);
     s = lsm_close(db);
-    return s ? fail(s, "close") : 0;
+    if (s)
+        return fail(s, "close");
+    printf("%s: compacted in %.1f s: tables %.1f MiB in %" PRIu64 " files -> %.1f MiB in %" PRIu64
+           " files\n",
+           dir, now_s() - start, before.bytes / 1048576.0, before.files, after.bytes / 1048576.0,
+           after.files);
+    return 0;
 }
 
 static int cmd_dump(const char *dir, const char *from, const char *to)
@@ -256,7 +317,7 @@ static void report(void *ctx, const char *msg)
 static int cmd_check(const char *dir)
 {
     int problems = 0;
-    lsm_db *db = open_store_with(dir, false, report, &problems);
+    lsm_db *db = lsmctl_open_store(dir, false, report, &problems, NULL);
     if (db == NULL)
         return 1;
     lsm_status *s = lsm_verify(db, report, &problems);

@@ -13,6 +13,7 @@
 
 #include "lsm.h"
 #include "lsmctl_snapshot.h"
+#include "lsmctl_store.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -159,9 +160,22 @@ static void progress_options(lsm_backup_options *o, struct progress *p)
     }
 }
 
-/* A store directory, opened read-only for the backup. */
+/* A store directory as the source: whether lsmctl may read it (a newer
+ * format, a store in use are refused, said on stderr). */
+static bool store_readable(const char *src)
+{
+    lsm_db *db = lsmctl_open_store(src, false, NULL, NULL,
+                                   "give the mount point: lsmctl backup %s DIR");
+    lsm_status_free(lsm_close(db));
+    return db != NULL;
+}
+
+/* A store directory (or, in from_mount's child, a snapshot of the mount's
+ * store), read for the backup. */
 static int from_store(const char *src, const char *dir)
 {
+    if (!store_readable(src))
+        return LSMCTL_FAILED;
     struct progress p;
     lsm_backup_options o;
     progress_options(&o, &p);
@@ -169,9 +183,14 @@ static int from_store(const char *src, const char *dir)
     lsm_status *s = lsm_backup_store(src, dir, &o, &info);
     if (p.drawn)
         fputc('\n', stderr);
-    if (lsm_status_code(s) == LSM_BUSY)
-        fprintf(stderr, "lsmctl: %s is in use: give the mount point of the lsmfs using it\n",
-                src);
+    /* The source was open to us: the backup directory is the one locked. */
+    if (lsm_status_code(s) == LSM_BUSY) {
+        fprintf(stderr, "lsmctl: %s: a backup or purge is running in it: try again when it is "
+                        "done\n",
+                dir);
+        lsm_status_free(s);
+        return LSMCTL_FAILED;
+    }
     if (s != NULL)
         return failed(s);
     print_taken(&info, now_s() - p.start);

@@ -130,6 +130,45 @@ uint64_t tm_seed(void)
     return seed_value;
 }
 
+/* Runs the shell command line `line`, its output into out (as tm_sh). */
+static int run_sh(char *out, size_t cap, const char *line)
+{
+    FILE *p = popen(line, "r");
+    if (p == NULL)
+        return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+long tm_proc_status(pid_t pid, const char *key)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *fp = fopen(path, "re");
+    if (fp == NULL)
+        return -1;
+    long v = -1;
+    size_t len = strlen(key);
+    while (v < 0 && fgets(line, sizeof line, fp))
+        if (strncmp(line, key, len) == 0 && line[len] == ':')
+            v = strtol(line + len + 1, NULL, 10);
+    fclose(fp);
+    return v;
+}
+
+int tm_sh(char *out, size_t cap, const char *fmt, ...)
+{
+    char cmd[5 * PATH_MAX];
+    int n = snprintf(cmd, sizeof cmd, "exec 2>&1; ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
+    va_end(ap);
+    return run_sh(out, cap, cmd);
+}
+
 int tm_lsmctl(char *out, size_t cap, const char *fmt, ...)
 {
     char args[4 * PATH_MAX], cmd[5 * PATH_MAX];
@@ -138,13 +177,7 @@ int tm_lsmctl(char *out, size_t cap, const char *fmt, ...)
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
     snprintf(cmd, sizeof cmd, "timeout -s KILL 120 %s %s 2>&1", tm_bin("lsmctl"), args);
-    FILE *p = popen(cmd, "r");
-    if (p == NULL)
-        return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return run_sh(out, cap, cmd);
 }
 
 const char *tm_bin(const char *prog)

@@ -45,6 +45,8 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "lsm.h"
+
 struct tmount {
     char root[PATH_MAX];  /* the temp dir holding the two below */
     char store[PATH_MAX]; /* the store directory given to mkfs and lsmfs */
@@ -150,6 +152,14 @@ int tm_run(char *const argv[], const char *log, unsigned timeout_s);
  * shell) under a 120 s timeout, stdout and stderr into out (cap bytes,
  * NUL-terminated): its exit status, or -1. */
 int tm_lsmctl(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Runs the shell command line FMT... (the test's watchdog bounds its time),
+ * stdout and stderr into out (cap bytes, NUL-terminated): its exit status,
+ * or -1. */
+int tm_sh(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A numeric field of /proc/PID/status ("Threads"), or -1. */
+long tm_proc_status(pid_t pid, const char *key);
 
 /* Whether LSMFS_TEST_DIR mode is on. */
 bool tm_plain(void);
@@ -260,6 +270,10 @@ int tm_teardown(void **state);
 
 /* A test run with a fixture: `setup` (calling tm_setup), then tm_teardown. */
 #define TM_TEST(fn, setup) cmocka_unit_test_setup_teardown(fn, setup, tm_teardown)
+
+/* The unmounted store of m, open read-write as the daemon opens it
+ * (store_open); fails the test if it cannot be. */
+lsm_db *tm_open_store(const struct tmount *m);
 
 /* Unmount cleanly, require fsck.lsmfs -n to pass, mount again. */
 void tm_remount_checked(struct tmount *m);

@@ -500,23 +500,6 @@ static void *caller(void *arg)
     return NULL;
 }
 
-/* A field of /proc/PID/status ("Threads"), or -1. */
-static long proc_status_field(pid_t pid, const char *key)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *fp = fopen(path, "re");
-    if (fp == NULL)
-        return -1;
-    long v = -1;
-    size_t len = strlen(key);
-    while (v < 0 && fgets(line, sizeof line, fp))
-        if (strncmp(line, key, len) == 0 && line[len] == ':')
-            v = strtol(line + len + 1, NULL, 10);
-    fclose(fp);
-    return v;
-}
-
 /* Many concurrent callers are all served, by max_threads workers at most,
  * with fsyncs (released at once) passing the turn among the workers. */
 static void test_concurrent_callers_all_served(void **state)
@@ -532,7 +515,7 @@ static void test_concurrent_callers_all_served(void **state)
         args[i] = (struct caller_args){.f = f, .errs = &errs, .fsyncs = i >= CALLERS};
     tm_run_threads(CALLERS + FSYNCERS, caller, args, sizeof args[0]);
     tm_errs_check(&errs);
-    long threads = proc_status_field(f->m->daemon, "Threads") - SANITIZER_THREADS;
+    long threads = tm_proc_status(f->m->daemon, "Threads") - SANITIZER_THREADS;
     /* Over the ring also a queue thread per CPU, its stall watch and up to
      * 4 workers. */
     long ring = over_ring() ? sysconf(_SC_NPROCESSORS_CONF) + 1 + 4 : 0;

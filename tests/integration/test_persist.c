@@ -28,7 +28,6 @@
 
 #include "mount.h"
 #include "schema.h"
-#include "super.h"
 
 #define TEST_TIMEOUT_S 120
 
@@ -716,10 +715,7 @@ static void test_refusals(void **state)
 /* Deletes inode ino's record from the (unmounted) store: damage. */
 static void delete_inode_record(const struct tmount *m, uint64_t ino)
 {
-    lsm_db *db = NULL;
-    char err[256];
-    if (super_open_store(m->store, SUPER_OPEN_RW, "test", &db, err, sizeof err) != 0)
-        fail_msg("%s", err);
+    lsm_db *db = tm_open_store(m);
     schema_key k;
     key_inode(&k, ino);
     lsm_write_options wo = {.sync = true};
@@ -770,10 +766,7 @@ static void test_listing_with_damaged_inode_fails(void **state)
  * version of lsmfs could have. */
 static void put_xattr_key(const struct tmount *m, uint64_t ino, const char *name)
 {
-    lsm_db *db = NULL;
-    char err[256];
-    if (super_open_store(m->store, SUPER_OPEN_RW, "test", &db, err, sizeof err) != 0)
-        fail_msg("%s", err);
+    lsm_db *db = tm_open_store(m);
     schema_key k;
     key_xattr(&k, ino, name, strlen(name));
     lsm_write_options wo = {.sync = true};

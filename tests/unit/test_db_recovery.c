@@ -7,6 +7,7 @@
  */
 #include "testutil.h"
 
+#include "fault_env.h"
 #include "lsm.h"
 
 #include <dirent.h>
@@ -103,16 +104,23 @@ static void collect_report(void *ctx, const char *msg)
     snprintf(r->text + used, sizeof r->text - used, "%s\n", msg);
 }
 
-static lsm_status *open_with(const char *d, bool salvage, bool ro, struct reports *rep,
-                             lsm_db **db)
+static lsm_status *open_with_env(const char *d, bool salvage, bool ro, struct reports *rep,
+                                 lsm_env *env, lsm_db **db)
 {
     lsm_options o;
     lsm_options_init(&o);
+    o.env = env;
     o.salvage_log = salvage;
     o.read_only = ro;
     o.report = collect_report;
     o.report_ctx = rep;
     return lsm_open(&o, d, db);
+}
+
+static lsm_status *open_with(const char *d, bool salvage, bool ro, struct reports *rep,
+                             lsm_db **db)
+{
+    return open_with_env(d, salvage, ro, rep, NULL, db);
 }
 
 /* The keys `prefix`0.. present form a prefix, every value as written (never
@@ -249,6 +257,38 @@ static void test_zero_hole_ends_log(void **state)
     ASSERT_OK(lsm_put(db, &wo, "after", 5, "x", 1));
     ASSERT_OK(lsm_close(db));
     assert_next_crash_keeps(kept, 300);
+}
+
+/* An open that drops records (a zero hole) and then cannot write the
+ * epoch into its new log (a full disk) fails and leaves no new file: a
+ * refused mount leaves the files as they were (before: an empty
+ * NNNNNN.log each time). */
+static void test_failed_epoch_leaves_no_log(void **state)
+{
+    (void)state;
+    char log[400];
+    long used = crash_with_log(NKEYS, log, sizeof log);
+    zero_range(log, (used / 2) & ~4095L, 4096);
+    char *before = tu_dir_digest(dir);
+    fault_env *fe = fault_env_new(lsm_env_default());
+    assert_non_null(fe);
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, -1);
+    struct reports rep = {{0}, 0};
+    lsm_db *db = NULL;
+    lsm_status *s = open_with_env(dir, false, false, &rep, fault_env_env(fe), &db);
+    assert_null(db);
+    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+    lsm_status_free(s);
+    fault_env_free(fe);
+    /* every file as it was (the directory's mtime shows the log that came
+     * and went) */
+    char *after = tu_dir_digest(dir);
+    if (strcmp(strchr(after, '\n'), strchr(before, '\n')) != 0)
+        fail_msg("the files changed:\nbefore:\n%s\nafter:\n%s", before, after);
+    free(after);
+    free(before);
+    ASSERT_OK(open_with(dir, false, false, &rep, &db));
+    ASSERT_OK(lsm_close(db));
 }
 
 /* Flipped bits at many offsets of the log, each on a fresh copy: no open
@@ -393,6 +433,7 @@ int main(void)
         T(test_damage_in_last_block_refuses),
         T(test_salvage_keeps_prefix),
         T(test_zero_hole_ends_log),
+        T(test_failed_epoch_leaves_no_log),
         T(test_damage_sweep_never_wrong_data),
         T(test_damaged_manifest_says_where),
         T(test_read_only_changes_nothing),
