@@ -16,13 +16,21 @@
 
 #define SYSLOG_SOCKET "/dev/log"
 
-enum log_kind { TO_SYSLOG, TO_STDERR, TO_FILE };
+enum log_kind { TO_SYSLOG, TO_STDERR, TO_FILE, TO_NOWHERE };
 
 /* Set once by log_open, before any thread exists; read-only afterwards. */
 static enum log_kind kind = TO_STDERR;
 static int log_fd = 2;
 static bool log_debug;
 static const char *where = "stderr";
+
+/* Whether standard error is a pipe: a detached daemon holding it open
+ * would keep a reader such as `out=$(lsmfs ...)` waiting till it exits. */
+static bool stderr_is_pipe(void)
+{
+    struct stat st;
+    return fstat(2, &st) == 0 && S_ISFIFO(st.st_mode);
+}
 
 static bool syslog_present(void)
 {
@@ -33,6 +41,11 @@ static bool syslog_present(void)
 int log_open(const char *spec, bool foreground, bool debug, char *err, size_t errlen)
 {
     log_debug = debug;
+    if (spec == NULL && !foreground && !syslog_present() && stderr_is_pipe()) {
+        kind = TO_NOWHERE;
+        where = "nowhere (no syslog, and standard error is a pipe: give -o log=FILE)";
+        return 0;
+    }
     if (spec == NULL)
         spec = !foreground && syslog_present() ? "syslog" : "stderr";
     if (strcmp(spec, "syslog") == 0) {
@@ -93,7 +106,7 @@ static void logger(enum fuse_log_level level, const char *fmt, va_list ap)
     const char *m = strncmp(msg, "lsmfs: ", 7) == 0 ? msg + 7 : msg;
     if (kind == TO_SYSLOG)
         syslog((int)level, "%s", m);
-    else
+    else if (kind != TO_NOWHERE)
         write_line(level, m);
 }
 

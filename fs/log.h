@@ -5,7 +5,9 @@
  *
  * Default: syslog when there is one (/dev/log), else standard error (a
  * container has no syslog; the detached daemon then keeps the stderr it was
- * started with); in the foreground (-f), standard error. Routine lines,
+ * started with, unless that is a pipe, which it would hold open for a
+ * reader waiting on it: then nowhere, and the mount says so); in the
+ * foreground (-f), standard error. Routine lines,
  * which say nothing an admin acts on, are logged at FUSE_LOG_INFO or
  * FUSE_LOG_DEBUG and dropped unless -d.
  */
