@@ -282,8 +282,14 @@ int store_open(const store_open_req *r, lsm_db **db, schema_super *sb, char *err
     int e = locate(r, &w, &owned, err, errlen);
     if (e == 0)
         e = check_dir(&w, r->flags, err, errlen);
-    if (e == 0 && (r->flags & STORE_OPEN_RO) == 0)
+    if (e == 0 && (r->flags & STORE_OPEN_RO) == 0) {
         e = check_format(&w, err, errlen);
+        /* On RADOS a live lease refuses even a read-only open: the
+         * read-write open then decides (refused naming the holder, or a
+         * -o takeover that fences it), unchecked by a read-only look. */
+        if (e == EBUSY && w.rados)
+            e = 0;
+    }
     void (*report)(void *, const char *) = r->report != NULL ? r->report : report_stderr;
     if (e == 0)
         e = open_db(&w, r->flags, report, db, err, errlen);
