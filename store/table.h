@@ -87,6 +87,9 @@ lsm_status *table_builder_finish(table_builder *b);
 void table_builder_free(table_builder *b);
 
 uint64_t table_builder_entries(const table_builder *b);
+/* How many of the entries are deletions (what deletion-triggered compaction
+ * goes by, see version.h). */
+uint64_t table_builder_deletions(const table_builder *b);
 /* Bytes written so far (the file's size once finished). */
 uint64_t table_builder_file_size(const table_builder *b);
 /* The first and last internal keys added (REQUIRES: entries > 0). */

@@ -29,6 +29,7 @@ struct table_builder {
     bool pending_index;
     uint64_t pending_offset, pending_size;
     uint64_t entries;
+    uint64_t deletions; /* entries that are tombstones (TYPE_DELETION) */
     /* Data blocks in a row that lz4 could not shrink by 1/8, and blocks
      * since then not tried (see want_compress). */
     unsigned incompressible, untried;
@@ -245,6 +246,7 @@ lsm_status *table_builder_add(table_builder *b, const char *ikey, size_t klen, c
         !block_builder_add(&b->data, ikey, klen, val, vlen))
         return fail_oom(b);
     b->entries++;
+    b->deletions += (ikey_tag(ikey, klen) & 0xff) == TYPE_DELETION;
     if (block_builder_size(&b->data) >= b->opt.block_size)
         return flush_data_block(b);
     return NULL;
@@ -306,6 +308,11 @@ lsm_status *table_builder_finish(table_builder *b)
 uint64_t table_builder_entries(const table_builder *b)
 {
     return b->entries;
+}
+
+uint64_t table_builder_deletions(const table_builder *b)
+{
+    return b->deletions;
 }
 
 uint64_t table_builder_file_size(const table_builder *b)
