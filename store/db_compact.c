@@ -117,7 +117,7 @@ static lsm_status *output_finish(lsm_db *db, output *o, file_meta **meta)
         if (*meta == NULL) {
             s = status_new(LSM_IO_ERROR, "out of memory");
         } else {
-            (*meta)->entries = entries;
+            (*meta)->keys = table_builder_keys(o->builder);
             (*meta)->deletions = table_builder_deletions(o->builder);
         }
     }

@@ -17,8 +17,8 @@ static uint64_t total_table_bytes(lsm_db *db)
     return n;
 }
 
-/* Deletions in tables, as their builders counted them (tables named by a
- * MANIFEST older than the count add 0). */
+/* Keys deleted in tables, as their builders counted them (tables named by
+ * a MANIFEST older than the count add 0). */
 static uint64_t table_deletions(lsm_db *db)
 {
     uint64_t n = 0;

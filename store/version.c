@@ -418,13 +418,13 @@ static void compute_l0_load(version *v, uint64_t unit_bytes)
 
 bool file_meta_tombstone_heavy(const file_meta *f)
 {
-    return f->deletions > 0 && f->deletions * 2 >= f->entries;
+    return f->deletions > 0 && f->deletions * 2 >= f->keys;
 }
 
-/* The share of f's entries that are deletions. */
+/* The share of f's keys that are deleted. */
 static double deletion_share(const file_meta *f)
 {
-    return f->entries ? (double)f->deletions / (double)f->entries : 0;
+    return f->keys ? (double)f->deletions / (double)f->keys : 0;
 }
 
 static void pick_deletion_file(version *v)

@@ -65,8 +65,8 @@ uint64_t version_max_bytes_for_level(int level);
  * compaction, CompactOnDeletionCollector). */
 void version_compute_score(version *v, int l0_trigger, uint64_t l0_unit_bytes);
 
-/* Whether f is tombstone-heavy: at least half of its entries are deletions
- * (a level whose tombstones outweigh its live entries always holds such a
+/* Whether f is tombstone-heavy: at least half of its keys are deleted (a
+ * level whose deleted keys outweigh its live ones always holds such a
  * file). The one rule deletion-triggered compaction goes by. */
 bool file_meta_tombstone_heavy(const file_meta *f);
 /* Whether a compaction is due, by size or by deletions. */

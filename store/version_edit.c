@@ -16,7 +16,7 @@ enum tag {
     TAG_COMPACT_POINTER = 5,
     TAG_DELETED_FILE = 6,
     TAG_NEW_FILE = 7,
-    TAG_FILE_COUNTS = 8, /* number, entries, deletions of a file added earlier in the edit */
+    TAG_FILE_COUNTS = 8, /* number, keys, deletions of a file added earlier in the edit */
 };
 
 file_meta *file_meta_new(uint64_t number, uint64_t size, const char *smallest, size_t slen,
@@ -155,9 +155,9 @@ bool version_edit_encode(const version_edit *e, buf *out)
              buf_put_varint64(out, f->number) && buf_put_varint64(out, f->size) &&
              buf_put_length_prefixed(out, f->smallest.data, f->smallest.len) &&
              buf_put_length_prefixed(out, f->largest.data, f->largest.len);
-        if (f->entries)
+        if (f->keys)
             ok = ok && buf_put_varint32(out, TAG_FILE_COUNTS) &&
-                 buf_put_varint64(out, f->number) && buf_put_varint64(out, f->entries) &&
+                 buf_put_varint64(out, f->number) && buf_put_varint64(out, f->keys) &&
                  buf_put_varint64(out, f->deletions);
     }
     return ok;
@@ -203,18 +203,18 @@ static const char *decode_new_file(version_edit *e, const char *p, const char *l
 }
 
 /* The counts of a file this edit added before them; NULL if malformed (no
- * such file, more deletions than entries). */
+ * such file, more deletions than keys). */
 static const char *decode_file_counts(version_edit *e, const char *p, const char *limit)
 {
-    uint64_t number, entries, deletions;
+    uint64_t number, keys, deletions;
     if ((p = decode_varint64(p, limit, &number)) == NULL ||
-        (p = decode_varint64(p, limit, &entries)) == NULL ||
-        (p = decode_varint64(p, limit, &deletions)) == NULL || deletions > entries)
+        (p = decode_varint64(p, limit, &keys)) == NULL ||
+        (p = decode_varint64(p, limit, &deletions)) == NULL || deletions > keys)
         return NULL;
     for (int i = e->nadded - 1; i >= 0; i--) {
         file_meta *f = e->added[i].f;
         if (f->number == number) {
-            f->entries = entries;
+            f->keys = keys;
             f->deletions = deletions;
             return p;
         }

@@ -5,7 +5,7 @@
  *
  * Encoding: a sequence of (varint32 tag, fields) pairs; unknown tags are a
  * corruption error, so an older binary never misreads a newer store. A new
- * file's entry and deletion counts follow its record as an optional tagged
+ * file's key and deletion counts follow its record as an optional tagged
  * field (TAG_FILE_COUNTS); a MANIFEST written before it leaves them 0
  * (unknown), which deletion-triggered compaction reads as "nothing to drop".
  */
@@ -27,9 +27,9 @@ typedef struct file_meta {
     buf smallest; /* internal keys */
     buf largest;
     /* What the table builder counted (0, 0: unknown, from an older MANIFEST):
-     * its entries and how many of them are deletions. Set before the file
-     * joins an edit, immutable after. */
-    uint64_t entries;
+     * its distinct user keys and how many of them are deleted (table.h). Set
+     * before the file joins an edit, immutable after. */
+    uint64_t keys;
     uint64_t deletions;
 } file_meta;
 

@@ -14,7 +14,7 @@ static void ikey(buf *b, const char *k)
     assert_true(buf_put_ikey(b, k, strlen(k), 7, TYPE_VALUE));
 }
 
-static file_meta *meta(uint64_t number, uint64_t entries, uint64_t deletions)
+static file_meta *meta(uint64_t number, uint64_t keys, uint64_t deletions)
 {
     buf lo, hi;
     buf_init(&lo);
@@ -23,22 +23,22 @@ static file_meta *meta(uint64_t number, uint64_t entries, uint64_t deletions)
     ikey(&hi, "z");
     file_meta *f = file_meta_new(number, 4096, lo.data, lo.len, hi.data, hi.len);
     assert_non_null(f);
-    f->entries = entries;
+    f->keys = keys;
     f->deletions = deletions;
     buf_free(&lo);
     buf_free(&hi);
     return f;
 }
 
-/* The edit's i-th added file: level, number, size, entries, deletions. */
+/* The edit's i-th added file: level, number, size, keys, deletions. */
 static void assert_added(const version_edit *d, int i, int level, uint64_t number, uint64_t size,
-                         uint64_t entries, uint64_t deletions)
+                         uint64_t keys, uint64_t deletions)
 {
     assert_true(i < d->nadded);
     assert_int_equal(d->added[i].level, level);
     assert_int_equal(d->added[i].f->number, number);
     assert_int_equal(d->added[i].f->size, size);
-    assert_int_equal(d->added[i].f->entries, entries);
+    assert_int_equal(d->added[i].f->keys, keys);
     assert_int_equal(d->added[i].f->deletions, deletions);
 }
 
@@ -101,7 +101,7 @@ static void test_bad_counts_are_corrupt(void **state)
     assert_true(buf_put_varint32(&rec, 8) && buf_put_varint64(&rec, 5) &&
                 buf_put_varint64(&rec, 10) && buf_put_varint64(&rec, 1));
     expect_corrupt(&rec);
-    /* More deletions than entries. */
+    /* More deletions than keys. */
     version_edit e;
     version_edit_init(&e);
     assert_true(version_edit_add_file(&e, 1, meta(5, 10, 11)));
