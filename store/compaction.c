@@ -108,16 +108,19 @@ compaction *compaction_pick(version_set *vs, uint64_t target_file_size)
 {
     assert(mutex_held(vs->mu));
     const version *v = vs->current;
-    if (v->compaction_score < 1 || v->nfiles[v->compaction_level] == 0)
+    bool by_size = v->compaction_score >= 1 && v->nfiles[v->compaction_level] > 0;
+    if (!by_size && v->deletion_file == NULL)
         return NULL;
-    int level = v->compaction_level;
+    int level = by_size ? v->compaction_level : v->deletion_level;
     compaction *c = compaction_new(vs, level, target_file_size);
     if (c == NULL)
         return NULL;
+    c->for_deletions = !by_size;
     /* Level 0 is compacted where it is deepest (the files there and all
      * that overlap them); other levels round-robin by the pointer. */
-    file_meta *first = level == 0 && v->l0_deepest ? v->l0_deepest
-                                                   : next_file_after_pointer(vs, level);
+    file_meta *first = !by_size                      ? v->deletion_file
+                       : level == 0 && v->l0_deepest ? v->l0_deepest
+                                                     : next_file_after_pointer(vs, level);
     bool ok = true;
     if (level == 0) {
         /* Level-0 files overlap: take every file overlapping the first. */
@@ -170,11 +173,24 @@ compaction *compaction_pick_range(version_set *vs, int level, const char *begin,
     return c;
 }
 
+/* Whether a level below the output level holds keys in the inputs' range. */
+static bool overlaps_below_output(const compaction *c)
+{
+    const buf *lo, *hi;
+    key_range(c->inputs[0], c->ninputs[0], &lo, &hi);
+    for (int l = c->level + 2; l < NUM_LEVELS; l++)
+        if (version_overlaps_level(c->input_version, l, lo->data, ikey_user_len(lo->len),
+                                   hi->data, ikey_user_len(hi->len)))
+            return true;
+    return false;
+}
+
 bool compaction_is_trivial_move(const compaction *c)
 {
     return c->ninputs[0] == 1 && c->ninputs[1] == 0 &&
            total_size(c->grandparents, c->ngrandparents) <=
-               max_grandparent_overlap(c->max_output_file_size);
+               max_grandparent_overlap(c->max_output_file_size) &&
+           (!c->for_deletions || overlaps_below_output(c));
 }
 
 bool compaction_add_input_deletions(compaction *c)

@@ -17,6 +17,7 @@
 
 typedef struct compaction {
     int level; /* inputs from level and level + 1 */
+    bool for_deletions; /* picked for a tombstone-heavy file (version.h) */
     uint64_t max_output_file_size;
     version *input_version; /* holds a reference */
     file_meta **inputs[2];
@@ -30,7 +31,8 @@ typedef struct compaction {
     version_edit edit;          /* what the compaction does, filled as it runs */
 } compaction;
 
-/* The compaction the current version most needs, or NULL. REQUIRES: mu. */
+/* The compaction the current version most needs (by size, else of its
+ * deletion_file), or NULL. REQUIRES: mu. */
 compaction *compaction_pick(version_set *vs, uint64_t target_file_size);
 /* A compaction of `level` restricted to user keys [begin, end] (NULL:
  * unbounded), or NULL if nothing there. REQUIRES: mu. */
@@ -40,7 +42,8 @@ compaction *compaction_pick_range(version_set *vs, int level, const char *begin,
 void compaction_free(compaction *c);
 
 /* A single input file that can just move down a level (nothing to merge,
- * little overlap below). */
+ * little overlap below; picked for its deletions, only while a deeper level
+ * still holds keys they may shadow — else rewriting it drops them). */
 bool compaction_is_trivial_move(const compaction *c);
 /* Records the deletion of every input file in c->edit. */
 bool compaction_add_input_deletions(compaction *c);

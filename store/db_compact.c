@@ -114,8 +114,12 @@ static lsm_status *output_finish(lsm_db *db, output *o, file_meta **meta)
         const char *sm = table_builder_smallest(o->builder, &sn);
         const char *lg = table_builder_largest(o->builder, &ln);
         *meta = file_meta_new(o->number, table_builder_file_size(o->builder), sm, sn, lg, ln);
-        if (*meta == NULL)
+        if (*meta == NULL) {
             s = status_new(LSM_IO_ERROR, "out of memory");
+        } else {
+            (*meta)->keys = table_builder_keys(o->builder);
+            (*meta)->deletions = table_builder_deletions(o->builder);
+        }
     }
     if (s || entries == 0)
         lsm_status_free(db->env->remove_file(db->env, o->path));
@@ -573,7 +577,7 @@ static lsm_status *run_compaction(lsm_db *db, compaction *c)
 
 static bool needs_compaction(lsm_db *db)
 {
-    return db->vs.current->compaction_score >= 1;
+    return version_needs_compaction(db->vs.current);
 }
 
 /* Compaction yields the CPU to foreground threads (writers, readers, FUSE

@@ -1,5 +1,6 @@
 /* db_props.c — lsm_property(): the store's counters and its stats text. */
 #include "db_impl.h"
+#include "version.h"
 #include "status.h"
 
 #include <inttypes.h>
@@ -13,6 +14,17 @@ static uint64_t total_table_bytes(lsm_db *db)
     uint64_t n = 0;
     for (int l = 0; l < NUM_LEVELS; l++)
         n += version_level_bytes(db->vs.current, l);
+    return n;
+}
+
+/* Keys deleted in tables, as their builders counted them (tables named by
+ * a MANIFEST older than the count add 0). */
+static uint64_t table_deletions(lsm_db *db)
+{
+    uint64_t n = 0;
+    for (int l = 0; l < NUM_LEVELS; l++)
+        for (int i = 0; i < db->vs.current->nfiles[l]; i++)
+            n += db->vs.current->files[l][i]->deletions;
     return n;
 }
 
@@ -85,7 +97,7 @@ static uint64_t background_jobs(lsm_db *db)
     assert(mutex_held(&db->mu));
     bool due = db->bg_error == NULL;
     return (uint64_t)(db->flushing || (due && db->nimm > 0)) +
-           (uint64_t)(db->compacting || (due && db->vs.current->compaction_score >= 1));
+           (uint64_t)(db->compacting || (due && version_needs_compaction(db->vs.current)));
 }
 
 struct u64_prop {
@@ -127,6 +139,7 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t)
         {"lsm.late-logged-bytes", st->late_logged_bytes},
         {"lsm.sync-flushes", st->sync_flushes},
         {"lsm.total-table-bytes", total_table_bytes(db)},
+        {"lsm.table-deletions", table_deletions(db)},
         {"lsm.flushes", st->flushes},
         {"lsm.level0-load", (uint64_t)db->vs.current->l0_load},
         {"lsm.compaction-bytes-written", compaction_written(db)},

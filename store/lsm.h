@@ -283,6 +283,7 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *                                    (NAME: the property's after "lsm.", '-' as '_'), then
  *                                    store_tables_level_N, store_table_bytes_level_N
  *   "lsm.total-table-bytes"          bytes of all tables
+ *   "lsm.table-deletions"            keys deleted in tables (their newest entry there a deletion)
  *   "lsm.block-cache-hits" / "lsm.block-cache-misses"
  *   "lsm.background-busy"            1 while a flush or compaction runs or is
  *                                    due, 0 when the background is idle

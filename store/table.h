@@ -87,6 +87,12 @@ lsm_status *table_builder_finish(table_builder *b);
 void table_builder_free(table_builder *b);
 
 uint64_t table_builder_entries(const table_builder *b);
+/* The distinct user keys added, and how many of them are deleted (their
+ * newest entry here a deletion): what deletion-triggered compaction goes by
+ * (version.h). Older versions of a key are not counted: a key created,
+ * rewritten and deleted within one memtable is one deleted key. */
+uint64_t table_builder_keys(const table_builder *b);
+uint64_t table_builder_deletions(const table_builder *b);
 /* Bytes written so far (the file's size once finished). */
 uint64_t table_builder_file_size(const table_builder *b);
 /* The first and last internal keys added (REQUIRES: entries > 0). */

@@ -29,6 +29,8 @@ struct table_builder {
     bool pending_index;
     uint64_t pending_offset, pending_size;
     uint64_t entries;
+    uint64_t keys;      /* distinct user keys */
+    uint64_t deletions; /* user keys whose newest entry is a deletion */
     /* Data blocks in a row that lz4 could not shrink by 1/8, and blocks
      * since then not tried (see want_compress). */
     unsigned incompressible, untried;
@@ -233,6 +235,8 @@ lsm_status *table_builder_add(table_builder *b, const char *ikey, size_t klen, c
     if (b->status != NULL)
         return status_copy(b->status);
     assert(b->entries == 0 || ikey_compare(ikey, klen, b->last_key.data, b->last_key.len) > 0);
+    bool new_key = b->entries == 0 || bytes_compare(ikey, klen - IKEY_TRAILER, b->last_key.data,
+                                                    b->last_key.len - IKEY_TRAILER) != 0;
     lsm_status *st;
     if (b->pending_index && (st = add_index_entry(b, ikey, klen)) != NULL)
         return st;
@@ -245,6 +249,10 @@ lsm_status *table_builder_add(table_builder *b, const char *ikey, size_t klen, c
         !block_builder_add(&b->data, ikey, klen, val, vlen))
         return fail_oom(b);
     b->entries++;
+    if (new_key) { /* a key's entries come newest first */
+        b->keys++;
+        b->deletions += (ikey_tag(ikey, klen) & 0xff) == TYPE_DELETION;
+    }
     if (block_builder_size(&b->data) >= b->opt.block_size)
         return flush_data_block(b);
     return NULL;
@@ -306,6 +314,16 @@ lsm_status *table_builder_finish(table_builder *b)
 uint64_t table_builder_entries(const table_builder *b)
 {
     return b->entries;
+}
+
+uint64_t table_builder_keys(const table_builder *b)
+{
+    return b->keys;
+}
+
+uint64_t table_builder_deletions(const table_builder *b)
+{
+    return b->deletions;
 }
 
 uint64_t table_builder_file_size(const table_builder *b)

@@ -416,6 +416,35 @@ static void compute_l0_load(version *v, uint64_t unit_bytes)
     v->l0_load = (uint64_t)depth > units ? depth : (int)units;
 }
 
+bool file_meta_tombstone_heavy(const file_meta *f)
+{
+    return f->deletions > 0 && f->deletions * 2 >= f->keys;
+}
+
+/* The share of f's keys that are deleted. */
+static double deletion_share(const file_meta *f)
+{
+    return f->keys ? (double)f->deletions / (double)f->keys : 0;
+}
+
+static void pick_deletion_file(version *v)
+{
+    v->deletion_file = NULL;
+    v->deletion_level = -1;
+    if (v->compaction_score >= 1)
+        return; /* size first: that compaction moves the tombstones down too */
+    for (int l = 0; l < NUM_LEVELS - 1; l++) {
+        for (int i = 0; i < v->nfiles[l]; i++) {
+            file_meta *f = v->files[l][i];
+            if (file_meta_tombstone_heavy(f) &&
+                (v->deletion_file == NULL || deletion_share(f) > deletion_share(v->deletion_file))) {
+                v->deletion_file = f;
+                v->deletion_level = l;
+            }
+        }
+    }
+}
+
 void version_compute_score(version *v, int l0_trigger, uint64_t l0_unit_bytes)
 {
     assert(l0_unit_bytes > 0);
@@ -433,4 +462,10 @@ void version_compute_score(version *v, int l0_trigger, uint64_t l0_unit_bytes)
     }
     v->compaction_level = best_level;
     v->compaction_score = best;
+    pick_deletion_file(v);
+}
+
+bool version_needs_compaction(const version *v)
+{
+    return v->compaction_score >= 1 || v->deletion_file != NULL;
 }

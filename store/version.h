@@ -56,8 +56,20 @@ int version_level_for_flush(const version *v, const char *smallest, size_t slen,
 
 /* The byte size that triggers compaction of `level` (>= 1). */
 uint64_t version_max_bytes_for_level(int level);
-/* Sets v->compaction_level, v->compaction_score (>= 1 means needed) and the
- * level-0 load. */
+/* Sets v->compaction_level, v->compaction_score (>= 1 means needed), the
+ * level-0 load and, when no level is due by size, v->deletion_file: of the
+ * tombstone-heavy files above the last level, the one with the largest
+ * share of deletions (the shallower on a tie). Compacting it down drops its
+ * deletions with what they shadow, or carries them one level closer to it;
+ * at the last level nothing is left below them (RocksDB's deletion-triggered
+ * compaction, CompactOnDeletionCollector). */
 void version_compute_score(version *v, int l0_trigger, uint64_t l0_unit_bytes);
+
+/* Whether f is tombstone-heavy: at least half of its keys are deleted (a
+ * level whose deleted keys outweigh its live ones always holds such a
+ * file). The one rule deletion-triggered compaction goes by. */
+bool file_meta_tombstone_heavy(const file_meta *f);
+/* Whether a compaction is due, by size or by deletions. */
+bool version_needs_compaction(const version *v);
 
 #endif

@@ -16,6 +16,7 @@ enum tag {
     TAG_COMPACT_POINTER = 5,
     TAG_DELETED_FILE = 6,
     TAG_NEW_FILE = 7,
+    TAG_FILE_COUNTS = 8, /* number, keys, deletions of a file added earlier in the edit */
 };
 
 file_meta *file_meta_new(uint64_t number, uint64_t size, const char *smallest, size_t slen,
@@ -154,6 +155,10 @@ bool version_edit_encode(const version_edit *e, buf *out)
              buf_put_varint64(out, f->number) && buf_put_varint64(out, f->size) &&
              buf_put_length_prefixed(out, f->smallest.data, f->smallest.len) &&
              buf_put_length_prefixed(out, f->largest.data, f->largest.len);
+        if (f->keys)
+            ok = ok && buf_put_varint32(out, TAG_FILE_COUNTS) &&
+                 buf_put_varint64(out, f->number) && buf_put_varint64(out, f->keys) &&
+                 buf_put_varint64(out, f->deletions);
     }
     return ok;
 }
@@ -197,6 +202,26 @@ static const char *decode_new_file(version_edit *e, const char *p, const char *l
     return p;
 }
 
+/* The counts of a file this edit added before them; NULL if malformed (no
+ * such file, more deletions than keys). */
+static const char *decode_file_counts(version_edit *e, const char *p, const char *limit)
+{
+    uint64_t number, keys, deletions;
+    if ((p = decode_varint64(p, limit, &number)) == NULL ||
+        (p = decode_varint64(p, limit, &keys)) == NULL ||
+        (p = decode_varint64(p, limit, &deletions)) == NULL || deletions > keys)
+        return NULL;
+    for (int i = e->nadded - 1; i >= 0; i--) {
+        file_meta *f = e->added[i].f;
+        if (f->number == number) {
+            f->keys = keys;
+            f->deletions = deletions;
+            return p;
+        }
+    }
+    return NULL;
+}
+
 /* Decodes one tagged field; NULL on malformed input (or OOM, flagged). */
 static const char *decode_field(version_edit *e, uint32_t tag, const char *p, const char *limit,
                                 bool *oom)
@@ -238,6 +263,8 @@ static const char *decode_field(version_edit *e, uint32_t tag, const char *p, co
         return *oom ? NULL : p;
     case TAG_NEW_FILE:
         return decode_new_file(e, p, limit, oom);
+    case TAG_FILE_COUNTS:
+        return decode_file_counts(e, p, limit);
     default:
         return NULL;
     }

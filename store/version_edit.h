@@ -4,7 +4,10 @@
  * oldest live log, the next file number, the last sequence number.
  *
  * Encoding: a sequence of (varint32 tag, fields) pairs; unknown tags are a
- * corruption error, so an older binary never misreads a newer store.
+ * corruption error, so an older binary never misreads a newer store. A new
+ * file's key and deletion counts follow its record as an optional tagged
+ * field (TAG_FILE_COUNTS); a MANIFEST written before it leaves them 0
+ * (unknown), which deletion-triggered compaction reads as "nothing to drop".
  */
 #ifndef LSM_VERSION_EDIT_H
 #define LSM_VERSION_EDIT_H
@@ -23,6 +26,11 @@ typedef struct file_meta {
     uint64_t size;
     buf smallest; /* internal keys */
     buf largest;
+    /* What the table builder counted (0, 0: unknown, from an older MANIFEST):
+     * its distinct user keys and how many of them are deleted (table.h). Set
+     * before the file joins an edit, immutable after. */
+    uint64_t keys;
+    uint64_t deletions;
 } file_meta;
 
 file_meta *file_meta_new(uint64_t number, uint64_t size, const char *smallest, size_t slen,

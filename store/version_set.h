@@ -36,6 +36,10 @@ typedef struct version {
      * computed when the version is built (version.h). */
     int compaction_level;
     double compaction_score;
+    /* When no level is due by size: the tombstone-heavy file to compact down
+     * (NULL: none) and its level; computed with the score (version.h). */
+    file_meta *deletion_file;
+    int deletion_level;
     /* How loaded level 0 is, in tables: its depth (the most tables any one
      * key falls in — what a read may have to look into), or its bytes in
      * memtables' worth if that is more (so full tables that overlap
