@@ -19,8 +19,10 @@
  *
  * Invariants (REQUIRES mu; sync_state_ok checks them, asserted before and
  * after every WAL sync):
- *   S1. 0 <= syncs_running <= SYNC_MAX, and at most that many slots are
- *       taken (a sync still gathering has none yet).
+ *   S1. 0 <= syncs_running <= SYNC_SLOTS, and at most that many slots are
+ *       taken (a sync still gathering has none yet). Only while
+ *       syncs_running < sync_max may another start (sync_max may drop below
+ *       the syncs already running: they finish).
  *   S2. durable_seq <= last_seq, and no deferred batch with a sequence
  *       <= durable_seq is outside the log (a sync never claims one).
  *   S3. Each running sync covers at most last_seq and no deferred batch
@@ -53,7 +55,7 @@ static bool sync_state_ok(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     int taken = 0;
-    for (int i = 0; i < SYNC_MAX; i++) {
+    for (int i = 0; i < SYNC_SLOTS; i++) {
         uint64_t upto = db->sync_running_upto[i];
         if (upto == 0)
             continue;
@@ -61,7 +63,7 @@ static bool sync_state_ok(lsm_db *db)
         if (upto > db->last_seq || db_deferred_upto(db, upto))
             return false; /* S3 */
     }
-    bool s1 = db->syncs_running >= 0 && db->syncs_running <= SYNC_MAX &&
+    bool s1 = db->syncs_running >= 0 && db->syncs_running <= SYNC_SLOTS &&
               taken <= db->syncs_running;
     bool s2 = db->durable_seq <= db->last_seq && !db_deferred_upto(db, db->durable_seq);
     bool s4 = db->wal_synced <= db->wal_written;
@@ -113,6 +115,21 @@ static void learn_group_size(lsm_db *db, int n)
         db->expected_group--;
 }
 
+/* After a WAL sync that took us: sets how many syncs may overlap from the
+ * average sync time. A local disk's fdatasyncs are fast and share the
+ * device, so two overlap (docs/decisions.md); a slow sync is mostly a round
+ * trip (RADOS: the OSD's ack) that pipelines, so more groups start their
+ * own at once instead of queueing behind two (half the threshold to come
+ * back down, so it does not flap). REQUIRES: mu held. */
+static void learn_sync_time(lsm_db *db, uint64_t us)
+{
+    assert(mutex_held(&db->mu));
+    db->sync_us_avg = db->sync_us_avg == 0 ? us : (7 * db->sync_us_avg + us) / 8;
+    if (db->sync_us_avg >= SYNC_SLOW_US)
+        db->sync_max = SYNC_SLOTS;
+    else if (db->sync_us_avg < SYNC_SLOW_US / 2)
+        db->sync_max = SYNC_MAX;
+}
 
 /* The sync stage. A group waiting for durability is its leader's writer in
  * the sync list; the other members sleep on, still linked from it. Whoever
@@ -120,7 +137,7 @@ static void learn_group_size(lsm_db *db, int n)
  * on its futex: none of them needs mu to return), and hands the next sync
  * to the first group no running sync covers.
  *
- * Syncs overlap, up to SYNC_MAX: a group published after the running sync
+ * Syncs overlap, up to sync_max (learn_sync_time): a group published after the running sync
  * started (so not covered by it) starts its own at once instead of waiting
  * a whole sync for its turn. The disk serves overlapping fdatasyncs of one
  * file well (docs/decisions.md, "overlapping WAL syncs"), and each
@@ -134,7 +151,7 @@ static void learn_group_size(lsm_db *db, int n)
  * `target`. REQUIRES: mu held. */
 static bool running_sync_covers(const lsm_db *db, uint64_t target)
 {
-    for (int i = 0; i < SYNC_MAX; i++)
+    for (int i = 0; i < SYNC_SLOTS; i++)
         if (db->sync_running_upto[i] >= target)
             return true;
     return false;
@@ -151,7 +168,7 @@ static bool sync_coming(const lsm_db *db, uint64_t target)
 /* REQUIRES: mu held. */
 static bool may_start_sync(const lsm_db *db, uint64_t target)
 {
-    return !db->wal_switching && (!db->wal_broken || db->wal_cut) && db->syncs_running < SYNC_MAX && !sync_coming(db, target);
+    return !db->wal_switching && (!db->wal_broken || db->wal_cut) && db->syncs_running < db->sync_max && !sync_coming(db, target);
 }
 
 /* Finishes the waiting groups whose target is durable, or, if s != NULL,
@@ -210,7 +227,7 @@ void db_hand_off_sync(lsm_db *db, struct wakeups *wk)
  * the sync list. */
 static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk, bool *finished)
 {
-    assert(mutex_held(&db->mu) && db->syncs_running < SYNC_MAX && !db->wal_switching);
+    assert(mutex_held(&db->mu) && db->syncs_running < db->sync_max && !db->wal_switching);
     db->syncs_running++; /* also keeps the WAL from being switched under us */
     if (db->syncs_running == 1) {
         db->sync_gathering = true;
@@ -221,7 +238,7 @@ static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk,
     int slot = 0;
     while (db->sync_running_upto[slot] != 0)
         slot++;
-    assert(slot < SYNC_MAX && upto > 0);
+    assert(slot < SYNC_SLOTS && upto > 0);
     db->sync_running_upto[slot] = upto;
     /* S6 was asserted on entry: a switch that began while this sync gathered
      * set wal_switching and waits for it (syncs_running), so db->wal is
@@ -232,14 +249,19 @@ static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk,
     if (off > db->wal_synced) {
         wal_writer *wal = db->wal;
         db->stats.overlapped_syncs += db->syncs_running > 1;
+        if ((uint64_t)db->syncs_running > db->stats.most_syncs_running)
+            db->stats.most_syncs_running = (uint64_t)db->syncs_running;
         mutex_unlock(&db->mu);
         db_wakeups_flush(wk); /* the next head (pop_group) need not wait for the disk */
+        uint64_t t0 = db->env->now_micros(db->env);
         s = wal_sync(wal);
+        uint64_t took = db->env->now_micros(db->env) - t0;
         mutex_lock(&db->mu);
         if (s == NULL) {
             if (off > db->wal_synced)
                 db->wal_synced = off;
             db->stats.syncs++;
+            learn_sync_time(db, took);
         }
     }
     if (s == NULL) {

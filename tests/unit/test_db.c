@@ -535,6 +535,54 @@ static void test_syncs_overlap(void **state)
     fault_env_free(fe);
 }
 
+struct keyed_sync_arg {
+    lsm_db *db;
+    const char *key;
+};
+
+static void *keyed_sync_writer(void *p)
+{
+    struct keyed_sync_arg *a = p;
+    put(a->db, a->key, a->key, true);
+    return NULL;
+}
+
+/* Slow syncs (a network store's round trip) overlap more than two: after a
+ * slow sync the store lets up to SYNC_SLOTS run, so three sync writes that
+ * arrive while others' syncs run each start their own at once (with two at
+ * most, the third would queue and join the fourth's), four at once; every one survives a
+ * power cut. */
+static void test_slow_syncs_overlap_more(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_db(fault_env_env(fe), 0);
+    assert_int_equal(tu_prop(db, "lsm.wal-syncs-overlap-max"), 2);
+    fault_env_set_sync_delay_us(fe, 20000);
+    put(db, "w", "0", true);
+    assert_int_equal(tu_prop(db, "lsm.wal-syncs-overlap-max"), 8);
+    fault_env_set_sync_delay_us(fe, 300000);
+    struct keyed_sync_arg a[3] = {{db, "a"}, {db, "b"}, {db, "c"}};
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(pthread_create(&t[i], NULL, keyed_sync_writer, &a[i]), 0);
+        while (tu_prop(db, "lsm.sequence") < (uint64_t)i + 2)
+            usleep(1000);
+        usleep(20000); /* its sync is running */
+    }
+    put(db, "d", "d", true);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(tu_prop(db, "lsm.wal-syncs-most-running"), 4);
+    db = power_cut_and_reopen(fe, db);
+    const char *keys[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++)
+        assert_value(db, keys[i], keys[i]);
+    assert_value(db, "w", "0");
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 /* An overlapping sync that fails fails its own writers and, sticky, every
  * later write — but not a write the other sync made durable. */
 static void test_overlapping_sync_fails(void **state)
@@ -916,6 +964,7 @@ int main(void)
         DB_TEST(test_writes_proceed_during_sync),
         DB_TEST(test_write_may_wait_hint),
         DB_TEST(test_syncs_overlap),
+        DB_TEST(test_slow_syncs_overlap_more),
         DB_TEST(test_overlapping_sync_fails),
         DB_TEST(test_earlier_overlapping_sync_fails),
         DB_TEST(test_table_partitions),
