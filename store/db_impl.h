@@ -93,11 +93,11 @@ struct lsm_snapshot {
 #define FOLLOWER_BUCKETS 17 /* 0..15 followers, and 16 or more */
 
 /* WAL syncs that may run at once (db_sync.c, the sync stage): SYNC_MAX
- * while syncs are fast (a local disk), up to SYNC_SLOTS once they are slow
+ * while syncs are fast (a local disk), up to SYNC_MAX_SLOW once they are slow
  * (a network store whose acks pipeline); db->sync_max holds the current one. */
 #define SYNC_MAX 2
-#define SYNC_SLOTS 8
-/* A WAL sync slower than this on average (microseconds) lets SYNC_SLOTS run. */
+#define SYNC_MAX_SLOW 8
+/* A WAL sync slower than this on average (microseconds) lets SYNC_MAX_SLOW run. */
 #define SYNC_SLOW_US 1000
 
 /* Level-0 file counts: compaction starts at the trigger; writers are slowed
@@ -163,7 +163,7 @@ struct lsm_db {
     int syncs_running;        /* [mu] WAL syncs in flight (or gathering) */
     int sync_max;             /* [mu] syncs that may overlap (db_sync_limit) */
     uint64_t sync_us_avg;     /* [mu] moving average of a WAL sync's time */
-    uint64_t sync_running_upto[SYNC_SLOTS]; /* [mu] what each running sync covers
+    uint64_t sync_running_upto[SYNC_MAX_SLOW]; /* [mu] what each running sync covers
                                              * (last_seq at its start; 0: none) */
     struct writer *syncer;    /* [mu] a waiting group told to run a sync, if any */
     bool wal_switching;       /* [mu] a memtable switch is leaving the WAL:

@@ -548,7 +548,7 @@ static void *keyed_sync_writer(void *p)
 }
 
 /* Slow syncs (a network store's round trip) overlap more than two: after a
- * slow sync the store lets up to SYNC_SLOTS run, so three sync writes that
+ * slow sync the store lets up to SYNC_MAX_SLOW run, so three sync writes that
  * arrive while others' syncs run each start their own at once (with two at
  * most, the third would queue and join the fourth's), four at once; every one survives a
  * power cut. */
