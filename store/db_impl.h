@@ -93,12 +93,15 @@ struct lsm_snapshot {
 #define FOLLOWER_BUCKETS 17 /* 0..15 followers, and 16 or more */
 
 /* WAL syncs that may run at once (db_sync.c, the sync stage): SYNC_MAX
- * while syncs are fast (a local disk), up to SYNC_MAX_SLOW once they are slow
- * (a network store whose acks pipeline); db->sync_max holds the current one. */
+ * while syncs are fast (a local disk: two overlapping fdatasyncs finish
+ * about twice the syncs of one), SYNC_MAX_SLOW once a sync takes
+ * SYNC_SLOW_US or more on average (RADOS: the OSD applies one object's
+ * writes in order, so a second sync in flight only splits the group the
+ * next one would share). db->sync_max holds the current one. */
 #define SYNC_MAX 2
-#define SYNC_MAX_SLOW 8
-/* A WAL sync slower than this on average (microseconds) lets SYNC_MAX_SLOW run. */
+#define SYNC_MAX_SLOW 1
 #define SYNC_SLOW_US 1000
+_Static_assert(SYNC_MAX_SLOW <= SYNC_MAX, "sync_running_upto has SYNC_MAX slots");
 
 /* Level-0 file counts: compaction starts at the trigger; writers are slowed
  * on top of the pacer's rate (pacing.h) from L0_SLOWDOWN and wait at
@@ -161,10 +164,10 @@ struct lsm_db {
      * queue goes on appending behind it. Up to sync_max syncs overlap: a
      * group that a running sync does not cover starts the next at once. */
     int syncs_running;        /* [mu] WAL syncs in flight (or gathering) */
-    int sync_max;             /* [mu] syncs that may overlap (db_sync_limit) */
+    int sync_max;             /* [mu] syncs that may overlap (learn_sync_time) */
     uint64_t sync_us_avg;     /* [mu] moving average of a WAL sync's time */
-    uint64_t sync_running_upto[SYNC_MAX_SLOW]; /* [mu] what each running sync covers
-                                             * (last_seq at its start; 0: none) */
+    uint64_t sync_running_upto[SYNC_MAX]; /* [mu] what each running sync covers
+                                         * (last_seq at its start; 0: none) */
     struct writer *syncer;    /* [mu] a waiting group told to run a sync, if any */
     bool wal_switching;       /* [mu] a memtable switch is leaving the WAL:
                                * no sync may start on it */

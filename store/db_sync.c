@@ -19,7 +19,7 @@
  *
  * Invariants (REQUIRES mu; sync_state_ok checks them, asserted before and
  * after every WAL sync):
- *   S1. 0 <= syncs_running <= SYNC_MAX_SLOW, and at most that many slots are
+ *   S1. 0 <= syncs_running <= SYNC_MAX, and at most that many slots are
  *       taken (a sync still gathering has none yet). Only while
  *       syncs_running < sync_max may another start (sync_max may drop below
  *       the syncs already running: they finish).
@@ -55,7 +55,7 @@ static bool sync_state_ok(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     int taken = 0;
-    for (int i = 0; i < SYNC_MAX_SLOW; i++) {
+    for (int i = 0; i < SYNC_MAX; i++) {
         uint64_t upto = db->sync_running_upto[i];
         if (upto == 0)
             continue;
@@ -63,7 +63,7 @@ static bool sync_state_ok(lsm_db *db)
         if (upto > db->last_seq || db_deferred_upto(db, upto))
             return false; /* S3 */
     }
-    bool s1 = db->syncs_running >= 0 && db->syncs_running <= SYNC_MAX_SLOW &&
+    bool s1 = db->syncs_running >= 0 && db->syncs_running <= SYNC_MAX &&
               taken <= db->syncs_running;
     bool s2 = db->durable_seq <= db->last_seq && !db_deferred_upto(db, db->durable_seq);
     bool s4 = db->wal_synced <= db->wal_written;
@@ -116,11 +116,11 @@ static void learn_group_size(lsm_db *db, int n)
 }
 
 /* After a WAL sync that took us: sets how many syncs may overlap from the
- * average sync time. A local disk's fdatasyncs are fast and share the
- * device, so two overlap (docs/decisions.md); a slow sync is mostly a round
- * trip (RADOS: the OSD's ack) that pipelines, so more groups start their
- * own at once instead of queueing behind two (half the threshold to come
- * back down, so it does not flap). REQUIRES: mu held. */
+ * average sync time (db_impl.h, SYNC_MAX_SLOW): two for a fast local
+ * disk; one once syncs are slow (a RADOS round trip), so the writers that
+ * arrive meanwhile wait and share the next sync instead of splitting into
+ * two. Half the threshold to come back, so it does not flap. REQUIRES: mu
+ * held. */
 static void learn_sync_time(lsm_db *db, uint64_t us)
 {
     assert(mutex_held(&db->mu));
@@ -151,7 +151,7 @@ static void learn_sync_time(lsm_db *db, uint64_t us)
  * `target`. REQUIRES: mu held. */
 static bool running_sync_covers(const lsm_db *db, uint64_t target)
 {
-    for (int i = 0; i < SYNC_MAX_SLOW; i++)
+    for (int i = 0; i < SYNC_MAX; i++)
         if (db->sync_running_upto[i] >= target)
             return true;
     return false;
@@ -238,7 +238,7 @@ static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk,
     int slot = 0;
     while (db->sync_running_upto[slot] != 0)
         slot++;
-    assert(slot < SYNC_MAX_SLOW && upto > 0);
+    assert(slot < SYNC_MAX && upto > 0);
     db->sync_running_upto[slot] = upto;
     /* S6 was asserted on entry: a switch that began while this sync gathered
      * set wal_switching and waits for it (syncs_running), so db->wal is
