@@ -431,7 +431,8 @@ lsm_status *lsm_backup_purge(const char *backup_dir, uint64_t keep, const lsm_ba
 
 /* One restore: bytes copied of all, for o's progress. */
 struct restore {
-    lsm_env *env;
+    lsm_env *env;    /* of the backup directory */
+    lsm_env *to;     /* of the store restored */
     const char *dir; /* the backup directory */
     const backup_meta *m;
     const lsm_backup_options *o;
@@ -457,7 +458,7 @@ static lsm_status *restore_file(struct restore *r, const backup_file *f, const c
     uint32_t crc = 0;
     env_copy_progress p = {restore_step, r};
     if (s == NULL)
-        s = env_copy_file(r->env, src, dst, f->size, &crc, &p);
+        s = env_copy_file(r->env, src, r->to, dst, f->size, &crc, &p);
     if (s == NULL && crc != f->crc)
         s = status_new(LSM_CORRUPTION, "%s: damaged (its checksum does not match; see verify)",
                        src);
@@ -477,15 +478,15 @@ static lsm_status *restore_into(struct restore *r, const char *tmp)
         s = restore_file(r, &r->m->files[i], tmp);
     char *lock = s ? NULL : lock_file_name(tmp);
     if (s == NULL)
-        s = lock ? env_write_file_sync(r->env, lock, "", 0) : oom();
+        s = lock ? env_write_file_sync(r->to, lock, "", 0) : oom();
     free(lock);
-    return s ? s : r->env->sync_dir(r->env, tmp);
+    return s ? s : r->to->sync_dir(r->to, tmp);
 }
 
 static lsm_status *restore_meta(struct restore *r, const char *dest, const char *tmp,
                                 const char *parent)
 {
-    lsm_env *env = r->env;
+    lsm_env *env = r->to;
     lsm_status *s = env->create_dir_new(env, tmp);
     if (s != NULL)
         return s;
@@ -501,8 +502,8 @@ static lsm_status *restore_meta(struct restore *r, const char *dest, const char 
 lsm_status *lsm_backup_restore(const char *backup_dir, uint64_t id, const char *dest,
                                const lsm_backup_options *o)
 {
-    lsm_env *env = env_of(o);
-    if (env->file_exists(env, dest))
+    lsm_env *env = env_of(o), *to = o && o->store_env ? o->store_env : env;
+    if (to->file_exists(to, dest))
         return status_new(LSM_INVALID_ARGUMENT, "restore to %s: it exists", dest);
     char *tmp = NULL, *parent = NULL;
     lsm_status *s = hidden_sibling_name(dest, &tmp, &parent);
@@ -513,7 +514,7 @@ lsm_status *lsm_backup_restore(const char *backup_dir, uint64_t id, const char *
         s = lock_dir(env, backup_dir, true, &lock);
     if (s == NULL)
         s = backup_meta_read(env, backup_dir, id, &m);
-    struct restore r = {env, backup_dir, &m, o, 0, 0};
+    struct restore r = {env, to, backup_dir, &m, o, 0, 0};
     if (s == NULL)
         s = restore_meta(&r, dest, tmp, parent);
     unlock_dir(env, lock);

@@ -39,7 +39,8 @@ void lsm_backup_options_init(lsm_backup_options *o)
 
 /* One backup being taken. */
 struct run {
-    lsm_env *env;
+    lsm_env *env;     /* of the backup directory */
+    lsm_env *src_env; /* of the store backed up */
     const char *dir; /* the backup directory */
     const lsm_backup_options *o;
     backup_meta m;
@@ -75,7 +76,7 @@ static lsm_status *add_source(struct run *r, char *src, const char *name, bool s
 {
     uint32_t crc, *chunk;
     size_t n;
-    lsm_status *s = src ? backup_hash_file(r->env, src, size, &crc, &chunk, &n) : oom();
+    lsm_status *s = src ? backup_hash_file(r->src_env, src, size, &crc, &chunk, &n) : oom();
     char **p = s ? NULL : lsm_realloc(r->src, (r->m.nfiles + 1) * sizeof(*p));
     if (s == NULL && p == NULL) {
         free(chunk);
@@ -99,7 +100,7 @@ static lsm_status *add_other(struct run *r, const char *store, const char *name)
 {
     char *src = backup_path(store, name, NULL);
     uint64_t size = 0;
-    lsm_status *s = src ? r->env->file_size(r->env, src, &size) : oom();
+    lsm_status *s = src ? r->src_env->file_size(r->src_env, src, &size) : oom();
     if (s != NULL) {
         free(src);
         return s;
@@ -129,7 +130,7 @@ static lsm_status *add_others(struct run *r, const char *store, uint64_t manifes
     int n = 0;
     lsm_status *s = add_other(r, store, "CURRENT");
     if (s == NULL)
-        s = r->env->get_children(r->env, store, &names, &n);
+        s = r->src_env->get_children(r->src_env, store, &names, &n);
     for (int i = 0; s == NULL && i < n; i++) {
         uint64_t number;
         enum file_type type;
@@ -177,7 +178,7 @@ static lsm_status *copy_checked(struct run *r, size_t i, const char *dst)
     const backup_file *f = &r->m.files[i];
     env_copy_progress p = {progress_step, r};
     uint32_t crc = 0;
-    lsm_status *s = env_copy_file(r->env, r->src[i], dst, f->size, &crc, &p);
+    lsm_status *s = env_copy_file(r->src_env, r->src[i], r->env, dst, f->size, &crc, &p);
     if (s == NULL && crc != f->crc)
         s = status_new(LSM_CORRUPTION, "%s changed while it was backed up", r->src[i]);
     if (s == NULL)
@@ -402,7 +403,7 @@ static void fill_info(const backup_meta *m, lsm_backup_info *info)
         info->bytes += m->files[i].size;
 }
 
-/* A backup of the read_only db into dir, through env. */
+/* A backup of the read_only db (read through its env) into dir, through env. */
 static lsm_status *backup_read_only(lsm_db *db, lsm_env *env, const char *dir,
                                     const lsm_backup_options *o, lsm_backup_info *info)
 {
@@ -411,7 +412,7 @@ static lsm_status *backup_read_only(lsm_db *db, lsm_env *env, const char *dir,
         lsm_backup_options_init(&defaults);
         o = &defaults;
     }
-    struct run r = {.env = env, .dir = dir, .o = o};
+    struct run r = {.env = env, .src_env = db->env, .dir = dir, .o = o};
     lsm_filelock *lock = NULL;
     char *lockname = NULL;
     lsm_status *s = make_dirs(env, dir);
@@ -445,7 +446,7 @@ lsm_status *lsm_backup_store(const char *store_dir, const char *backup_dir,
 {
     lsm_env *env = o && o->env ? o->env : lsm_env_default();
     lsm_db *db = NULL;
-    lsm_status *s = open_read_only(env, store_dir, &db);
+    lsm_status *s = open_read_only(o && o->store_env ? o->store_env : env, store_dir, &db);
     if (s == NULL)
         s = backup_read_only(db, env, backup_dir, o, info);
     if (db != NULL)

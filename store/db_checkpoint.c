@@ -126,7 +126,7 @@ static lsm_status *put_tables(lsm_db *db, const version *v, const char *dir,
                 }
             }
             if (s == NULL && !link) {
-                s = env_copy_file(env, src, dst, f->size, NULL, NULL);
+                s = env_copy_file(env, src, env, dst, f->size, NULL, NULL);
                 if (s == NULL)
                     info->copied_bytes += f->size;
             }

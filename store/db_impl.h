@@ -92,8 +92,16 @@ struct lsm_snapshot {
 
 #define FOLLOWER_BUCKETS 17 /* 0..15 followers, and 16 or more */
 
-/* WAL syncs that may run at once (db_sync.c, the sync stage). */
+/* WAL syncs that may run at once (db_sync.c, the sync stage): SYNC_MAX
+ * while syncs are fast (a local disk: two overlapping fdatasyncs finish
+ * about twice the syncs of one), SYNC_MAX_SLOW once a sync takes
+ * SYNC_SLOW_US or more on average (RADOS: the OSD applies one object's
+ * writes in order, so a second sync in flight only splits the group the
+ * next one would share). db->sync_max holds the current one. */
 #define SYNC_MAX 2
+#define SYNC_MAX_SLOW 1
+#define SYNC_SLOW_US 1000
+_Static_assert(SYNC_MAX_SLOW <= SYNC_MAX, "sync_running_upto has SYNC_MAX slots");
 
 /* Level-0 file counts: compaction starts at the trigger; writers are slowed
  * on top of the pacer's rate (pacing.h) from L0_SLOWDOWN and wait at
@@ -115,6 +123,7 @@ struct db_stats {
     uint64_t groups;   /* write groups = WAL appends */
     uint64_t syncs;    /* WAL syncs */
     uint64_t overlapped_syncs; /* WAL syncs started while another ran */
+    uint64_t most_syncs_running; /* the most WAL syncs that ran at once */
     uint64_t wal_bytes;
     uint64_t followers[FOLLOWER_BUCKETS];
     _Atomic uint64_t queue_wait_us; /* total time writers waited (updated without mu) */
@@ -152,11 +161,13 @@ struct lsm_db {
     /* The sync stage (db_sync.c): a group that needs durability leaves the
      * queue once it is in the WAL and the memtable, and waits here; a
      * waiter runs the WAL sync for every group written so far, while the
-     * queue goes on appending behind it. Up to SYNC_MAX syncs overlap: a
+     * queue goes on appending behind it. Up to sync_max syncs overlap: a
      * group that a running sync does not cover starts the next at once. */
     int syncs_running;        /* [mu] WAL syncs in flight (or gathering) */
+    int sync_max;             /* [mu] syncs that may overlap (learn_sync_time) */
+    uint64_t sync_us_avg;     /* [mu] moving average of a WAL sync's time */
     uint64_t sync_running_upto[SYNC_MAX]; /* [mu] what each running sync covers
-                                           * (last_seq at its start; 0: none) */
+                                         * (last_seq at its start; 0: none) */
     struct writer *syncer;    /* [mu] a waiting group told to run a sync, if any */
     bool wal_switching;       /* [mu] a memtable switch is leaving the WAL:
                                * no sync may start on it */

@@ -121,6 +121,8 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t)
         {"lsm.write-groups", st->groups},
         {"lsm.wal-syncs", st->syncs},
         {"lsm.wal-syncs-overlapped", st->overlapped_syncs},
+        {"lsm.wal-syncs-overlap-max", (uint64_t)db->sync_max},
+        {"lsm.wal-syncs-most-running", st->most_syncs_running},
         {"lsm.wal-bytes", st->wal_bytes},
         {"lsm.queue-wait-us", st->queue_wait_us},
         {"lsm.gather-wait-us", st->gather_wait_us},

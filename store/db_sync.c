@@ -20,7 +20,9 @@
  * Invariants (REQUIRES mu; sync_state_ok checks them, asserted before and
  * after every WAL sync):
  *   S1. 0 <= syncs_running <= SYNC_MAX, and at most that many slots are
- *       taken (a sync still gathering has none yet).
+ *       taken (a sync still gathering has none yet). Only while
+ *       syncs_running < sync_max may another start (sync_max may drop below
+ *       the syncs already running: they finish).
  *   S2. durable_seq <= last_seq, and no deferred batch with a sequence
  *       <= durable_seq is outside the log (a sync never claims one).
  *   S3. Each running sync covers at most last_seq and no deferred batch
@@ -113,6 +115,21 @@ static void learn_group_size(lsm_db *db, int n)
         db->expected_group--;
 }
 
+/* After a WAL sync that took us: sets how many syncs may overlap from the
+ * average sync time (db_impl.h, SYNC_MAX_SLOW): two for a fast local
+ * disk; one once syncs are slow (a RADOS round trip), so the writers that
+ * arrive meanwhile wait and share the next sync instead of splitting into
+ * two. Half the threshold to come back, so it does not flap. REQUIRES: mu
+ * held. */
+static void learn_sync_time(lsm_db *db, uint64_t us)
+{
+    assert(mutex_held(&db->mu));
+    db->sync_us_avg = db->sync_us_avg == 0 ? us : (7 * db->sync_us_avg + us) / 8;
+    if (db->sync_us_avg >= SYNC_SLOW_US)
+        db->sync_max = SYNC_MAX_SLOW;
+    else if (db->sync_us_avg < SYNC_SLOW_US / 2)
+        db->sync_max = SYNC_MAX;
+}
 
 /* The sync stage. A group waiting for durability is its leader's writer in
  * the sync list; the other members sleep on, still linked from it. Whoever
@@ -120,7 +137,7 @@ static void learn_group_size(lsm_db *db, int n)
  * on its futex: none of them needs mu to return), and hands the next sync
  * to the first group no running sync covers.
  *
- * Syncs overlap, up to SYNC_MAX: a group published after the running sync
+ * Syncs overlap, up to sync_max (learn_sync_time): a group published after the running sync
  * started (so not covered by it) starts its own at once instead of waiting
  * a whole sync for its turn. The disk serves overlapping fdatasyncs of one
  * file well (docs/decisions.md, "overlapping WAL syncs"), and each
@@ -151,7 +168,7 @@ static bool sync_coming(const lsm_db *db, uint64_t target)
 /* REQUIRES: mu held. */
 static bool may_start_sync(const lsm_db *db, uint64_t target)
 {
-    return !db->wal_switching && (!db->wal_broken || db->wal_cut) && db->syncs_running < SYNC_MAX && !sync_coming(db, target);
+    return !db->wal_switching && (!db->wal_broken || db->wal_cut) && db->syncs_running < db->sync_max && !sync_coming(db, target);
 }
 
 /* Finishes the waiting groups whose target is durable, or, if s != NULL,
@@ -210,7 +227,7 @@ void db_hand_off_sync(lsm_db *db, struct wakeups *wk)
  * the sync list. */
 static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk, bool *finished)
 {
-    assert(mutex_held(&db->mu) && db->syncs_running < SYNC_MAX && !db->wal_switching);
+    assert(mutex_held(&db->mu) && db->syncs_running < db->sync_max && !db->wal_switching);
     db->syncs_running++; /* also keeps the WAL from being switched under us */
     if (db->syncs_running == 1) {
         db->sync_gathering = true;
@@ -232,14 +249,19 @@ static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk,
     if (off > db->wal_synced) {
         wal_writer *wal = db->wal;
         db->stats.overlapped_syncs += db->syncs_running > 1;
+        if ((uint64_t)db->syncs_running > db->stats.most_syncs_running)
+            db->stats.most_syncs_running = (uint64_t)db->syncs_running;
         mutex_unlock(&db->mu);
         db_wakeups_flush(wk); /* the next head (pop_group) need not wait for the disk */
+        uint64_t t0 = db->env->now_micros(db->env);
         s = wal_sync(wal);
+        uint64_t took = db->env->now_micros(db->env) - t0;
         mutex_lock(&db->mu);
         if (s == NULL) {
             if (off > db->wal_synced)
                 db->wal_synced = off;
             db->stats.syncs++;
+            learn_sync_time(db, took);
         }
     }
     if (s == NULL) {

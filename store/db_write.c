@@ -8,7 +8,7 @@
  * publishes it and makes the next writer the head. A group that asked for
  * sync then moves to the sync stage: its leader waits until a WAL sync
  * covers the group (running that sync itself if no running sync covers it,
- * up to SYNC_MAX at once), and only then hands every member its status. So
+ * up to db->sync_max at once), and only then hands every member its status. So
  * the next groups append while a sync runs, and the next sync covers all of
  * them: the disk flush, not the queue, is what writers share (MySQL's
  * binlog group commit has the same split into a write stage and a sync
@@ -760,7 +760,7 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
      * Non-sync heads and barriers (db_sync_upto) never wait here, and no
      * one waits for a sync that is still gathering its waiters. */
     if (s == NULL && w->sync) {
-        while (db->syncs_running >= SYNC_MAX && !db->sync_gathering)
+        while (db->syncs_running >= db->sync_max && !db->sync_gathering)
             cond_wait(&db->sync_cv, &db->mu);
         db_gather(db, true);
     }

@@ -116,14 +116,14 @@ static lsm_status *copy_chunk(void *ctx, const char *data, size_t n)
     return s;
 }
 
-lsm_status *env_copy_file(lsm_env *env, const char *src, const char *dst, uint64_t size,
-                          uint32_t *crc, const env_copy_progress *progress)
+lsm_status *env_copy_file(lsm_env *from, const char *src, lsm_env *to, const char *dst,
+                          uint64_t size, uint32_t *crc, const env_copy_progress *progress)
 {
     struct copy c = {.progress = progress};
-    lsm_status *s = env->new_wfile(env, dst, &c.out);
+    lsm_status *s = to->new_wfile(to, dst, &c.out);
     if (s != NULL)
         return s;
-    s = env_read_chunks(env, src, size, copy_chunk, &c);
+    s = env_read_chunks(from, src, size, copy_chunk, &c);
     if (s == NULL)
         s = c.out->ops->sync(c.out);
     status_keep_first(&s, c.out->ops->close(c.out));

@@ -166,12 +166,13 @@ typedef struct env_copy_progress {
     void (*step)(void *ctx, uint64_t bytes);
     void *ctx;
 } env_copy_progress;
-/* Copies the first size bytes of src to a new file dst (truncated if it
- * exists) and syncs it; the caller syncs dst's directory. A src shorter
+/* Copies the first size bytes of src (in from) to a new file dst (in to,
+ * which may be another env: a local disk and RADOS) truncated if it
+ * exists, and syncs it; the caller syncs dst's directory. A src shorter
  * than size is LSM_CORRUPTION. *crc (if not NULL) gets the CRC32C of the
  * bytes copied; progress may be NULL. */
-lsm_status *env_copy_file(lsm_env *env, const char *src, const char *dst, uint64_t size,
-                          uint32_t *crc, const env_copy_progress *progress);
+lsm_status *env_copy_file(lsm_env *from, const char *src, lsm_env *to, const char *dst,
+                          uint64_t size, uint32_t *crc, const env_copy_progress *progress);
 /* The last step of building directory dest in a hidden sibling tmp (see
  * hidden_sibling_name): tmp renamed to dest (LSM_INVALID_ARGUMENT if dest
  * exists), then parent synced. An error before the rename removes tmp

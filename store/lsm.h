@@ -367,6 +367,9 @@ lsm_status *lsm_checkpoint_ex(lsm_db *db, const char *dest_dir, const lsm_checkp
  * restore change no byte of it. */
 typedef struct lsm_backup_options {
     lsm_env *env; /* of the backup directory (and store_dir); default lsm_env_default() */
+    /* Of the store: lsm_backup_store's store_dir, lsm_backup_restore's
+     * dest (e.g. RADOS, with a local backup directory); default env. */
+    lsm_env *store_env;
     /* Called (if set) as a backup or a restore copies: done of total
      * bytes to copy. */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);

@@ -6,6 +6,8 @@
  * the snapshot must go before the daemon may delete it; one a killed
  * lsmctl left is deleted by the next backup); a store directory is opened
  * read-only for the length of the backup (refused while it is in use).
+ * A store (source of a backup, destination of a restore) may be
+ * rados:POOL/NAME; the backup directory is always local.
  * On a terminal, stderr shows the bytes copied and an estimate of the time
  * left; elsewhere (cron) nothing but errors.
  */
@@ -14,6 +16,7 @@
 #include "lsm.h"
 #include "lsmctl_snapshot.h"
 #include "lsmctl_store.h"
+#include "store_uri.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -170,8 +173,8 @@ static bool store_readable(const char *src)
     return db != NULL;
 }
 
-/* A store directory (or, in from_mount's child, a snapshot of the mount's
- * store), read for the backup. */
+/* A store directory or rados:POOL/NAME (or, in from_mount's child, a
+ * snapshot of the mount's store), read for the backup. */
 static int from_store(const char *src, const char *dir)
 {
     if (!store_readable(src))
@@ -180,7 +183,11 @@ static int from_store(const char *src, const char *dir)
     lsm_backup_options o;
     progress_options(&o, &p);
     lsm_backup_info info;
-    lsm_status *s = lsm_backup_store(src, dir, &o, &info);
+    char *path = NULL;
+    lsm_status *s = store_uri_resolve(src, &o.store_env, &path);
+    if (s == NULL)
+        s = lsm_backup_store(path, dir, &o, &info);
+    free(path);
     if (p.drawn)
         fputc('\n', stderr);
     /* The source was open to us: the backup directory is the one locked. */
@@ -277,7 +284,11 @@ static int restore(const char *dir, const char *id_arg, const char *dest)
     struct progress p;
     lsm_backup_options o;
     progress_options(&o, &p);
-    lsm_status *s = lsm_backup_restore(dir, id, dest, &o);
+    char *path = NULL;
+    lsm_status *s = store_uri_resolve(dest, &o.store_env, &path);
+    if (s == NULL)
+        s = lsm_backup_restore(dir, id, path, &o);
+    free(path);
     if (p.drawn)
         fputc('\n', stderr);
     if (s != NULL)
@@ -286,9 +297,21 @@ static int restore(const char *dir, const char *id_arg, const char *dest)
     return LSMCTL_OK;
 }
 
+/* Whether dir may be a backup directory: a local one, not on RADOS. */
+static bool local_dir(const char *dir)
+{
+    if (!store_uri_is_rados(dir))
+        return true;
+    fprintf(stderr, "lsmctl: %s: a backup directory must be a local directory, not on RADOS\n",
+            dir);
+    return false;
+}
+
 int lsmctl_backup(int argc, char **argv)
 {
     const char *w = argc > 0 ? argv[0] : "";
+    if (argc >= 2 && !local_dir(argv[1])) /* DIR is the second word of every form */
+        return LSMCTL_FAILED;
     if (!strcmp(w, "list") && argc == 2)
         return list(argv[1]);
     if (!strcmp(w, "verify") && (argc == 2 || argc == 3))

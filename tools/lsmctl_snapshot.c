@@ -8,6 +8,7 @@
 #include "lsmctl_snapshot.h"
 
 #include "snapshot.h"
+#include "store_uri.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -248,11 +249,21 @@ static long mount_user(const char *mnt)
     return uid;
 }
 
+static int rados_refused(const char *mnt, const char *dir, long uid)
+{
+    fprintf(stderr, "lsmctl: %s: the daemon of %s (uid %ld, not root nor you) named it; refused\n",
+            dir, mnt, uid);
+    return 1;
+}
+
 /* A path the daemon reported is trusted only as far as its user could
  * make it: a directory (not a link) of the user who mounted mnt. Reads
  * from it then open only that user's files (the env's read rule), so a
  * daemon that lies (or a path swapped under it) cannot make a root lsmctl
- * read a file of someone else's. 0, or 1 after saying why. */
+ * read a file of someone else's. A store on RADOS (rados:POOL/NAME/...)
+ * is trusted only from a daemon of root or of the caller: any other could
+ * name a store of someone else's in a pool the caller may read. 0, or 1
+ * after saying why. */
 static int owned_by_mounter(const char *mnt, const char *dir)
 {
     long uid = mount_user(mnt);
@@ -261,6 +272,8 @@ static int owned_by_mounter(const char *mnt, const char *dir)
         fprintf(stderr, "lsmctl: %s: who mounted it is not known; refused\n", mnt);
         return 1;
     }
+    if (store_uri_is_rados(dir)) /* no local path to swap; the pool is whoever's it names */
+        return uid == 0 || uid == (long)geteuid() ? 0 : rados_refused(mnt, dir, uid);
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || (long)st.st_uid != uid) {
         fprintf(stderr,
                 "lsmctl: %s: the daemon of %s named it, but it is not a directory of uid %ld "

@@ -1,7 +1,8 @@
 /* test_rados_mount.c — lsmfs mounted on RADOS (run by tests/ceph/run.sh,
  * which starts the cluster and sets CEPH_CONF): maildir delivery, kill -9
  * and takeover by a second client, split brain, a snapshot mounted
- * read-only while the writer goes on, and bad input. */
+ * read-only while the writer goes on, backup to a local directory and
+ * restore to either, and bad input. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -318,6 +319,76 @@ static void test_snapshot_mounted_while_writing(void **state)
     tm_free(a);
 }
 
+/* diff -r of two mounted trees: 0 when they are the same. */
+static int diff_trees(const struct tmount *a, const struct tmount *b)
+{
+    char *argv[] = {"/usr/bin/diff", "-r", (char *)a->mnt, (char *)b->mnt, NULL};
+    return tm_run(argv, NULL, 60);
+}
+
+/* A store on RADOS backed up to a local directory (lsmctl backup
+ * rados:POOL/NAME DIR), restored to another store on RADOS: it holds what
+ * was delivered; then backed up from its mount (lsmctl backup MNT DIR),
+ * restored to a local directory: the mounted trees are the same (diff -r);
+ * fsck is clean. Bad input: a backup directory on RADOS, a restore onto a store
+ * that exists: one line each. */
+static void test_backup_restore(void **state)
+{
+    (void)state;
+    char store[256], store2[256], tmp[PATH_MAX], bdir[PATH_MAX + 16], local[PATH_MAX + 16];
+    char out[4096];
+    store_name(store, sizeof store, "bak");
+    store_name(store2, sizeof store2, "bak2");
+    struct tmount *a = tm_new_at(NULL, store, true);
+    assert_non_null(a);
+    make_maildir(a);
+    bool ff = false;
+    for (int j = 0; j < 20; j++)
+        assert_int_equal(deliver(a, 0, j, &ff), 0);
+    assert_int_equal(tm_unmount(a), 0);
+    assert_int_equal(tm_mkdtemp(tmp, "bak"), 0);
+    snprintf(bdir, sizeof bdir, "%s/backups", tmp);
+    snprintf(local, sizeof local, "%s/restored", tmp);
+    if (tm_lsmctl(out, sizeof out, "backup %s %s", store, bdir) != 0)
+        fail_msg("lsmctl backup: %s", out);
+    if (tm_lsmctl(out, sizeof out, "backup restore %s 1 %s", bdir, local) != 0)
+        fail_msg("lsmctl backup restore (local): %s", out);
+    if (tm_lsmctl(out, sizeof out, "backup restore %s 1 %s", bdir, store2) != 0)
+        fail_msg("lsmctl backup restore (RADOS): %s", out);
+
+    assert_int_not_equal(tm_lsmctl(out, sizeof out, "backup %s rados:lsmfs/b", store), 0);
+    assert_non_null(strstr(out, "must be a local directory"));
+    assert_int_equal(strchr(out, '\n') - out + 1, (long)strlen(out)); /* one line */
+    assert_int_not_equal(tm_lsmctl(out, sizeof out, "backup restore %s 1 %s", bdir, store2), 0);
+    assert_non_null(strstr(out, "it exists"));
+    assert_int_equal(strchr(out, '\n') - out + 1, (long)strlen(out));
+
+    assert_int_equal(tm_mount(a), 0);
+    for (int j = 20; j < 30; j++) /* the mount's backup (2) holds these too */
+        assert_int_equal(deliver(a, 0, j, &ff), 0);
+    if (tm_lsmctl(out, sizeof out, "backup %s %s", a->mnt, bdir) != 0)
+        fail_msg("lsmctl backup of the mount: %s", out);
+    snprintf(local, sizeof local, "%s/restored2", tmp);
+    if (tm_lsmctl(out, sizeof out, "backup restore %s 2 %s", bdir, local) != 0)
+        fail_msg("lsmctl backup restore 2: %s", out);
+    struct tmount *l = tm_new_at(NULL, local, false), *r = tm_new_at(NULL, store2, false);
+    assert_non_null(l);
+    assert_non_null(r);
+    struct writer w = {.id = 0, .acked = 20};
+    check_acked(r, &w, 1);
+    assert_int_equal(access(tm_path(r, "Maildir/new/0.20"), F_OK), -1); /* backup 1 */
+    assert_int_equal(diff_trees(a, l), 0);
+    assert_int_equal(tm_unmount(l), 0);
+    assert_int_equal(tm_fsck(l), 0);
+    assert_int_equal(tm_unmount(r), 0);
+    assert_int_equal(tm_fsck(r), 0);
+    assert_int_equal(tm_unmount(a), 0);
+    tm_free(l);
+    tm_free(r);
+    tm_free(a);
+    assert_int_equal(tm_rmtree(tmp), 0);
+}
+
 static int acked_total(struct writer *w, int n)
 {
     int sum = 0;
@@ -431,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_maildir_kill_takeover),
         cmocka_unit_test(test_split_brain),
         cmocka_unit_test(test_snapshot_mounted_while_writing),
+        cmocka_unit_test(test_backup_restore),
         cmocka_unit_test(test_osd_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

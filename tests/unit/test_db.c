@@ -535,6 +535,56 @@ static void test_syncs_overlap(void **state)
     fault_env_free(fe);
 }
 
+struct keyed_sync_arg {
+    lsm_db *db;
+    const char *key;
+};
+
+static void *keyed_sync_writer(void *p)
+{
+    struct keyed_sync_arg *a = p;
+    put(a->db, a->key, a->key, true);
+    return NULL;
+}
+
+/* Slow syncs (a network store's round trip) do not overlap: after a slow
+ * sync the store runs one at a time, so three sync writes that arrive while
+ * a's sync runs wait and share the next one (with two at once, b would
+ * start its own beside a's and c and d a third): two syncs for the four,
+ * never two running at once; every write survives a power cut. */
+static void test_slow_syncs_shared(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_db(fault_env_env(fe), 0);
+    assert_int_equal(tu_prop(db, "lsm.wal-syncs-overlap-max"), 2);
+    fault_env_set_sync_delay_us(fe, 20000);
+    put(db, "w", "0", true);
+    assert_int_equal(tu_prop(db, "lsm.wal-syncs-overlap-max"), 1);
+    fault_env_set_sync_delay_us(fe, 300000);
+    uint64_t syncs = tu_prop(db, "lsm.wal-syncs");
+    struct keyed_sync_arg a[3] = {{db, "a"}, {db, "b"}, {db, "c"}};
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(pthread_create(&t[i], NULL, keyed_sync_writer, &a[i]), 0);
+        while (tu_prop(db, "lsm.sequence") < (uint64_t)i + 2 && i == 0)
+            usleep(1000);
+        usleep(20000); /* a's sync is running */
+    }
+    put(db, "d", "d", true);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(tu_prop(db, "lsm.wal-syncs") - syncs, 2);
+    assert_int_equal(tu_prop(db, "lsm.wal-syncs-most-running"), 1);
+    db = power_cut_and_reopen(fe, db);
+    const char *keys[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++)
+        assert_value(db, keys[i], keys[i]);
+    assert_value(db, "w", "0");
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 /* An overlapping sync that fails fails its own writers and, sticky, every
  * later write — but not a write the other sync made durable. */
 static void test_overlapping_sync_fails(void **state)
@@ -916,6 +966,7 @@ int main(void)
         DB_TEST(test_writes_proceed_during_sync),
         DB_TEST(test_write_may_wait_hint),
         DB_TEST(test_syncs_overlap),
+        DB_TEST(test_slow_syncs_shared),
         DB_TEST(test_overlapping_sync_fails),
         DB_TEST(test_earlier_overlapping_sync_fails),
         DB_TEST(test_table_partitions),

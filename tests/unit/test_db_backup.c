@@ -337,14 +337,22 @@ static void test_backup_bad_lists(void **state)
     free(good);
 }
 
-/* A closed store, backed up through a read-only open; and an open one. */
-static void test_backup_of_closed_store(void **state)
+/* A closed store at live of 500 keys: what it holds (malloc'd, dump). */
+static char *closed_store(void)
 {
-    (void)state;
     lsm_db *db = tu_open_db(live, NULL, 64 << 10);
     put_range(db, 0, 500, 0);
     char *want = dump(db);
     ASSERT_OK(lsm_close(db));
+    return want;
+}
+
+/* A closed store, backed up through a read-only open; and an open one. */
+static void test_backup_of_closed_store(void **state)
+{
+    (void)state;
+    char *want = closed_store();
+    lsm_db *db;
     char *before = tu_dir_digest(live);
     lsm_backup_info info;
     ASSERT_OK(lsm_backup_store(live, bdir, NULL, &info));
@@ -364,6 +372,57 @@ static void test_backup_of_closed_store(void **state)
     /* A store open for writing is refused (its LOCK is held). */
     db = tu_open_db(live, NULL, 0);
     ASSERT_FAILS(lsm_backup_store(live, bdir, NULL, NULL), LSM_BUSY, NULL);
+    ASSERT_OK(lsm_close(db));
+}
+
+/* The store and the backup directory in envs of their own (RADOS and a
+ * local disk, say): each part goes through its env only — the store env
+ * never writes, the backup env never reads the store, and the other way
+ * round for a restore — and a failed read of the store or a failed sync
+ * of the restored store fails the backup or restore, leaving nothing
+ * listed or in place. */
+static void test_backup_two_envs(void **state)
+{
+    (void)state;
+    char *want = closed_store();
+    lsm_db *db;
+    fault_env *fs = fault_env_new(lsm_env_default()), *fb = fault_env_new(lsm_env_default());
+    lsm_backup_options o;
+    lsm_backup_options_init(&o);
+    o.env = fault_env_env(fb);
+    o.store_env = fault_env_env(fs);
+    fault_env_fail(fs, FAULT_WRITE | FAULT_CREATE | FAULT_RENAME | FAULT_SYNC_DIR, NULL, EIO, 0, -1);
+    fault_env_fail(fb, FAULT_READ, "/live/", EIO, 0, -1);
+    lsm_backup_info info;
+    ASSERT_OK(lsm_backup_store(live, bdir, &o, &info));
+    assert_int_equal(info.id, 1);
+    fault_env_clear_failures(fs);
+    fault_env_clear_failures(fb);
+    fault_env_fail(fs, FAULT_READ, ".ldb", EIO, 0, -1); /* the store's tables */
+    ASSERT_FAILS(lsm_backup_store(live, bdir, &o, NULL), LSM_IO_ERROR, NULL);
+    lsm_backup_info *list;
+    size_t n;
+    ASSERT_OK(lsm_backup_list(bdir, NULL, &list, &n));
+    free(list);
+    assert_int_equal(n, 1);
+
+    char dest[400];
+    snprintf(dest, sizeof dest, "%s/restored-two", root);
+    fault_env_clear_failures(fs);
+    fault_env_fail(fs, FAULT_SYNC, NULL, EIO, 2, -1);
+    ASSERT_FAILS(lsm_backup_restore(bdir, 1, dest, &o), LSM_IO_ERROR, NULL);
+    assert_int_equal(access(dest, F_OK), -1);
+    fault_env_clear_failures(fs);
+    fault_env_fail(fs, FAULT_READ, "/backups/", EIO, 0, -1);
+    fault_env_fail(fb, FAULT_WRITE | FAULT_CREATE | FAULT_RENAME | FAULT_SYNC_DIR, NULL, EIO, 0, -1);
+    ASSERT_OK(lsm_backup_restore(bdir, 1, dest, &o));
+    fault_env_free(fs);
+    fault_env_free(fb);
+    db = tu_open_existing(dest, false);
+    char *got = dump(db);
+    assert_string_equal(got, want);
+    free(got);
+    free(want);
     ASSERT_OK(lsm_close(db));
 }
 
@@ -653,6 +712,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_backup_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_backup_two_envs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backup_damage_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backup_damaged_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backup_bad_lists, setup, teardown),

@@ -11,6 +11,9 @@
 #     write served (lease 3 s)
 #
 #   tools/bench/rados.sh [WORK]     (as root; default WORK /tmp/lsmfs-rados-bench)
+#   BEFORE=BINDIR tools/bench/rados.sh   adds "before" rows for 8 threads and
+#     8 writers with BINDIR's lsmbench, lsmfs and mkfs.lsmfs (an older build),
+#     in the same run
 # Prints one table and ratios; everything it started is stopped by pid, its
 # mounts undone, WORK removed, also on error or Ctrl-C. MSGS=N messages per writer.
 set -u
@@ -43,36 +46,52 @@ rtt_ms=$(awk '/^Average Latency/ {printf "%.2f", $3 * 1000}' <<<"$rb")
 (cd "$work" && rados -p lsmfs cleanup >/dev/null 2>&1)
 
 declare -A R
-for t in 1 8; do
+before=${BEFORE:-}
+fillsync() { # BINDIR THREADS TAG
+    local t=$2 where db out
     for where in rados local; do
-        db=$work/lsmbench-$t; [ $where = rados ] && db=rados:lsmfs/lsmbench-$t
-        out=$("$bin/lsmbench" --db="$db" --threads=$t --num=$((2400 / t)) --benchmarks=fillsync 2>&1)
-        R[fillsync-$t-$where]=$(awk '/^fillsync/ {print $(NF-1)}' <<<"$out")
-        R[wps-$t-$where]=$(sed -n 's/.*writes=\([0-9]*\) groups=[0-9]* syncs=\([0-9]*\).*/\1 \2/p' \
+        db=$work/lsmbench-$t$3; [ $where = rados ] && db=rados:lsmfs/lsmbench-$t$3
+        out=$("$1/lsmbench" --db="$db" --threads=$t --num=$((2400 / t)) --benchmarks=fillsync 2>&1)
+        R[fillsync-$t$3-$where]=$(awk '/^fillsync/ {print $(NF-1)}' <<<"$out")
+        R[wps-$t$3-$where]=$(sed -n 's/.*writes=\([0-9]*\) groups=[0-9]* syncs=\([0-9]*\).*/\1 \2/p' \
             <<<"$out" | awk '{printf "%.2f", $2 ? $1 / $2 : 0}')
     done
+}
+for t in 1 8; do
+    fillsync "$bin" $t ""
+    [ -n "$before" ] && [ $t = 8 ] && fillsync "$before" $t -before
 done
 
-mount_lsmfs() { # STORE MNT [OPTS]
-    mkdir -p "$2"
-    "$bin/lsmfs" "$1" "$2" ${3:+-o "$3"} || return 1
-    mounts+=("$2")
+mount_lsmfs() { # BINDIR STORE MNT [OPTS]
+    mkdir -p "$3"
+    "$1/lsmfs" "$2" "$3" ${4:+-o "$4"} || return 1
+    mounts+=("$3")
 }
-mkdir -p "$work/ext4" "$work/local-store"
-"$bin/mkfs.lsmfs" -q "$work/local-store" && mount_lsmfs "$work/local-store" "$work/local" || exit 1
-"$bin/mkfs.lsmfs" -q rados:lsmfs/maildir && mount_lsmfs rados:lsmfs/maildir "$work/rados" || exit 1
-for w in 1 8; do
-    for t in rados local ext4; do
-        x=(); [ $t != ext4 ] && x=(-x "$work/$t")
-        r=$("$work/bin/bench_maildir" "$work/$t/maildir-w$w" -w $w -n "$msgs" "${x[@]}" | grep '^RESULT')
-        R[md-$w-$t]=$(field "$r" deliveries_per_s)
-        R[p50-$w-$t]=$(field "$r" p50_ms)
-        R[spd-$w-$t]=$(field "$r" syncs_per_delivery)
+maildir() { # BINDIR TAG WRITERS... (TAG "": ext4 too)
+    local b=$1 tag=$2 w t x r
+    shift 2
+    mkdir -p "$work/ext4" "$work/local-store$tag"
+    "$b/mkfs.lsmfs" -q "$work/local-store$tag" &&
+        mount_lsmfs "$b" "$work/local-store$tag" "$work/local$tag" || exit 1
+    "$b/mkfs.lsmfs" -q rados:lsmfs/maildir$tag &&
+        mount_lsmfs "$b" rados:lsmfs/maildir$tag "$work/rados$tag" || exit 1
+    for w in "$@"; do
+        for t in rados local ext4; do
+            [ -n "$tag" ] && [ $t = ext4 ] && continue
+            x=(); [ $t != ext4 ] && x=(-x "$work/$t$tag")
+            r=$("$work/bin/bench_maildir" "$work/$t$tag/maildir-w$w" -w $w -n "$msgs" "${x[@]}" |
+                grep '^RESULT')
+            R[md-$w$tag-$t]=$(field "$r" deliveries_per_s)
+            R[p50-$w$tag-$t]=$(field "$r" p50_ms)
+            R[spd-$w$tag-$t]=$(field "$r" syncs_per_delivery)
+        done
     done
-done
-for m in "$work/local" "$work/rados"; do fusermount3 -u "$m"; done
-mounts=()
-sleep 1
+    for m in "$work/local$tag" "$work/rados$tag"; do fusermount3 -u "$m"; done
+    mounts=()
+    sleep 1
+}
+[ -n "$before" ] && maildir "$before" -before 8
+maildir "$bin" "" 1 8
 
 # Takeover: the writer is killed (-9); a second client mounts once the lease
 # lapses; time to the first write it serves.
@@ -100,13 +119,22 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else 
 printf '\n%-36s %10s %10s %10s %12s %12s\n' metric rados local ext4 rados/local rados/ext4
 row() { printf '%-36s %10s %10s %10s %12s %12s\n' "$1" "$2" "$3" "$4" "$(ratio "$2" "$3")" "$(ratio "$2" "$4")"; }
 row "RADOS 4K write round trip ms" "$rtt_ms" - - 
+tags=(""); [ -n "$before" ] && tags=(-before "")
 for t in 1 8; do
-    row "lsmbench fillsync $t thr ops/s" "${R[fillsync-$t-rados]}" "${R[fillsync-$t-local]}" -
-    row "  writes per WAL sync" "${R[wps-$t-rados]}" "${R[wps-$t-local]}" -
+    for g in "${tags[@]}"; do
+        [ $t = 1 ] && [ -n "$g" ] && continue
+        row "lsmbench fillsync $t thr ops/s$g" "${R[fillsync-$t$g-rados]}" "${R[fillsync-$t$g-local]}" -
+        row "  writes per WAL sync$g" "${R[wps-$t$g-rados]}" "${R[wps-$t$g-local]}" -
+    done
 done
 for w in 1 8; do
-    row "maildir $w writer(s) deliveries/s" "${R[md-$w-rados]}" "${R[md-$w-local]}" "${R[md-$w-ext4]}"
-    row "  p50 ms (lower=better)" "${R[p50-$w-rados]}" "${R[p50-$w-local]}" "${R[p50-$w-ext4]}"
-    row "  WAL syncs per delivery" "${R[spd-$w-rados]}" "${R[spd-$w-local]}" -
+    for g in "${tags[@]}"; do
+        [ $w = 1 ] && [ -n "$g" ] && continue
+        e=-; [ -z "$g" ] && e=${R[md-$w-ext4]}
+        row "maildir $w writer(s) deliveries/s$g" "${R[md-$w$g-rados]}" "${R[md-$w$g-local]}" "$e"
+        e=-; [ -z "$g" ] && e=${R[p50-$w-ext4]}
+        row "  p50 ms (lower=better)$g" "${R[p50-$w$g-rados]}" "${R[p50-$w$g-local]}" "$e"
+        row "  WAL syncs per delivery$g" "${R[spd-$w$g-rados]}" "${R[spd-$w$g-local]}" -
+    done
 done
 row "takeover s (lease 3 s)" "$takeover" - -
