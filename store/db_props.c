@@ -102,6 +102,7 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t)
     const struct u64_prop all[] = {
         {"lsm.writes", st->writes},
         {"lsm.reserve-bytes", db->reserve_bytes},
+        {"lsm.memtable-cap", db->mem_cap},
         {"lsm.reserve-held", db->reserve_held},
         {"lsm.reserve-releases", db->reserve_releases},
         {"lsm.full-disk-events", db->nospace_events},
