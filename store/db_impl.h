@@ -396,6 +396,10 @@ lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out);
  * disk fits in the reserve. REQUIRES: mu held. */
 void db_memtable_cap_update(lsm_db *db);
 
+/* The bytes of every table in the current version (db_props.c).
+ * REQUIRES: mu held. */
+uint64_t db_table_bytes(lsm_db *db);
+
 /* db_reserve.c: the space reserve (see there). */
 /* The most the reserve may be on the disk at dir: `wanted` (the option),
  * at most an eighth of the disk. */

@@ -8,8 +8,9 @@
 #include <string.h>
 
 /* REQUIRES: mu held. */
-static uint64_t total_table_bytes(lsm_db *db)
+uint64_t db_table_bytes(lsm_db *db)
 {
+    assert(mutex_held(&db->mu));
     uint64_t n = 0;
     for (int l = 0; l < NUM_LEVELS; l++)
         n += version_level_bytes(db->vs.current, l);
@@ -127,7 +128,7 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t)
         {"lsm.deferred-bytes", st->deferred_bytes},
         {"lsm.late-logged-bytes", st->late_logged_bytes},
         {"lsm.sync-flushes", st->sync_flushes},
-        {"lsm.total-table-bytes", total_table_bytes(db)},
+        {"lsm.total-table-bytes", db_table_bytes(db)},
         {"lsm.flushes", st->flushes},
         {"lsm.level0-load", (uint64_t)db->vs.current->l0_load},
         {"lsm.compaction-bytes-written", compaction_written(db)},

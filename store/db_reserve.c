@@ -50,10 +50,7 @@ uint64_t db_reserve_max(lsm_env *env, const char *dir, size_t wanted)
 uint64_t db_reserve_size(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
-    uint64_t tables = 0;
-    for (int level = 0; level < NUM_LEVELS; level++)
-        tables += version_level_bytes(db->vs.current, level);
-    uint64_t want = tables / RESERVE_STORE_SHARE;
+    uint64_t want = db_table_bytes(db) / RESERVE_STORE_SHARE;
     if (want < RESERVE_FLOOR)
         want = RESERVE_FLOOR;
     want = (want + RESERVE_CHUNK - 1) / RESERVE_CHUNK * RESERVE_CHUNK;
@@ -94,13 +91,17 @@ static lsm_status *write_reserve(lsm_db *db, const char *name, uint64_t size)
     return s;
 }
 
-/* Whether the held reserve is to be made again, larger: the store has grown
- * to want twice it (so it is rewritten at most log2(growth) times).
- * REQUIRES: mu held. */
-static bool reserve_outgrown(lsm_db *db)
+/* Whether making (or growing) the reserve is to be looked at now: at most
+ * every RESERVE_RETRY_US (it costs a disk_free, or a sum over the tables);
+ * if so, stamps the time. REQUIRES: mu held. */
+static bool reserve_try_due(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
-    return db_reserve_size(db) >= 2 * db->reserve_bytes;
+    uint64_t now = db->env->now_micros(db->env);
+    if (db->reserve_tried_us != 0 && now < db->reserve_tried_us + RESERVE_RETRY_US)
+        return false;
+    db->reserve_tried_us = now;
+    return true;
 }
 
 bool db_reserve_make(lsm_db *db)
@@ -108,14 +109,13 @@ bool db_reserve_make(lsm_db *db)
     assert(mutex_held(&db->mu));
     if (db->reserve_max == 0)
         return true;
-    if (db->reserve_held && !reserve_outgrown(db))
+    /* While a larger one is written, the old one counts. */
+    if (db->reserve_making || !reserve_try_due(db))
+        return db->reserve_held;
+    /* A held one is made again, larger, once the store wants twice it (so
+     * it is rewritten at most log2(growth) times). */
+    if (db->reserve_held && db_reserve_size(db) < 2 * db->reserve_bytes)
         return true;
-    if (db->reserve_making) /* a larger one is written: the old one counts */
-        return db->reserve_held;
-    uint64_t now = db->env->now_micros(db->env);
-    if (db->reserve_tried_us != 0 && now < db->reserve_tried_us + RESERVE_RETRY_US)
-        return db->reserve_held;
-    db->reserve_tried_us = now;
     uint64_t size = db_reserve_size(db);
     if (!db->reserve_held)
         db->reserve_bytes = size; /* what ordinary writes wait for */

@@ -61,7 +61,7 @@ static uint64_t reserve_file_size(void)
 }
 
 /* Puts key i with `len` bytes of a value no compressor shrinks. */
-static void put_value(lsm_db *db, int i, size_t len)
+static lsm_status *try_put_value(lsm_db *db, int i, size_t len)
 {
     static char v[64 << 10];
     char k[32];
@@ -70,7 +70,12 @@ static void put_value(lsm_db *db, int i, size_t len)
         v[j] = (char)((uint32_t)(i * 2654435761u + j * 40503u) >> 13);
     snprintf(k, sizeof(k), "key%08d", i);
     lsm_write_options wo = {.sync = false};
-    lsm_status *s = lsm_put(db, &wo, k, strlen(k), v, len);
+    return lsm_put(db, &wo, k, strlen(k), v, len);
+}
+
+static void put_value(lsm_db *db, int i, size_t len)
+{
+    lsm_status *s = try_put_value(db, i, len);
     if (s)
         fail_msg("put %d: %s", i, lsm_status_message(s));
 }
@@ -164,19 +169,17 @@ static void test_full_disk_after_low_disk_empties(void **state)
         put_value(db, i, 1024);
     fault_env_fail(fe, FAULT_WRITE | FAULT_CREATE, ".ldb", ENOSPC, 0, -1);
     uint64_t unflushed = 0;
-    for (int i = 1500; i < 4000; i++) { /* until ordinary writes are refused */
-        char k[32];
-        snprintf(k, sizeof(k), "key%08d", i);
-        lsm_write_options wo = {.sync = false};
-        lsm_status *s = lsm_put(db, &wo, k, strlen(k), k, strlen(k));
-        if (s) {
+    bool refused = false;
+    for (int i = 1500; i < 20000 && !refused; i++) { /* until ordinary writes are refused */
+        lsm_status *s = try_put_value(db, i, 1024);
+        refused = s != NULL;
+        if (s)
             assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
-            lsm_status_free(s);
-            break;
-        }
+        lsm_status_free(s);
         uint64_t mem = prop(db, "lsm.mem-usage");
         unflushed = mem > unflushed ? mem : unflushed;
     }
+    assert_true(refused);
     assert_true(unflushed <= reserve / 2 + (64u << 10));
     lsm_write_options fw = {.sync = true, .frees_space = true};
     assert_null(lsm_delete(db, &fw, "key00000000", 11));
