@@ -109,18 +109,52 @@ static int drop_orphan_record(lsmfs *fs, uint64_t ino)
     return err;
 }
 
+static struct timespec deadline_in_ms(int ms);
+
+/* A compaction of a freed range that met a full disk: tried again this
+ * often, this many times (compact_freed). */
+#define ORPHAN_FULL_RETRY_MS 100
+#define ORPHAN_FULL_RETRIES 100
+
+/* Waits ms, unless stop or a drain is asked meanwhile; returns whether it
+ * waited it out. */
+static bool pause_ms(struct reclaimer *rc, int ms)
+{
+    struct timespec until = deadline_in_ms(ms);
+    pthread_mutex_lock(&rc->mu);
+    while (!rc->stop && rc->draining == 0)
+        if (pthread_cond_timedwait(&rc->cv, &rc->mu, &until) == ETIMEDOUT)
+            break;
+    bool waited = !rc->stop && rc->draining == 0;
+    pthread_mutex_unlock(&rc->mu);
+    return waited;
+}
+
 /* Compacts chunks [from, to) of a freed file (to == UINT64_MAX: all from
  * `from` on), so their tables go now: deletes alone free no disk (they add
- * tombstones) until compaction happens to meet them. Best effort: a
- * failure (a full disk) leaves it to the usual compactions. */
-static void compact_freed(lsmfs *fs, uint64_t ino, uint64_t from, uint64_t to)
+ * tombstones) until compaction happens to meet them, and a compaction
+ * score may never ask for that. The last one (to == UINT64_MAX: every chunk
+ * deleted, so it writes next to nothing) is tried again on a full disk (the
+ * flush before it still retrying in the reserve's space) every
+ * ORPHAN_FULL_RETRY_MS for ORPHAN_FULL_RETRIES tries, unless the reclaimer
+ * is stopped or drained; an earlier one is not (it rewrites the tables it
+ * shares with chunks not yet deleted: the next batches shrink that). Then
+ * it is left to the usual compactions. */
+static void compact_freed(struct reclaimer *rc, uint64_t ino, uint64_t from, uint64_t to)
 {
     schema_key start, end;
     key_range(&start, &end, K_CHUNK, ino);
     key_chunk(&start, ino, from);
     if (to != UINT64_MAX)
         key_chunk(&end, ino, to);
-    lsm_status *s = lsm_compact_range(fs->db, start.b, start.len, end.b, end.len);
+    lsm_status *s = NULL;
+    for (int tries = 1;; tries++) {
+        s = lsm_compact_range(rc->fs->db, start.b, start.len, end.b, end.len);
+        if (lsm_status_code(s) != LSM_NO_SPACE || to != UINT64_MAX ||
+            tries >= ORPHAN_FULL_RETRIES || !pause_ms(rc, ORPHAN_FULL_RETRY_MS))
+            break;
+        lsm_status_free(s);
+    }
     if (s != NULL && lsm_status_code(s) != LSM_NO_SPACE)
         fuse_log(FUSE_LOG_WARNING, "lsmfs: compacting freed inode %llu: %s\n",
                  (unsigned long long)ino, lsm_status_message(s));
@@ -167,13 +201,13 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
         if (err == 0)
             first = next;
         if (err == 0 && more && ++batches % ORPHAN_COMPACT_BATCHES == 0) {
-            compact_freed(fs, ino, compacted, first);
+            compact_freed(rc, ino, compacted, first);
             compacted = first;
         }
     }
     lsm_batch_free(b);
     if (err == 0 && !more)
-        compact_freed(fs, ino, compacted, UINT64_MAX);
+        compact_freed(rc, ino, compacted, UINT64_MAX);
     return err;
 }
 
