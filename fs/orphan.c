@@ -138,9 +138,9 @@ static bool pause_ms(struct reclaimer *rc, int ms)
  * flush before it still retrying in the reserve's space) every
  * ORPHAN_FULL_RETRY_MS for ORPHAN_FULL_RETRIES tries, unless the reclaimer
  * is stopped or drained; an earlier one is not (it rewrites the tables it
- * shares with chunks not yet deleted: the next batches shrink that). Then
- * it is left to the usual compactions. */
-static void compact_freed(struct reclaimer *rc, uint64_t ino, uint64_t from, uint64_t to)
+ * shares with chunks not yet deleted: the next batches shrink that).
+ * Returns false if the disk was still full. */
+static bool compact_freed(struct reclaimer *rc, uint64_t ino, uint64_t from, uint64_t to)
 {
     schema_key start, end;
     key_range(&start, &end, K_CHUNK, ino);
@@ -155,10 +155,12 @@ static void compact_freed(struct reclaimer *rc, uint64_t ino, uint64_t from, uin
             break;
         lsm_status_free(s);
     }
-    if (s != NULL && lsm_status_code(s) != LSM_NO_SPACE)
+    bool full = lsm_status_code(s) == LSM_NO_SPACE;
+    if (s != NULL && !full)
         fuse_log(FUSE_LOG_WARNING, "lsmfs: compacting freed inode %llu: %s\n",
                  (unsigned long long)ino, lsm_status_message(s));
     lsm_status_free(s);
+    return !full;
 }
 
 /* Frees everything of one orphan, a bounded batch at a time, each batch
@@ -190,14 +192,8 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
         lsm_batch_clear(b);
         uint64_t deleted, next; /* the record goes: its count need not follow */
         err = data_delete_chunks(fs, b, ino, first, ORPHAN_BATCH_CHUNKS, &more, &deleted, &next);
-        if (err == 0 && !more)
-            err = orphan_batch_destroy(fs, b, ino, &r);
         if (err == 0)
             err = fs_commit_as(fs, b, NULL, 0, COMMIT_FREES_SPACE);
-        if (err == 0 && !more) {
-            atomic_fetch_sub(&fs->inodes, 1);
-            stats_inc(&fs->stats.reclaimed);
-        }
         if (err == 0)
             first = next;
         if (err == 0 && more && ++batches % ORPHAN_COMPACT_BATCHES == 0) {
@@ -205,9 +201,20 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
             compacted = first;
         }
     }
+    /* The record goes only once the chunks' tables are gone: else a full
+     * disk or an unmount meanwhile would leave their space with nothing to
+     * come back for it (the next mount finds the orphan and compacts). */
+    if (err == 0 && !more && compact_freed(rc, ino, compacted, UINT64_MAX)) {
+        lsm_batch_clear(b);
+        err = orphan_batch_destroy(fs, b, ino, &r);
+        if (err == 0)
+            err = fs_commit_as(fs, b, NULL, 0, COMMIT_FREES_SPACE);
+        if (err == 0) {
+            atomic_fetch_sub(&fs->inodes, 1);
+            stats_inc(&fs->stats.reclaimed);
+        }
+    }
     lsm_batch_free(b);
-    if (err == 0 && !more)
-        compact_freed(rc, ino, compacted, UINT64_MAX);
     return err;
 }
 
