@@ -147,7 +147,10 @@ static void test_full_disk_during_deletion_compaction(void **state)
     db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
     uint64_t live = full / LIVE_EVERY;
     usleep(500 * 1000);
-    assert_true(tu_prop(db, "lsm.total-table-bytes") > 2 * live); /* it could not shrink */
+    /* Whatever it did meanwhile, nothing is lost. (It may even have shrunk:
+     * a compaction whose every key is a dropped deletion writes no table,
+     * so it never meets the full disk; which compaction runs first is
+     * timing: under ASan it was that one.) */
     check_contents(db);
     fault_env_clear_failures(fe);
     uint64_t bytes = wait_for_shrink(db, 2 * live);
