@@ -59,6 +59,9 @@ int fs_info_scan(lsm_db *db, const char *dir, struct lsmfs_info *out, char *err,
     out->format = sb.version;
     out->chunk_size = sb.chunk_size;
     out->inline_limit = sb.inline_limit;
+    out->reserve_pct = sb.reserve_pct;
+    out->resuid = sb.resuid;
+    out->resgid = sb.resgid;
     out->created = sb.ctime_sec;
     lsm_read_options ro;
     lsm_read_options_init(&ro);

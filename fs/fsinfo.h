@@ -18,7 +18,7 @@ struct lsmfs_info {
     uint32_t format;       /* the superblock's format version */
     uint32_t chunk_size;   /* bytes */
     uint32_t inline_limit; /* bytes */
-    uint32_t pad;
+    uint32_t reserve_pct;  /* the root reserve (reserve.h): percent of the disk, 0 none */
     int64_t created;       /* the superblock's creation time, seconds */
     uint64_t files;        /* regular files */
     uint64_t dirs;         /* directories, the root too */
@@ -26,6 +26,7 @@ struct lsmfs_info {
     uint64_t others;       /* devices, fifos, sockets */
     uint64_t orphans;      /* inodes marked orphan (unlinked, still open or not yet freed) */
     uint64_t file_bytes;   /* the regular files' sizes, summed */
+    uint32_t resuid, resgid; /* who else may use the root reserve (resgid 0: no group) */
 };
 
 #define LSMFS_IOC_INFO _IOR('L', 0x54, struct lsmfs_info)

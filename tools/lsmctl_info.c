@@ -151,6 +151,12 @@ static void print_info(const char *path, bool mounted, const struct info *in)
     printf("Created:             %s\n", when);
     printf("Chunk size:          %u\n", f->chunk_size);
     printf("Inline limit:        %u\n", f->inline_limit);
+    if (f->resgid != 0)
+        printf("Root reserve:        %u (%% of the disk; root, uid %u and gid %u may use it)\n",
+               f->reserve_pct, f->resuid, f->resgid);
+    else
+        printf("Root reserve:        %u (%% of the disk; root and uid %u may use it)\n",
+               f->reserve_pct, f->resuid);
     printf("Files:               %" PRIu64 "\n", f->files);
     printf("Directories:         %" PRIu64 "\n", f->dirs);
     printf("Symlinks:            %" PRIu64 "\n", f->symlinks);

@@ -123,6 +123,7 @@ static void check_info_counts(void)
     assert_int_equal(info_field("Format version:"), 2);
     assert_int_equal(info_field("Chunk size:"), 4096);
     assert_int_equal(info_field("Inline limit:"), 4096);
+    assert_int_equal(info_field("Root reserve:"), 5); /* mkfs.lsmfs's default -m */
     assert_int_equal(info_field("Files:"), 3);
     assert_int_equal(info_field("Directories:"), 3); /* the root too */
     assert_int_equal(info_field("Symlinks:"), 1);
