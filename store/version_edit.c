@@ -17,6 +17,7 @@ enum tag {
     TAG_DELETED_FILE = 6,
     TAG_NEW_FILE = 7,
     TAG_FILE_COUNTS = 8, /* number, keys, deletions of a file added earlier in the edit */
+    TAG_LAST_KNOWN = TAG_FILE_COUNTS,
 };
 
 file_meta *file_meta_new(uint64_t number, uint64_t size, const char *smallest, size_t slen,
@@ -281,6 +282,13 @@ lsm_status *version_edit_decode(version_edit *e, const char *data, size_t n)
         const char *next = field ? decode_field(e, tag, field, limit, &oom) : NULL;
         if (next == NULL) {
             version_edit_destroy(e);
+            /* Records are checksummed: a whole record with a field this
+             * version does not know was written by a newer one. */
+            if (field && tag > TAG_LAST_KNOWN)
+                return status_new(LSM_NOT_SUPPORTED,
+                                  "written by a newer lsmfs (MANIFEST field %u is unknown to "
+                                  "this version): upgrade lsmfs to open it",
+                                  tag);
             if (oom)
                 return status_new(LSM_IO_ERROR, "out of memory decoding a version edit");
             return status_new(LSM_CORRUPTION, "bad version edit at byte %zu (tag %u)",
