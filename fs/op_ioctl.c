@@ -1,7 +1,8 @@
 /*
  * op_ioctl.c — ioctl on the root directory: the snapshot requests of
  * snapshot.h, the info of fsinfo.h and the maintenance of maint.h. Taking or
- * deleting a snapshot, the info (a scan of every inode) and maintenance
+ * deleting or listing snapshots (the store is private: as its directory
+ * listing would be), the info (a scan of every inode) and maintenance
  * (a compaction, a full read) are for a caller with CAP_SYS_ADMIN and for
  * the user who mounted (the daemon's user) unless that is root; where
  * snapshots are, for anyone who may enter (the store's path is the mount's
@@ -80,6 +81,25 @@ static void snap_dir(fuse_req_t req, lsmfs *fs, size_t outsz)
     fuse_reply_ioctl(req, 0, &d, sizeof d);
 }
 
+static void snap_next(fuse_req_t req, lsmfs *fs, const void *in, size_t insz, size_t outsz)
+{
+    struct lsmfs_snap_entry e;
+    if (insz < sizeof e || outsz < sizeof e) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    memcpy(&e, in, sizeof e);
+    char err[512];
+    int r = snapshot_next(fs, &e, err, sizeof err);
+    if (r != 0) {
+        if (r != ENOENT)
+            fuse_log(FUSE_LOG_ERR, "lsmfs: %s\n", err);
+        fuse_reply_err(req, r);
+        return;
+    }
+    fuse_reply_ioctl(req, 0, &e, sizeof e);
+}
+
 static void info(fuse_req_t req, lsmfs *fs, size_t outsz)
 {
     struct lsmfs_info in;
@@ -109,8 +129,8 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struc
         fuse_reply_err(req, ENOTTY);
         return;
     }
-    if ((c == LSMFS_IOC_SNAP_CREATE || c == LSMFS_IOC_SNAP_DELETE || c == LSMFS_IOC_INFO ||
-         maint_ioctl_cmd(c)) &&
+    if ((c == LSMFS_IOC_SNAP_CREATE || c == LSMFS_IOC_SNAP_DELETE || c == LSMFS_IOC_SNAP_NEXT ||
+         c == LSMFS_IOC_INFO || maint_ioctl_cmd(c)) &&
         !may_manage(req)) {
         fuse_reply_err(req, EPERM);
         return;
@@ -121,6 +141,8 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struc
         snap_delete(req, fs, in_buf, in_bufsz);
     else if (c == LSMFS_IOC_SNAP_DIR)
         snap_dir(req, fs, out_bufsz);
+    else if (c == LSMFS_IOC_SNAP_NEXT)
+        snap_next(req, fs, in_buf, in_bufsz, out_bufsz);
     else if (c == LSMFS_IOC_INFO)
         info(req, fs, out_bufsz);
     else if (maint_ioctl_cmd(c))

@@ -42,7 +42,18 @@ struct lsmfs_snap_dir {
 
 #define LSMFS_IOC_SNAP_CREATE _IOWR('L', 0x51, struct lsmfs_snap_create)
 #define LSMFS_IOC_SNAP_DELETE _IOW('L', 0x52, struct lsmfs_snap_name)
+/* One snapshot as a listing sees it (LSMFS_IOC_SNAP_NEXT): the caller
+ * passes the last name it was given ("" at first) and gets the next one in
+ * name order; ENOENT after the last. */
+struct lsmfs_snap_entry {
+    char name[LSMFS_SNAPSHOT_NAME_MAX + 1];
+    uint64_t bytes;       /* its files' bytes */
+    uint64_t alone_bytes; /* of them, in files neither the store nor another snapshot holds */
+    uint32_t complete;    /* 1 if it has a CURRENT (0: a damaged snapshot) */
+    uint32_t unfinished;  /* hidden leftovers of a crash beside the snapshots */
+};
 #define LSMFS_IOC_SNAP_DIR _IOR('L', 0x53, struct lsmfs_snap_dir)
+#define LSMFS_IOC_SNAP_NEXT _IOWR('L', 0x54, struct lsmfs_snap_entry)
 
 /* Whether name may name a snapshot: 1 to LSMFS_SNAPSHOT_NAME_MAX bytes,
  * no '/', no leading '.' (hidden names are the half-built and the
@@ -74,5 +85,10 @@ int snapshot_delete(struct lsmfs *fs, const char *name, char *err, size_t errlen
  * deleted). Best effort: what cannot be removed is said on stderr and left
  * for the next mount. */
 void snapshot_sweep_leftovers(const struct lsmfs *fs);
+/* The snapshot after e->name in name order, measured, into e (the store's
+ * env, so a store on RADOS lists as a local one does). 0, ENOENT after the
+ * last, or an errno with a message in err. Hidden names are not
+ * snapshots: only counted (e->unfinished). */
+int snapshot_next(const struct lsmfs *fs, struct lsmfs_snap_entry *e, char *err, size_t errlen);
 
 #endif

@@ -1,16 +1,15 @@
 /*
  * lsmctl_snapshot.c — `lsmctl snapshot` (see lsmctl_snapshot.h). Taking
  * and deleting are ioctls on the mount's root, answered by the daemon once
- * done (fs/snapshot.h); listing reads the snapshot directory the daemon
- * names, and counts for each snapshot the bytes of the files only it holds
- * (one link: neither the live store nor another snapshot shares them).
+ * done (fs/snapshot.h); so is listing, one snapshot per ioctl, measured by
+ * the daemon through the store's env (fs/snapshot_list.c), so a store on
+ * RADOS lists as a local one does.
  */
 #include "lsmctl_snapshot.h"
 
 #include "snapshot.h"
 #include "store_uri.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -104,83 +103,25 @@ static int snap_delete(const char *mnt, const char *name)
     return snap_request(mnt, LSMFS_IOC_SNAP_DELETE, &n, "delete a snapshot");
 }
 
-/* Bytes of the files in dir, and of those with one link; the mtime of
- * its CURRENT (0 if there is none: not a complete snapshot). */
-static void measure(int dfd, const char *name, uint64_t *all, uint64_t *alone, time_t *when)
+/* The snapshot after e->name (LSMFS_IOC_SNAP_NEXT) into e: 0, 1 after the
+ * last, or -1 with errno set. */
+static int snap_next(int fd, struct lsmfs_snap_entry *e)
 {
-    *all = *alone = 0;
-    *when = 0;
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (d == NULL) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        *all += (uint64_t)st.st_size;
-        if (st.st_nlink == 1)
-            *alone += (uint64_t)st.st_size;
-        if (strcmp(e->d_name, "CURRENT") == 0)
-            *when = st.st_mtime;
-    }
-    closedir(d);
+    if (ioctl(fd, LSMFS_IOC_SNAP_NEXT, e) == 0)
+        return 0;
+    return errno == ENOENT ? 1 : -1;
 }
 
-static int cmp_names(const void *a, const void *b)
+/* When the snapshot was taken: its CURRENT's mtime, on a local store. */
+static void taken(const char *dir, const struct lsmfs_snap_entry *e, char *out, size_t cap)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The names in dir, sorted (malloc'd); -1 on error. */
-static int list_names(DIR *d, char ***out)
-{
-    int n = 0, cap = 0;
-    char **names = NULL;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            char **p = realloc(names, (size_t)cap * sizeof(*p));
-            if (p == NULL)
-                break;
-            names = p;
-        }
-        if ((names[n] = strdup(e->d_name)) != NULL)
-            n++;
-    }
-    if (n > 1) /* names is NULL for an empty directory */
-        qsort(names, (size_t)n, sizeof(*names), cmp_names);
-    *out = names;
-    return n;
-}
-
-static void print_snapshots(int dfd, char **names, int n)
-{
-    int unfinished = 0;
-    printf("%-24s %-19s %14s %14s\n", "NAME", "TAKEN", "BYTES", "ALONE");
-    for (int i = 0; i < n; i++) {
-        uint64_t all, alone;
-        time_t when;
-        if (names[i][0] == '.') { /* half built or half deleted (crash) */
-            unfinished++;
-            continue;
-        }
-        measure(dfd, names[i], &all, &alone, &when);
-        char taken[32] = "(incomplete)";
-        if (when != 0)
-            strftime(taken, sizeof taken, "%Y-%m-%d %H:%M:%S", localtime(&when));
-        printf("%-24s %-19s %14llu %14llu\n", names[i], taken, (unsigned long long)all,
-               (unsigned long long)alone);
-    }
-    if (unfinished > 0)
-        printf("(%d unfinished, left by a crash: hidden names, not snapshots)\n", unfinished);
+    char path[4096 + LSMFS_SNAPSHOT_NAME_MAX + 16];
+    struct stat st;
+    snprintf(out, cap, "%s", e->complete ? "-" : "(incomplete)");
+    if (e->complete && !store_uri_is_rados(dir) &&
+        snprintf(path, sizeof path, "%s/%s/CURRENT", dir, e->name) < (int)sizeof path &&
+        lstat(path, &st) == 0)
+        strftime(out, cap, "%Y-%m-%d %H:%M:%S", localtime(&st.st_mtime));
 }
 
 /* The directory the mount's snapshots are in, into sd; 0 or 1 after saying why. */
@@ -200,25 +141,33 @@ static int snap_dir(const char *mnt, struct lsmfs_snap_dir *sd, int quiet)
     return 0;
 }
 
+/* Lists the snapshots the daemon finds through the store's env (a store
+ * on RADOS too): BYTES, and ALONE, the bytes only that snapshot holds. */
 static int snap_list(const char *mnt)
 {
     struct lsmfs_snap_dir sd;
     if (snap_dir(mnt, &sd, 0) != 0)
         return 1;
-    DIR *d = opendir(sd.path);
-    if (d == NULL && errno == ENOENT)
-        return 0; /* none taken yet */
-    if (d == NULL) {
-        fprintf(stderr, "lsmctl: %s: %s\n", sd.path, strerror(errno));
+    int fd = open_mount(mnt);
+    if (fd < 0)
         return 1;
+    struct lsmfs_snap_entry e;
+    memset(&e, 0, sizeof e);
+    uint32_t unfinished = 0;
+    int r;
+    printf("%-24s %-19s %14s %14s\n", "NAME", "TAKEN", "BYTES", "ALONE");
+    while ((r = snap_next(fd, &e)) == 0) {
+        char when[32];
+        taken(sd.path, &e, when, sizeof when);
+        printf("%-24s %-19s %14llu %14llu\n", e.name, when, (unsigned long long)e.bytes,
+               (unsigned long long)e.alone_bytes);
+        unfinished = e.unfinished;
     }
-    char **names;
-    int n = list_names(d, &names);
-    print_snapshots(dirfd(d), names, n);
-    for (int i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-    closedir(d);
+    close(fd);
+    if (r < 0)
+        return ioctl_failed(mnt, "list snapshots");
+    if (unfinished > 0)
+        printf("(%u unfinished, left by a crash: hidden names, not snapshots)\n", unfinished);
     return 0;
 }
 
@@ -306,21 +255,17 @@ int lsmctl_snapshot_take(const char *mnt, const char *name, char *dir, size_t ca
 
 void lsmctl_snapshot_sweep(const char *mnt, const char *prefix, bool (*stale)(const char *name))
 {
-    struct lsmfs_snap_dir sd;
-    DIR *d = snap_dir(mnt, &sd, 1) == 0 ? opendir(sd.path) : NULL;
-    if (d == NULL)
+    int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
         return;
-    char **names;
-    int n = list_names(d, &names);
-    closedir(d);
-    for (int i = 0; i < n; i++) {
-        if (strncmp(names[i], prefix, strlen(prefix)) == 0 && stale(names[i]) &&
-            snap_delete(mnt, names[i]) == 0)
-            fprintf(stderr, "lsmctl: removed snapshot %s, left by an interrupted run\n",
-                    names[i]);
-        free(names[i]);
+    struct lsmfs_snap_entry e;
+    memset(&e, 0, sizeof e);
+    while (snap_next(fd, &e) == 0) {
+        if (strncmp(e.name, prefix, strlen(prefix)) == 0 && stale(e.name) &&
+            snap_delete(mnt, e.name) == 0)
+            fprintf(stderr, "lsmctl: removed snapshot %s, left by an interrupted run\n", e.name);
     }
-    free(names);
+    close(fd);
 }
 
 int lsmctl_snapshot_delete(const char *mnt, const char *name)

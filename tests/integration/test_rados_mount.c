@@ -302,6 +302,14 @@ static void test_snapshot_mounted_while_writing(void **state)
     int rc = tm_lsmctl(out, sizeof out, "snapshot %s one", a->mnt);
     if (rc != 0)
         fail_msg("lsmctl snapshot: %s", out);
+    /* Listed through the daemon's env, with its bytes (the store has no
+     * local directory to read). */
+    unsigned long long bytes = 0;
+    const char *line;
+    if (tm_lsmctl(out, sizeof out, "snapshot %s --list", a->mnt) != 0 ||
+        (line = strstr(out, "\none ")) == NULL ||
+        sscanf(line + 5, " - %llu", &bytes) != 1 || bytes == 0)
+        fail_msg("lsmctl snapshot --list of a store on RADOS: %s", out);
     struct writer w[1];
     pthread_t t[1];
     start_writers(w, t, a, 1); /* writer 0 again: overwrites nothing (new names) */
