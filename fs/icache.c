@@ -224,6 +224,8 @@ static int load(lsmfs *fs, inode *n)
     char *p;
     size_t len;
     int err = inode_load(fs, n->ino, &n->rec, &p, &len);
+    if (err == ENOMEM)
+        return 0; /* the record is read, its payload's copy failed: none kept */
     if (err != 0)
         return err;
     if (S_ISREG(n->rec.mode))

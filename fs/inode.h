@@ -21,7 +21,8 @@ static inline ts ts_from_timespec(struct timespec t)
 }
 
 /* Reads an inode record from the store. When payload is non-NULL it gets a
- * malloc'd copy of the payload (NULL when empty). Returns 0, ENOENT or EIO. */
+ * malloc'd copy of the payload (NULL when empty). Returns 0, ENOENT, EIO or
+ * ENOMEM (the copy failed; *r is read). */
 int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **pay, size_t *plen);
 
 /* n's stored payload, malloc'd (NULL when empty): the kept one
