@@ -79,16 +79,20 @@ static void copy_overlap(char *out, uint64_t off, uint64_t len, uint64_t base, c
         memcpy(out + (lo - off), v + (lo - base), hi - lo);
 }
 
+/* REQUIRES: n->lock held. */
 static int read_inline(lsmfs *fs, inode *n, uint64_t off, uint64_t len, char *out)
 {
-    inode_rec r;
+    if (n->pay_kept) {
+        copy_overlap(out, off, len, 0, n->pay, n->pay_len);
+        return 0;
+    }
     char *p;
     size_t plen;
-    int err = inode_load(fs, n->ino, &r, &p, &plen);
+    int err = inode_payload(fs, n, &p, &plen);
     if (err == 0)
         copy_overlap(out, off, len, 0, p, plen);
     free(p);
-    return err == ENOENT ? EIO : err;
+    return err;
 }
 
 /* Stops a chunk scan early without an error. */
@@ -201,9 +205,7 @@ static int take_payload(lsmfs *fs, inode *n, payload *pl, char **p, size_t *plen
         pl->data = NULL;
         return 0;
     }
-    inode_rec old;
-    int err = inode_load(fs, n->ino, &old, p, plen);
-    return err == ENOENT ? EIO : err;
+    return inode_payload(fs, n, p, plen);
 }
 
 /* Would a write of [off, end) to a file of `fsize` bytes overwrite every

@@ -29,6 +29,7 @@ struct icache {
      * thread that calls icache_victims]. */
     size_t hand_shard, hand_bucket;
     _Atomic int64_t dcache_bytes;  /* see icache_dcache_charge */
+    _Atomic int64_t payload_bytes; /* see icache_payload_keep */
     _Atomic uint32_t forget_epoch; /* see icache_forget_epoch */
 };
 
@@ -67,8 +68,40 @@ icache *icache_new(void)
     return c;
 }
 
+/* Frees n's kept payload and refunds it. REQUIRES: n->lock held for
+ * writing, or n unreachable. */
+static void payload_drop(icache *c, inode *n)
+{
+    if (n->pay_kept)
+        atomic_fetch_sub(&c->payload_bytes, (int64_t)n->pay_len);
+    free(n->pay);
+    n->pay = NULL;
+    n->pay_len = 0;
+    n->pay_kept = false;
+}
+
+void icache_payload_keep(icache *c, inode *n, char *p, size_t len)
+{
+    payload_drop(c, n);
+    int64_t was = atomic_fetch_add(&c->payload_bytes, (int64_t)len);
+    if (was + (int64_t)len > ICACHE_PAYLOAD_BUDGET) {
+        atomic_fetch_sub(&c->payload_bytes, (int64_t)len);
+        free(p);
+        return;
+    }
+    n->pay = p;
+    n->pay_len = len;
+    n->pay_kept = true;
+}
+
+int64_t icache_payload_bytes(icache *c)
+{
+    return atomic_load_explicit(&c->payload_bytes, memory_order_relaxed);
+}
+
 static void inode_free(icache *c, inode *n)
 {
+    payload_drop(c, n);
     if (n->dc != NULL) {
         icache_dcache_charge(c, -(int64_t)dcache_bytes(n->dc));
         dcache_free(n->dc);
@@ -184,6 +217,24 @@ static inode *pin(icache *c, uint64_t ino)
     return n;
 }
 
+/* Loads n's record, keeping a regular file's payload (a symlink's target
+ * is read at readlink). REQUIRES: n->lock held for writing. */
+static int load(lsmfs *fs, inode *n)
+{
+    char *p;
+    size_t len;
+    int err = inode_load(fs, n->ino, &n->rec, &p, &len);
+    if (err == ENOMEM)
+        return 0; /* the record is read, its payload's copy failed: none kept */
+    if (err != 0)
+        return err;
+    if (S_ISREG(n->rec.mode))
+        icache_payload_keep(fs->icache, n, p, len);
+    else
+        free(p);
+    return 0;
+}
+
 int icache_get(lsmfs *fs, uint64_t ino, inode **out)
 {
     inode *n = pin(fs->icache, ino);
@@ -195,7 +246,7 @@ int icache_get(lsmfs *fs, uint64_t ino, inode **out)
         if (!atomic_load_explicit(&n->loaded, memory_order_relaxed)) {
             /* Whatever the store holds for it was committed by now. */
             atomic_store(&n->seq, fs_committed_seq(fs));
-            err = inode_load(fs, ino, &n->rec, NULL, NULL);
+            err = load(fs, n);
             atomic_store(&n->parent, n->rec.parent);
             if (err == 0)
                 atomic_store_explicit(&n->loaded, true, memory_order_release);

@@ -72,6 +72,11 @@ typedef struct inode {
     bool referenced;
     pthread_rwlock_t lock;
     inode_rec rec; /* [lock] */
+    /* [lock] A regular inline file's payload as the store holds it, when
+     * pay_kept (icache_payload_keep); pay is NULL when it is empty. */
+    char *pay;
+    size_t pay_len;
+    bool pay_kept;
     /* [lock] A directory's entries, all of them, in memory (dir.h), or
      * NULL; freed with the inode. */
     dcache *dc;
@@ -137,5 +142,18 @@ size_t icache_victims(icache *c, icache_victim *out, size_t max, size_t scan);
  * refunds its listing. */
 void icache_dcache_charge(icache *c, int64_t delta);
 int64_t icache_dcache_bytes(icache *c);
+
+/* Inline payloads kept with their cached records, so that reading,
+ * writing or updating the record of a small file costs no store get for
+ * its bytes. Kept when a regular file's record is loaded (icache_get) and
+ * replaced by the one commit that changes a payload (ops.h
+ * op_commit_one_as); all inodes' together at most ICACHE_PAYLOAD_BUDGET
+ * bytes: past it a payload is not kept, and is read from the store. */
+#define ICACHE_PAYLOAD_BUDGET ((int64_t)16 << 20)
+/* Makes p (malloc'd, taken; NULL when len is 0) n's kept payload if it
+ * fits the budget, else frees it and n keeps none.
+ * REQUIRES: n->lock held for writing. */
+void icache_payload_keep(icache *c, inode *n, char *p, size_t len);
+int64_t icache_payload_bytes(icache *c);
 
 #endif

@@ -76,16 +76,29 @@ bool inode_has_payload(const inode_rec *r)
     return S_ISREG(r->mode) && (r->flags & INODE_F_INLINE) && r->size > 0;
 }
 
+int inode_payload(lsmfs *fs, inode *n, char **p, size_t *plen)
+{
+    *p = NULL;
+    *plen = n->pay_len;
+    if (n->pay_kept) {
+        if (n->pay_len > 0 && (*p = malloc(n->pay_len)) == NULL)
+            return ENOMEM;
+        if (n->pay_len > 0)
+            memcpy(*p, n->pay, n->pay_len);
+        return 0;
+    }
+    inode_rec old;
+    int err = inode_load(fs, n->ino, &old, p, plen);
+    return err == ENOENT ? EIO : err;
+}
+
 int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r)
 {
     if (!inode_has_payload(&n->rec))
         return inode_batch_put(b, n->ino, r, NULL, 0);
-    inode_rec old;
     char *data;
     size_t plen;
-    int err = inode_load(fs, n->ino, &old, &data, &plen);
-    if (err == ENOENT)
-        err = EIO; /* a cached inode must have its record */
+    int err = inode_payload(fs, n, &data, &plen);
     if (err != 0)
         return err;
     err = inode_batch_put(b, n->ino, r, data, plen);

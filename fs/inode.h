@@ -21,8 +21,14 @@ static inline ts ts_from_timespec(struct timespec t)
 }
 
 /* Reads an inode record from the store. When payload is non-NULL it gets a
- * malloc'd copy of the payload (NULL when empty). Returns 0, ENOENT or EIO. */
+ * malloc'd copy of the payload (NULL when empty). Returns 0, ENOENT, EIO or
+ * ENOMEM (the copy failed; *r is read). */
 int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **pay, size_t *plen);
+
+/* n's stored payload, malloc'd (NULL when empty): the kept one
+ * (icache_payload_keep), else read from the store. REQUIRES: n->lock held.
+ * Returns 0, EIO (no record: a cached inode must have one) or ENOMEM. */
+int inode_payload(lsmfs *fs, inode *n, char **p, size_t *plen);
 
 /* Adds a put of the record (header + payload) to b. Returns 0 or ENOMEM. */
 int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *data, size_t plen);

@@ -1,44 +1,20 @@
 /*
  * op_statfs.c — statfs: space from the disk (or pool) under the store, "used" being
- * what the store's files occupy, and the live inode count. The store's
+ * what the store's files occupy (store_usage.h: listed at most every
+ * STORE_USAGE_LIST_MS), and the live inode count. The store's
  * space reserve (lsm_options.reserve_bytes) counts neither as used nor as
  * free: it is for deletes only. The root reserve (reserve.h) is in
  * f_bfree but not in f_bavail, as ext4's reserved blocks.
  */
 #include "ops.h"
 
-#include "env.h"
+#include "store_usage.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
-
-/* Bytes the store's files hold (through its env: local or RADOS), but for
- * the reserve (the store's RESERVE file: lsm_options.reserve_bytes). */
-static uint64_t store_bytes(lsm_env *env, const char *dir)
-{
-    char **names;
-    int n;
-    lsm_status *s = env->get_children(env, dir, &names, &n);
-    if (s != NULL) {
-        lsm_status_free(s);
-        return 0;
-    }
-    uint64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        char path[4096];
-        uint64_t size;
-        if (strcmp(names[i], "RESERVE") == 0 ||
-            snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path)
-            continue;
-        if ((s = env->file_size(env, path, &size)) == NULL)
-            total += size;
-        lsm_status_free(s); /* a directory (snapshots/) has no size */
-    }
-    env_free_children(names, n);
-    return total;
-}
+#include <time.h>
 
 /* Inode numbers are 64-bit and never run out; report a large free count. */
 #define FREE_INODES (1ULL << 32)
@@ -57,7 +33,11 @@ void op_statfs(fuse_req_t req, fuse_ino_t ino)
         return;
     }
     uint64_t bsize = 4096;
-    uint64_t used = (store_bytes(fs->env, fs->path) + bsize - 1) / bsize;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000 + (uint64_t)now.tv_nsec;
+    uint64_t used =
+        (store_usage_bytes(&fs->usage, fs->db, fs->env, fs->path, now_ns) + bsize - 1) / bsize;
     /* A reserve not held (given up to a full disk) is missing from the
      * free space, as if it were still there. */
     uint64_t reserve = 0, held = 1;

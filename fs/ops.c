@@ -63,11 +63,21 @@ int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const p
 int op_commit_one_as(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl,
                      unsigned flags)
 {
+    char *kept = NULL; /* the new payload's copy, made before the commit (ops.h) */
+    bool replace = pl != NULL && pl->replace;
+    if (replace && pl->len > 0 && (kept = malloc(pl->len)) == NULL)
+        return ENOMEM;
+    if (kept != NULL)
+        memcpy(kept, pl->data, pl->len);
     int err = inode_batch_finish(fs, b, n, r, pl);
     if (err == 0)
         err = fs_commit_as(fs, b, &n, 1, flags);
     if (err == 0)
         n->rec = *r;
+    if (err == 0 && replace)
+        icache_payload_keep(fs->icache, n, kept, pl->len);
+    else
+        free(kept);
     return err;
 }
 

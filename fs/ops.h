@@ -81,7 +81,9 @@ void op_read_rec(inode *n, inode_rec *r);
 bool op_get_rec(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, inode_rec *r);
 /* Ends a single-inode change: adds n's new record r (payload decision pl,
  * NULL to keep the stored payload) to b, commits b, and on success makes r
- * the cached record. REQUIRES: n->lock held for writing. */
+ * the cached record and a replaced payload the kept one (icache.h): the
+ * only commit that changes an existing inode's payload.
+ * REQUIRES: n->lock held for writing. */
 int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl);
 /* op_commit_one with fs_commit_as's COMMIT_* flags. */
 int op_commit_one_as(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl,

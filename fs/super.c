@@ -143,6 +143,7 @@ static void fail_close(lsmfs *fs)
     if (fs->alloc.db != NULL)
         alloc_destroy(&fs->alloc);
     lsm_status_free(lsm_close(fs->db));
+    store_usage_destroy(&fs->usage);
     free(fs->dir);
     free(fs->path);
     free(fs);
@@ -177,11 +178,13 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
         return ENOMEM;
     }
     fs->cfg = *cfg;
+    store_usage_init(&fs->usage);
     fs->dir = store_uri_is_rados(cfg->store_dir) ? strdup(cfg->store_dir)
                                                  : realpath(cfg->store_dir, NULL);
     if (fs->dir == NULL) {
         int e = errno;
         snprintf(err, errlen, "%s: %s", cfg->store_dir, strerror(e));
+        store_usage_destroy(&fs->usage);
         free(fs);
         return e;
     }
@@ -240,6 +243,7 @@ int lsmfs_close(lsmfs *fs)
         e = 0;
     }
     lsm_status_free(s);
+    store_usage_destroy(&fs->usage);
     free(fs->dir);
     free(fs->path);
     free(fs);

@@ -12,6 +12,7 @@
 #include "reserve.h"
 #include "schema.h"
 #include "stats.h"
+#include "store_usage.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,6 +47,7 @@ typedef struct lsmfs {
     reclaimer *reclaim; /* [const] pointer; its own mutex */
     root_reserve reserve; /* its fields say */
     fs_stats stats;     /* atomics */
+    store_usage usage;  /* its own mutex: statfs's used bytes */
     /* The kernel opens files without asking (FUSE_CAP_NO_OPEN_SUPPORT): no
      * OPEN/CREATE/RELEASE requests (an unlinked file is kept by the
      * kernel's references either way: orphan_in_use). Set by the FUSE init

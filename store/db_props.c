@@ -28,20 +28,6 @@ static uint64_t table_deletions(lsm_db *db)
     return n;
 }
 
-static uint64_t cache_hits(lsm_db *db)
-{
-    uint64_t h, m;
-    cache_stats(db->block_cache, &h, &m);
-    return h;
-}
-
-static uint64_t cache_misses(lsm_db *db)
-{
-    uint64_t h, m;
-    cache_stats(db->block_cache, &h, &m);
-    return m;
-}
-
 /* Appends s with bytes outside printable ASCII escaped as \xHH. */
 static bool append_escaped(buf *b, const char *s, size_t n)
 {
@@ -107,10 +93,14 @@ struct u64_prop {
 #define U64_PROPS_MAX 48
 
 /* Every numeric property but the per-level ones into t (U64_PROPS_MAX
- * entries); returns how many. REQUIRES: mu held. */
-static size_t u64_props(lsm_db *db, struct u64_prop *t)
+ * entries); returns how many. The block cache's counters lock every shard:
+ * when `only` names another property they are left 0. REQUIRES: mu held. */
+static size_t u64_props(lsm_db *db, struct u64_prop *t, const char *only)
 {
     const struct db_stats *st = &db->stats;
+    uint64_t hits = 0, misses = 0;
+    if (only == NULL || strncmp(only, "lsm.block-cache-", 16) == 0)
+        cache_stats(db->block_cache, &hits, &misses);
     const struct u64_prop all[] = {
         {"lsm.writes", st->writes},
         {"lsm.reserve-bytes", db->reserve_bytes},
@@ -147,8 +137,8 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t)
         {"lsm.compaction-bytes-written", compaction_written(db)},
         {"lsm.stall-us", st->stop_us + st->slowdown_us},
         {"lsm.paced-rate", (uint64_t)db->pacer.rate},
-        {"lsm.block-cache-hits", cache_hits(db)},
-        {"lsm.block-cache-misses", cache_misses(db)},
+        {"lsm.block-cache-hits", hits},
+        {"lsm.block-cache-misses", misses},
         {"lsm.user-bytes", st->user_bytes},
         {"lsm.background-busy", background_jobs(db) > 0},
         {"lsm.background-jobs", background_jobs(db)},
@@ -164,14 +154,15 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
 {
     int level;
     char tail;
-    if (sscanf(name, "lsm.num-files-at-level%d%c", &level, &tail) == 1) {
+    if (strncmp(name, "lsm.num-files-at-level", 22) == 0 &&
+        sscanf(name, "lsm.num-files-at-level%d%c", &level, &tail) == 1) {
         if (level < 0 || level >= NUM_LEVELS)
             return false;
         *out = (uint64_t)db->vs.current->nfiles[level];
         return true;
     }
     struct u64_prop t[U64_PROPS_MAX];
-    size_t n = u64_props(db, t);
+    size_t n = u64_props(db, t, name);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(name, t[i].name) == 0) {
             *out = t[i].value;
@@ -187,7 +178,7 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
 static bool metrics_text(lsm_db *db, buf *b)
 {
     struct u64_prop t[U64_PROPS_MAX];
-    size_t n = u64_props(db, t);
+    size_t n = u64_props(db, t, NULL);
     bool ok = true;
     char line[128];
     for (size_t i = 0; ok && i < n; i++) {

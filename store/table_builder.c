@@ -24,6 +24,10 @@ struct table_builder {
     buf smallest;   /* the first key added */
     buf scratch;    /* separators */
     buf compressed; /* lz4 output */
+    /* lz4's state, made at the first block tried (lsm_malloc) and reset
+     * cheaply for each: a one-shot LZ4_compress_default clears all 16 KiB
+     * of it per block. Each block is a chain of its own (independent). */
+    LZ4_stream_t *lz4;
     /* The block just written awaits its index entry: its separator depends
      * on the first key of the next block. */
     bool pending_index;
@@ -69,6 +73,7 @@ void table_builder_free(table_builder *b)
     buf_free(&b->smallest);
     buf_free(&b->scratch);
     buf_free(&b->compressed);
+    free(b->lz4);
     lsm_status_free(b->status);
     free(b);
 }
@@ -97,9 +102,19 @@ static bool try_compress(table_builder *b, const char *raw, size_t n)
     b->compressed.len = 0;
     if (!buf_reserve(&b->compressed, VARINT32_MAX + (size_t)bound))
         return false; /* out of memory: store it raw */
+    if (b->lz4 == NULL) {
+        void *mem = lsm_malloc(sizeof(LZ4_stream_t));
+        if (mem == NULL)
+            return false; /* out of memory: store it raw */
+        if ((b->lz4 = LZ4_initStream(mem, sizeof(LZ4_stream_t))) == NULL) {
+            free(mem);
+            return false;
+        }
+    }
     char *start = b->compressed.data;
     char *p = encode_varint32(start, (uint32_t)n);
-    int c = LZ4_compress_default(raw, p, (int)n, bound);
+    LZ4_resetStream_fast(b->lz4); /* no history: the block depends on no other */
+    int c = LZ4_compress_fast_continue(b->lz4, raw, p, (int)n, bound, 1);
     if (c <= 0)
         return false;
     size_t total = (size_t)(p - start) + (size_t)c;

@@ -313,6 +313,54 @@ static void test_read_of_few_chunks_without_scan(void **state)
     assert_true(tm_stats_counter(m, "fs store scans") - s0 >= 1);
 }
 
+/* Reads the whole of path into buf (cap bytes); returns its length. */
+static size_t read_all(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY);
+    TM_OK(fd);
+    ssize_t n = read(fd, buf, cap);
+    TM_OK(n);
+    close(fd);
+    return (size_t)n;
+}
+
+/* A small file's bytes are in its inode record (inline): a cold open and
+ * read of it cost one get of the entry and one of the record, which the
+ * read does not load again; appends and a chmod load nothing either. The
+ * content is checked, also after a remount. */
+static void test_small_file_record_loaded_once(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    char want[3050], got[4096];
+    for (size_t i = 0; i < sizeof want; i++)
+        want[i] = (char)('a' + i % 23);
+    int fd = open(P("small"), O_CREAT | O_WRONLY, 0644);
+    TM_OK(fd);
+    assert_int_equal(write(fd, want, 3000), 3000);
+    close(fd);
+    tm_remount_checked(m);
+    uint64_t g0 = gets(m);
+    assert_int_equal(read_all(P("small"), got, sizeof got), 3000); /* LOOKUP, READ */
+    assert_int_equal(gets(m) - g0, 2);
+    assert_memory_equal(got, want, 3000);
+    fd = open(P("small"), O_WRONLY | O_APPEND);
+    TM_OK(fd);
+    g0 = gets(m);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(write(fd, want + 3000 + 10 * i, 10), 10);
+    TM_OK(fchmod(fd, 0600));
+    assert_int_equal(gets(m) - g0, 0);
+    close(fd);
+    for (int pass = 0; pass < 2; pass++) {
+        memset(got, 0, sizeof got);
+        assert_int_equal(read_all(P("small"), got, sizeof got), sizeof want);
+        assert_memory_equal(got, want, sizeof want);
+        tm_remount_checked(m);
+    }
+}
+
 /* An unlinked file of a few chunks is freed in one batch, its chunks
  * deleted by name when the kernel lets go of it: no scan, no reclaimer. A
  * larger one goes to the reclaimer. Neither leaves a key behind (fsck). */
@@ -874,6 +922,7 @@ int main(void)
         TM_TEST(test_small_orphans_freed_in_batches, setup),
         TM_TEST(test_create_without_release, setup),
         TM_TEST(test_read_of_few_chunks_without_scan, setup),
+        TM_TEST(test_small_file_record_loaded_once, setup),
         TM_TEST(test_changes_cost_one_directory_getattr, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

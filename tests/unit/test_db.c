@@ -948,6 +948,33 @@ static void test_concurrent_stress(void **state)
     assert_null(lsm_close(db));
 }
 
+/* The block cache's counters, asked for by name (lsm_property_u64 counts
+ * them only for their own names) and in lsm.metrics, agree; other
+ * properties asked meanwhile do not disturb them. */
+static void test_block_cache_counters(void **state)
+{
+    (void)state;
+    lsm_db *db = open_db(NULL, 0);
+    ASSERT_OK(lsm_put(db, NULL, "k", 1, "v", 1));
+    ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0)); /* into a table */
+    for (int i = 0; i < 3; i++)
+        tu_assert_value(db, "k", "v");
+    uint64_t hits = tu_prop(db, "lsm.block-cache-hits");
+    uint64_t misses = tu_prop(db, "lsm.block-cache-misses");
+    assert_true(hits >= 2);
+    assert_true(misses >= 1);
+    assert_true(tu_prop(db, "lsm.total-table-bytes") > 0);
+    char *m = lsm_property(db, "lsm.metrics");
+    assert_non_null(m);
+    char want[96];
+    snprintf(want, sizeof want, "store_block_cache_hits %llu\n", (unsigned long long)hits);
+    assert_non_null(strstr(m, want));
+    snprintf(want, sizeof want, "store_block_cache_misses %llu\n", (unsigned long long)misses);
+    assert_non_null(strstr(m, want));
+    free(m);
+    lsm_status_free(lsm_close(db));
+}
+
 /* A test on a fresh, empty directory `dir`. */
 #define DB_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
@@ -955,6 +982,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         DB_TEST(test_put_get_delete),
+        DB_TEST(test_block_cache_counters),
         DB_TEST(test_batch_atomic_and_snapshot),
         DB_TEST(test_iterator_both_directions),
         DB_TEST(test_reopen_after_close),
