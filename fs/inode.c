@@ -4,7 +4,6 @@
 #include "inode.h"
 
 #include "commit.h"
-#include "dir.h"
 #include "fuse_api.h"
 #include "icache.h"
 
@@ -245,30 +244,4 @@ void inode_unlock_all(inode *const *v, int n)
     int k = distinct_sorted(v, n, s);
     for (int i = k - 1; i >= 0; i--)
         inode_unlock(s[i]);
-}
-
-int inode_pin_entry(lsmfs *fs, inode *dir, const char *name, dirent_val *d, uint64_t *seen,
-                    inode **out)
-{
-    inode_rdlock(dir);
-    *seen = atomic_load(&dir->seq);
-    int err = dir_find(fs, dir, name, d);
-    inode_unlock(dir);
-    if (err == 0 && (err = icache_get(fs, d->ino, out)) == ENOENT)
-        err = EIO; /* an entry without its inode */
-    return err;
-}
-
-int inode_entry_unchanged(lsmfs *fs, inode *dir, const char *name, const dirent_val *was,
-                          uint64_t seen)
-{
-    if (atomic_load(&dir->seq) == seen)
-        return 0;
-    dirent_val now;
-    int err = dir_find(fs, dir, name, &now);
-    if (err != 0 && err != ENOENT)
-        return err;
-    bool same =
-        was == NULL ? err == ENOENT : err == 0 && now.ino == was->ino && now.cookie == was->cookie;
-    return same ? 0 : ESTALE;
 }

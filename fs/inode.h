@@ -74,22 +74,6 @@ void inode_unlock(inode *n);
 void inode_wrlock_all(inode *const *v, int n);
 void inode_unlock_all(inode *const *v, int n);
 
-/* Reads the entry (dir, name) under dir's lock and pins the inode it names
- * (ENOENT: no such entry; EIO: an entry without its inode). The lock is
- * dropped before the pin, since that inode may be numbered below dir (the
- * lock order): once both are locked, inode_entry_unchanged checks the
- * entry against *seen, dir's seq when it was read. */
-int inode_pin_entry(lsmfs *fs, inode *dir, const char *name, dirent_val *d, uint64_t *seen,
-                    inode **out);
-/* Is (dir, name) still the entry `was` (still absent when was is NULL),
- * read when dir's seq was `seen`? Every commit that changes dir's entries
- * raises its seq under its lock, so the entry is read again only if one
- * did. Returns 0 if so, ESTALE if it went or changed (the kernel's view of
- * the name is stale: the VFS then looks it up again and retries once), or
- * EIO. REQUIRES: dir locked. */
-int inode_entry_unchanged(lsmfs *fs, inode *dir, const char *name, const dirent_val *was,
-                          uint64_t seen);
-
 static inline uint8_t inode_type(const inode_rec *r)
 {
     return (uint8_t)((r->mode & S_IFMT) >> 12);

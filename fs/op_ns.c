@@ -4,6 +4,7 @@
  */
 #include "commit.h"
 #include "dir.h"
+#include "entry.h"
 #include "inode.h"
 #include "ops.h"
 #include "orphan.h"
@@ -265,7 +266,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
 }
 
 /* REQUIRES: parent and child locked for writing; d is the entry, checked
- * under those locks (inode_entry_unchanged). */
+ * under those locks (entry_unchanged). */
 static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *name,
                          const dirent_val *d, bool dir, bool *reclaim)
 {
@@ -315,19 +316,19 @@ static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *nam
  * order and checks the entry under the locks. The kernel holds the
  * parent's i_rwsem from its lookup of the name to our reply, so the entry
  * cannot change in between; should it all the same, this fails with
- * ESTALE, changing nothing (inode_entry_unchanged). *child is the pinned
+ * ESTALE, changing nothing (entry_unchanged). *child is the pinned
  * inode the entry named, if any. */
 static int remove_name(lsmfs *fs, inode *parent, const char *name, bool dir, inode **child,
                        bool *reclaim)
 {
     dirent_val d;
     uint64_t seen;
-    int err = inode_pin_entry(fs, parent, name, &d, &seen, child);
+    int err = entry_pin(fs, parent, name, &d, &seen, child);
     if (err != 0)
         return err;
     inode *v[2] = {parent, *child};
     inode_wrlock_all(v, 2);
-    err = inode_entry_unchanged(fs, parent, name, &d, seen);
+    err = entry_unchanged(fs, parent, name, &d, seen);
     if (err == 0)
         err = remove_locked(fs, parent, *child, name, &d, dir, reclaim);
     inode_unlock_all(v, 2);

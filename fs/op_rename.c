@@ -7,6 +7,7 @@
  */
 #include "commit.h"
 #include "dir.h"
+#include "entry.h"
 #include "inode.h"
 #include "ops.h"
 #include "orphan.h"
@@ -185,7 +186,7 @@ static void rename_cached(rename_op *x, const inode_rec *src_rec, const inode_re
 }
 
 /* REQUIRES: old_dir, new_dir, src, dst locked for writing; src_ent and
- * dst_ent checked under those locks (inode_entry_unchanged). */
+ * dst_ent checked under those locks (entry_unchanged). */
 static int rename_locked(rename_op *x)
 {
     if (x->dst != NULL && x->dst == x->src)
@@ -246,24 +247,23 @@ static int rename_locked(rename_op *x)
  * directories' i_rwsem (and, across directories, the mount's rename mutex)
  * from its lookups of the names to our reply, so the entries cannot change
  * in between; should they all the same, this fails with ESTALE, changing
- * nothing (inode_entry_unchanged). */
+ * nothing (entry_unchanged). */
 static int rename_entries(rename_op *x)
 {
     lsmfs *fs = x->fs;
     uint64_t src_seen, dst_seen;
-    int err = inode_pin_entry(fs, x->old_dir, x->name, &x->src_ent, &src_seen, &x->src);
+    int err = entry_pin(fs, x->old_dir, x->name, &x->src_ent, &src_seen, &x->src);
     if (err != 0)
         return err;
-    err = inode_pin_entry(fs, x->new_dir, x->newname, &x->dst_ent, &dst_seen, &x->dst);
+    err = entry_pin(fs, x->new_dir, x->newname, &x->dst_ent, &dst_seen, &x->dst);
     bool have_dst = err == 0;
     if (err != 0 && err != ENOENT)
         return err;
     inode *v[4] = {x->old_dir, x->new_dir, x->src, x->dst};
     inode_wrlock_all(v, 4);
-    err = inode_entry_unchanged(fs, x->old_dir, x->name, &x->src_ent, src_seen);
+    err = entry_unchanged(fs, x->old_dir, x->name, &x->src_ent, src_seen);
     if (err == 0)
-        err = inode_entry_unchanged(fs, x->new_dir, x->newname, have_dst ? &x->dst_ent : NULL,
-                                    dst_seen);
+        err = entry_unchanged(fs, x->new_dir, x->newname, have_dst ? &x->dst_ent : NULL, dst_seen);
     if (err == 0)
         err = rename_locked(x);
     inode_unlock_all(v, 4);

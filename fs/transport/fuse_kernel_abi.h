@@ -14,8 +14,8 @@
 #define UR_MAX_PAGES (1u << 22)       /* INIT: max_pages is valid */
 #define UR_CMD_REGISTER 1u
 #define UR_CMD_COMMIT_AND_FETCH 2u
-#define UR_HEADER_SZ 128 /* in_out: fuse_in_header in, fuse_out_header out */
-#define UR_OP_SZ 128     /* op_in: the request's first argument */
+#define UR_HEADER_SZ 128    /* in_out: fuse_in_header in, fuse_out_header out */
+#define UR_OP_SZ 128        /* op_in: the request's first argument */
 #define UR_MIN_PAYLOAD 8192 /* FUSE_MIN_READ_BUFFER */
 
 struct ur_ent_in_out {
