@@ -15,6 +15,7 @@
 #include "ishrink.h"
 #include "killpriv.h"
 #include "log.h"
+#include "lsmfs.h"
 #include "transport/loop.h"
 #include "ops.h"
 #include "store_uri.h"

@@ -9,6 +9,7 @@
 #include "dir.h"
 #include "entry.h"
 #include "inode.h"
+#include "lsmfs.h"
 #include "ops.h"
 #include "orphan.h"
 
