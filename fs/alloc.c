@@ -3,7 +3,7 @@
  */
 #include "alloc.h"
 
-#include "commit.h"
+#include "storeio.h"
 
 #include "schema.h"
 

@@ -3,7 +3,7 @@
  */
 #include "data.h"
 
-#include "commit.h"
+#include "storeio.h"
 #include "fuse_api.h"
 #include "icache.h"
 

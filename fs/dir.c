@@ -3,7 +3,7 @@
  */
 #include "dir.h"
 
-#include "commit.h"
+#include "storeio.h"
 #include "fuse_api.h"
 #include "inode.h"
 

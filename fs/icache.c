@@ -3,7 +3,7 @@
  */
 #include "icache.h"
 
-#include "commit.h"
+#include "storeio.h"
 #include "inode.h"
 
 #include <assert.h>

@@ -44,7 +44,7 @@ typedef struct inode {
     _Atomic bool loaded; /* rec is valid */
     bool gone;           /* [lock] the record was deleted from the store */
     /* The sequence number of the last committed batch that changed this
-     * inode's record, entries or data (atomic max; see commit.h): what
+     * inode's record, entries or data (atomic max; see storeio.h): what
      * fsync must make durable. */
     _Atomic uint64_t seq;
     /* A directory's seq when a listing of it last started at offset 0, or

@@ -1,7 +1,7 @@
 /*
  * op_entry.c — lookup, forget, getattr, setattr, readlink.
  */
-#include "commit.h"
+#include "storeio.h"
 #include "data.h"
 #include "dir.h"
 #include "inode.h"

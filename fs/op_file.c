@@ -2,7 +2,7 @@
  * op_file.c — open files: open, read, write, flush, release, fsync,
  * fallocate, lseek.
  */
-#include "commit.h"
+#include "storeio.h"
 #include "data.h"
 #include "inode.h"
 #include "killpriv.h"

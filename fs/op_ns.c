@@ -2,7 +2,7 @@
  * op_ns.c — operations on names: mknod, mkdir, symlink, create, link,
  * unlink, rmdir. (rename lives in op_rename.c.)
  */
-#include "commit.h"
+#include "storeio.h"
 #include "dir.h"
 #include "entry.h"
 #include "inode.h"

@@ -5,7 +5,7 @@
  * RENAME_WHITEOUT (overlayfs; the VFS requires CAP_MKNOD) the old name
  * goes to a new whiteout, a character device 0:0, as on ext4.
  */
-#include "commit.h"
+#include "storeio.h"
 #include "dir.h"
 #include "entry.h"
 #include "inode.h"

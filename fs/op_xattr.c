@@ -5,7 +5,7 @@
  */
 #include "acl.h"
 #include "caller.h"
-#include "commit.h"
+#include "storeio.h"
 #include "icache.h"
 #include "inode.h"
 #include "ops.h"

@@ -4,7 +4,7 @@
  */
 #include "ops.h"
 
-#include "commit.h"
+#include "storeio.h"
 #include "inode.h"
 #include "orphan.h"
 

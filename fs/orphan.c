@@ -3,7 +3,7 @@
  */
 #include "orphan.h"
 
-#include "commit.h"
+#include "storeio.h"
 #include "data.h"
 #include "fuse_api.h"
 #include "icache.h"

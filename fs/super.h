@@ -60,7 +60,7 @@ typedef struct lsmfs {
     _Atomic bool write_error; /* a store write failed: logged once */
     _Atomic bool nospace_logged; /* a full disk was logged; the next write
                                   * that succeeds clears it */
-    /* Durability (commit.c): the highest sequence number fs_commit got
+    /* Durability (storeio.c): the highest sequence number fs_commit got
      * back and the highest a finished sync covered (both atomic max), and
      * how many syncs are in flight. */
     _Atomic uint64_t committed_seq;

@@ -1,8 +1,9 @@
 /*
- * commit.c — batches into the store, sequence stamps, shared syncs, and
- * store errors into errnos.
+ * storeio.c — a mounted filesystem's reads and writes of its store:
+ * batches in, sequence stamps, shared syncs, counted reads, store errors
+ * into errnos (storeio.h).
  */
-#include "commit.h"
+#include "storeio.h"
 
 #include "fuse_api.h"
 #include "icache.h"
