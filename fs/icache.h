@@ -36,7 +36,7 @@ typedef struct inode {
     /* First, in one cache line: what a hash-chain walk reads. */
     uint64_t ino;       /* [const] */
     struct inode *next; /* [shard] */
-    uint64_t refs;      /* [shard] */
+    _Atomic uint64_t refs; /* [shard] changed; atomic so inode_pinned may read it */
     uint64_t nlookup;   /* [shard] */
     /* [shard] Its last name is gone but the kernel still references it:
      * free it at the last forget (orphan_in_use, orphan.h). */
@@ -71,11 +71,21 @@ typedef struct inode {
     char *kname;
     bool referenced;
     pthread_rwlock_t lock;
+    /* The thread holding `lock` for writing (inode.h's inode_wrheld), 0
+     * when none: set and cleared by that thread, read by assertions. */
+    _Atomic uintptr_t writer;
     inode_rec rec; /* [lock] */
     /* [lock] A directory's entries, all of them, in memory (dir.h), or
      * NULL; freed with the inode. */
     dcache *dc;
 } inode;
+
+/* Whether n is pinned (by anyone: for assertions that the caller's pin
+ * keeps it). Every inode lock is taken on a pinned inode. */
+static inline bool inode_pinned(inode *n)
+{
+    return atomic_load_explicit(&n->refs, memory_order_relaxed) > 0;
+}
 
 icache *icache_new(void);
 /* REQUIRES: no operation in flight. Frees every entry. */

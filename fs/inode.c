@@ -155,61 +155,6 @@ void inode_to_stat(uint64_t ino, const inode_rec *r, uint32_t chunk_size, struct
     st->st_ctim.tv_nsec = r->ctime.nsec;
 }
 
-#ifndef NDEBUG
-/* The inode numbers whose locks this thread holds through inode_*lock*, in
- * the order taken, which the lock order makes ascending. */
-static _Thread_local struct {
-    uint64_t ino[2 * INODE_LOCKS_MAX];
-    int n;
-} held;
-#endif
-
-/* Checks that taking ino's lock keeps the lock order, and records it. */
-static void order_take(uint64_t ino)
-{
-#ifndef NDEBUG
-    assert(held.n < 2 * INODE_LOCKS_MAX);
-    assert(held.n == 0 || held.ino[held.n - 1] < ino); /* the lock order */
-    held.ino[held.n++] = ino;
-#else
-    (void)ino;
-#endif
-}
-
-static void order_drop(uint64_t ino)
-{
-#ifndef NDEBUG
-    int i = held.n - 1;
-    while (i >= 0 && held.ino[i] != ino)
-        i--;
-    assert(i >= 0); /* unlocked without inode_*lock */
-    if (i < 0)
-        return;
-    memmove(&held.ino[i], &held.ino[i + 1], (size_t)(held.n - i - 1) * sizeof held.ino[0]);
-    held.n--;
-#else
-    (void)ino;
-#endif
-}
-
-void inode_wrlock(inode *n)
-{
-    order_take(n->ino);
-    pthread_rwlock_wrlock(&n->lock);
-}
-
-void inode_rdlock(inode *n)
-{
-    order_take(n->ino);
-    pthread_rwlock_rdlock(&n->lock);
-}
-
-void inode_unlock(inode *n)
-{
-    order_drop(n->ino);
-    pthread_rwlock_unlock(&n->lock);
-}
-
 /* v's distinct inodes, ascending by number, into s; returns how many. */
 static int distinct_sorted(inode *const *v, int n, inode **s)
 {

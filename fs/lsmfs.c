@@ -43,9 +43,9 @@ uint64_t lsmfs_inodes_bound(lsmfs *fs)
         int64_t n = atomic_load(&fs->inodes);
         return n > 0 ? (uint64_t)n : 0;
     }
-    pthread_mutex_lock(&fs->alloc.mu);
+    mutex_lock(&fs->alloc.mu);
     uint64_t next = fs->alloc.next;
-    pthread_mutex_unlock(&fs->alloc.mu);
+    mutex_unlock(&fs->alloc.mu);
     return next;
 }
 

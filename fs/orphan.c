@@ -211,9 +211,9 @@ static void free_small(struct reclaimer *rc, inode **v, size_t n)
         fate[i] = KEEP;
         if (i > 0 && v[i] == v[i - 1])
             continue; /* forgotten twice (see small_fate) */
-        /* Bare lock: ascending (sorted above), but more than inode_wrlock
-         * tracks per thread. */
-        pthread_rwlock_wrlock(&v[i]->lock);
+        /* Ascending (sorted above), but more than inode_wrlock tracks per
+         * thread. */
+        inode_wrlock_unordered(v[i]);
         fate[i] = small_fate(fs, v[i]);
         if (fate[i] == DESTROY && err == 0)
             err = orphan_batch_destroy(fs, b, v[i]->ino, &v[i]->rec);
@@ -236,7 +236,7 @@ static void free_small(struct reclaimer *rc, inode **v, size_t n)
         }
         if (fate[i] == RECLAIM)
             reclaimer_enqueue(rc, v[i]->ino);
-        pthread_rwlock_unlock(&v[i]->lock);
+        inode_unlock_unordered(v[i]);
     }
     for (size_t i = 0; i < n; i++)
         icache_put(fs->icache, v[i]);

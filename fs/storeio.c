@@ -7,6 +7,7 @@
 
 #include "fuse_api.h"
 #include "icache.h"
+#include "inode_lock.h"
 
 #include <errno.h>
 
