@@ -84,6 +84,7 @@ void alloc_destroy(ino_alloc *a)
 /* REQUIRES: a->mu held. */
 static int reserve(ino_alloc *a)
 {
+    assert(mutex_held(&a->mu));
     uint64_t limit = a->next + ALLOC_RANGE;
     char v[SCHEMA_ALLOC_LEN];
     alloc_encode(limit, v);

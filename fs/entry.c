@@ -23,6 +23,7 @@ int entry_pin(lsmfs *fs, inode *dir, const char *name, dirent_val *d, uint64_t *
 
 int entry_unchanged(lsmfs *fs, inode *dir, const char *name, const dirent_val *was, uint64_t seen)
 {
+    assert(inode_held(dir));
     if (atomic_load(&dir->seq) == seen)
         return 0;
     dirent_val now;

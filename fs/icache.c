@@ -112,6 +112,7 @@ void icache_free(icache *c)
 /* REQUIRES: s->mu held. */
 static inode *find(shard *s, uint64_t ino)
 {
+    assert(mutex_held(&s->mu));
     for (inode *n = s->buckets[bucket_of(s, ino)]; n != NULL; n = n->next)
         if (n->ino == ino)
             return n;
@@ -122,6 +123,7 @@ static inode *find(shard *s, uint64_t ino)
  * chains just get longer. */
 static void maybe_grow(shard *s)
 {
+    assert(mutex_held(&s->mu));
     if (s->count < s->nbuckets * 2)
         return;
     size_t nb = s->nbuckets * 2;
@@ -148,6 +150,7 @@ static void maybe_grow(shard *s)
 /* REQUIRES: s->mu held. */
 static void unlink_entry(shard *s, inode *n)
 {
+    assert(mutex_held(&s->mu));
     inode **pp = &s->buckets[bucket_of(s, n->ino)];
     while (*pp != n)
         pp = &(*pp)->next;
@@ -219,6 +222,7 @@ int icache_reserve(icache *c, uint64_t ino, inode **out)
 
 void icache_fill(lsmfs *fs, inode *n, const inode_rec *rec)
 {
+    assert(inode_pinned(n));
     inode_wrlock(n);
     n->rec = *rec;
     atomic_store(&n->parent, rec->parent);
@@ -233,6 +237,7 @@ void icache_fill(lsmfs *fs, inode *n, const inode_rec *rec)
  * would otherwise be freed, and its listing rebuilt, after every request. */
 static void maybe_evict(icache *c, shard *s, inode *n)
 {
+    assert(mutex_held(&s->mu));
     if (n->refs == 0 && n->nlookup == 0 && !n->orphan && n->ino != SCHEMA_ROOT_INO) {
         unlink_entry(s, n);
         count_entry(c, -1);
@@ -373,6 +378,7 @@ inode *icache_forget(icache *c, uint64_t ino, uint64_t count)
 
 bool icache_mark_orphan(icache *c, inode *n)
 {
+    assert(inode_wrheld(n));
     shard *s = shard_of(c, n->ino);
     mutex_lock(&s->mu);
     n->orphan = n->nlookup > 0;

@@ -77,6 +77,7 @@ bool inode_has_payload(const inode_rec *r)
 
 int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r)
 {
+    assert(inode_wrheld(n));
     if (!inode_has_payload(&n->rec))
         return inode_batch_put(b, n->ino, r, NULL, 0);
     inode_rec old;
@@ -94,6 +95,7 @@ int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r)
 
 int inode_batch_finish(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl)
 {
+    assert(inode_wrheld(n));
     if (pl != NULL && pl->replace)
         return inode_batch_put(b, n->ino, r, pl->data, pl->len);
     return inode_batch_update(fs, b, n, r);

@@ -111,6 +111,7 @@ static bool defers_times(const lsmfs *fs, const inode *n, int to_set)
 static int setattr_locked(fuse_req_t req, lsmfs *fs, inode *n, const struct stat *attr, int to_set,
                           inode_rec *out)
 {
+    assert(inode_wrheld(n));
     if (n->gone)
         return ENOENT;
     inode_rec r = n->rec;

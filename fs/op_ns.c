@@ -55,6 +55,7 @@ static int check_new_name(lsmfs *fs, inode *parent, const char *name)
 static int make_locked(fuse_req_t req, lsmfs *fs, inode *parent, const char *name, uint64_t ino,
                        const new_node *nn, inode **out, inode_rec *rec)
 {
+    assert(inode_wrheld(parent));
     int err = check_new_name(fs, parent, name);
     if (err != 0)
         return err;
@@ -202,6 +203,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 /* REQUIRES: n and parent locked for writing. */
 static int link_locked(lsmfs *fs, inode *n, inode *parent, const char *name, inode_rec *out)
 {
+    assert(inode_wrheld(n) && inode_wrheld(parent));
     if (S_ISDIR(n->rec.mode))
         return EPERM;
     if (n->gone || n->rec.nlink == 0)
@@ -270,6 +272,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
 static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *name,
                          const dirent_val *d, bool dir, bool *reclaim)
 {
+    assert(inode_wrheld(parent) && inode_wrheld(child));
     *reclaim = false;
     if (dir && !S_ISDIR(child->rec.mode))
         return ENOTDIR;

@@ -190,6 +190,8 @@ static void rename_cached(rename_op *x, const inode_rec *src_rec, const inode_re
  * dst_ent checked under those locks (entry_unchanged). */
 static int rename_locked(rename_op *x)
 {
+    assert(inode_wrheld(x->old_dir) && inode_wrheld(x->new_dir) && inode_wrheld(x->src));
+    assert(x->dst == NULL || inode_wrheld(x->dst));
     if (x->dst != NULL && x->dst == x->src)
         return 0; /* two names of one inode: POSIX says do nothing */
     int err = check(x);

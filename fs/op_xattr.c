@@ -90,6 +90,7 @@ static int acl_prepare(fuse_req_t req, inode_rec *r, const char *name, const cha
 static int change_locked(fuse_req_t req, lsmfs *fs, inode *n, const char *name, const char *value,
                          size_t size, int flags)
 {
+    assert(inode_wrheld(n));
     if (n->gone)
         return ENOENT;
     inode_rec r = n->rec;

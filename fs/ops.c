@@ -56,12 +56,14 @@ bool op_get_rec(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, inode_rec *r)
 
 int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl)
 {
+    assert(inode_wrheld(n));
     return op_commit_one_as(fs, b, n, r, pl, false);
 }
 
 int op_commit_one_as(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl,
                      unsigned flags)
 {
+    assert(inode_wrheld(n));
     int err = inode_batch_finish(fs, b, n, r, pl);
     if (err == 0)
         err = fs_commit_as(fs, b, &n, 1, flags);
@@ -101,6 +103,7 @@ void op_reply_attr(fuse_req_t req, lsmfs *fs, uint64_t ino, const inode_rec *r)
 int op_drop_inode(lsmfs *fs, lsm_batch *b, inode *child, inode_rec *r, bool *reclaim_after,
                   bool *destroyed)
 {
+    assert(inode_wrheld(child));
     *reclaim_after = false;
     *destroyed = false;
     /* A mark left by a failed commit is harmless: the record still has
@@ -120,6 +123,7 @@ int op_drop_inode(lsmfs *fs, lsm_batch *b, inode *child, inode_rec *r, bool *rec
 
 void op_dropped(lsmfs *fs, inode *child, bool destroyed)
 {
+    assert(inode_held(child));
     if (destroyed) {
         child->gone = true;
         atomic_fetch_sub(&fs->inodes, 1);
@@ -128,6 +132,7 @@ void op_dropped(lsmfs *fs, inode *child, bool destroyed)
 
 int op_free_orphan(lsmfs *fs, inode *n, bool *reclaim)
 {
+    assert(inode_wrheld(n));
     *reclaim = false;
     if (n->gone || n->rec.nlink != 0)
         return 0;
@@ -149,6 +154,7 @@ int op_free_orphan(lsmfs *fs, inode *n, bool *reclaim)
 
 void op_forget_refs(lsmfs *fs, uint64_t ino, uint64_t count)
 {
+    assert(inode_locks_held() == 0);
     inode *n = icache_forget(fs->icache, ino, count);
     if (n == NULL)
         return;

@@ -36,6 +36,7 @@ struct reclaimer {
 
 bool orphan_in_use(lsmfs *fs, inode *n)
 {
+    assert(inode_wrheld(n));
     return !S_ISDIR(n->rec.mode) && icache_mark_orphan(fs->icache, n);
 }
 
@@ -188,6 +189,7 @@ enum small_fate { KEEP, DONE, DESTROY, RECLAIM };
 
 static enum small_fate small_fate(lsmfs *fs, inode *n)
 {
+    assert(inode_wrheld(n));
     if (orphan_in_use(fs, n))
         return KEEP; /* a later forget frees it */
     if (n->gone || n->rec.nlink != 0)
