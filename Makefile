@@ -72,7 +72,7 @@ CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
 LDFLAGS := -pthread $(SANLD) $(EXTRA_LDFLAGS)
 
 STORE_SRC := $(wildcard store/*.c)
-FS_SRC    := $(filter-out fs/main.c,$(wildcard fs/*.c))
+FS_SRC    := $(filter-out fs/main.c,$(wildcard fs/*.c fs/transport/*.c))
 STORE_OBJ := $(STORE_SRC:%.c=$(BUILD)/%.o)
 FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
 LIBSTORE  := $(BUILD)/libstore.a
@@ -130,10 +130,9 @@ $(BIN)/mount.lsmfs: tools/mount.lsmfs.in
 $(BIN)/bench-syncwake: $(BUILD)/tools/bench_syncwake.o $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(STORE_LIBS)
-# nowork-fs shares lsmfs's io_uring transport (fs/uring.c, which starts its
-# threads with fs/loop.c's helper) and nothing else.
-$(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o $(BUILD)/tools/nowork_log.o $(BUILD)/fs/uring.o \
-                  $(BUILD)/fs/loop.o
+# nowork-fs shares lsmfs's transport (fs/transport/) and nothing else.
+$(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o $(BUILD)/tools/nowork_log.o \
+                  $(patsubst %.c,$(BUILD)/%.o,$(wildcard fs/transport/*.c))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(FUSE_LIB) $(URING_LIB)
 
@@ -217,7 +216,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 
 format:
-	clang-format -i $(wildcard store/*.[ch] fs/*.[ch] mkfs/*.[ch] tools/*.[ch] tests/*/*.[ch])
+	clang-format -i $(wildcard store/*.[ch] fs/*.[ch] fs/transport/*.[ch] mkfs/*.[ch] tools/*.[ch] tests/*/*.[ch])
 
 clean:
 	rm -rf build build-asan build-tsan bin

@@ -3,7 +3,7 @@
  */
 #include "alloc.h"
 
-#include "commit.h"
+#include "storeio.h"
 
 #include "schema.h"
 
@@ -40,7 +40,7 @@ int alloc_highest_inode(lsm_db *db, uint64_t *ino)
 int alloc_init(ino_alloc *a, lsm_db *db, char *err, size_t errlen)
 {
     a->db = db;
-    pthread_mutex_init(&a->mu, NULL);
+    mutex_init(&a->mu);
     lsm_read_options ro;
     lsm_read_options_init(&ro);
     schema_key k;
@@ -78,12 +78,13 @@ int alloc_init(ino_alloc *a, lsm_db *db, char *err, size_t errlen)
 
 void alloc_destroy(ino_alloc *a)
 {
-    pthread_mutex_destroy(&a->mu);
+    mutex_destroy(&a->mu);
 }
 
 /* REQUIRES: a->mu held. */
 static int reserve(ino_alloc *a)
 {
+    assert(mutex_held(&a->mu));
     uint64_t limit = a->next + ALLOC_RANGE;
     char v[SCHEMA_ALLOC_LEN];
     alloc_encode(limit, v);
@@ -102,12 +103,12 @@ static int reserve(ino_alloc *a)
 
 int alloc_ino(ino_alloc *a, uint64_t *ino)
 {
-    pthread_mutex_lock(&a->mu);
+    mutex_lock(&a->mu);
     int err = 0;
     if (a->next >= a->limit)
         err = reserve(a);
     if (err == 0)
         *ino = a->next++;
-    pthread_mutex_unlock(&a->mu);
+    mutex_unlock(&a->mu);
     return err;
 }

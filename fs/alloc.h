@@ -9,6 +9,7 @@
 #define FS_ALLOC_H
 
 #include "lsm.h"
+#include "mutex.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -17,7 +18,7 @@
 #define ALLOC_RANGE 65536u
 
 typedef struct ino_alloc {
-    pthread_mutex_t mu;
+    mutex mu; /* store/mutex.h: knows its owner (reserve asserts it) */
     lsm_db *db;     /* [const] */
     uint64_t next;  /* [mu] next number to hand out */
     uint64_t limit; /* [mu] first number not yet reserved on disk */

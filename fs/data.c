@@ -3,7 +3,7 @@
  */
 #include "data.h"
 
-#include "commit.h"
+#include "storeio.h"
 #include "fuse_api.h"
 #include "icache.h"
 
@@ -153,6 +153,7 @@ static int read_one(void *ctx, uint64_t idx, const char *key, size_t klen, const
  * consistent scan. REQUIRES: n->lock held. */
 static int read_chunks(lsmfs *fs, inode *n, uint64_t off, uint64_t len, char *out)
 {
+    assert(inode_held(n));
     uint64_t cs = fs->sb.chunk_size;
     uint64_t first = off / cs, last = (off + len - 1) / cs;
     if (last - first < READ_GETS_MAX) {
@@ -173,6 +174,7 @@ static int read_chunks(lsmfs *fs, inode *n, uint64_t off, uint64_t len, char *ou
 
 int data_read(lsmfs *fs, inode *n, uint64_t off, size_t size, char **out, size_t *outlen)
 {
+    assert(inode_held(n));
     *out = NULL;
     *outlen = 0;
     const inode_rec *r = &n->rec;
@@ -393,6 +395,7 @@ uint64_t data_max_size(const lsmfs *fs)
 int data_write(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, const char *buf,
                size_t size, uint64_t off)
 {
+    assert(inode_wrheld(n));
     if (size == 0)
         return 0;
     const uint64_t max = data_max_size(fs);
@@ -488,6 +491,7 @@ static int last_chunk(lsmfs *fs, uint64_t ino, uint64_t first, bool *found, uint
  * writing, n chunked. */
 static int truncate_in_batches(lsmfs *fs, inode *n, inode_rec *r, uint64_t first)
 {
+    assert(inode_wrheld(n));
     uint64_t cs = fs->sb.chunk_size, last;
     bool found;
     int err = last_chunk(fs, n->ino, first, &found, &last);
@@ -555,6 +559,7 @@ static int trim_boundary(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t newsize
 
 int data_truncate(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint64_t newsize)
 {
+    assert(inode_wrheld(n));
     if (newsize > data_max_size(fs))
         return EFBIG;
     if (is_inline(r))
@@ -663,6 +668,7 @@ static int list_chunks(lsmfs *fs, uint64_t ino, uint64_t first, uint64_t last, u
 int data_zero(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint64_t off,
               uint64_t len)
 {
+    assert(inode_wrheld(n));
     uint64_t end = len > r->size - min_u64(off, r->size) ? r->size : off + len;
     if (off >= end)
         return 0;
@@ -679,6 +685,7 @@ int data_zero(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, uint
 
 int data_seek(lsmfs *fs, inode *n, uint64_t off, int whence, uint64_t *result)
 {
+    assert(inode_held(n));
     const inode_rec *r = &n->rec;
     if (off >= r->size)
         return ENXIO;

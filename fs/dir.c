@@ -3,7 +3,7 @@
  */
 #include "dir.h"
 
-#include "commit.h"
+#include "storeio.h"
 #include "fuse_api.h"
 #include "inode.h"
 
@@ -99,6 +99,7 @@ int dir_scan(lsmfs *fs, uint64_t parent, uint64_t from, dir_visit_fn fn, void *c
 
 int dir_find(lsmfs *fs, inode *dir, const char *name, dirent_val *d)
 {
+    assert(inode_held(dir));
     if (dir->dc == NULL)
         return dir_lookup(fs, dir->ino, name, d);
     size_t nlen = strlen(name);
@@ -153,6 +154,7 @@ bool dir_kernel_holds(lsmfs *fs, uint64_t ino, uint32_t hint)
 void dir_cached_add(lsmfs *fs, inode *dir, const char *name, uint64_t ino, uint8_t type,
                     uint64_t cookie)
 {
+    assert(inode_wrheld(dir));
     if (dir->dc != NULL)
         settle(fs, dir, dcache_bytes(dir->dc),
                dcache_add(dir->dc, name, strlen(name), ino, type, cookie, told_now(fs)));
@@ -160,12 +162,14 @@ void dir_cached_add(lsmfs *fs, inode *dir, const char *name, uint64_t ino, uint8
 
 void dir_cached_remove(lsmfs *fs, inode *dir, const char *name)
 {
+    assert(inode_wrheld(dir));
     if (dir->dc != NULL)
         settle(fs, dir, dcache_bytes(dir->dc), dcache_remove(dir->dc, name, strlen(name)));
 }
 
 void dir_cached_retarget(lsmfs *fs, inode *dir, const char *name, uint64_t ino, uint8_t type)
 {
+    assert(inode_wrheld(dir));
     if (dir->dc != NULL)
         settle(fs, dir, dcache_bytes(dir->dc),
                dcache_retarget(dir->dc, name, strlen(name), ino, type, told_now(fs)));
@@ -190,6 +194,7 @@ static int add_scanned(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type, c
  * writing. */
 static void build(lsmfs *fs, inode *dir)
 {
+    assert(inode_wrheld(dir));
     if (dir->dc != NULL || dir->gone || !S_ISDIR(dir->rec.mode) ||
         dir->rec.size > DIR_CACHE_MAX_ENTRIES || over_budget(fs))
         return;
@@ -242,6 +247,7 @@ static int copy_one(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type, cons
  * REQUIRES: dir->lock not held. */
 static bool copy_listing(lsmfs *fs, inode *dir, uint64_t from, copied *c)
 {
+    assert(!inode_held(dir));
     inode_rdlock(dir);
     bool have = dir->dc != NULL;
     if (have)
@@ -260,6 +266,7 @@ static bool copy_listing(lsmfs *fs, inode *dir, uint64_t from, copied *c)
 
 int dir_list(lsmfs *fs, inode *dir, uint64_t from, size_t room, dir_visit_fn fn, void *ctx)
 {
+    assert(inode_pinned(dir) && !inode_held(dir));
     copied c = {.max = room / 32 + 1, .names_max = room};
     c.e = malloc(c.max * sizeof *c.e);
     c.names = malloc(room ? room : 1);

@@ -3,8 +3,9 @@
  */
 #include "icache.h"
 
-#include "commit.h"
+#include "storeio.h"
 #include "inode.h"
+#include "mutex.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -16,7 +17,7 @@
 #define INITIAL_BUCKETS 64
 
 typedef struct shard {
-    pthread_mutex_t mu;
+    mutex mu; /* store/mutex.h: knows its owner, for the REQUIRES below */
     inode **buckets; /* [mu] */
     size_t nbuckets; /* [mu] a power of two */
     size_t count;    /* [mu] */
@@ -56,7 +57,7 @@ icache *icache_new(void)
     atomic_init(&c->forget_epoch, 1);
     for (int i = 0; i < SHARDS; i++) {
         shard *s = &c->shards[i];
-        pthread_mutex_init(&s->mu, NULL);
+        mutex_init(&s->mu);
         s->nbuckets = INITIAL_BUCKETS;
         s->buckets = calloc(s->nbuckets, sizeof *s->buckets);
         if (s->buckets == NULL) {
@@ -136,7 +137,7 @@ void icache_free(icache *c)
             }
         }
         free(s->buckets);
-        pthread_mutex_destroy(&s->mu);
+        mutex_destroy(&s->mu);
     }
     free(c);
 }
@@ -144,6 +145,7 @@ void icache_free(icache *c)
 /* REQUIRES: s->mu held. */
 static inode *find(shard *s, uint64_t ino)
 {
+    assert(mutex_held(&s->mu));
     for (inode *n = s->buckets[bucket_of(s, ino)]; n != NULL; n = n->next)
         if (n->ino == ino)
             return n;
@@ -154,6 +156,7 @@ static inode *find(shard *s, uint64_t ino)
  * chains just get longer. */
 static void maybe_grow(shard *s)
 {
+    assert(mutex_held(&s->mu));
     if (s->count < s->nbuckets * 2)
         return;
     size_t nb = s->nbuckets * 2;
@@ -180,6 +183,7 @@ static void maybe_grow(shard *s)
 /* REQUIRES: s->mu held. */
 static void unlink_entry(shard *s, inode *n)
 {
+    assert(mutex_held(&s->mu));
     inode **pp = &s->buckets[bucket_of(s, n->ino)];
     while (*pp != n)
         pp = &(*pp)->next;
@@ -197,7 +201,7 @@ static void count_entry(icache *c, int delta)
 static inode *pin(icache *c, uint64_t ino)
 {
     shard *s = shard_of(c, ino);
-    pthread_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     inode *n = find(s, ino);
     if (n == NULL && (n = calloc(1, sizeof *n)) != NULL) {
         n->ino = ino;
@@ -213,7 +217,7 @@ static inode *pin(icache *c, uint64_t ino)
         n->refs++;
         n->referenced = true;
     }
-    pthread_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
     return n;
 }
 
@@ -269,6 +273,7 @@ int icache_reserve(icache *c, uint64_t ino, inode **out)
 
 void icache_fill(lsmfs *fs, inode *n, const inode_rec *rec)
 {
+    assert(inode_pinned(n));
     inode_wrlock(n);
     n->rec = *rec;
     atomic_store(&n->parent, rec->parent);
@@ -283,6 +288,7 @@ void icache_fill(lsmfs *fs, inode *n, const inode_rec *rec)
  * would otherwise be freed, and its listing rebuilt, after every request. */
 static void maybe_evict(icache *c, shard *s, inode *n)
 {
+    assert(mutex_held(&s->mu));
     if (n->refs == 0 && n->nlookup == 0 && !n->orphan && n->ino != SCHEMA_ROOT_INO) {
         unlink_entry(s, n);
         count_entry(c, -1);
@@ -293,12 +299,12 @@ static void maybe_evict(icache *c, shard *s, inode *n)
 bool icache_cached_parent(icache *c, uint64_t ino, uint64_t *parent)
 {
     shard *s = shard_of(c, ino);
-    pthread_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     inode *n = find(s, ino);
     bool ok = n != NULL && atomic_load_explicit(&n->loaded, memory_order_acquire);
     if (ok)
         *parent = atomic_load(&n->parent);
-    pthread_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
     return ok;
 }
 
@@ -307,11 +313,11 @@ void icache_put(icache *c, inode *n)
     if (n == NULL)
         return;
     shard *s = shard_of(c, n->ino);
-    pthread_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     assert(n->refs > 0);
     n->refs--;
     maybe_evict(c, s, n);
-    pthread_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
 }
 
 /* REQUIRES: the shard mutex of n held. Keeps the old name when the new
@@ -332,12 +338,12 @@ static void set_kname(inode *n, uint64_t parent, const char *name)
 void icache_lookup_inc(icache *c, inode *n, uint64_t parent, const char *name, bool is_dir)
 {
     shard *s = shard_of(c, n->ino);
-    pthread_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     n->nlookup++;
     n->referenced = true;
     if (!is_dir)
         set_kname(n, parent, name);
-    pthread_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
 }
 
 size_t icache_count(icache *c)
@@ -360,7 +366,7 @@ size_t icache_victims(icache *c, icache_victim *out, size_t max, size_t scan)
     size_t found = 0, seen = 0;
     for (int i = 0; i <= SHARDS && found < max && seen < scan; i++) {
         shard *s = &c->shards[c->hand_shard];
-        pthread_mutex_lock(&s->mu);
+        mutex_lock(&s->mu);
         for (; c->hand_bucket < s->nbuckets && found < max && seen < scan; c->hand_bucket++)
             for (inode *n = s->buckets[c->hand_bucket]; n != NULL; n = n->next, seen++)
                 if (found < max && victim(n)) {
@@ -372,7 +378,7 @@ size_t icache_victims(icache *c, icache_victim *out, size_t max, size_t scan)
             c->hand_bucket = 0;
             c->hand_shard = (c->hand_shard + 1) % SHARDS;
         }
-        pthread_mutex_unlock(&s->mu);
+        mutex_unlock(&s->mu);
     }
     return found;
 }
@@ -380,10 +386,10 @@ size_t icache_victims(icache *c, icache_victim *out, size_t max, size_t scan)
 bool icache_kernel_knows(icache *c, uint64_t ino)
 {
     shard *s = shard_of(c, ino);
-    pthread_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     inode *n = find(s, ino);
     bool known = n != NULL && n->nlookup > 0;
-    pthread_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
     return known;
 }
 
@@ -403,7 +409,7 @@ static void next_epoch(icache *c)
 inode *icache_forget(icache *c, uint64_t ino, uint64_t count)
 {
     shard *s = shard_of(c, ino);
-    pthread_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     inode *n = find(s, ino);
     inode *out = NULL;
     if (n != NULL) {
@@ -417,16 +423,17 @@ inode *icache_forget(icache *c, uint64_t ino, uint64_t count)
             maybe_evict(c, s, n);
         }
     }
-    pthread_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
     return out;
 }
 
 bool icache_mark_orphan(icache *c, inode *n)
 {
+    assert(inode_wrheld(n));
     shard *s = shard_of(c, n->ino);
-    pthread_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     n->orphan = n->nlookup > 0;
     bool marked = n->orphan;
-    pthread_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
     return marked;
 }

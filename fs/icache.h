@@ -36,7 +36,7 @@ typedef struct inode {
     /* First, in one cache line: what a hash-chain walk reads. */
     uint64_t ino;       /* [const] */
     struct inode *next; /* [shard] */
-    uint64_t refs;      /* [shard] */
+    _Atomic uint64_t refs; /* [shard] changed; atomic so inode_pinned may read it */
     uint64_t nlookup;   /* [shard] */
     /* [shard] Its last name is gone but the kernel still references it:
      * free it at the last forget (orphan_in_use, orphan.h). */
@@ -44,7 +44,7 @@ typedef struct inode {
     _Atomic bool loaded; /* rec is valid */
     bool gone;           /* [lock] the record was deleted from the store */
     /* The sequence number of the last committed batch that changed this
-     * inode's record, entries or data (atomic max; see commit.h): what
+     * inode's record, entries or data (atomic max; see storeio.h): what
      * fsync must make durable. */
     _Atomic uint64_t seq;
     /* A directory's seq when a listing of it last started at offset 0, or
@@ -71,6 +71,9 @@ typedef struct inode {
     char *kname;
     bool referenced;
     pthread_rwlock_t lock;
+    /* The thread holding `lock` for writing (inode.h's inode_wrheld), 0
+     * when none: set and cleared by that thread, read by assertions. */
+    _Atomic uintptr_t writer;
     inode_rec rec; /* [lock] */
     /* [lock] A regular inline file's payload as the store holds it, when
      * pay_kept (icache_payload_keep); pay is NULL when it is empty. */
@@ -81,6 +84,13 @@ typedef struct inode {
      * NULL; freed with the inode. */
     dcache *dc;
 } inode;
+
+/* Whether n is pinned (by anyone: for assertions that the caller's pin
+ * keeps it). Every inode lock is taken on a pinned inode. */
+static inline bool inode_pinned(inode *n)
+{
+    return atomic_load_explicit(&n->refs, memory_order_relaxed) > 0;
+}
 
 icache *icache_new(void);
 /* REQUIRES: no operation in flight. Frees every entry. */

@@ -3,8 +3,7 @@
  */
 #include "inode.h"
 
-#include "commit.h"
-#include "dir.h"
+#include "storeio.h"
 #include "fuse_api.h"
 #include "icache.h"
 
@@ -94,6 +93,7 @@ int inode_payload(lsmfs *fs, inode *n, char **p, size_t *plen)
 
 int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r)
 {
+    assert(inode_wrheld(n));
     if (!inode_has_payload(&n->rec))
         return inode_batch_put(b, n->ino, r, NULL, 0);
     char *data;
@@ -108,6 +108,7 @@ int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r)
 
 int inode_batch_finish(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl)
 {
+    assert(inode_wrheld(n));
     if (pl != NULL && pl->replace)
         return inode_batch_put(b, n->ino, r, pl->data, pl->len);
     return inode_batch_update(fs, b, n, r);
@@ -169,61 +170,6 @@ void inode_to_stat(uint64_t ino, const inode_rec *r, uint32_t chunk_size, struct
     st->st_ctim.tv_nsec = r->ctime.nsec;
 }
 
-#ifndef NDEBUG
-/* The inode numbers whose locks this thread holds through inode_*lock*, in
- * the order taken, which the lock order makes ascending. */
-static _Thread_local struct {
-    uint64_t ino[2 * INODE_LOCKS_MAX];
-    int n;
-} held;
-#endif
-
-/* Checks that taking ino's lock keeps the lock order, and records it. */
-static void order_take(uint64_t ino)
-{
-#ifndef NDEBUG
-    assert(held.n < 2 * INODE_LOCKS_MAX);
-    assert(held.n == 0 || held.ino[held.n - 1] < ino); /* the lock order */
-    held.ino[held.n++] = ino;
-#else
-    (void)ino;
-#endif
-}
-
-static void order_drop(uint64_t ino)
-{
-#ifndef NDEBUG
-    int i = held.n - 1;
-    while (i >= 0 && held.ino[i] != ino)
-        i--;
-    assert(i >= 0); /* unlocked without inode_*lock */
-    if (i < 0)
-        return;
-    memmove(&held.ino[i], &held.ino[i + 1], (size_t)(held.n - i - 1) * sizeof held.ino[0]);
-    held.n--;
-#else
-    (void)ino;
-#endif
-}
-
-void inode_wrlock(inode *n)
-{
-    order_take(n->ino);
-    pthread_rwlock_wrlock(&n->lock);
-}
-
-void inode_rdlock(inode *n)
-{
-    order_take(n->ino);
-    pthread_rwlock_rdlock(&n->lock);
-}
-
-void inode_unlock(inode *n)
-{
-    order_drop(n->ino);
-    pthread_rwlock_unlock(&n->lock);
-}
-
 /* v's distinct inodes, ascending by number, into s; returns how many. */
 static int distinct_sorted(inode *const *v, int n, inode **s)
 {
@@ -258,30 +204,4 @@ void inode_unlock_all(inode *const *v, int n)
     int k = distinct_sorted(v, n, s);
     for (int i = k - 1; i >= 0; i--)
         inode_unlock(s[i]);
-}
-
-int inode_pin_entry(lsmfs *fs, inode *dir, const char *name, dirent_val *d, uint64_t *seen,
-                    inode **out)
-{
-    inode_rdlock(dir);
-    *seen = atomic_load(&dir->seq);
-    int err = dir_find(fs, dir, name, d);
-    inode_unlock(dir);
-    if (err == 0 && (err = icache_get(fs, d->ino, out)) == ENOENT)
-        err = EIO; /* an entry without its inode */
-    return err;
-}
-
-int inode_entry_unchanged(lsmfs *fs, inode *dir, const char *name, const dirent_val *was,
-                          uint64_t seen)
-{
-    if (atomic_load(&dir->seq) == seen)
-        return 0;
-    dirent_val now;
-    int err = dir_find(fs, dir, name, &now);
-    if (err != 0 && err != ENOENT)
-        return err;
-    bool same =
-        was == NULL ? err == ENOENT : err == 0 && now.ino == was->ino && now.cookie == was->cookie;
-    return same ? 0 : ESTALE;
 }

@@ -5,9 +5,11 @@
 #ifndef FS_INODE_H
 #define FS_INODE_H
 
+#include "inode_lock.h"
 #include "schema.h"
 #include "super.h"
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -64,37 +66,6 @@ void inode_init(inode_rec *r, uint32_t mode, uint32_t uid, uint32_t gid, uint64_
                 const inode_rec *parent);
 
 void inode_to_stat(uint64_t ino, const inode_rec *r, uint32_t chunk_size, struct stat *st);
-
-/* Inode locks taken in the lock order (ARCHITECTURE.md, "Concurrency
- * rules"): ascending inode number. Each thread records the inode locks it
- * holds through these, and taking one numbered at or below one of them
- * fails an assertion. Every inode lock goes through these except the
- * orphan reclaimer's batch (orphan.c: ascending too, but wider than the
- * per-thread record). Pair each lock with inode_unlock (or the _all forms). */
-void inode_wrlock(inode *n);
-void inode_rdlock(inode *n);
-void inode_unlock(inode *n);
-/* Locks up to INODE_LOCKS_MAX pinned inodes for writing in ascending inode
- * order; NULLs and duplicates are allowed (each inode is locked once). */
-#define INODE_LOCKS_MAX 4
-void inode_wrlock_all(inode *const *v, int n);
-void inode_unlock_all(inode *const *v, int n);
-
-/* Reads the entry (dir, name) under dir's lock and pins the inode it names
- * (ENOENT: no such entry; EIO: an entry without its inode). The lock is
- * dropped before the pin, since that inode may be numbered below dir (the
- * lock order): once both are locked, inode_entry_unchanged checks the
- * entry against *seen, dir's seq when it was read. */
-int inode_pin_entry(lsmfs *fs, inode *dir, const char *name, dirent_val *d, uint64_t *seen,
-                    inode **out);
-/* Is (dir, name) still the entry `was` (still absent when was is NULL),
- * read when dir's seq was `seen`? Every commit that changes dir's entries
- * raises its seq under its lock, so the entry is read again only if one
- * did. Returns 0 if so, ESTALE if it went or changed (the kernel's view of
- * the name is stale: the VFS then looks it up again and retries once), or
- * EIO. REQUIRES: dir locked. */
-int inode_entry_unchanged(lsmfs *fs, inode *dir, const char *name, const dirent_val *was,
-                          uint64_t seen);
 
 static inline uint8_t inode_type(const inode_rec *r)
 {

@@ -10,16 +10,17 @@
  * -o log= says (log.h). SIGTERM/SIGINT/SIGHUP or an unmount end the loop; in-flight
  * requests finish (the loop joins its workers) and the store is closed.
  */
-#include "bdi.h"
+#include "transport/bdi.h"
 #include "fuse_api.h"
 #include "ishrink.h"
 #include "killpriv.h"
 #include "log.h"
-#include "loop.h"
+#include "lsmfs.h"
+#include "transport/loop.h"
 #include "ops.h"
 #include "store_uri.h"
 #include "super.h"
-#include "uring.h"
+#include "transport/uring.h"
 #include "lsmfs_version.h"
 
 #include <dirent.h>

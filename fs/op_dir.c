@@ -6,7 +6,7 @@
  * resumes with the entries whose cookie is >= o. Cookies only grow, so an
  * offset stays meaningful however the directory changes in between.
  */
-#include "commit.h"
+#include "storeio.h"
 #include "dir.h"
 #include "inode.h"
 #include "ops.h"
@@ -18,7 +18,7 @@
 
 /* The listing-cache rule, all of it here. d->listed_seq is d's seq when a
  * listing of it from offset 0 last started, or 0. Every commit that changes
- * d's entries raises d->seq (fs_commit stamps the directory: commit.h), so
+ * d's entries raises d->seq (fs_commit stamps the directory: storeio.h), so
  * listed_seq == seq says d was listed from the start and has not changed
  * since; opendir then lets the kernel cache the listing. listed_seq only
  * takes values seq had, and seq only grows: listed_seq <= seq (asserted;

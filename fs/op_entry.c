@@ -1,7 +1,7 @@
 /*
  * op_entry.c — lookup, forget, getattr, setattr, readlink.
  */
-#include "commit.h"
+#include "storeio.h"
 #include "data.h"
 #include "dir.h"
 #include "inode.h"
@@ -111,6 +111,7 @@ static bool defers_times(const lsmfs *fs, const inode *n, int to_set)
 static int setattr_locked(fuse_req_t req, lsmfs *fs, inode *n, const struct stat *attr, int to_set,
                           inode_rec *out)
 {
+    assert(inode_wrheld(n));
     if (n->gone)
         return ENOENT;
     inode_rec r = n->rec;

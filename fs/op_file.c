@@ -2,7 +2,7 @@
  * op_file.c — open files: open, read, write, flush, release, fsync,
  * fallocate, lseek.
  */
-#include "commit.h"
+#include "storeio.h"
 #include "data.h"
 #include "inode.h"
 #include "killpriv.h"
@@ -16,6 +16,7 @@
 
 void op_file_opened(lsmfs *fs, inode *n, struct fuse_file_info *fi)
 {
+    assert(inode_held(n));
     (void)fs;
     (void)n;
     fi->fh = 0;
@@ -83,6 +84,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 static int write_locked(fuse_req_t req, lsmfs *fs, inode *n, const char *buf, size_t size,
                         uint64_t off, bool keep_times, bool kill)
 {
+    assert(inode_wrheld(n));
     if (n->gone)
         return EIO;
     inode_rec r = n->rec;
@@ -201,6 +203,7 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 /* REQUIRES: n->lock held for writing. */
 static int fallocate_locked(lsmfs *fs, inode *n, int mode, uint64_t off, uint64_t len)
 {
+    assert(inode_wrheld(n));
     if (n->gone)
         return EIO;
     if (!S_ISREG(n->rec.mode))

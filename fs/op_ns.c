@@ -2,8 +2,9 @@
  * op_ns.c — operations on names: mknod, mkdir, symlink, create, link,
  * unlink, rmdir. (rename lives in op_rename.c.)
  */
-#include "commit.h"
+#include "storeio.h"
 #include "dir.h"
+#include "entry.h"
 #include "inode.h"
 #include "ops.h"
 #include "orphan.h"
@@ -54,6 +55,7 @@ static int check_new_name(lsmfs *fs, inode *parent, const char *name)
 static int make_locked(fuse_req_t req, lsmfs *fs, inode *parent, const char *name, uint64_t ino,
                        const new_node *nn, inode **out, inode_rec *rec)
 {
+    assert(inode_wrheld(parent));
     int err = check_new_name(fs, parent, name);
     if (err != 0)
         return err;
@@ -201,6 +203,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 /* REQUIRES: n and parent locked for writing. */
 static int link_locked(lsmfs *fs, inode *n, inode *parent, const char *name, inode_rec *out)
 {
+    assert(inode_wrheld(n) && inode_wrheld(parent));
     if (S_ISDIR(n->rec.mode))
         return EPERM;
     if (n->gone || n->rec.nlink == 0)
@@ -265,10 +268,11 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
 }
 
 /* REQUIRES: parent and child locked for writing; d is the entry, checked
- * under those locks (inode_entry_unchanged). */
+ * under those locks (entry_unchanged). */
 static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *name,
                          const dirent_val *d, bool dir, bool *reclaim)
 {
+    assert(inode_wrheld(parent) && inode_wrheld(child));
     *reclaim = false;
     if (dir && !S_ISDIR(child->rec.mode))
         return ENOTDIR;
@@ -315,19 +319,19 @@ static int remove_locked(lsmfs *fs, inode *parent, inode *child, const char *nam
  * order and checks the entry under the locks. The kernel holds the
  * parent's i_rwsem from its lookup of the name to our reply, so the entry
  * cannot change in between; should it all the same, this fails with
- * ESTALE, changing nothing (inode_entry_unchanged). *child is the pinned
+ * ESTALE, changing nothing (entry_unchanged). *child is the pinned
  * inode the entry named, if any. */
 static int remove_name(lsmfs *fs, inode *parent, const char *name, bool dir, inode **child,
                        bool *reclaim)
 {
     dirent_val d;
     uint64_t seen;
-    int err = inode_pin_entry(fs, parent, name, &d, &seen, child);
+    int err = entry_pin(fs, parent, name, &d, &seen, child);
     if (err != 0)
         return err;
     inode *v[2] = {parent, *child};
     inode_wrlock_all(v, 2);
-    err = inode_entry_unchanged(fs, parent, name, &d, seen);
+    err = entry_unchanged(fs, parent, name, &d, seen);
     if (err == 0)
         err = remove_locked(fs, parent, *child, name, &d, dir, reclaim);
     inode_unlock_all(v, 2);

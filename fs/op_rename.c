@@ -5,9 +5,11 @@
  * RENAME_WHITEOUT (overlayfs; the VFS requires CAP_MKNOD) the old name
  * goes to a new whiteout, a character device 0:0, as on ext4.
  */
-#include "commit.h"
+#include "storeio.h"
 #include "dir.h"
+#include "entry.h"
 #include "inode.h"
+#include "lsmfs.h"
 #include "ops.h"
 #include "orphan.h"
 
@@ -185,9 +187,11 @@ static void rename_cached(rename_op *x, const inode_rec *src_rec, const inode_re
 }
 
 /* REQUIRES: old_dir, new_dir, src, dst locked for writing; src_ent and
- * dst_ent checked under those locks (inode_entry_unchanged). */
+ * dst_ent checked under those locks (entry_unchanged). */
 static int rename_locked(rename_op *x)
 {
+    assert(inode_wrheld(x->old_dir) && inode_wrheld(x->new_dir) && inode_wrheld(x->src));
+    assert(x->dst == NULL || inode_wrheld(x->dst));
     if (x->dst != NULL && x->dst == x->src)
         return 0; /* two names of one inode: POSIX says do nothing */
     int err = check(x);
@@ -246,24 +250,23 @@ static int rename_locked(rename_op *x)
  * directories' i_rwsem (and, across directories, the mount's rename mutex)
  * from its lookups of the names to our reply, so the entries cannot change
  * in between; should they all the same, this fails with ESTALE, changing
- * nothing (inode_entry_unchanged). */
+ * nothing (entry_unchanged). */
 static int rename_entries(rename_op *x)
 {
     lsmfs *fs = x->fs;
     uint64_t src_seen, dst_seen;
-    int err = inode_pin_entry(fs, x->old_dir, x->name, &x->src_ent, &src_seen, &x->src);
+    int err = entry_pin(fs, x->old_dir, x->name, &x->src_ent, &src_seen, &x->src);
     if (err != 0)
         return err;
-    err = inode_pin_entry(fs, x->new_dir, x->newname, &x->dst_ent, &dst_seen, &x->dst);
+    err = entry_pin(fs, x->new_dir, x->newname, &x->dst_ent, &dst_seen, &x->dst);
     bool have_dst = err == 0;
     if (err != 0 && err != ENOENT)
         return err;
     inode *v[4] = {x->old_dir, x->new_dir, x->src, x->dst};
     inode_wrlock_all(v, 4);
-    err = inode_entry_unchanged(fs, x->old_dir, x->name, &x->src_ent, src_seen);
+    err = entry_unchanged(fs, x->old_dir, x->name, &x->src_ent, src_seen);
     if (err == 0)
-        err = inode_entry_unchanged(fs, x->new_dir, x->newname, have_dst ? &x->dst_ent : NULL,
-                                    dst_seen);
+        err = entry_unchanged(fs, x->new_dir, x->newname, have_dst ? &x->dst_ent : NULL, dst_seen);
     if (err == 0)
         err = rename_locked(x);
     inode_unlock_all(v, 4);

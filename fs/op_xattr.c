@@ -5,7 +5,7 @@
  */
 #include "acl.h"
 #include "caller.h"
-#include "commit.h"
+#include "storeio.h"
 #include "icache.h"
 #include "inode.h"
 #include "ops.h"
@@ -90,6 +90,7 @@ static int acl_prepare(fuse_req_t req, inode_rec *r, const char *name, const cha
 static int change_locked(fuse_req_t req, lsmfs *fs, inode *n, const char *name, const char *value,
                          size_t size, int flags)
 {
+    assert(inode_wrheld(n));
     if (n->gone)
         return ENOENT;
     inode_rec r = n->rec;

@@ -1,7 +1,8 @@
 /*
  * ops.h — the FUSE low-level operations of lsmfs. Each op_*.c file
- * implements one group; ops.c assembles the table and holds the helpers
- * they share. The session's userdata is the lsmfs.
+ * implements one group; ops.c holds the helpers they share; op_table.c
+ * assembles the table (and op_waits[]), calling them, called by none. The
+ * session's userdata is the lsmfs.
  *
  * Pattern of a state-changing op: pin the inodes (icache_get), lock them
  * in inode order, re-check what was looked up before locking, build ONE

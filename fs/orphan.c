@@ -3,7 +3,7 @@
  */
 #include "orphan.h"
 
-#include "commit.h"
+#include "storeio.h"
 #include "data.h"
 #include "fuse_api.h"
 #include "icache.h"
@@ -36,6 +36,7 @@ struct reclaimer {
 
 bool orphan_in_use(lsmfs *fs, inode *n)
 {
+    assert(inode_wrheld(n));
     return !S_ISDIR(n->rec.mode) && icache_mark_orphan(fs->icache, n);
 }
 
@@ -188,6 +189,7 @@ enum small_fate { KEEP, DONE, DESTROY, RECLAIM };
 
 static enum small_fate small_fate(lsmfs *fs, inode *n)
 {
+    assert(inode_wrheld(n));
     if (orphan_in_use(fs, n))
         return KEEP; /* a later forget frees it */
     if (n->gone || n->rec.nlink != 0)
@@ -211,9 +213,9 @@ static void free_small(struct reclaimer *rc, inode **v, size_t n)
         fate[i] = KEEP;
         if (i > 0 && v[i] == v[i - 1])
             continue; /* forgotten twice (see small_fate) */
-        /* Bare lock: ascending (sorted above), but more than inode_wrlock
-         * tracks per thread. */
-        pthread_rwlock_wrlock(&v[i]->lock);
+        /* Ascending (sorted above), but more than inode_wrlock tracks per
+         * thread. */
+        inode_wrlock_unordered(v[i]);
         fate[i] = small_fate(fs, v[i]);
         if (fate[i] == DESTROY && err == 0)
             err = orphan_batch_destroy(fs, b, v[i]->ino, &v[i]->rec);
@@ -236,7 +238,7 @@ static void free_small(struct reclaimer *rc, inode **v, size_t n)
         }
         if (fate[i] == RECLAIM)
             reclaimer_enqueue(rc, v[i]->ino);
-        pthread_rwlock_unlock(&v[i]->lock);
+        inode_unlock_unordered(v[i]);
     }
     for (size_t i = 0; i < n; i++)
         icache_put(fs->icache, v[i]);

@@ -1,8 +1,8 @@
 /*
- * super.h — a mounted filesystem: the store, its superblock and the
- * in-memory state built on them; the superblock checks mkfs.lsmfs and
- * fsck.lsmfs share with the daemon (the store itself opens through
- * store_open.h).
+ * super.h — a mounted filesystem's state (struct lsmfs: the store, its
+ * superblock and the in-memory state built on them; lsmfs.h opens and
+ * closes it) and the superblock checks mkfs.lsmfs and fsck.lsmfs share
+ * with the daemon (the store itself opens through store_open.h).
  */
 #ifndef FS_SUPER_H
 #define FS_SUPER_H
@@ -62,26 +62,13 @@ typedef struct lsmfs {
     _Atomic bool write_error; /* a store write failed: logged once */
     _Atomic bool nospace_logged; /* a full disk was logged; the next write
                                   * that succeeds clears it */
-    /* Durability (commit.c): the highest sequence number fs_commit got
+    /* Durability (storeio.c): the highest sequence number fs_commit got
      * back and the highest a finished sync covered (both atomic max), and
      * how many syncs are in flight. */
     _Atomic uint64_t committed_seq;
     _Atomic uint64_t durable_seq; /* every write <= it is on disk */
     _Atomic int syncs_in_flight;
 } lsmfs;
-
-/* Opens the store at cfg->store_dir, checks the superblock, loads the
- * allocator, reads the inode count or starts counting (icount.h), starts the orphan reclaimer (which also
- * picks up orphans left by a crash). On failure returns an errno and a
- * message for the user in err. */
-int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen);
-/* Stops background work, drops the inode cache, saves the inode count (a
- * read-write mount, if known) and closes the store.
- * Returns 0 or EIO if the store reported an error while closing. */
-int lsmfs_close(lsmfs *fs);
-/* An upper bound of the live inodes: their count once known, else the
- * allocator's next number. */
-uint64_t lsmfs_inodes_bound(lsmfs *fs);
 
 /* Whoever writes records of the current format (inode records of version
  * 2) into a store of an older one marks the store SCHEMA_VERSION first or
@@ -92,5 +79,9 @@ bool super_batch_upgrade(lsm_batch *b, schema_super *sb);
 /* Reads and checks the superblock; err explains a refusal. Returns 0,
  * EINVAL (not lsmfs), EPROTONOSUPPORT (newer format) or EIO. */
 int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t errlen);
+/* A read-write mount marks the store current before it writes anything
+ * (super_batch_upgrade): one synced write, nothing when sb is current.
+ * Returns 0 or an errno with err set. */
+int super_upgrade(lsm_db *db, schema_super *sb, char *err, size_t errlen);
 
 #endif

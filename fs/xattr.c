@@ -4,7 +4,7 @@
 #include "xattr.h"
 
 #include "acl.h"
-#include "commit.h"
+#include "storeio.h"
 #include "schema.h"
 
 #include <errno.h>

@@ -11,7 +11,7 @@ pkg-config --version >/dev/null 2>&1 || missing="$missing pkg-config"
 if command -v pkg-config >/dev/null 2>&1; then
     pkg-config --exists fuse3 || missing="$missing libfuse3-dev"
     pkg-config --exists liblz4 || missing="$missing liblz4-dev"
-    # FUSE over io_uring (fs/uring.c): libfuse 3.14 has no support for it.
+    # FUSE over io_uring (fs/transport/uring.c): libfuse 3.14 has no support for it.
     pkg-config --exists liburing || missing="$missing liburing-dev"
 else
     missing="$missing libfuse3-dev liblz4-dev liburing-dev"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tools/module_graph.sh DIR [OBJDIR]: which module of DIR calls which.
-# A module is a .c file (with its .h). An edge "a -> b" says a.o uses a
+# A module is a .c file (with its .h), named by its path under DIR. An edge "a -> b" says a.o uses a
 # symbol that b.o defines (nm over OBJDIR, default build/DIR: run `make`
 # first); "includes" edges come from quoted #include lines. Then every
 # cycle of the call graph: each strongly connected component of more than
@@ -10,8 +10,9 @@ dir=${1:?usage: tools/module_graph.sh DIR [OBJDIR]}
 objdir=${2:-build/$dir}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for o in "$objdir"/*.o; do
-    m=$(basename "$o" .o)
+for o in $(find "$objdir" -name '*.o' | sort); do
+    m=${o#"$objdir"/}
+    m=${m%.o}
     [ -e "$dir/$m.c" ] || continue
     nm -g --defined-only "$o" | awk -v m="$m" 'NF == 3 {print $3, m}' >> "$tmp/defs"
     nm -u "$o" | awk -v m="$m" '{print $NF, m}' >> "$tmp/uses"

@@ -6,7 +6,7 @@
  *   nowork-fs MOUNTPOINT [-f] [-s] [-d] [-o opt,...] [-o log=PATH[,log_mb=N]]
  *             [-o uring=off|auto|on] [-o attr_timeout=SEC]
  *
- * -o uring= serves the requests over FUSE's io_uring queues (fs/uring.h,
+ * -o uring= serves the requests over FUSE's io_uring queues (fs/transport/uring.h,
  * lsmfs's transport) instead of /dev/fuse: the ceiling of that transport.
  * Default off, so the plain ceiling stays what it was. -o attr_timeout=0
  * makes every stat a round trip.
@@ -28,7 +28,7 @@
  * operation takes it once. The data is in memory only and vanishes at unmount.
  */
 #include "../fs/fuse_api.h" /* the API level lsmfs uses */
-#include "../fs/uring.h"
+#include "../fs/transport/uring.h"
 #include "nowork_log.h"
 
 #include <linux/fuse.h>

@@ -1,5 +1,5 @@
 /*
- * test_loop — the request loop (fs/loop.c) serving a real mount.
+ * test_loop — the request loop (fs/transport/loop.c) serving a real mount.
  *
  * The test program is also its own FUSE daemon: run as
  * `test_loop --serve MOUNTPOINT`, it mounts a tiny file system (a root
@@ -12,7 +12,7 @@
  * and attribute timeouts are 0: every stat(2) reaches the daemon.
  *
  * With LSMFS_TEST_URING=on (tests/run_transports.sh's io_uring pass) the
- * daemon also installs the io_uring transport (fs/uring.h) as lsmfs does,
+ * daemon also installs the io_uring transport (fs/transport/uring.h) as lsmfs does,
  * and the tests check the ring: there a request a queue thread serves
  * itself that waits holds up its CPU's queue (nobody else may serve it),
  * so the stall watch logs it and hands that opcode to workers after.
@@ -36,8 +36,8 @@
 #endif
 
 #include "fuse_api.h"
-#include "loop.h"
-#include "uring.h"
+#include "transport/loop.h"
+#include "transport/uring.h"
 
 #include <linux/fuse.h>
 

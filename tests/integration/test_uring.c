@@ -1,5 +1,5 @@
 /*
- * test_uring — the choice of transport (-o uring=auto|on|off, fs/uring.h)
+ * test_uring — the choice of transport (-o uring=auto|on|off, fs/transport/uring.h)
  * and the ring under a crash.
  *
  * What the kernel offers decides what is checked, and each test says which

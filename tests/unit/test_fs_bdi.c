@@ -1,9 +1,9 @@
-/* test_fs_bdi.c — finding a mount's kernel I/O settings (fs/bdi.c): a
+/* test_fs_bdi.c — finding a mount's kernel I/O settings (fs/transport/bdi.c): a
  * path that is no mount point is refused and nothing is written. (Setting
  * a real FUSE mount's readahead is covered by test_requests.) */
 #include "testutil.h"
 
-#include "bdi.h"
+#include "transport/bdi.h"
 
 #include <errno.h>
 

@@ -1,5 +1,5 @@
 /* test_fs_ops.c — which requests the request loop hands on because they
- * may wait on the disk (lsmfs_request_may_wait, fs/ops.c), checked against
+ * may wait on the disk (lsmfs_request_may_wait, fs/op_table.c), checked against
  * the code itself: this program disassembles itself (objdump -d, which it
  * requires), follows from each handler in lsmfs_ops() every function an
  * instruction names (calls, tail calls, and addresses taken, so callbacks
@@ -216,7 +216,7 @@ static int lsmfs_handlers(handler *out)
 {
     const struct fuse_lowlevel_ops *ops = lsmfs_ops();
     const handler h[] = {
-        /* op_init is ops.c's own (static) */
+        /* op_init is op_table.c's own (static) */
         {FUSE_INIT, "FUSE_INIT", "op_init", ops->init != NULL},
         H(FUSE_LOOKUP, lookup, op_lookup),
         H(FUSE_FORGET, forget, op_forget),

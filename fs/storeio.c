@@ -1,11 +1,13 @@
 /*
- * commit.c — batches into the store, sequence stamps, shared syncs, and
- * store errors into errnos.
+ * storeio.c — a mounted filesystem's reads and writes of its store:
+ * batches in, sequence stamps, shared syncs, counted reads, store errors
+ * into errnos (storeio.h).
  */
-#include "commit.h"
+#include "storeio.h"
 
 #include "fuse_api.h"
 #include "icache.h"
+#include "inode_lock.h"
 
 #include <errno.h>
 
@@ -42,6 +44,9 @@ int fs_commit(lsmfs *fs, lsm_batch *b, inode *const *touched, int n)
 
 int fs_commit_as(lsmfs *fs, lsm_batch *b, inode *const *touched, int n, unsigned flags)
 {
+    assert(lsm_batch_count(b) > 0);
+    for (int i = 0; i < n; i++)
+        assert(touched[i] == NULL || inode_wrheld(touched[i]));
     lsm_write_options wo = {.sync = false,
                             .defer_log = (flags & COMMIT_DEFER_LOG) && !fs->cfg.sync_all,
                             .frees_space = flags & COMMIT_FREES_SPACE};
@@ -75,6 +80,7 @@ uint64_t fs_committed_seq(lsmfs *fs)
  * follow it. Returns 0 or an errno. */
 int fs_sync_upto(lsmfs *fs, uint64_t seq)
 {
+    assert(inode_locks_held() == 0);
     if (atomic_load(&fs->durable_seq) >= seq) {
         stats_inc(&fs->stats.sync_free);
         return 0;
@@ -93,11 +99,13 @@ int fs_sync_upto(lsmfs *fs, uint64_t seq)
 
 int fs_sync_inode(lsmfs *fs, inode *n)
 {
+    assert(inode_pinned(n));
     return fs_sync_upto(fs, atomic_load(&n->seq));
 }
 
 int fs_durable(lsmfs *fs)
 {
+    assert(inode_locks_held() == 0);
     return fs->cfg.sync_all ? fs_sync_upto(fs, atomic_load(&fs->committed_seq)) : 0;
 }
 

@@ -3,7 +3,9 @@
  */
 #include "uring.h"
 
+#include "fuse_kernel_abi.h"
 #include "loop.h"
+#include "task_state.h"
 
 #include <linux/fuse.h>
 
@@ -21,51 +23,6 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-
-/* ------------------------------------------------ the kernel's interface */
-/* From include/uapi/linux/fuse.h 7.42; Debian 12's header is 7.38. */
-
-#define UR_OVER_IO_URING (1ull << 41) /* INIT flag: the daemon serves the ring */
-#define UR_INIT_EXT (1u << 30)        /* INIT: flags2 is valid */
-#define UR_MAX_PAGES (1u << 22)       /* INIT: max_pages is valid */
-#define UR_CMD_REGISTER 1u
-#define UR_CMD_COMMIT_AND_FETCH 2u
-#define UR_HEADER_SZ 128 /* in_out: fuse_in_header in, fuse_out_header out */
-#define UR_OP_SZ 128     /* op_in: the request's first argument */
-#define UR_MIN_PAYLOAD 8192 /* FUSE_MIN_READ_BUFFER */
-
-struct ur_ent_in_out {
-    uint64_t flags;
-    uint64_t commit_id; /* the request's unique */
-    uint32_t payload_sz;
-    uint32_t padding;
-    uint64_t reserved;
-};
-
-/* An entry's header buffer (iov[0] of its REGISTER). */
-struct ur_req_header {
-    char in_out[UR_HEADER_SZ];
-    char op_in[UR_OP_SZ];
-    struct ur_ent_in_out ring_ent_in_out;
-};
-
-/* In the 80-byte command area of a 128-byte SQE. */
-struct ur_cmd_req {
-    uint64_t flags;
-    uint64_t commit_id;
-    uint16_t qid;
-    uint8_t padding[6];
-};
-
-/* The layout of fuse_init_out at protocol 7.36+ (flags2 is what 7.38's
- * header already has; the struct is repeated so the offsets are ours). */
-struct ur_init_out {
-    uint32_t major, minor, max_readahead, flags;
-    uint16_t max_background, congestion_threshold;
-    uint32_t max_write, time_gran;
-    uint16_t max_pages, map_alignment;
-    uint32_t flags2;
-};
 
 /* ------------------------------------------------------------ structures */
 
@@ -665,31 +622,6 @@ static void *queue_thread(void *arg)
     return NULL; /* uring_stop frees q once every queue thread is gone */
 }
 
-/* Reads /proc/self/task/TID/NAME into buf (size > 1), "" if it cannot. */
-static void task_file(int tid, const char *name, char *buf, size_t size)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%d/%s", tid, name);
-    FILE *f = fopen(path, "re");
-    size_t n = f != NULL ? fread(buf, 1, size - 1, f) : 0;
-    if (f != NULL)
-        fclose(f);
-    buf[n] = '\0';
-}
-
-/* Whether thread tid of this process sleeps (state S or D), as against
- * running or waiting for a CPU; if so, where in the kernel (wchan). */
-static bool blocked(int tid, char *wchan, size_t size)
-{
-    char buf[512];
-    task_file(tid, "stat", buf, sizeof buf);
-    const char *end = strrchr(buf, ')'); /* the state follows "(comm) " */
-    if (end == NULL || end[1] != ' ' || (end[2] != 'S' && end[2] != 'D'))
-        return false;
-    task_file(tid, "wchan", wchan, size);
-    return true;
-}
-
 /* Logs each queue's inline request that has run STALL_MS or more and
  * sleeps, once (seen[q]: the inline_seq last logged). Returns whether any queue thread
  * serves a request itself. REQUIRES: u->mu held. [the watch] */
@@ -706,7 +638,7 @@ static bool look(struct uring *u, uint64_t *seen)
         uint64_t seq = atomic_load(&q->inline_seq);
         char wchan[64];
         if (now < since + (uint64_t)STALL_MS * 1000000u || seen[i] == seq ||
-            !blocked(atomic_load(&q->tid), wchan, sizeof wchan))
+            !task_blocked(atomic_load(&q->tid), wchan, sizeof wchan))
             continue; /* not yet, already said, or it runs (or waits for a CPU) */
         seen[i] = seq;
         atomic_fetch_add(&u->stalls, 1);

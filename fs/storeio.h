@@ -1,8 +1,21 @@
 /*
- * commit.h — how the fs talks to the store's write path. Every state
- * change is one batch handed to fs_commit (atomic across crashes); the
- * caller may hold inode locks across fs_commit because it never syncs.
- * Durability is a separate step taken with no lock held.
+ * storeio.h — how a mounted filesystem reads and writes its store: the
+ * one path of every request's store access. Every state change is one
+ * batch handed to fs_commit (atomic across crashes); the caller may hold
+ * inode locks across fs_commit because it never syncs. Durability is a
+ * separate step taken with no lock held. Reads go through fs_get and
+ * fs_iter_new (counted in the stats, errors mapped alike).
+ *
+ * The exception: modules that work on a bare lsm_db, because mkfs, fsck
+ * and lsmctl use them with no mount, or because they run while a mount
+ * opens or closes (no request is served, no inode is cached), call the
+ * store directly: super.c (the superblock; its format upgrade at a
+ * read-write open), alloc.c (its record at open, and each range
+ * reservation: a put of the 'A' key under the allocator's mutex), icount.c
+ * (the inode count at open and close), fsinfo.c and fsck.c. Each of their
+ * writes is synced by itself (fsck's last one of a run) since no fsync
+ * covers them: they stamp no inode and leave committed_seq and durable_seq
+ * alone; each reports its own error.
  *
  * Durability by sequence number: fs_commit stamps every inode the batch
  * changed (its record, its directory entries, its data) with the batch's
@@ -18,8 +31,8 @@
  * first failure is logged; the store stays in its sticky error state, so
  * later writes fail too while reads keep working.
  */
-#ifndef FS_COMMIT_H
-#define FS_COMMIT_H
+#ifndef FS_STOREIO_H
+#define FS_STOREIO_H
 
 #include "schema.h"
 #include "super.h"
