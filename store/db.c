@@ -14,109 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void lsm_options_init(lsm_options *o)
-{
-    memset(o, 0, sizeof(*o));
-    o->write_buffer_size = 8u << 20;
-    o->max_memtable_bytes = 64u << 20;
-    o->block_size = 4096;
-    o->block_cache_size = 32u << 20;
-    o->bloom_bits_per_key = 10;
-    o->compression = true;
-    o->target_file_size = 4u << 20;
-    o->max_open_files = 1000;
-    o->group_commit_delay_us = 40;
-    o->deferred_max_age_ms = 5000;
-    o->full_disk_retry_us = 100000;
-    o->table_partition = NULL;
-    o->env = NULL;
-}
-
-void lsm_read_options_init(lsm_read_options *o)
-{
-    o->snapshot = NULL;
-    o->verify_checksums = false;
-    o->fill_cache = true;
-}
-
-/* ------------------------------------------------------------- read views */
-
-static void view_free(lsm_db *db, struct readview *rv)
-{
-    memtable_unref(rv->mem);
-    for (int i = 0; i < rv->nimm; i++)
-        memtable_unref(rv->imm[i]);
-    if (rv->version) {
-        bool held = mutex_held(&db->mu);
-        if (!held)
-            mutex_lock(&db->mu);
-        version_unref(rv->version);
-        if (!held)
-            mutex_unlock(&db->mu);
-    }
-    free(rv);
-}
-
-struct readview *db_view_alloc(int cap_imm)
-{
-    struct readview *rv = lsm_calloc(1, sizeof(*rv) + (size_t)cap_imm * sizeof(memtable *));
-    if (rv == NULL)
-        return NULL;
-    rv->imm = (memtable **)(rv + 1);
-    rv->cap_imm = cap_imm;
-    return rv;
-}
-
-bool db_install_view(lsm_db *db)
-{
-    struct readview *rv = db_view_alloc(db->nimm);
-    if (rv == NULL)
-        return false;
-    db_view_install(db, rv);
-    return true;
-}
-
-void db_view_install(lsm_db *db, struct readview *rv)
-{
-    assert(mutex_held(&db->mu) && db->nimm <= rv->cap_imm);
-    atomic_init(&rv->refs, 1);
-    rv->mem = db->mem;
-    memtable_ref(rv->mem);
-    for (int i = 0; i < db->nimm; i++) { /* db->imm is oldest first */
-        rv->imm[i] = db->imm[db->nimm - 1 - i];
-        memtable_ref(rv->imm[i]);
-    }
-    rv->nimm = db->nimm;
-    rv->version = db->vs.current;
-    version_ref(rv->version);
-    struct readview *old = db->view;
-    db->view = rv;
-    if (old)
-        db_unref_view(db, old);
-}
-
-struct readview *db_ref_view(lsm_db *db, uint64_t *seq, const lsm_read_options *ro)
-{
-    mutex_lock(&db->mu);
-    struct readview *rv = db->view;
-    atomic_fetch_add_explicit(&rv->refs, 1, memory_order_relaxed);
-    *seq = (ro && ro->snapshot) ? ro->snapshot->seq : db->last_seq;
-    mutex_unlock(&db->mu);
-    return rv;
-}
-
-void db_unref_view(lsm_db *db, struct readview *rv)
-{
-    if (atomic_fetch_sub_explicit(&rv->refs, 1, memory_order_acq_rel) == 1)
-        view_free(db, rv);
-}
-
-void db_set_bg_error(lsm_db *db, lsm_status *s)
-{
-    assert(mutex_held(&db->mu));
-    status_keep_first(&db->bg_error, s);
-}
-
 /* --------------------------------------------------------------- recovery */
 
 typedef struct log_list {
@@ -157,43 +54,6 @@ static lsm_status *find_logs(lsm_db *db, log_list *logs)
     env_free_children(names, n);
     qsort(logs->numbers, (size_t)logs->n, sizeof(uint64_t), cmp_u64);
     return NULL;
-}
-
-size_t db_memtable_bytes(lsm_db *db)
-{
-    assert(mutex_held(&db->mu));
-    size_t n = memtable_memory_usage(db->mem);
-    for (int i = 0; i < db->nimm; i++)
-        n += memtable_memory_usage(db->imm[i]);
-    return n;
-}
-
-bool db_push_imm(lsm_db *db, memtable *fresh, uint64_t fresh_log)
-{
-    assert(mutex_held(&db->mu));
-    if (db->nimm == db->cap_imm) {
-        int cap = db->cap_imm ? db->cap_imm * 2 : 4;
-        memtable **imm = lsm_realloc(db->imm, (size_t)cap * sizeof(*imm));
-        if (imm == NULL)
-            return false;
-        db->imm = imm;
-        uint64_t *logs = lsm_realloc(db->imm_log, (size_t)cap * sizeof(*logs));
-        if (logs == NULL)
-            return false;
-        db->imm_log = logs;
-        uint64_t *ids = lsm_realloc(db->imm_id, (size_t)cap * sizeof(*ids));
-        if (ids == NULL)
-            return false;
-        db->imm_id = ids;
-        db->cap_imm = cap;
-    }
-    db->imm[db->nimm] = db->mem;
-    db->imm_log[db->nimm] = db->mem_log;
-    db->imm_id[db->nimm++] = db->mem_id;
-    db->mem = fresh;
-    db->mem_log = fresh_log;
-    db->mem_id = db->next_mem_id++;
-    return true;
 }
 
 /* Moves a full recovered memtable to the immutable list. REQUIRES: mu held. */
@@ -800,13 +660,6 @@ lsm_status *lsm_destroy(const lsm_options *o, const char *dir)
 }
 
 /* ------------------------------------------------------------------ writes */
-
-lsm_status *db_refuse_read_only(const lsm_db *db)
-{
-    if (!db->opt.read_only)
-        return NULL;
-    return status_new(LSM_READ_ONLY, "%s: the store is open read-only", db->dir);
-}
 
 lsm_status *lsm_write(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch)
 {

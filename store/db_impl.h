@@ -256,7 +256,7 @@ struct lsm_db {
     double pace_settled_us; /* [mu] pace_next_us when last checked against the time */
 };
 
-/* db.c */
+/* db_view.c: the memtables and the read view over them. */
 /* Bytes of all memtables. REQUIRES: mu held. */
 size_t db_memtable_bytes(lsm_db *db);
 /* Makes mem immutable (logged from mem_log) and fresh the active memtable,
@@ -279,6 +279,11 @@ void db_view_install(lsm_db *db, struct readview *rv);
 bool db_install_view(lsm_db *db);
 struct readview *db_ref_view(lsm_db *db, uint64_t *seq, const lsm_read_options *ro);
 void db_unref_view(lsm_db *db, struct readview *rv);
+
+/* db_error.c: why a change is refused. */
+/* LSM_READ_ONLY if the store was opened read_only, else NULL: every entry
+ * point that changes the store calls it first. */
+lsm_status *db_refuse_read_only(const lsm_db *db);
 /* Sets the sticky error if none is set yet (takes ownership of s).
  * REQUIRES: mu held. */
 void db_set_bg_error(lsm_db *db, lsm_status *s);
@@ -448,9 +453,6 @@ void db_account_write(lsm_db *db, uint64_t bytes);
  * sequence <= deferred_upto is outside the tables and the log. Returns the
  * error of a flush that failed meanwhile (also for a full disk). */
 lsm_status *db_flush_memtables(lsm_db *db, uint64_t deferred_upto);
-/* LSM_READ_ONLY if the store was opened read_only, else NULL: every entry
- * point that changes the store calls it first. */
-lsm_status *db_refuse_read_only(const lsm_db *db);
 /* The oldest sequence any snapshot can see. REQUIRES: mu held. */
 uint64_t db_smallest_snapshot(lsm_db *db);
 
