@@ -1,6 +1,7 @@
 /*
- * db.c — opening (with recovery), closing, reads, snapshots and properties of
- * an lsm_db. Writes are in db_write.c, user iterators in db_iter.c.
+ * db.c — opening (recovery itself: db_recover.c), closing, reads and
+ * snapshots of an lsm_db. Writes are in db_write.c, syncs in db_fsync.c,
+ * user iterators in db_iter.c.
  */
 #include "db_impl.h"
 #include "db_recover.h"

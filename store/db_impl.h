@@ -34,7 +34,7 @@
  * number — several memtables may start in the same log (recovery spills a
  * long log into several), so a log number does not say which memtable
  * holds a batch. Only the flush of memtable `id` may forget the batches
- * of `id` (db_drop_deferred, from db_compact.c's flush_one); db.c's
+ * of `id` (db_drop_deferred, from db_compact.c's flush_one); db_view.c's
  * db_push_imm hands out the ids, db_write.c's write_group tags a batch
  * with mem_id and db_retire_old_deferred looks for mem_id. */
 struct deferred {
