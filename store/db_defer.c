@@ -10,7 +10,7 @@
  *  - logged late, whole, by the next leader of a logged batch or of a sync
  *    barrier, before that leader's own record.
  * So the log never holds a record that follows a deferred batch which is
- * in neither the log nor a table, and recovery (replay_filter below) keeps
+ * in neither the log nor a table, and recovery (replay_filter, db_recover.c) keeps
  * a prefix of the writes: at a marker whose batch does not follow, it stops
  * applying records. A sync never claims a deferred batch durable before it
  * is logged (db_sync_ceiling).
@@ -166,87 +166,4 @@ uint64_t db_deferred_bytes_upto(lsm_db *db, uint64_t seq)
          d = d->next)
         bytes += d->len;
     return bytes;
-}
-
-/* ------------------------------------------------------------- recovery */
-
-void replay_filter_init(replay_filter *f)
-{
-    memset(f, 0, sizeof(*f));
-}
-
-void replay_filter_free(replay_filter *f)
-{
-    free(f->waiting);
-    memset(f, 0, sizeof(*f));
-}
-
-/* Notes a marker whose batch must follow. false if out of memory. */
-static bool await(replay_filter *f, uint64_t seq, uint32_t count)
-{
-    if (f->n == f->cap) {
-        int cap = f->cap ? f->cap * 2 : 16;
-        struct replay_wait *w = lsm_realloc(f->waiting, (size_t)cap * sizeof(*w));
-        if (w == NULL)
-            return false;
-        f->waiting = w;
-        f->cap = cap;
-    }
-    f->waiting[f->n++] = (struct replay_wait){seq, count};
-    return true;
-}
-
-lsm_status *replay_filter_check(replay_filter *f, const char *rec, size_t n, bool *apply)
-{
-    uint64_t seq = 0;
-    uint32_t count = 0;
-    enum wal_record_kind kind = wal_record_kind_of(rec, n, &seq, &count);
-    *apply = false;
-    if (kind == WAL_EPOCH) { /* what was skipped before stays skipped */
-        f->lost += (uint64_t)f->n;
-        f->n = f->head = 0;
-        f->skipping = false;
-        return NULL;
-    }
-    if (f->skipping) {
-        f->skipped++;
-        return NULL;
-    }
-    if (kind == WAL_DEFERRED) {
-        if (f->n == f->head)
-            f->n = f->head = 0;
-        return await(f, seq, count) ? NULL : status_new(LSM_IO_ERROR, "out of memory");
-    }
-    /* A batch applies unless a deferred batch before it is missing.
-     * Logged records come in sequence order, so one older than the awaited
-     * batch is a late copy of an earlier deferred batch, logged in the same
-     * run before the awaited one's copy: its marker went with an earlier
-     * log, gone since its memtable became a table (re-applying a batch a
-     * table holds is harmless). So is any batch when nothing is awaited. */
-    if (f->head < f->n) {
-        const struct replay_wait *w = &f->waiting[f->head];
-        bool header = n >= BATCH_HEADER;
-        uint64_t rec_seq = header ? decode_fixed64(rec) : 0;
-        if (header && rec_seq == w->seq && decode_fixed32(rec + 8) == w->count) {
-            f->head++; /* the awaited batch, logged late */
-        } else if (!header || rec_seq >= w->seq) {
-            /* After a deferred batch that is in no log nor table: the
-             * batch is lost, so is everything after it. */
-            f->skipping = true;
-            f->skipped++;
-            return NULL;
-        }
-    }
-    *apply = true;
-    return NULL;
-}
-
-bool replay_filter_dropped(const replay_filter *f)
-{
-    return f->skipping || f->head < f->n;
-}
-
-uint64_t replay_filter_lost(const replay_filter *f)
-{
-    return f->lost + (uint64_t)(f->n - f->head);
 }

@@ -1,6 +1,6 @@
 /*
- * db_impl.h — the inside of an lsm_db, shared by db.c (open, recovery, reads,
- * properties), db_write.c (the writer queue) and db_iter.c (user iterators).
+ * db_impl.h — the inside of an lsm_db, shared by the store's db_*.c files
+ * (struct lsm_db lists which part each owns).
  *
  * Locking. One mutex, `mu`, guards the fields marked [mu]. Fields marked
  * [leader] belong to whichever writer is at the head of the write queue: only
@@ -18,39 +18,11 @@
 #include "memtable.h"
 #include "mutex.h"
 #include "pacing.h"
+#include "writer.h"
 #include "version_set.h"
 #include "wal.h"
 
 #include <stdatomic.h>
-
-/* How a queued writer learns its fate (writer.state). */
-enum writer_state {
-    WRITER_WAITING = 0,
-    WRITER_LEADER = 1, /* it is now the head: it must lead a group */
-    WRITER_DONE = 2,   /* its write is done: status and seq are set */
-    WRITER_SYNCER = 3, /* waiting for durability, it must now run the sync */
-};
-
-/* A caller waiting in the write queue; lives on the caller's stack. A
- * follower sleeps on its own futex, not on mu: a leader wakes its whole
- * group at once and none of them needs the mutex to return. */
-struct writer {
-    lsm_batch *batch;    /* NULL for a barrier [const] */
-    bool sync;           /* [const] */
-    bool solo;           /* never joins a group: wants the head to itself [const] */
-    bool defer;          /* its batch may stay out of the WAL (defer_log) [const] */
-    bool frees;          /* it frees space: may use the reserve (frees_space) [const] */
-    uint64_t seq;        /* last sequence of its group; written before DONE */
-    lsm_status *status;  /* written before DONE */
-    _Atomic int state;   /* enum writer_state; release-stored by the waker */
-    struct writer *next; /* [mu] in the queue; then [leader] its group's links */
-    /* In the sync stage, a group waiting for durability is represented by
-     * its leader: */
-    struct writer *last;      /* [mu] the group's last member */
-    uint64_t target;          /* [mu] durable_seq the group waits for */
-    int count;                /* [mu] writers in the group */
-    struct writer *sync_next; /* [mu] next group waiting for a sync */
-};
 
 /* A batch written with defer_log: in the memtable, in no log yet (only its
  * WAL_DEFERRED marker is). It is logged late, whole, before the next logged
@@ -62,7 +34,7 @@ struct writer {
  * number — several memtables may start in the same log (recovery spills a
  * long log into several), so a log number does not say which memtable
  * holds a batch. Only the flush of memtable `id` may forget the batches
- * of `id` (db_drop_deferred, from db_compact.c's flush_one); db.c's
+ * of `id` (db_drop_deferred, from db_compact.c's flush_one); db_view.c's
  * db_push_imm hands out the ids, db_write.c's write_group tags a batch
  * with mem_id and db_retire_old_deferred looks for mem_id. */
 struct deferred {
@@ -103,12 +75,9 @@ struct lsm_snapshot {
 #define SYNC_SLOW_US 1000
 _Static_assert(SYNC_MAX_SLOW <= SYNC_MAX, "sync_running_upto has SYNC_MAX slots");
 
-/* Level-0 file counts: compaction starts at the trigger; writers are slowed
- * on top of the pacer's rate (pacing.h) from L0_SLOWDOWN and wait at
- * L0_STOP (see db_write.c). */
+/* Level-0 load at which compaction starts; writers are slowed from
+ * L0_SLOWDOWN and wait at L0_STOP (pacing.h). */
 #define L0_COMPACTION_TRIGGER 4
-#define L0_SLOWDOWN 20
-#define L0_STOP 24
 
 struct level_stats {
     uint64_t compactions;
@@ -148,18 +117,25 @@ struct db_stats {
     struct level_stats levels[NUM_LEVELS];
 };
 
+/* The parts of an lsm_db, each in a block headed by the file that owns it
+ * (writes its fields); another part reads them only through the owner's
+ * functions or, where noted, under the same lock. */
 struct lsm_db {
+    /* ---- the handle [const] (db.c) */
     char *dir;          /* [const] */
     lsm_options opt;    /* [const] */
     lsm_env *env;       /* [const] */
     lsm_filelock *lock; /* [const] */
     mutex mu;
 
+    /* ---- the write queue and its groups (db_write.c) */
     struct writer *head, *tail; /* [mu] the write queue */
     int queue_len;              /* [mu] */
+    lsm_batch group;            /* [leader] scratch batch for merged groups */
+    uint64_t last_seq;          /* [mu] last sequence visible to readers */
 
-    /* The sync stage (db_sync.c): a group that needs durability leaves the
-     * queue once it is in the WAL and the memtable, and waits here; a
+    /* ---- the sync stage (db_sync.c): a group that needs durability leaves
+     * the queue once it is in the WAL and the memtable, and waits here; a
      * waiter runs the WAL sync for every group written so far, while the
      * queue goes on appending behind it. Up to sync_max syncs overlap: a
      * group that a running sync does not cover starts the next at once. */
@@ -169,8 +145,6 @@ struct lsm_db {
     uint64_t sync_running_upto[SYNC_MAX]; /* [mu] what each running sync covers
                                          * (last_seq at its start; 0: none) */
     struct writer *syncer;    /* [mu] a waiting group told to run a sync, if any */
-    bool wal_switching;       /* [mu] a memtable switch is leaving the WAL:
-                               * no sync may start on it */
     pthread_cond_t sync_cv;   /* [mu] broadcast when a sync ends */
     struct writer *sync_head, *sync_tail; /* [mu] groups waiting for a sync */
     int sync_waiters;         /* [mu] writers in those groups */
@@ -178,7 +152,10 @@ struct lsm_db {
     int expected_group;       /* [mu] writers a sync tends to cover */
     pthread_cond_t gather_cv; /* [mu] gathering leaders and syncers wait here */
     int gatherers;            /* [mu] how many wait on gather_cv */
+    uint64_t durable_seq;     /* [mu] every write with seq <= this is durable
+                               * (raised by syncs, and by rotation's) */
 
+    /* ---- memtables and the read view (db_view.c; rotation pushes) */
     memtable *mem;         /* [mu] pointer; contents written by the leader */
     uint64_t mem_log;      /* [mu] the log holding mem's first entry */
     uint64_t mem_id;       /* [mu] mem's identity (see struct deferred) */
@@ -189,10 +166,14 @@ struct lsm_db {
     int nimm, cap_imm;     /* [mu] */
     struct readview *view; /* [mu] the current one (holds a reference) */
 
+    /* ---- the WAL and its rotation (db_write.c: switch_memtable,
+     * cut_broken_wal; the sync stage reads them) */
     wal_writer *wal;     /* [mu] pointer; appends by the leader */
     uint64_t wal_number; /* [mu] */
     uint64_t wal_written; /* [mu] bytes of the current WAL holding published groups */
     uint64_t wal_synced;  /* [mu] bytes of the current WAL known durable */
+    bool wal_switching;   /* [mu] a memtable switch is leaving the WAL:
+                           * no sync may start on it */
     /* An append to the current WAL found the disk full (db_write.c,
      * cut_broken_wal): the file may end in a torn record past wal_written
      * and its writer fails from then on. No sync runs on it; it is cut back
@@ -200,24 +181,22 @@ struct lsm_db {
      * next memtable switch. Not sticky: nothing acknowledged was lost. */
     bool wal_broken; /* [mu] */
     bool wal_cut;    /* [mu] the broken WAL is cut back and durable */
-    lsm_batch group;     /* [leader] scratch batch for merged groups */
 
-    /* Deferred batches in no log and no table, oldest first. While a
-     * leader logs them late (detached from the list, mu released),
-     * deferred_floor is the first one's sequence, else 0: no sync may
-     * claim them durable before they are in the log. */
+    /* ---- the deferred log (db_defer.c): deferred batches in no log and
+     * no table, oldest first. While a leader logs them late (detached from
+     * the list, mu released), deferred_floor is the first one's sequence,
+     * else 0: no sync may claim them durable before they are in the log. */
     struct deferred *deferred_head, *deferred_tail; /* [mu] */
     uint64_t deferred_floor;                        /* [mu] */
 
-    uint64_t last_seq;             /* [mu] last sequence visible to readers */
-    uint64_t durable_seq;          /* [mu] every write with seq <= this is durable */
+    /* ---- errors and a full disk (db_error.c; db_compact.c's retries) */
     lsm_status *bg_error;          /* [mu] sticky: once set, every write fails */
     lsm_status *nospace;           /* [mu] the disk was full for a flush or compaction;
                                     * not sticky: retried, cleared by the next success */
     uint64_t nospace_events;       /* [mu] background attempts that found the disk full */
     uint64_t flush_asked;          /* [mu] callers that began waiting for a flush: a
                                     * full-disk retry wait of the flush thread ends */
-    /* The space reserve (db_reserve.c). */
+    /* ---- the space reserve (db_reserve.c) */
     uint64_t reserve_bytes;    /* [const after open] its size; 0: none */
     bool reserve_held;         /* [mu] the RESERVE file is there, full size */
     uint64_t reserve_tried_us; /* [mu] when making it was last tried */
@@ -226,11 +205,13 @@ struct lsm_db {
     bool reserve_cancelled;    /* [mu] a release came while it was: it is not held */
     bool frees_waiting;        /* [mu] a write that frees space came since the reserve
                                 * was last made: background work may use the reserve */
+
+    /* ---- versions, snapshots, counters (db.c, version_set.c, db_props.c) */
     struct lsm_snapshot snapshots; /* [mu] list head (dummy) */
     version_set vs;                /* [mu] (see version_set.h) */
     struct db_stats stats;         /* [mu] */
 
-    /* Background work (db_compact.c): one thread flushes immutable
+    /* ---- background work (db_compact.c): one thread flushes immutable
      * memtables, another compacts, so a flush never waits behind a long
      * compaction. */
     cache *block_cache;  /* [const] thread-safe */
@@ -244,19 +225,23 @@ struct lsm_db {
     bool flushing;             /* [mu] the flush thread is flushing (or sweeping) */
     uint64_t *pending;         /* [mu] numbers of tables being written */
     int npending, cap_pending;
-    /* lsm_checkpoint (db_checkpoint.c), one at a time: while ckpt_waiting,
-     * the flush of the memtable with id ckpt_mem_id pins the version it
-     * installs as ckpt_version (a reference), the checkpoint's cut. */
+
+    /* ---- lsm_checkpoint (db_checkpoint.c), one at a time: while
+     * ckpt_waiting, the flush of the memtable with id ckpt_mem_id pins the
+     * version it installs as ckpt_version (a reference), the checkpoint's
+     * cut. */
     bool checkpointing;    /* [mu] a checkpoint runs */
     bool ckpt_waiting;     /* [mu] */
     uint64_t ckpt_mem_id;  /* [mu] */
     version *ckpt_version; /* [mu] */
-    pacer pacer;         /* [mu] the rate compaction sustains */
-    double pace_next_us;    /* [mu] when the next paced write may begin; 0: unpaced */
-    double pace_settled_us; /* [mu] pace_next_us when last checked against the time */
+
+    /* ---- pacing (pacing.h: the pacer is fed by db_compact.c, the clock
+     * charged and read by db_write.c) */
+    pacer pacer;     /* [mu] the rate compaction sustains */
+    pace_clock pace; /* [mu] the pacing clock writers are held to */
 };
 
-/* db.c */
+/* db_view.c: the memtables and the read view over them. */
 /* Bytes of all memtables. REQUIRES: mu held. */
 size_t db_memtable_bytes(lsm_db *db);
 /* Makes mem immutable (logged from mem_log) and fresh the active memtable,
@@ -279,28 +264,16 @@ void db_view_install(lsm_db *db, struct readview *rv);
 bool db_install_view(lsm_db *db);
 struct readview *db_ref_view(lsm_db *db, uint64_t *seq, const lsm_read_options *ro);
 void db_unref_view(lsm_db *db, struct readview *rv);
+
+/* db_error.c: why a change is refused. */
+/* LSM_READ_ONLY if the store was opened read_only, else NULL: every entry
+ * point that changes the store calls it first. */
+lsm_status *db_refuse_read_only(const lsm_db *db);
 /* Sets the sticky error if none is set yet (takes ownership of s).
  * REQUIRES: mu held. */
 void db_set_bg_error(lsm_db *db, lsm_status *s);
 
 /* db_write.c */
-/* Wake-ups a leader owes, issued after it lets go of mu so the woken
- * writers do not find the mutex held for a string of system calls. */
-#define WAKE_BATCH 64
-struct wakeups {
-    _Atomic int *addr[WAKE_BATCH];
-    int n;
-};
-/* Hand-off between writers (see db_write.c): publishes w's state and wakes
- * it now or, with wk, at db_wakeups_flush (no lock needed for that). */
-void db_writer_wake(struct writer *w, enum writer_state st, struct wakeups *wk);
-void db_wakeups_flush(struct wakeups *wk);
-/* Waits, without mu, until w is no longer WAITING; returns its state. */
-enum writer_state db_writer_wait(struct writer *w);
-/* Finishes the followers (leader, last] of a group with s and seq.
- * REQUIRES: mu held. */
-void db_finish_group(struct writer *leader, struct writer *last, lsm_status *s, uint64_t seq,
-                     struct wakeups *wk);
 /* Puts w in the queue and waits until it is the head (returns true, mu
  * held: the caller leads) or a leader has done its write (returns false,
  * mu not held). REQUIRES: mu held. */
@@ -351,33 +324,13 @@ bool db_deferred_upto(lsm_db *db, uint64_t seq);
  * (not those being logged late right now). REQUIRES: mu held. */
 uint64_t db_deferred_bytes_upto(lsm_db *db, uint64_t seq);
 
-/* Recovery's view of deferred markers: which records to apply. */
-struct replay_wait {
-    uint64_t seq;
-    uint32_t count;
-};
-typedef struct replay_filter {
-    struct replay_wait *waiting; /* markers [head, n) whose batches must follow */
-    int head, n, cap;
-    bool skipping;    /* a deferred batch was lost: nothing after it applies */
-    uint64_t skipped; /* records not applied for that */
-    uint64_t lost;    /* deferred batches lost before an epoch */
-} replay_filter;
-void replay_filter_init(replay_filter *f);
-void replay_filter_free(replay_filter *f);
-/* Classifies the next WAL record (in log order, across all logs replayed):
- * *apply tells whether to apply it as a batch. */
-lsm_status *replay_filter_check(replay_filter *f, const char *rec, size_t n, bool *apply);
-/* Whether records were dropped, so recovery must write a WAL_EPOCH. */
-bool replay_filter_dropped(const replay_filter *f);
-/* Deferred batches found lost. */
-uint64_t replay_filter_lost(const replay_filter *f);
-/* Returns once every write with sequence <= seq (and every write
- * acknowledged before this call, if seq is UINT64_MAX) is durable, sharing
- * WAL syncs with concurrent writers; never enters the write queue. Fails
- * once the store has a sticky error. */
-lsm_status *db_sync_upto(lsm_db *db, uint64_t seq);
 /* db_sync.c: the sync stage (its states and invariants are listed there). */
+/* Waits until every write with sequence <= target (<= last_seq; no
+ * deferred batch <= target outside the log) is durable, sharing WAL syncs
+ * with concurrent writers, as a barrier of its own that never enters the
+ * write queue; the wake-ups it owes go to wk. Fails once the store has a
+ * sticky error. REQUIRES: mu held (released while waiting). */
+lsm_status *db_sync_wait(lsm_db *db, uint64_t target, struct wakeups *wk);
 /* Wakes gatherers once the crowd they wait for is there. REQUIRES: mu. */
 void db_gather_signal(lsm_db *db);
 /* Waits (at most group_commit_delay_us) for the usual crowd of sync
@@ -440,17 +393,11 @@ void db_delete_obsolete_files(lsm_db *db);
  * waits for room; switches the memtable when full. REQUIRES: mu held; the
  * caller leads the write queue. */
 lsm_status *db_make_room_for_write(lsm_db *db, bool force_switch);
-/* After a group of `bytes` was written: charge them to the pacing clock.
- * REQUIRES: mu held; the caller leads the write queue. */
-void db_account_write(lsm_db *db, uint64_t bytes);
 /* Switches the memtable if it holds data and waits for the flushes: of
  * every memtable (deferred_upto 0), or only until no deferred batch with a
  * sequence <= deferred_upto is outside the tables and the log. Returns the
  * error of a flush that failed meanwhile (also for a full disk). */
 lsm_status *db_flush_memtables(lsm_db *db, uint64_t deferred_upto);
-/* LSM_READ_ONLY if the store was opened read_only, else NULL: every entry
- * point that changes the store calls it first. */
-lsm_status *db_refuse_read_only(const lsm_db *db);
 /* The oldest sequence any snapshot can see. REQUIRES: mu held. */
 uint64_t db_smallest_snapshot(lsm_db *db);
 

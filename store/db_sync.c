@@ -341,56 +341,14 @@ lsm_status *db_wait_durable(lsm_db *db, struct writer *g, struct writer *last, u
     }
 }
 
-/* Makes the deferred batches up to `target` durable: by flushing the
- * memtables when those batches are many bytes and most of what the
- * memtables hold (a table holds them anyway once flushed, so they reach the
- * disk once, as they would have without the sync), else by logging them
- * late (a barrier through the queue: its leader logs them). Flushing a
- * small amount would cut a small table for every fsync; flushing memtables
- * full of other data would make the sync wait for all of it. A flush that
- * fails for a full disk falls back to the log. REQUIRES: mu held (released
- * meanwhile). */
-static lsm_status *make_deferred_durable(lsm_db *db, uint64_t target)
+lsm_status *db_sync_wait(lsm_db *db, uint64_t target, struct wakeups *wk)
 {
     assert(mutex_held(&db->mu));
-    uint64_t bytes = db_deferred_bytes_upto(db, target);
-    if (bytes >= db->opt.write_buffer_size / 4 && 2 * bytes >= db_memtable_bytes(db)) {
-        mutex_unlock(&db->mu);
-        lsm_status *s = db_flush_memtables(db, target);
-        mutex_lock(&db->mu);
-        db->stats.sync_flushes += s == NULL;
-        bool done = s == NULL && !db_deferred_upto(db, target);
-        lsm_status_free(s);
-        if (done)
-            return NULL;
-    }
-    mutex_unlock(&db->mu);
-    lsm_status *s = db_write(db, NULL, NULL, NULL);
-    mutex_lock(&db->mu);
-    return s;
-}
-
-lsm_status *db_sync_upto(lsm_db *db, uint64_t seq)
-{
     struct writer w = {.batch = NULL, .sync = true};
-    struct wakeups wk = {.n = 0};
-    mutex_lock(&db->mu);
-    /* The target is taken now: were it raised past a deferred batch
-     * written meanwhile, which is in no log, no sync could ever cover it. */
-    uint64_t target = seq < db->last_seq ? seq : db->last_seq;
-    if (db_deferred_upto(db, target)) {
-        lsm_status *s = make_deferred_durable(db, target);
-        if (s != NULL) {
-            mutex_unlock(&db->mu);
-            return s;
-        }
-    }
     db->stats.writes++;
     db->stats.barriers++;
     lsm_status *s = status_copy(db->bg_error);
     if (s == NULL)
-        s = db_wait_durable(db, &w, &w, target, 1, &wk);
-    mutex_unlock(&db->mu);
-    db_wakeups_flush(&wk);
+        s = db_wait_durable(db, &w, &w, target, 1, wk);
     return s;
 }

@@ -57,46 +57,6 @@ static size_t writer_bytes(const struct writer *w)
     return w->batch ? w->batch->rep.len - BATCH_HEADER : 0;
 }
 
-/* ------------------------------------------------------------- hand-off */
-
-/* Publishes w's new state and wakes it now or (wk != NULL) later. Once the
- * state is stored, w may return and its stack frame vanish: the wake then
- * hits a stale address, which port_futex_wake treats as one with no waiter,
- * or wakes a later writer at the same address, which sees WAITING and
- * sleeps again (harmless either way). */
-void db_writer_wake(struct writer *w, enum writer_state st, struct wakeups *wk)
-{
-    atomic_store_explicit(&w->state, st, memory_order_release);
-    if (wk != NULL && wk->n < WAKE_BATCH)
-        wk->addr[wk->n++] = &w->state;
-    else
-        port_futex_wake(&w->state);
-}
-
-void db_wakeups_flush(struct wakeups *wk)
-{
-    for (int i = 0; i < wk->n; i++)
-        port_futex_wake(wk->addr[i]);
-    wk->n = 0;
-}
-
-/* Waits, without mu, until w is told to lead or is done. A brief spin
- * first: a non-sync group finishes in microseconds. */
-enum writer_state db_writer_wait(struct writer *w)
-{
-    for (int i = 0; i < 64; i++) {
-        int st = atomic_load_explicit(&w->state, memory_order_acquire);
-        if (st != WRITER_WAITING)
-            return (enum writer_state)st;
-        port_cpu_relax();
-    }
-    int st;
-    while ((st = atomic_load_explicit(&w->state, memory_order_acquire)) == WRITER_WAITING)
-        port_futex_wait(&w->state, WRITER_WAITING);
-    return (enum writer_state)st;
-}
-
-
 /* REQUIRES: mu held. */
 static void enqueue(lsm_db *db, struct writer *w)
 {
@@ -228,21 +188,6 @@ static void pop_group(lsm_db *db, struct writer *last, struct wakeups *wk)
         db->tail = NULL;
     else
         db_writer_wake(db->head, WRITER_LEADER, wk);
-}
-
-/* Hands each follower in (leader, last] its status and sequence and wakes
- * it. REQUIRES: mu held (for the statuses' sake: s is copied). */
-void db_finish_group(struct writer *leader, struct writer *last, lsm_status *s, uint64_t seq,
-                         struct wakeups *wk)
-{
-    struct writer *m = leader == last ? NULL : leader->next;
-    while (m != NULL) {
-        struct writer *next = m == last ? NULL : m->next; /* before m may go */
-        m->seq = seq;
-        m->status = status_copy(s);
-        db_writer_wake(m, WRITER_DONE, wk);
-        m = next;
-    }
 }
 
 lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out)
@@ -388,72 +333,20 @@ static lsm_status *switch_memtable(lsm_db *db)
     return s;
 }
 
-/* Writers are paced by a rate rather than by delays per write: each group's
- * bytes are charged at the rate to a clock (pace_next_us), and the leader
- * sleeps while that clock runs ahead of real time. A window of writes then
- * takes max(its own time, its bytes / rate): a steady rate gives steady
- * windows, whatever the writer's own speed does. The clock may lag real time
- * by at most PACE_BURST_US: slow writes earn no credit beyond that. Charges
- * are settled against real time once per PACE_SETTLE_US of them, not at
- * every write: reading the clock per write costs the writer CPU. */
-#define PACE_BURST_US 20000.0
-#define PACE_SETTLE_US 1000.0
-/* The pacing clock runs at most this far ahead of real time: no estimate,
- * however wrong, may hold a write for longer. */
-#define PACE_MAX_AHEAD_US 1e6
-/* The rate the backstops scale down when the pacer sets none. */
-#define BACKSTOP_RATE 64e6
-
-/* Bytes per second writers may go: the rate compaction sustains (pacing.h),
- * scaled down further — linearly to a trickle at the stop point — while
- * level 0 holds L0_SLOWDOWN files or more or memtables fill past 3/4 of
- * max_memtable_bytes. Those two are backstops: with the pacer's rate right
- * they are not reached. 0: unpaced. REQUIRES: mu held. */
+/* Bytes per second writers may go now (pacing.h). REQUIRES: mu held. */
 static double paced_rate(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
-    int l0 = db->vs.current->l0_load;
     double mem_fill = (double)db_memtable_bytes(db) / (double)db->opt.max_memtable_bytes;
-    double f = 0; /* 0: no slowdown, 1: stopped */
-    if (l0 >= L0_SLOWDOWN)
-        f = (double)(l0 - L0_SLOWDOWN + 1) / (double)(L0_STOP - L0_SLOWDOWN + 1);
-    if (mem_fill > 0.75 && (mem_fill - 0.75) * 4 > f)
-        f = (mem_fill - 0.75) * 4;
-    double rate = db->pacer.rate;
-    if (f > 0) {
-        if (f >= 1)
-            f = 0.99;
-        rate = (rate > 0 ? rate : BACKSTOP_RATE) * (1 - f);
-    }
-    return rate;
+    return pacer_write_rate(&db->pacer, db->vs.current->l0_load, mem_fill);
 }
 
-void db_account_write(lsm_db *db, uint64_t bytes)
-{
-    double rate = paced_rate(db);
-    if (rate <= 0) {
-        db->pace_next_us = 0;
-        return;
-    }
-    if (db->pace_next_us == 0) /* a paced stretch begins now */
-        db->pace_next_us = db->pace_settled_us = (double)db->env->now_micros(db->env);
-    db->pace_next_us += (double)bytes * 1e6 / rate;
-}
-
-/* Settles the pacing clock against real time once enough was charged to it:
- * returns how long to sleep (0: none). REQUIRES: mu held. */
-static uint64_t pace_delay(lsm_db *db)
+/* After a group of `bytes` was written: charge them to the pacing clock.
+ * REQUIRES: mu held; the caller leads the write queue. */
+static void account_write(lsm_db *db, uint64_t bytes)
 {
     assert(mutex_held(&db->mu));
-    if (db->pace_next_us == 0 || db->pace_next_us < db->pace_settled_us + PACE_SETTLE_US)
-        return 0;
-    double now = (double)db->env->now_micros(db->env);
-    if (db->pace_next_us < now - PACE_BURST_US)
-        db->pace_next_us = now - PACE_BURST_US;
-    if (db->pace_next_us > now + PACE_MAX_AHEAD_US)
-        db->pace_next_us = now + PACE_MAX_AHEAD_US;
-    db->pace_settled_us = db->pace_next_us;
-    return db->pace_next_us > now + PACE_SETTLE_US ? (uint64_t)(db->pace_next_us - now) : 0;
+    pace_clock_charge(&db->pace, db->env, bytes, paced_rate(db));
 }
 
 /* Waits for background work to make room. REQUIRES: mu held. */
@@ -536,7 +429,7 @@ uint64_t db_retire_old_deferred(lsm_db *db)
 bool lsm_write_may_wait(lsm_db *db)
 {
     mutex_lock(&db->mu);
-    bool paced = db->pace_next_us > (double)db->env->now_micros(db->env);
+    bool paced = pace_clock_ahead(&db->pace, db->env);
     /* "Nearly full": one more large write (max_write is 1 MiB) may fill it. */
     bool filling = memtable_memory_usage(db->mem) + (1u << 20) >= db->opt.write_buffer_size;
     bool may = db->bg_error == NULL && (paced || (filling && switch_must_wait(db)));
@@ -555,7 +448,7 @@ static lsm_status *make_room(lsm_db *db, bool force, bool frees)
     for (;;) {
         if (db->bg_error)
             return status_copy(db->bg_error);
-        uint64_t us = pace_delay(db);
+        uint64_t us = pace_clock_delay(&db->pace, db->env);
         if (us > 0) {
             /* Sleep until the pacing clock, with mu released (others keep
              * queueing behind us and join the next group). */
@@ -682,7 +575,7 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     }
     if (s == NULL && group) {
         db->last_seq = seq + lsm_batch_count(group) - 1;
-        db_account_write(db, bytes);
+        account_write(db, bytes);
         if (keep)
             db_keep_deferred(db, keep);
     }
@@ -757,7 +650,7 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
      * wait for it at the head, so the writers that queue meanwhile join
      * this group (one append, one wake-up round) instead of each leading
      * a group of its own; with no sync running, gather the usual crowd.
-     * Non-sync heads and barriers (db_sync_upto) never wait here, and no
+     * Non-sync heads and barriers (db_sync_wait) never wait here, and no
      * one waits for a sync that is still gathering its waiters. */
     if (s == NULL && w->sync) {
         while (db->syncs_running >= db->sync_max && !db->sync_gathering)

@@ -13,7 +13,7 @@
 /* Past BACKLOG_SOFT bytes in levels 0-1 (on average) the rate falls
  * linearly, all of it over BACKLOG_RANGE more, to a floor of MIN_FACTOR.
  * Below the soft limit level 0 peaks at 13-17 files under sustained random
- * writes, short of the slowdown backstop (L0_SLOWDOWN in db_impl.h). A
+ * writes, short of the slowdown backstop (L0_SLOWDOWN). A
  * lower limit cuts in sooner and makes writes less even (docs/decisions.md,
  * "Pacing's constants"). */
 #define BACKLOG_SOFT (96.0 * 1024 * 1024)
@@ -72,4 +72,57 @@ void pacer_update(pacer *p, uint64_t backlog, bool behind, double table_per_writ
     if (factor < MIN_FACTOR)
         factor = MIN_FACTOR;
     p->rate = factor * rate / table_per_write;
+}
+
+/* The pacing clock's bounds (pacing.h): how far it may lag real time, how
+ * much is charged before it is settled, how far it may run ahead. */
+#define PACE_BURST_US 20000.0
+#define PACE_SETTLE_US 1000.0
+#define PACE_MAX_AHEAD_US 1e6
+/* The rate the backstops scale down when the pacer sets none. */
+#define BACKSTOP_RATE 64e6
+
+double pacer_write_rate(const pacer *p, int l0_load, double mem_fill)
+{
+    double f = 0; /* 0: no slowdown, 1: stopped */
+    if (l0_load >= L0_SLOWDOWN)
+        f = (double)(l0_load - L0_SLOWDOWN + 1) / (double)(L0_STOP - L0_SLOWDOWN + 1);
+    if (mem_fill > 0.75 && (mem_fill - 0.75) * 4 > f)
+        f = (mem_fill - 0.75) * 4;
+    double rate = p->rate;
+    if (f > 0) {
+        if (f >= 1)
+            f = 0.99;
+        rate = (rate > 0 ? rate : BACKSTOP_RATE) * (1 - f);
+    }
+    return rate;
+}
+
+void pace_clock_charge(pace_clock *c, lsm_env *env, uint64_t bytes, double rate)
+{
+    if (rate <= 0) {
+        c->next_us = 0;
+        return;
+    }
+    if (c->next_us == 0) /* a paced stretch begins now */
+        c->next_us = c->settled_us = (double)env->now_micros(env);
+    c->next_us += (double)bytes * 1e6 / rate;
+}
+
+uint64_t pace_clock_delay(pace_clock *c, lsm_env *env)
+{
+    if (c->next_us == 0 || c->next_us < c->settled_us + PACE_SETTLE_US)
+        return 0;
+    double now = (double)env->now_micros(env);
+    if (c->next_us < now - PACE_BURST_US)
+        c->next_us = now - PACE_BURST_US;
+    if (c->next_us > now + PACE_MAX_AHEAD_US)
+        c->next_us = now + PACE_MAX_AHEAD_US;
+    c->settled_us = c->next_us;
+    return c->next_us > now + PACE_SETTLE_US ? (uint64_t)(c->next_us - now) : 0;
+}
+
+bool pace_clock_ahead(const pace_clock *c, lsm_env *env)
+{
+    return c->next_us > (double)env->now_micros(env);
 }

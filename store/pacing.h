@@ -23,11 +23,14 @@
  * While compaction has nothing to do or the backlog is small, nothing is
  * paced.
  *
- * Not thread-safe: the db mutex guards a pacer (db_impl.h).
+ * Writers are held to that rate by the pacing clock (pace_clock below).
+ *
+ * Not thread-safe: the db mutex guards a pacer and its clock (db_impl.h).
  */
 #ifndef LSM_PACING_H
 #define LSM_PACING_H
 
+#include "env.h"
 #include "version_edit.h"
 
 #include <stdbool.h>
@@ -54,5 +57,41 @@ void pacer_note_compaction(pacer *p, int level, uint64_t bytes, uint64_t micros,
  * `table_per_write` table bytes. Recomputes p->rate. */
 void pacer_update(pacer *p, uint64_t backlog, bool behind, double table_per_write,
                   uint64_t now_us);
+
+/* Level-0 load (version.h, l0_load) at which writers are slowed on top of
+ * the pacer's rate (pacer_write_rate), and at which they wait for room
+ * (db_write.c). */
+#define L0_SLOWDOWN 20
+#define L0_STOP 24
+
+/* Bytes per second writers may go: p's rate, scaled down further —
+ * linearly to a trickle at the stop point — while level 0's load is
+ * L0_SLOWDOWN or more or the memtables fill (mem_fill: their bytes over
+ * max_memtable_bytes) past 3/4. Those two are backstops: with the pacer's
+ * rate right they are not reached. 0: unpaced. */
+double pacer_write_rate(const pacer *p, int l0_load, double mem_fill);
+
+/* The pacing clock. Writers are paced by a rate rather than by delays per
+ * write: each group's bytes are charged at the rate to the clock (next_us),
+ * and the leader sleeps while the clock runs ahead of real time. A window
+ * of writes then takes max(its own time, its bytes / rate): a steady rate
+ * gives steady windows, whatever the writer's own speed does. The clock
+ * lags real time by at most 20 ms (slow writes earn no credit beyond that)
+ * and runs at most 1 s ahead of it (no estimate, however wrong, may hold a
+ * write longer). Charges are settled against real time once per 1 ms of
+ * them, not at every write: reading the clock per write costs the writer
+ * CPU. */
+typedef struct pace_clock {
+    double next_us;    /* when the next paced write may begin; 0: unpaced */
+    double settled_us; /* next_us when last checked against the time */
+} pace_clock;
+
+/* Charges `bytes` written at `rate` (pacer_write_rate; 0 stops pacing). */
+void pace_clock_charge(pace_clock *c, lsm_env *env, uint64_t bytes, double rate);
+/* Settles the clock against real time once enough was charged to it:
+ * returns how long the writer sleeps (0: none). */
+uint64_t pace_clock_delay(pace_clock *c, lsm_env *env);
+/* Whether the clock runs ahead of real time (a write now would be paced). */
+bool pace_clock_ahead(const pace_clock *c, lsm_env *env);
 
 #endif

@@ -394,6 +394,14 @@ static int user_cmp(const buf *a, const buf *b)
     return bytes_compare(a->data, ikey_user_len(a->len), b->data, ikey_user_len(b->len));
 }
 
+uint64_t version_level_bytes(const version *v, int level)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < v->nfiles[level]; i++)
+        sum += v->files[level][i]->size;
+    return sum;
+}
+
 /* Sets l0_load and l0_deepest. The most intervals covering one point are
  * found at some interval's start: n^2 over a level of a few dozen files. */
 static void compute_l0_load(version *v, uint64_t unit_bytes)

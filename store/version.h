@@ -54,6 +54,8 @@ bool version_overlaps_level(const version *v, int level, const char *begin, size
 int version_level_for_flush(const version *v, const char *smallest, size_t slen,
                             const char *largest, size_t llen, uint64_t max_grandparent_bytes);
 
+/* Bytes of the tables in `level`. */
+uint64_t version_level_bytes(const version *v, int level);
 /* The byte size that triggers compaction of `level` (>= 1). */
 uint64_t version_max_bytes_for_level(int level);
 /* Sets v->compaction_level, v->compaction_score (>= 1 means needed), the

@@ -46,14 +46,6 @@ void version_unref(version *v)
         version_free(v);
 }
 
-uint64_t version_level_bytes(const version *v, int level)
-{
-    uint64_t sum = 0;
-    for (int i = 0; i < v->nfiles[level]; i++)
-        sum += v->files[level][i]->size;
-    return sum;
-}
-
 lsm_status *vset_init(version_set *vs, lsm_env *env, const char *dir, mutex *mu)
 {
     memset(vs, 0, sizeof(*vs));

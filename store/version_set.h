@@ -125,6 +125,5 @@ bool vset_live_files(version_set *vs, uint64_t **numbers, int *n);
 
 void version_ref(version *v);   /* REQUIRES: mu held */
 void version_unref(version *v); /* REQUIRES: mu held */
-uint64_t version_level_bytes(const version *v, int level);
 
 #endif

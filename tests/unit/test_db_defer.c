@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include "db_impl.h"
+#include "db_recover.h"
 #include "fault_env.h"
 
 #include <sys/wait.h>
