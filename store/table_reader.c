@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <lz4.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 /* A block's contents after checksum and decompression; what the block
@@ -34,6 +35,10 @@ struct sstable {
     uint64_t cache_id; /* key prefix of this table's blocks in cache */
     table_block *index;
     table_block *filter; /* NULL: no filter */
+    /* The last block read from the file was stored raw: read the next one
+     * straight into its cache allocation. A hint (relaxed, any thread):
+     * either way reads the same bytes. */
+    atomic_bool raw_hint;
 };
 
 /* A block in use: pinned in the cache (h) or owned (h NULL). */
@@ -126,22 +131,56 @@ static lsm_status *read_at(const sstable *t, uint64_t offset, char *dst, size_t 
     return st;
 }
 
+/* A compressed block up to this size (stored bytes + trailer) is read into
+ * the stack and decompressed from there into its one allocation: a miss
+ * then costs one malloc, not two. Covers the filesystem's 16 KiB blocks
+ * (lz4 is kept only when it saves 1/8). */
+#define STACK_READ_MAX (32u * 1024)
+
+static void note_block_type(sstable *t, const char *trailer)
+{
+    atomic_store_explicit(&t->raw_hint, trailer[0] == TABLE_BLOCK_RAW, memory_order_relaxed);
+}
+
+/* Reads exactly n stored bytes at offset into dst. */
+static lsm_status *read_stored(const sstable *t, uint64_t offset, char *dst, size_t n)
+{
+    size_t got;
+    lsm_status *st = read_at(t, offset, dst, n, &got);
+    if (st == NULL && got != n)
+        st = corruption(t, offset, "truncated block");
+    return st;
+}
+
+/* read_block for a block of n stored bytes (trailer included) that fits
+ * the stack: verified and decoded from there. */
+static lsm_status *read_block_stack(sstable *t, uint64_t offset, uint64_t size, size_t n,
+                                    table_block **out)
+{
+    char stored[STACK_READ_MAX];
+    lsm_status *st = read_stored(t, offset, stored, n);
+    if (st != NULL)
+        return st;
+    note_block_type(t, stored + size);
+    return decode_block(t, offset, stored, (size_t)size, NULL, out);
+}
+
 /* Reads the block at [offset, offset + size + trailer), verifies its
  * checksum and decompresses it. REQUIRES: the handle was bounds-checked. */
-static lsm_status *read_block(const sstable *t, uint64_t offset, uint64_t size, table_block **out)
+static lsm_status *read_block(sstable *t, uint64_t offset, uint64_t size, table_block **out)
 {
     size_t n = (size_t)size + TABLE_TRAILER_SIZE;
+    if (n <= STACK_READ_MAX && !atomic_load_explicit(&t->raw_hint, memory_order_relaxed))
+        return read_block_stack(t, offset, size, n, out);
     table_block *tb = lsm_malloc(sizeof(table_block) + n);
     if (tb == NULL)
         return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", t->number);
-    size_t got;
-    lsm_status *st = read_at(t, offset, tb->data, n, &got);
-    if (st == NULL && got != n)
-        st = corruption(t, offset, "truncated block");
+    lsm_status *st = read_stored(t, offset, tb->data, n);
     if (st != NULL) {
         free(tb);
         return st;
     }
+    note_block_type(t, tb->data + size);
     return decode_block(t, offset, tb->data, (size_t)size, tb, out);
 }
 
@@ -195,7 +234,7 @@ static lsm_status *readahead_find(const sstable *t, readahead *ra, uint64_t offs
 }
 
 /* read_block through ra (NULL: none). */
-static lsm_status *read_block_ra(const sstable *t, readahead *ra, uint64_t offset, uint64_t size,
+static lsm_status *read_block_ra(sstable *t, readahead *ra, uint64_t offset, uint64_t size,
                                  table_block **out)
 {
     const char *at = NULL;
@@ -210,7 +249,7 @@ static lsm_status *read_block_ra(const sstable *t, readahead *ra, uint64_t offse
 }
 
 /* read_block(_ra) + parse as a key/value block. */
-static lsm_status *read_kv_block(const sstable *t, readahead *ra, uint64_t offset, uint64_t size,
+static lsm_status *read_kv_block(sstable *t, readahead *ra, uint64_t offset, uint64_t size,
                                  table_block **out)
 {
     lsm_status *st = read_block_ra(t, ra, offset, size, out);
@@ -327,6 +366,7 @@ lsm_status *table_open(lsm_rfile *file, uint64_t file_size, uint64_t number, cac
     t->number = number;
     t->file_size = file_size;
     t->cache = block_cache;
+    atomic_init(&t->raw_hint, false);
     uint64_t foff = 0, fsize = 0, ioff = 0, isize = 0;
     lsm_status *st = read_footer(t, &foff, &fsize, &ioff, &isize);
     if (st == NULL)
