@@ -224,6 +224,11 @@ static void remove_file(struct tmount *m, const struct writer *w, int i)
 static struct tmount *mount_on_host(const char *name, const char *size)
 {
     char store[PATH_MAX + 8];
+    if (the_mount) { /* an earlier test failed with it mounted */
+        tm_free(the_mount);
+        the_mount = NULL;
+    }
+    host_umount(); /* and its host: one tmpfs at a time */
     int made = tm_tmpfs_store(host, name, size, store);
     host_mounted = host[0] != 0 && made == 0;
     assert_int_equal(made, 0);
