@@ -109,58 +109,22 @@ static int drop_orphan_record(lsmfs *fs, uint64_t ino)
     return err;
 }
 
-static struct timespec deadline_in_ms(int ms);
-
-/* A compaction of a freed range that met a full disk: tried again this
- * often, this many times (compact_freed). */
-#define ORPHAN_FULL_RETRY_MS 100
-#define ORPHAN_FULL_RETRIES 100
-
-/* Waits ms, unless stop or a drain is asked meanwhile; returns whether it
- * waited it out. */
-static bool pause_ms(struct reclaimer *rc, int ms)
-{
-    struct timespec until = deadline_in_ms(ms);
-    pthread_mutex_lock(&rc->mu);
-    while (!rc->stop && rc->draining == 0)
-        if (pthread_cond_timedwait(&rc->cv, &rc->mu, &until) == ETIMEDOUT)
-            break;
-    bool waited = !rc->stop && rc->draining == 0;
-    pthread_mutex_unlock(&rc->mu);
-    return waited;
-}
-
 /* Compacts chunks [from, to) of a freed file (to == UINT64_MAX: all from
  * `from` on), so their tables go now: deletes alone free no disk (they add
- * tombstones) until compaction happens to meet them, and a compaction
- * score may never ask for that. The last one (to == UINT64_MAX: every chunk
- * deleted, so it writes next to nothing) is tried again on a full disk (the
- * flush before it still retrying in the reserve's space) every
- * ORPHAN_FULL_RETRY_MS for ORPHAN_FULL_RETRIES tries, unless the reclaimer
- * is stopped or drained; an earlier one is not (it rewrites the tables it
- * shares with chunks not yet deleted: the next batches shrink that).
- * Returns false if the disk was still full. */
-static bool compact_freed(struct reclaimer *rc, uint64_t ino, uint64_t from, uint64_t to)
+ * tombstones) until compaction happens to meet them. Best effort: a
+ * failure (a full disk) leaves it to the usual compactions. */
+static void compact_freed(lsmfs *fs, uint64_t ino, uint64_t from, uint64_t to)
 {
     schema_key start, end;
     key_range(&start, &end, K_CHUNK, ino);
     key_chunk(&start, ino, from);
     if (to != UINT64_MAX)
         key_chunk(&end, ino, to);
-    lsm_status *s = NULL;
-    for (int tries = 1;; tries++) {
-        s = lsm_compact_range(rc->fs->db, start.b, start.len, end.b, end.len);
-        if (lsm_status_code(s) != LSM_NO_SPACE || to != UINT64_MAX ||
-            tries >= ORPHAN_FULL_RETRIES || !pause_ms(rc, ORPHAN_FULL_RETRY_MS))
-            break;
-        lsm_status_free(s);
-    }
-    bool full = lsm_status_code(s) == LSM_NO_SPACE;
-    if (s != NULL && !full)
+    lsm_status *s = lsm_compact_range(fs->db, start.b, start.len, end.b, end.len);
+    if (s != NULL && lsm_status_code(s) != LSM_NO_SPACE)
         fuse_log(FUSE_LOG_WARNING, "lsmfs: compacting freed inode %llu: %s\n",
                  (unsigned long long)ino, lsm_status_message(s));
     lsm_status_free(s);
-    return !full;
 }
 
 /* Frees everything of one orphan, a bounded batch at a time, each batch
@@ -192,29 +156,24 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
         lsm_batch_clear(b);
         uint64_t deleted, next; /* the record goes: its count need not follow */
         err = data_delete_chunks(fs, b, ino, first, ORPHAN_BATCH_CHUNKS, &more, &deleted, &next);
+        if (err == 0 && !more)
+            err = orphan_batch_destroy(fs, b, ino, &r);
         if (err == 0)
             err = fs_commit_as(fs, b, NULL, 0, COMMIT_FREES_SPACE);
-        if (err == 0)
-            first = next;
-        if (err == 0 && more && ++batches % ORPHAN_COMPACT_BATCHES == 0) {
-            compact_freed(rc, ino, compacted, first);
-            compacted = first;
-        }
-    }
-    /* The record goes only once the chunks' tables are gone: else a full
-     * disk or an unmount meanwhile would leave their space with nothing to
-     * come back for it (the next mount finds the orphan and compacts). */
-    if (err == 0 && !more && compact_freed(rc, ino, compacted, UINT64_MAX)) {
-        lsm_batch_clear(b);
-        err = orphan_batch_destroy(fs, b, ino, &r);
-        if (err == 0)
-            err = fs_commit_as(fs, b, NULL, 0, COMMIT_FREES_SPACE);
-        if (err == 0) {
+        if (err == 0 && !more) {
             atomic_fetch_sub(&fs->inodes, 1);
             stats_inc(&fs->stats.reclaimed);
         }
+        if (err == 0)
+            first = next;
+        if (err == 0 && more && ++batches % ORPHAN_COMPACT_BATCHES == 0) {
+            compact_freed(fs, ino, compacted, first);
+            compacted = first;
+        }
     }
     lsm_batch_free(b);
+    if (err == 0 && !more)
+        compact_freed(fs, ino, compacted, UINT64_MAX);
     return err;
 }
 

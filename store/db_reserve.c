@@ -38,7 +38,7 @@
 #define RESERVE_RETRY_US 100000
 #define RESERVE_CHUNK (64u << 10)
 
-uint64_t db_reserve_max(lsm_env *env, const char *dir, size_t wanted)
+uint64_t db_reserve_size(lsm_env *env, const char *dir, size_t wanted)
 {
     uint64_t total = 0, avail = 0;
     lsm_status *s = wanted != 0 ? env->disk_free(env, dir, &total, &avail) : NULL;
@@ -50,49 +50,17 @@ uint64_t db_reserve_max(lsm_env *env, const char *dir, size_t wanted)
     return wanted < cap ? wanted : cap;
 }
 
-/* The sizing rule. Emptying a full store takes room for (a) the flush of
- * what sits unflushed: near a full disk at most two memtables (a switch
- * waits for the flush), each at most db_reserve_memtable_cap (a quarter of
- * the reserve) or one batch larger than that, so half the reserve, or two
- * batches; and (b) the compaction that drops what the deletes delete, whose
- * output is written before its inputs go: a share of the store's tables,
- * the other half. Hence tables / RESERVE_STORE_SHARE, at least RESERVE_FLOOR
- * (two of the largest groups, MAX_GROUP_BYTES, so (a) holds for batches up
- * to that), at most reserve_max. */
-#define RESERVE_FLOOR (2u << 20)
-#define RESERVE_STORE_SHARE 16
-#define RESERVE_MEM_SHARE 4
-
-uint64_t db_reserve_size(lsm_db *db)
-{
-    assert(mutex_held(&db->mu));
-    uint64_t want = db_table_bytes(db) / RESERVE_STORE_SHARE;
-    if (want < RESERVE_FLOOR)
-        want = RESERVE_FLOOR;
-    want = (want + RESERVE_CHUNK - 1) / RESERVE_CHUNK * RESERVE_CHUNK;
-    return want < db->reserve_max ? want : db->reserve_max;
-}
-
-size_t db_reserve_memtable_cap(lsm_db *db)
-{
-    assert(mutex_held(&db->mu));
-    uint64_t cap = db->reserve_bytes / RESERVE_MEM_SHARE;
-    if (cap < (64u << 10)) /* the smallest write_buffer_size */
-        cap = 64u << 10;
-    return cap < db->opt.write_buffer_size ? (size_t)cap : db->opt.write_buffer_size;
-}
-
 /* Writes the reserve file; on any failure removes what was written. No lock
  * needed (only a leader or open calls it, one at a time). */
-static lsm_status *write_reserve(lsm_db *db, const char *name, uint64_t size)
+static lsm_status *write_reserve(lsm_db *db, const char *name)
 {
     static const char zeros[RESERVE_CHUNK];
     lsm_wfile *f;
     lsm_status *s = db->env->new_wfile(db->env, name, &f);
     if (s)
         return s;
-    for (uint64_t done = 0; s == NULL && done < size; done += RESERVE_CHUNK) {
-        uint64_t left = size - done;
+    for (uint64_t done = 0; s == NULL && done < db->reserve_bytes; done += RESERVE_CHUNK) {
+        uint64_t left = db->reserve_bytes - done;
         s = f->ops->append(f, zeros, left < RESERVE_CHUNK ? (size_t)left : RESERVE_CHUNK);
     }
     if (s == NULL)
@@ -107,47 +75,30 @@ static lsm_status *write_reserve(lsm_db *db, const char *name, uint64_t size)
     return s;
 }
 
-/* Whether making (or growing) the reserve is to be looked at now: at most
- * every RESERVE_RETRY_US (it costs a disk_free, or a sum over the tables);
- * if so, stamps the time. REQUIRES: mu held. */
-static bool reserve_try_due(lsm_db *db)
+bool db_reserve_make(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
+    if (db->reserve_held || db->reserve_bytes == 0)
+        return true;
+    if (db->reserve_making)
+        return false;
     uint64_t now = db->env->now_micros(db->env);
     if (db->reserve_tried_us != 0 && now < db->reserve_tried_us + RESERVE_RETRY_US)
         return false;
     db->reserve_tried_us = now;
-    return true;
-}
-
-bool db_reserve_make(lsm_db *db)
-{
-    assert(mutex_held(&db->mu));
-    if (db->reserve_max == 0)
-        return true;
-    /* While a larger one is written, the old one counts. */
-    if (db->reserve_making || !reserve_try_due(db))
-        return db->reserve_held;
-    /* A held one is made again, larger, once the store wants twice it (so
-     * it is rewritten at most log2(growth) times). */
-    if (db->reserve_held && db_reserve_size(db) < 2 * db->reserve_bytes)
-        return true;
-    uint64_t size = db_reserve_size(db);
-    if (!db->reserve_held)
-        db->reserve_bytes = size; /* what ordinary writes wait for */
     uint64_t total = 0, avail = 0;
     lsm_status *s = db->env->disk_free(db->env, db->dir, &total, &avail);
-    if (s != NULL || avail < 2 * size) {
+    if (s != NULL || avail < 2 * db->reserve_bytes) {
         lsm_status_free(s);
-        return db->reserve_held;
+        return false;
     }
     char *name = reserve_file_name(db->dir);
     if (name == NULL)
-        return db->reserve_held;
+        return false;
     db->reserve_making = true;
     db->reserve_cancelled = false;
     mutex_unlock(&db->mu);
-    s = write_reserve(db, name, size);
+    s = write_reserve(db, name);
     mutex_lock(&db->mu);
     if (s == NULL && db->reserve_cancelled) {
         /* A release came while the file was written: its space is given
@@ -159,10 +110,8 @@ bool db_reserve_make(lsm_db *db)
     db->reserve_making = false; /* only now: no other maker races that remove */
     free(name);
     db->reserve_held = s == NULL && !db->reserve_cancelled;
-    if (db->reserve_held) {
-        db->reserve_bytes = size;
+    if (db->reserve_held)
         db->frees_waiting = false;
-    }
     lsm_status_free(s);
     return db->reserve_held;
 }
@@ -250,7 +199,7 @@ void db_reserve_frees_done(lsm_db *db, struct frees_wait *fw)
 lsm_status *db_reserve_check(lsm_db *db, bool frees_space)
 {
     assert(mutex_held(&db->mu));
-    if (frees_space || db->reserve_max == 0)
+    if (frees_space || db->reserve_bytes == 0)
         return NULL;
     /* While background work is stuck for space, what an ordinary write
      * adds could not be flushed either: it would only grow what the

@@ -111,17 +111,6 @@ static void enqueue(lsm_db *db, struct writer *w)
     db_gather_signal(db);
 }
 
-/* Bytes the active memtable may still take while the disk is low (its cap
- * lowered, db_memtable_cap_update); SIZE_MAX otherwise. REQUIRES: mu held. */
-static size_t memtable_room(lsm_db *db)
-{
-    assert(mutex_held(&db->mu));
-    if (db->mem_cap >= db->opt.write_buffer_size)
-        return SIZE_MAX;
-    size_t used = memtable_memory_usage(db->mem);
-    return used < db->mem_cap ? db->mem_cap - used : 0;
-}
-
 /* Picks the writers that join the leader's group: returns the last one, and
  * whether the group must be synced. REQUIRES: mu held; leader at the head. */
 static struct writer *pick_group(lsm_db *db, bool *need_sync, int *count)
@@ -132,9 +121,6 @@ static struct writer *pick_group(lsm_db *db, bool *need_sync, int *count)
     size_t max = MAX_GROUP_BYTES;
     if (size <= SMALL_BATCH)
         max = size + SMALL_BATCH;
-    size_t room = memtable_room(db);
-    if (room < max) /* near a full disk: followers only up to the cap */
-        max = room;
     *need_sync = first->sync;
     *count = 1;
     if (first->defer)
@@ -401,10 +387,8 @@ static lsm_status *switch_memtable(lsm_db *db)
      * to its end) or failed with it; the rest get a sync of their own. */
     db_finish_synced(db, db->bg_error, NULL, NULL);
     db_hand_off_sync(db, NULL);
-    if (s == NULL) {
-        db_memtable_cap_update(db);
+    if (s == NULL)
         pthread_cond_broadcast(&db->work_cv);
-    }
     return s;
 }
 
@@ -487,6 +471,9 @@ static void wait_for_room(lsm_db *db)
     db->stats.stop_us += db->env->now_micros(db->env) - t0;
 }
 
+/* Whether a full memtable could not be switched now: no memory for another
+ * (the immutable ones still flushing), or level 0 at its stop. Room then
+ * comes only from background work. REQUIRES: mu held. */
 /* Whether the disk is too low for the memtables: with a reserve, what they
  * hold unflushed (and one more) must fit beside it, or a delete after a full
  * disk finds more to flush than the reserve can take. REQUIRES: mu held. */
@@ -494,7 +481,7 @@ static bool disk_low_for_memtables(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     uint64_t total = 0, avail = 0;
-    if (db->reserve_max == 0)
+    if (db->reserve_bytes == 0)
         return false;
     lsm_status *s = db->env->disk_free(db->env, db->dir, &total, &avail);
     if (s != NULL) { /* no figure: as before */
@@ -505,31 +492,6 @@ static bool disk_low_for_memtables(lsm_db *db)
     return avail < need;
 }
 
-void db_memtable_cap_update(lsm_db *db)
-{
-    assert(mutex_held(&db->mu));
-    db->mem_cap = disk_low_for_memtables(db) ? db_reserve_memtable_cap(db)
-                                             : db->opt.write_buffer_size;
-    db->mem_cap_checked = memtable_memory_usage(db->mem);
-}
-
-/* Looks at the disk again each time the active memtable grew by a low cap
- * since the last look (at most one disk_free per that many bytes): a disk
- * filled by others, or by compactions, lowers the cap of the memtable
- * already filling. REQUIRES: mu held. */
-static void memtable_cap_recheck(lsm_db *db)
-{
-    assert(mutex_held(&db->mu));
-    if (db->reserve_max == 0 || db->mem_cap < db->opt.write_buffer_size)
-        return;
-    if (memtable_memory_usage(db->mem) >= db->mem_cap_checked + db_reserve_memtable_cap(db))
-        db_memtable_cap_update(db);
-}
-
-/* Whether a full memtable could not be switched now: no memory for another
- * (the immutable ones still flushing), or level 0 at its stop, or the disk
- * low with one still flushing. Room then comes only from background work.
- * REQUIRES: mu held. */
 static bool switch_must_wait(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
@@ -580,7 +542,7 @@ bool lsm_write_may_wait(lsm_db *db)
     mutex_lock(&db->mu);
     bool paced = db->pace_next_us > (double)db->env->now_micros(db->env);
     /* "Nearly full": one more large write (max_write is 1 MiB) may fill it. */
-    bool filling = memtable_memory_usage(db->mem) + (1u << 20) >= db->mem_cap;
+    bool filling = memtable_memory_usage(db->mem) + (1u << 20) >= db->opt.write_buffer_size;
     bool may = db->bg_error == NULL && (paced || (filling && switch_must_wait(db)));
     mutex_unlock(&db->mu);
     return may;
@@ -590,7 +552,7 @@ bool lsm_write_may_wait(lsm_db *db)
  * on a full disk before the background work has tried once more (with the
  * reserve, db_reserve_frees_write): a delete never fails for room that a
  * retry would give it. */
-static lsm_status *make_room(lsm_db *db, bool force, bool frees, size_t adding)
+static lsm_status *make_room(lsm_db *db, bool force, bool frees)
 {
     assert(mutex_held(&db->mu));
     uint64_t events = db->nospace_events;
@@ -610,11 +572,7 @@ static lsm_status *make_room(lsm_db *db, bool force, bool frees, size_t adding)
         cut_broken_wal(db);
         if (db->bg_error)
             return status_copy(db->bg_error);
-        /* Near a full disk a batch that would take the memtable past its
-         * cap goes to the next one, unless it is empty (memtable_room). */
-        memtable_cap_recheck(db);
-        bool full = memtable_memory_usage(db->mem) >= db->mem_cap ||
-                    (memtable_entries(db->mem) > 0 && adding > memtable_room(db));
+        bool full = memtable_memory_usage(db->mem) >= db->opt.write_buffer_size;
         if (!force && !full && !db->wal_broken)
             return NULL;
         if (force && memtable_entries(db->mem) == 0 && !db->wal_broken)
@@ -635,7 +593,7 @@ static lsm_status *make_room(lsm_db *db, bool force, bool frees, size_t adding)
 
 lsm_status *db_make_room_for_write(lsm_db *db, bool force)
 {
-    return make_room(db, force, false, 0);
+    return make_room(db, force, false);
 }
 
 void db_queue_pop_head(lsm_db *db, struct writer *w)
@@ -760,7 +718,7 @@ static lsm_status *leave_broken_wal(lsm_db *db)
 static lsm_status *flush_deferred_first(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
-    lsm_status *s = make_room(db, true, true, 0); /* their memtable becomes immutable */
+    lsm_status *s = make_room(db, true, true); /* their memtable becomes immutable */
     uint64_t before = db->nospace_events;
     db->flush_asked++; /* a flush waiting to retry does so now */
     /* One failure may be the retry that raced the release. */
@@ -792,7 +750,7 @@ static lsm_status *prepare_group(lsm_db *db, struct writer *w, bool retry)
         db_reserve_release(db);
         s = flush_deferred_first(db);
     }
-    return s != NULL ? s : make_room(db, false, w->frees, writer_bytes(w));
+    return s != NULL ? s : make_room(db, false, w->frees);
 }
 
 /* Prepares and writes the group led by w; a log the write broke is cut

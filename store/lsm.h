@@ -129,13 +129,11 @@ typedef struct lsm_options {
      * that overlap no other: compaction moves them down without rewriting
      * them. Must be a pure function of the key. */
     uint32_t (*table_partition)(const void *key, size_t n);
-    /* The most disk held back from ordinary writes in a RESERVE file, for
-     * writes with frees_space and the flushes and compactions after them,
-     * so a full store can always be emptied; removed at open so recovery
-     * always has room. Its size follows the store: a sixteenth of its
-     * tables, at least 2 MiB, at most this and an eighth of the disk; near
-     * a full disk memtables are capped at a quarter of it. 0 (default): no
-     * reserve. */
+    /* Bytes of disk held back from ordinary writes in a RESERVE file (at
+     * most an eighth of the disk), for writes with frees_space and the
+     * flushes and compactions after them, so a full store can always be
+     * emptied; removed at open so recovery always has room. 0 (default):
+     * no reserve. */
     size_t reserve_bytes;
     /* A flush or compaction that found the disk full is retried after this
      * long (microseconds; default 100000), or at once when the store closes
