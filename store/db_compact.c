@@ -409,7 +409,7 @@ static void *flush_main(void *arg)
     mutex_lock(&db->mu);
     for (;;) {
         while (!db->shutting_down && (db->nimm == 0 || db->bg_error)) {
-            uint64_t look_us = db->bg_error ? 0 : db_retire_old_deferred(db);
+            uint64_t look_us = db->bg_error ? 0 : db_idle_look(db);
             if (db->shutting_down || (db->nimm > 0 && db->bg_error == NULL))
                 break; /* after a sticky error, no flush is retried */
             if (look_us == 0)

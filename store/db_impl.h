@@ -228,6 +228,10 @@ struct lsm_db {
                                 * was last made: background work may use the reserve */
     bool frees_holding;        /* [mu] a freeing leader waits for room on a full disk:
                                 * no compaction starts (db_reserve_frees_wait) */
+    bool idle_watch;           /* [mu] the flush thread times an idle memtable that holds
+                                * deletions (else a write adding some wakes it) */
+    uint64_t idle_seq;         /* [mu] last_seq at the flush thread's last idle look */
+    uint64_t idle_since_us;    /* [mu] when last_seq was last seen to change there */
     uint64_t bg_progress;      /* [mu] flushes that succeeded and compactions that
                                 * ended (a failed one's output is removed) */
     struct lsm_snapshot snapshots; /* [mu] list head (dummy) */
@@ -340,6 +344,11 @@ void db_restore_deferred(lsm_db *db, struct deferred *list);
  * which to look again, 0 if nothing is deferred. Never waits for room, so
  * the flush thread may call it. REQUIRES: mu held. */
 uint64_t db_retire_old_deferred(lsm_db *db);
+/* What the idle flush thread does: db_retire_old_deferred, and flushes an
+ * active memtable that holds deletions once no write came for a while
+ * (db_write.c IDLE_DELETIONS_US). Returns the µs after which to look again,
+ * 0 if nothing is due. REQUIRES: mu held. */
+uint64_t db_idle_look(lsm_db *db);
 /* Forgets the deferred batches of the memtable with id `mem`, now in a
  * table (see struct deferred). REQUIRES: mu held. */
 void db_drop_deferred(lsm_db *db, uint64_t mem);

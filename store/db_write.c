@@ -507,6 +507,28 @@ static bool switch_must_wait(lsm_db *db)
  * retire (the queue was busy, or level 0 full). */
 #define DEFERRED_RETRY_US 20000
 
+/* Switches the active memtable out from the flush thread, as a solo writer
+ * at the head of an empty queue (the flush then writes it to a table);
+ * false if the queue is busy or no switch may happen now. Never waits for
+ * room. REQUIRES: mu held (released meanwhile). */
+static bool idle_switch(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (db->head != NULL || db->bg_error || switch_must_wait(db))
+        return false;
+    struct writer w = {.batch = NULL, .solo = true};
+    atomic_init(&w.state, WRITER_WAITING);
+    enqueue(db, &w); /* the head at once: the queue was empty */
+    lsm_status *s = switch_memtable(db);
+    struct wakeups wk = {.n = 0};
+    pop_group(db, &w, &wk);
+    lsm_status_free(s); /* not sticky (see leave_wal): retried later */
+    mutex_unlock(&db->mu);
+    db_wakeups_flush(&wk);
+    mutex_lock(&db->mu);
+    return true;
+}
+
 uint64_t db_retire_old_deferred(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
@@ -522,19 +544,42 @@ uint64_t db_retire_old_deferred(lsm_db *db)
         in_mem = d->mem == db->mem_id; /* see struct deferred */
     if (!in_mem) /* its memtable is already waiting for the flush */
         return DEFERRED_RETRY_US;
-    if (db->head != NULL || db->bg_error || switch_must_wait(db))
-        return DEFERRED_RETRY_US;
-    struct writer w = {.batch = NULL, .solo = true};
-    atomic_init(&w.state, WRITER_WAITING);
-    enqueue(db, &w); /* the head at once: the queue was empty */
-    lsm_status *s = switch_memtable(db);
-    struct wakeups wk = {.n = 0};
-    pop_group(db, &w, &wk);
-    lsm_status_free(s); /* not sticky (see leave_wal): retried later */
-    mutex_unlock(&db->mu);
-    db_wakeups_flush(&wk);
-    mutex_lock(&db->mu);
+    idle_switch(db);
     return DEFERRED_RETRY_US;
+}
+
+/* How long the store must see no write before an active memtable holding
+ * deletions is flushed, so the space they free comes back on an idle store
+ * (the compaction of tombstone-heavy tables follows). */
+#define IDLE_DELETIONS_US 1000000
+
+/* Switches out an idle active memtable that holds deletions: returns the µs
+ * after which to look again, 0 if it holds none (a write that adds some
+ * wakes the flush thread: idle_watch). REQUIRES: mu held. */
+static uint64_t flush_idle_deletions(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    db->idle_watch = memtable_deletions(db->mem) > 0;
+    if (!db->idle_watch)
+        return 0;
+    uint64_t now = db->env->now_micros(db->env);
+    if (db->idle_seq != db->last_seq) { /* written since the last look */
+        db->idle_seq = db->last_seq;
+        db->idle_since_us = now;
+    }
+    if (now < db->idle_since_us + IDLE_DELETIONS_US)
+        return db->idle_since_us + IDLE_DELETIONS_US - now;
+    if (!idle_switch(db))
+        return DEFERRED_RETRY_US;
+    db->idle_watch = false;
+    return 0;
+}
+
+uint64_t db_idle_look(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t a = db_retire_old_deferred(db), b = flush_idle_deletions(db);
+    return a == 0 || (b != 0 && b < a) ? b : a;
 }
 
 bool lsm_write_may_wait(lsm_db *db)
@@ -684,6 +729,8 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     } else if (group || late) {
         db->wal_written = written;
     }
+    if (s == NULL && group && !db->idle_watch && memtable_deletions(mem) > 0)
+        pthread_cond_broadcast(&db->work_cv); /* flush_idle_deletions looks */
     if (s == NULL && group) {
         db->last_seq = seq + lsm_batch_count(group) - 1;
         db_account_write(db, bytes);
