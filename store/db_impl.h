@@ -435,9 +435,9 @@ struct frees_wait {
     uint64_t deadline_us; /* 0: not waiting yet */
     int idle;             /* failed tries in a row with no background progress */
 };
-/* The freeing leader's write met a full disk (or will: nospace): holds off
- * new compactions (frees_holding) while it waits. REQUIRES: mu held; the
- * caller leads the queue. */
+/* The freeing leader's write met a full disk: holds off new compactions
+ * (frees_holding) while it waits. REQUIRES: mu held; the caller leads the
+ * queue. */
 void db_reserve_frees_hold(lsm_db *db, struct frees_wait *fw);
 /* The freeing leader's write failed with LSM_NO_SPACE: returns false if it
  * must fail now (db_reserve.c's rule), else waits for the background work

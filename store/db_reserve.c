@@ -16,8 +16,8 @@
  *
  * Freeing comes first on a full disk: a write that frees space fails for
  * space only once nothing else can make room. While its leader waits
- * (frees_holding: from when it finds the disk full, or its write meets it,
- * until it is written or fails) no compaction starts, so the reserve's space
+ * (frees_holding: from its first try that met the full disk until it is
+ * written or fails) no compaction starts, so the reserve's space
  * goes to the flushes and the log append it needs, not to a compaction's
  * output; after each failed try it gives the reserve up, wakes the flush and
  * waits until the running flush or compaction has ended (its output kept or

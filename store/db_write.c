@@ -595,8 +595,7 @@ bool lsm_write_may_wait(lsm_db *db)
 
 /* db_make_room_for_write; a writer that frees space (frees) does not give up
  * on a full disk before the background work has tried once more (with the
- * reserve, db_reserve_frees_write): a delete never fails for room that a
- * retry would give it. */
+ * reserve); its leader then tries again by db_reserve.c's rule. */
 static lsm_status *make_room(lsm_db *db, bool force, bool frees)
 {
     assert(mutex_held(&db->mu));
@@ -837,11 +836,8 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
      * and its group holds only barriers (pick_group). */
     bool frees = w->frees && w->batch != NULL;
     struct frees_wait fw = {.deadline_us = 0};
-    if (frees) {
+    if (frees)
         db->frees_waiting = true;
-        if (db->nospace)
-            db_reserve_frees_hold(db, &fw);
-    }
     struct writer *last = w;
     int count = 1;
     bool need_sync = false;
