@@ -628,7 +628,8 @@ static void *compact_main(void *arg)
         }
         compaction_free(c);
         db->compacting = false;
-        db->bg_progress++;
+        if (s == NULL)
+            db->bg_progress++;
         if (s && db->shutting_down) /* (a success cleared nospace: run_compaction) */
             lsm_status_free(s);
         else if (s && !retry_later_if_full(db, s, false))
@@ -825,7 +826,8 @@ lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const 
     for (int l = 0; s == NULL && l < max_level; l++)
         s = compact_level_range(db, l, begin, blen, end, elen);
     db->compacting = false;
-    db->bg_progress++;
+    if (s == NULL)
+        db->bg_progress++;
     pthread_cond_broadcast(&db->work_cv);
     pthread_cond_broadcast(&db->room_cv);
     mutex_unlock(&db->mu);

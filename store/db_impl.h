@@ -232,8 +232,7 @@ struct lsm_db {
                                 * deletions (else a write adding some wakes it) */
     uint64_t idle_seq;         /* [mu] last_seq at the flush thread's last idle look */
     uint64_t idle_since_us;    /* [mu] when last_seq was last seen to change there */
-    uint64_t bg_progress;      /* [mu] flushes that succeeded and compactions that
-                                * ended (a failed one's output is removed) */
+    uint64_t bg_progress;      /* [mu] flushes and compactions that succeeded */
     struct lsm_snapshot snapshots; /* [mu] list head (dummy) */
     version_set vs;                /* [mu] (see version_set.h) */
     struct db_stats stats;         /* [mu] */

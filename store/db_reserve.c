@@ -23,8 +23,8 @@
  * waits until the running flush or compaction has ended (its output kept or
  * removed) or a due one was tried again, then tries again. It fails only
  * when FREES_IDLE_TRIES tries in a row failed with no progress in between (no
- * flush succeeded, no compaction ended: nothing left that could free space),
- * or after FREES_WAIT_US in all.
+ * flush or compaction succeeded, none still running: a compaction that fails
+ * for space again and again is no progress), or after FREES_WAIT_US in all.
  */
 #include "db_impl.h"
 #include "filename.h"
