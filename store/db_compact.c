@@ -409,7 +409,7 @@ static void *flush_main(void *arg)
     mutex_lock(&db->mu);
     for (;;) {
         while (!db->shutting_down && (db->nimm == 0 || db->bg_error)) {
-            uint64_t look_us = db->bg_error ? 0 : db_retire_old_deferred(db);
+            uint64_t look_us = db->bg_error ? 0 : db_idle_look(db);
             if (db->shutting_down || (db->nimm > 0 && db->bg_error == NULL))
                 break; /* after a sticky error, no flush is retried */
             if (look_us == 0)
@@ -422,10 +422,12 @@ static void *flush_main(void *arg)
         db->flushing = true;
         lsm_status *s = flush_one(db);
         db->flushing = false;
-        if (s == NULL)
+        if (s == NULL) {
+            db->bg_progress++;
             background_succeeded(db);
-        else if (!retry_later_if_full(db, s, true))
+        } else if (!retry_later_if_full(db, s, true)) {
             db_set_bg_error(db, status_wrap(s, "flushing a memtable"));
+        }
         pthread_cond_broadcast(&db->room_cv);
         pthread_cond_broadcast(&db->work_cv); /* the compactor may have work */
     }
@@ -572,6 +574,8 @@ static lsm_status *run_compaction(lsm_db *db, compaction *c)
     version_unref(c->input_version);
     c->input_version = NULL;
     db_delete_obsolete_files(db);
+    if (s == NULL) /* the disk had room: a manual compaction clears it too */
+        background_succeeded(db);
     return s;
 }
 
@@ -596,7 +600,9 @@ static void *compact_main(void *arg)
     lower_priority(4);
     mutex_lock(&db->mu);
     for (;;) {
-        while (!db->shutting_down && (db->bg_error || db->compacting || !needs_compaction(db)))
+        /* A freeing write waiting for room comes first (db_reserve.c). */
+        while (!db->shutting_down && (db->bg_error || db->compacting || db->frees_holding ||
+                                      !needs_compaction(db)))
             cond_wait(&db->work_cv, &db->mu);
         if (db->shutting_down)
             break;
@@ -623,8 +629,8 @@ static void *compact_main(void *arg)
         compaction_free(c);
         db->compacting = false;
         if (s == NULL)
-            background_succeeded(db);
-        else if (s && db->shutting_down)
+            db->bg_progress++;
+        if (s && db->shutting_down) /* (a success cleared nospace: run_compaction) */
             lsm_status_free(s);
         else if (s && !retry_later_if_full(db, s, false))
             db_set_bg_error(db, status_wrap(s, "compaction"));
@@ -820,6 +826,8 @@ lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const 
     for (int l = 0; s == NULL && l < max_level; l++)
         s = compact_level_range(db, l, begin, blen, end, elen);
     db->compacting = false;
+    if (s == NULL)
+        db->bg_progress++;
     pthread_cond_broadcast(&db->work_cv);
     pthread_cond_broadcast(&db->room_cv);
     mutex_unlock(&db->mu);

@@ -205,6 +205,8 @@ struct lsm_db {
     bool reserve_cancelled;    /* [mu] a release came while it was: it is not held */
     bool frees_waiting;        /* [mu] a write that frees space came since the reserve
                                 * was last made: background work may use the reserve */
+    bool frees_holding;        /* [mu] a freeing leader waits for room on a full disk:
+                                * no compaction starts (db_reserve_frees_wait) */
 
     /* ---- versions, snapshots, counters (db.c, version_set.c, db_props.c) */
     struct lsm_snapshot snapshots; /* [mu] list head (dummy) */
@@ -225,6 +227,11 @@ struct lsm_db {
     bool flushing;             /* [mu] the flush thread is flushing (or sweeping) */
     uint64_t *pending;         /* [mu] numbers of tables being written */
     int npending, cap_pending;
+    uint64_t bg_progress;      /* [mu] flushes and compactions that succeeded */
+    bool idle_watch;           /* [mu] the flush thread times an idle memtable that holds
+                                * deletions (else a write adding some wakes it) */
+    uint64_t idle_seq;         /* [mu] last_seq at the flush thread's last idle look */
+    uint64_t idle_since_us;    /* [mu] when last_seq was last seen to change there */
 
     /* ---- lsm_checkpoint (db_checkpoint.c), one at a time: while
      * ckpt_waiting, the flush of the memtable with id ckpt_mem_id pins the
@@ -309,6 +316,11 @@ void db_restore_deferred(lsm_db *db, struct deferred *list);
  * which to look again, 0 if nothing is deferred. Never waits for room, so
  * the flush thread may call it. REQUIRES: mu held. */
 uint64_t db_retire_old_deferred(lsm_db *db);
+/* What the idle flush thread does: db_retire_old_deferred, and flushes an
+ * active memtable that holds deletions once no write came for a while
+ * (db_write.c IDLE_DELETIONS_US). Returns the µs after which to look again,
+ * 0 if nothing is due. REQUIRES: mu held. */
+uint64_t db_idle_look(lsm_db *db);
 /* Forgets the deferred batches of the memtable with id `mem`, now in a
  * table (see struct deferred). REQUIRES: mu held. */
 void db_drop_deferred(lsm_db *db, uint64_t mem);
@@ -347,9 +359,11 @@ void db_finish_synced(lsm_db *db, lsm_status *s, struct writer *self, struct wak
 /* Tells the first waiting group no running sync covers to run the next
  * sync, if one may start. REQUIRES: mu held. */
 void db_hand_off_sync(lsm_db *db, struct wakeups *wk);
-/* Opens a new WAL numbered `number` and makes its directory entry durable.
- * No lock needed. */
-lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out);
+/* Opens a new WAL numbered `number` and makes its directory entry durable;
+ * `tight`: made for a freeing write on a full disk (frees_holding), it
+ * reserves its room in small steps, so it takes little of what freeing
+ * needs. No lock needed. */
+lsm_status *db_new_wal(lsm_db *db, uint64_t number, bool tight, wal_writer **out);
 
 /* db_reserve.c: the space reserve (see there). */
 /* The reserve for a disk at dir: `wanted` bytes, at most an eighth of the
@@ -368,6 +382,22 @@ bool db_reserve_release(lsm_db *db);
  * threads when they find the disk full, and by a freeing writer once it is
  * in the log, or when it must wait for them. REQUIRES: mu held. */
 void db_reserve_serve_background(lsm_db *db);
+/* A freeing leader's wait for room on a full disk (db_reserve_frees_wait). */
+struct frees_wait {
+    uint64_t deadline_us; /* 0: not waiting yet */
+    int idle;             /* failed tries in a row with no background progress */
+};
+/* The freeing leader's write met a full disk: holds off new compactions
+ * (frees_holding) while it waits. REQUIRES: mu held; the caller leads the
+ * queue. */
+void db_reserve_frees_hold(lsm_db *db, struct frees_wait *fw);
+/* The freeing leader's write failed with LSM_NO_SPACE: returns false if it
+ * must fail now (db_reserve.c's rule), else waits for the background work
+ * that may make room and returns true: try again. REQUIRES: mu held (released
+ * while waiting); the caller leads the queue and holds (db_reserve_frees_hold). */
+bool db_reserve_frees_wait(lsm_db *db, struct frees_wait *fw);
+/* Ends the hold (compactions may start). REQUIRES: mu held. */
+void db_reserve_frees_done(lsm_db *db, struct frees_wait *fw);
 /* NULL if a write may go ahead: it frees space, or the reserve is held (or
  * could be made again); else LSM_NO_SPACE. REQUIRES: mu held; a leader. */
 lsm_status *db_reserve_check(lsm_db *db, bool frees_space);

@@ -359,7 +359,7 @@ lsm_status *db_recover(lsm_db *db)
     /* Every write goes to a fresh log; the replayed ones stay live until
      * their memtables are written out. */
     uint64_t number = vset_new_file_number(&db->vs);
-    if ((s = db_new_wal(db, number, &db->wal)) != NULL)
+    if ((s = db_new_wal(db, number, false, &db->wal)) != NULL)
         return s;
     db->wal_number = number;
     if (dropped && (s = write_epoch(db)) != NULL) {

@@ -13,11 +13,24 @@
  * again (tried at most every RESERVE_RETRY_US, once the disk has room for it
  * and as much again). Opening removes it first, so recovery never lacks
  * space, and makes it again after. The reserve is never needed to open.
+ *
+ * Freeing comes first on a full disk: a write that frees space fails for
+ * space only once nothing else can make room. While its leader waits
+ * (frees_holding: from its first try that met the full disk until it is
+ * written or fails) no compaction starts, so the reserve's space
+ * goes to the flushes and the log append it needs, not to a compaction's
+ * output; after each failed try it gives the reserve up, wakes the flush and
+ * waits until the running flush or compaction has ended (its output kept or
+ * removed) or a due one was tried again, then tries again. It fails only
+ * when FREES_IDLE_TRIES tries in a row failed with no progress in between (no
+ * flush or compaction succeeded, none still running: a compaction that fails
+ * for space again and again is no progress), or after FREES_WAIT_US in all.
  */
 #include "db_impl.h"
 #include "filename.h"
 #include "status.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +146,54 @@ void db_reserve_serve_background(lsm_db *db)
     db_reserve_release(db);
     db->flush_asked++; /* a flush waiting to retry does so now (wait_to_retry) */
     pthread_cond_broadcast(&db->work_cv);
+}
+
+#define FREES_WAIT_US 10000000
+#define FREES_IDLE_TRIES 2
+
+void db_reserve_frees_hold(lsm_db *db, struct frees_wait *fw)
+{
+    assert(mutex_held(&db->mu));
+    if (fw->deadline_us == 0)
+        fw->deadline_us = db->env->now_micros(db->env) + FREES_WAIT_US;
+    db->frees_holding = true;
+}
+
+/* Whether a freeing write should wait on: background work is running, or
+ * none ended since it looked (progress, events). REQUIRES: mu held. */
+static bool background_pending(lsm_db *db, uint64_t progress, uint64_t events)
+{
+    assert(mutex_held(&db->mu));
+    return db->compacting || db->flushing ||
+           (db->bg_progress == progress && db->nospace_events == events);
+}
+
+bool db_reserve_frees_wait(lsm_db *db, struct frees_wait *fw)
+{
+    assert(mutex_held(&db->mu) && db->frees_holding);
+    if (db->bg_error || fw->idle >= FREES_IDLE_TRIES ||
+        db->env->now_micros(db->env) >= fw->deadline_us)
+        return false;
+    db_reserve_release(db);
+    uint64_t progress = db->bg_progress, events = db->nospace_events;
+    db->flush_asked++; /* a flush waiting to retry does so now (wait_to_retry) */
+    pthread_cond_broadcast(&db->work_cv);
+    struct timespec t = monotonic_deadline(2 * (uint64_t)db->opt.full_disk_retry_us);
+    while (db->bg_error == NULL && background_pending(db, progress, events) &&
+           cond_timedwait(&db->room_cv, &db->mu, &t) != ETIMEDOUT)
+        ;
+    bool progressed = db->bg_progress != progress || db->compacting;
+    fw->idle = progressed ? 0 : fw->idle + 1;
+    return true;
+}
+
+void db_reserve_frees_done(lsm_db *db, struct frees_wait *fw)
+{
+    assert(mutex_held(&db->mu));
+    if (fw->deadline_us == 0)
+        return;
+    db->frees_holding = false;
+    pthread_cond_broadcast(&db->work_cv); /* a compaction may start now */
 }
 
 lsm_status *db_reserve_check(lsm_db *db, bool frees_space)

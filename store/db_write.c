@@ -190,7 +190,10 @@ static void pop_group(lsm_db *db, struct writer *last, struct wakeups *wk)
         db_writer_wake(db->head, WRITER_LEADER, wk);
 }
 
-lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out)
+#define WAL_ROOM_STEP (1u << 20)
+#define WAL_TIGHT_ROOM_STEP (64u << 10)
+
+lsm_status *db_new_wal(lsm_db *db, uint64_t number, bool tight, wal_writer **out)
 {
     char name[4096];
     snprintf(name, sizeof(name), "%s/%06llu.log", db->dir, (unsigned long long)number);
@@ -198,14 +201,14 @@ lsm_status *db_new_wal(lsm_db *db, uint64_t number, wal_writer **out)
     lsm_status *s = db->env->new_wfile(db->env, name, &f);
     if (s)
         return s;
-    /* Make log space ahead of the writes, 1 MiB at a time: syncs of
+    /* Make log space ahead of the writes, a step at a time: syncs of
      * appends into it need no inode update, and a live log holds at most
-     * 1 MiB it does not use. ENOSPC here is no error: the log then simply
+     * a step it does not use. ENOSPC here is no error: the log then simply
      * grows as it is written. */
     enum wfile_space mode = db->opt.wal_mode == LSM_WAL_MAPPED      ? WFILE_MAPPED
                             : db->opt.wal_mode == LSM_WAL_ZERO_FILL ? WFILE_ZERO_FILL
                                                                     : WFILE_AUTO;
-    lsm_status *pre = f->ops->preallocate(f, 1u << 20, mode);
+    lsm_status *pre = f->ops->preallocate(f, tight ? WAL_TIGHT_ROOM_STEP : WAL_ROOM_STEP, mode);
     lsm_status_free(pre);
     *out = wal_writer_new(f, 0);
     if (*out == NULL)
@@ -237,12 +240,13 @@ static lsm_status *leave_wal(lsm_db *db)
         return status_new(LSM_IO_ERROR, "out of memory switching memtables");
     }
     bool unsynced = db->wal_synced < db->wal_written;
+    bool tight = db->frees_holding;
     mutex_unlock(&db->mu);
     lsm_status *sync_err = NULL;
     if (unsynced)
         sync_err = wal_sync(old);
     wal_writer *neu = NULL;
-    lsm_status *s = sync_err ? status_copy(sync_err) : db_new_wal(db, number, &neu);
+    lsm_status *s = sync_err ? status_copy(sync_err) : db_new_wal(db, number, tight, &neu);
     mutex_lock(&db->mu);
     if (sync_err) /* the old log's writes may be lost: sticky */
         db_set_bg_error(db, status_wrap(sync_err, "syncing the write-ahead log"));
@@ -396,6 +400,28 @@ static bool switch_must_wait(lsm_db *db)
  * retire (the queue was busy, or level 0 full). */
 #define DEFERRED_RETRY_US 20000
 
+/* Switches the active memtable out from the flush thread, as a solo writer
+ * at the head of an empty queue (the flush then writes it to a table);
+ * false if the queue is busy or no switch may happen now. Never waits for
+ * room. REQUIRES: mu held (released meanwhile). */
+static bool idle_switch(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (db->head != NULL || db->bg_error || switch_must_wait(db))
+        return false;
+    struct writer w = {.batch = NULL, .solo = true};
+    atomic_init(&w.state, WRITER_WAITING);
+    enqueue(db, &w); /* the head at once: the queue was empty */
+    lsm_status *s = switch_memtable(db);
+    struct wakeups wk = {.n = 0};
+    pop_group(db, &w, &wk);
+    lsm_status_free(s); /* not sticky (see leave_wal): retried later */
+    mutex_unlock(&db->mu);
+    db_wakeups_flush(&wk);
+    mutex_lock(&db->mu);
+    return true;
+}
+
 uint64_t db_retire_old_deferred(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
@@ -411,19 +437,42 @@ uint64_t db_retire_old_deferred(lsm_db *db)
         in_mem = d->mem == db->mem_id; /* see struct deferred */
     if (!in_mem) /* its memtable is already waiting for the flush */
         return DEFERRED_RETRY_US;
-    if (db->head != NULL || db->bg_error || switch_must_wait(db))
-        return DEFERRED_RETRY_US;
-    struct writer w = {.batch = NULL, .solo = true};
-    atomic_init(&w.state, WRITER_WAITING);
-    enqueue(db, &w); /* the head at once: the queue was empty */
-    lsm_status *s = switch_memtable(db);
-    struct wakeups wk = {.n = 0};
-    pop_group(db, &w, &wk);
-    lsm_status_free(s); /* not sticky (see leave_wal): retried later */
-    mutex_unlock(&db->mu);
-    db_wakeups_flush(&wk);
-    mutex_lock(&db->mu);
+    idle_switch(db);
     return DEFERRED_RETRY_US;
+}
+
+/* How long the store must see no write before an active memtable holding
+ * deletions is flushed, so the space they free comes back on an idle store
+ * (the compaction of tombstone-heavy tables follows). */
+#define IDLE_DELETIONS_US 1000000
+
+/* Switches out an idle active memtable that holds deletions: returns the µs
+ * after which to look again, 0 if it holds none (a write that adds some
+ * wakes the flush thread: idle_watch). REQUIRES: mu held. */
+static uint64_t flush_idle_deletions(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    db->idle_watch = memtable_deletions(db->mem) > 0;
+    if (!db->idle_watch)
+        return 0;
+    uint64_t now = db->env->now_micros(db->env);
+    if (db->idle_seq != db->last_seq) { /* written since the last look */
+        db->idle_seq = db->last_seq;
+        db->idle_since_us = now;
+    }
+    if (now < db->idle_since_us + IDLE_DELETIONS_US)
+        return db->idle_since_us + IDLE_DELETIONS_US - now;
+    if (!idle_switch(db))
+        return DEFERRED_RETRY_US;
+    db->idle_watch = false;
+    return 0;
+}
+
+uint64_t db_idle_look(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t a = db_retire_old_deferred(db), b = flush_idle_deletions(db);
+    return a == 0 || (b != 0 && b < a) ? b : a;
 }
 
 bool lsm_write_may_wait(lsm_db *db)
@@ -439,8 +488,7 @@ bool lsm_write_may_wait(lsm_db *db)
 
 /* db_make_room_for_write; a writer that frees space (frees) does not give up
  * on a full disk before the background work has tried once more (with the
- * reserve, db_reserve_frees_write): a delete never fails for room that a
- * retry would give it. */
+ * reserve); its leader then tries again by db_reserve.c's rule. */
 static lsm_status *make_room(lsm_db *db, bool force, bool frees)
 {
     assert(mutex_held(&db->mu));
@@ -573,6 +621,8 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     } else if (group || late) {
         db->wal_written = written;
     }
+    if (s == NULL && group && !db->idle_watch && memtable_deletions(mem) > 0)
+        pthread_cond_broadcast(&db->work_cv); /* flush_idle_deletions looks */
     if (s == NULL && group) {
         db->last_seq = seq + lsm_batch_count(group) - 1;
         account_write(db, bytes);
@@ -624,28 +674,32 @@ static lsm_status *flush_deferred_first(lsm_db *db)
     return s;
 }
 
-/* Leads one group: writes it, leaves the queue to the next head, waits for
- * a sync if the group needs one, then finishes the members; *seq gets the
- * group's last sequence and the wake-ups it owes go to wk. REQUIRES: mu
- * held; w is the head. */
-static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64_t *seq)
+/* What the leader's group needs before it is written: the reserve's leave,
+ * room in the memtable (a barrier: a log a full disk broke left behind).
+ * A freeing write on a full disk flushes deferred batches first (no room to
+ * log them late and flush them too); so does its retry. REQUIRES: mu held;
+ * w is the head. */
+static lsm_status *prepare_group(lsm_db *db, struct writer *w, bool retry)
 {
-    /* A barrier inserts nothing: it never waits for memtable room (it may
-     * be what saves the deferred batches of a store whose disk is full),
-     * and its group holds only barriers (pick_group). */
-    if (w->frees && w->batch != NULL)
-        db->frees_waiting = true;
-    lsm_status *s = w->batch != NULL ? db_reserve_check(db, w->frees) : NULL;
-    if (s == NULL && w->frees && w->batch != NULL && db->deferred_head != NULL && db->nospace) {
-        /* The disk is full: no room to log them late and flush them too. */
+    assert(mutex_held(&db->mu));
+    if (w->batch == NULL)
+        return leave_broken_wal(db);
+    lsm_status *s = db_reserve_check(db, w->frees);
+    if (s == NULL && w->frees && db->deferred_head != NULL && (retry || db->nospace)) {
         db_reserve_release(db);
         s = flush_deferred_first(db);
     }
-    if (s == NULL)
-        s = w->batch != NULL ? make_room(db, false, w->frees) : leave_broken_wal(db);
-    struct writer *last = w;
-    int count = 1;
-    bool need_sync = false;
+    return s != NULL ? s : make_room(db, false, w->frees);
+}
+
+/* Prepares and writes the group led by w; a log the write broke is cut
+ * back at once (groups may wait for a sync on it). REQUIRES: mu held; w is
+ * the head. */
+static lsm_status *try_group(lsm_db *db, struct writer *w, bool retry, struct writer **last,
+                             int *count, bool *need_sync)
+{
+    assert(mutex_held(&db->mu));
+    lsm_status *s = prepare_group(db, w, retry);
     /* A sync group could not finish before a running sync ends anyway:
      * wait for it at the head, so the writers that queue meanwhile join
      * this group (one append, one wake-up round) instead of each leading
@@ -658,20 +712,37 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
         db_gather(db, true);
     }
     if (s == NULL)
-        s = write_group(db, w, &last, &count, &need_sync);
-    cut_broken_wal(db); /* at once: groups may wait for a sync on it */
-    if (lsm_status_code(s) == LSM_NO_SPACE && w->frees && !db->bg_error) {
-        /* A write that frees space may use the reserve: once more (in a
-         * new log if the append broke this one). */
-        db_reserve_release(db);
+        s = write_group(db, w, last, count, need_sync);
+    cut_broken_wal(db);
+    return s;
+}
+
+/* Leads one group: writes it, leaves the queue to the next head, waits for
+ * a sync if the group needs one, then finishes the members; *seq gets the
+ * group's last sequence and the wake-ups it owes go to wk. A write that
+ * frees space and meets a full disk tries again by db_reserve.c's rule.
+ * REQUIRES: mu held; w is the head. */
+static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64_t *seq)
+{
+    /* A barrier inserts nothing: it never waits for memtable room (it may
+     * be what saves the deferred batches of a store whose disk is full),
+     * and its group holds only barriers (pick_group). */
+    bool frees = w->frees && w->batch != NULL;
+    struct frees_wait fw = {.deadline_us = 0};
+    if (frees)
+        db->frees_waiting = true;
+    struct writer *last = w;
+    int count = 1;
+    bool need_sync = false;
+    lsm_status *s = try_group(db, w, false, &last, &count, &need_sync);
+    while (frees && lsm_status_code(s) == LSM_NO_SPACE) {
+        db_reserve_frees_hold(db, &fw);
+        if (!db_reserve_frees_wait(db, &fw))
+            break;
         lsm_status_free(s);
-        s = db->deferred_head != NULL ? flush_deferred_first(db) : NULL;
-        if (s == NULL)
-            s = make_room(db, false, true);
-        if (s == NULL)
-            s = write_group(db, w, &last, &count, &need_sync);
-        cut_broken_wal(db);
+        s = try_group(db, w, true, &last, &count, &need_sync);
     }
+    db_reserve_frees_done(db, &fw);
     if (s == NULL && w->frees)
         db_reserve_serve_background(db); /* now that it is in the log */
     *seq = db->last_seq;

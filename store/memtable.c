@@ -28,7 +28,8 @@
 struct memtable {
     arena arena;              /* allocation: writer only; usage: read by anyone */
     skiplist list;            /* one writer (caller-serialised), lock-free readers */
-    _Atomic uint64_t entries; /* written by the writer, read by anyone */
+    _Atomic uint64_t entries;   /* written by the writer, read by anyone */
+    _Atomic uint64_t deletions; /* entries that are deletions; as entries */
     atomic_int refs;
     /* Bloom filter of the user keys: bits are only ever set, by the writer,
      * before the entry is linked into the list (relaxed: readers that may
@@ -114,6 +115,7 @@ memtable *memtable_new(void)
         return NULL;
     }
     atomic_init(&m->entries, 0);
+    atomic_init(&m->deletions, 0);
     atomic_init(&m->refs, 1);
     return m;
 }
@@ -158,6 +160,10 @@ bool memtable_add(memtable *m, uint64_t seq, enum value_type type, const void *k
     skiplist_insert(&m->list, e);
     atomic_store_explicit(&m->entries, atomic_load_explicit(&m->entries, memory_order_relaxed) + 1,
                           memory_order_relaxed);
+    if (type == TYPE_DELETION)
+        atomic_store_explicit(&m->deletions,
+                              atomic_load_explicit(&m->deletions, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
     return true;
 }
 
@@ -219,6 +225,11 @@ enum memtable_get_result memtable_get(memtable *m, const void *key, size_t klen,
 size_t memtable_memory_usage(const memtable *m)
 {
     return arena_memory_usage(&m->arena);
+}
+
+uint64_t memtable_deletions(const memtable *m)
+{
+    return atomic_load_explicit(&m->deletions, memory_order_relaxed);
 }
 
 uint64_t memtable_entries(const memtable *m)

@@ -39,6 +39,7 @@ enum memtable_get_result memtable_get(memtable *m, const void *key, size_t klen,
 /* Bytes of arena in use (what write_buffer_size is compared against). */
 size_t memtable_memory_usage(const memtable *m);
 uint64_t memtable_entries(const memtable *m);
+uint64_t memtable_deletions(const memtable *m); /* entries that are deletions */
 
 /* An iterator over internal keys; holds a reference to m until freed. */
 iter *memtable_iter_new(memtable *m);

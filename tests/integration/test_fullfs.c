@@ -209,14 +209,26 @@ static void fill_host(void)
     close(fd);
 }
 
+/* A failure: the daemon's stats (its full-disk state) and its log. */
+static void show_state(struct tmount *m)
+{
+    char stats[4096];
+    ssize_t n = getxattr(P("."), "user.lsmfs.stats", stats, sizeof stats - 1);
+    fprintf(stderr, "%.*s\n", n > 0 ? (int)n : 0, stats);
+    tm_dump_log(m);
+}
+
 /* Unlinks file i of writer w; the last one may never have been created
  * (its open met the full disk). */
 static void remove_file(struct tmount *m, const struct writer *w, int i)
 {
     if (unlink(P("%s/%d", kind_dir(w->kind), i)) == 0)
         return;
-    if (errno != ENOENT || i != w->files - 1)
-        fail_msg("unlink %s/%d on the full disk: %s", kind_dir(w->kind), i, strerror(errno));
+    int err = errno;
+    if (err != ENOENT || i != w->files - 1) {
+        show_state(m);
+        fail_msg("unlink %s/%d on the full disk: %s", kind_dir(w->kind), i, strerror(err));
+    }
 }
 
 /* A tmpfs of `size` (e.g. "64m") at host, and lsmfs mounted with its store
@@ -302,8 +314,10 @@ static void test_full_disk(void **state)
     while ((err = write_file(&w[BIG], resumed, BIG_SIZE, 256 * KiB, true)) == ENOSPC &&
            tm_now() - t0 < 15.0)
         tm_sleep_ms(100);
-    if (err != 0)
+    if (err != 0) {
+        show_state(m);
         fail_msg("writing after the deletes: %s", strerror(err));
+    }
     fprintf(stderr, "[fullfs] writes resumed %.2f s after the deletes\n", tm_now() - t0);
     for (t0 = tm_now(); (err = append_more(&w[APPEND])) == ENOSPC && tm_now() - t0 < 15.0;)
         tm_sleep_ms(100);
@@ -428,10 +442,7 @@ static int cmp_double(const void *a, const void *b)
 static void loop_failed(struct tmount *m)
 {
     hogs_stop();
-    char stats[4096];
-    ssize_t n = getxattr(P("."), "user.lsmfs.stats", stats, sizeof stats - 1);
-    fprintf(stderr, "%.*s\n", n > 0 ? (int)n : 0, stats);
-    tm_dump_log(m);
+    show_state(m);
 }
 
 /* Writes file i in 1 MiB pieces until the disk is full (ENOSPC). With

@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -607,6 +608,87 @@ static void test_low_disk_keeps_memtables_few(void **state)
     fault_env_free(fe);
 }
 
+static bool compacting(lsm_db *db)
+{
+    mutex_lock(&db->mu);
+    bool c = db->compacting;
+    mutex_unlock(&db->mu);
+    return c;
+}
+
+static void *compact_all(void *arg)
+{
+    return lsm_compact_range(arg, NULL, 0, NULL, 0);
+}
+
+struct space_back {
+    lsm_db *db;
+    fault_env *fe;
+};
+
+/* The compaction's output held the disk's last bytes: once it has ended
+ * (and its inputs are gone), the disk has room again. */
+static void *space_back_after_compaction(void *arg)
+{
+    struct space_back *sb = arg;
+    while (compacting(sb->db))
+        usleep(1000);
+    fault_env_clear_failures(sb->fe);
+    return NULL;
+}
+
+/* A compaction runs (slow syncs) and its output has taken the disk's last
+ * bytes, so a delete's log append finds the disk full: the delete waits
+ * for the compaction to end, which gives the space back, and then goes
+ * through (before: one retry at once, then LSM_NO_SPACE, issue 29). */
+static void test_delete_waits_for_running_compaction(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_retrying(fe, 0, 20000);
+    for (int i = 0; i < 2000; i++)
+        assert_null(put_key(db, i, false));
+    assert_null(lsm_compact_range(db, NULL, 0, NULL, 0));
+    for (int i = 0; i < 1000; i++) /* level 0 tables over the compacted ones */
+        assert_null(put_key(db, i, false));
+    assert_null(db_flush_memtables(db, 0));
+    fault_env_set_sync_delay_us(fe, 200000);
+    pthread_t compactor, freer;
+    assert_int_equal(pthread_create(&compactor, NULL, compact_all, db), 0);
+    while (!compacting(db))
+        usleep(1000);
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, -1);
+    struct space_back sb = {.db = db, .fe = fe};
+    assert_int_equal(pthread_create(&freer, NULL, space_back_after_compaction, &sb), 0);
+    char k[32], v[160];
+    key_value(5, k, v);
+    lsm_write_options freeing = {.frees_space = true};
+    lsm_status *s = lsm_delete(db, &freeing, k, strlen(k));
+    if (s)
+        fail_msg("the delete during the compaction: %s", lsm_status_message(s));
+    /* The log it moved to took only a small step of room on the full disk. */
+    mutex_lock(&db->mu);
+    unsigned long long wal = (unsigned long long)db->wal_number;
+    mutex_unlock(&db->mu);
+    struct stat st;
+    char log[300];
+    snprintf(log, sizeof(log), "%s/%06llu.log", dir, wal);
+    assert_int_equal(stat(log, &st), 0);
+    assert_true(st.st_size <= 64 << 10);
+    void *cs = NULL;
+    pthread_join(compactor, &cs);
+    assert_null(cs);
+    pthread_join(freer, NULL);
+    fault_env_set_sync_delay_us(fe, 0);
+    assert_false(read_key(db, 5));
+    assert_null(lsm_close(db));
+    db = open_retrying(fe, 0, 20000);
+    for (int i = 0; i < 2000; i++)
+        assert_int_equal(read_key(db, i), i != 5);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 struct maker {
     lsm_db *db;
     bool held;
@@ -745,6 +827,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reserve_serves_deletes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve_serves_freeing_wal_append, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_waits_for_the_retry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_waits_for_running_compaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_release_while_making_the_reserve, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_flushes_deferred_on_full_disk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_after_deferred_flush_fails, setup, teardown),

@@ -131,6 +131,24 @@ static void test_deleted_store_shrinks_idle(void **state)
     ASSERT_OK(lsm_close(db));
 }
 
+/* The deletions stay in the active memtable (no reopen, no further write):
+ * an idle memtable holding deletions is flushed after a short quiet, so the
+ * store still shrinks to within 2x its live data (before: never, issue 29). */
+static void test_deletions_in_idle_memtable_flushed(void **state)
+{
+    (void)state;
+    lsm_db *db = tu_open_db(dir, NULL, 4 << 20); /* every deletion fits in it */
+    uint64_t full = fill_then_delete(db);
+    uint64_t live = full / LIVE_EVERY;
+    uint64_t bytes = wait_for_shrink(db, 2 * live);
+    if (bytes > 2 * live)
+        fail_msg("after %d s idle the tables hold %" PRIu64 " bytes; live data ~%" PRIu64
+                 " (full %" PRIu64 ", %" PRIu64 " bytes in memtables)",
+                 WAIT_SECONDS, bytes, live, full, tu_prop(db, "lsm.mem-usage"));
+    check_contents(db);
+    ASSERT_OK(lsm_close(db));
+}
+
 /* Table writes fail with a full disk while the deletion-triggered compaction
  * is due: nothing is lost, and once space is back it completes on its own. */
 static void test_full_disk_during_deletion_compaction(void **state)
@@ -168,6 +186,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_deleted_store_shrinks_idle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deletions_in_idle_memtable_flushed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_during_deletion_compaction, setup,
                                         teardown),
     };
