@@ -1,14 +1,14 @@
 /*
  * test_oom_sweep.c — the allocation-failure sweep (as SQLite's malloc
  * tests): a fixed workload that goes through every store path is run once
- * counting its allocations (store/lsm_malloc.h), then once per allocation N
+ * counting its allocations (tests/support/alloc_fail.h), then once per allocation N
  * with allocation N failing. Every call must succeed or return an error;
  * a write acknowledged is readable at once, and after the run the store,
  * reopened without injection, holds every write acknowledged with a sync
  * (every acknowledged one after a clean close), nothing never written,
  * and passes lsm_verify.
  *
- * Allocations are counted in two streams (lsm_malloc.h): the workload's thread
+ * Allocations are counted in two streams (alloc_fail.h): the workload's thread
  * and the store's background threads; the workload waits for the
  * background to go idle after each step, so each stream is deterministic.
  * N <= main-stream count is that stream's allocation N; above, the
@@ -29,7 +29,7 @@
  */
 #include "testutil.h"
 
-#include "lsm_malloc.h"
+#include "alloc_fail.h"
 #include "db_impl.h" /* L0_COMPACTION_TRIGGER */
 #include "fault_env.h"
 
