@@ -82,7 +82,7 @@ STORE_LIBS := $(LIBSTORE) $(LZ4_LIB) $(RADOS_LIB)
 # never in libstore; the tests (and bench-syncwake's slow disk) link it.
 TESTSUP_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 LIBTESTSUP  := $(BUILD)/libtestsupport.a
-$(BUILD)/tests/%.o $(BUILD)/tools/bench_syncwake.o: CFLAGS += -Itests/support
+$(BUILD)/tests/%.o $(BUILD)/tools/bench_syncwake.o: CFLAGS += -Itests/support -Itests/unit
 FS_LIBS    := $(LIBFS) $(LIBSTORE) $(FUSE_LIB) $(URING_LIB) $(LZ4_LIB) $(RADOS_LIB)
 
 PROGS := $(BIN)/lsmfs $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(BIN)/lsmctl $(BIN)/mount.lsmfs \
