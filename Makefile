@@ -161,9 +161,9 @@ $(BUILD)/tests/test_fs_%: $(BUILD)/tests/unit/test_fs_%.o $(LIBTESTSUP) $(LIBFS)
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIBTESTSUP) $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBTESTSUP) $(STORE_LIBS) $(CMOCKA)
-$(BUILD)/tests/test_%: $(BUILD)/tests/integration/test_%.o $(INTEG_LIB) $(LIBTESTSUP) $(LIBFS) $(LIBSTORE)
+$(BUILD)/tests/test_%: $(BUILD)/tests/integration/test_%.o $(INTEG_LIB) $(LIBFS) $(LIBSTORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(INTEG_LIB) $(LIBTESTSUP) $(FS_LIBS) $(CMOCKA)
+	$(CC) $(LDFLAGS) -o $@ $< $(INTEG_LIB) $(FS_LIBS) $(CMOCKA)
 
 # The LD_PRELOAD shim test_failsync puts under the daemon (its syncs fail
 # on demand): plain flags, whatever SAN is, since it is loaded into other
