@@ -78,6 +78,11 @@ FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
 LIBSTORE  := $(BUILD)/libstore.a
 LIBFS     := $(BUILD)/libfs.a
 STORE_LIBS := $(LIBSTORE) $(LZ4_LIB) $(RADOS_LIB)
+# What only tests use (the fault env, the allocation-failure hook, fixtures):
+# never in libstore; the tests (and bench-syncwake's slow disk) link it.
+TESTSUP_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
+LIBTESTSUP  := $(BUILD)/libtestsupport.a
+$(BUILD)/tests/%.o $(BUILD)/tools/bench_syncwake.o: CFLAGS += -Itests/support -Itests/unit
 FS_LIBS    := $(LIBFS) $(LIBSTORE) $(FUSE_LIB) $(URING_LIB) $(LZ4_LIB) $(RADOS_LIB)
 
 PROGS := $(BIN)/lsmfs $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(BIN)/lsmctl $(BIN)/mount.lsmfs \
@@ -108,6 +113,9 @@ $(LIBSTORE): $(STORE_OBJ)
 $(LIBFS): $(FS_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+$(LIBTESTSUP): $(TESTSUP_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
 $(BIN)/lsmfs: $(BUILD)/fs/main.o $(LIBFS) $(LIBSTORE)
 	@mkdir -p $(dir $@)
@@ -127,9 +135,9 @@ $(BIN)/lsmctl: $(BUILD)/tools/lsmctl.o $(BUILD)/tools/lsmctl_snapshot.o $(BUILD)
 $(BIN)/mount.lsmfs: tools/mount.lsmfs.in
 	@mkdir -p $(dir $@)
 	sed 's|@BINDIR@|$(abspath $(BIN))|' $< > $@ && chmod 755 $@
-$(BIN)/bench-syncwake: $(BUILD)/tools/bench_syncwake.o $(LIBSTORE)
+$(BIN)/bench-syncwake: $(BUILD)/tools/bench_syncwake.o $(LIBTESTSUP) $(LIBSTORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(STORE_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBTESTSUP) $(STORE_LIBS)
 # nowork-fs shares lsmfs's transport (fs/transport/) and nothing else.
 $(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o $(BUILD)/tools/nowork_log.o \
                   $(patsubst %.c,$(BUILD)/%.o,$(wildcard fs/transport/*.c))
@@ -143,15 +151,15 @@ $(BIN)/lsmbench: $(BUILD)/tools/lsmbench.o $(BUILD)/tools/lsmbench_leveldb.o $(L
 
 # Unit tests of fs/ modules (test_fs_*) link libfs; the store's only libstore;
 # nowork-fs's log its own object.
-$(BUILD)/tests/test_nowork_log: $(BUILD)/tests/unit/test_nowork_log.o $(BUILD)/tools/nowork_log.o $(LIBSTORE)
+$(BUILD)/tests/test_nowork_log: $(BUILD)/tests/unit/test_nowork_log.o $(BUILD)/tools/nowork_log.o $(LIBTESTSUP) $(LIBSTORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STORE_LIBS) $(CMOCKA)
-$(BUILD)/tests/test_fs_%: $(BUILD)/tests/unit/test_fs_%.o $(LIBFS) $(LIBSTORE)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBTESTSUP) $(STORE_LIBS) $(CMOCKA)
+$(BUILD)/tests/test_fs_%: $(BUILD)/tests/unit/test_fs_%.o $(LIBTESTSUP) $(LIBFS) $(LIBSTORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(FS_LIBS) $(CMOCKA)
-$(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIBSTORE)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBTESTSUP) $(FS_LIBS) $(CMOCKA)
+$(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIBTESTSUP) $(LIBSTORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(STORE_LIBS) $(CMOCKA)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBTESTSUP) $(STORE_LIBS) $(CMOCKA)
 $(BUILD)/tests/test_%: $(BUILD)/tests/integration/test_%.o $(INTEG_LIB) $(LIBFS) $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(INTEG_LIB) $(FS_LIBS) $(CMOCKA)

@@ -1,6 +1,6 @@
 /*
  * env.h — every file and OS call the store makes goes through an lsm_env, so
- * tests can slow, fail or "power-cut" them (see fault_env.h).
+ * tests can slow, fail or "power-cut" them (see tests/support/fault_env.h).
  *
  * An env is a table of function pointers; files are objects whose first
  * member points at their own table. The POSIX env is lsm_env_default().

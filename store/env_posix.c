@@ -17,6 +17,7 @@
 #include "env.h"
 #include "lsm_malloc.h"
 #include "env_posix_hook.h"
+#include "wal_prefill.h"
 
 #include "status.h"
 
@@ -109,8 +110,9 @@ static int create_file(const char *path, int flags, lsm_status **s)
  *    in the kernel's hands at once (a crash of the process cannot lose them),
  *    with no system call per append. fdatasync covers pages dirtied through
  *    the mapping as it does written ones.
- *  - zero-filled: appends pwrite at pos, and once the file is being synced
- *    a helper thread (the zeroer) writes zeros ahead of pos and syncs them.
+ *  - zero-filled (wal_prefill.h): appends pwrite at pos, and once the file is
+ *    being synced a helper thread (the zeroer) writes zeros ahead of pos and
+ *    syncs them.
  *    A later fdatasync then writes just the appended blocks: no extent to
  *    convert, no size to update (space merely fallocated still costs an
  *    extent update per sync that reaches new blocks). pwrite, because it
@@ -126,9 +128,9 @@ struct posix_wfile {
     char *path;
     char *map;         /* NULL unless mapped */
     uint64_t map_len;  /* bytes mapped from offset 0 (all reserved in the file) */
-    uint64_t pos;      /* WAL modes: offset of the next append [zlk when zero-filled] */
+    uint64_t pos;      /* WAL modes: offset of the next append [zf's lock when zero-filled] */
     uint64_t map_step; /* how much more to reserve when the mapping is full */
-    struct zero_fill *zf; /* NULL unless zero-filled or auto */
+    struct wal_prefill *zf; /* NULL unless zero-filled or auto */
     /* Auto mode: the appending thread switches between mapped and
      * zero-filled by how often the log is synced (see auto_tick). */
     bool auto_mode;
@@ -152,22 +154,6 @@ struct sync_slots {
         pthread_mutex_t lk; /* held while a sync uses fd */
         int fd;             /* [const] */
     } slot[SYNC_SLOTS];
-};
-
-/* The zero-filled mode's shared state. The appending thread, a syncing
- * thread and the zeroer meet here; zlk orders pos against the zeroer's
- * writes so zeros never land on appended data. */
-struct zero_fill {
-    pthread_mutex_t zlk;
-    pthread_cond_t zcv;   /* the zeroer waits here for work */
-    uint64_t step;        /* bytes zeroed per round */
-    uint64_t zero_end;    /* [zlk] zeros reach this far (synced) */
-    uint64_t size;        /* [zlk] the file's size as we made it */
-    bool active;          /* [zlk] zero-filling (auto mode may pause it) */
-    bool wanted;          /* [zlk] a round is asked for */
-    bool closing;         /* [zlk] the file is closing: the zeroer exits */
-    bool started;         /* [zlk] the zeroer thread exists */
-    pthread_t thread;     /* [zlk] valid once started */
 };
 
 /* Writes all n bytes across EINTR and short writes: at the file offset
@@ -220,7 +206,6 @@ static lsm_status *wfile_flush_buf(struct posix_wfile *f)
 
 static lsm_status *map_append(struct posix_wfile *f, const void *data, size_t n);
 static lsm_status *zero_append(struct posix_wfile *f, const void *data, size_t n);
-static void zero_after_sync(struct posix_wfile *f);
 static void auto_tick(struct posix_wfile *f);
 
 static lsm_status *wfile_append(lsm_wfile *base, const void *data, size_t n)
@@ -353,7 +338,7 @@ static lsm_status *wfile_sync(lsm_wfile *base)
     if (f->auto_mode)
         atomic_fetch_add_explicit(&f->win_syncs, 1, memory_order_relaxed);
     if (f->zf)
-        zero_after_sync(f);
+        wal_prefill_after_sync(f->zf);
     return NULL;
 }
 
@@ -411,113 +396,23 @@ static lsm_status *map_append(struct posix_wfile *f, const void *data, size_t n)
 
 /* ------------------------------------------------- zero-filled WAL mode */
 
-#define ZERO_PIECE (64u << 10)
-static const char zeros[ZERO_PIECE];
-
-/* Zeros are written and synced a round at a time, keeping about `step`
- * bytes ahead of the appends: small rounds, because a WAL sync that queues
- * behind the zeroer's fdatasync waits for the whole round. */
-#define ZERO_ROUND (256u << 10)
-
-/* Whether the zeros are less than a step (minus a round) ahead of the
- * appends. REQUIRES: zlk held. */
-static bool zero_wants_more(const struct posix_wfile *f, const struct zero_fill *z)
-{
-    uint64_t round = z->step < ZERO_ROUND ? z->step : ZERO_ROUND;
-    return f->pos + z->step > z->zero_end + round;
-}
-
 static lsm_status *zero_append(struct posix_wfile *f, const void *data, size_t n)
 {
-    struct zero_fill *z = f->zf;
-    pthread_mutex_lock(&z->zlk);
-    int err = write_all_at(f->fd, data, n, (off_t)f->pos);
-    if (err == 0) {
-        f->pos += n;
-        if (f->pos > z->size)
-            z->size = f->pos;
-    }
-    pthread_mutex_unlock(&z->zlk);
+    int err = wal_prefill_append(f->zf, data, n);
     if (err == 0)
         return NULL;
     f->err = err;
     return posix_error(err, "write", f->path);
 }
 
-/* Writes zeros over [from, to), piece by piece, each piece only where no
- * append has reached yet (checked under zlk, which appends hold). Returns 0
- * or an errno. [zeroer] */
-static int zero_range(struct posix_wfile *f, uint64_t from, uint64_t to)
+static int prefill_write(void *ctx, const void *p, size_t n, uint64_t off)
 {
-    struct zero_fill *z = f->zf;
-    int err = 0;
-    for (uint64_t off = from; off < to && err == 0; off += ZERO_PIECE) {
-        uint64_t end = off + ZERO_PIECE < to ? off + ZERO_PIECE : to;
-        pthread_mutex_lock(&z->zlk);
-        if (!z->active) { /* back to mapped appends: pos is no longer ours */
-            pthread_mutex_unlock(&z->zlk);
-            break;
-        }
-        uint64_t start = off > f->pos ? off : f->pos;
-        if (start < end) {
-            err = write_all_at(f->fd, zeros, (size_t)(end - start), (off_t)start);
-            if (err == 0 && end > z->size)
-                z->size = end;
-        }
-        pthread_mutex_unlock(&z->zlk);
-    }
-    return err;
+    return write_all_at(((struct posix_wfile *)ctx)->fd, p, n, (off_t)off);
 }
 
-/* The zeroer: each round zeros ZERO_ROUND bytes past what appends and earlier
- * rounds reached, then syncs them. A failed write of zeros only ends the
- * help (the WAL still works, with dearer syncs); a failed fdatasync is
- * sticky for the file: the page it could not write may be an append's. */
-static void *zeroer_main(void *arg)
+static int prefill_sync(void *ctx)
 {
-    struct posix_wfile *f = arg;
-    struct zero_fill *z = f->zf;
-    pthread_mutex_lock(&z->zlk);
-    for (;;) {
-        while (!z->wanted && !z->closing)
-            pthread_cond_wait(&z->zcv, &z->zlk);
-        if (z->closing)
-            break;
-        z->wanted = false;
-        if (!z->active)
-            continue;
-        uint64_t from = z->zero_end > f->pos ? z->zero_end : f->pos;
-        uint64_t to = from + (z->step < ZERO_ROUND ? z->step : ZERO_ROUND);
-        pthread_mutex_unlock(&z->zlk);
-        int err = zero_range(f, from, to);
-        if (err == 0)
-            err = datasync(f); /* sets f->err on failure */
-        pthread_mutex_lock(&z->zlk);
-        if (err != 0)
-            break;
-        if (to > z->zero_end)
-            z->zero_end = to;
-        if (z->active && zero_wants_more(f, z))
-            z->wanted = true; /* another round right away */
-    }
-    pthread_mutex_unlock(&z->zlk);
-    return NULL;
-}
-
-/* After a sync: asks the zeroer for more rounds once the zeros are less
- * than a step ahead (starting it the first time). Syncs are what the
- * zeros speed up, so a log that is never synced is never zero-filled. */
-static void zero_after_sync(struct posix_wfile *f)
-{
-    struct zero_fill *z = f->zf;
-    pthread_mutex_lock(&z->zlk);
-    if (z->active && !z->closing && zero_wants_more(f, z)) {
-        if (!z->started && pthread_create(&z->thread, NULL, zeroer_main, f) == 0)
-            z->started = true;
-        z->wanted = true;
-        pthread_cond_signal(&z->zcv);
-    }
-    pthread_mutex_unlock(&z->zlk);
+    return datasync(ctx); /* sets f->err on failure */
 }
 
 /* Sets up zero-filling (active or, for auto mode, paused) from the file's
@@ -527,43 +422,25 @@ static lsm_status *zero_fill_start(struct posix_wfile *f, uint64_t step, bool ac
     off_t end = lseek(f->fd, 0, SEEK_CUR);
     if (end < 0)
         return posix_error(errno, "lseek", f->path);
-    struct zero_fill *z = lsm_calloc(1, sizeof(*z));
-    if (z == NULL)
-        return posix_error(ENOMEM, "preallocate", f->path);
-    pthread_mutex_init(&z->zlk, NULL);
-    pthread_cond_init(&z->zcv, NULL);
-    z->step = step;
-    z->active = active;
-    z->zero_end = z->size = (uint64_t)end;
-    f->pos = (uint64_t)end;
-    f->zf = z;
-    return NULL;
+    struct wal_prefill_io io = {prefill_write, prefill_sync, f};
+    f->zf = wal_prefill_new(&io, &f->pos, (uint64_t)end, step, active);
+    return f->zf ? NULL : posix_error(ENOMEM, "preallocate", f->path);
 }
 
 /* Auto mode, from mapped to zero-filled appends: the rest of the
  * reservation is zeroed from pos on by the zeroer. [appender] */
 static void auto_to_zero_fill(struct posix_wfile *f)
 {
-    struct zero_fill *z = f->zf;
     munmap(f->map, f->map_len);
     f->map = NULL;
-    pthread_mutex_lock(&z->zlk);
-    z->active = true;
-    if (f->map_len > z->size)
-        z->size = f->map_len;
-    z->zero_end = f->pos;
-    pthread_mutex_unlock(&z->zlk);
+    wal_prefill_resume(f->zf, f->map_len);
 }
 
 /* Auto mode, from zero-filled to mapped appends (a failed mapping leaves
  * appends on pwrite, zeroing paused). [appender] */
 static void auto_to_mapped(struct posix_wfile *f)
 {
-    struct zero_fill *z = f->zf;
-    pthread_mutex_lock(&z->zlk);
-    z->active = false; /* the zeroer stops before its next piece */
-    uint64_t size = z->size;
-    pthread_mutex_unlock(&z->zlk);
+    uint64_t size = wal_prefill_pause(f->zf);
     /* On failure appends simply stay on pwrite (zf is still there). */
     (void)map_extend(f, size, f->map_step);
 }
@@ -583,25 +460,6 @@ static void auto_tick(struct posix_wfile *f)
         auto_to_zero_fill(f);
     else if (!sync_heavy && f->map == NULL)
         auto_to_mapped(f);
-}
-
-/* Stops the zeroer and frees the mode's state; the file keeps its zeros.
- * *size: the file's size as appends and zeros made it. */
-static void zero_fill_stop(struct posix_wfile *f, uint64_t *size)
-{
-    struct zero_fill *z = f->zf;
-    pthread_mutex_lock(&z->zlk);
-    z->closing = true;
-    pthread_cond_signal(&z->zcv);
-    bool started = z->started;
-    pthread_mutex_unlock(&z->zlk);
-    if (started)
-        pthread_join(z->thread, NULL);
-    *size = z->size;
-    pthread_cond_destroy(&z->zcv);
-    pthread_mutex_destroy(&z->zlk);
-    free(z);
-    f->zf = NULL;
 }
 
 static lsm_status *wfile_preallocate(lsm_wfile *base, uint64_t len, enum wfile_space mode)
@@ -657,8 +515,10 @@ static lsm_status *wfile_close(lsm_wfile *base)
     struct posix_wfile *f = (struct posix_wfile *)base;
     lsm_status *s = wfile_flush(base);
     uint64_t made = 0;
-    if (f->zf)
-        zero_fill_stop(f, &made);
+    if (f->zf) {
+        made = wal_prefill_free(f->zf);
+        f->zf = NULL;
+    }
     if (f->map) {
         munmap(f->map, f->map_len);
         made = f->map_len;

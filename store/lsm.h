@@ -52,7 +52,7 @@ void lsm_status_free(lsm_status *s);
 /* ------------------------------------------------------------------ env */
 
 /* All file and OS access goes through an env (see store/env.h for its
- * definition and store/fault_env.h for the fault-injecting one). */
+ * definition and tests/support/fault_env.h for the tests' fault-injecting one). */
 typedef struct lsm_env lsm_env;
 lsm_env *lsm_env_default(void); /* POSIX; lives for the whole process */
 

@@ -1,23 +1,17 @@
 /*
- * lsm_malloc.h — every heap allocation of the store, and a test hook that makes
- * one of them fail (allocation-failure injection, as SQLite's malloc tests).
+ * lsm_malloc.h — every heap allocation of the store, and the seam through
+ * which a test makes one of them fail (allocation-failure injection, as
+ * SQLite's malloc tests; the counting hook is tests/support/alloc_fail.c).
  *
  * lsm_malloc, lsm_calloc, lsm_realloc, lsm_strdup and lsm_aligned_alloc
- * behave as the C library's (their memory is released with free()). Not
- * armed, each costs one relaxed atomic load more than the C library's.
- *
- * The hook counts allocations in two streams: those of the thread that
- * armed it (a test's workload) and those of every other thread (the
- * store's background threads), so each stream is deterministic for a
- * deterministic workload. fault_env.c, the test env, allocates with the
- * C library: its bookkeeping is the test's, not the store's.
+ * behave as the C library's (their memory is released with free()). With
+ * no hook set, each costs one relaxed atomic load more than the C library's.
  */
 #ifndef LSM_MALLOC_H
 #define LSM_MALLOC_H
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdint.h>
 
 void *lsm_malloc(size_t n);
 void *lsm_calloc(size_t n, size_t size);
@@ -26,24 +20,9 @@ void *lsm_realloc(void *p, size_t n);
 char *lsm_strdup(const char *s);
 void *lsm_aligned_alloc(size_t align, size_t n);
 
-enum lsm_alloc_stream {
-    LSM_ALLOC_MAIN = 0,  /* the thread that called lsm_alloc_hook_arm */
-    LSM_ALLOC_OTHER = 1, /* every other thread */
-};
-
-/* Test hook: counts allocations in both streams from zero from now on, and
- * makes allocation number fail_at (1-based) of `stream` return NULL; every
- * other allocation succeeds. fail_at 0: only count. Tests only; not to be
- * armed while another test arms it. */
-void lsm_alloc_hook_arm(enum lsm_alloc_stream stream, uint64_t fail_at);
-/* As lsm_alloc_hook_arm; with every_later, allocation fail_at and every
- * later one of `stream` fail (memory that never comes back). */
-void lsm_alloc_hook_arm_from(enum lsm_alloc_stream stream, uint64_t fail_at, bool every_later);
-/* Stops counting and failing (the counts stay readable). */
-void lsm_alloc_hook_disarm(void);
-/* Allocations of `stream` counted since the last arm. */
-uint64_t lsm_alloc_hook_count(enum lsm_alloc_stream stream);
-/* Whether the armed allocation has been failed since the last arm. */
-bool lsm_alloc_hook_fired(void);
+/* Called (when set) before every allocation above, from any thread; true
+ * makes that allocation return NULL. Tests only: NULL in the product. */
+typedef bool (*lsm_alloc_fail_fn)(void);
+void lsm_alloc_set_fail_hook(lsm_alloc_fail_fn fn);
 
 #endif

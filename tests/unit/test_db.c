@@ -3,7 +3,7 @@
  * recovery, the write queue's group commit and sync rule, sticky errors,
  * power cuts (fault env) and process crashes (fork + _exit).
  */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "fault_env.h"
 #include "lsm.h"
@@ -11,32 +11,6 @@
 #include <stdatomic.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static char dir[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_mkdtemp(dir, sizeof(dir), "db");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmtree(dir);
-    return 0;
-}
-
-static void db_options(lsm_options *o, lsm_env *env, size_t wbs)
-{
-    tu_db_options(o, env, wbs);
-}
-
-static lsm_db *open_db(lsm_env *env, size_t wbs)
-{
-    return tu_open_db(dir, env, wbs);
-}
 
 static void put(lsm_db *db, const char *k, const char *v, bool sync)
 {
@@ -98,7 +72,7 @@ static void assert_keys(lsm_db *db, const char *prefix, int n)
 static void test_put_get_delete(void **state)
 {
     (void)state;
-    lsm_db *db = open_db(NULL, 0);
+    lsm_db *db = tu_open(NULL, 0);
     put(db, "a", "1", false);
     put(db, "b", "2", false);
     put(db, "a", "3", false);
@@ -116,7 +90,7 @@ static void test_put_get_delete(void **state)
 static void test_batch_atomic_and_snapshot(void **state)
 {
     (void)state;
-    lsm_db *db = open_db(NULL, 0);
+    lsm_db *db = tu_open(NULL, 0);
     put(db, "x", "old", false);
     const lsm_snapshot *snap = lsm_snapshot_new(db);
     lsm_batch *b = lsm_batch_new();
@@ -160,7 +134,7 @@ static void collect(lsm_iter *it, bool backward, char *out, size_t cap)
 static void test_iterator_both_directions(void **state)
 {
     (void)state;
-    lsm_db *db = open_db(NULL, 0);
+    lsm_db *db = tu_open(NULL, 0);
     put(db, "b", "1", false);
     put(db, "d", "2", false);
     put(db, "a", "0", false);
@@ -202,7 +176,7 @@ static void long_kv(int i, char k[32], char v[128])
 static void test_reopen_after_close(void **state)
 {
     (void)state;
-    lsm_db *db = open_db(NULL, 64 << 10); /* small memtables: several logs */
+    lsm_db *db = tu_open(NULL, 64 << 10); /* small memtables: several logs */
     char k[32], v[128];
     for (int i = 0; i < 5000; i++) {
         long_kv(i, k, v);
@@ -212,7 +186,7 @@ static void test_reopen_after_close(void **state)
     assert_null(lsm_delete(db, NULL, "key000007", 9));
     assert_null(lsm_close(db));
 
-    db = open_db(NULL, 64 << 10);
+    db = tu_open(NULL, 64 << 10);
     for (int i = 0; i < 5000; i++) {
         long_kv(i, k, v);
         assert_value(db, k, i == 7 ? NULL : v);
@@ -220,7 +194,7 @@ static void test_reopen_after_close(void **state)
     assert_int_equal(tu_prop(db, "lsm.sequence"), 5001);
     put(db, "after", "reopen", false);
     assert_null(lsm_close(db));
-    db = open_db(NULL, 64 << 10);
+    db = tu_open(NULL, 64 << 10);
     assert_value(db, "after", "reopen");
     assert_int_equal(tu_prop(db, "lsm.sequence"), 5002);
     assert_null(lsm_close(db));
@@ -231,17 +205,17 @@ static void test_reopen_after_close(void **state)
 static void test_overwrite_after_flush_and_reopen(void **state)
 {
     (void)state;
-    lsm_db *db = open_db(NULL, 0);
+    lsm_db *db = tu_open(NULL, 0);
     put(db, "k", "one", false);
     assert_null(lsm_compact_range(db, NULL, 0, NULL, 0)); /* now in a table */
     assert_null(lsm_close(db));
-    db = open_db(NULL, 0);
+    db = tu_open(NULL, 0);
     put(db, "k", "two", false);
     assert_value(db, "k", "two");
     assert_null(lsm_compact_range(db, NULL, 0, NULL, 0));
     assert_value(db, "k", "two");
     assert_null(lsm_close(db));
-    db = open_db(NULL, 0);
+    db = tu_open(NULL, 0);
     assert_value(db, "k", "two");
     assert_null(lsm_close(db));
 }
@@ -249,11 +223,11 @@ static void test_overwrite_after_flush_and_reopen(void **state)
 static void test_second_open_is_busy(void **state)
 {
     (void)state;
-    lsm_db *db = open_db(NULL, 0);
+    lsm_db *db = tu_open(NULL, 0);
     lsm_options o;
     lsm_options_init(&o);
     lsm_db *db2 = NULL;
-    ASSERT_FAILS(lsm_open(&o, dir, &db2), LSM_BUSY, "in use");
+    ASSERT_FAILS(lsm_open(&o, tu_dir, &db2), LSM_BUSY, "in use");
     assert_null(db2);
     assert_null(lsm_close(db));
 }
@@ -265,18 +239,18 @@ static void test_not_a_store(void **state)
     lsm_options_init(&o);
     lsm_db *db = NULL;
     /* An empty dir, no create_if_missing. */
-    ASSERT_FAILS(lsm_open(&o, dir, &db), LSM_INVALID_ARGUMENT, "not an lsmfs store");
+    ASSERT_FAILS(lsm_open(&o, tu_dir, &db), LSM_INVALID_ARGUMENT, "not an lsmfs store");
     char lockpath[300];
-    snprintf(lockpath, sizeof(lockpath), "%s/LOCK", dir);
+    snprintf(lockpath, sizeof(lockpath), "%s/LOCK", tu_dir);
     assert_int_equal(access(lockpath, F_OK), -1); /* a foreign dir is left untouched */
 
     char path[300];
-    snprintf(path, sizeof(path), "%s/CURRENT", dir);
+    snprintf(path, sizeof(path), "%s/CURRENT", tu_dir);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     assert_true(fputs("garbage", f) >= 0);
     assert_int_equal(fclose(f), 0);
-    ASSERT_FAILS(lsm_open(&o, dir, &db), LSM_CORRUPTION, NULL);
+    ASSERT_FAILS(lsm_open(&o, tu_dir, &db), LSM_CORRUPTION, NULL);
     assert_null(db);
 }
 
@@ -286,9 +260,9 @@ static void test_not_a_store(void **state)
 static bool child_writes(void)
 {
     lsm_options o;
-    db_options(&o, NULL, 64 << 10);
+    tu_db_options(&o, NULL, 64 << 10);
     lsm_db *db = NULL;
-    if (lsm_open(&o, dir, &db) != NULL)
+    if (lsm_open(&o, tu_dir, &db) != NULL)
         return false;
     char k[32];
     for (int i = 0; i < 3000; i++) {
@@ -312,7 +286,7 @@ static void test_process_crash(void **state)
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    lsm_db *db = open_db(NULL, 64 << 10);
+    lsm_db *db = tu_open(NULL, 64 << 10);
     assert_keys(db, "k", 3000);
     assert_null(lsm_close(db));
 }
@@ -379,7 +353,7 @@ static void test_group_commit_shares_syncs(void **state)
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
     fault_env_set_sync_delay_us(fe, 2000); /* a slow disk: 2 ms per fsync */
-    lsm_db *db = open_db(fault_env_env(fe), 0);
+    lsm_db *db = tu_open(fault_env_env(fe), 0);
     enum { THREADS = 8, PER = 100 };
     uint64_t syncs0 = tu_prop(db, "lsm.wal-syncs");
     run_writers(db, THREADS, PER, 1);
@@ -424,7 +398,7 @@ static void test_writes_proceed_during_sync(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = open_db(fault_env_env(fe), 0);
+    lsm_db *db = tu_open(fault_env_env(fe), 0);
     fault_env_set_sync_delay_us(fe, 1000000); /* a 1 s fsync */
     struct slow_sync_arg a = {.db = db};
     atomic_init(&a.done, false);
@@ -446,7 +420,7 @@ static void test_writes_proceed_during_sync(void **state)
     assert_null(fault_env_power_cut(fe));
     lsm_status_free(lsm_close(db));
     fault_env_set_sync_delay_us(fe, 0);
-    db = open_db(fault_env_env(fe), 0);
+    db = tu_open(fault_env_env(fe), 0);
     assert_value(db, "a", "1");
     assert_value(db, "b", "2");
     for (int i = 0; i < 50; i++) { /* before b: durable with it */
@@ -461,7 +435,7 @@ static void test_writes_proceed_during_sync(void **state)
  * sync-writes "a"; returns once that write's sync is in the env. */
 static lsm_db *start_slow_sync(fault_env *fe, struct slow_sync_arg *a, pthread_t *t)
 {
-    lsm_db *db = open_db(fault_env_env(fe), 0);
+    lsm_db *db = tu_open(fault_env_env(fe), 0);
     fault_env_set_sync_delay_us(fe, 300000);
     a->db = db;
     atomic_init(&a->done, false);
@@ -481,10 +455,10 @@ static void test_write_may_wait_hint(void **state)
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
     lsm_options o;
-    db_options(&o, fault_env_env(fe), 64 * 1024);
+    tu_db_options(&o, fault_env_env(fe), 64 * 1024);
     o.max_memtable_bytes = 128 * 1024;
     lsm_db *db = NULL;
-    ASSERT_OK(lsm_open(&o, dir, &db));
+    ASSERT_OK(lsm_open(&o, tu_dir, &db));
     assert_false(lsm_write_may_wait(db));
     fault_env_set_sync_delay_us(fe, 1000000);
     char k[32], v[200];
@@ -511,7 +485,7 @@ static lsm_db *power_cut_and_reopen(fault_env *fe, lsm_db *db)
     assert_null(fault_env_power_cut(fe));
     lsm_status_free(lsm_close(db)); /* the cut made its files dead */
     fault_env_set_sync_delay_us(fe, 0);
-    return open_db(fault_env_env(fe), 0);
+    return tu_open(fault_env_env(fe), 0);
 }
 
 /* Syncs overlap: a sync write published after a (slow) sync started does
@@ -556,7 +530,7 @@ static void test_slow_syncs_shared(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = open_db(fault_env_env(fe), 0);
+    lsm_db *db = tu_open(fault_env_env(fe), 0);
     assert_int_equal(tu_prop(db, "lsm.wal-syncs-overlap-max"), 2);
     fault_env_set_sync_delay_us(fe, 20000);
     put(db, "w", "0", true);
@@ -665,10 +639,10 @@ static void test_table_partitions(void **state)
 {
     (void)state;
     lsm_options o;
-    db_options(&o, NULL, 64 << 10);
+    tu_db_options(&o, NULL, 64 << 10);
     o.table_partition = first_byte;
     lsm_db *db = NULL;
-    ASSERT_OK(lsm_open(&o, dir, &db));
+    ASSERT_OK(lsm_open(&o, tu_dir, &db));
     enum { N = 3000 };
     append_chunks(db, N);
     for (int i = 0; i < 1000 && (tu_prop(db, "lsm.immutable-memtables") > 0 ||
@@ -707,12 +681,12 @@ static void test_sync_rule_and_power_cut(void **state)
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
     fault_env_set_sync_delay_us(fe, 500);
-    lsm_db *db = open_db(fault_env_env(fe), 64 << 10);
+    lsm_db *db = tu_open(fault_env_env(fe), 64 << 10);
     enum { THREADS = 6, PER = 300 };
     run_writers(db, THREADS, PER, 2); /* even threads sync */
     assert_null(fault_env_power_cut(fe));
     lsm_status_free(lsm_close(db)); /* the cut made its files dead */
-    db = open_db(fault_env_env(fe), 64 << 10);
+    db = tu_open(fault_env_env(fe), 64 << 10);
     check_writers(db, THREADS, 2, PER);
     assert_null(lsm_close(db));
     fault_env_free(fe);
@@ -724,7 +698,7 @@ static void test_power_cut_leaves_prefix(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = open_db(fault_env_env(fe), 64 << 10);
+    lsm_db *db = tu_open(fault_env_env(fe), 64 << 10);
     enum { N = 4000 };
     char k[32];
     int last_synced = -1;
@@ -737,7 +711,7 @@ static void test_power_cut_leaves_prefix(void **state)
     }
     assert_null(fault_env_power_cut(fe));
     lsm_status_free(lsm_close(db));
-    db = open_db(fault_env_env(fe), 64 << 10);
+    db = tu_open(fault_env_env(fe), 64 << 10);
     int present = 0;
     bool gap = false;
     for (int i = 0; i < N; i++) {
@@ -760,7 +734,7 @@ static void test_barrier_makes_earlier_writes_durable(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = open_db(fault_env_env(fe), 64 << 10);
+    lsm_db *db = tu_open(fault_env_env(fe), 64 << 10);
     char k[32];
     for (int i = 0; i < 2000; i++) { /* crosses several log rotations */
         key_of(k, "b", i);
@@ -774,7 +748,7 @@ static void test_barrier_makes_earlier_writes_durable(void **state)
     put(db, "lost", "not synced", false);
     assert_null(fault_env_power_cut(fe));
     lsm_status_free(lsm_close(db));
-    db = open_db(fault_env_env(fe), 64 << 10);
+    db = tu_open(fault_env_env(fe), 64 << 10);
     assert_keys(db, "b", 2000);
     assert_value(db, "lost", NULL);
     assert_null(lsm_close(db));
@@ -787,17 +761,17 @@ static void test_replayed_writes_become_durable(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = open_db(fault_env_env(fe), 0);
+    lsm_db *db = tu_open(fault_env_env(fe), 0);
     put(db, "unsynced", "before the crash", false);
     /* Stand-in for the process dying: its log is never synced. */
     fault_env_fail(fe, FAULT_SYNC, ".log", EIO, 0, -1);
     lsm_status_free(lsm_close(db));
     fault_env_clear_failures(fe);
-    db = open_db(fault_env_env(fe), 0);
+    db = tu_open(fault_env_env(fe), 0);
     put(db, "after", "reopen", true); /* a sync write in the new log */
     assert_null(fault_env_power_cut(fe));
     lsm_status_free(lsm_close(db));
-    db = open_db(fault_env_env(fe), 0);
+    db = tu_open(fault_env_env(fe), 0);
     assert_value(db, "after", "reopen");
     assert_value(db, "unsynced", "before the crash");
     assert_null(lsm_close(db));
@@ -808,7 +782,7 @@ static void test_replayed_writes_become_durable(void **state)
 static void test_sync_upto(void **state)
 {
     (void)state;
-    lsm_db *db = open_db(NULL, 0);
+    lsm_db *db = tu_open(NULL, 0);
     lsm_batch *b = lsm_batch_new();
     assert_true(lsm_batch_put(b, "a", 1, "1", 1));
     uint64_t seq = 0;
@@ -827,7 +801,7 @@ static void test_sync_failure_is_sticky(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = open_db(fault_env_env(fe), 0);
+    lsm_db *db = tu_open(fault_env_env(fe), 0);
     put(db, "before", "ok", true);
     fault_env_fail(fe, FAULT_SYNC, ".log", EIO, 0, 1);
     lsm_write_options wo = {.sync = true};
@@ -850,7 +824,7 @@ static void test_write_failure_enospc(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = open_db(fault_env_env(fe), 0);
+    lsm_db *db = tu_open(fault_env_env(fe), 0);
     fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, -1);
     lsm_status *s = lsm_put(db, NULL, "k", 1, "v", 1);
     assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
@@ -923,7 +897,7 @@ static void *stress_reader(void *p)
 static void test_concurrent_stress(void **state)
 {
     (void)state;
-    lsm_db *db = open_db(NULL, 256 << 10);
+    lsm_db *db = tu_open(NULL, 256 << 10);
     atomic_bool stop = false;
     pthread_t w[3], r[2];
     struct stress_arg a[5];
@@ -954,7 +928,7 @@ static void test_concurrent_stress(void **state)
 static void test_block_cache_counters(void **state)
 {
     (void)state;
-    lsm_db *db = open_db(NULL, 0);
+    lsm_db *db = tu_open(NULL, 0);
     ASSERT_OK(lsm_put(db, NULL, "k", 1, "v", 1));
     ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0)); /* into a table */
     for (int i = 0; i < 3; i++)
@@ -975,37 +949,36 @@ static void test_block_cache_counters(void **state)
     lsm_status_free(lsm_close(db));
 }
 
-/* A test on a fresh, empty directory `dir`. */
-#define DB_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+/* A test on a fresh, empty directory `tu_dir`. */
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        DB_TEST(test_put_get_delete),
-        DB_TEST(test_block_cache_counters),
-        DB_TEST(test_batch_atomic_and_snapshot),
-        DB_TEST(test_iterator_both_directions),
-        DB_TEST(test_reopen_after_close),
-        DB_TEST(test_overwrite_after_flush_and_reopen),
-        DB_TEST(test_second_open_is_busy),
-        DB_TEST(test_not_a_store),
-        DB_TEST(test_process_crash),
-        DB_TEST(test_group_commit_shares_syncs),
-        DB_TEST(test_writes_proceed_during_sync),
-        DB_TEST(test_write_may_wait_hint),
-        DB_TEST(test_syncs_overlap),
-        DB_TEST(test_slow_syncs_shared),
-        DB_TEST(test_overlapping_sync_fails),
-        DB_TEST(test_earlier_overlapping_sync_fails),
-        DB_TEST(test_table_partitions),
-        DB_TEST(test_sync_rule_and_power_cut),
-        DB_TEST(test_power_cut_leaves_prefix),
-        DB_TEST(test_barrier_makes_earlier_writes_durable),
-        DB_TEST(test_replayed_writes_become_durable),
-        DB_TEST(test_sync_upto),
-        DB_TEST(test_sync_failure_is_sticky),
-        DB_TEST(test_write_failure_enospc),
-        DB_TEST(test_concurrent_stress),
+        TU_TEST(test_put_get_delete),
+        TU_TEST(test_block_cache_counters),
+        TU_TEST(test_batch_atomic_and_snapshot),
+        TU_TEST(test_iterator_both_directions),
+        TU_TEST(test_reopen_after_close),
+        TU_TEST(test_overwrite_after_flush_and_reopen),
+        TU_TEST(test_second_open_is_busy),
+        TU_TEST(test_not_a_store),
+        TU_TEST(test_process_crash),
+        TU_TEST(test_group_commit_shares_syncs),
+        TU_TEST(test_writes_proceed_during_sync),
+        TU_TEST(test_write_may_wait_hint),
+        TU_TEST(test_syncs_overlap),
+        TU_TEST(test_slow_syncs_shared),
+        TU_TEST(test_overlapping_sync_fails),
+        TU_TEST(test_earlier_overlapping_sync_fails),
+        TU_TEST(test_table_partitions),
+        TU_TEST(test_sync_rule_and_power_cut),
+        TU_TEST(test_power_cut_leaves_prefix),
+        TU_TEST(test_barrier_makes_earlier_writes_durable),
+        TU_TEST(test_replayed_writes_become_durable),
+        TU_TEST(test_sync_upto),
+        TU_TEST(test_sync_failure_is_sticky),
+        TU_TEST(test_write_failure_enospc),
+        TU_TEST(test_concurrent_stress),
     };
     return cmocka_run_group_tests_name("db", tests, NULL, NULL);
 }

@@ -9,30 +9,22 @@
  * at any env call of a backup leaves the store as it was, no partial
  * backup listed, and the earlier backup sound.
  */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "crc32c.h"
-#include "fault_env.h"
+#include "fault_sweep.h"
 
 #include <sys/wait.h>
 
 enum { NKEYS = 2000, CHAIN = 5 };
 
-static char root[256], live[300], bdir[300];
+static char live[300], bdir[300];
 
 static int setup(void **state)
 {
-    (void)state;
-    tu_mkdtemp(root, sizeof(root), "backup");
-    snprintf(live, sizeof live, "%s/live", root);
-    snprintf(bdir, sizeof bdir, "%s/backups", root);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmtree(root);
+    tu_setup(state);
+    tu_path(live, sizeof live, "live");
+    tu_path(bdir, sizeof bdir, "backups");
     return 0;
 }
 
@@ -104,7 +96,7 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total)
 static void check_restore(uint64_t id, const char *want)
 {
     char dest[400];
-    snprintf(dest, sizeof dest, "%s/restored-%llu", root, (unsigned long long)id);
+    snprintf(dest, sizeof dest, "%s/restored-%llu", tu_dir, (unsigned long long)id);
     struct progress p = {0};
     lsm_backup_options o;
     lsm_backup_options_init(&o);
@@ -243,7 +235,7 @@ static void test_backup_damage_found(void **state)
     ASSERT_FAILS(lsm_backup_verify(bdir, 0, NULL, collect, &reports), LSM_CORRUPTION, rel);
     assert_int_equal(reports, 2);
     char dest[400];
-    snprintf(dest, sizeof dest, "%s/restored", root);
+    snprintf(dest, sizeof dest, "%s/restored", tu_dir);
     ASSERT_FAILS(lsm_backup_restore(bdir, 2, dest, NULL), LSM_CORRUPTION, rel);
     struct stat st;
     assert_int_equal(stat(dest, &st), -1);
@@ -407,7 +399,7 @@ static void test_backup_two_envs(void **state)
     assert_int_equal(n, 1);
 
     char dest[400];
-    snprintf(dest, sizeof dest, "%s/restored-two", root);
+    snprintf(dest, sizeof dest, "%s/restored-two", tu_dir);
     fault_env_clear_failures(fs);
     fault_env_fail(fs, FAULT_SYNC, NULL, EIO, 2, -1);
     ASSERT_FAILS(lsm_backup_restore(bdir, 1, dest, &o), LSM_IO_ERROR, NULL);
@@ -458,12 +450,17 @@ static void assert_shared_clean(void)
                  atoi(a), atoi(b), priv, meta);
 }
 
+static lsm_status *backup_op(void *db)
+{
+    return lsm_backup(db, bdir, NULL, NULL);
+}
+
 /* One run: backup 2 of a store with fault k at call index of stream.
  * Returns false once the backup makes fewer calls. */
-static bool sweep_one(int stream, uint64_t index, enum fault_kind k, const char *want1)
+static bool sweep_one(int stream, uint64_t index, enum fault_kind k, void *ctx)
 {
-    tu_rmtree(root);
-    assert_int_equal(mkdir(root, 0700), 0);
+    const char *want1 = ctx;
+    tu_dir_empty();
     fault_env *fe = fault_env_new(lsm_env_default());
     lsm_db *db = tu_open_db(live, fault_env_env(fe), 64 << 10);
     put_range(db, 0, SWEEP_KEYS, 0);
@@ -471,24 +468,14 @@ static bool sweep_one(int stream, uint64_t index, enum fault_kind k, const char 
     put_range(db, 0, SWEEP_KEYS / 10, 1);
     ASSERT_OK(lsm_sync(db));
     char *want2 = dump(db);
-    fault_env_count_start(fe, NULL, NULL);
-    fault_env_arm(fe, stream, index, k);
-    lsm_status *s = lsm_backup(db, bdir, NULL, NULL);
-    enum fault_call c;
-    char path[512];
-    bool fired = fault_env_fired(fe, &c, path, sizeof path);
-    fault_env_count_stop(fe);
-    bool cut = fired && k == FAULT_POWER_CUT, done = s == NULL;
-    if (!fired && stream == FAULT_STREAM_MAIN)
-        ASSERT_OK(s);
-    if (!cut && fired && done && strstr(path, "backups") != NULL)
-        fail_msg("%s at %s %s: the backup reported success", fault_kind_name(k), fault_call_name(c),
-                 path);
+    tu_faulted f;
+    tu_fault_run(fe, stream, index, k, backup_op, db, &f);
+    tu_fault_not_claimed(&f, k, "backups", "the backup");
     /* A failed sync of meta/ after the list was renamed into place: the
      * backup is complete, listed, and the error says so. */
-    bool listed = done || tu_mentions(s, "complete and listed");
-    lsm_status_free(s);
-    if (done && !cut) /* a backup reported done is durable */
+    bool listed = f.done || tu_mentions(f.s, "complete and listed");
+    lsm_status_free(f.s);
+    if (f.done && !f.cut) /* a backup reported done is durable */
         ASSERT_OK(fault_env_power_cut(fe));
     lsm_status_free(lsm_close(db));
     fault_env_free(fe);
@@ -496,11 +483,11 @@ static bool sweep_one(int stream, uint64_t index, enum fault_kind k, const char 
     size_t n;
     ASSERT_OK(lsm_backup_list(bdir, NULL, &list, &n));
     free(list);
-    if (cut) /* what the call returned no one saw: the list's rename survived or not */
+    if (f.cut) /* what the call returned no one saw: the list's rename survived or not */
         listed = n == 2;
     if (n != (listed ? 2u : 1u))
-        fail_msg("%s at %s %s: %zu backups listed", fault_kind_name(k), fault_call_name(c), path,
-                 n);
+        fail_msg("%s at %s %s: %zu backups listed", fault_kind_name(k), fault_call_name(f.c),
+                 f.path, n);
     ASSERT_OK(lsm_backup_verify(bdir, 0, NULL, tu_fail_report, NULL));
     check_restore(1, want1);
     if (listed)
@@ -515,7 +502,7 @@ static bool sweep_one(int stream, uint64_t index, enum fault_kind k, const char 
     ASSERT_OK(lsm_backup_purge(bdir, 10, NULL, NULL));
     assert_shared_clean();
     free(want2);
-    return fired || stream == FAULT_STREAM_OTHER;
+    return f.fired || stream == FAULT_STREAM_OTHER;
 }
 
 static void test_backup_fault_sweep(void **state)
@@ -527,15 +514,8 @@ static void test_backup_fault_sweep(void **state)
     char *want1 = dump(db);
     ASSERT_OK(lsm_close(db));
     const enum fault_kind kinds[] = {FAULT_EIO, FAULT_ENOSPC, FAULT_POWER_CUT};
-    int runs = 0;
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        uint64_t i = 0;
-        while (sweep_one(FAULT_STREAM_MAIN, i, kinds[k], want1))
-            i++, runs++;
-        /* The flush of the checkpoint's cut runs on the background thread. */
-        for (uint64_t j = 0; j < 8; j++, runs++)
-            sweep_one(FAULT_STREAM_OTHER, j, kinds[k], want1);
-    }
+    /* The flush of the checkpoint's cut runs on the background thread. */
+    int runs = tu_fault_sweep(kinds, sizeof kinds / sizeof kinds[0], 8, sweep_one, want1);
     free(want1);
     print_message("%d faulted backups\n", runs);
 }
@@ -566,8 +546,7 @@ static lsm_backup_options faulty(fault_env *fe)
  * listed verifies and restores; the newest is always there. */
 static bool purge_one(uint64_t index, enum fault_kind k)
 {
-    tu_rmtree(root);
-    assert_int_equal(mkdir(root, 0700), 0);
+    tu_dir_empty();
     char *want[4];
     three_backups(want);
     fault_env *fe = fault_env_new(lsm_env_default());
@@ -598,7 +577,7 @@ static bool purge_one(uint64_t index, enum fault_kind k)
 static bool restore_one(uint64_t index, enum fault_kind k, const char *want)
 {
     char dest[400];
-    snprintf(dest, sizeof dest, "%s/restored", root);
+    snprintf(dest, sizeof dest, "%s/restored", tu_dir);
     fault_env *fe = fault_env_new(lsm_env_default());
     lsm_backup_options o = faulty(fe);
     fault_env_count_start(fe, NULL, NULL);
@@ -626,9 +605,9 @@ static bool restore_one(uint64_t index, enum fault_kind k, const char *want)
     }
     char cmd[400];
     snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -v -x -e live -e backups -e '.restored.tmp-.*'",
-             root);
+             tu_dir);
     assert_int_not_equal(system(cmd), 0); /* grep found nothing else */
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'/.restored.tmp-*", root);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'/.restored.tmp-*", tu_dir);
     assert_int_equal(system(cmd), 0);
     return fired;
 }
@@ -641,8 +620,7 @@ static void test_purge_and_restore_fault_sweep(void **state)
     for (size_t k = 0; k < 2; k++)
         for (uint64_t i = 0; purge_one(i, kinds[k]); i++)
             runs++;
-    tu_rmtree(root);
-    assert_int_equal(mkdir(root, 0700), 0);
+    tu_dir_empty();
     char *want[4];
     three_backups(want);
     const enum fault_kind rkinds[] = {FAULT_EIO, FAULT_ENOSPC, FAULT_POWER_CUT};
@@ -688,7 +666,7 @@ static void test_verify_and_restore_refused_during_purge(void **state)
     assert_int_equal(read(ready[0], &c, 1), 1);
     assert_int_equal(c, 'y');
     char dest[400];
-    snprintf(dest, sizeof dest, "%s/restored", root);
+    snprintf(dest, sizeof dest, "%s/restored", tu_dir);
     ASSERT_FAILS(lsm_backup_verify(bdir, 0, NULL, NULL, NULL), LSM_BUSY, "in use");
     ASSERT_FAILS(lsm_backup_restore(bdir, 1, dest, NULL), LSM_BUSY, "in use");
     struct stat st;
@@ -711,16 +689,16 @@ static void test_verify_and_restore_refused_during_purge(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_backup_chain, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_backup_two_envs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_backup_damage_found, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_backup_damaged_list, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_backup_bad_lists, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_backup_of_closed_store, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_backup_fault_sweep, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_purge_and_restore_fault_sweep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_backup_chain, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_backup_two_envs, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_backup_damage_found, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_backup_damaged_list, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_backup_bad_lists, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_backup_of_closed_store, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_backup_fault_sweep, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_purge_and_restore_fault_sweep, setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_verify_and_restore_refused_during_purge, setup,
-                                        teardown),
+                                        tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

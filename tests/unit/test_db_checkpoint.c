@@ -7,30 +7,22 @@
  * any env call of a checkpoint leaves the live store as it was and nothing
  * at the destination unless it is complete.
  */
-#include "testutil.h"
+#include "fixture.h"
 
-#include "fault_env.h"
+#include "fault_sweep.h"
 
 #include <stdatomic.h>
 #include <sys/stat.h>
 
 enum { NKEYS = 300 };
 
-static char root[256], live[300], dest[300];
+static char live[300], dest[300];
 
 static int setup(void **state)
 {
-    (void)state;
-    tu_mkdtemp(root, sizeof(root), "checkpoint");
-    snprintf(live, sizeof live, "%s/live", root);
-    snprintf(dest, sizeof dest, "%s/copy", root);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmtree(root);
+    tu_setup(state);
+    tu_path(live, sizeof live, "live");
+    tu_path(dest, sizeof dest, "copy");
     return 0;
 }
 
@@ -119,12 +111,12 @@ static int root_entries(bool allow_hidden)
     lsm_env *env = tu_env();
     char **names;
     int n;
-    ASSERT_OK(env->get_children(env, root, &names, &n));
+    ASSERT_OK(env->get_children(env, tu_dir, &names, &n));
     for (int i = 0; i < n; i++) {
         const char *e = names[i];
         if (strcmp(e, "live") != 0 && strcmp(e, "copy") != 0 &&
             !(allow_hidden && strncmp(e, ".copy.tmp-", 10) == 0))
-            fail_msg("%s left in %s", e, root);
+            fail_msg("%s left in %s", e, tu_dir);
     }
     env_free_children(names, n);
     return n;
@@ -311,7 +303,7 @@ static void test_checkpoint_while_writers_run(void **state)
         usleep(100000);
         for (int i = 0; i < WRITERS; i++)
             before[c][i] = atomic_load(&w[i].acked);
-        snprintf(names[c], sizeof names[c], "%s/copy%d", root, c);
+        snprintf(names[c], sizeof names[c], "%s/copy%d", tu_dir, c);
         ASSERT_OK(lsm_checkpoint(db, names[c]));
     }
     usleep(50000);
@@ -356,36 +348,38 @@ static void check_dest_if_any(void)
         check_copy(dest, NKEYS);
 }
 
-/* One run of the sweep: a checkpoint with fault k at call `index` of
- * `stream`. Returns false once the checkpoint makes fewer calls. */
-static bool sweep_one(int stream, uint64_t index, enum fault_kind k, bool copy)
+struct checkpoint_op {
+    lsm_db *db;
+    const lsm_checkpoint_options *o;
+};
+
+static lsm_status *checkpoint_op(void *ctx)
 {
-    tu_rmtree(root);
-    ASSERT_OK(tu_env()->create_dir(tu_env(), root));
+    struct checkpoint_op *c = ctx;
+    return lsm_checkpoint_ex(c->db, dest, c->o, NULL);
+}
+
+/* One run of the sweep: a checkpoint (copying tables if *copy) with fault
+ * k at call `index` of `stream`. Returns false once the checkpoint makes
+ * fewer calls. */
+static bool sweep_one(int stream, uint64_t index, enum fault_kind k, void *copy)
+{
+    tu_dir_empty();
     fault_env *fe = fault_env_new(tu_env());
     lsm_db *db = open_filled(fault_env_env(fe));
     fill_rest(db);
     ASSERT_OK(lsm_sync(db));
     lsm_checkpoint_options o;
     lsm_checkpoint_options_init(&o);
-    o.copy_tables = copy;
-    fault_env_count_start(fe, NULL, NULL);
-    fault_env_arm(fe, stream, index, k);
-    lsm_status *s = lsm_checkpoint_ex(db, dest, &o, NULL);
-    enum fault_call c;
-    char path[512];
-    bool fired = fault_env_fired(fe, &c, path, sizeof path);
-    fault_env_count_stop(fe);
-    bool cut = fired && k == FAULT_POWER_CUT, done = s == NULL;
-    if (!fired && stream == FAULT_STREAM_MAIN)
-        ASSERT_OK(s);
+    o.copy_tables = *(bool *)copy;
+    tu_faulted f;
+    tu_fault_run(fe, stream, index, k, checkpoint_op, &(struct checkpoint_op){db, &o}, &f);
     /* A failed call on the copy's files fails the checkpoint (the store's
      * own may be shrugged off: a WAL's preallocation is a hint). */
-    if (!cut && fired && done && k != FAULT_SYNC_LIE && strstr(path, "copy") != NULL)
-        fail_msg("%s at %s %s: the checkpoint reported success", fault_kind_name(k),
-                 fault_call_name(c), path);
-    lsm_status_free(s);
-    if (!cut) {
+    if (k != FAULT_SYNC_LIE)
+        tu_fault_not_claimed(&f, k, "copy", "the checkpoint");
+    lsm_status_free(f.s);
+    if (!f.cut) {
         /* The store goes on: a write after the checkpoint, unless the fault
          * hit its own log or flush and left it with a sticky error. */
         lsm_write_options wo = {.sync = true};
@@ -396,33 +390,29 @@ static bool sweep_one(int stream, uint64_t index, enum fault_kind k, bool copy)
     }
     /* A copy reported done is durable, whole, before the call returned:
      * a power cut now keeps it. */
-    if (done && !cut)
+    if (f.done && !f.cut)
         ASSERT_OK(fault_env_power_cut(fe));
     lsm_status_free(lsm_close(db));
     fault_env_free(fe);
-    if (done && !cut)
+    if (f.done && !f.cut)
         assert_true(tu_env()->file_exists(tu_env(), dest));
     check_dest_if_any();
-    assert_no_stray(cut);
+    assert_no_stray(f.cut);
     lsm_db *again = tu_open_existing(live, false);
     check_range(again, 0, NKEYS);
     tu_verify_clean(again);
     ASSERT_OK(lsm_close(again));
-    return fired || stream == FAULT_STREAM_OTHER;
+    return f.fired || stream == FAULT_STREAM_OTHER;
 }
 
 static void sweep(bool copy)
 {
-    int runs = 0;
-    for (int k = 0; k < FAULT_KINDS; k++) {
-        uint64_t i = 0;
-        while (sweep_one(FAULT_STREAM_MAIN, i, (enum fault_kind)k, copy))
-            i++, runs++;
-        /* The flush of the cut runs on the background thread: its first
-         * calls (the table, its directory entry, the MANIFEST edit). */
-        for (uint64_t j = 0; j < 12; j++, runs++)
-            sweep_one(FAULT_STREAM_OTHER, j, (enum fault_kind)k, copy);
-    }
+    enum fault_kind kinds[FAULT_KINDS];
+    for (int k = 0; k < FAULT_KINDS; k++)
+        kinds[k] = (enum fault_kind)k;
+    /* The flush of the cut runs on the background thread: its first
+     * calls (the table, its directory entry, the MANIFEST edit). */
+    int runs = tu_fault_sweep(kinds, FAULT_KINDS, 12, sweep_one, &copy);
     print_message("%d faulted checkpoints (%s)\n", runs, copy ? "copy" : "link");
 }
 
@@ -444,14 +434,14 @@ int main(void)
      * hundreds of stores would take minutes of round trips there. */
     size_t on_rados = 6;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_checkpoint_links_tables, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_copies_tables, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_of_flushed_store, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_of_first_memtable, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_refusals, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_while_writers_run, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_fault_sweep_link, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_fault_sweep_copy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_links_tables, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_copies_tables, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_of_flushed_store, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_of_first_memtable, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_refusals, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_while_writers_run, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_fault_sweep_link, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_fault_sweep_copy, setup, tu_teardown),
     };
     if (tu_on_rados()) {
         printf("over RADOS: the fault sweeps run over POSIX only\n");

@@ -3,7 +3,7 @@
  * logged late before any later logged write or sync, is retired to a table
  * when the store idles, and when lost in a crash takes only what followed
  * it; recovery's filter and epoch keep that so across repeated crashes. */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "db_impl.h"
 #include "db_recover.h"
@@ -11,22 +11,6 @@
 
 #include <sys/wait.h>
 #include <unistd.h>
-
-static char dir[128];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_mkdtemp(dir, sizeof(dir), "defer");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmtree(dir);
-    return 0;
-}
 
 enum { VLEN = 16 << 10 };
 
@@ -73,7 +57,7 @@ static lsm_db *cut_and_reopen(fault_env *fe, lsm_db *db, size_t wbs)
     assert_null(fault_env_power_cut(fe));
     lsm_status_free(lsm_close(db)); /* the power is off: it writes nothing */
     fault_env_clear_failures(fe);
-    return tu_open_db(dir, fault_env_env(fe), wbs);
+    return tu_open_db(tu_dir, fault_env_env(fe), wbs);
 }
 
 /* Whether key i holds value i (false if absent; a wrong value fails). */
@@ -193,7 +177,7 @@ static void test_deferred_reach_tables_once(void **state)
 {
     (void)state;
     enum { N = 64 };
-    lsm_db *db = tu_open_db(dir, NULL, 256 << 10);
+    lsm_db *db = tu_open_db(tu_dir, NULL, 256 << 10);
     for (int i = 0; i < N; i++)
         ASSERT_OK(put_i(db, "d", i, true, false));
     assert_int_equal(tu_prop(db, "lsm.deferred-writes"), N);
@@ -205,7 +189,7 @@ static void test_deferred_reach_tables_once(void **state)
     assert_null(lsm_sync(db));
     assert_true(tu_prop(db, "lsm.late-logged-bytes") < N * VLEN / 2);
     assert_null(lsm_close(db));
-    db = tu_open_db(dir, NULL, 256 << 10);
+    db = tu_open_db(tu_dir, NULL, 256 << 10);
     assert_all(db, "d", N);
     assert_int_equal(tu_prop(db, "lsm.recovered-lost-deferred"), 0);
     assert_null(lsm_close(db));
@@ -217,7 +201,7 @@ static void test_deferred_logged_by_sync(void **state)
     (void)state;
     enum { N = 8 };
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    lsm_db *db = tu_open_db(tu_dir, fault_env_env(fe), 4 << 20);
     for (int i = 0; i < N; i++)
         ASSERT_OK(put_i(db, "d", i, true, false));
     assert_int_equal(tu_prop(db, "lsm.late-logged-bytes"), 0);
@@ -238,7 +222,7 @@ static void test_sync_flushes_many_deferred(void **state)
     (void)state;
     enum { N = 80 }; /* 80 x 16 KiB = 1.25 MiB >= 4 MiB / 4 */
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    lsm_db *db = tu_open_db(tu_dir, fault_env_env(fe), 4 << 20);
     uint64_t seq = 0;
     for (int i = 0; i < N; i++)
         ASSERT_OK(write_i(db, "d", i, true, false, &seq));
@@ -260,7 +244,7 @@ static void test_sync_logs_deferred_among_much_else(void **state)
     (void)state;
     enum { N = 80, OTHER = 160 }; /* 1.25 MiB deferred after 2.5 MiB logged */
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    lsm_db *db = tu_open_db(tu_dir, fault_env_env(fe), 4 << 20);
     for (int i = 0; i < OTHER; i++)
         ASSERT_OK(put_i(db, "o", i, false, false));
     for (int i = 0; i < N; i++)
@@ -281,7 +265,7 @@ static void test_sync_logs_deferred_when_flush_fails(void **state)
     (void)state;
     enum { N = 80 };
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    lsm_db *db = tu_open_db(tu_dir, fault_env_env(fe), 4 << 20);
     for (int i = 0; i < N; i++)
         ASSERT_OK(put_i(db, "d", i, true, false));
     fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
@@ -300,7 +284,7 @@ static void test_deferred_logged_before_later_writes(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    lsm_db *db = tu_open_db(tu_dir, fault_env_env(fe), 4 << 20);
     ASSERT_OK(put_i(db, "d", 0, true, false));
     ASSERT_OK(put_i(db, "s", 0, false, true));
     uint64_t seq = 0;
@@ -320,7 +304,7 @@ static void test_sync_below_deferred_claims_nothing(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    lsm_db *db = tu_open_db(tu_dir, fault_env_env(fe), 4 << 20);
     uint64_t first = 0, deferred = 0;
     ASSERT_OK(write_i(db, "n", 0, false, false, &first));
     ASSERT_OK(write_i(db, "d", 0, true, false, &deferred));
@@ -339,7 +323,7 @@ static lsm_db *open_retiring(fault_env *fe, lsm_options *o)
     tu_db_options(o, fault_env_env(fe), 4 << 20);
     o->deferred_max_age_ms = 50;
     lsm_db *db = NULL;
-    ASSERT_OK(lsm_open(o, dir, &db));
+    ASSERT_OK(lsm_open(o, tu_dir, &db));
     return db;
 }
 
@@ -365,7 +349,7 @@ static void test_old_deferred_retired(void **state)
     assert_int_equal(tu_prop(db, "lsm.late-logged-bytes"), 0);
     assert_null(fault_env_power_cut(fe)); /* no sync was asked for */
     lsm_status_free(lsm_close(db));
-    ASSERT_OK(lsm_open(&o, dir, &db));
+    ASSERT_OK(lsm_open(&o, tu_dir, &db));
     assert_all(db, "d", 4);
     assert_null(lsm_close(db));
     fault_env_free(fe);
@@ -406,7 +390,7 @@ static void test_late_copies_after_switch(void **state)
     (void)state;
     enum { N = 40 }; /* 640 KiB of deferred batches: a switch at 256 KiB */
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
+    lsm_db *db = tu_open_db(tu_dir, fault_env_env(fe), 256 << 10);
     fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
     for (int i = 0; i < N; i++)
         ASSERT_OK(put_i(db, "d", i, true, false));
@@ -436,7 +420,7 @@ static void test_deferred_survive_flush_of_replayed_sibling(void **state)
     (void)state;
     enum { N = 40 };
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
+    lsm_db *db = tu_open_db(tu_dir, fault_env_env(fe), 256 << 10);
     fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
     for (int i = 0; i < N; i++)
         ASSERT_OK(put_i(db, "d", i, true, false));
@@ -449,7 +433,7 @@ static void test_deferred_survive_flush_of_replayed_sibling(void **state)
     fault_env_clear_failures(fe);
     /* Reopen with tables failing, so the replayed memtables stay. */
     fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
-    db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
+    db = tu_open_db(tu_dir, fault_env_env(fe), 256 << 10);
     assert_true(tu_prop(db, "lsm.immutable-memtables") >= 1);
     ASSERT_OK(put_i(db, "x", 0, true, false));
     fault_env_clear_failures(fe);
@@ -472,14 +456,14 @@ static void test_close_logs_deferred_when_flush_fails(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    lsm_db *db = tu_open_db(tu_dir, fault_env_env(fe), 4 << 20);
     for (int i = 0; i < 4; i++)
         ASSERT_OK(put_i(db, "d", i, true, false));
     fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
     lsm_status_free(lsm_close(db));
     assert_null(fault_env_power_cut(fe));
     fault_env_clear_failures(fe);
-    db = tu_open_db(dir, fault_env_env(fe), 4 << 20);
+    db = tu_open_db(tu_dir, fault_env_env(fe), 4 << 20);
     assert_all(db, "d", 4);
     assert_null(lsm_close(db));
     fault_env_free(fe);
@@ -498,7 +482,7 @@ static void test_close_on_full_disk_reports_and_keeps(void **state)
     tu_db_options(&o, fault_env_env(fe), 256 << 10);
     o.max_memtable_bytes = 1 << 20;
     lsm_db *db = NULL;
-    ASSERT_OK(lsm_open(&o, dir, &db));
+    ASSERT_OK(lsm_open(&o, tu_dir, &db));
     fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
     for (int i = 0; i < N; i++)
         ASSERT_OK(put_i(db, "d", i, true, false));
@@ -508,7 +492,7 @@ static void test_close_on_full_disk_reports_and_keeps(void **state)
     lsm_status_free(s);
     assert_null(fault_env_power_cut(fe));
     fault_env_clear_failures(fe);
-    db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
+    db = tu_open_db(tu_dir, fault_env_env(fe), 256 << 10);
     assert_int_equal(tu_prop(db, "lsm.recovered-lost-deferred"), 0);
     assert_all(db, "d", N);
     assert_null(lsm_close(db));
@@ -526,7 +510,7 @@ static void test_close_reports_risk_over_full_disk(void **state)
     lsm_options o;
     tu_db_options(&o, fault_env_env(fe), 256 << 10);
     lsm_db *db = NULL;
-    ASSERT_OK(lsm_open(&o, dir, &db));
+    ASSERT_OK(lsm_open(&o, tu_dir, &db));
     fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
     for (int i = 0; i < 8; i++)
         ASSERT_OK(put_i(db, "d", i, true, false));
@@ -551,7 +535,7 @@ static bool child_run(int stage)
         fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
     tu_db_options(&o, fe ? fault_env_env(fe) : NULL, 4 << 20);
     lsm_db *db = NULL;
-    if (lsm_open(&o, dir, &db) != NULL)
+    if (lsm_open(&o, tu_dir, &db) != NULL)
         return false;
     if (stage == 1) /* n0 synced, then two deferred batches nothing logs */
         return put_i(db, "n", 0, false, true) == NULL && put_i(db, "d", 0, true, false) == NULL &&
@@ -580,14 +564,14 @@ static void test_lost_deferred_and_epoch(void **state)
     (void)state;
     crash_child(1);
     crash_child(2);
-    lsm_db *db = tu_open_db(dir, NULL, 4 << 20);
+    lsm_db *db = tu_open_db(tu_dir, NULL, 4 << 20);
     assert_true(has_i(db, "n", 0));
     assert_true(has_i(db, "n", 1));
     assert_false(has_i(db, "d", 0));
     assert_false(has_i(db, "d", 1));
     assert_int_equal(tu_prop(db, "lsm.recovered-lost-deferred"), 2);
     assert_null(lsm_close(db));
-    db = tu_open_db(dir, NULL, 4 << 20); /* closed cleanly: nothing replayed */
+    db = tu_open_db(tu_dir, NULL, 4 << 20); /* closed cleanly: nothing replayed */
     assert_true(has_i(db, "n", 1));
     assert_int_equal(tu_prop(db, "lsm.recovered-lost-deferred"), 0);
     assert_null(lsm_close(db));
@@ -622,7 +606,7 @@ static void test_deferred_among_sync_writers(void **state)
     (void)state;
     enum { THREADS = 4, PER = 150 };
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
+    lsm_db *db = tu_open_db(tu_dir, fault_env_env(fe), 256 << 10);
     struct mixed_arg a[THREADS];
     for (int i = 0; i < THREADS; i++) {
         a[i] = (struct mixed_arg){db, "", PER, i % 2 == 1};
@@ -647,29 +631,27 @@ static void test_deferred_among_sync_writers(void **state)
     fault_env_free(fe);
 }
 
-#define DB_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay_filter),
         cmocka_unit_test(test_replay_filter_older_late_copies),
-        DB_TEST(test_deferred_reach_tables_once),
-        DB_TEST(test_deferred_logged_by_sync),
-        DB_TEST(test_sync_flushes_many_deferred),
-        DB_TEST(test_sync_logs_deferred_among_much_else),
-        DB_TEST(test_sync_logs_deferred_when_flush_fails),
-        DB_TEST(test_deferred_logged_before_later_writes),
-        DB_TEST(test_sync_below_deferred_claims_nothing),
-        DB_TEST(test_old_deferred_retired),
-        DB_TEST(test_switch_claims_no_deferred),
-        DB_TEST(test_late_copies_after_switch),
-        DB_TEST(test_deferred_survive_flush_of_replayed_sibling),
-        DB_TEST(test_close_logs_deferred_when_flush_fails),
-        DB_TEST(test_close_on_full_disk_reports_and_keeps),
-        DB_TEST(test_close_reports_risk_over_full_disk),
-        DB_TEST(test_lost_deferred_and_epoch),
-        DB_TEST(test_deferred_among_sync_writers),
+        TU_TEST(test_deferred_reach_tables_once),
+        TU_TEST(test_deferred_logged_by_sync),
+        TU_TEST(test_sync_flushes_many_deferred),
+        TU_TEST(test_sync_logs_deferred_among_much_else),
+        TU_TEST(test_sync_logs_deferred_when_flush_fails),
+        TU_TEST(test_deferred_logged_before_later_writes),
+        TU_TEST(test_sync_below_deferred_claims_nothing),
+        TU_TEST(test_old_deferred_retired),
+        TU_TEST(test_switch_claims_no_deferred),
+        TU_TEST(test_late_copies_after_switch),
+        TU_TEST(test_deferred_survive_flush_of_replayed_sibling),
+        TU_TEST(test_close_logs_deferred_when_flush_fails),
+        TU_TEST(test_close_on_full_disk_reports_and_keeps),
+        TU_TEST(test_close_reports_risk_over_full_disk),
+        TU_TEST(test_lost_deferred_and_epoch),
+        TU_TEST(test_deferred_among_sync_writers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,7 @@
  * (store/db_write.c pick_group): a sync writer never joins a group whose
  * leader did not ask for a sync, so its write is synced before it returns
  * whoever leads the queue when it arrives. */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "fault_env.h"
 
@@ -81,14 +81,11 @@ static void block_the_queue(fault_env *fe, lsm_db *db)
 static void test_sync_writer_behind_non_sync_leader(void **state)
 {
     (void)state;
-    char dir[256];
-    tu_mkdtemp(dir, sizeof dir, "groupsync");
     fault_env *fe = fault_env_new(tu_env()); /* POSIX, or RADOS under tests/ceph/run.sh */
     lsm_options o;
     tu_db_options(&o, fault_env_env(fe), WBS);
     o.max_memtable_bytes = 2 * WBS;
-    lsm_db *db = NULL;
-    ASSERT_OK(lsm_open(&o, dir, &db));
+    lsm_db *db = tu_open_with(&o);
 
     block_the_queue(fe, db);
     uint64_t writes = tu_prop(db, "lsm.writes");
@@ -110,17 +107,16 @@ static void test_sync_writer_behind_non_sync_leader(void **state)
     assert_null(fault_env_power_cut(fe));
     lsm_status_free(lsm_close(db)); /* the cut made its files dead */
 
-    db = tu_open_db(dir, fault_env_env(fe), WBS);
+    db = tu_open(fault_env_env(fe), WBS);
     tu_assert_value(db, "follow", "1");
     ASSERT_OK(lsm_close(db));
     fault_env_free(fe);
-    tu_rmtree(dir);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sync_writer_behind_non_sync_leader),
+        TU_TEST(test_sync_writer_behind_non_sync_leader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,7 @@
  * deleted, and the store reopens with everything it acknowledged. Also the
  * file-number and CURRENT edge cases of recovery.
  */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "fault_env.h"
 
@@ -18,34 +18,13 @@
 
 enum { NKEYS = 500 };
 
-static char dir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_mkdtemp(dir, sizeof(dir), "manifest");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmtree(dir);
-    return 0;
-}
-
 /* Opens dir through env (NULL: the default env); NKEYS keys stay in one
  * memtable. */
 static lsm_status *try_open(lsm_env *env, lsm_db **db)
 {
     lsm_options o;
     tu_db_options(&o, env, 1 << 20);
-    return lsm_open(&o, dir, db);
-}
-
-static lsm_db *open_db(lsm_env *env)
-{
-    return tu_open_db(dir, env, 1 << 20);
+    return lsm_open(&o, tu_dir, db);
 }
 
 static void key_value(int i, int version, char *k, char *v)
@@ -85,7 +64,7 @@ static void report(void *ctx, const char *msg)
 static void reopen_and_check(int version)
 {
     for (int round = 0; round < 2; round++) {
-        lsm_db *db = open_db(NULL);
+        lsm_db *db = tu_open(NULL, 1 << 20);
         check_all(db, version);
         assert_null(lsm_verify(db, report, NULL));
         assert_null(lsm_close(db));
@@ -102,7 +81,7 @@ static void close_ignoring_error(lsm_db *db)
  * level-0 table and merges that with the level-1 one. */
 static lsm_db *open_with_two_levels(fault_env *fe)
 {
-    lsm_db *db = open_db(fault_env_env(fe));
+    lsm_db *db = tu_open(fault_env_env(fe), 1 << 20);
     put_all(db, 1);
     assert_null(lsm_compact_range(db, NULL, 0, NULL, 0));
     put_all(db, 2);
@@ -153,7 +132,7 @@ static void test_flush_manifest_sync_failure_keeps_data(void **state)
 {
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
-    lsm_db *db = open_db(fault_env_env(fe));
+    lsm_db *db = tu_open(fault_env_env(fe), 1 << 20);
     put_all(db, 1);
     assert_null(lsm_sync(db));
     fault_env_fail(fe, FAULT_SYNC, "MANIFEST", EIO, 0, -1);
@@ -171,7 +150,7 @@ static void test_flush_manifest_sync_failure_keeps_data(void **state)
 static void test_one_dir_sync_failure_during_open(void **state)
 {
     (void)state;
-    lsm_db *db = open_db(NULL);
+    lsm_db *db = tu_open(NULL, 1 << 20);
     put_all(db, 1);
     assert_null(lsm_close(db));
     int failed_opens = 0;
@@ -195,7 +174,7 @@ static void test_one_dir_sync_failure_during_open(void **state)
 static void test_one_current_failure_during_open(void **state)
 {
     (void)state;
-    lsm_db *db = open_db(NULL);
+    lsm_db *db = tu_open(NULL, 1 << 20);
     put_all(db, 1);
     assert_null(lsm_close(db));
     const unsigned ops[] = {FAULT_RENAME, FAULT_SYNC, FAULT_CREATE, FAULT_WRITE};
@@ -213,7 +192,7 @@ static void test_one_current_failure_during_open(void **state)
 /* Whether dir holds a file whose name starts with prefix. */
 static bool has_file(const char *prefix)
 {
-    DIR *d = opendir(dir);
+    DIR *d = opendir(tu_dir);
     assert_non_null(d);
     bool found = false;
     for (struct dirent *e; (e = readdir(d)) != NULL;)
@@ -228,15 +207,15 @@ static void test_huge_file_number_ignored(void **state)
 {
     (void)state;
     char path[300];
-    snprintf(path, sizeof(path), "%s/18446744073709551615.ldb", dir);
+    snprintf(path, sizeof(path), "%s/18446744073709551615.ldb", tu_dir);
     int fd = open(path, O_CREAT | O_WRONLY, 0644);
     assert_true(fd >= 0);
     close(fd);
-    lsm_db *db = open_db(NULL); /* a new store in a directory holding it */
+    lsm_db *db = tu_open(NULL, 1 << 20); /* a new store in a directory holding it */
     put_all(db, 1);
     assert_false(has_file("000000.") || has_file("MANIFEST-000000"));
     assert_null(lsm_close(db));
-    db = open_db(NULL);
+    db = tu_open(NULL, 1 << 20);
     put_all(db, 2);
     assert_false(has_file("000000.") || has_file("MANIFEST-000000") || has_file("000001."));
     assert_null(lsm_compact_range(db, NULL, 0, NULL, 0));
@@ -250,7 +229,7 @@ static void test_huge_file_number_ignored(void **state)
 static void test_unreadable_current_reports_the_error(void **state)
 {
     (void)state;
-    lsm_db *db = open_db(NULL);
+    lsm_db *db = tu_open(NULL, 1 << 20);
     assert_null(lsm_close(db));
     fault_env *fe = fault_env_new(lsm_env_default());
     fault_env_fail(fe, FAULT_READ, "CURRENT", EIO, 0, -1);
@@ -262,11 +241,11 @@ static void test_unreadable_current_reports_the_error(void **state)
     lsm_status_free(s);
     fault_env_free(fe);
     /* Absent: that is "not a store". */
-    snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/none");
+    snprintf(tu_dir + strlen(tu_dir), sizeof(tu_dir) - strlen(tu_dir), "/none");
     lsm_options o;
     lsm_options_init(&o);
-    s = lsm_open(&o, dir, &db);
-    dir[strlen(dir) - strlen("/none")] = '\0';
+    s = lsm_open(&o, tu_dir, &db);
+    tu_dir[strlen(tu_dir) - strlen("/none")] = '\0';
     assert_int_equal(lsm_status_code(s), LSM_INVALID_ARGUMENT);
     assert_non_null(strstr(lsm_status_message(s), "not an lsmfs store"));
     lsm_status_free(s);
@@ -275,17 +254,13 @@ static void test_unreadable_current_reports_the_error(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_compaction_manifest_sync_failure_keeps_outputs, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_compaction_manifest_full_disk_recovers, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_flush_manifest_sync_failure_keeps_data, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_one_dir_sync_failure_during_open, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_one_current_failure_during_open, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_huge_file_number_ignored, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unreadable_current_reports_the_error, setup,
-                                        teardown),
+        TU_TEST(test_compaction_manifest_sync_failure_keeps_outputs),
+        TU_TEST(test_compaction_manifest_full_disk_recovers),
+        TU_TEST(test_flush_manifest_sync_failure_keeps_data),
+        TU_TEST(test_one_dir_sync_failure_during_open),
+        TU_TEST(test_one_current_failure_during_open),
+        TU_TEST(test_huge_file_number_ignored),
+        TU_TEST(test_unreadable_current_reports_the_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,7 @@
  * many flushes, compactions and reopens; power cuts and I/O failures during
  * background work; obsolete files disappearing.
  */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "fault_env.h"
 #include "lsm.h"
@@ -13,22 +13,6 @@
 #include <unistd.h>
 
 #define NKEYS 1500
-
-static char dir[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_mkdtemp(dir, sizeof(dir), "model");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmtree(dir);
-    return 0;
-}
 
 /* A model state: the value of each key (NULL = absent). */
 typedef struct model {
@@ -64,16 +48,11 @@ static uint64_t next_rand(void)
 static lsm_db *open_db(lsm_env *env)
 {
     lsm_options o;
-    lsm_options_init(&o);
-    o.create_if_missing = true;
-    o.write_buffer_size = 64 << 10;
+    tu_db_options(&o, env, 64 << 10);
     o.target_file_size = 32 << 10;
     o.block_size = 1024;
     o.block_cache_size = 256 << 10;
-    o.env = env;
-    lsm_db *db = NULL;
-    ASSERT_OK(lsm_open(&o, dir, &db));
-    return db;
+    return tu_open_with(&o);
 }
 
 static void random_value(char *v, int op)
@@ -199,7 +178,7 @@ static void check_iter(lsm_db *db, const model *m, const lsm_snapshot *snap)
 
 static int count_files(const char *suffix)
 {
-    DIR *d = opendir(dir);
+    DIR *d = opendir(tu_dir);
     assert_non_null(d);
     int n = 0;
     struct dirent *e;
@@ -263,7 +242,7 @@ static void test_model_through_flushes_compactions_reopens(void **state)
     assert_int_equal(count_files(".ldb"), listed);
     if (count_files(".log") > 2) {
         char cmd[300];
-        snprintf(cmd, sizeof(cmd), "ls -l %s >&2", dir);
+        snprintf(cmd, sizeof(cmd), "ls -l %s >&2", tu_dir);
         assert_int_equal(system(cmd), 0);
         char *st = lsm_property(db, "lsm.stats");
         fprintf(stderr, "%s\n", st);
@@ -330,8 +309,8 @@ static void test_power_cut_during_background_work(void **state)
         assert_null(lsm_verify(db, NULL, NULL));
         assert_null(lsm_close(db));
         fault_env_free(fe);
-        teardown(NULL);
-        setup(NULL);
+        tu_teardown(NULL);
+        tu_setup(NULL);
     }
 }
 
@@ -380,10 +359,9 @@ static void test_manifest_failure(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_model_through_flushes_compactions_reopens, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_power_cut_during_background_work, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_manifest_failure, setup, teardown),
+        TU_TEST(test_model_through_flushes_compactions_reopens),
+        TU_TEST(test_power_cut_during_background_work),
+        TU_TEST(test_manifest_failure),
     };
     return cmocka_run_group_tests_name("db_model", tests, NULL, NULL);
 }

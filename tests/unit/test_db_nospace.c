@@ -4,7 +4,7 @@
  * acknowledged is lost, and once space is back the store carries on without
  * a reopen.
  */
-#include "testutil.h"
+#include "fixture.h"
 
 #include <pthread.h>
 #include <sys/stat.h>
@@ -21,38 +21,12 @@
 #include <string.h>
 #include <unistd.h>
 
-static char dir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/lsm-test-nospace-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
-    return 0;
-}
-
 static lsm_db *open_db(lsm_env *env)
 {
     lsm_options o;
-    lsm_options_init(&o);
-    o.create_if_missing = true;
-    o.write_buffer_size = 64 << 10;
+    tu_db_options(&o, env, 64 << 10);
     o.max_memtable_bytes = 512 << 10;
-    o.env = env;
-    lsm_db *db = NULL;
-    lsm_status *s = lsm_open(&o, dir, &db);
-    if (s)
-        fail_msg("open: %s", lsm_status_message(s));
-    return db;
+    return tu_open_with(&o);
 }
 
 static void key_value(int i, char *k, char *v)
@@ -154,7 +128,7 @@ static void test_close_ends_full_disk_retry(void **state)
     o.full_disk_retry_us = 3600u * 1000000u;
     o.env = fault_env_env(fe);
     lsm_db *db = NULL;
-    assert_null(lsm_open(&o, dir, &db));
+    assert_null(lsm_open(&o, tu_dir, &db));
     fault_env_fail(fe, FAULT_WRITE | FAULT_CREATE, ".ldb", ENOSPC, 0, -1);
     char k[32], v[160];
     int acked = 0;
@@ -186,7 +160,7 @@ static void test_close_ends_full_disk_retry(void **state)
     lsm_status_free(cs);
     fault_env_clear_failures(fe);
     o.create_if_missing = false;
-    assert_null(lsm_open(&o, dir, &db));
+    assert_null(lsm_open(&o, tu_dir, &db));
     check_present(db, acked);
     assert_null(lsm_close(db));
     fault_env_free(fe);
@@ -268,7 +242,7 @@ static lsm_db *open_reserved(fault_env *fe, size_t write_buffer)
     o.reserve_bytes = 1 << 20;
     o.env = fault_env_env(fe);
     lsm_db *db = NULL;
-    lsm_status *s = lsm_open(&o, dir, &db);
+    lsm_status *s = lsm_open(&o, tu_dir, &db);
     if (s)
         fail_msg("open: %s", lsm_status_message(s));
     return db;
@@ -330,7 +304,7 @@ static void full_disk_on_wal(bool crash)
     lsm_options_init(&o);
     o.env = fault_env_env(fe);
     o.paranoid_checks = true;
-    assert_null(lsm_open(&o, dir, &db));
+    assert_null(lsm_open(&o, tu_dir, &db));
     for (int i = 0; i < WAL_KEYS; i++)
         assert_int_equal(read_key(db, i), acked[i]);
     uint64_t torn = 1;
@@ -395,7 +369,7 @@ static uint64_t prop(lsm_db *db, const char *name)
 static bool reserve_file_exists(void)
 {
     char path[300];
-    snprintf(path, sizeof(path), "%s/RESERVE", dir);
+    snprintf(path, sizeof(path), "%s/RESERVE", tu_dir);
     return access(path, F_OK) == 0;
 }
 
@@ -504,7 +478,7 @@ static lsm_db *open_retrying(fault_env *fe, size_t reserve, uint32_t retry_us)
     o.full_disk_retry_us = retry_us;
     o.env = fault_env_env(fe);
     lsm_db *db = NULL;
-    assert_null(lsm_open(&o, dir, &db));
+    assert_null(lsm_open(&o, tu_dir, &db));
     return db;
 }
 
@@ -672,7 +646,7 @@ static void test_delete_waits_for_running_compaction(void **state)
     mutex_unlock(&db->mu);
     struct stat st;
     char log[300];
-    snprintf(log, sizeof(log), "%s/%06llu.log", dir, wal);
+    snprintf(log, sizeof(log), "%s/%06llu.log", tu_dir, wal);
     assert_int_equal(stat(log, &st), 0);
     assert_true(st.st_size <= 64 << 10);
     void *cs = NULL;
@@ -772,7 +746,7 @@ static void test_sync_after_full_wal_with_deferred(void **state)
     lsm_options o;
     lsm_options_init(&o);
     o.env = fault_env_env(fe);
-    assert_null(lsm_open(&o, dir, &db));
+    assert_null(lsm_open(&o, tu_dir, &db));
     char *got = NULL;
     size_t n = 0;
     lsm_read_options ro;
@@ -815,23 +789,23 @@ static void test_barrier_leaving_full_wal_wakes_flush(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_full_disk_during_flush, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_full_disk_during_compaction, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_close_ends_full_disk_retry, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_full_disk_on_wal, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_full_disk_on_wal_then_power_cut, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sync_after_full_wal_with_deferred, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wal_eio_stays_sticky, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wal_cut_failure_is_sticky, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_barrier_leaving_full_wal_wakes_flush, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reserve_serves_deletes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reserve_serves_freeing_wal_append, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_delete_waits_for_the_retry, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_delete_waits_for_running_compaction, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_release_while_making_the_reserve, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_delete_flushes_deferred_on_full_disk, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_delete_after_deferred_flush_fails, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_low_disk_keeps_memtables_few, setup, teardown),
+        TU_TEST(test_full_disk_during_flush),
+        TU_TEST(test_full_disk_during_compaction),
+        TU_TEST(test_close_ends_full_disk_retry),
+        TU_TEST(test_full_disk_on_wal),
+        TU_TEST(test_full_disk_on_wal_then_power_cut),
+        TU_TEST(test_sync_after_full_wal_with_deferred),
+        TU_TEST(test_wal_eio_stays_sticky),
+        TU_TEST(test_wal_cut_failure_is_sticky),
+        TU_TEST(test_barrier_leaving_full_wal_wakes_flush),
+        TU_TEST(test_reserve_serves_deletes),
+        TU_TEST(test_reserve_serves_freeing_wal_append),
+        TU_TEST(test_delete_waits_for_the_retry),
+        TU_TEST(test_delete_waits_for_running_compaction),
+        TU_TEST(test_release_while_making_the_reserve),
+        TU_TEST(test_delete_flushes_deferred_on_full_disk),
+        TU_TEST(test_delete_after_deferred_flush_fails),
+        TU_TEST(test_low_disk_keeps_memtables_few),
     };
     return cmocka_run_group_tests_name("db_nospace", tests, NULL, NULL);
 }

@@ -5,7 +5,7 @@
  * unless salvage_log; a zero hole ends the log quietly; a read_only open
  * changes no byte of the store and refuses every write.
  */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "fault_env.h"
 #include "lsm.h"
@@ -15,25 +15,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char dir[64];
 static char copy[64];
 
 #define NKEYS 3000
 
 static int setup(void **state)
 {
-    (void)state;
-    tu_mkdtemp(dir, sizeof(dir), "rec");
     tu_mkdtemp(copy, sizeof(copy), "reccopy");
-    return 0;
+    return tu_setup(state);
 }
 
 static int teardown(void **state)
 {
-    (void)state;
-    tu_rmtree(dir);
     tu_rmtree(copy);
-    return 0;
+    return tu_teardown(state);
 }
 
 static void key_of(char k[32], const char *prefix, int i)
@@ -76,8 +71,8 @@ static void crash_after_writes(const char *d, const char *prefix, int n)
  * log's path into log, and its bytes in use returned. */
 static long crash_with_log(int n, char *log, size_t cap)
 {
-    crash_after_writes(dir, "k", n);
-    tu_newest_file(dir, "log", log, cap);
+    crash_after_writes(tu_dir, "k", n);
+    tu_newest_file(tu_dir, "log", log, cap);
     return tu_used_bytes(log);
 }
 
@@ -155,10 +150,10 @@ static int prefix_len(lsm_db *db, const char *prefix, int n)
  * again, or stops nothing of the new log). */
 static void assert_next_crash_keeps(int kept, int n)
 {
-    crash_after_writes(dir, "n", n);
+    crash_after_writes(tu_dir, "n", n);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
-    ASSERT_OK(open_with(dir, false, false, &rep, &db));
+    ASSERT_OK(open_with(tu_dir, false, false, &rep, &db));
     assert_int_equal(prefix_len(db, "k", NKEYS), kept);
     assert_int_equal(prefix_len(db, "n", n), n);
     ASSERT_OK(lsm_close(db));
@@ -177,7 +172,7 @@ static void test_mid_log_damage_refuses(void **state)
     tu_xor_byte(log, used / 3, 0x20);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
-    lsm_status *s = open_with(dir, false, false, &rep, &db);
+    lsm_status *s = open_with(tu_dir, false, false, &rep, &db);
     assert_null(db);
     assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
     const char *base = strrchr(log, '/') + 1;
@@ -185,7 +180,7 @@ static void test_mid_log_damage_refuses(void **state)
     assert_non_null(strstr(lsm_status_message(s), "at byte"));
     lsm_status_free(s);
     /* refusing changed nothing: the same refusal again */
-    s = open_with(dir, false, false, &rep, &db);
+    s = open_with(tu_dir, false, false, &rep, &db);
     assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
     lsm_status_free(s);
 }
@@ -203,7 +198,7 @@ static void test_damage_in_last_block_refuses(void **state)
     tu_xor_byte(log, used / 3, 0x04);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
-    lsm_status *s = open_with(dir, false, false, &rep, &db);
+    lsm_status *s = open_with(tu_dir, false, false, &rep, &db);
     assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
     lsm_status_free(s);
 }
@@ -219,7 +214,7 @@ static void test_salvage_keeps_prefix(void **state)
     tu_xor_byte(log, used / 2, 0x01);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
-    ASSERT_OK(open_with(dir, true, false, &rep, &db));
+    ASSERT_OK(open_with(tu_dir, true, false, &rep, &db));
     int kept = prefix_len(db, "k", NKEYS);
     assert_true(kept > 0 && kept < NKEYS);
     assert_int_equal(rep.n, 1);
@@ -227,7 +222,7 @@ static void test_salvage_keeps_prefix(void **state)
     assert_non_null(strstr(rep.text, "record(s)"));
     ASSERT_OK(lsm_close(db));
     rep.n = 0;
-    ASSERT_OK(open_with(dir, false, false, &rep, &db));
+    ASSERT_OK(open_with(tu_dir, false, false, &rep, &db));
     assert_int_equal(prefix_len(db, "k", NKEYS), kept);
     assert_int_equal(rep.n, 0);
     ASSERT_OK(lsm_close(db));
@@ -247,7 +242,7 @@ static void test_zero_hole_ends_log(void **state)
     zero_range(log, hole, 4096);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
-    ASSERT_OK(open_with(dir, false, false, &rep, &db));
+    ASSERT_OK(open_with(tu_dir, false, false, &rep, &db));
     int kept = prefix_len(db, "k", NKEYS);
     assert_true(kept > 0 && kept < NKEYS);
     assert_int_equal(rep.n, 1);
@@ -269,25 +264,25 @@ static void test_failed_epoch_leaves_no_log(void **state)
     char log[400];
     long used = crash_with_log(NKEYS, log, sizeof log);
     zero_range(log, (used / 2) & ~4095L, 4096);
-    char *before = tu_dir_digest(dir);
+    char *before = tu_dir_digest(tu_dir);
     fault_env *fe = fault_env_new(lsm_env_default());
     assert_non_null(fe);
     fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, -1);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
-    lsm_status *s = open_with_env(dir, false, false, &rep, fault_env_env(fe), &db);
+    lsm_status *s = open_with_env(tu_dir, false, false, &rep, fault_env_env(fe), &db);
     assert_null(db);
     assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
     lsm_status_free(s);
     fault_env_free(fe);
     /* every file as it was (the directory's mtime shows the log that came
      * and went) */
-    char *after = tu_dir_digest(dir);
+    char *after = tu_dir_digest(tu_dir);
     if (strcmp(strchr(after, '\n'), strchr(before, '\n')) != 0)
         fail_msg("the files changed:\nbefore:\n%s\nafter:\n%s", before, after);
     free(after);
     free(before);
-    ASSERT_OK(open_with(dir, false, false, &rep, &db));
+    ASSERT_OK(open_with(tu_dir, false, false, &rep, &db));
     ASSERT_OK(lsm_close(db));
 }
 
@@ -304,7 +299,7 @@ static void test_damage_sweep_never_wrong_data(void **state)
     for (long off = 3; off < used; off += used / 23 + 7) {
         char cmd[256];
         tu_rmtree(copy);
-        snprintf(cmd, sizeof cmd, "cp -a %s %s", dir, copy);
+        snprintf(cmd, sizeof cmd, "cp -a %s %s", tu_dir, copy);
         assert_int_equal(system(cmd), 0);
         char clog[600];
         snprintf(clog, sizeof clog, "%s/%s", copy, base);
@@ -331,21 +326,21 @@ static void test_damage_sweep_never_wrong_data(void **state)
 static void test_damaged_manifest_says_where(void **state)
 {
     (void)state;
-    lsm_db *db = tu_open_db(dir, NULL, 0);
+    lsm_db *db = tu_open_db(tu_dir, NULL, 0);
     ASSERT_OK(lsm_close(db));
     char path[400];
-    DIR *dh = opendir(dir);
+    DIR *dh = opendir(tu_dir);
     assert_non_null(dh);
     struct dirent *e;
     path[0] = '\0';
     while ((e = readdir(dh)) != NULL)
         if (strncmp(e->d_name, "MANIFEST-", 9) == 0)
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            snprintf(path, sizeof path, "%s/%s", tu_dir, e->d_name);
     closedir(dh);
     assert_true(path[0] != '\0');
     tu_xor_byte(path, 9, 0x01);
     struct reports rep = {{0}, 0};
-    lsm_status *s = open_with(dir, false, true, &rep, &db);
+    lsm_status *s = open_with(tu_dir, false, true, &rep, &db);
     assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
     assert_non_null(strstr(lsm_status_message(s), "at byte 0"));
     assert_non_null(strstr(lsm_status_message(s), "expected"));
@@ -360,14 +355,14 @@ static void test_damaged_manifest_says_where(void **state)
 static void test_read_only_changes_nothing(void **state)
 {
     (void)state;
-    crash_after_writes(dir, "k", NKEYS);
+    crash_after_writes(tu_dir, "k", NKEYS);
     char lock[400];
-    snprintf(lock, sizeof lock, "%s/LOCK", dir);
+    snprintf(lock, sizeof lock, "%s/LOCK", tu_dir);
     assert_int_equal(unlink(lock), 0);
-    char *before = tu_dir_digest(dir);
+    char *before = tu_dir_digest(tu_dir);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
-    ASSERT_OK(open_with(dir, false, true, &rep, &db));
+    ASSERT_OK(open_with(tu_dir, false, true, &rep, &db));
     assert_int_equal(prefix_len(db, "k", NKEYS), NKEYS);
     lsm_write_options wo = {.sync = false};
     lsm_status *s = lsm_put(db, &wo, "x", 1, "y", 1);
@@ -383,7 +378,7 @@ static void test_read_only_changes_nothing(void **state)
     lsm_status_free(s);
     ASSERT_OK(lsm_verify(db, NULL, NULL));
     ASSERT_OK(lsm_close(db));
-    tu_assert_dir_unchanged(dir, before);
+    tu_assert_dir_unchanged(tu_dir, before);
     free(before);
 }
 
@@ -395,17 +390,17 @@ static void test_read_only_damaged_log(void **state)
     char log[400];
     long used = crash_with_log(NKEYS, log, sizeof log);
     tu_xor_byte(log, used / 2, 0x10);
-    char *before = tu_dir_digest(dir);
+    char *before = tu_dir_digest(tu_dir);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
-    lsm_status *s = open_with(dir, false, true, &rep, &db);
+    lsm_status *s = open_with(tu_dir, false, true, &rep, &db);
     assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
     lsm_status_free(s);
-    ASSERT_OK(open_with(dir, true, true, &rep, &db));
+    ASSERT_OK(open_with(tu_dir, true, true, &rep, &db));
     int kept = prefix_len(db, "k", NKEYS);
     assert_true(kept > 0 && kept < NKEYS);
     ASSERT_OK(lsm_close(db));
-    tu_assert_dir_unchanged(dir, before);
+    tu_assert_dir_unchanged(tu_dir, before);
     free(before);
 }
 
@@ -414,14 +409,14 @@ static void test_read_only_damaged_log(void **state)
 static void test_read_only_respects_writer_lock(void **state)
 {
     (void)state;
-    lsm_db *w = tu_open_db(dir, NULL, 0);
+    lsm_db *w = tu_open_db(tu_dir, NULL, 0);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
-    lsm_status *s = open_with(dir, false, true, &rep, &db);
+    lsm_status *s = open_with(tu_dir, false, true, &rep, &db);
     assert_int_equal(lsm_status_code(s), LSM_BUSY);
     lsm_status_free(s);
     ASSERT_OK(lsm_close(w));
-    ASSERT_OK(open_with(dir, false, true, &rep, &db));
+    ASSERT_OK(open_with(tu_dir, false, true, &rep, &db));
     ASSERT_OK(lsm_close(db));
 }
 

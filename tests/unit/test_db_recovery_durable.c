@@ -7,7 +7,7 @@
  * them, serves them, and a later synced write must not survive a power cut
  * without them.
  */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "fault_env.h"
 
@@ -15,27 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char dir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_mkdtemp(dir, sizeof(dir), "recdur");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmtree(dir);
-    return 0;
-}
-
-static lsm_db *open_db(lsm_env *env)
-{
-    return tu_open_db(dir, env, 1 << 20);
-}
 
 static lsm_status *put(lsm_db *db, const char *k, bool sync)
 {
@@ -63,7 +42,7 @@ static void test_replayed_data_survives_power_cut(void **state)
     (void)state;
     fault_env *fe = fault_env_new(lsm_env_default());
     fault_env_set_lost_writeback(fe, true);
-    lsm_db *db = open_db(fault_env_env(fe));
+    lsm_db *db = tu_open(fault_env_env(fe), 1 << 20);
     assert_null(put(db, "a-synced", true));
     /* The WAL's fdatasync fails: "b-failed" is not acknowledged, and its
      * page is lost from the disk though still readable. */
@@ -76,7 +55,7 @@ static void test_replayed_data_survives_power_cut(void **state)
 
     /* The next process replays and serves "b-failed"; a synced write after
      * it promises that everything it has shown is durable. */
-    db = open_db(fault_env_env(fe));
+    db = tu_open(fault_env_env(fe), 1 << 20);
     assert_true(has(db, "a-synced"));
     assert_true(has(db, "b-failed"));
     assert_null(put(db, "c-after", true));
@@ -84,7 +63,7 @@ static void test_replayed_data_survives_power_cut(void **state)
     assert_null(fault_env_power_cut(fe));
     lsm_status_free(lsm_close(db));
 
-    db = open_db(fault_env_env(fe));
+    db = tu_open(fault_env_env(fe), 1 << 20);
     assert_true(has(db, "a-synced"));
     assert_true(has(db, "c-after"));
     assert_true(has(db, "b-failed")); /* served before c-after's sync: durable */
@@ -95,7 +74,7 @@ static void test_replayed_data_survives_power_cut(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_replayed_data_survives_power_cut, setup, teardown),
+        TU_TEST(test_replayed_data_survives_power_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

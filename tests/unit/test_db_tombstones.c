@@ -3,7 +3,7 @@
  * then mostly deleted shrinks toward its live data with no further writes,
  * and a full disk during that compaction loses nothing and is retried.
  */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "fault_env.h"
 
@@ -12,22 +12,6 @@
 #define NKEYS 30000
 #define LIVE_EVERY 20 /* every 20th key stays: the live data is 5% */
 #define WAIT_SECONDS 60
-
-static char dir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_mkdtemp(dir, sizeof(dir), "tombstones");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmtree(dir);
-    return 0;
-}
 
 static void key_of(int i, char *k)
 {
@@ -111,10 +95,10 @@ static void check_contents(lsm_db *db)
 static void test_deleted_store_shrinks_idle(void **state)
 {
     (void)state;
-    lsm_db *db = tu_open_db(dir, NULL, 256 << 10);
+    lsm_db *db = tu_open_db(tu_dir, NULL, 256 << 10);
     uint64_t full = fill_then_delete(db);
     ASSERT_OK(lsm_close(db));
-    db = tu_open_db(dir, NULL, 256 << 10);
+    db = tu_open_db(tu_dir, NULL, 256 << 10);
     uint64_t live = full / LIVE_EVERY;
     uint64_t bytes = wait_for_shrink(db, 2 * live);
     if (bytes > 2 * live)
@@ -125,7 +109,7 @@ static void test_deleted_store_shrinks_idle(void **state)
     check_contents(db);
     ASSERT_OK(lsm_close(db));
     /* The counts survived in the MANIFEST: a reopen has nothing left to do. */
-    db = tu_open_db(dir, NULL, 256 << 10);
+    db = tu_open_db(tu_dir, NULL, 256 << 10);
     assert_true(tu_prop(db, "lsm.total-table-bytes") <= 2 * live);
     check_contents(db);
     ASSERT_OK(lsm_close(db));
@@ -137,7 +121,7 @@ static void test_deleted_store_shrinks_idle(void **state)
 static void test_deletions_in_idle_memtable_flushed(void **state)
 {
     (void)state;
-    lsm_db *db = tu_open_db(dir, NULL, 4 << 20); /* every deletion fits in it */
+    lsm_db *db = tu_open_db(tu_dir, NULL, 4 << 20); /* every deletion fits in it */
     uint64_t full = fill_then_delete(db);
     uint64_t live = full / LIVE_EVERY;
     uint64_t bytes = wait_for_shrink(db, 2 * live);
@@ -154,7 +138,7 @@ static void test_deletions_in_idle_memtable_flushed(void **state)
 static void test_full_disk_during_deletion_compaction(void **state)
 {
     (void)state;
-    lsm_db *db = tu_open_db(dir, NULL, 256 << 10);
+    lsm_db *db = tu_open_db(tu_dir, NULL, 256 << 10);
     uint64_t full = fill_then_delete(db);
     ASSERT_OK(lsm_close(db));
     fault_env *fe = fault_env_new(tu_env());
@@ -162,7 +146,7 @@ static void test_full_disk_during_deletion_compaction(void **state)
     /* The reopen's flush of the log writes one table; every table after it
      * (the compaction's) meets a full disk. */
     fault_env_fail(fe, FAULT_WRITE | FAULT_CREATE, ".ldb", ENOSPC, 1, -1);
-    db = tu_open_db(dir, fault_env_env(fe), 256 << 10);
+    db = tu_open_db(tu_dir, fault_env_env(fe), 256 << 10);
     uint64_t live = full / LIVE_EVERY;
     usleep(500 * 1000);
     /* Whatever it did meanwhile, nothing is lost. (It may even have shrunk:
@@ -185,10 +169,9 @@ static void test_full_disk_during_deletion_compaction(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_deleted_store_shrinks_idle, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_deletions_in_idle_memtable_flushed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_full_disk_during_deletion_compaction, setup,
-                                        teardown),
+        TU_TEST(test_deleted_store_shrinks_idle),
+        TU_TEST(test_deletions_in_idle_memtable_flushed),
+        TU_TEST(test_full_disk_during_deletion_compaction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,7 @@
  * LOCK, before the backup is listed (else after a power cut verify and
  * restore call it "not a backup directory"). Checked on the fault env's
  * trace of the calls, in order. */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "fault_env.h"
 
@@ -40,9 +40,8 @@ static int find(const struct trace *t, int from, enum fault_call c, const char *
 static void test_open_creating_syncs_parent(void **state)
 {
     (void)state;
-    char dir[64], store[128];
-    tu_mkdtemp(dir, sizeof dir, "dirsync");
-    snprintf(store, sizeof store, "%s/store", dir);
+    char store[128];
+    tu_path(store, sizeof store, "store");
     fault_env *fe = fault_env_new(lsm_env_default());
     struct trace *t = calloc(1, sizeof(*t));
     assert_non_null(fe);
@@ -52,28 +51,26 @@ static void test_open_creating_syncs_parent(void **state)
     fault_env_count_stop(fe);
     int made = find(t, 0, FC_MKDIR, store);
     assert_true(made >= 0);
-    if (find(t, made, FC_SYNC_DIR, dir) < 0)
-        fail_msg("the store directory %s was created, its parent %s never synced", store, dir);
+    if (find(t, made, FC_SYNC_DIR, tu_dir) < 0)
+        fail_msg("the store directory %s was created, its parent %s never synced", store, tu_dir);
     ASSERT_OK(lsm_close(db));
     /* Opening it again creates nothing, and syncs no parent. */
     t->n = 0;
     fault_env_count_start(fe, record, t);
     db = tu_open_db(store, fault_env_env(fe), 0);
     fault_env_count_stop(fe);
-    assert_int_equal(find(t, 0, FC_SYNC_DIR, dir), -1);
+    assert_int_equal(find(t, 0, FC_SYNC_DIR, tu_dir), -1);
     ASSERT_OK(lsm_close(db));
     fault_env_free(fe);
     free(t);
-    tu_rmtree(dir);
 }
 
 static void test_first_backup_syncs_lock_entry(void **state)
 {
     (void)state;
-    char dir[64], store[128], bk[128], lock[160], meta_tmp[160];
-    tu_mkdtemp(dir, sizeof dir, "dirsync");
-    snprintf(store, sizeof store, "%s/store", dir);
-    snprintf(bk, sizeof bk, "%s/bk", dir);
+    char store[128], bk[128], lock[160], meta_tmp[160];
+    tu_path(store, sizeof store, "store");
+    tu_path(bk, sizeof bk, "bk");
     snprintf(lock, sizeof lock, "%s/LOCK", bk);
     snprintf(meta_tmp, sizeof meta_tmp, "%s/meta/.tmp-1", bk);
     lsm_db *db = tu_open_db(store, NULL, 0);
@@ -97,14 +94,13 @@ static void test_first_backup_syncs_lock_entry(void **state)
                  lock, synced);
     fault_env_free(fe);
     free(t);
-    tu_rmtree(dir);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_open_creating_syncs_parent),
-        cmocka_unit_test(test_first_backup_syncs_lock_entry),
+        TU_TEST(test_open_creating_syncs_parent),
+        TU_TEST(test_first_backup_syncs_lock_entry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* test_env.c — the POSIX env (files, directories, locks, errors) and the
  * fault-injecting env (power cuts, injected errors, dead files). */
-#include "testutil.h"
+#include "fixture.h"
 /* cmocka defines skip(); the sfile member is called as (ops->skip)(...). */
 
 #include <fcntl.h>
@@ -18,7 +18,6 @@
 
 /* A temporary directory and the env under test. */
 struct fx {
-    char dir[64];
     fault_env *fe; /* NULL when testing the POSIX env */
     lsm_env *env;
 };
@@ -27,7 +26,7 @@ static struct fx *fx_new(void)
 {
     struct fx *x = calloc(1, sizeof(*x));
     assert_non_null(x);
-    tu_mkdtemp(x->dir, sizeof(x->dir), "env");
+    tu_setup(NULL);
     return x;
 }
 
@@ -54,17 +53,16 @@ static int fx_teardown(void **state)
     struct fx *x = *state;
     if (x->fe != NULL)
         fault_env_free(x->fe);
-    tu_rmtree(x->dir);
     free(x);
-    return 0;
+    return tu_teardown(state);
 }
 
 /* ------------------------------------------------------------- helpers */
 
 /* dir/name in a static-free caller buffer. */
-static const char *in(const struct fx *x, const char *name, char *out)
+static const char *in(const char *name, char *out)
 {
-    snprintf(out, 256, "%s/%s", x->dir, name);
+    snprintf(out, 256, "%s/%s", tu_dir, name);
     return out;
 }
 
@@ -72,7 +70,7 @@ static const char *in(const struct fx *x, const char *name, char *out)
 static lsm_wfile *open_w(const struct fx *x, const char *name, char *path)
 {
     lsm_wfile *f;
-    ASSERT_OK(x->env->new_wfile(x->env, in(x, name, path), &f));
+    ASSERT_OK(x->env->new_wfile(x->env, in(name, path), &f));
     return f;
 }
 
@@ -231,7 +229,7 @@ static void test_posix_pread_threads(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char p[256];
-    in(x, "table", p);
+    in("table", p);
     enum { LEN = 1 << 20 };
     char *data = malloc(LEN);
     for (int i = 0; i < LEN; i++)
@@ -254,9 +252,9 @@ static void test_posix_dirs_and_names(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char a[256], b[256], sub[256], deep[256];
-    in(x, "a", a);
-    in(x, "b", b);
-    in(x, "sub", sub);
+    in("a", a);
+    in("b", b);
+    in("sub", sub);
     write_file(env, a, "hello", true);
     assert_true(env->file_exists(env, a));
     assert_false(env->file_exists(env, b));
@@ -266,7 +264,7 @@ static void test_posix_dirs_and_names(void **state)
 
     char **names;
     int n;
-    ASSERT_OK(env->get_children(env, x->dir, &names, &n));
+    ASSERT_OK(env->get_children(env, tu_dir, &names, &n));
     assert_int_equal(n, 2);
     bool saw_a = false, saw_sub = false;
     for (int i = 0; i < n; i++) {
@@ -282,7 +280,7 @@ static void test_posix_dirs_and_names(void **state)
     uint64_t size;
     ASSERT_OK(env->file_size(env, b, &size));
     assert_int_equal(size, 5);
-    ASSERT_OK(env->sync_dir(env, x->dir));
+    ASSERT_OK(env->sync_dir(env, tu_dir));
     ASSERT_OK(env->remove_file(env, b));
     assert_false(exists(b));
     ASSERT_FAILS(env->remove_file(env, b), LSM_IO_ERROR, b);
@@ -294,7 +292,7 @@ static void test_posix_dirs_and_names(void **state)
     ASSERT_FAILS(env->get_children(env, sub, &names, &n), LSM_IO_ERROR, sub);
 
     /* Opening in a missing directory: an I/O error naming the path. */
-    in(x, "missing/000001.log", deep);
+    in("missing/000001.log", deep);
     lsm_wfile *wf;
     ASSERT_FAILS(env->new_wfile(env, deep, &wf), LSM_IO_ERROR, deep);
     assert_null(wf);
@@ -309,7 +307,7 @@ static void test_posix_small_file_helpers(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char p[256];
-    in(x, "CURRENT", p);
+    in("CURRENT", p);
     ASSERT_OK(env_write_file_sync(env, p, "MANIFEST-000005\n", 16));
     char *data;
     size_t n;
@@ -333,10 +331,10 @@ static void test_posix_small_file_helpers(void **state)
     assert_memory_equal(data, big, LEN);
     free(data);
     free(big);
-    in(x, "nope", p);
+    in("nope", p);
     ASSERT_FAILS(env_read_file(env, p, &data, &n), LSM_IO_ERROR, p);
     assert_null(data);
-    in(x, "no/such/dir", p);
+    in("no/such/dir", p);
     ASSERT_FAILS(env_write_file_sync(env, p, "x", 1), LSM_IO_ERROR, p);
 }
 
@@ -564,8 +562,8 @@ static void test_posix_lock(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char p[256], alias[256];
-    in(x, "LOCK", p);
-    snprintf(alias, sizeof(alias), "%s/./LOCK", x->dir);
+    in("LOCK", p);
+    snprintf(alias, sizeof(alias), "%s/./LOCK", tu_dir);
     lsm_filelock *l1, *l2;
     ASSERT_OK(env->lock_file(env, p, &l1));
     assert_true(exists(p));
@@ -617,7 +615,7 @@ static void test_posix_lock(void **state)
     ASSERT_OK(env->lock_file(env, p, &l2)); /* the child is gone */
     ASSERT_OK(env->unlock_file(env, l2));
     /* Locking in a missing directory is an I/O error, not busy. */
-    in(x, "missing/LOCK", p);
+    in("missing/LOCK", p);
     ASSERT_FAILS(env->lock_file(env, p, &l2), LSM_IO_ERROR, p);
 }
 
@@ -643,7 +641,7 @@ static void test_fault_power_cut_data(void **state)
     lsm_env *env = x->env;
     char p[256], q[256], got[64];
     lsm_wfile *f = open_w(x, "log", p), *g = open_w(x, "never-synced", q);
-    ASSERT_OK(env->sync_dir(env, x->dir)); /* both names durable */
+    ASSERT_OK(env->sync_dir(env, tu_dir)); /* both names durable */
     ASSERT_OK(f->ops->append(f, "AAAA", 4));
     ASSERT_OK(f->ops->sync(f));
     ASSERT_OK(f->ops->append(f, "BBBB", 4));
@@ -686,16 +684,16 @@ static void test_fault_power_cut_new_files(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char a[256], b[256], c[256], sub[256], s1[256];
-    in(x, "synced-data-unsynced-dir", a);
-    in(x, "synced-both", b);
-    in(x, "after-dir-sync", c);
-    in(x, "sub", sub);
-    in(x, "sub/inner", s1);
+    in("synced-data-unsynced-dir", a);
+    in("synced-both", b);
+    in("after-dir-sync", c);
+    in("sub", sub);
+    in("sub/inner", s1);
     write_file(env, a, "aaa", true);
     write_file(env, b, "bbb", true);
     ASSERT_OK(env->create_dir(env, sub));
     write_file(env, s1, "sss", true);
-    ASSERT_OK(env->sync_dir(env, x->dir));
+    ASSERT_OK(env->sync_dir(env, tu_dir));
     write_file(env, c, "ccc", true); /* created after the sync */
     /* A sync of another directory does not help this one... */
     ASSERT_OK(env->sync_dir(env, sub));
@@ -713,7 +711,7 @@ static void test_fault_power_cut_new_files(void **state)
      * its data synced; and a path spelled with a trailing slash counts. */
     write_file(env, c, "ccc", true);
     char slash[300];
-    snprintf(slash, sizeof(slash), "%s/", x->dir);
+    snprintf(slash, sizeof(slash), "%s/", tu_dir);
     ASSERT_OK(env->sync_dir(env, slash));
     write_file(env, a, "rewritten", false); /* truncating an old file */
     write_file(env, c, "cc", true);
@@ -730,34 +728,34 @@ static void test_fault_power_cut_rename(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char cur[256], tmp[256], got[64];
-    in(x, "CURRENT", cur);
-    in(x, "CURRENT.tmp", tmp);
+    in("CURRENT", cur);
+    in("CURRENT.tmp", tmp);
     write_file(env, cur, "old", true);
-    ASSERT_OK(env->sync_dir(env, x->dir));
+    ASSERT_OK(env->sync_dir(env, tu_dir));
     /* The classic: write tmp, sync it, rename over CURRENT, no dir sync. */
     write_file(env, tmp, "new", true);
     ASSERT_OK(env->rename_file(env, tmp, cur));
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     assert_memory_equal(got, "new", 3);
-    assert_false(tu_has_child(env, x->dir, "CURRENT.tmp"));
+    assert_false(tu_has_child(env, tu_dir, "CURRENT.tmp"));
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     ASSERT_OK(fault_env_power_cut(x->fe));
     fault_env_restart(x->fe);
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     assert_memory_equal(got, "old", 3);
     assert_false(exists(tmp));
-    assert_int_equal(count_entries(x->dir), 1); /* no hidden helpers left */
+    assert_int_equal(count_entries(tu_dir), 1); /* no hidden helpers left */
 
     /* With the directory synced, the rename sticks. */
     write_file(env, tmp, "new", true);
     ASSERT_OK(env->rename_file(env, tmp, cur));
-    ASSERT_OK(env->sync_dir(env, x->dir));
+    ASSERT_OK(env->sync_dir(env, tu_dir));
     ASSERT_OK(fault_env_power_cut(x->fe));
     fault_env_restart(x->fe);
     assert_int_equal(slurp(cur, got, sizeof(got)), 3);
     assert_memory_equal(got, "new", 3);
     assert_false(exists(tmp));
-    assert_int_equal(count_entries(x->dir), 1);
+    assert_int_equal(count_entries(tu_dir), 1);
 
     /* A durable file renamed to a new name, unsynced: back to the old name. */
     ASSERT_OK(env->rename_file(env, cur, tmp));
@@ -768,7 +766,7 @@ static void test_fault_power_cut_rename(void **state)
     assert_memory_equal(got, "new", 3);
     /* A chain of renames, unsynced, unwinds completely. */
     char third[256];
-    in(x, "third", third);
+    in("third", third);
     ASSERT_OK(env->rename_file(env, cur, tmp));
     ASSERT_OK(env->rename_file(env, tmp, third));
     ASSERT_OK(fault_env_power_cut(x->fe));
@@ -783,20 +781,20 @@ static void test_fault_power_cut_remove(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char a[256], b[256], got[64];
-    in(x, "other", b);
+    in("other", b);
     lsm_wfile *f = open_w(x, "old.log", a);
     ASSERT_OK(f->ops->append(f, "durable", 7));
     ASSERT_OK(f->ops->sync(f));
     ASSERT_OK(f->ops->append(f, "-not", 4));
     ASSERT_OK(f->ops->close(f));
-    ASSERT_OK(env->sync_dir(env, x->dir));
+    ASSERT_OK(env->sync_dir(env, tu_dir));
     ASSERT_OK(env->remove_file(env, a));
     assert_false(env->file_exists(env, a));
-    assert_false(tu_has_child(env, x->dir, "old.log"));
-    assert_int_equal(count_entries(x->dir), 1); /* the hidden copy... */
+    assert_false(tu_has_child(env, tu_dir, "old.log"));
+    assert_int_equal(count_entries(tu_dir), 1); /* the hidden copy... */
     char **names;
     int n;
-    ASSERT_OK(env->get_children(env, x->dir, &names, &n));
+    ASSERT_OK(env->get_children(env, tu_dir, &names, &n));
     assert_int_equal(n, 0); /* ...which the env never lists */
     env_free_children(names, n);
     ASSERT_FAILS(env->remove_file(env, a), LSM_IO_ERROR, a);
@@ -805,11 +803,11 @@ static void test_fault_power_cut_remove(void **state)
     fault_env_restart(x->fe);
     assert_int_equal(slurp(a, got, sizeof(got)), 7);
     assert_memory_equal(got, "durable", 7);
-    assert_int_equal(count_entries(x->dir), 1);
+    assert_int_equal(count_entries(tu_dir), 1);
     /* Synced remove: gone for good, hidden copy deleted. */
     ASSERT_OK(env->remove_file(env, a));
-    ASSERT_OK(env->sync_dir(env, x->dir));
-    assert_int_equal(count_entries(x->dir), 0);
+    ASSERT_OK(env->sync_dir(env, tu_dir));
+    assert_int_equal(count_entries(tu_dir), 0);
     ASSERT_OK(fault_env_power_cut(x->fe));
     fault_env_restart(x->fe);
     assert_false(exists(a));
@@ -820,7 +818,7 @@ static void test_fault_power_cut_remove(void **state)
     ASSERT_OK(fault_env_power_cut(x->fe));
     fault_env_restart(x->fe);
     assert_false(exists(b));
-    assert_int_equal(count_entries(x->dir), 0);
+    assert_int_equal(count_entries(tu_dir), 0);
 }
 
 static void test_fault_remove_dir_and_free(void **state)
@@ -828,8 +826,8 @@ static void test_fault_remove_dir_and_free(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char sub[256], f1[256];
-    in(x, "store", sub);
-    in(x, "store/000001.log", f1);
+    in("store", sub);
+    in("store/000001.log", f1);
     ASSERT_OK(env->create_dir(env, sub));
     write_file(env, f1, "x", true);
     ASSERT_OK(env->sync_dir(env, sub));
@@ -838,12 +836,12 @@ static void test_fault_remove_dir_and_free(void **state)
     ASSERT_OK(env->remove_dir(env, sub));
     assert_false(exists(sub));
     /* Pending removes become real when the env is freed. */
-    in(x, "kept", f1);
+    in("kept", f1);
     write_file(env, f1, "x", true);
-    ASSERT_OK(env->sync_dir(env, x->dir));
+    ASSERT_OK(env->sync_dir(env, tu_dir));
     ASSERT_OK(env->remove_file(env, f1));
     fault_env_free(x->fe);
-    assert_int_equal(count_entries(x->dir), 0);
+    assert_int_equal(count_entries(tu_dir), 0);
     x->fe = fault_env_new(lsm_env_default());
     x->env = fault_env_env(x->fe);
 }
@@ -853,9 +851,9 @@ static void test_fault_dead_readers(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char p[256];
-    in(x, "f", p);
+    in("f", p);
     write_file(env, p, "abcdef", true);
-    ASSERT_OK(env->sync_dir(env, x->dir));
+    ASSERT_OK(env->sync_dir(env, tu_dir));
     lsm_sfile *sf;
     lsm_rfile *rf;
     ASSERT_OK(env->new_sfile(env, p, &sf));
@@ -913,7 +911,7 @@ static void test_fault_inject_sync(void **state)
     lsm_env *env = x->env;
     char p[256], got[64];
     lsm_wfile *f = open_w(x, "log", p);
-    ASSERT_OK(env->sync_dir(env, x->dir));
+    ASSERT_OK(env->sync_dir(env, tu_dir));
     ASSERT_OK(f->ops->append(f, "abc", 3));
     ASSERT_OK(f->ops->sync(f));
     ASSERT_OK(f->ops->append(f, "def", 3));
@@ -932,8 +930,8 @@ static void test_fault_inject_dir_ops(void **state)
     struct fx *x = *state;
     lsm_env *env = x->env;
     char a[256], b[256], got[16];
-    in(x, "alpha", a);
-    in(x, "beta", b);
+    in("alpha", a);
+    in("beta", b);
     lsm_wfile *f;
     fault_env_fail(x->fe, FAULT_CREATE, "alpha", ENOSPC, 1, 1);
     write_file(env, b, "b", true); /* does not match */
@@ -944,7 +942,7 @@ static void test_fault_inject_dir_ops(void **state)
     ASSERT_FAILS(env->rename_file(env, a, b), LSM_IO_ERROR, a);
     assert_true(exists(a));
     fault_env_fail(x->fe, FAULT_SYNC_DIR, NULL, EIO, 0, 1);
-    ASSERT_FAILS(env->sync_dir(env, x->dir), LSM_IO_ERROR, x->dir);
+    ASSERT_FAILS(env->sync_dir(env, tu_dir), LSM_IO_ERROR, tu_dir);
     assert_int_equal(fault_env_dir_syncs(x->fe), 0);
     /* The failed dir sync made nothing durable. */
     ASSERT_OK(fault_env_power_cut(x->fe));
@@ -953,7 +951,7 @@ static void test_fault_inject_dir_ops(void **state)
     assert_false(exists(b));
     /* Reads: sfile and rfile. */
     write_file(env, a, "data", true);
-    ASSERT_OK(env->sync_dir(env, x->dir));
+    ASSERT_OK(env->sync_dir(env, tu_dir));
     fault_env_fail(x->fe, FAULT_READ, NULL, EIO, 1, 2);
     lsm_sfile *sf;
     lsm_rfile *rf;
@@ -1033,11 +1031,11 @@ static void test_fault_power_cut_concurrent(void **state)
     for (int i = 0; i < T; i++) {
         char name[16];
         snprintf(name, sizeof(name), "w%d", i);
-        in(x, name, paths[i]);
+        in(name, paths[i]);
         memset(&args[i], 0, sizeof(args[i]));
         ASSERT_OK(env->new_wfile(env, paths[i], &args[i].f));
     }
-    ASSERT_OK(env->sync_dir(env, x->dir));
+    ASSERT_OK(env->sync_dir(env, tu_dir));
     for (int i = 0; i < T; i++)
         assert_int_equal(pthread_create(&th[i], NULL, cut_writer, &args[i]), 0);
     /* Let them run until each has synced something (10 s at most). */

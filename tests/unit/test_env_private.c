@@ -4,7 +4,7 @@
  * lsm_private_modes, which finds and tightens a store made looser. The
  * planted names are made by uid 65534 (a child that becomes it) where it
  * matters whose they are. */
-#include "testutil.h"
+#include "fixture.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -18,32 +18,17 @@
 
 #define OTHER 65534
 
-struct fx {
-    char dir[64];
-};
-
 static int setup(void **state)
 {
-    struct fx *x = calloc(1, sizeof(*x));
-    assert_non_null(x);
-    tu_mkdtemp(x->dir, sizeof(x->dir), "envpriv");
-    assert_int_equal(chmod(x->dir, 0755), 0); /* others may enter, as a home dir */
-    *state = x;
+    tu_setup(state);
+    assert_int_equal(chmod(tu_dir, 0755), 0); /* others may enter, as a home dir */
     return 0;
 }
 
-static int teardown(void **state)
-{
-    struct fx *x = *state;
-    tu_rmtree(x->dir);
-    free(x);
-    return 0;
-}
-
-static char *path_of(const struct fx *x, const char *name)
+static char *path_of(const char *name)
 {
     char *p = NULL;
-    assert_true(asprintf(&p, "%s/%s", x->dir, name) > 0);
+    assert_true(asprintf(&p, "%s/%s", tu_dir, name) > 0);
     return p;
 }
 
@@ -99,11 +84,11 @@ static void other_cannot_open(const char *path)
 
 static void test_private_modes_whatever_umask(void **state)
 {
-    struct fx *x = *state;
+    (void)state;
     lsm_env *env = lsm_env_default();
     mode_t old = umask(0);
-    char *d = path_of(x, "store"), *f = path_of(x, "store/000001.log");
-    char *lock = path_of(x, "store/LOCK"), *n = path_of(x, "fresh");
+    char *d = path_of("store"), *f = path_of("store/000001.log");
+    char *lock = path_of("store/LOCK"), *n = path_of("fresh");
     ASSERT_OK(env->create_dir(env, d));
     ASSERT_OK(env->create_dir_new(env, n));
     ASSERT_OK(env_write_file_sync(env, f, "secret", 6));
@@ -125,10 +110,10 @@ static void test_private_modes_whatever_umask(void **state)
  * name, nor takes a directory someone put there; the target is untouched. */
 static void test_create_refuses_planted_names(void **state)
 {
-    struct fx *x = *state;
+    (void)state;
     lsm_env *env = lsm_env_default();
-    char *victim = path_of(x, "victim"), *lnk = path_of(x, "link"), *hard = path_of(x, "hard");
-    char *dlink = path_of(x, "dlink"), *sub = path_of(x, "sub");
+    char *victim = path_of("victim"), *lnk = path_of("link"), *hard = path_of("hard");
+    char *dlink = path_of("dlink"), *sub = path_of("sub");
     write_text(victim, "root's", 0600);
     assert_int_equal(symlink(victim, lnk), 0);
     assert_int_equal(link(victim, hard), 0);
@@ -163,11 +148,11 @@ static void plant_own_file(const char *path)
 
 static void test_read_refuses_what_is_not_the_owners(void **state)
 {
-    struct fx *x = *state;
+    (void)state;
     lsm_env *env = lsm_env_default();
-    char *secret = path_of(x, "secret"), *store = path_of(x, "store");
-    char *link = path_of(x, "store/000005.ldb"), *fifo = path_of(x, "store/000006.ldb");
-    char *theirs = path_of(x, "store/000007.ldb"), *mine = path_of(x, "store/000008.ldb");
+    char *secret = path_of("secret"), *store = path_of("store");
+    char *link = path_of("store/000005.ldb"), *fifo = path_of("store/000006.ldb");
+    char *theirs = path_of("store/000007.ldb"), *mine = path_of("store/000008.ldb");
     write_text(secret, "root only", 0600);
     assert_int_equal(mkdir(store, 0755), 0);
     assert_int_equal(chown(store, OTHER, OTHER), 0); /* the user's store */
@@ -208,10 +193,10 @@ static void note(void *ctx, const char *path, unsigned mode)
 /* 28.1: a store left with loose modes is reported, and changed only with fix. */
 static void test_private_modes_finds_and_fixes(void **state)
 {
-    struct fx *x = *state;
-    char *store = path_of(x, "store"), *log = path_of(x, "store/000003.log");
-    char *snaps = path_of(x, "store/snapshots"), *ln = path_of(x, "store/link");
-    char *outside = path_of(x, "outside");
+    (void)state;
+    char *store = path_of("store"), *log = path_of("store/000003.log");
+    char *snaps = path_of("store/snapshots"), *ln = path_of("store/link");
+    char *outside = path_of("outside");
     assert_int_equal(mkdir(store, 0755), 0);
     assert_int_equal(mkdir(snaps, 0755), 0);
     write_text(log, "x", 0644);
@@ -233,7 +218,7 @@ static void test_private_modes_finds_and_fixes(void **state)
     ASSERT_OK(lsm_private_modes(NULL, store, false, NULL, NULL, &loose));
     assert_int_equal(loose, 0);
     /* A store named through a link (tm_new_in's): the directory it leads to. */
-    char *via = path_of(x, "via");
+    char *via = path_of("via");
     assert_int_equal(symlink(store, via), 0);
     assert_int_equal(chmod(store, 0750), 0);
     ASSERT_OK(lsm_private_modes(NULL, via, true, note, &s, &loose));
@@ -247,8 +232,8 @@ static void test_private_modes_finds_and_fixes(void **state)
 /* A writable open tightens the store; a failing chmod fails the open. */
 static void test_open_tightens_and_reports_failure(void **state)
 {
-    struct fx *x = *state;
-    char *store = path_of(x, "store");
+    (void)state;
+    char *store = path_of("store");
     lsm_db *db = tu_open_db(store, NULL, 0);
     ASSERT_OK(lsm_close(db));
     assert_int_equal(chmod(store, 0755), 0);
@@ -307,8 +292,8 @@ static void record(void *ctx, int stream, uint64_t index, enum fault_call c, con
  * and LOCK's entries) fails the backup when it fails, and nothing is listed. */
 static void test_backup_checks_fail_cleanly(void **state)
 {
-    struct fx *x = *state;
-    char *store = path_of(x, "store"), *bk = path_of(x, "bk"), *list = path_of(x, "bk/meta/1");
+    (void)state;
+    char *store = path_of("store"), *bk = path_of("bk"), *list = path_of("bk/meta/1");
     lsm_db *db = tu_open_db(store, NULL, 0);
     ASSERT_OK(lsm_put(db, NULL, "k", 1, "v", 1));
     ASSERT_OK(lsm_close(db));
@@ -351,12 +336,13 @@ static void test_backup_checks_fail_cleanly(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_private_modes_whatever_umask, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_create_refuses_planted_names, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_read_refuses_what_is_not_the_owners, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_private_modes_finds_and_fixes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_open_tightens_and_reports_failure, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_backup_checks_fail_cleanly, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_private_modes_whatever_umask, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_create_refuses_planted_names, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_read_refuses_what_is_not_the_owners, setup,
+                                        tu_teardown),
+        cmocka_unit_test_setup_teardown(test_private_modes_finds_and_fixes, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_open_tightens_and_reports_failure, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_backup_checks_fail_cleanly, setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,26 +1,10 @@
 /* test_fs_alloc.c — the inode allocator's start: a damaged or unreadable
  * record is refused with a message that says what is wrong and where. */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "alloc.h"
 #include "lsm.h"
 #include "schema.h"
-
-static char dir[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_mkdtemp(dir, sizeof dir, "alloc");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmtree(dir);
-    return 0;
-}
 
 static void put_alloc(lsm_db *db, const char *v, size_t n)
 {
@@ -33,7 +17,7 @@ static void put_alloc(lsm_db *db, const char *v, size_t n)
 static void test_good_record(void **state)
 {
     (void)state;
-    lsm_db *db = tu_open_db(dir, NULL, 0);
+    lsm_db *db = tu_open_db(tu_dir, NULL, 0);
     char v[SCHEMA_ALLOC_LEN];
     alloc_encode(100, v);
     put_alloc(db, v, sizeof v);
@@ -49,7 +33,7 @@ static void test_good_record(void **state)
 static void test_damaged_record_says_what(void **state)
 {
     (void)state;
-    lsm_db *db = tu_open_db(dir, NULL, 0);
+    lsm_db *db = tu_open_db(tu_dir, NULL, 0);
     put_alloc(db, "1234567", 7);
     ino_alloc a;
     char err[256] = "";
@@ -63,8 +47,8 @@ static void test_damaged_record_says_what(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_good_record, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_damaged_record_says_what, setup, teardown),
+        TU_TEST(test_good_record),
+        TU_TEST(test_damaged_record_says_what),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

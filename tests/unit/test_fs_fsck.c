@@ -1,7 +1,7 @@
 /* test_fs_fsck.c — fsck on stores built and broken by hand: each damage is
  * reported by a check-only run (exit 4), repaired by -y (exit 1), and the
  * repaired store checks clean (exit 0). */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "fsck.h"
 #include "icount.h"
@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 typedef struct fixture {
-    char dir[64];
     lsm_db *db;
 } fixture;
 
@@ -83,11 +82,11 @@ static int setup(void **state)
 {
     fixture *fx = calloc(1, sizeof *fx);
     assert_non_null(fx);
-    tu_mkdtemp(fx->dir, sizeof fx->dir, "fsck");
+    tu_setup(state);
     lsm_options o;
     lsm_options_init(&o);
     o.create_if_missing = true;
-    assert_null(lsm_open(&o, fx->dir, &fx->db));
+    assert_null(lsm_open(&o, tu_dir, &fx->db));
     schema_super sb = {.version = SCHEMA_VERSION, .chunk_size = 4096, .inline_limit = 1024};
     char sv[SCHEMA_SUPER_LEN], av[SCHEMA_ALLOC_LEN];
     super_encode(&sb, sv);
@@ -110,9 +109,8 @@ static int teardown(void **state)
 {
     fixture *fx = *state;
     lsm_status_free(lsm_close(fx->db));
-    tu_rmtree(fx->dir);
     free(fx);
-    return 0;
+    return tu_teardown(state);
 }
 
 /* Runs fsck on the closed store with its report in *out (malloc'd; NULL:
@@ -127,7 +125,7 @@ static int run_closed(fixture *fx, bool repair, char **out, int *problems)
     assert_non_null(f);
     fsck_options o = {.repair = repair, .out = f};
     fsck_result r;
-    int rc = fsck_store(fx->dir, &o, &r);
+    int rc = fsck_store(tu_dir, &o, &r);
     fclose(f);
     if (problems != NULL)
         *problems = r.problems;
@@ -144,7 +142,7 @@ static int run(fixture *fx, bool repair, int *problems)
     int rc = run_closed(fx, repair, NULL, problems);
     lsm_options lo;
     lsm_options_init(&lo);
-    assert_null(lsm_open(&lo, fx->dir, &fx->db));
+    assert_null(lsm_open(&lo, tu_dir, &fx->db));
     return rc;
 }
 
@@ -388,11 +386,11 @@ static void test_unsupported_xattr_deleted(void **state)
     put_xattr(fx, 2, "lsmfs.old", "3");
     lsm_status_free(lsm_close(fx->db));
     fx->db = NULL;
-    char *before = tu_dir_digest(fx->dir);
+    char *before = tu_dir_digest(tu_dir);
     char *out = NULL;
     int problems = 0;
     assert_int_equal(run_closed(fx, false, &out, &problems), FSCK_UNFIXED);
-    tu_assert_dir_unchanged(fx->dir, before);
+    tu_assert_dir_unchanged(tu_dir, before);
     free(before);
     assert_int_equal(problems, 2);
     assert_non_null(strstr(out, "'system.evil' is in no namespace lsmfs keeps"));
@@ -496,7 +494,7 @@ static void expect_table_damage_reported(fixture *fx, enum table_damage how)
     lsm_status_free(lsm_close(fx->db));
     lsm_options lo;
     lsm_options_init(&lo);
-    assert_null(lsm_open(&lo, fx->dir, &fx->db));
+    assert_null(lsm_open(&lo, tu_dir, &fx->db));
     put_inode(fx, 4, S_IFREG | 0644, 1, 2, 0, 0, "ok");
     put_entry(fx, 1, "b", 4, S_IFREG, 5);
     put_inode(fx, 1, S_IFDIR | 0755, 3, 3, 1, 6, NULL);
@@ -504,7 +502,7 @@ static void expect_table_damage_reported(fixture *fx, enum table_damage how)
     lsm_status_free(lsm_close(fx->db));
     fx->db = NULL;
     char table[400];
-    tu_newest_file(fx->dir, "ldb", table, sizeof table);
+    tu_newest_file(tu_dir, "ldb", table, sizeof table);
     off_t size = file_size(table);
     switch (how) {
     case DAMAGE_FOOTER:
@@ -584,7 +582,7 @@ static void crash_with_dangling_entry(fixture *fx)
         lsm_options o;
         lsm_options_init(&o);
         lsm_db *db = NULL;
-        if (lsm_open(&o, fx->dir, &db) != NULL)
+        if (lsm_open(&o, tu_dir, &db) != NULL)
             _exit(1);
         fx->db = db;
         for (int i = 0; i < 300; i++) {
@@ -612,9 +610,9 @@ static void test_check_only_changes_nothing(void **state)
 {
     fixture *fx = *state;
     crash_with_dangling_entry(fx);
-    char *before = tu_dir_digest(fx->dir);
+    char *before = tu_dir_digest(tu_dir);
     assert_int_equal(run_closed(fx, false, NULL, NULL), FSCK_UNFIXED);
-    tu_assert_dir_unchanged(fx->dir, before);
+    tu_assert_dir_unchanged(tu_dir, before);
     free(before);
 }
 
@@ -626,12 +624,12 @@ static void test_damaged_log_named_and_salvaged(void **state)
     fixture *fx = *state;
     crash_with_dangling_entry(fx);
     char log[400];
-    tu_newest_file(fx->dir, "log", log, sizeof log);
+    tu_newest_file(tu_dir, "log", log, sizeof log);
     tu_xor_byte(log, 4000, 0x5a);
-    char *before = tu_dir_digest(fx->dir);
+    char *before = tu_dir_digest(tu_dir);
     char *out = NULL;
     assert_int_equal(run_closed(fx, false, &out, NULL), FSCK_UNFIXED);
-    tu_assert_dir_unchanged(fx->dir, before);
+    tu_assert_dir_unchanged(tu_dir, before);
     free(before);
     const char *name = strrchr(log, '/') + 1;
     if (strstr(out, "would drop: the log records left out touched ") == NULL)
@@ -646,7 +644,7 @@ static void test_damaged_log_named_and_salvaged(void **state)
     free(out);
     lsm_options lo;
     lsm_options_init(&lo);
-    assert_null(lsm_open(&lo, fx->dir, &fx->db));
+    assert_null(lsm_open(&lo, tu_dir, &fx->db));
 }
 
 /* fsck_live on the open store (as a mount's daemon runs it): its code, its
@@ -658,7 +656,7 @@ static int run_live(fixture *fx, char **out, int *problems)
     FILE *f = open_memstream(&text, &len);
     assert_non_null(f);
     fsck_result r;
-    int rc = fsck_live(fx->db, fx->dir, f, &r);
+    int rc = fsck_live(fx->db, tu_dir, f, &r);
     fclose(f);
     *problems = r.problems;
     *out = text;

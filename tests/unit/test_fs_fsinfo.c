@@ -1,7 +1,7 @@
 /* test_fs_fsinfo.c — fs_info_scan (lsmctl info's numbers): the superblock
  * and the inodes counted by type; a store that is not lsmfs, and a table
  * read that fails, are errors that say so. */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "fault_env.h"
 #include "fsinfo.h"
@@ -10,18 +10,11 @@
 
 #include <sys/stat.h>
 
-static char dir[64];
 static fault_env *fe;
 
 static lsm_db *open_db(void)
 {
-    lsm_options o;
-    lsm_options_init(&o);
-    o.create_if_missing = true;
-    o.env = fault_env_env(fe);
-    lsm_db *db = NULL;
-    ASSERT_OK(lsm_open(&o, dir, &db));
-    return db;
+    return tu_open(fault_env_env(fe), 0);
 }
 
 static void put(lsm_db *db, const schema_key *k, const void *v, size_t vlen)
@@ -43,8 +36,7 @@ static void put_inode(lsm_db *db, uint64_t ino, uint32_t mode, uint64_t size)
  * symlink and a fifo, one of the files marked orphan; in tables. */
 static int setup(void **state)
 {
-    (void)state;
-    tu_mkdtemp(dir, sizeof dir, "fsinfo");
+    tu_setup(state);
     fe = fault_env_new(lsm_env_default());
     lsm_db *db = open_db();
     schema_super sb = {.version = SCHEMA_VERSION, .chunk_size = 8192, .inline_limit = 1000,
@@ -69,10 +61,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    (void)state;
     fault_env_free(fe);
-    tu_rmtree(dir);
-    return 0;
+    return tu_teardown(state);
 }
 
 static void test_counts(void **state)
@@ -81,7 +71,7 @@ static void test_counts(void **state)
     lsm_db *db = open_db();
     struct lsmfs_info in;
     char err[256] = "";
-    assert_int_equal(fs_info_scan(db, dir, &in, err, sizeof err), 0);
+    assert_int_equal(fs_info_scan(db, tu_dir, &in, err, sizeof err), 0);
     assert_int_equal(in.format, SCHEMA_VERSION);
     assert_int_equal(in.chunk_size, 8192);
     assert_int_equal(in.inline_limit, 1000);
@@ -115,8 +105,8 @@ static void test_read_error(void **state)
     fault_env_fail(fe, FAULT_READ, ".ldb", EIO, 0, -1);
     struct lsmfs_info in;
     char err[256] = "";
-    assert_int_equal(fs_info_scan(db, dir, &in, err, sizeof err), EIO);
-    assert_non_null(strstr(err, dir));
+    assert_int_equal(fs_info_scan(db, tu_dir, &in, err, sizeof err), EIO);
+    assert_non_null(strstr(err, tu_dir));
     assert_non_null(strstr(err, "reading the inodes"));
     fault_env_clear_failures(fe);
     ASSERT_OK(lsm_close(db));
@@ -132,7 +122,7 @@ static void test_not_lsmfs(void **state)
     ASSERT_OK(lsm_delete(db, NULL, k.b, k.len));
     struct lsmfs_info in;
     char err[256] = "";
-    assert_int_equal(fs_info_scan(db, dir, &in, err, sizeof err), EINVAL);
+    assert_int_equal(fs_info_scan(db, tu_dir, &in, err, sizeof err), EINVAL);
     assert_non_null(strstr(err, "not an lsmfs filesystem"));
     ASSERT_OK(lsm_close(db));
 }

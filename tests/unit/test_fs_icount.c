@@ -2,7 +2,7 @@
  * trusted only while nothing was written after it, through close and open,
  * a power cut, a read-only open; a failed save or read is never a wrong
  * count. */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "fault_env.h"
 #include "icount.h"
@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 typedef struct fixture {
-    char dir[64];
     fault_env *fe;
     lsm_db *db;
 } fixture;
@@ -22,10 +21,10 @@ static int setup(void **state)
 {
     fixture *fx = calloc(1, sizeof *fx);
     assert_non_null(fx);
-    tu_mkdtemp(fx->dir, sizeof fx->dir, "icount");
+    tu_setup(state);
     fx->fe = fault_env_new(lsm_env_default());
     assert_non_null(fx->fe);
-    fx->db = tu_open_db(fx->dir, fault_env_env(fx->fe), 0);
+    fx->db = tu_open(fault_env_env(fx->fe), 0);
     *state = fx;
     return 0;
 }
@@ -36,9 +35,8 @@ static int teardown(void **state)
     if (fx->db != NULL)
         lsm_status_free(lsm_close(fx->db));
     fault_env_free(fx->fe);
-    tu_rmtree(fx->dir);
     free(fx);
-    return 0;
+    return tu_teardown(state);
 }
 
 static void open_again(fixture *fx, bool read_only)
@@ -46,7 +44,7 @@ static void open_again(fixture *fx, bool read_only)
     lsm_options o;
     tu_db_options(&o, fault_env_env(fx->fe), 0);
     o.read_only = read_only;
-    ASSERT_OK(lsm_open(&o, fx->dir, &fx->db));
+    ASSERT_OK(lsm_open(&o, tu_dir, &fx->db));
 }
 
 /* Closes and opens the store again (a close after a power cut may fail). */

@@ -4,32 +4,16 @@
  * of a read-write open's read-only format check failed in turn (EIO, and
  * ENOSPC where it applies) gives an error or a sound open, never a crash,
  * and the store opens afterwards with its superblock. */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "fault_env.h"
 #include "schema.h"
 #include "store_open.h"
 
-static char dir[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_mkdtemp(dir, sizeof dir, "store-open");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmtree(dir);
-    return 0;
-}
-
 /* A store in dir holding a superblock of format `version` (0: none). */
 static void make_store(uint32_t version)
 {
-    lsm_db *db = tu_open_db(dir, NULL, 1 << 20);
+    lsm_db *db = tu_open_db(tu_dir, NULL, 1 << 20);
     if (version != 0) {
         schema_super sb = {.version = version,
                            .chunk_size = SCHEMA_DEFAULT_CHUNK,
@@ -75,12 +59,12 @@ static void test_newer_format_refused_before_any_write(void **state)
 {
     (void)state;
     make_store(SCHEMA_VERSION + 1);
-    char *before = tu_dir_digest(dir);
+    char *before = tu_dir_digest(tu_dir);
     fault_env *fe = fault_env_new(lsm_env_default());
     assert_non_null(fe);
     int writes = 0;
     fault_env_count_start(fe, count_writes, &writes);
-    store_open_req r = {.dir = dir, .env = fault_env_env(fe), .ctx = "test"};
+    store_open_req r = {.dir = tu_dir, .env = fault_env_env(fe), .ctx = "test"};
     lsm_db *db;
     schema_super sb;
     char err[1024];
@@ -95,7 +79,7 @@ static void test_newer_format_refused_before_any_write(void **state)
         fail_msg("refusal: %s", err);
     assert_int_equal(writes, 0);
     fault_env_free(fe);
-    tu_assert_dir_unchanged(dir, before);
+    tu_assert_dir_unchanged(tu_dir, before);
     free(before);
 }
 
@@ -103,7 +87,7 @@ static void test_not_lsmfs_only_with_any(void **state)
 {
     (void)state;
     make_store(0);
-    store_open_req r = {.dir = dir, .flags = STORE_OPEN_RO, .ctx = "test"};
+    store_open_req r = {.dir = tu_dir, .flags = STORE_OPEN_RO, .ctx = "test"};
     lsm_db *db;
     schema_super sb;
     char err[1024];
@@ -121,7 +105,7 @@ static void test_not_lsmfs_only_with_any(void **state)
 static void open_close(fault_env *fe, int flags)
 {
     store_open_req r = {
-        .dir = dir, .flags = flags, .env = fe != NULL ? fault_env_env(fe) : NULL, .ctx = "test"};
+        .dir = tu_dir, .flags = flags, .env = fe != NULL ? fault_env_env(fe) : NULL, .ctx = "test"};
     lsm_db *db;
     schema_super sb;
     char err[1024] = "";
@@ -191,10 +175,9 @@ static void test_every_call_failed_in_turn(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_newer_format_refused_before_any_write, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_not_lsmfs_only_with_any, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_every_call_failed_in_turn, setup, teardown),
+        TU_TEST(test_newer_format_refused_before_any_write),
+        TU_TEST(test_not_lsmfs_only_with_any),
+        TU_TEST(test_every_call_failed_in_turn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

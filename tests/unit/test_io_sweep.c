@@ -25,7 +25,7 @@
  * on after a failure and prints every one; IO_SWEEP_DUMP=1 prints the
  * counting run's calls; IO_SWEEP_VERBOSE=1 what each run was told.
  */
-#include "testutil.h"
+#include "sweep_writes.h"
 
 #include "fault_env.h"
 
@@ -99,15 +99,7 @@ static void key_of(int i, char *k)
     snprintf(k, 16, "key%06d", (int)(((int64_t)i * 7919) % KEY_SPACE));
 }
 
-/* Write i's value: vlen bytes that depend on i only. */
-static void value_of(int i, uint32_t vlen, char *v)
-{
-    uint64_t st = SEED ^ ((uint64_t)(i + 1) * 0x9e3779b97f4a7c15ULL);
-    for (uint32_t j = 0; j < vlen; j += 8) {
-        uint64_t x = tu_xorshift64(&st);
-        memcpy(v + j, &x, vlen - j < 8 ? vlen - j : 8);
-    }
-}
+static const sweep_writes swrites = {SEED, key_of, MAX_WRITES};
 
 /* Whether a sync that succeeded up to sequence upto (0: everything) made
  * w durable: w was acknowledged, or it failed but the store served it (a
@@ -219,7 +211,7 @@ static lsm_status *read_back(run *r, int i, char **v, size_t *vn)
 /* Whether v is write i's value. */
 static bool is_value_of(run *r, int i, const char *v, size_t vn)
 {
-    value_of(i, r->w[i].vlen, r->scratch);
+    sweep_value_of(&swrites, i, r->w[i].vlen, r->scratch);
     return vn == r->w[i].vlen && memcmp(v, r->scratch, vn) == 0;
 }
 
@@ -249,7 +241,7 @@ static void put(workload *wl, uint32_t vlen, bool sync, bool defer)
     w->vlen = vlen;
     char k[16];
     key_of(i, k);
-    value_of(i, vlen, r->scratch);
+    sweep_value_of(&swrites, i, vlen, r->scratch);
     lsm_batch *b = lsm_batch_new();
     assert_non_null(b);
     assert_true(lsm_batch_put(b, k, strlen(k), r->scratch, vlen));
@@ -528,26 +520,6 @@ static void verify_report(void *ctx, const char *msg)
         snprintf(v->first, sizeof(v->first), "%s", msg);
 }
 
-/* The write whose key is k (key_of inverted); -1 if k is no key of ours. */
-static int key_index(const char *k, size_t n)
-{
-    if (n != 9 || memcmp(k, "key", 3) != 0)
-        return -1;
-    int number = 0;
-    for (size_t j = 3; j < n; j++) {
-        if (k[j] < '0' || k[j] > '9')
-            return -1;
-        number = number * 10 + (k[j] - '0');
-    }
-    char want[16];
-    for (int i = 0; i < MAX_WRITES; i++) {
-        key_of(i, want);
-        if (memcmp(want, k, n) == 0)
-            return i;
-    }
-    return -1;
-}
-
 /* The rules, on the store as opened (db) after a crash or at the end:
  *  - it opens (a single transient fault must never leave it unopenable);
  *  - every key in it is one the workload wrote, with its value (nothing
@@ -575,27 +547,8 @@ static bool check_db(run *r, lsm_db *db, const char *when, bool mark)
     }
     bool *present = calloc((size_t)r->nw + 1, sizeof(bool));
     assert_non_null(present);
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    ro.verify_checksums = true;
-    lsm_iter *it = lsm_iter_new(db, &ro);
-    assert_non_null(it);
-    for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it)) {
-        size_t kn, vn;
-        const char *k = lsm_iter_key(it, &kn);
-        const char *v = lsm_iter_value(it, &vn);
-        int i = key_index(k, kn);
-        if (i < 0 || i >= r->nw) {
-            broke(r, "%s: key %.*s was never written", when, (int)kn, k);
-            continue;
-        }
-        value_of(i, r->w[i].vlen, r->scratch);
-        if (vn != r->w[i].vlen || memcmp(v, r->scratch, vn) != 0)
-            broke(r, "%s: write %d has a wrong value", when, i);
-        present[i] = true;
-    }
-    lsm_status *s = lsm_iter_status(it);
-    lsm_iter_free(it);
+    sweep_scan sc = SWEEP_SCAN_OF(&swrites, r);
+    lsm_status *s = sweep_scan_db(&sc, db, true, when, present);
     if (s && mark) {
         /* In the workload's env a read may be the call that fails: then
          * nothing can be concluded here, and the workload stops (the final

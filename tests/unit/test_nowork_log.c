@@ -1,7 +1,7 @@
 /* test_nowork_log.c — nowork-fs's durable-mode log: the ring of zeros it
  * starts as, appends in place and across the ring's end, shared syncs, and
  * the errors of a bad path or size. */
-#include "testutil.h"
+#include "fixture.h"
 
 #include "../../tools/nowork_log.h"
 
@@ -11,7 +11,6 @@
 #define RING 8192
 
 typedef struct fixture {
-    char dir[256];
     char path[300];
     nw_log *log;
 } fixture;
@@ -19,8 +18,8 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof(*f));
-    tu_mkdtemp(f->dir, sizeof(f->dir), "nwlog");
-    snprintf(f->path, sizeof(f->path), "%s/log", f->dir);
+    tu_setup(state);
+    tu_path(f->path, sizeof(f->path), "log");
     assert_int_equal(nw_log_open(f->path, RING, &f->log), 0);
     *state = f;
     return 0;
@@ -30,9 +29,8 @@ static int teardown(void **state)
 {
     fixture *f = *state;
     nw_log_close(f->log);
-    tu_rmtree(f->dir);
     free(f);
-    return 0;
+    return tu_teardown(state);
 }
 
 /* The whole file as it is now. */
@@ -147,13 +145,13 @@ static void test_concurrent_appends_and_syncs(void **state)
 
 static void test_bad_path_and_size(void **state)
 {
-    fixture *f = *state;
+    (void)state;
     nw_log *l = (nw_log *)1;
     char path[400];
-    snprintf(path, sizeof(path), "%s/no/such/dir/log", f->dir);
+    snprintf(path, sizeof(path), "%s/no/such/dir/log", tu_dir);
     assert_int_equal(nw_log_open(path, RING, &l), ENOENT);
     assert_null(l);
-    snprintf(path, sizeof(path), "%s/small", f->dir);
+    snprintf(path, sizeof(path), "%s/small", tu_dir);
     assert_int_equal(nw_log_open(path, 100, &l), EINVAL);
     assert_null(l);
 }

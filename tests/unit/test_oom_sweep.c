@@ -1,14 +1,14 @@
 /*
  * test_oom_sweep.c — the allocation-failure sweep (as SQLite's malloc
  * tests): a fixed workload that goes through every store path is run once
- * counting its allocations (store/lsm_malloc.h), then once per allocation N
+ * counting its allocations (tests/support/alloc_fail.h), then once per allocation N
  * with allocation N failing. Every call must succeed or return an error;
  * a write acknowledged is readable at once, and after the run the store,
  * reopened without injection, holds every write acknowledged with a sync
  * (every acknowledged one after a clean close), nothing never written,
  * and passes lsm_verify.
  *
- * Allocations are counted in two streams (lsm_malloc.h): the workload's thread
+ * Allocations are counted in two streams (alloc_fail.h): the workload's thread
  * and the store's background threads; the workload waits for the
  * background to go idle after each step, so each stream is deterministic.
  * N <= main-stream count is that stream's allocation N; above, the
@@ -27,9 +27,9 @@
  * write group whose merge runs out of memory, background threads that spun
  * when memory never came back.
  */
-#include "testutil.h"
+#include "sweep_writes.h"
 
-#include "lsm_malloc.h"
+#include "alloc_fail.h"
 #include "db_impl.h" /* L0_COMPACTION_TRIGGER */
 #include "fault_env.h"
 
@@ -100,25 +100,7 @@ static void key_of(int i, char *k)
     snprintf(k, 16, "k%05d", (int)(((int64_t)i * 7919) % 100000));
 }
 
-static int key_index(const char *k, size_t n)
-{
-    char want[16];
-    for (int i = 0; i < MAX_WRITES; i++) {
-        key_of(i, want);
-        if (strlen(want) == n && memcmp(want, k, n) == 0)
-            return i;
-    }
-    return -1;
-}
-
-static void value_of(int i, uint32_t vlen, char *v)
-{
-    uint64_t st = SEED ^ ((uint64_t)(i + 1) * 0x9e3779b97f4a7c15ULL);
-    for (uint32_t j = 0; j < vlen; j += 8) {
-        uint64_t x = tu_xorshift64(&st);
-        memcpy(v + j, &x, vlen - j < 8 ? vlen - j : 8);
-    }
-}
+static const sweep_writes swrites = {SEED, key_of, MAX_WRITES};
 
 /* A sync that succeeded covers every write acknowledged up to seq (0: all). */
 static void synced(run *r, uint64_t upto)
@@ -170,7 +152,7 @@ static void get(run *r, int i)
     lsm_status *s = lsm_get(r->db, &ro, k, strlen(k), &v, &vn);
     said("get", i, s);
     if (s == NULL) {
-        value_of(i, r->w[i].vlen, r->scratch);
+        sweep_value_of(&swrites, i, r->w[i].vlen, r->scratch);
         if (vn != r->w[i].vlen || memcmp(v, r->scratch, vn) != 0)
             broke(r, "get of write %d returned a wrong value", i);
     } else if (lsm_status_code(s) == LSM_NOT_FOUND && r->w[i].acked) {
@@ -190,7 +172,7 @@ static void put(run *r, uint32_t vlen, bool sync, bool defer)
     *w = (struct wrec){.vlen = vlen};
     char k[16];
     key_of(i, k);
-    value_of(i, vlen, r->scratch);
+    sweep_value_of(&swrites, i, vlen, r->scratch);
     lsm_batch *b = lsm_batch_new();
     lsm_status *s = NULL;
     if (b == NULL || !lsm_batch_put(b, k, strlen(k), r->scratch, vlen)) {
@@ -232,34 +214,11 @@ static void sync_upto(run *r, int i)
     lsm_status_free(s);
 }
 
-/* Scans db: every key in it is one the workload wrote, with its value;
- * present[i] is set for each write it holds. Returns the iterator's status
- * (an error ends the scan early). */
+/* Scans db against the writes made (sweep_scan_db). */
 static lsm_status *scan_db(run *r, lsm_db *db, bool verify, const char *when, bool *present)
 {
-    lsm_read_options ro;
-    lsm_read_options_init(&ro);
-    ro.verify_checksums = verify;
-    lsm_iter *it = lsm_iter_new(db, &ro);
-    if (it == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory (iterator)");
-    for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it)) {
-        size_t kn, vn;
-        const char *k = lsm_iter_key(it, &kn);
-        const char *v = lsm_iter_value(it, &vn);
-        int i = key_index(k, kn);
-        if (i < 0 || i >= r->nw) {
-            broke(r, "%s: key %.*s was never written", when, (int)kn, k);
-            continue;
-        }
-        value_of(i, r->w[i].vlen, r->scratch);
-        if (vn != r->w[i].vlen || memcmp(v, r->scratch, vn) != 0)
-            broke(r, "%s: write %d has a wrong value", when, i);
-        present[i] = true;
-    }
-    lsm_status *s = lsm_iter_status(it);
-    lsm_iter_free(it);
-    return s;
+    sweep_scan sc = SWEEP_SCAN_OF(&swrites, r);
+    return sweep_scan_db(&sc, db, verify, when, present);
 }
 
 /* Iterates over everything in the open store: unless the iterator fails,
@@ -519,7 +478,7 @@ static lsm_status *put_small(lsm_db *db, int i, bool sync, bool defer)
 {
     char k[16], v[SMALL_VLEN];
     key_of(i, k);
-    value_of(i, SMALL_VLEN, v);
+    sweep_value_of(&swrites, i, SMALL_VLEN, v);
     lsm_write_options wo = {.sync = sync, .defer_log = defer};
     return lsm_put(db, &wo, k, strlen(k), v, SMALL_VLEN);
 }
@@ -530,7 +489,7 @@ static bool has_small(lsm_db *db, int i)
 {
     char k[16], want[SMALL_VLEN];
     key_of(i, k);
-    value_of(i, SMALL_VLEN, want);
+    sweep_value_of(&swrites, i, SMALL_VLEN, want);
     char *v = NULL;
     size_t vn = 0;
     lsm_status *s = lsm_get(db, NULL, k, strlen(k), &v, &vn);
@@ -656,7 +615,7 @@ static void *write_thread(void *arg)
     struct writer_arg *a = arg;
     char k[16], v[SMALL_VLEN];
     key_of(a->i, k);
-    value_of(a->i, SMALL_VLEN, v);
+    sweep_value_of(&swrites, a->i, SMALL_VLEN, v);
     lsm_batch *b = lsm_batch_new();
     if (b == NULL || !lsm_batch_put(b, k, strlen(k), v, SMALL_VLEN)) {
         a->s = status_new(LSM_INVALID_ARGUMENT, "no batch");
