@@ -3,6 +3,7 @@
  */
 #include "maint.h"
 #include "fsck.h"
+#include "ops.h"
 #include "super.h"
 
 #include <errno.h>
@@ -18,11 +19,8 @@ bool maint_ioctl_cmd(unsigned int cmd)
 static void compact(fuse_req_t req, lsmfs *fs, const void *in, size_t insz)
 {
     struct lsmfs_compact c;
-    if (insz < sizeof c) {
-        fuse_reply_err(req, EINVAL);
+    if (!op_ioctl_arg(req, in, insz, 0, false, &c, sizeof c))
         return;
-    }
-    memcpy(&c, in, sizeof c);
     if (c.blen > LSMFS_MAINT_KEY_MAX || c.elen > LSMFS_MAINT_KEY_MAX) {
         fuse_reply_err(req, EINVAL);
         return;
@@ -49,11 +47,8 @@ static void count_problem(void *ctx, const char *msg)
 static void check_tables(fuse_req_t req, lsmfs *fs, const void *in, size_t insz, size_t outsz)
 {
     struct lsmfs_check_tables t;
-    if (insz < sizeof t || outsz < sizeof t) {
-        fuse_reply_err(req, EINVAL);
+    if (!op_ioctl_arg(req, in, insz, outsz, true, &t, sizeof t))
         return;
-    }
-    memcpy(&t, in, sizeof t);
     if (t.level < 0 || t.level >= LSM_LEVELS) {
         fuse_reply_err(req, EINVAL);
         return;

@@ -34,11 +34,8 @@ static bool may_manage(fuse_req_t req)
 static void snap_create(fuse_req_t req, lsmfs *fs, const void *in, size_t insz)
 {
     struct lsmfs_snap_create c;
-    if (insz < sizeof c) {
-        fuse_reply_err(req, EINVAL);
+    if (!op_ioctl_arg(req, in, insz, 0, false, &c, sizeof c))
         return;
-    }
-    memcpy(&c, in, sizeof c);
     c.name[sizeof c.name - 1] = '\0';
     char err[512];
     int e = snapshot_create(fs, &c, err, sizeof err);
@@ -53,11 +50,8 @@ static void snap_create(fuse_req_t req, lsmfs *fs, const void *in, size_t insz)
 static void snap_delete(fuse_req_t req, lsmfs *fs, const void *in, size_t insz)
 {
     struct lsmfs_snap_name n;
-    if (insz < sizeof n) {
-        fuse_reply_err(req, EINVAL);
+    if (!op_ioctl_arg(req, in, insz, 0, false, &n, sizeof n))
         return;
-    }
-    memcpy(&n, in, sizeof n);
     n.name[sizeof n.name - 1] = '\0';
     char err[512];
     int e = snapshot_delete(fs, n.name, err, sizeof err);
@@ -84,11 +78,8 @@ static void snap_dir(fuse_req_t req, lsmfs *fs, size_t outsz)
 static void snap_next(fuse_req_t req, lsmfs *fs, const void *in, size_t insz, size_t outsz)
 {
     struct lsmfs_snap_entry e;
-    if (insz < sizeof e || outsz < sizeof e) {
-        fuse_reply_err(req, EINVAL);
+    if (!op_ioctl_arg(req, in, insz, outsz, true, &e, sizeof e))
         return;
-    }
-    memcpy(&e, in, sizeof e);
     char err[512];
     int r = snapshot_next(fs, &e, err, sizeof err);
     if (r != 0) {

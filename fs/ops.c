@@ -240,3 +240,14 @@ void op_notify_drain(ops_state *st)
     for (int i = 0; i < 500 && atomic_load(&st->notifying) > 0; i++)
         usleep(10000);
 }
+
+bool op_ioctl_arg(fuse_req_t req, const void *in, size_t insz, size_t outsz, bool want_out,
+                  void *arg, size_t n)
+{
+    if (insz < n || (want_out && outsz < n)) {
+        fuse_reply_err(req, EINVAL);
+        return false;
+    }
+    memcpy(arg, in, n);
+    return true;
+}

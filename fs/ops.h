@@ -71,6 +71,10 @@ void op_fill_entry(lsmfs *fs, uint64_t ino, const inode_rec *r, struct fuse_entr
 void op_reply_entry(fuse_req_t req, lsmfs *fs, inode *n, const inode_rec *r, uint64_t parent,
                     const char *name);
 void op_reply_attr(fuse_req_t req, lsmfs *fs, uint64_t ino, const inode_rec *r);
+/* An ioctl's argument struct of n bytes into arg: false, having replied
+ * EINVAL, unless the caller sent n bytes and (want_out) has room for n back. */
+bool op_ioctl_arg(fuse_req_t req, const void *in, size_t insz, size_t outsz, bool want_out,
+                  void *arg, size_t n);
 /* Pins inode ino for a request, unless err (an error found before, such as
  * a bad offset) is set. On failure replies with the error and returns NULL:
  * the caller just returns. */

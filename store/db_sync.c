@@ -286,7 +286,7 @@ static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk,
     }
     if (atomic_load_explicit(&self->state, memory_order_relaxed) != WRITER_DONE) {
         /* This sync failed while a later one that covers self still runs
-         * (invariant 9): self waits for that one's verdict. */
+         * (ARCHITECTURE.md invariant 8): self waits for that one's verdict. */
         lsm_status_free(s);
         *finished = false;
         return NULL;

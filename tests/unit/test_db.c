@@ -583,7 +583,7 @@ static void test_overlapping_sync_fails(void **state)
 
 /* The earlier of two overlapping syncs fails while the later one, which
  * covers its group too, still runs: that group waits for the later sync's
- * verdict (invariant 9) — the store once asserted here (run_sync). Both
+ * verdict (ARCHITECTURE.md invariant 8) — the store once asserted here (run_sync). Both
  * writes succeed, the failure is sticky, both survive a power cut. */
 static void test_earlier_overlapping_sync_fails(void **state)
 {
