@@ -60,22 +60,35 @@ static bool is_table(const char *name)
     return parse_file_name(name, &number, &type) && type == FILE_TABLE;
 }
 
-/* Whether table `name` of snapshot `self` is also in the live store or in
- * another visible snapshot of snaps (below dir). */
-static bool shared(lsm_env *env, const char *dir, const struct names *live,
-                   const struct names *snaps, const char *self, const char *name)
+/* The names of the live store and of every visible snapshot of snaps but
+ * self (below dir), sorted: a table in it is shared. One listing per
+ * directory. 0 or an errno. */
+static int others(lsm_env *env, const char *live_dir, const char *dir,
+                  const struct names *snaps, const char *self, struct names *out)
 {
-    if (has(live, name))
-        return true;
-    char path[8192];
-    for (int i = 0; i < snaps->n; i++) {
+    int err = list(env, live_dir, out);
+    char path[4096 + LSMFS_SNAPSHOT_NAME_MAX + 2];
+    for (int i = 0; err == 0 && i < snaps->n; i++) {
         if (snaps->v[i][0] == '.' || strcmp(snaps->v[i], self) == 0)
             continue;
-        snprintf(path, sizeof path, "%s/%s/%s", dir, snaps->v[i], name);
-        if (env->file_exists(env, path))
-            return true;
+        struct names more;
+        snprintf(path, sizeof path, "%s/%s", dir, snaps->v[i]);
+        if ((err = list(env, path, &more)) != 0)
+            break;
+        char **v = more.n > 0 ? realloc(out->v, (size_t)(out->n + more.n) * sizeof(*v)) : out->v;
+        if (v == NULL) {
+            env_free_children(more.v, more.n);
+            err = ENOMEM;
+            break;
+        }
+        memcpy(v + out->n, more.v, (size_t)more.n * sizeof(*v));
+        out->v = v;
+        out->n += more.n;
+        free(more.v); /* the names now belong to out */
     }
-    return false;
+    if (err == 0 && out->n > 1)
+        qsort(out->v, (size_t)out->n, sizeof(*out->v), cmp_names);
+    return err;
 }
 
 /* Fills e's sizes for snapshot e->name in dir. 0 or an errno. */
@@ -85,12 +98,10 @@ static int measure(const struct lsmfs *fs, const char *dir, const struct names *
     lsm_env *env = fs->env;
     char snap[4096 + LSMFS_SNAPSHOT_NAME_MAX + 2], path[sizeof snap + 256];
     snprintf(snap, sizeof snap, "%s/%s", dir, e->name);
-    struct names files, live;
+    struct names files, shared = {NULL, 0};
     int err = list(env, snap, &files);
-    if (err == 0 && (err = list(env, fs->path, &live)) != 0)
-        env_free_children(files.v, files.n);
-    if (err != 0)
-        return err;
+    if (err == 0)
+        err = others(env, fs->path, dir, snaps, e->name, &shared);
     for (int i = 0; err == 0 && i < files.n; i++) {
         uint64_t size = 0;
         snprintf(path, sizeof path, "%s/%s", snap, files.v[i]);
@@ -100,12 +111,12 @@ static int measure(const struct lsmfs *fs, const char *dir, const struct names *
             continue;
         }
         e->bytes += size;
-        if (!is_table(files.v[i]) || !shared(env, dir, &live, snaps, e->name, files.v[i]))
+        if (!is_table(files.v[i]) || !has(&shared, files.v[i]))
             e->alone_bytes += size;
         e->complete |= strcmp(files.v[i], "CURRENT") == 0;
     }
     env_free_children(files.v, files.n);
-    env_free_children(live.v, live.n);
+    env_free_children(shared.v, shared.n);
     return err;
 }
 

@@ -4,6 +4,7 @@
  */
 #include "store_usage.h"
 
+#include "filename.h"
 #include "status.h"
 
 #include <stdio.h>
@@ -35,8 +36,9 @@ static bool list_bytes(lsm_env *env, const char *dir, uint64_t *out)
     uint64_t total = 0;
     for (int i = 0; i < n; i++) {
         char path[4096];
-        uint64_t size;
-        if (strcmp(names[i], "RESERVE") == 0 ||
+        uint64_t size, number;
+        enum file_type type;
+        if ((parse_file_name(names[i], &number, &type) && type == FILE_RESERVE) ||
             snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path)
             continue;
         if ((s = env->file_size(env, path, &size)) == NULL)

@@ -5,6 +5,7 @@
  * and the same metrics either way.
  */
 #include "lsmctl_info.h"
+#include "filename.h"
 #include "fsinfo.h"
 #include "lsmctl_snapshot.h"
 #include "lsmctl_stats.h"
@@ -49,13 +50,15 @@ static void disk_usage(const char *dir, struct disk *d)
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         if (lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
-        uint64_t n = (uint64_t)st.st_size;
-        size_t len = strlen(e->d_name);
-        if (len > 4 && strcmp(e->d_name + len - 4, ".ldb") == 0)
+        uint64_t n = (uint64_t)st.st_size, number;
+        enum file_type type;
+        if (!parse_file_name(e->d_name, &number, &type))
+            d->other += n;
+        else if (type == FILE_TABLE)
             d->tables += n;
-        else if (len > 4 && strcmp(e->d_name + len - 4, ".log") == 0)
+        else if (type == FILE_LOG)
             d->logs += n;
-        else if (strcmp(e->d_name, "RESERVE") == 0)
+        else if (type == FILE_RESERVE)
             d->reserve += n;
         else
             d->other += n;
