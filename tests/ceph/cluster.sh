@@ -98,6 +98,7 @@ start() {
 fsid = $fsid
 mon_host = v2:127.0.0.1:$port
 public_addr = 127.0.0.1
+cluster_addr = 127.0.0.1
 ms_bind_msgr1 = false
 ms_bind_port_min = $((port + 1))
 ms_bind_port_max = $((port + 200))
