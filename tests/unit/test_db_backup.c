@@ -23,9 +23,9 @@
 enum { NKEYS = 2000, CHAIN = 5 };
 /* The sweeps' stride: every call locally, a sample over RADOS (a faulted
  * run costs seconds there). */
-#define FAULT_STRIDE (tu_on_rados() ? 37u : 1u)
-/* The lengths a list is cut at: every one locally, every 5th over RADOS. */
-#define CUT_STRIDE (tu_on_rados() ? 5u : 1u)
+#define FAULT_STRIDE (tu_on_rados() ? 97u : 1u)
+/* The lengths a list is cut at: every one locally, every 13th over RADOS. */
+#define CUT_STRIDE (tu_on_rados() ? 13u : 1u)
 /* The fault kinds swept: the first two (EIO, a power cut) over RADOS. */
 #define FAULT_KINDS_SWEPT(n) (tu_on_rados() ? 2u : (n))
 
@@ -50,8 +50,8 @@ static int setup(void **state)
 }
 
 /* Key i at generation gen: 200 bytes that do not compress, different
- * for each generation. */
-static void put_key(lsm_db *db, int i, int gen)
+ * for each generation; added to b. */
+static void put_key(lsm_batch *b, int i, int gen)
 {
     char k[32], v[200];
     snprintf(k, sizeof k, "key%05d", i);
@@ -60,13 +60,22 @@ static void put_key(lsm_db *db, int i, int gen)
         uint64_t x = tu_xorshift64(&r);
         memcpy(v + n, &x, 8);
     }
-    ASSERT_OK(lsm_put(db, NULL, k, strlen(k), v, sizeof v));
+    assert_true(lsm_batch_put(b, k, strlen(k), v, sizeof v));
 }
 
+/* Keys [from, to) at generation gen, a write each (over RADOS, where a
+ * write is an OSD op, 50 a write). */
 static void put_range(lsm_db *db, int from, int to, int gen)
 {
-    for (int i = from; i < to; i++)
-        put_key(db, i, gen);
+    int per = tu_on_rados() ? 50 : 1;
+    for (int i = from; i < to; i += per) {
+        lsm_batch *b = lsm_batch_new();
+        assert_non_null(b);
+        for (int j = i; j < i + per && j < to; j++)
+            put_key(b, j, gen);
+        ASSERT_OK(lsm_write(db, NULL, b));
+        lsm_batch_free(b);
+    }
 }
 
 static bool put_hex(buf *b, const char *p, size_t n)

@@ -22,7 +22,7 @@
  * default a sample runs (every IO_SWEEP_STRIDE-th N, default 31, plus
  * IO_SWEEP_RANDOM more, default 30, drawn with a fixed seed). Over RADOS
  * (LSM_TEST_ENV=rados: env_rados wrapped by the fault env, a run costs a
- * second or more) the default sample is every 500th N plus 3, in the modes
+ * second or more) the default sample is every 700th N plus 2, in the modes
  * EIO and power-cut only (IO_SWEEP_ALL_MODES=1: every mode). IO_SWEEP_N=n
  * and IO_SWEEP_KIND=k (an index into modes[]) run one. IO_SWEEP_ALL=1 goes
  * on after a failure and prints every one; IO_SWEEP_DUMP=1 prints the
@@ -843,8 +843,8 @@ static bool count_calls(sweep *sw)
  * plus IO_SWEEP_RANDOM drawn with the fixed seed. Returns a calloc'd array. */
 static bool *pick_calls(const sweep *sw)
 {
-    long stride = env_long("IO_SWEEP_STRIDE", tu_on_rados() ? 500 : 31);
-    long nrandom = env_long("IO_SWEEP_RANDOM", tu_on_rados() ? 3 : 30);
+    long stride = env_long("IO_SWEEP_STRIDE", tu_on_rados() ? 700 : 31);
+    long nrandom = env_long("IO_SWEEP_RANDOM", tu_on_rados() ? 2 : 30);
     long only_n = env_long("IO_SWEEP_N", -1);
     bool *pick = calloc(sw->total + 1, sizeof(bool));
     assert_non_null(pick);
