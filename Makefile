@@ -94,7 +94,9 @@ RADOS_TESTS := $(filter $(BUILD)/tests/test_rados_%,$(ALL_UNIT) $(ALL_INTEG))
 UNIT_TESTS  := $(filter-out $(RADOS_TESTS),$(ALL_UNIT))
 INTEG_TESTS := $(filter-out $(RADOS_TESTS),$(ALL_INTEG))
 # Store suites that also run over RADOS (testutil.h's tu_env).
-RADOS_ALSO  := $(BUILD)/tests/test_db_group_sync $(BUILD)/tests/test_db_checkpoint
+RADOS_ALSO  := $(BUILD)/tests/test_db_group_sync $(BUILD)/tests/test_db_checkpoint \
+               $(BUILD)/tests/test_db_recovery $(BUILD)/tests/test_db_backup \
+               $(BUILD)/tests/test_io_sweep
 INTEG_LIB   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/integration/test_%,$(wildcard tests/integration/*.c)))
 
 # Keep objects of chained rules (test programs) between runs.

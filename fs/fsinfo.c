@@ -2,7 +2,11 @@
  * fsinfo.c — the superblock and the inodes counted by type (fsinfo.h).
  */
 #include "fsinfo.h"
+#include "snapshot.h"
+#include "store_files.h"
 #include "super.h"
+
+#include "status.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -81,4 +85,42 @@ int fs_info_scan(lsm_db *db, const char *dir, struct lsmfs_info *out, char *err,
         snprintf(err, errlen, "%s: %llu inode records do not decode (run fsck.lsmfs)", dir,
                  (unsigned long long)bad);
     return e != 0 ? e : bad != 0 ? EIO : 0;
+}
+
+/* Snapshot names in snapdir (hidden ones are half-built or half-deleted). */
+static lsm_status *count_snapshots(lsm_env *env, const char *snapdir, uint64_t *out)
+{
+    *out = 0;
+    if (!env->file_exists(env, snapdir))
+        return NULL;
+    char **names;
+    int n;
+    lsm_status *s = env->get_children(env, snapdir, &names, &n);
+    for (int i = 0; s == NULL && i < n; i++)
+        *out += names[i][0] != '.';
+    if (s == NULL)
+        env_free_children(names, n);
+    return s;
+}
+
+int fs_info_files(lsm_env *env, const char *path, const char *dir, struct lsmfs_info *out,
+                  char *err, size_t errlen)
+{
+    store_files f;
+    char snapdir[4096 + sizeof LSMFS_SNAPSHOT_DIR + 1];
+    snprintf(snapdir, sizeof snapdir, "%s/" LSMFS_SNAPSHOT_DIR, path);
+    lsm_status *s = store_files_measure(env, path, &f);
+    if (s == NULL)
+        s = count_snapshots(env, snapdir, &out->snapshots);
+    if (s != NULL) {
+        int e = lsm_status_errno(s) ? lsm_status_errno(s) : EIO;
+        snprintf(err, errlen, "%s: listing its files: %s", dir, lsm_status_message(s));
+        lsm_status_free(s);
+        return e;
+    }
+    out->table_bytes = f.tables;
+    out->log_bytes = f.logs;
+    out->reserve_bytes = f.reserve;
+    out->other_bytes = f.other;
+    return 0;
 }

@@ -8,6 +8,7 @@
 #ifndef FS_FSINFO_H
 #define FS_FSINFO_H
 
+#include "env.h"
 #include "lsm.h"
 
 #include <stddef.h>
@@ -27,6 +28,9 @@ struct lsmfs_info {
     uint64_t orphans;      /* inodes marked orphan (unlinked, still open or not yet freed) */
     uint64_t file_bytes;   /* the regular files' sizes, summed */
     uint32_t resuid, resgid; /* who else may use the root reserve (resgid 0: no group) */
+    /* The store's files (fs_info_files): bytes by kind, and snapshots. */
+    uint64_t table_bytes, log_bytes, reserve_bytes, other_bytes;
+    uint64_t snapshots;
 };
 
 #define LSMFS_IOC_INFO _IOR('L', 0x54, struct lsmfs_info)
@@ -35,5 +39,11 @@ struct lsmfs_info {
  * mark) into *out, through one store snapshot, filling no cache. 0, or an
  * errno with the reason in err. */
 int fs_info_scan(lsm_db *db, const char *dir, struct lsmfs_info *out, char *err, size_t errlen);
+/* Sizes the store's files by kind and counts its snapshots (names in
+ * snapshots/ not starting with '.'; none if it is missing) into out,
+ * through env, where the store is `path` (a store on RADOS too). 0, or an
+ * errno with the reason, naming `dir`, in err. */
+int fs_info_files(lsm_env *env, const char *path, const char *dir, struct lsmfs_info *out,
+                  char *err, size_t errlen);
 
 #endif

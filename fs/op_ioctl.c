@@ -100,6 +100,8 @@ static void info(fuse_req_t req, lsmfs *fs, size_t outsz)
         return;
     }
     int e = fs_info_scan(fs->db, fs->dir, &in, err, sizeof err);
+    if (e == 0)
+        e = fs_info_files(fs->env, fs->path, fs->dir, &in, err, sizeof err);
     if (e != 0) {
         fuse_log(FUSE_LOG_ERR, "lsmfs: %s\n", err);
         fuse_reply_err(req, e);

@@ -4,8 +4,8 @@
  */
 #include "store_usage.h"
 
-#include "filename.h"
 #include "status.h"
+#include "store_files.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -22,31 +22,16 @@ void store_usage_destroy(store_usage *u)
 }
 
 /* Bytes the files in dir hold, but for RESERVE; false if it cannot be
- * listed. A name that cannot be sized (a directory: snapshots/; a file
- * deleted meanwhile) counts nothing. */
+ * listed (store_files_measure). */
 static bool list_bytes(lsm_env *env, const char *dir, uint64_t *out)
 {
-    char **names;
-    int n;
-    lsm_status *s = env->get_children(env, dir, &names, &n);
+    store_files f;
+    lsm_status *s = store_files_measure(env, dir, &f);
     if (s != NULL) {
         lsm_status_free(s);
         return false;
     }
-    uint64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        char path[4096];
-        uint64_t size, number;
-        enum file_type type;
-        if ((parse_file_name(names[i], &number, &type) && type == FILE_RESERVE) ||
-            snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path)
-            continue;
-        if ((s = env->file_size(env, path, &size)) == NULL)
-            total += size;
-        lsm_status_free(s);
-    }
-    env_free_children(names, n);
-    *out = total;
+    *out = f.tables + f.logs + f.other;
     return true;
 }
 

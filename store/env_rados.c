@@ -21,6 +21,11 @@
 #include <unistd.h>
 
 #define WFILE_BUF (256 * 1024)
+/* Sends of one file in flight at most: a burst of unsynced appends (one
+ * send per flush) waits here instead of queueing thousands of ops at the
+ * OSDs, where the lease's renewal would wait behind them until the lease
+ * lapsed (and the memory they hold is bounded). */
+#define WFILE_MAX_INFLIGHT 32
 #define LIST_PAGE 1000
 /* What disk_free says when the cluster keeps no statistics (no mgr). */
 #define RADOS_SPACE_UNKNOWN (1ULL << 50)
@@ -65,16 +70,26 @@ static bool in_fenced_tree(const struct rados_env *re, const char *path)
     return dirlen >= n && strncmp(p, re->store_path, n) == 0 && (dirlen == n || p[n] == '/');
 }
 
+/* Whether a write to path must be refused: a lease is held, path is in
+ * its tree, and the lease is lost or may lapse before the write lands
+ * (then it is lost for good). Writes outside the tree never are. */
+static bool lease_refuses(struct rados_env *re, const char *path)
+{
+    if (atomic_load(&re->epoch) == 0 || !in_fenced_tree(re, path))
+        return false;
+    uint64_t until = atomic_load(&re->lease_valid_until);
+    if (until != 0 && mono_us() >= until)
+        atomic_store(&re->lease_lost, true);
+    return atomic_load(&re->lease_lost);
+}
+
 lsm_status *rados_guard(struct rados_env *re, rados_write_op_t op, const char *what,
                         const char *path)
 {
     uint64_t epoch = atomic_load(&re->epoch);
     if (epoch == 0 || !in_fenced_tree(re, path))
         return NULL;
-    uint64_t until = atomic_load(&re->lease_valid_until);
-    if (until != 0 && mono_us() >= until)
-        atomic_store(&re->lease_lost, true);
-    if (atomic_load(&re->lease_lost))
+    if (lease_refuses(re, path))
         return status_new(LSM_IO_ERROR, "rados %s %s: the writer's lease is lost, writes refused",
                           what, path);
     char v[24];
@@ -341,7 +356,7 @@ static lsm_status *object_create(struct rados_env *re, const char *oid, const ch
         snprintf(v, sizeof v, "%" PRIu64, epoch);
         rados_write_op_setxattr(op, RADOS_XATTR_EPOCH, v, strlen(v));
     }
-    if (atomic_load(&re->lease_lost)) {
+    if (lease_refuses(re, path)) {
         rados_release_write_op(op);
         return status_new(LSM_IO_ERROR, "rados create %s: the writer's lease is lost", path);
     }
@@ -413,9 +428,13 @@ static void reap(struct rados_wfile *f)
     }
 }
 
-/* Sends the buffer as one guarded append. REQUIRES: f->mu held. */
+/* Sends the buffer as one guarded append, once fewer than
+ * WFILE_MAX_INFLIGHT sends are unanswered. REQUIRES: f->mu held. */
 static lsm_status *send_buf(struct rados_wfile *f)
 {
+    while (f->len > 0 && f->sent - f->acked >= WFILE_MAX_INFLIGHT)
+        pthread_cond_wait(&f->cv, &f->mu);
+    reap(f);
     if (f->err)
         return status_copy(f->err);
     if (f->len == 0)

@@ -8,18 +8,20 @@
  * object, so CURRENT's publish stays atomic; a file object counts its names
  * (xattr lsmfs.refs), so link_file is copy-free and remove_file drops the
  * object with its last name. Appends are buffered and sent with
- * rados_aio_write_op_operate, pipelined; a sync waits for the OSDs'
+ * rados_aio_write_op_operate, pipelined (a bounded number in flight per
+ * file); a sync waits for the OSDs'
  * acknowledgement of everything appended before it (an OSD acknowledges
  * once every replica has the write), so sync_dir and sync_file have
  * nothing left to do.
  *
  * lock_file is a lease and a fence (see env_rados_lease.c): an exclusive
- * RADOS lock with a duration, renewed by a thread; once held, every write
+ * RADOS lock with a duration on the directory's object (and, as env.h
+ * says, the file itself, empty), renewed by a thread; once held, every write
  * op the env sends carries a cmpxattr guard on the store's fence epoch, so
  * a writer that another host has taken over from has every write refused
  * by the OSDs (EIO to the store), and a lease that could not be renewed in
- * time makes the env refuse writes itself before it can lapse. One store
- * writer per env.
+ * time makes the env refuse writes to its store's tree itself before it
+ * can lapse. One store writer per env.
  */
 #ifndef LSM_ENV_RADOS_H
 #define LSM_ENV_RADOS_H

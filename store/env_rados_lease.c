@@ -202,6 +202,18 @@ static void lock_free(struct lsm_filelock *l)
     free(l);
 }
 
+/* env.h's lock_file creates its file: an empty one at path, if there is
+ * none (a backup directory is known by its LOCK). The lock itself is the
+ * directory object's. */
+static lsm_status *make_lock_file(lsm_env *env, const char *path)
+{
+    if (env->file_exists(env, path))
+        return NULL;
+    lsm_wfile *f;
+    lsm_status *s = env->new_wfile(env, path, &f);
+    return s != NULL ? s : f->ops->close(f);
+}
+
 lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out)
 {
     struct rados_env *re = rados_env_of(env);
@@ -231,6 +243,8 @@ lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out)
         atomic_store(&re->lease_valid_until, t0 + lease - lease / 4);
         s = fence(re, l, path);
     }
+    if (s == NULL)
+        s = make_lock_file(env, path);
     if (s == NULL && pthread_create(&l->renewer, NULL, renew_main, l) != 0)
         s = status_new(LSM_IO_ERROR, "lock %s: cannot start the lease's renewer", path);
     if (s != NULL) {

@@ -1,24 +1,23 @@
 /*
  * lsmctl_info.c — lsmctl info (see lsmctl_info.h). A mount's numbers come
  * from its daemon (the LSMFS_IOC_INFO ioctl, the root's user.lsmfs.metrics);
- * a store's from the store opened read-only: the same scan (fs_info_scan)
- * and the same metrics either way.
+ * a store's from the store opened read-only: the same scan (fs_info_scan),
+ * the same file listing through the store's env (fs_info_files: a store on
+ * RADOS has no local directory) and the same metrics either way.
  */
 #include "lsmctl_info.h"
-#include "filename.h"
 #include "fsinfo.h"
 #include "lsmctl_snapshot.h"
 #include "lsmctl_stats.h"
 #include "snapshot.h"
+#include "store_uri.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <time.h>
 
@@ -31,54 +30,6 @@ struct info {
     char store[PATH_MAX + 16];
     char snapdir[PATH_MAX + 16];
 };
-
-/* The sizes of the store's own files by kind (not recursing into snapshots/). */
-struct disk {
-    uint64_t tables, logs, reserve, other;
-};
-
-static void disk_usage(const char *dir, struct disk *d)
-{
-    memset(d, 0, sizeof *d);
-    DIR *dp = opendir(dir);
-    if (dp == NULL)
-        return;
-    struct dirent *e;
-    while ((e = readdir(dp)) != NULL) {
-        char p[PATH_MAX + 256];
-        struct stat st;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        uint64_t n = (uint64_t)st.st_size, number;
-        enum file_type type;
-        if (!parse_file_name(e->d_name, &number, &type))
-            d->other += n;
-        else if (type == FILE_TABLE)
-            d->tables += n;
-        else if (type == FILE_LOG)
-            d->logs += n;
-        else if (type == FILE_RESERVE)
-            d->reserve += n;
-        else
-            d->other += n;
-    }
-    closedir(dp);
-}
-
-/* Snapshot names in dir (hidden ones are half-built or half-deleted). */
-static int count_snapshots(const char *dir)
-{
-    DIR *dp = opendir(dir);
-    if (dp == NULL)
-        return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(dp)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(dp);
-    return n;
-}
 
 static bool from_mount(const char *mnt, struct info *in)
 {
@@ -100,6 +51,23 @@ static bool from_mount(const char *mnt, struct info *in)
     return true;
 }
 
+/* fs_info_files of the store at dir (a path or rados:POOL/NAME), through
+ * its env. */
+static int store_files(const char *dir, struct lsmfs_info *fs, char *err, size_t errlen)
+{
+    lsm_env *env;
+    char *path;
+    lsm_status *s = store_uri_resolve(dir, &env, &path);
+    if (s != NULL) {
+        snprintf(err, errlen, "%s", lsm_status_message(s));
+        lsm_status_free(s);
+        return EIO;
+    }
+    int e = fs_info_files(env, path, dir, fs, err, errlen);
+    free(path);
+    return e;
+}
+
 static bool from_store(const char *dir, lsmctl_open_ro_fn open_ro, struct info *in)
 {
     lsm_db *db = open_ro(dir);
@@ -107,6 +75,8 @@ static bool from_store(const char *dir, lsmctl_open_ro_fn open_ro, struct info *
         return false;
     char err[512];
     int e = fs_info_scan(db, dir, &in->fs, err, sizeof err);
+    if (e == 0)
+        e = store_files(dir, &in->fs, err, sizeof err);
     if (e != 0)
         fprintf(stderr, "lsmctl: %s\n", err);
     in->metrics = e == 0 ? lsm_property(db, "lsm.metrics") : NULL;
@@ -146,8 +116,6 @@ static void print_info(const char *path, bool mounted, const struct info *in)
     struct tm tm;
     if (gmtime_r(&t, &tm) != NULL)
         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
-    struct disk d;
-    disk_usage(in->store, &d);
     printf("Store:               %s\n", in->store);
     printf("Mounted at:          %s\n", mounted ? path : "(not mounted)");
     printf("Format version:      %u\n", f->format);
@@ -168,9 +136,10 @@ static void print_info(const char *path, bool mounted, const struct info *in)
     printf("Bytes stored:        %" PRIu64 " (file sizes)\n", f->file_bytes);
     printf("Bytes on disk:       %" PRIu64 " (tables %" PRIu64 ", logs %" PRIu64 ", reserve %" PRIu64
            ", other %" PRIu64 ")\n",
-           d.tables + d.logs + d.reserve + d.other, d.tables, d.logs, d.reserve, d.other);
+           f->table_bytes + f->log_bytes + f->reserve_bytes + f->other_bytes, f->table_bytes,
+           f->log_bytes, f->reserve_bytes, f->other_bytes);
     print_levels(in->metrics);
-    printf("Snapshots:           %d (in %s)\n", count_snapshots(in->snapdir), in->snapdir);
+    printf("Snapshots:           %" PRIu64 " (in %s)\n", f->snapshots, in->snapdir);
 }
 
 int lsmctl_info(const char *path, lsmctl_open_ro_fn open_ro)

@@ -10,7 +10,10 @@
 #
 # Clients: client.admin and client.lsmfs2 (a second host), keys in DIR/keyring.
 # start fails (exit 1, one line on stderr, nothing left behind) when the cluster
-# cannot come up in time. CEPH_PORT picks the mon's port (default from $$).
+# cannot come up in time. CEPH_PORT picks the mon's port; by default each
+# cluster takes a block of 256 ports below the ephemeral range that no other
+# cluster of this machine holds (a lock file per block, kept open by the
+# daemons) and nothing listens on, so concurrent test runs never collide.
 set -u
 cmd=${1:-}
 dir=${2:-}
@@ -54,6 +57,27 @@ step() {
     fi
 }
 
+PORT_FIRST=20000
+PORT_BLOCKS=49 # 256-port blocks up to 32544, below the ephemeral ports
+
+# Sets port to the first port of a free block, holding its lock on fd 9
+# (inherited by the daemons: held while the cluster runs). False if none.
+pick_port() {
+    b0=$(($$ % PORT_BLOCKS))
+    i=0
+    while [ $i -lt $PORT_BLOCKS ]; do
+        b=$(((b0 + i) % PORT_BLOCKS))
+        i=$((i + 1))
+        exec 9>>"/tmp/lsmfs-ceph-ports.$b.lock" || continue
+        if flock -n 9; then
+            port=$((PORT_FIRST + b * 256))
+            ss -Htln "sport >= :$port and sport <= :$((port + 255))" | grep -q . || return 0
+        fi
+        exec 9>&-
+    done
+    return 1
+}
+
 start() {
     t0=$(date +%s.%N)
     command -v ceph-mon >/dev/null && command -v ceph-osd >/dev/null ||
@@ -61,13 +85,20 @@ start() {
     mkdir -p "$dir" || exit 1
     dir=$(cd "$dir" && pwd)
     : >"$dir/pids"
-    port=${CEPH_PORT:-$((20000 + $$ % 20000))}
+    if [ -n "${CEPH_PORT:-}" ]; then
+        port=$CEPH_PORT
+    elif ! pick_port; then
+        say "could not start: no free block of 256 ports in $PORT_FIRST-32767"
+        rm -rf "$dir"
+        exit 1
+    fi
     fsid=$(cat /proc/sys/kernel/random/uuid)
     cat >"$dir/ceph.conf" <<CONF
 [global]
 fsid = $fsid
 mon_host = v2:127.0.0.1:$port
 public_addr = 127.0.0.1
+cluster_addr = 127.0.0.1
 ms_bind_msgr1 = false
 ms_bind_port_min = $((port + 1))
 ms_bind_port_max = $((port + 200))

@@ -1,8 +1,8 @@
 /* test_rados_mount.c — lsmfs mounted on RADOS (run by tests/ceph/run.sh,
  * which starts the cluster and sets CEPH_CONF): maildir delivery, kill -9
  * and takeover by a second client, split brain, a snapshot mounted
- * read-only while the writer goes on, backup to a local directory and
- * restore to either, and bad input. */
+ * read-only while the writer goes on, lsmctl info, backup to a local
+ * directory and restore to either, and bad input. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -327,6 +327,48 @@ static void test_snapshot_mounted_while_writing(void **state)
     tm_free(a);
 }
 
+/* lsmctl info's "Bytes on disk" and "Snapshots" of what (a mount or a
+ * store): fails unless the logs hold bytes, some other file (MANIFEST,
+ * CURRENT) does, and one snapshot is counted. */
+static void check_info(const char *what)
+{
+    char out[8192];
+    if (tm_lsmctl(out, sizeof out, "info %s", what) != 0)
+        fail_msg("lsmctl info %s: %s", what, out);
+    unsigned long long total, tables, logs, reserve, other, snaps;
+    const char *b = strstr(out, "Bytes on disk:"), *n = strstr(out, "Snapshots:");
+    if (b == NULL || n == NULL ||
+        sscanf(b, "Bytes on disk: %llu (tables %llu, logs %llu, reserve %llu, other %llu)",
+               &total, &tables, &logs, &reserve, &other) != 5 ||
+        sscanf(n, "Snapshots: %llu", &snaps) != 1)
+        fail_msg("lsmctl info %s: no bytes on disk or snapshots:\n%s", what, out);
+    if (logs + tables == 0 || other == 0 || snaps != 1)
+        fail_msg("lsmctl info %s counted nothing of the store on RADOS:\n%s", what, out);
+}
+
+/* lsmctl info of a store on RADOS, mounted (asked of the daemon) and not
+ * (the store opened by lsmctl): the store's files and snapshots are
+ * counted through its env (before: an opendir of a local path that does
+ * not exist counted 0 bytes and 0 snapshots). */
+static void test_info(void **state)
+{
+    (void)state;
+    char store[256], out[4096];
+    store_name(store, sizeof store, "info");
+    struct tmount *a = tm_new_at(NULL, store, true);
+    assert_non_null(a);
+    make_maildir(a);
+    bool ff = false;
+    for (int j = 0; j < 10; j++)
+        assert_int_equal(deliver(a, 0, j, &ff), 0);
+    if (tm_lsmctl(out, sizeof out, "snapshot %s one", a->mnt) != 0)
+        fail_msg("lsmctl snapshot: %s", out);
+    check_info(a->mnt);
+    assert_int_equal(tm_unmount(a), 0);
+    check_info(store);
+    tm_free(a);
+}
+
 /* diff -r of two mounted trees: 0 when they are the same. */
 static int diff_trees(const struct tmount *a, const struct tmount *b)
 {
@@ -510,6 +552,7 @@ int main(void)
         cmocka_unit_test(test_maildir_kill_takeover),
         cmocka_unit_test(test_split_brain),
         cmocka_unit_test(test_snapshot_mounted_while_writing),
+        cmocka_unit_test(test_info),
         cmocka_unit_test(test_backup_restore),
         cmocka_unit_test(test_osd_restart),
     };

@@ -23,14 +23,14 @@ void tu_fault_not_claimed(const tu_faulted *f, enum fault_kind k, const char *wh
                  f->path, what);
 }
 
-int tu_fault_sweep(const enum fault_kind *kinds, size_t n, uint64_t others,
+int tu_fault_sweep(const enum fault_kind *kinds, size_t n, uint64_t stride, uint64_t others,
                    bool (*one)(int stream, uint64_t index, enum fault_kind k, void *ctx), void *ctx)
 {
     int runs = 0;
     for (size_t k = 0; k < n; k++) {
         uint64_t i = 0;
         while (one(FAULT_STREAM_MAIN, i, kinds[k], ctx))
-            i++, runs++;
+            i += stride, runs++;
         for (uint64_t j = 0; j < others; j++, runs++)
             one(FAULT_STREAM_OTHER, j, kinds[k], ctx);
     }

@@ -29,11 +29,12 @@ void tu_fault_run(fault_env *fe, int stream, uint64_t index, enum fault_kind k,
 void tu_fault_not_claimed(const tu_faulted *f, enum fault_kind k, const char *where,
                           const char *what);
 
-/* For each of the n kinds: one(stream, index, kind, ctx) for index 0, 1, ...
- * of the main stream until it returns false (the operation made fewer
- * calls), then for the first `others` calls of the other stream (the
- * store's background threads). Returns the runs counted. */
-int tu_fault_sweep(const enum fault_kind *kinds, size_t n, uint64_t others,
+/* For each of the n kinds: one(stream, index, kind, ctx) for index 0,
+ * stride, 2 * stride, ... (stride 1: every call) of the main stream until
+ * it returns false (the operation made fewer calls), then for the first
+ * `others` calls of the other stream (the store's background threads).
+ * Returns the runs counted. */
+int tu_fault_sweep(const enum fault_kind *kinds, size_t n, uint64_t stride, uint64_t others,
                    bool (*one)(int stream, uint64_t index, enum fault_kind k, void *ctx),
                    void *ctx);
 

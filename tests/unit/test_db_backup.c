@@ -7,7 +7,10 @@
  * (file and offset) and refused by restore; a damaged list stops a purge;
  * a backup of a closed store; and an I/O error, a full disk or a power cut
  * at any env call of a backup leaves the store as it was, no partial
- * backup listed, and the earlier backup sound.
+ * backup listed, and the earlier backup sound. Over RADOS (LSM_TEST_ENV=
+ * rados) the store and the backups are in the pool (in test_backup_two_envs
+ * the backups are on the local disk), and the fault sweeps take every
+ * FAULT_STRIDE-th call, EIO and power cuts only.
  */
 #include "fixture.h"
 
@@ -15,8 +18,26 @@
 #include "fault_sweep.h"
 
 #include <sys/wait.h>
+#include <ftw.h>
 
 enum { NKEYS = 2000, CHAIN = 5 };
+/* The sweeps' stride: every call locally, a sample over RADOS (a faulted
+ * run costs seconds there). */
+#define FAULT_STRIDE (tu_on_rados() ? 97u : 1u)
+/* The lengths a list is cut at: every one locally, every 13th over RADOS. */
+#define CUT_STRIDE (tu_on_rados() ? 13u : 1u)
+/* The fault kinds swept: the first two (EIO, a power cut) over RADOS. */
+#define FAULT_KINDS_SWEPT(n) (tu_on_rados() ? 2u : (n))
+
+/* Options for a backup directory in the test env (a store on RADOS has
+ * its backups there). */
+static const lsm_backup_options *bo(void)
+{
+    static lsm_backup_options o;
+    lsm_backup_options_init(&o);
+    o.env = tu_env();
+    return &o;
+}
 
 static char live[300], bdir[300];
 
@@ -29,8 +50,8 @@ static int setup(void **state)
 }
 
 /* Key i at generation gen: 200 bytes that do not compress, different
- * for each generation. */
-static void put_key(lsm_db *db, int i, int gen)
+ * for each generation; added to b. */
+static void put_key(lsm_batch *b, int i, int gen)
 {
     char k[32], v[200];
     snprintf(k, sizeof k, "key%05d", i);
@@ -39,13 +60,22 @@ static void put_key(lsm_db *db, int i, int gen)
         uint64_t x = tu_xorshift64(&r);
         memcpy(v + n, &x, 8);
     }
-    ASSERT_OK(lsm_put(db, NULL, k, strlen(k), v, sizeof v));
+    assert_true(lsm_batch_put(b, k, strlen(k), v, sizeof v));
 }
 
+/* Keys [from, to) at generation gen, a write each (over RADOS, where a
+ * write is an OSD op, 50 a write). */
 static void put_range(lsm_db *db, int from, int to, int gen)
 {
-    for (int i = from; i < to; i++)
-        put_key(db, i, gen);
+    int per = tu_on_rados() ? 50 : 1;
+    for (int i = from; i < to; i += per) {
+        lsm_batch *b = lsm_batch_new();
+        assert_non_null(b);
+        for (int j = i; j < i + per && j < to; j++)
+            put_key(b, j, gen);
+        ASSERT_OK(lsm_write(db, NULL, b));
+        lsm_batch_free(b);
+    }
 }
 
 static bool put_hex(buf *b, const char *p, size_t n)
@@ -98,13 +128,12 @@ static void check_restore(uint64_t id, const char *want)
     char dest[400];
     snprintf(dest, sizeof dest, "%s/restored-%llu", tu_dir, (unsigned long long)id);
     struct progress p = {0};
-    lsm_backup_options o;
-    lsm_backup_options_init(&o);
+    lsm_backup_options o = *bo();
     o.progress = on_progress;
     o.progress_ctx = &p;
     ASSERT_OK(lsm_backup_restore(bdir, id, dest, &o));
     assert_true(p.calls > 0 && p.done == p.total);
-    ASSERT_FAILS(lsm_backup_restore(bdir, id, dest, NULL), LSM_INVALID_ARGUMENT, "exists");
+    ASSERT_FAILS(lsm_backup_restore(bdir, id, dest, bo()), LSM_INVALID_ARGUMENT, "exists");
     lsm_db *db = tu_open_existing(dest, false);
     char *got = dump(db);
     if (strcmp(got, want) != 0)
@@ -152,7 +181,7 @@ static void test_backup_chain(void **state)
                       (unsigned long long)info[b].copied_bytes);
         if (b == 3) { /* keep 2 and 3 */
             uint64_t removed = 0;
-            ASSERT_OK(lsm_backup_purge(bdir, 2, NULL, &removed));
+            ASSERT_OK(lsm_backup_purge(bdir, 2, bo(), &removed));
             assert_int_equal(removed, 1);
         }
     }
@@ -162,7 +191,7 @@ static void test_backup_chain(void **state)
     ASSERT_OK(lsm_close(db));
     lsm_backup_info *list;
     size_t n;
-    ASSERT_OK(lsm_backup_list(bdir, NULL, &list, &n));
+    ASSERT_OK(lsm_backup_list(bdir, bo(), &list, &n));
     assert_int_equal(n, CHAIN - 1);
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(list[i].id, i + 2);
@@ -170,8 +199,8 @@ static void test_backup_chain(void **state)
         assert_int_equal(list[i].bytes, info[i + 2].bytes);
     }
     free(list);
-    ASSERT_OK(lsm_backup_verify(bdir, 0, NULL, tu_fail_report, NULL));
-    ASSERT_FAILS(lsm_backup_restore(bdir, 1, "/nonexistent-parent/x", NULL), LSM_IO_ERROR, NULL);
+    ASSERT_OK(lsm_backup_verify(bdir, 0, bo(), tu_fail_report, NULL));
+    ASSERT_FAILS(lsm_backup_restore(bdir, 1, "/nonexistent-parent/x", bo()), LSM_IO_ERROR, NULL);
     for (int b = 2; b <= CHAIN; b++)
         check_restore((uint64_t)b, want[b]);
     for (int b = 1; b <= CHAIN; b++)
@@ -183,22 +212,22 @@ static void test_backup_chain(void **state)
 /* Path of the largest file in bdir/shared. */
 static void largest_shared(char *out, size_t cap)
 {
-    char dir[400];
+    char dir[400], **names;
     snprintf(dir, sizeof dir, "%s/shared", bdir);
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    struct dirent *e;
-    off_t best = -1;
-    while ((e = readdir(d)) != NULL) {
-        struct stat st;
+    int n;
+    ASSERT_OK(tu_env()->get_children(tu_env(), dir, &names, &n));
+    uint64_t best = 0;
+    for (int i = 0; i < n; i++) {
         char p[700];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > best) {
-            best = st.st_size;
-            snprintf(out, cap, "shared/%s", e->d_name);
+        uint64_t size;
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        ASSERT_OK(tu_env()->file_size(tu_env(), p, &size));
+        if (size > best) {
+            best = size;
+            snprintf(out, cap, "shared/%s", names[i]);
         }
     }
-    closedir(d);
+    env_free_children(names, n);
     assert_true(best > 3 * 65536);
 }
 
@@ -224,7 +253,7 @@ static void test_backup_damage_found(void **state)
     snprintf(path, sizeof path, "%s/%s", bdir, rel);
     tu_xor_byte(path, 2 * 65536 + 1234, 0x20);
     int reports = 0;
-    lsm_status *s = lsm_backup_verify(bdir, 1, NULL, collect, &reports);
+    lsm_status *s = lsm_backup_verify(bdir, 1, bo(), collect, &reports);
     assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
     if (!tu_mentions(s, rel) || !tu_mentions(s, "offset 131072"))
         fail_msg("verify: %s (%s at offset 131072 expected)", lsm_status_message(s), rel);
@@ -232,18 +261,17 @@ static void test_backup_damage_found(void **state)
     assert_int_equal(reports, 1);
     /* Both backups share it: verify of all names it in each. */
     reports = 0;
-    ASSERT_FAILS(lsm_backup_verify(bdir, 0, NULL, collect, &reports), LSM_CORRUPTION, rel);
+    ASSERT_FAILS(lsm_backup_verify(bdir, 0, bo(), collect, &reports), LSM_CORRUPTION, rel);
     assert_int_equal(reports, 2);
     char dest[400];
     snprintf(dest, sizeof dest, "%s/restored", tu_dir);
-    ASSERT_FAILS(lsm_backup_restore(bdir, 2, dest, NULL), LSM_CORRUPTION, rel);
-    struct stat st;
-    assert_int_equal(stat(dest, &st), -1);
+    ASSERT_FAILS(lsm_backup_restore(bdir, 2, dest, bo()), LSM_CORRUPTION, rel);
+    assert_false(tu_env()->file_exists(tu_env(), dest));
     /* A truncated one is named too, at its end. */
-    assert_int_equal(truncate(path, 65536), 0);
-    ASSERT_FAILS(lsm_backup_verify(bdir, 1, NULL, NULL, NULL), LSM_CORRUPTION, "offset 65536");
-    assert_int_equal(unlink(path), 0);
-    ASSERT_FAILS(lsm_backup_verify(bdir, 1, NULL, NULL, NULL), LSM_CORRUPTION, "missing");
+    ASSERT_OK(tu_env()->truncate_file(tu_env(), path, 65536));
+    ASSERT_FAILS(lsm_backup_verify(bdir, 1, bo(), NULL, NULL), LSM_CORRUPTION, "offset 65536");
+    ASSERT_OK(tu_env()->remove_file(tu_env(), path));
+    ASSERT_FAILS(lsm_backup_verify(bdir, 1, bo(), NULL, NULL), LSM_CORRUPTION, "missing");
 }
 
 /* A damaged list: verify names it, purge removes nothing. */
@@ -259,12 +287,12 @@ static void test_backup_damaged_list(void **state)
     char meta[400];
     snprintf(meta, sizeof meta, "%s/meta/3", bdir);
     tu_xor_byte(meta, 20, 0x01);
-    ASSERT_FAILS(lsm_backup_verify(bdir, 0, NULL, NULL, NULL), LSM_CORRUPTION, "meta/3");
+    ASSERT_FAILS(lsm_backup_verify(bdir, 0, bo(), NULL, NULL), LSM_CORRUPTION, "meta/3");
     char *before = tu_dir_digest(bdir);
-    ASSERT_FAILS(lsm_backup_purge(bdir, 1, NULL, NULL), LSM_CORRUPTION, "meta/3");
+    ASSERT_FAILS(lsm_backup_purge(bdir, 1, bo(), NULL), LSM_CORRUPTION, "meta/3");
     tu_assert_dir_unchanged(bdir, before);
     free(before);
-    ASSERT_OK(lsm_backup_verify(bdir, 2, NULL, tu_fail_report, NULL));
+    ASSERT_OK(lsm_backup_verify(bdir, 2, bo(), tu_fail_report, NULL));
 }
 
 /* meta/1 replaced by text (with a valid "end" CRC when seal). */
@@ -272,12 +300,12 @@ static void write_meta(const char *text, size_t n, bool seal)
 {
     char path[400];
     snprintf(path, sizeof path, "%s/meta/1", bdir);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(text, 1, n, f), n);
-    if (seal)
-        fprintf(f, "end %08x\n", crc32c(text, n));
-    fclose(f);
+    char *data = malloc(n + 32);
+    assert_non_null(data);
+    memcpy(data, text, n);
+    size_t len = n + (seal ? (size_t)sprintf(data + n, "end %08x\n", crc32c(text, n)) : 0);
+    ASSERT_OK(env_write_file_sync(tu_env(), path, data, len));
+    free(data);
 }
 
 /* Lists that are cut short or well sealed but wrong are refused as
@@ -292,12 +320,12 @@ static void test_backup_bad_lists(void **state)
     char path[400], *good;
     snprintf(path, sizeof path, "%s/meta/1", bdir);
     size_t n;
-    ASSERT_OK(env_read_file(lsm_env_default(), path, &good, &n));
+    good = tu_read_file(path, &n);
     lsm_backup_info *list;
     size_t nl;
-    for (size_t len = 0; len < n; len++) {
+    for (size_t len = 0; len < n; len += CUT_STRIDE) {
         write_meta(good, len, false);
-        ASSERT_FAILS(lsm_backup_list(bdir, NULL, &list, &nl), LSM_CORRUPTION, "meta/1");
+        ASSERT_FAILS(lsm_backup_list(bdir, bo(), &list, &nl), LSM_CORRUPTION, "meta/1");
     }
     const char *head = "lsmfs-backup 1\nid 1\nseq 5\ntime 1\ncopied 0\n";
     const char *bad[] = {
@@ -319,13 +347,13 @@ static void test_backup_bad_lists(void **state)
         char text[512];
         int len = snprintf(text, sizeof text, "%s%s", head, bad[i]);
         write_meta(text, (size_t)len, true);
-        lsm_status *s = lsm_backup_list(bdir, NULL, &list, &nl);
+        lsm_status *s = lsm_backup_list(bdir, bo(), &list, &nl);
         if (lsm_status_code(s) != LSM_CORRUPTION)
             fail_msg("list accepted: %s", bad[i]);
         lsm_status_free(s);
     }
     write_meta(good, n, false);
-    ASSERT_OK(lsm_backup_verify(bdir, 1, NULL, tu_fail_report, NULL));
+    ASSERT_OK(lsm_backup_verify(bdir, 1, bo(), tu_fail_report, NULL));
     free(good);
 }
 
@@ -347,7 +375,7 @@ static void test_backup_of_closed_store(void **state)
     lsm_db *db;
     char *before = tu_dir_digest(live);
     lsm_backup_info info;
-    ASSERT_OK(lsm_backup_store(live, bdir, NULL, &info));
+    ASSERT_OK(lsm_backup_store(live, bdir, bo(), &info));
     tu_assert_dir_unchanged(live, before);
     free(before);
     assert_int_equal(info.id, 1);
@@ -363,12 +391,12 @@ static void test_backup_of_closed_store(void **state)
     free(want);
     /* A store open for writing is refused (its LOCK is held). */
     db = tu_open_db(live, NULL, 0);
-    ASSERT_FAILS(lsm_backup_store(live, bdir, NULL, NULL), LSM_BUSY, NULL);
+    ASSERT_FAILS(lsm_backup_store(live, bdir, bo(), NULL), LSM_BUSY, NULL);
     ASSERT_OK(lsm_close(db));
 }
 
 /* The store and the backup directory in envs of their own (RADOS and a
- * local disk, say): each part goes through its env only — the store env
+ * local disk: so over RADOS): each part goes through its env only — the store env
  * never writes, the backup env never reads the store, and the other way
  * round for a restore — and a failed read of the store or a failed sync
  * of the restored store fails the backup or restore, leaving nothing
@@ -378,7 +406,12 @@ static void test_backup_two_envs(void **state)
     (void)state;
     char *want = closed_store();
     lsm_db *db;
-    fault_env *fs = fault_env_new(lsm_env_default()), *fb = fault_env_new(lsm_env_default());
+    char local[300], lbdir[320];
+    snprintf(local, sizeof local, "/tmp/lsm-test-backup-local-XXXXXX");
+    assert_non_null(mkdtemp(local));
+    snprintf(lbdir, sizeof lbdir, "%s/backups", local); /* on the local disk */
+    const char *bd = tu_on_rados() ? lbdir : bdir;
+    fault_env *fs = fault_env_new(tu_env()), *fb = fault_env_new(lsm_env_default());
     lsm_backup_options o;
     lsm_backup_options_init(&o);
     o.env = fault_env_env(fb);
@@ -386,15 +419,15 @@ static void test_backup_two_envs(void **state)
     fault_env_fail(fs, FAULT_WRITE | FAULT_CREATE | FAULT_RENAME | FAULT_SYNC_DIR, NULL, EIO, 0, -1);
     fault_env_fail(fb, FAULT_READ, "/live/", EIO, 0, -1);
     lsm_backup_info info;
-    ASSERT_OK(lsm_backup_store(live, bdir, &o, &info));
+    ASSERT_OK(lsm_backup_store(live, bd, &o, &info));
     assert_int_equal(info.id, 1);
     fault_env_clear_failures(fs);
     fault_env_clear_failures(fb);
     fault_env_fail(fs, FAULT_READ, ".ldb", EIO, 0, -1); /* the store's tables */
-    ASSERT_FAILS(lsm_backup_store(live, bdir, &o, NULL), LSM_IO_ERROR, NULL);
+    ASSERT_FAILS(lsm_backup_store(live, bd, &o, NULL), LSM_IO_ERROR, NULL);
     lsm_backup_info *list;
     size_t n;
-    ASSERT_OK(lsm_backup_list(bdir, NULL, &list, &n));
+    ASSERT_OK(lsm_backup_list(bd, NULL, &list, &n));
     free(list);
     assert_int_equal(n, 1);
 
@@ -402,12 +435,12 @@ static void test_backup_two_envs(void **state)
     snprintf(dest, sizeof dest, "%s/restored-two", tu_dir);
     fault_env_clear_failures(fs);
     fault_env_fail(fs, FAULT_SYNC, NULL, EIO, 2, -1);
-    ASSERT_FAILS(lsm_backup_restore(bdir, 1, dest, &o), LSM_IO_ERROR, NULL);
-    assert_int_equal(access(dest, F_OK), -1);
+    ASSERT_FAILS(lsm_backup_restore(bd, 1, dest, &o), LSM_IO_ERROR, NULL);
+    assert_false(tu_env()->file_exists(tu_env(), dest));
     fault_env_clear_failures(fs);
     fault_env_fail(fs, FAULT_READ, "/backups/", EIO, 0, -1);
     fault_env_fail(fb, FAULT_WRITE | FAULT_CREATE | FAULT_RENAME | FAULT_SYNC_DIR, NULL, EIO, 0, -1);
-    ASSERT_OK(lsm_backup_restore(bdir, 1, dest, &o));
+    ASSERT_OK(lsm_backup_restore(bd, 1, dest, &o));
     fault_env_free(fs);
     fault_env_free(fb);
     db = tu_open_existing(dest, false);
@@ -416,38 +449,74 @@ static void test_backup_two_envs(void **state)
     free(got);
     free(want);
     ASSERT_OK(lsm_close(db));
+    assert_int_equal(nftw(local, tu_remove_one, 16, FTW_DEPTH | FTW_PHYS), 0);
 }
 
 /* ------------------------------------------------------------- faults */
 
 enum { SWEEP_KEYS = 300 };
 
+/* The names in bdir/sub (none if it is missing), sorted: *n of them. */
+static char **names_in(const char *sub, int *n)
+{
+    char dir[400], **names = NULL;
+    snprintf(dir, sizeof dir, "%s/%s", bdir, sub);
+    *n = 0;
+    if (tu_env()->file_exists(tu_env(), dir))
+        ASSERT_OK(tu_env()->get_children(tu_env(), dir, &names, n));
+    if (*n > 1)
+        qsort(names, (size_t)*n, sizeof *names, tu_cmp_names);
+    return names;
+}
+
+/* The distinct shared files (name, size, CRC) the lists in meta/ name. */
+static int shared_listed(void)
+{
+    int nm, n = 0, distinct = 0;
+    char **meta = names_in("meta", &nm), *lines[4096];
+    for (int i = 0; i < nm; i++) {
+        char path[700];
+        size_t len;
+        snprintf(path, sizeof path, "%s/meta/%s", bdir, meta[i]);
+        char *text = tu_read_file(path, &len), *save = NULL;
+        for (char *l = strtok_r(text, "\n", &save); l != NULL; l = strtok_r(NULL, "\n", &save)) {
+            char name[256], size[32], crc[32];
+            if (sscanf(l, "file S %255s %31s %31s", name, size, crc) == 3 && n < 4096)
+                assert_true(asprintf(&lines[n++], "%s %s %s", name, size, crc) > 0);
+        }
+        free(text);
+    }
+    env_free_children(meta, nm);
+    qsort(lines, (size_t)n, sizeof *lines, tu_cmp_names);
+    for (int i = 0; i < n; i++)
+        distinct += i == 0 || strcmp(lines[i], lines[i - 1]) != 0;
+    for (int i = 0; i < n; i++)
+        free(lines[i]);
+    return distinct;
+}
+
 /* The shared files listed backups name, and the files in shared/: equal
- * after a purge (nothing a cut-off backup left survives it). */
+ * after a purge (nothing a cut-off backup left survives it); private/
+ * holds a directory per listed backup. */
 static void assert_shared_clean(void)
 {
     lsm_backup_info *list;
     size_t n;
-    ASSERT_OK(lsm_backup_list(bdir, NULL, &list, &n));
+    ASSERT_OK(lsm_backup_list(bdir, bo(), &list, &n));
     free(list);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && cat meta/* | "
-             "awk '$1 == \"file\" && $2 == \"S\" {print $3, $4, $5}' | sort -u | wc -l; "
-             "ls -A shared | wc -l; ls -A private | tr '\\n' ' '; echo; ls -A meta | tr '\\n' ' '; "
-             "echo",
-             bdir);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    char a[64] = "", b[64] = "", priv[256] = "", meta[256] = "";
-    assert_non_null(fgets(a, sizeof a, p));
-    assert_non_null(fgets(b, sizeof b, p));
-    assert_non_null(fgets(priv, sizeof priv, p));
-    assert_non_null(fgets(meta, sizeof meta, p));
-    pclose(p);
-    if (atoi(a) != atoi(b) || strcmp(priv, meta) != 0)
-        fail_msg("after purge: %d shared files listed, %d in shared/; private: %s meta: %s",
-                 atoi(a), atoi(b), priv, meta);
+    int ns, np, nm;
+    char **shared = names_in("shared", &ns), **priv = names_in("private", &np),
+         **meta = names_in("meta", &nm);
+    int listed = shared_listed();
+    bool same = np == nm;
+    for (int i = 0; same && i < np; i++)
+        same = strcmp(priv[i], meta[i]) == 0;
+    if (listed != ns || !same)
+        fail_msg("after purge: %d shared files listed, %d in shared/; %d in private/, %d in meta/",
+                 listed, ns, np, nm);
+    env_free_children(shared, ns);
+    env_free_children(priv, np);
+    env_free_children(meta, nm);
 }
 
 static lsm_status *backup_op(void *db)
@@ -461,7 +530,7 @@ static bool sweep_one(int stream, uint64_t index, enum fault_kind k, void *ctx)
 {
     const char *want1 = ctx;
     tu_dir_empty();
-    fault_env *fe = fault_env_new(lsm_env_default());
+    fault_env *fe = fault_env_new(tu_env());
     lsm_db *db = tu_open_db(live, fault_env_env(fe), 64 << 10);
     put_range(db, 0, SWEEP_KEYS, 0);
     ASSERT_OK(lsm_backup(db, bdir, NULL, NULL));
@@ -481,14 +550,14 @@ static bool sweep_one(int stream, uint64_t index, enum fault_kind k, void *ctx)
     fault_env_free(fe);
     lsm_backup_info *list;
     size_t n;
-    ASSERT_OK(lsm_backup_list(bdir, NULL, &list, &n));
+    ASSERT_OK(lsm_backup_list(bdir, bo(), &list, &n));
     free(list);
     if (f.cut) /* what the call returned no one saw: the list's rename survived or not */
         listed = n == 2;
     if (n != (listed ? 2u : 1u))
         fail_msg("%s at %s %s: %zu backups listed", fault_kind_name(k), fault_call_name(f.c),
                  f.path, n);
-    ASSERT_OK(lsm_backup_verify(bdir, 0, NULL, tu_fail_report, NULL));
+    ASSERT_OK(lsm_backup_verify(bdir, 0, bo(), tu_fail_report, NULL));
     check_restore(1, want1);
     if (listed)
         check_restore(2, want2);
@@ -499,7 +568,7 @@ static bool sweep_one(int stream, uint64_t index, enum fault_kind k, void *ctx)
     free(got);
     tu_verify_clean(db);
     ASSERT_OK(lsm_close(db));
-    ASSERT_OK(lsm_backup_purge(bdir, 10, NULL, NULL));
+    ASSERT_OK(lsm_backup_purge(bdir, 10, bo(), NULL));
     assert_shared_clean();
     free(want2);
     return f.fired || stream == FAULT_STREAM_OTHER;
@@ -513,9 +582,10 @@ static void test_backup_fault_sweep(void **state)
     put_range(db, 0, SWEEP_KEYS, 0);
     char *want1 = dump(db);
     ASSERT_OK(lsm_close(db));
-    const enum fault_kind kinds[] = {FAULT_EIO, FAULT_ENOSPC, FAULT_POWER_CUT};
+    const enum fault_kind kinds[] = {FAULT_EIO, FAULT_POWER_CUT, FAULT_ENOSPC};
     /* The flush of the checkpoint's cut runs on the background thread. */
-    int runs = tu_fault_sweep(kinds, sizeof kinds / sizeof kinds[0], 8, sweep_one, want1);
+    int runs = tu_fault_sweep(kinds, FAULT_KINDS_SWEPT(sizeof kinds / sizeof kinds[0]),
+                              FAULT_STRIDE, tu_on_rados() ? 1 : 8, sweep_one, want1);
     free(want1);
     print_message("%d faulted backups\n", runs);
 }
@@ -549,7 +619,7 @@ static bool purge_one(uint64_t index, enum fault_kind k)
     tu_dir_empty();
     char *want[4];
     three_backups(want);
-    fault_env *fe = fault_env_new(lsm_env_default());
+    fault_env *fe = fault_env_new(tu_env());
     lsm_backup_options o = faulty(fe);
     fault_env_count_start(fe, NULL, NULL);
     fault_env_arm(fe, FAULT_STREAM_MAIN, index, k);
@@ -559,17 +629,35 @@ static bool purge_one(uint64_t index, enum fault_kind k)
     fault_env_free(fe);
     lsm_backup_info *list;
     size_t n;
-    ASSERT_OK(lsm_backup_list(bdir, NULL, &list, &n));
+    ASSERT_OK(lsm_backup_list(bdir, bo(), &list, &n));
     assert_true(n >= 1 && list[n - 1].id == 3);
-    ASSERT_OK(lsm_backup_verify(bdir, 0, NULL, tu_fail_report, NULL));
+    ASSERT_OK(lsm_backup_verify(bdir, 0, bo(), tu_fail_report, NULL));
     for (size_t i = 0; i < n; i++)
         check_restore(list[i].id, want[list[i].id]);
     free(list);
-    ASSERT_OK(lsm_backup_purge(bdir, 1, NULL, NULL));
+    ASSERT_OK(lsm_backup_purge(bdir, 1, bo(), NULL));
     assert_shared_clean();
     for (int b = 1; b <= 3; b++)
         free(want[b]);
     return fired;
+}
+
+/* Fails if tu_dir holds anything but live, backups and hidden leftovers
+ * of a restore (.restored.tmp-*), which it removes. */
+static void remove_restore_leftovers(void)
+{
+    char **names;
+    int n;
+    ASSERT_OK(tu_env()->get_children(tu_env(), tu_dir, &names, &n));
+    for (int i = 0; i < n; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s", tu_dir, names[i]);
+        if (strncmp(names[i], ".restored.tmp-", 14) == 0)
+            tu_rmtree(path);
+        else if (strcmp(names[i], "live") != 0 && strcmp(names[i], "backups") != 0)
+            fail_msg("a restore left %s", path);
+    }
+    env_free_children(names, n);
 }
 
 /* One restore of backup 2 with fault k at call index: dest is complete
@@ -578,7 +666,7 @@ static bool restore_one(uint64_t index, enum fault_kind k, const char *want)
 {
     char dest[400];
     snprintf(dest, sizeof dest, "%s/restored", tu_dir);
-    fault_env *fe = fault_env_new(lsm_env_default());
+    fault_env *fe = fault_env_new(tu_env());
     lsm_backup_options o = faulty(fe);
     fault_env_count_start(fe, NULL, NULL);
     fault_env_arm(fe, FAULT_STREAM_MAIN, index, k);
@@ -594,8 +682,7 @@ static bool restore_one(uint64_t index, enum fault_kind k, const char *want)
         fail_msg("%s at call %llu: the restore reported success", fault_kind_name(k),
                  (unsigned long long)index);
     lsm_status_free(s);
-    struct stat st;
-    if (stat(dest, &st) == 0) {
+    if (tu_env()->file_exists(tu_env(), dest)) {
         lsm_db *db = tu_open_existing(dest, true);
         char *got = dump(db);
         assert_string_equal(got, want);
@@ -603,12 +690,7 @@ static bool restore_one(uint64_t index, enum fault_kind k, const char *want)
         ASSERT_OK(lsm_close(db));
         tu_rmtree(dest);
     }
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -v -x -e live -e backups -e '.restored.tmp-.*'",
-             tu_dir);
-    assert_int_not_equal(system(cmd), 0); /* grep found nothing else */
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'/.restored.tmp-*", tu_dir);
-    assert_int_equal(system(cmd), 0);
+    remove_restore_leftovers();
     return fired;
 }
 
@@ -618,18 +700,88 @@ static void test_purge_and_restore_fault_sweep(void **state)
     const enum fault_kind kinds[] = {FAULT_EIO, FAULT_POWER_CUT};
     int runs = 0;
     for (size_t k = 0; k < 2; k++)
-        for (uint64_t i = 0; purge_one(i, kinds[k]); i++)
+        for (uint64_t i = 0; purge_one(i, kinds[k]); i += FAULT_STRIDE)
             runs++;
     tu_dir_empty();
     char *want[4];
     three_backups(want);
-    const enum fault_kind rkinds[] = {FAULT_EIO, FAULT_ENOSPC, FAULT_POWER_CUT};
-    for (size_t k = 0; k < 3; k++)
-        for (uint64_t i = 0; restore_one(i, rkinds[k], want[2]); i++)
+    const enum fault_kind rkinds[] = {FAULT_EIO, FAULT_POWER_CUT, FAULT_ENOSPC};
+    for (size_t k = 0; k < FAULT_KINDS_SWEPT(3); k++)
+        for (uint64_t i = 0; restore_one(i, rkinds[k], want[2]); i += FAULT_STRIDE)
             runs++;
     for (int b = 1; b <= 3; b++)
         free(want[b]);
     print_message("%d faulted purges and restores\n", runs);
+}
+
+/* Who holds bdir's LOCK elsewhere: a child process, or on RADOS a second
+ * client (another host) of this process. */
+struct holder {
+    pid_t pid;
+    int done; /* the child's pipe: a byte lets it go */
+    lsm_env *env;
+    lsm_filelock *lock;
+};
+
+/* The child: takes the lock, says so on ready, holds it until told. */
+_Noreturn static void hold_in_child(int ready, int done)
+{
+    char lock_path[400];
+    snprintf(lock_path, sizeof lock_path, "%s/LOCK", bdir);
+    lsm_env *env = lsm_env_default();
+    lsm_filelock *lock = NULL;
+    lsm_status *s = env->lock_file(env, lock_path, &lock);
+    char c = s == NULL ? 'y' : 'n';
+    if (write(ready, &c, 1) != 1 || read(done, &c, 1) != 1)
+        _exit(2);
+    _exit(s == NULL ? 0 : 1);
+}
+
+static void hold_lock_elsewhere(struct holder *h)
+{
+    memset(h, 0, sizeof *h);
+    if (tu_on_rados()) {
+        env_rados_options o;
+        env_rados_options_init(&o);
+        o.pool = "lsmfs";
+        o.ceph_conf = getenv("LSM_CEPH_CONF");
+        ASSERT_OK(env_rados_open(&o, &h->env));
+        char lock_path[400];
+        snprintf(lock_path, sizeof lock_path, "%s/LOCK", bdir);
+        ASSERT_OK(h->env->lock_file(h->env, lock_path, &h->lock));
+        return;
+    }
+    int ready[2], done[2];
+    assert_int_equal(pipe(ready), 0);
+    assert_int_equal(pipe(done), 0);
+    h->pid = fork();
+    assert_true(h->pid >= 0);
+    if (h->pid == 0) {
+        close(ready[0]);
+        close(done[1]);
+        hold_in_child(ready[1], done[0]);
+    }
+    close(ready[1]);
+    close(done[0]);
+    char c = 0;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    assert_int_equal(c, 'y');
+    close(ready[0]);
+    h->done = done[1];
+}
+
+static void release_elsewhere(struct holder *h)
+{
+    if (h->env != NULL) {
+        ASSERT_OK(h->env->unlock_file(h->env, h->lock));
+        env_rados_close(h->env);
+        return;
+    }
+    assert_int_equal(write(h->done, "x", 1), 1);
+    int status = 0;
+    assert_int_equal(waitpid(h->pid, &status, 0), h->pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(h->done);
 }
 
 /* Another process holding the directory's LOCK as a purge or a backup
@@ -642,48 +794,21 @@ static void test_verify_and_restore_refused_during_purge(void **state)
     put_range(db, 0, NKEYS, 0);
     ASSERT_OK(lsm_backup(db, bdir, NULL, NULL));
     ASSERT_OK(lsm_close(db));
-    int ready[2], done[2];
-    assert_int_equal(pipe(ready), 0);
-    assert_int_equal(pipe(done), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) { /* the purger: holds LOCK until told */
-        close(ready[0]);
-        close(done[1]);
-        char lock_path[400];
-        snprintf(lock_path, sizeof lock_path, "%s/LOCK", bdir);
-        lsm_env *env = lsm_env_default();
-        lsm_filelock *lock = NULL;
-        lsm_status *s = env->lock_file(env, lock_path, &lock);
-        char c = s == NULL ? 'y' : 'n';
-        if (write(ready[1], &c, 1) != 1 || read(done[0], &c, 1) != 1)
-            _exit(2);
-        _exit(s == NULL ? 0 : 1);
-    }
-    close(ready[1]);
-    close(done[0]);
-    char c = 0;
-    assert_int_equal(read(ready[0], &c, 1), 1);
-    assert_int_equal(c, 'y');
+    struct holder h;
+    hold_lock_elsewhere(&h);
     char dest[400];
     snprintf(dest, sizeof dest, "%s/restored", tu_dir);
-    ASSERT_FAILS(lsm_backup_verify(bdir, 0, NULL, NULL, NULL), LSM_BUSY, "in use");
-    ASSERT_FAILS(lsm_backup_restore(bdir, 1, dest, NULL), LSM_BUSY, "in use");
-    struct stat st;
-    assert_int_equal(stat(dest, &st), -1);
+    ASSERT_FAILS(lsm_backup_verify(bdir, 0, bo(), NULL, NULL), LSM_BUSY, "in use");
+    ASSERT_FAILS(lsm_backup_restore(bdir, 1, dest, bo()), LSM_BUSY, "in use");
+    assert_false(tu_env()->file_exists(tu_env(), dest));
     lsm_backup_info *list = NULL;
     size_t n = 0;
-    ASSERT_OK(lsm_backup_list(bdir, NULL, &list, &n));
+    ASSERT_OK(lsm_backup_list(bdir, bo(), &list, &n));
     assert_int_equal(n, 1);
     free(list);
-    assert_int_equal(write(done[1], "x", 1), 1);
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    close(ready[0]);
-    close(done[1]);
-    ASSERT_OK(lsm_backup_verify(bdir, 0, NULL, NULL, NULL));
-    ASSERT_OK(lsm_backup_restore(bdir, 1, dest, NULL));
+    release_elsewhere(&h);
+    ASSERT_OK(lsm_backup_verify(bdir, 0, bo(), NULL, NULL));
+    ASSERT_OK(lsm_backup_restore(bdir, 1, dest, bo()));
 }
 
 int main(void)

@@ -412,7 +412,7 @@ static void sweep(bool copy)
         kinds[k] = (enum fault_kind)k;
     /* The flush of the cut runs on the background thread: its first
      * calls (the table, its directory entry, the MANIFEST edit). */
-    int runs = tu_fault_sweep(kinds, FAULT_KINDS, 12, sweep_one, &copy);
+    int runs = tu_fault_sweep(kinds, FAULT_KINDS, 1, 12, sweep_one, &copy);
     print_message("%d faulted checkpoints (%s)\n", runs, copy ? "copy" : "link");
 }
 

@@ -20,7 +20,10 @@
  *
  * Environment: IO_SWEEP=full runs every N and mode (make torture); by
  * default a sample runs (every IO_SWEEP_STRIDE-th N, default 31, plus
- * IO_SWEEP_RANDOM more, default 30, drawn with a fixed seed). IO_SWEEP_N=n
+ * IO_SWEEP_RANDOM more, default 30, drawn with a fixed seed). Over RADOS
+ * (LSM_TEST_ENV=rados: env_rados wrapped by the fault env, a run costs a
+ * second or more) the default sample is every 700th N plus 2, in the modes
+ * EIO and power-cut only (IO_SWEEP_ALL_MODES=1: every mode). IO_SWEEP_N=n
  * and IO_SWEEP_KIND=k (an index into modes[]) run one. IO_SWEEP_ALL=1 goes
  * on after a failure and prints every one; IO_SWEEP_DUMP=1 prints the
  * counting run's calls; IO_SWEEP_VERBOSE=1 what each run was told.
@@ -605,7 +608,7 @@ static bool check_store(run *r, const char *dir, const char *when, bool final)
 {
     if (dir == NULL)
         return check_db(r, r->db, when, true);
-    lsm_options o = options(NULL);
+    lsm_options o = options(tu_env());
     o.create_if_missing = false;
     lsm_db *db = NULL;
     lsm_status *s = lsm_open(&o, dir, &db);
@@ -626,36 +629,6 @@ static bool check_store(run *r, const char *dir, const char *when, bool final)
     lsm_status_free(s);
     (void)final;
     return ok;
-}
-
-/* Copies the regular files of dir (as the OS has them now: a process
- * crash keeps all of it) to to, but not fault_env's hidden backups. */
-static void copy_dir(const char *dir, const char *to)
-{
-    assert_int_equal(mkdir(to, 0755), 0);
-    DIR *d = opendir(dir);
-    if (d == NULL && errno == ENOENT)
-        return; /* the fault came before the store's directory was made */
-    assert_non_null(d);
-    struct dirent *e;
-    char from[600], dst[600], data[65536];
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(from, sizeof(from), "%s/%s", dir, e->d_name);
-        snprintf(dst, sizeof(dst), "%s/%s", to, e->d_name);
-        int in = open(from, O_RDONLY);
-        assert_true(in >= 0);
-        int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        assert_true(out >= 0);
-        ssize_t n;
-        while ((n = read(in, data, sizeof(data))) > 0)
-            assert_int_equal(write(out, data, (size_t)n), n);
-        assert_int_equal(n, 0);
-        close(in);
-        close(out);
-    }
-    closedir(d);
 }
 
 /* ------------------------------------------------------------ the sweep */
@@ -719,8 +692,8 @@ static void run_start(run *r, int stream, uint64_t index, const mode *m, trace *
     memset(r, 0, offsetof(run, scratch));
     snprintf(r->dir, sizeof(r->dir), "%s/db", base_dir);
     tu_rmtree(base_dir);
-    assert_int_equal(mkdir(base_dir, 0755), 0);
-    r->fe = fault_env_new(lsm_env_default());
+    ASSERT_OK(tu_env()->create_dir(tu_env(), base_dir));
+    r->fe = fault_env_new(tu_env());
     assert_non_null(r->fe);
     fault_env_set_max_sleep_us(r->fe, 2000); /* pacing sleeps */
     /* The others compare their calls with the record (recording them would
@@ -764,7 +737,7 @@ static void check_crashes(run *r)
     if (!r->cut) {
         char crash[300];
         snprintf(crash, sizeof(crash), "%s/crash", base_dir);
-        copy_dir(r->dir, crash);
+        tu_copy_dir(r->dir, crash); /* a process crash keeps all of it */
         check_store(r, crash, "after a process crash", true);
     }
     lsm_status *s = fault_env_power_cut(r->fe);
@@ -805,6 +778,7 @@ typedef struct sweep {
     bool full;             /* every N (IO_SWEEP=full), else a sample */
     bool keep_going;       /* IO_SWEEP_ALL: go on after a failure */
     long only_mode;        /* IO_SWEEP_KIND, -1: every mode */
+    bool some_modes;       /* EIO and power-cut only (the sample over RADOS) */
     int runs, failures;
     struct timespec t0;
 } sweep;
@@ -821,9 +795,14 @@ static sweep *sweep_new(void)
     sw->full = getenv("IO_SWEEP") && strcmp(getenv("IO_SWEEP"), "full") == 0;
     sw->keep_going = env_long("IO_SWEEP_ALL", 0) != 0;
     sw->only_mode = env_long("IO_SWEEP_KIND", -1);
-    snprintf(base_dir, sizeof(base_dir), "%s/lsm-io-sweep-%d",
-             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
-    (void)mkdir(base_dir, 0755); /* run_start empties it */
+    sw->some_modes = tu_on_rados() && !sw->full && env_long("IO_SWEEP_ALL_MODES", 0) == 0;
+    if (tu_on_rados()) {
+        tu_mkdtemp(base_dir, sizeof(base_dir), "io-sweep"); /* run_start empties it */
+    } else {
+        snprintf(base_dir, sizeof(base_dir), "%s/lsm-io-sweep-%d",
+                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
+        (void)mkdir(base_dir, 0755);
+    }
     clock_gettime(CLOCK_MONOTONIC, &sw->t0);
     return sw;
 }
@@ -864,8 +843,8 @@ static bool count_calls(sweep *sw)
  * plus IO_SWEEP_RANDOM drawn with the fixed seed. Returns a calloc'd array. */
 static bool *pick_calls(const sweep *sw)
 {
-    long stride = env_long("IO_SWEEP_STRIDE", 31);
-    long nrandom = env_long("IO_SWEEP_RANDOM", 30);
+    long stride = env_long("IO_SWEEP_STRIDE", tu_on_rados() ? 700 : 31);
+    long nrandom = env_long("IO_SWEEP_RANDOM", tu_on_rados() ? 2 : 30);
     long only_n = env_long("IO_SWEEP_N", -1);
     bool *pick = calloc(sw->total + 1, sizeof(bool));
     assert_non_null(pick);
@@ -886,7 +865,10 @@ static bool sweep_call_n(sweep *sw, uint64_t n)
     uint64_t idx = n < sw->mains ? n : n - sw->mains;
     const call_rec *c = &sw->t->c[stream][idx];
     for (int k = 0; k < NMODES; k++) {
-        if ((sw->only_mode >= 0 && k != sw->only_mode) || !mode_applies(&modes[k], c->call))
+        if ((sw->only_mode >= 0 && k != sw->only_mode) || !mode_applies(&modes[k], c->call) ||
+            (sw->some_modes && sw->only_mode < 0 && modes[k].kind != FAULT_EIO &&
+             modes[k].kind != FAULT_POWER_CUT) ||
+            (sw->some_modes && sw->only_mode < 0 && modes[k].lost_writeback))
             continue;
         sw->runs++;
         if (one_run(sw->r, stream, idx, &modes[k], sw->t))

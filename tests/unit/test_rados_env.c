@@ -299,7 +299,8 @@ static void test_lease_refuses_second_writer(void **state)
 }
 
 /* The lease contract: once a renewal fails (here: an operator broke the
- * lock), the writer refuses every write itself (EIO, sticky), reads go on. */
+ * lock), the writer refuses every write to its store itself (EIO, sticky),
+ * reads go on, and so do writes elsewhere through the env. */
 static void test_lost_lease_refuses_writes(void **state)
 {
     (void)state;
@@ -337,6 +338,12 @@ static void test_lost_lease_refuses_writes(void **state)
     assert_true(tu_mentions(s, "lease"));
     lsm_status_free(s);
     tu_assert_value(a, "k", "v"); /* reads go on */
+    /* Outside the lost store's tree the env goes on writing (before: its
+     * every create was refused, in any directory). */
+    char elsewhere[160];
+    snprintf(elsewhere, sizeof elsewhere, "%s-elsewhere", dir);
+    ASSERT_OK(a_env->create_dir(a_env, elsewhere));
+    ASSERT_OK(a_env->remove_dir(a_env, elsewhere));
     lsm_status_free(lsm_close(a));
     env_rados_close(a_env);
 }

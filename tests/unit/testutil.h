@@ -33,8 +33,9 @@
 #include <unistd.h>
 
 #include "coding.h"
+#include "crc32c.h"
 #include "env.h"
-#include "env_rados.h"
+#include "env_rados_impl.h"
 #include "lsm.h"
 #include "status.h"
 
@@ -72,27 +73,66 @@ static inline bool tu_on_rados(void)
     return e != NULL && strcmp(e, "rados") == 0;
 }
 
+/* The test cluster's env (tu_env) and the lease it writes under (a
+ * program may shorten it before its first tu_env()). */
+static lsm_env *tu_rados_env;
+static uint32_t tu_rados_lease_ms = 3000;
+
 /* The env the suites use: lsm_env_default(), or (tu_on_rados) one RADOS
- * env for the whole program. */
+ * env for the whole program (not to be used across a fork: exec a child). */
 static inline lsm_env *tu_env(void)
 {
-    static lsm_env *rados;
     if (!tu_on_rados())
         return lsm_env_default();
-    if (rados == NULL) {
+    if (tu_rados_env == NULL) {
         env_rados_options o;
         env_rados_options_init(&o);
         o.pool = "lsmfs"; /* tests/ceph/cluster.sh's */
         o.ceph_conf = getenv("LSM_CEPH_CONF");
-        o.lease_ms = 3000;
+        o.lease_ms = tu_rados_lease_ms;
         if (o.ceph_conf == NULL)
             fail_msg("LSM_TEST_ENV=rados without LSM_CEPH_CONF (use tests/ceph/run.sh)");
-        lsm_status *s = env_rados_open(&o, &rados);
+        lsm_status *s = env_rados_open(&o, &tu_rados_env);
         if (s != NULL)
             fail_msg("env_rados_open: %s", lsm_status_message(s));
     }
-    return rados;
+    return tu_rados_env;
 }
+
+/* After a writer of the store in dir died (a crash): returns once a new
+ * writer may open it. Locally at once (the lock went with the process);
+ * on RADOS once the dead writer's lease has lapsed (taken and let go
+ * here: the dead writer is then fenced off), or the test fails. */
+static inline void tu_wait_unlocked(const char *dir)
+{
+    if (!tu_on_rados())
+        return;
+    lsm_env *env = tu_env();
+    char lock[1024];
+    snprintf(lock, sizeof lock, "%s/LOCK", dir);
+    for (int i = 0; i < 300; i++) {
+        lsm_filelock *l = NULL;
+        lsm_status *s = env->lock_file(env, lock, &l);
+        if (s == NULL) {
+            if ((s = env->unlock_file(env, l)) != NULL)
+                fail_msg("unlock %s: %s", lock, lsm_status_message(s));
+            return;
+        }
+        if (lsm_status_code(s) != LSM_BUSY)
+            fail_msg("lock %s: %s", lock, lsm_status_message(s));
+        lsm_status_free(s);
+        usleep(100 * 1000);
+    }
+    fail_msg("%s: the dead writer's lease never lapsed", dir);
+}
+
+/* The status expr must be OK, or the test fails naming what. */
+#define ASSERT_OK_(expr, what)                                                                     \
+    do {                                                                                           \
+        lsm_status *s_ = (expr);                                                                   \
+        if (s_ != NULL)                                                                            \
+            fail_msg("%s: %s", (what), lsm_status_message(s_));                                    \
+    } while (0)
 
 /* ----------------------------------------------- temporary directories */
 
@@ -162,11 +202,115 @@ static inline void tu_rmtree(const char *path)
         fail_msg("removing %s: %s", path, strerror(errno));
 }
 
+/* ------------------------------------------ files through the test env */
+
+/* The whole file at path, read through tu_env() (malloc'd; its length in
+ * *n), or the test fails. */
+static inline char *tu_read_file(const char *path, size_t *n)
+{
+    char *data = NULL;
+    lsm_status *s = env_read_file(tu_env(), path, &data, n);
+    if (s != NULL)
+        fail_msg("reading %s: %s", path, lsm_status_message(s));
+    return data;
+}
+
+/* Writes n bytes at off of the existing file at path in place (damage by
+ * hand, behind the store's back): a pwrite, or on RADOS a write to the
+ * file's object (which keeps its fence epoch and name count). */
+static inline void tu_pwrite(const char *path, long off, const void *data, size_t n)
+{
+    if (tu_on_rados()) {
+        struct rados_env *re = rados_env_of(tu_env());
+        struct rados_entry e;
+        lsm_status *s = rados_resolve(re, path, &e);
+        if (s != NULL || !e.found || e.is_dir)
+            fail_msg("%s: %s", path, s ? lsm_status_message(s) : "no such file");
+        int r = rados_write(re->io, e.oid, data, n, (uint64_t)off);
+        if (r < 0)
+            fail_msg("writing %zu bytes at %ld of %s: %s", n, off, path, strerror(-r));
+        return;
+    }
+    int fd = open(path, O_WRONLY);
+    if (fd < 0 || pwrite(fd, data, n, off) != (ssize_t)n)
+        fail_msg("writing %zu bytes at %ld of %s: %s", n, off, path, strerror(errno));
+    close(fd);
+}
+
+/* Copies the files of dir (not its subdirectories, nor hidden names) to a
+ * new directory to, through tu_env(), as the OS or the cluster has them
+ * now (what a process crash leaves). A dir that does not exist leaves to
+ * empty. */
+static inline void tu_copy_dir(const char *dir, const char *to)
+{
+    lsm_env *env = tu_env();
+    ASSERT_OK_(env->create_dir(env, to), "mkdir");
+    if (!env->file_exists(env, dir))
+        return;
+    char **names;
+    int n;
+    ASSERT_OK_(env->get_children(env, dir, &names, &n), dir);
+    for (int i = 0; i < n; i++) {
+        char from[1024], dst[1024];
+        uint64_t size;
+        lsm_path_info pi;
+        snprintf(from, sizeof from, "%s/%s", dir, names[i]);
+        snprintf(dst, sizeof dst, "%s/%s", to, names[i]);
+        ASSERT_OK_(env->path_info(env, from, &pi), from);
+        if (names[i][0] == '.' || pi.kind != LSM_PATH_FILE)
+            continue;
+        ASSERT_OK_(env->file_size(env, from, &size), from);
+        ASSERT_OK_(env_copy_file(env, from, env, dst, size, NULL, NULL), dst);
+    }
+    env_free_children(names, n);
+}
+
+static inline int tu_cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* tu_dir_digest on RADOS: the names, sizes and CRC32C of dir's files. */
+static inline char *tu_env_digest(const char *dir)
+{
+    lsm_env *env = tu_env();
+    char **names;
+    int n;
+    ASSERT_OK_(env->get_children(env, dir, &names, &n), dir);
+    qsort(names, (size_t)n, sizeof *names, tu_cmp_names);
+    size_t cap = 64 + (size_t)n * 300, used;
+    char *out = malloc(cap);
+    if (out == NULL)
+        fail_msg("out of memory");
+    used = (size_t)snprintf(out, cap, "files of %s\n", dir);
+    for (int i = 0; i < n; i++) {
+        char path[1024];
+        lsm_path_info pi;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        ASSERT_OK_(env->path_info(env, path, &pi), path);
+        uint32_t crc = 0;
+        size_t len = 0;
+        if (pi.kind == LSM_PATH_FILE) {
+            char *data = tu_read_file(path, &len);
+            crc = crc32c(data, len);
+            free(data);
+        }
+        used += (size_t)snprintf(out + used, cap - used, "%.200s %d %zu %08x\n", names[i],
+                                 (int)pi.kind, len, crc);
+    }
+    env_free_children(names, n);
+    return out;
+}
+
 /* dir's mtime (a file created or removed changes it), a listing of its
  * files (names, sizes, modes) and the sha256 of each, as
- * a malloc'd string: equal before and after means no byte changed. */
+ * a malloc'd string: equal before and after means no byte changed. On
+ * RADOS (no mtimes, modes or shell): a first line, then each name, size
+ * and CRC32C (tu_env_digest). */
 static inline char *tu_dir_digest(const char *dir)
 {
+    if (tu_on_rados())
+        return tu_env_digest(dir);
     char cmd[4096 + 128];
     if (strlen(dir) > 4096)
         fail_msg("path too long");
@@ -195,22 +339,21 @@ static inline void tu_assert_dir_unchanged(const char *dir, const char *before)
     free(after);
 }
 
-/* Path (into out) of the highest-numbered file "<number>.<ext>" in dir;
- * fails the test when there is none. */
+/* Path (into out) of the highest-numbered file "<number>.<ext>" in dir
+ * (through tu_env()); fails the test when there is none. */
 static inline void tu_newest_file(const char *dir, const char *ext, char *out, size_t cap)
 {
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        fail_msg("opendir %s: %s", dir, strerror(errno));
+    char **names;
+    int n;
+    ASSERT_OK_(tu_env()->get_children(tu_env(), dir, &names, &n), dir);
     unsigned long best = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        unsigned long n;
+    for (int i = 0; i < n; i++) {
+        unsigned long num;
         char got[8];
-        if (sscanf(e->d_name, "%lu.%7s", &n, got) == 2 && strcmp(got, ext) == 0 && n > best)
-            best = n;
+        if (sscanf(names[i], "%lu.%7s", &num, got) == 2 && strcmp(got, ext) == 0 && num > best)
+            best = num;
     }
-    closedir(d);
+    env_free_children(names, n);
     if (best == 0)
         fail_msg("no .%s file in %s", ext, dir);
     if (snprintf(out, cap, "%s/%06lu.%s", dir, best, ext) >= (int)cap)
@@ -221,43 +364,33 @@ static inline void tu_newest_file(const char *dir, const char *ext, char *out, s
  * is zeros). */
 static inline long tu_used_bytes(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        fail_msg("fopen %s: %s", path, strerror(errno));
-    long used = 0, pos = 0;
-    int c;
-    while ((c = fgetc(f)) != EOF) {
-        pos++;
-        if (c != 0)
-            used = pos;
-    }
-    fclose(f);
+    size_t n;
+    char *data = tu_read_file(path, &n);
+    long used = 0;
+    for (size_t i = 0; i < n; i++)
+        if (data[i] != 0)
+            used = (long)i + 1;
+    free(data);
     return used;
 }
 
 /* XORs the byte at off of path with mask (damage by hand). */
 static inline void tu_xor_byte(const char *path, long off, int mask)
 {
-    int fd = open(path, O_RDWR);
-    unsigned char c;
-    if (fd < 0 || pread(fd, &c, 1, off) != 1)
-        fail_msg("reading byte %ld of %s: %s", off, path, strerror(errno));
-    c ^= (unsigned char)mask;
-    if (pwrite(fd, &c, 1, off) != 1)
-        fail_msg("writing byte %ld of %s: %s", off, path, strerror(errno));
-    close(fd);
+    size_t n;
+    char *data = tu_read_file(path, &n);
+    if (off < 0 || (size_t)off >= n)
+        fail_msg("byte %ld of %s: the file has %zu", off, path, n);
+    unsigned char c = (unsigned char)data[off] ^ (unsigned char)mask;
+    free(data);
+    tu_pwrite(path, off, &c, 1);
 }
 
 /* ---------------------------------------------------------- assertions */
 
 /* expr (an lsm_status *) must be OK; otherwise the test fails with the
  * expression and the status message. */
-#define ASSERT_OK(expr)                                                                            \
-    do {                                                                                           \
-        lsm_status *s_ = (expr);                                                                   \
-        if (s_ != NULL)                                                                            \
-            fail_msg("%s: %s", #expr, lsm_status_message(s_));                                     \
-    } while (0)
+#define ASSERT_OK(expr) ASSERT_OK_(expr, #expr)
 
 static inline bool tu_mentions(const lsm_status *s, const char *needle)
 {
