@@ -82,6 +82,11 @@ bool skiplist_init(skiplist *sl, arena *a, iter_cmp_fn cmp)
     for (int i = 0; i < SKIPLIST_MAX_HEIGHT; i++)
         atomic_init(link_at(sl->head, i), NULL);
     atomic_init(back_of(sl->head), NULL);
+    for (int i = 0; i < SKIPLIST_MAX_HEIGHT; i++)
+        sl->pred[i] = sl->head;
+    sl->last = sl->head;
+    sl->last_height = SKIPLIST_MAX_HEIGHT;
+    sl->near = true;
     return true;
 }
 
@@ -117,24 +122,110 @@ char *skiplist_alloc(skiplist *sl, size_t n)
     return entry_of(x);
 }
 
-/* First node with key >= key (NULL if none); prev[] gets, per level below
- * the list height, the last node before it. */
-static sl_node *find_ge(const skiplist *sl, const char *key, size_t n, sl_node **prev)
+/* First node with key >= key (NULL if none), searching from node x (before
+ * key) at `level` down; prev[], unless NULL, gets per level from `level`
+ * down the last node before key. gt, unless NULL, is a node known to lie
+ * after key: a walk that meets it stops without comparing (nor compares a
+ * node again one level down). */
+static sl_node *find_ge_from(const skiplist *sl, const sl_node *x, int level, const sl_node *gt,
+                             const char *key, size_t n, sl_node **prev)
 {
-    sl_node *x = sl->head;
-    int level = list_height(sl) - 1;
     for (;;) {
         sl_node *next = next_of(x, level);
-        if (next != NULL && node_cmp(sl, next, key, n) < 0) {
+        if (next != NULL && next != gt && node_cmp(sl, next, key, n) < 0) {
             x = next;
             continue;
         }
+        gt = next;
         if (prev != NULL)
-            prev[level] = x;
+            prev[level] = (sl_node *)(uintptr_t)x;
         if (level == 0)
             return next;
         level--;
     }
+}
+
+static sl_node *find_ge(const skiplist *sl, const char *key, size_t n, sl_node **prev)
+{
+    return find_ge_from(sl, sl->head, list_height(sl) - 1, NULL, key, n, prev);
+}
+
+/* The last node of `level` at or before the last insert (head if none). */
+static inline sl_node *splice_at(const skiplist *sl, int level)
+{
+    return level < sl->last_height ? sl->last : sl->pred[level];
+}
+
+/* Where a finger search for key starts: the lowest level whose splice
+ * node lies before key and its successor on that level after it (`level`,
+ * the list height if none). Every level above a bracketing one brackets
+ * too (its node is at or before the lower one's, its successor at or
+ * after), so the climb stops at the first. The climb's comparisons are not
+ * made again: `from` is the furthest node known before key on the level
+ * below (where the descent starts), `gt` a node known after it (where a
+ * walk stops without comparing). A node met again one level up is not
+ * compared again. */
+typedef struct finger {
+    int level;
+    bool after;          /* key follows the last insert: splice_at, else pred */
+    const sl_node *from; /* before key, on level `level` - 1 */
+    const sl_node *gt;   /* after key, or NULL */
+} finger;
+
+static finger splice_level(const skiplist *sl, int height, const char *key, size_t n)
+{
+    finger f = {.after = sl->last == sl->head || node_cmp(sl, sl->last, key, n) < 0,
+                .from = sl->head};
+    const sl_node *seen = sl->last; /* known to lie on the wrong side */
+    for (f.level = 0; f.level < height; f.level++) {
+        int level = f.level;
+        if (f.after) {
+            const sl_node *s = next_of(splice_at(sl, level), level);
+            if (s == NULL)
+                return f;
+            if (s != seen && node_cmp(sl, s, key, n) > 0) {
+                f.gt = s;
+                return f;
+            }
+            f.from = seen = s; /* before key */
+        } else {
+            const sl_node *s = sl->pred[level];
+            if (s == sl->head || (s != seen && node_cmp(sl, s, key, n) < 0)) {
+                f.from = s;
+                return f;
+            }
+            f.gt = seen = s; /* after key */
+        }
+    }
+    if (!f.after)
+        f.from = sl->head;
+    return f;
+}
+
+/* A key whose search path joins the last insert's at this level or below
+ * is near it: the next insert searches from the splice. */
+#define NEAR_LEVEL 2
+
+/* prev[] for key on every level below the list height: by a finger search
+ * from the last insert's path while keys land near each other, else from
+ * the head; sl->near says which the next insert takes. */
+static void find_prev(skiplist *sl, const char *key, size_t n, sl_node **prev)
+{
+    int height = list_height(sl);
+    if (!sl->near) {
+        find_ge(sl, key, n, prev);
+        int level = height - 1 < NEAR_LEVEL ? height - 1 : NEAR_LEVEL;
+        sl->near = prev[level] == splice_at(sl, level) || prev[level] == sl->pred[level];
+    } else {
+        finger f = splice_level(sl, height, key, n);
+        for (int i = f.level; i < height; i++)
+            prev[i] = f.after ? splice_at(sl, i) : sl->pred[i];
+        if (f.level > 0)
+            find_ge_from(sl, f.from, f.level - 1, f.gt, key, n, prev);
+        sl->near = f.level <= NEAR_LEVEL;
+    }
+    /* The splice's own check; also "no entry with an equal key". */
+    assert(next_of(prev[0], 0) == NULL || node_cmp(sl, next_of(prev[0], 0), key, n) > 0);
 }
 
 /* Last node, or the head if the list is empty. */
@@ -162,9 +253,7 @@ void skiplist_insert(skiplist *sl, char *entry)
     size_t n;
     const char *key = skiplist_entry_key(entry, &n);
     sl_node *prev[SKIPLIST_MAX_HEIGHT];
-    sl_node *at = find_ge(sl, key, n, prev);
-    assert(at == NULL || node_cmp(sl, at, key, n) != 0);
-    (void)at;
+    find_prev(sl, key, n, prev);
     int height = list_height(sl);
     if (h > height) {
         for (int i = height; i < h; i++)
@@ -185,6 +274,10 @@ void skiplist_insert(skiplist *sl, char *entry)
     }
     if (succ0 != NULL)
         atomic_store_explicit(back_of(succ0), x, memory_order_release);
+    for (int i = 0; i < (h > height ? h : height); i++)
+        sl->pred[i] = prev[i];
+    sl->last = x;
+    sl->last_height = h;
 }
 
 bool skiplist_contains(const skiplist *sl, const char *key, size_t n)

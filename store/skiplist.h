@@ -15,6 +15,13 @@
  * and lower links complete. Entries are never removed or changed. Level 0
  * is also linked backward; a backward step may skip a node whose insert is
  * still in progress (as if it came later), never one inserted before.
+ *
+ * Inserts search from the previous insert's path (the splice), not from the
+ * head, while keys land near the one before: a key next to the last one
+ * inserted, after or before it, costs O(1) comparisons (a finger search),
+ * so a sorted or reverse-sorted run of keys is linear. A key far from the
+ * one before (random keys) is searched from the head, as the climb from
+ * the splice would only add to that.
  */
 #ifndef LSM_SKIPLIST_H
 #define LSM_SKIPLIST_H
@@ -35,6 +42,14 @@ typedef struct skiplist {
     sl_node *head;      /* immutable after init; links as any node's */
     _Atomic int height; /* tallest node so far; a stale read is harmless */
     uint64_t rnd;       /* writer only: this list's own height generator */
+    /* Writer only: the last insert's path. `last` is the node inserted last
+     * (the head before any) and `last_height` its height; pred[i] the last
+     * node of level i before it (the head if none, and on every level at or
+     * above the list height). */
+    sl_node *last;
+    int last_height;
+    sl_node *pred[SKIPLIST_MAX_HEIGHT];
+    bool near; /* the last insert landed near the one before: search from it */
 } skiplist;
 
 /* The head node comes from `a`, which must outlive the list. false if out of

@@ -475,10 +475,20 @@ typedef struct conc {
 static void *writer_main(void *arg)
 {
     conc *c = arg;
-    uint64_t rs = 2024;
+    uint64_t rs = 2024, start = 0;
+    unsigned mode = 0;
     for (uint64_t seq = 1; seq <= CONC_ENTRIES; seq++) {
+        /* Runs of 64 keys: random, ascending or descending (the insert's
+         * splice serves the runs from the last insert's path). */
+        if (seq % 64 == 1) {
+            mode = (unsigned)(next_rand(&rs) % 3);
+            start = next_rand(&rs) % 100000;
+        }
+        uint64_t step = seq % 64, k = mode == 0   ? next_rand(&rs) % 100000
+                                      : mode == 1 ? (start + step) % 100000
+                                                  : (start + 100000 - step) % 100000;
         char key[17], val[8 + 16];
-        snprintf(key, sizeof(key), "%016llx", (unsigned long long)(next_rand(&rs) % 100000));
+        snprintf(key, sizeof(key), "%016llx", (unsigned long long)k);
         encode_fixed64(val, seq);
         memcpy(val + 8, key, 16);
         if (!memtable_add(c->m, seq, TYPE_VALUE, key, 16, val, sizeof(val)))
