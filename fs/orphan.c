@@ -128,7 +128,26 @@ static void compact_freed(lsmfs *fs, uint64_t ino, uint64_t from, uint64_t to)
     lsm_status_free(s);
 }
 
-/* Frees everything of one orphan, a bounded batch at a time, each batch
+/* Drops the tables that hold only the orphan's chunks, so only the chunks
+ * in tables shared with other keys and in memtables need a tombstone. Its
+ * range is dead (no name, nothing open, inode numbers never reused: alloc.h)
+ * as lsm_delete_files_in_range asks; a chunk a dropped tombstone hid shows
+ * again and is deleted by the batches after. The orphan record, deleted only
+ * with the last batch, makes a crash redo both. Best effort: a failure
+ * leaves every chunk to the batches. */
+static void drop_freed_tables(lsmfs *fs, uint64_t ino)
+{
+    schema_key start, end;
+    key_range(&start, &end, K_CHUNK, ino);
+    lsm_status *s = lsm_delete_files_in_range(fs->db, start.b, start.len, end.b, end.len);
+    if (s != NULL && lsm_status_code(s) != LSM_NO_SPACE)
+        fuse_log(FUSE_LOG_WARNING, "lsmfs: dropping the tables of freed inode %llu: %s\n",
+                 (unsigned long long)ino, lsm_status_message(s));
+    lsm_status_free(s);
+}
+
+/* Frees everything of one orphan: its chunk-only tables at once
+ * (drop_freed_tables), then the rest a bounded batch at a time, each batch
  * starting where the last one stopped (a scan from chunk 0 would pass every
  * tombstone written before it); every ORPHAN_COMPACT_BATCHES batches the
  * range deleted so far is compacted, so a big file's space comes back as
@@ -143,6 +162,7 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
     if (err != 0)
         return err;
     r.nlink = orphan_nlink(&r, true);
+    drop_freed_tables(fs, ino);
     lsm_batch *b = lsm_batch_new();
     if (b == NULL)
         return ENOMEM;

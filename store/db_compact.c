@@ -545,12 +545,10 @@ static lsm_status *trivial_move(lsm_db *db, compaction *c)
     return s;
 }
 
-/* Runs compaction c. REQUIRES: mu held (released while merging). */
-static lsm_status *run_compaction(lsm_db *db, compaction *c)
+/* Merges c's inputs and installs the outputs. REQUIRES: mu held (released
+ * while merging). */
+static lsm_status *merge_compaction(lsm_db *db, compaction *c)
 {
-    assert(mutex_held(&db->mu));
-    if (compaction_is_trivial_move(c))
-        return trivial_move(db, c);
     uint64_t t0 = db->env->now_micros(db->env);
     compaction_run r = {.c = c, .smallest_snapshot = db_smallest_snapshot(db)};
     mutex_unlock(&db->mu);
@@ -570,12 +568,24 @@ static lsm_status *run_compaction(lsm_db *db, compaction *c)
     ls->written_bytes += r.written;
     ls->micros += db->env->now_micros(db->env) - t0;
     /* The inputs stay alive while the compaction pins its version: let go
-     * first, so the sweep can delete them. */
+     * first, so the sweep can delete them (no longer in use: db->running). */
+    db->running = NULL;
     version_unref(c->input_version);
     c->input_version = NULL;
     db_delete_obsolete_files(db);
     if (s == NULL) /* the disk had room: a manual compaction clears it too */
         background_succeeded(db);
+    return s;
+}
+
+/* Runs compaction c, its inputs marked in use meanwhile (db->running).
+ * REQUIRES: mu held (released while merging); no table drop being written. */
+static lsm_status *run_compaction(lsm_db *db, compaction *c)
+{
+    assert(mutex_held(&db->mu) && !db->dropping && db->running == NULL);
+    db->running = c;
+    lsm_status *s = compaction_is_trivial_move(c) ? trivial_move(db, c) : merge_compaction(db, c);
+    db->running = NULL;
     return s;
 }
 
@@ -602,7 +612,7 @@ static void *compact_main(void *arg)
     for (;;) {
         /* A freeing write waiting for room comes first (db_reserve.c). */
         while (!db->shutting_down && (db->bg_error || db->compacting || db->frees_holding ||
-                                      !needs_compaction(db)))
+                                      db->dropping || !needs_compaction(db)))
             cond_wait(&db->work_cv, &db->mu);
         if (db->shutting_down)
             break;
@@ -797,6 +807,8 @@ static lsm_status *compact_level_range(lsm_db *db, int level, const char *begin,
 {
     lsm_status *s = NULL;
     for (int rounds = 0; s == NULL && rounds < 100000; rounds++) {
+        while (db->dropping) /* it may name tables the pick would take */
+            cond_wait(&db->room_cv, &db->mu);
         compaction *c =
             compaction_pick_range(&db->vs, level, begin, blen, end, elen, db->opt.target_file_size);
         if (c == NULL)

@@ -114,6 +114,7 @@ struct db_stats {
     uint64_t slowdown_us; /* time writers were delayed to pace compaction */
     uint64_t stop_us;     /* time writers waited for room */
     uint64_t stops;
+    uint64_t tables_dropped; /* by lsm_delete_files_in_range */
     struct level_stats levels[NUM_LEVELS];
 };
 
@@ -224,10 +225,14 @@ struct lsm_db {
     pthread_cond_t work_cv;    /* background threads wait for work [mu] */
     pthread_cond_t room_cv;    /* writers wait for a flush/compaction [mu] */
     bool compacting;           /* [mu] a compaction (background or manual) runs */
+    struct compaction *running; /* [mu] the one whose inputs are in use (NULL: none):
+                                 * lsm_delete_files_in_range leaves them */
+    bool dropping;             /* [mu] lsm_delete_files_in_range's edit is being written:
+                                * no compaction is picked (db_drop_range.c) */
     bool flushing;             /* [mu] the flush thread is flushing (or sweeping) */
     uint64_t *pending;         /* [mu] numbers of tables being written */
     int npending, cap_pending;
-    uint64_t bg_progress;      /* [mu] flushes and compactions that succeeded */
+    uint64_t bg_progress;      /* [mu] flushes, compactions and table drops that succeeded */
     bool idle_watch;           /* [mu] the flush thread times an idle memtable that holds
                                 * deletions (else a write adding some wakes it) */
     uint64_t idle_seq;         /* [mu] last_seq at the flush thread's last idle look */

@@ -277,6 +277,7 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *   "lsm.sequence"                   last sequence number
  *   "lsm.background-error"           "" or the sticky error's message
  *   "lsm.full-disk-events"           flushes and compactions that found the disk full
+ *   "lsm.tables-dropped"             tables lsm_delete_files_in_range dropped
  *   "lsm.mem-usage"                  bytes in memtables
  *   "lsm.tables"                     one line per table: level, number, size, key range
  *   "lsm.metrics"                    every numeric property as "store_NAME VALUE" lines
@@ -297,6 +298,18 @@ bool lsm_property_u64(lsm_db *db, const char *name, uint64_t *out);
 /* Compacts the key range [begin, end] (NULL: unbounded) down the tree. */
 lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const void *end,
                               size_t elen);
+/* Drops, in one MANIFEST edit, every table (any level) whose keys all lie in
+ * [begin, end), but for the inputs of a running compaction: a deleted range
+ * frees its disk without a tombstone per key (RocksDB's DeleteFilesInRange).
+ * The caller's contract: no key in the range is live, and none will be
+ * written there. Keys of dropped tables are gone at once, so an older entry
+ * a dropped tombstone shadowed may show again: the caller deletes whatever
+ * it still finds in the range afterwards (boundary tables, memtables), and
+ * must redo the whole (drop, deletes) after a crash. Iterators and
+ * snapshots taken before keep reading the dropped tables until released. It
+ * frees space: on a full disk it may use the reserve (db_reserve.c). */
+lsm_status *lsm_delete_files_in_range(lsm_db *db, const void *begin, size_t blen,
+                                      const void *end, size_t elen);
 /* Approximate bytes on disk used by keys in [begin, end). */
 uint64_t lsm_approximate_size(lsm_db *db, const void *begin, size_t blen, const void *end,
                               size_t elen);
