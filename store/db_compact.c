@@ -586,6 +586,10 @@ static lsm_status *run_compaction(lsm_db *db, compaction *c)
     db->running = c;
     lsm_status *s = compaction_is_trivial_move(c) ? trivial_move(db, c) : merge_compaction(db, c);
     db->running = NULL;
+    if (s == NULL)
+        db_holdoff_clear(db);
+    else if (lsm_status_code(s) == LSM_NO_SPACE)
+        db_holdoff_failed(db);
     return s;
 }
 
@@ -604,16 +608,31 @@ static void lower_priority(int nice)
     (void)setpriority(PRIO_PROCESS, (id_t)port_thread_id(), nice);
 }
 
+/* 0 if the compaction thread may pick a compaction now, UINT64_MAX if it
+ * must wait for a signal, else the µs to wait at most. REQUIRES: mu. */
+static uint64_t compaction_wait_us(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    /* A freeing write waiting for room comes first (db_reserve.c). */
+    if (db->bg_error || db->compacting || db->frees_holding || db->dropping ||
+        !needs_compaction(db))
+        return UINT64_MAX;
+    return db_holdoff_left_us(db);
+}
+
 static void *compact_main(void *arg)
 {
     lsm_db *db = arg;
     lower_priority(4);
     mutex_lock(&db->mu);
     for (;;) {
-        /* A freeing write waiting for room comes first (db_reserve.c). */
-        while (!db->shutting_down && (db->bg_error || db->compacting || db->frees_holding ||
-                                      db->dropping || !needs_compaction(db)))
-            cond_wait(&db->work_cv, &db->mu);
+        uint64_t wait_us;
+        while (!db->shutting_down && (wait_us = compaction_wait_us(db)) != 0) {
+            if (wait_us == UINT64_MAX)
+                cond_wait(&db->work_cv, &db->mu);
+            else
+                wait_micros(db, wait_us);
+        }
         if (db->shutting_down)
             break;
         db->compacting = true;
@@ -830,6 +849,11 @@ lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const 
     mutex_lock(&db->mu);
     while (db->compacting)
         cond_wait(&db->room_cv, &db->mu);
+    if (db_holdoff_left_us(db) > 0) {
+        mutex_unlock(&db->mu);
+        return status_new(LSM_NO_SPACE, "a compaction failed for space and not enough was "
+                                        "freed since: not tried again yet");
+    }
     db->compacting = true;
     int max_level = 1;
     for (int l = 1; l < NUM_LEVELS; l++)

@@ -197,6 +197,11 @@ struct lsm_db {
     uint64_t nospace_events;       /* [mu] background attempts that found the disk full */
     uint64_t flush_asked;          /* [mu] callers that began waiting for a flush: a
                                     * full-disk retry wait of the flush thread ends */
+    /* ---- compactions held off after one failed for space (db_holdoff.c) */
+    uint64_t holdoff_until_us; /* [mu] 0: none held off */
+    uint64_t holdoff_us;       /* [mu] the last holdoff (doubles per failure in a row) */
+    uint64_t holdoff_avail;    /* [mu] the disk's free bytes after the failure
+                                * (UINT64_MAX: unknown) */
     /* ---- the space reserve (db_reserve.c) */
     uint64_t reserve_bytes;    /* [const after open] its size; 0: none */
     bool reserve_held;         /* [mu] the RESERVE file is there, full size */
@@ -406,6 +411,17 @@ void db_reserve_frees_done(lsm_db *db, struct frees_wait *fw);
 /* NULL if a write may go ahead: it frees space, or the reserve is held (or
  * could be made again); else LSM_NO_SPACE. REQUIRES: mu held; a leader. */
 lsm_status *db_reserve_check(lsm_db *db, bool frees_space);
+
+/* db_holdoff.c: no compaction after one failed for space until it could get
+ * further (the rule is there). */
+/* A compaction failed for space (its outputs removed). REQUIRES: mu held. */
+void db_holdoff_failed(lsm_db *db);
+/* A compaction succeeded: the next failure starts the holdoff afresh.
+ * REQUIRES: mu held. */
+void db_holdoff_clear(lsm_db *db);
+/* 0 if a compaction may start now, else the µs until it may (sooner if the
+ * disk's free space grows). REQUIRES: mu held. */
+uint64_t db_holdoff_left_us(lsm_db *db);
 
 /* db_compact.c */
 lsm_status *db_start_background(lsm_db *db);

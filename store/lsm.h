@@ -295,7 +295,9 @@ char *lsm_property(lsm_db *db, const char *name);
 /* Numeric form; false if the name is unknown or not numeric. */
 bool lsm_property_u64(lsm_db *db, const char *name, uint64_t *out);
 
-/* Compacts the key range [begin, end] (NULL: unbounded) down the tree. */
+/* Compacts the key range [begin, end] (NULL: unbounded) down the tree.
+ * LSM_NO_SPACE without trying while a compaction that failed for space is
+ * held off (db_holdoff.c). */
 lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const void *end,
                               size_t elen);
 /* Drops, in one MANIFEST edit, every table (any level) whose keys all lie in
