@@ -131,10 +131,10 @@ static void compact_freed(lsmfs *fs, uint64_t ino, uint64_t from, uint64_t to)
 /* Drops the tables that hold only the orphan's chunks, so only the chunks
  * in tables shared with other keys and in memtables need a tombstone. Its
  * range is dead (no name, nothing open, inode numbers never reused: alloc.h)
- * as lsm_delete_files_in_range asks; a chunk a dropped tombstone hid shows
- * again and is deleted by the batches after. The orphan record, deleted only
- * with the last batch, makes a crash redo both. Best effort: a failure
- * leaves every chunk to the batches. */
+ * as lsm_delete_files_in_range asks. Called before every batch: tables a
+ * compaction held at the last call (one failing on a full disk) and flushed
+ * tombstones of earlier batches go as soon as they can. Best effort: a
+ * failure leaves the chunks to the batches. */
 static void drop_freed_tables(lsmfs *fs, uint64_t ino)
 {
     schema_key start, end;
@@ -146,8 +146,8 @@ static void drop_freed_tables(lsmfs *fs, uint64_t ino)
     lsm_status_free(s);
 }
 
-/* Frees everything of one orphan: its chunk-only tables at once
- * (drop_freed_tables), then the rest a bounded batch at a time, each batch
+/* Frees everything of one orphan: its chunk-only tables (drop_freed_tables,
+ * before each batch), the rest a bounded batch at a time, each batch
  * starting where the last one stopped (a scan from chunk 0 would pass every
  * tombstone written before it); every ORPHAN_COMPACT_BATCHES batches the
  * range deleted so far is compacted, so a big file's space comes back as
@@ -162,7 +162,6 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
     if (err != 0)
         return err;
     r.nlink = orphan_nlink(&r, true);
-    drop_freed_tables(fs, ino);
     lsm_batch *b = lsm_batch_new();
     if (b == NULL)
         return ENOMEM;
@@ -174,6 +173,7 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
         pthread_mutex_unlock(&rc->mu);
         if (stop)
             break;
+        drop_freed_tables(fs, ino);
         lsm_batch_clear(b);
         uint64_t deleted, next; /* the record goes: its count need not follow */
         err = data_delete_chunks(fs, b, ino, first, ORPHAN_BATCH_CHUNKS, &more, &deleted, &next);

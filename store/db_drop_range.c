@@ -3,8 +3,10 @@
  * key range leave the version in one edit (contract in lsm.h).
  *
  * A table is dropped when its smallest and largest user keys both lie in
- * [begin, end) and it is not an input of the running compaction
- * (db->running): that compaction's outputs would carry its keys back. While
+ * [begin, end), it is not an input of the running compaction (db->running:
+ * that compaction's outputs would carry its keys back), and no older table
+ * that stays overlaps it (its tombstones and newer values hide theirs: a
+ * deleted key never shows again, so the call is safe at any time). While
  * the edit is written (mu released in vset_log_and_apply) db->dropping holds
  * off every compaction pick (db_compact.c), so none takes a table the edit
  * removes. Versions pinned by iterators, snapshots or a checkpoint keep their
@@ -13,8 +15,10 @@
  */
 #include "compaction.h"
 #include "db_impl.h"
+#include "lsm_malloc.h"
 #include "status.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Whether user key k (n bytes) lies in [begin, end). */
@@ -43,25 +47,69 @@ static bool in_use(lsm_db *db, const file_meta *f)
     return false;
 }
 
+/* The tables over the range that stay, oldest first as met (collect). */
+struct kept {
+    const file_meta **f;
+    int n;
+};
+
+/* Whether a's user keys meet [lo, hi] (both ends included). */
+static bool overlaps(const file_meta *a, const char *lo, size_t lon, const char *hi, size_t hin)
+{
+    return bytes_compare(a->smallest.data, ikey_user_len(a->smallest.len), hi, hin) <= 0 &&
+           bytes_compare(a->largest.data, ikey_user_len(a->largest.len), lo, lon) >= 0;
+}
+
+/* Whether a table that stays overlaps f's keys: f, newer than all of them,
+ * may hold the tombstone or the newer value that hides theirs. */
+static bool shadows_kept(const struct kept *k, const file_meta *f)
+{
+    const char *lo = f->smallest.data, *hi = f->largest.data;
+    size_t lon = ikey_user_len(f->smallest.len), hin = ikey_user_len(f->largest.len);
+    for (int i = 0; i < k->n; i++)
+        if (overlaps(k->f[i], lo, lon, hi, hin))
+            return true;
+    return false;
+}
+
+/* Decides for table f of `level` (met oldest first): dropped (added to e,
+ * ++*n) or kept (added to k if it overlaps the range). false if out of
+ * memory. REQUIRES: mu held. */
+static bool judge(lsm_db *db, version_edit *e, struct kept *k, int level, const file_meta *f,
+                  const char *begin, size_t blen, const char *end, size_t elen, int *n)
+{
+    if (table_inside(f, begin, blen, end, elen) && !in_use(db, f) && !shadows_kept(k, f)) {
+        ++*n;
+        return version_edit_delete_file(e, level, f->number);
+    }
+    if (overlaps(f, begin, blen, end, elen)) /* (one starting at end overlaps none inside) */
+        k->f[k->n++] = f;
+    return true;
+}
+
 /* Adds to e every table of the current version to drop; *n counts them.
- * false if out of memory. REQUIRES: mu held. */
+ * Tables are met oldest first (the deepest level first, level 0 from its
+ * oldest file), so a table is dropped only if none that stays is older
+ * and overlaps it: what it deletes or overwrites never shows again. false
+ * if out of memory. REQUIRES: mu held. */
 static bool collect(lsm_db *db, version_edit *e, const char *begin, size_t blen, const char *end,
                     size_t elen, int *n)
 {
     assert(mutex_held(&db->mu));
     const version *v = db->vs.current;
+    int total = 0;
+    for (int l = 0; l < NUM_LEVELS; l++)
+        total += v->nfiles[l];
+    struct kept k = {.f = lsm_malloc((size_t)(total + 1) * sizeof(*k.f)), .n = 0};
+    bool ok = k.f != NULL;
     *n = 0;
-    for (int l = 0; l < NUM_LEVELS; l++) {
-        for (int i = 0; i < v->nfiles[l]; i++) {
-            const file_meta *f = v->files[l][i];
-            if (!table_inside(f, begin, blen, end, elen) || in_use(db, f))
-                continue;
-            if (!version_edit_delete_file(e, l, f->number))
-                return false;
-            ++*n;
+    for (int l = NUM_LEVELS - 1; ok && l >= 0; l--)
+        for (int j = 0; ok && j < v->nfiles[l]; j++) {
+            int i = l == 0 ? v->nfiles[0] - 1 - j : j; /* level 0 is newest first */
+            ok = judge(db, e, &k, l, v->files[l][i], begin, blen, end, elen, n);
         }
-    }
-    return true;
+    free(k.f);
+    return ok;
 }
 
 /* Writes the edit; a full disk gives up the reserve (dropping frees space)

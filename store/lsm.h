@@ -301,13 +301,13 @@ bool lsm_property_u64(lsm_db *db, const char *name, uint64_t *out);
 lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const void *end,
                               size_t elen);
 /* Drops, in one MANIFEST edit, every table (any level) whose keys all lie in
- * [begin, end), but for the inputs of a running compaction: a deleted range
- * frees its disk without a tombstone per key (RocksDB's DeleteFilesInRange).
- * The caller's contract: no key in the range is live, and none will be
- * written there. Keys of dropped tables are gone at once, so an older entry
- * a dropped tombstone shadowed may show again: the caller deletes whatever
- * it still finds in the range afterwards (boundary tables, memtables), and
- * must redo the whole (drop, deletes) after a crash. Iterators and
+ * [begin, end), but for the inputs of a running compaction and for tables
+ * that an older table staying overlaps (what they delete or overwrite must
+ * not show again): a deleted range frees its disk without a tombstone per
+ * key (RocksDB's DeleteFilesInRange). The caller's contract: no key in the
+ * range is live, and none will be written there; it deletes whatever it
+ * still finds there (tables that stay, memtables), and may call again at
+ * any time (a compaction may have let go of tables). Iterators and
  * snapshots taken before keep reading the dropped tables until released. It
  * frees space: on a full disk it may use the reserve (db_reserve.c). */
 lsm_status *lsm_delete_files_in_range(lsm_db *db, const void *begin, size_t blen,

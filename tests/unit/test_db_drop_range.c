@@ -177,6 +177,41 @@ static void test_straddling_tables_stay(void **state)
     ASSERT_OK(lsm_close(db));
 }
 
+static void assert_absent(lsm_db *db, const char *k)
+{
+    char *got = NULL;
+    size_t gn;
+    lsm_status *s = lsm_get(db, NULL, k, strlen(k), &got, &gn);
+    if (s == NULL)
+        fail_msg("%s shows again: %.*s", k, (int)gn, got);
+    assert_int_equal(lsm_status_code(s), LSM_NOT_FOUND);
+    lsm_status_free(s);
+}
+
+/* A table inside the range holds the deletion of a key that an older
+ * table straddling the range's start still holds: it stays, so the key
+ * does not show again; dropped with it once that older table is gone. */
+static void test_table_shadowing_a_kept_one_stays(void **state)
+{
+    (void)state;
+    lsm_db *db = open_small(NULL, 0);
+    ASSERT_OK(lsm_put(db, NULL, "l000000", 7, "old", 3));
+    ASSERT_OK(lsm_put(db, NULL, "m000005", 7, "old", 3));
+    ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0)); /* one table [l.., m000005] */
+    ASSERT_OK(lsm_delete(db, NULL, "m000005", 7));
+    ASSERT_OK(lsm_put(db, NULL, "m000007", 7, "new", 3));
+    ASSERT_OK(lsm_compact_range(db, "a", 1, "a", 1)); /* flushed: [m000005, m000007] */
+    ASSERT_OK(drop(db));
+    assert_absent(db, "m000005");
+    assert_int_equal(tu_prop(db, "lsm.tables-dropped"), 0);
+    ASSERT_OK(lsm_delete(db, NULL, "m000007", 7));
+    ASSERT_OK(lsm_delete(db, NULL, "l000000", 7));
+    ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
+    assert_int_equal(count_range(db, NULL), 0);
+    assert_absent(db, "m000005");
+    ASSERT_OK(lsm_close(db));
+}
+
 /* An iterator made before the drop reads every key of the dropped tables;
  * their files go only after it is freed (at the next sweep). */
 static void test_iterator_keeps_dropped_tables(void **state)
@@ -312,9 +347,13 @@ static void test_manifest_failure_drops_nothing(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_tables_inside_range_dropped),   TU_TEST(test_straddling_tables_stay),
-        TU_TEST(test_iterator_keeps_dropped_tables), TU_TEST(test_running_compaction_inputs_kept),
-        TU_TEST(test_full_disk_drop_uses_reserve),   TU_TEST(test_manifest_failure_drops_nothing),
+        TU_TEST(test_tables_inside_range_dropped),
+        TU_TEST(test_straddling_tables_stay),
+        TU_TEST(test_table_shadowing_a_kept_one_stays),
+        TU_TEST(test_iterator_keeps_dropped_tables),
+        TU_TEST(test_running_compaction_inputs_kept),
+        TU_TEST(test_full_disk_drop_uses_reserve),
+        TU_TEST(test_manifest_failure_drops_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
