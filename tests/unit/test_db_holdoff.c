@@ -14,6 +14,7 @@
 #define RETRY_US 20000
 #define LOW_AVAIL (256u << 10)
 #define CALLS 20
+#define HOLDOFF_FIRST_US (4 * RETRY_US) /* db_holdoff.c: 4 retry delays */
 
 static void fill(lsm_db *db, int pass)
 {
@@ -109,11 +110,39 @@ static void test_holdoff_runs_out(void **state)
     fault_env_free(fe);
 }
 
+/* The disk's figure cannot be read when the holdoff looks at it (EIO):
+ * the space is taken as not grown, the compaction stays held off until its
+ * time runs out, then runs. */
+static void test_unreadable_disk_figure_waits_out_holdoff(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(tu_env());
+    assert_non_null(fe);
+    lsm_db *db = open_failed(fe);
+    fault_env_clear_failures(fe);
+    fault_env_set_disk_avail(fe, false, 0); /* it did grow */
+    fault_env_arm(fe, FAULT_STREAM_MAIN, fault_env_calls(fe, FAULT_STREAM_MAIN), FAULT_EIO);
+    lsm_status *s = lsm_compact_range(db, NULL, 0, NULL, 0);
+    enum fault_call c;
+    char path[256];
+    assert_true(fault_env_fired(fe, &c, path, sizeof path));
+    assert_int_equal(c, FC_DISK_FREE);
+    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+    lsm_status_free(s);
+    fault_env_count_stop(fe);
+    usleep(HOLDOFF_FIRST_US);
+    ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
+    assert_int_equal(tu_prop(db, "lsm.num-files-at-level0"), 0);
+    ASSERT_OK(lsm_close(db));
+    fault_env_free(fe);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_failed_compaction_not_rerun),
         TU_TEST(test_holdoff_runs_out),
+        TU_TEST(test_unreadable_disk_figure_waits_out_holdoff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
