@@ -136,8 +136,10 @@ lsm_status *lsm_delete_files_in_range(lsm_db *db, const void *begin, size_t blen
         cond_wait(&db->room_cv, &db->mu);
     version_edit e;
     version_edit_init(&e);
-    int n;
-    if (!collect(db, &e, begin, blen, end, elen, &n))
+    int n = 0;
+    if (db->bg_error) /* a write like any other: refused after a sticky error */
+        s = status_copy(db->bg_error);
+    else if (!collect(db, &e, begin, blen, end, elen, &n))
         s = status_new(LSM_IO_ERROR, "out of memory");
     if (s == NULL && n > 0) {
         db->dropping = true;

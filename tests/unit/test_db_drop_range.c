@@ -344,16 +344,35 @@ static void test_manifest_failure_drops_nothing(void **state)
     fault_env_free(fe);
 }
 
+/* After a sticky error (a failed WAL sync) the drop is refused like any
+ * other write, and drops nothing. */
+static void test_refused_after_sticky_error(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(tu_env());
+    assert_non_null(fe);
+    lsm_db *db = open_filled(fault_env_env(fe), 0);
+    fault_env_fail(fe, FAULT_SYNC, ".log", EIO, 0, -1);
+    lsm_write_options wo = {.sync = true};
+    lsm_status *s = lsm_put(db, &wo, "b", 1, "x", 1);
+    assert_non_null(s);
+    lsm_status_free(s);
+    s = drop(db);
+    assert_non_null(s);
+    lsm_status_free(s);
+    assert_int_equal(tu_prop(db, "lsm.tables-dropped"), 0);
+    assert_int_equal(count_range(db, NULL), NRANGE);
+    lsm_status_free(lsm_close(db));
+    fault_env_free(fe);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_tables_inside_range_dropped),
-        TU_TEST(test_straddling_tables_stay),
-        TU_TEST(test_table_shadowing_a_kept_one_stays),
-        TU_TEST(test_iterator_keeps_dropped_tables),
-        TU_TEST(test_running_compaction_inputs_kept),
-        TU_TEST(test_full_disk_drop_uses_reserve),
-        TU_TEST(test_manifest_failure_drops_nothing),
+        TU_TEST(test_tables_inside_range_dropped),      TU_TEST(test_straddling_tables_stay),
+        TU_TEST(test_table_shadowing_a_kept_one_stays), TU_TEST(test_iterator_keeps_dropped_tables),
+        TU_TEST(test_running_compaction_inputs_kept),   TU_TEST(test_full_disk_drop_uses_reserve),
+        TU_TEST(test_manifest_failure_drops_nothing),   TU_TEST(test_refused_after_sticky_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
