@@ -583,13 +583,14 @@ static lsm_status *merge_compaction(lsm_db *db, compaction *c)
 static lsm_status *run_compaction(lsm_db *db, compaction *c)
 {
     assert(mutex_held(&db->mu) && !db->dropping && db->running == NULL);
+    uint64_t input_bytes = compaction_input_bytes(c); /* (gone after it ran) */
     db->running = c;
     lsm_status *s = compaction_is_trivial_move(c) ? trivial_move(db, c) : merge_compaction(db, c);
     db->running = NULL;
     if (s == NULL)
         db_holdoff_clear(db);
     else if (lsm_status_code(s) == LSM_NO_SPACE)
-        db_holdoff_failed(db);
+        db_holdoff_failed(db, input_bytes);
     return s;
 }
 
@@ -608,16 +609,13 @@ static void lower_priority(int nice)
     (void)setpriority(PRIO_PROCESS, (id_t)port_thread_id(), nice);
 }
 
-/* 0 if the compaction thread may pick a compaction now, UINT64_MAX if it
- * must wait for a signal, else the µs to wait at most. REQUIRES: mu. */
-static uint64_t compaction_wait_us(lsm_db *db)
+/* Whether the compaction thread may pick a compaction now. REQUIRES: mu. */
+static bool may_pick(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     /* A freeing write waiting for room comes first (db_reserve.c). */
-    if (db->bg_error || db->compacting || db->frees_holding || db->dropping ||
-        !needs_compaction(db))
-        return UINT64_MAX;
-    return db_holdoff_left_us(db);
+    return !(db->bg_error || db->compacting || db->frees_holding || db->dropping ||
+             !needs_compaction(db));
 }
 
 static void *compact_main(void *arg)
@@ -626,13 +624,8 @@ static void *compact_main(void *arg)
     lower_priority(4);
     mutex_lock(&db->mu);
     for (;;) {
-        uint64_t wait_us;
-        while (!db->shutting_down && (wait_us = compaction_wait_us(db)) != 0) {
-            if (wait_us == UINT64_MAX)
-                cond_wait(&db->work_cv, &db->mu);
-            else
-                wait_micros(db, wait_us);
-        }
+        while (!db->shutting_down && !may_pick(db))
+            cond_wait(&db->work_cv, &db->mu);
         if (db->shutting_down)
             break;
         db->compacting = true;
@@ -641,6 +634,13 @@ static void *compact_main(void *arg)
             db->compacting = false;
             db_set_bg_error(db, status_new(LSM_IO_ERROR, "compaction: out of memory"));
             pthread_cond_broadcast(&db->room_cv);
+            continue;
+        }
+        uint64_t held_us = db_holdoff_left_us(db, compaction_input_bytes(c));
+        if (held_us > 0) { /* as big as one that failed for space: later */
+            compaction_free(c);
+            db->compacting = false;
+            wait_micros(db, held_us);
             continue;
         }
         /* What the compaction costs per byte it moves down feeds the pacer
@@ -832,6 +832,11 @@ static lsm_status *compact_level_range(lsm_db *db, int level, const char *begin,
             compaction_pick_range(&db->vs, level, begin, blen, end, elen, db->opt.target_file_size);
         if (c == NULL)
             break;
+        if (db_holdoff_left_us(db, compaction_input_bytes(c)) > 0) {
+            compaction_free(c);
+            return status_new(LSM_NO_SPACE, "a compaction as big failed for space and not "
+                                            "enough was freed since: not tried again yet");
+        }
         s = run_compaction(db, c);
         compaction_free(c);
     }
@@ -849,11 +854,6 @@ lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const 
     mutex_lock(&db->mu);
     while (db->compacting)
         cond_wait(&db->room_cv, &db->mu);
-    if (db_holdoff_left_us(db) > 0) {
-        mutex_unlock(&db->mu);
-        return status_new(LSM_NO_SPACE, "a compaction failed for space and not enough was "
-                                        "freed since: not tried again yet");
-    }
     db->compacting = true;
     int max_level = 1;
     for (int l = 1; l < NUM_LEVELS; l++)

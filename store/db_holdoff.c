@@ -1,7 +1,9 @@
 /*
  * db_holdoff.c — the one rule for compactions on a full disk: a compaction
  * that failed for space is not started again (by the compaction thread, nor
- * by lsm_compact_range) until it could get further than it did.
+ * by lsm_compact_range) until it could get further than it did; nor is any
+ * other that reads as much (its output would not fit either), while smaller
+ * ones may run (they may fit, and free what they drop).
  *
  * It got as far as the disk's free space after the failure (its outputs
  * removed) let it: run again with no more room, it reads its inputs again
@@ -35,9 +37,11 @@ static uint64_t disk_avail(lsm_db *db)
     return avail;
 }
 
-void db_holdoff_failed(lsm_db *db)
+void db_holdoff_failed(lsm_db *db, uint64_t input_bytes)
 {
     assert(mutex_held(&db->mu));
+    if (db->holdoff_until_us == 0 || input_bytes < db->holdoff_bytes)
+        db->holdoff_bytes = input_bytes;
     uint64_t first = (uint64_t)db->opt.full_disk_retry_us * HOLDOFF_FIRST_RETRIES;
     uint64_t max = (uint64_t)db->opt.full_disk_retry_us * HOLDOFF_MAX_RETRIES;
     uint64_t next = db->holdoff_us == 0 ? first : 2 * db->holdoff_us;
@@ -63,10 +67,10 @@ static bool room_grew(lsm_db *db)
     return avail != HOLDOFF_UNKNOWN && avail >= 2 * db->holdoff_avail + HOLDOFF_MIN_GAIN;
 }
 
-uint64_t db_holdoff_left_us(lsm_db *db)
+uint64_t db_holdoff_left_us(lsm_db *db, uint64_t input_bytes)
 {
     assert(mutex_held(&db->mu));
-    if (db->holdoff_until_us == 0)
+    if (db->holdoff_until_us == 0 || input_bytes < db->holdoff_bytes)
         return 0;
     uint64_t now = db->env->now_micros(db->env);
     if (now >= db->holdoff_until_us || room_grew(db)) {

@@ -202,6 +202,8 @@ struct lsm_db {
     uint64_t holdoff_us;       /* [mu] the last holdoff (doubles per failure in a row) */
     uint64_t holdoff_avail;    /* [mu] the disk's free bytes after the failure
                                 * (UINT64_MAX: unknown) */
+    uint64_t holdoff_bytes;    /* [mu] the least input bytes of one that failed in this
+                                * holdoff: smaller compactions may run */
     /* ---- the space reserve (db_reserve.c) */
     uint64_t reserve_bytes;    /* [const after open] its size; 0: none */
     bool reserve_held;         /* [mu] the RESERVE file is there, full size */
@@ -414,14 +416,15 @@ lsm_status *db_reserve_check(lsm_db *db, bool frees_space);
 
 /* db_holdoff.c: no compaction after one failed for space until it could get
  * further (the rule is there). */
-/* A compaction failed for space (its outputs removed). REQUIRES: mu held. */
-void db_holdoff_failed(lsm_db *db);
+/* A compaction reading input_bytes failed for space (its outputs removed).
+ * REQUIRES: mu held. */
+void db_holdoff_failed(lsm_db *db, uint64_t input_bytes);
 /* A compaction succeeded: the next failure starts the holdoff afresh.
  * REQUIRES: mu held. */
 void db_holdoff_clear(lsm_db *db);
-/* 0 if a compaction may start now, else the µs until it may (sooner if the
- * disk's free space grows). REQUIRES: mu held. */
-uint64_t db_holdoff_left_us(lsm_db *db);
+/* 0 if a compaction reading input_bytes may start now, else the µs until it
+ * may (sooner if the disk's free space grows). REQUIRES: mu held. */
+uint64_t db_holdoff_left_us(lsm_db *db, uint64_t input_bytes);
 
 /* db_compact.c */
 lsm_status *db_start_background(lsm_db *db);

@@ -16,10 +16,10 @@
 #define CALLS 20
 #define HOLDOFF_FIRST_US (4 * RETRY_US) /* db_holdoff.c: 4 retry delays */
 
-static void fill(lsm_db *db, int pass)
+static void fill(lsm_db *db, int pass, int from, int to)
 {
     char k[16], v[256];
-    for (int i = 0; i < NKEYS; i += pass ? 3 : 1) {
+    for (int i = from; i < to; i += pass ? 3 : 1) {
         uint64_t x = (uint64_t)i << 8 | (uint64_t)(pass + 1);
         int n = sprintf(v, "%d %d", i, pass);
         for (int w = 0; w < 11; w++)
@@ -29,7 +29,7 @@ static void fill(lsm_db *db, int pass)
     }
 }
 
-/* A store whose level 0 holds tables over a compacted level below, the
+/* A store whose level 1 holds a few tables over a compacted level below, the
  * memtable empty, with table writes failing for space and the disk saying
  * it has LOW_AVAIL bytes free; a compaction of everything has just failed. */
 static lsm_db *open_failed(fault_env *fe)
@@ -39,9 +39,10 @@ static lsm_db *open_failed(fault_env *fe)
     o.target_file_size = TABLE_BYTES;
     o.full_disk_retry_us = RETRY_US;
     lsm_db *db = tu_open_with(&o);
-    fill(db, 0);
+    fill(db, 0, 0, NKEYS / 2); /* below: the lower half, and the last key only */
+    fill(db, 0, NKEYS - 1, NKEYS);
     ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
-    fill(db, 1);
+    fill(db, 1, 0, NKEYS);
     ASSERT_OK(lsm_compact_range(db, "a", 1, "a", 1)); /* flushes, compacts nothing */
     fault_env_set_disk_avail(fe, true, LOW_AVAIL);
     /* The disk fills after the compaction wrote a little (20 appends). */
@@ -110,6 +111,26 @@ static void test_holdoff_runs_out(void **state)
     fault_env_free(fe);
 }
 
+/* While the compaction that failed is held off, a smaller one (a table of
+ * the upper half, with one key below it) may still run. */
+static void test_smaller_compaction_runs(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(tu_env());
+    assert_non_null(fe);
+    lsm_db *db = open_failed(fe);
+    fault_env_clear_failures(fe);
+    uint64_t l1 = tu_prop(db, "lsm.num-files-at-level1");
+    assert_true(l1 > 1);
+    ASSERT_OK(lsm_compact_range(db, "k002900", 7, "k002901", 7)); /* one key below it */
+    assert_true(tu_prop(db, "lsm.num-files-at-level1") < l1);
+    /* Its success ended the holdoff: the big one runs again (and fits now). */
+    ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
+    tu_verify_clean(db);
+    ASSERT_OK(lsm_close(db));
+    fault_env_free(fe);
+}
+
 /* The disk's figure cannot be read when the holdoff looks at it (EIO):
  * the space is taken as not grown, the compaction stays held off until its
  * time runs out, then runs. */
@@ -142,6 +163,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TU_TEST(test_failed_compaction_not_rerun),
         TU_TEST(test_holdoff_runs_out),
+        TU_TEST(test_smaller_compaction_runs),
         TU_TEST(test_unreadable_disk_figure_waits_out_holdoff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
