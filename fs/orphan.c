@@ -128,7 +128,26 @@ static void compact_freed(lsmfs *fs, uint64_t ino, uint64_t from, uint64_t to)
     lsm_status_free(s);
 }
 
-/* Frees everything of one orphan, a bounded batch at a time, each batch
+/* Drops the tables that hold only the orphan's chunks, so only the chunks
+ * in tables shared with other keys and in memtables need a tombstone. Its
+ * range is dead (no name, nothing open, inode numbers never reused: alloc.h)
+ * as lsm_delete_files_in_range asks. Called before every batch: tables a
+ * compaction held at the last call (one failing on a full disk) and flushed
+ * tombstones of earlier batches go as soon as they can. Best effort: a
+ * failure leaves the chunks to the batches. */
+static void drop_freed_tables(lsmfs *fs, uint64_t ino)
+{
+    schema_key start, end;
+    key_range(&start, &end, K_CHUNK, ino);
+    lsm_status *s = lsm_delete_files_in_range(fs->db, start.b, start.len, end.b, end.len);
+    if (s != NULL && lsm_status_code(s) != LSM_NO_SPACE)
+        fuse_log(FUSE_LOG_WARNING, "lsmfs: dropping the tables of freed inode %llu: %s\n",
+                 (unsigned long long)ino, lsm_status_message(s));
+    lsm_status_free(s);
+}
+
+/* Frees everything of one orphan: its chunk-only tables (drop_freed_tables,
+ * before each batch), the rest a bounded batch at a time, each batch
  * starting where the last one stopped (a scan from chunk 0 would pass every
  * tombstone written before it); every ORPHAN_COMPACT_BATCHES batches the
  * range deleted so far is compacted, so a big file's space comes back as
@@ -154,6 +173,7 @@ static int reclaim_one(struct reclaimer *rc, uint64_t ino)
         pthread_mutex_unlock(&rc->mu);
         if (stop)
             break;
+        drop_freed_tables(fs, ino);
         lsm_batch_clear(b);
         uint64_t deleted, next; /* the record goes: its count need not follow */
         err = data_delete_chunks(fs, b, ino, first, ORPHAN_BATCH_CHUNKS, &more, &deleted, &next);

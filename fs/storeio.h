@@ -12,7 +12,10 @@
  * store directly: super.c (the superblock; its format upgrade at a
  * read-write open), alloc.c (its record at open, and each range
  * reservation: a put of the 'A' key under the allocator's mutex), icount.c
- * (the inode count at open and close), fsinfo.c and fsck.c. Each of their
+ * (the inode count at open and close), fsinfo.c and fsck.c; and orphan.c
+ * drops and compacts a freed inode's chunk range (nothing there is live;
+ * its orphan record, deleted through fs_commit last, makes a crash redo
+ * them). Each of their
  * writes is synced by itself (fsck's last one of a run) since no fsync
  * covers them: they stamp no inode and leave committed_seq and durable_seq
  * alone; each reports its own error.

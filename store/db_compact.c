@@ -545,12 +545,10 @@ static lsm_status *trivial_move(lsm_db *db, compaction *c)
     return s;
 }
 
-/* Runs compaction c. REQUIRES: mu held (released while merging). */
-static lsm_status *run_compaction(lsm_db *db, compaction *c)
+/* Merges c's inputs and installs the outputs. REQUIRES: mu held (released
+ * while merging). */
+static lsm_status *merge_compaction(lsm_db *db, compaction *c)
 {
-    assert(mutex_held(&db->mu));
-    if (compaction_is_trivial_move(c))
-        return trivial_move(db, c);
     uint64_t t0 = db->env->now_micros(db->env);
     compaction_run r = {.c = c, .smallest_snapshot = db_smallest_snapshot(db)};
     mutex_unlock(&db->mu);
@@ -570,12 +568,29 @@ static lsm_status *run_compaction(lsm_db *db, compaction *c)
     ls->written_bytes += r.written;
     ls->micros += db->env->now_micros(db->env) - t0;
     /* The inputs stay alive while the compaction pins its version: let go
-     * first, so the sweep can delete them. */
+     * first, so the sweep can delete them (no longer in use: db->running). */
+    db->running = NULL;
     version_unref(c->input_version);
     c->input_version = NULL;
     db_delete_obsolete_files(db);
     if (s == NULL) /* the disk had room: a manual compaction clears it too */
         background_succeeded(db);
+    return s;
+}
+
+/* Runs compaction c, its inputs marked in use meanwhile (db->running).
+ * REQUIRES: mu held (released while merging); no table drop being written. */
+static lsm_status *run_compaction(lsm_db *db, compaction *c)
+{
+    assert(mutex_held(&db->mu) && !db->dropping && db->running == NULL);
+    uint64_t input_bytes = compaction_input_bytes(c); /* (gone after it ran) */
+    db->running = c;
+    lsm_status *s = compaction_is_trivial_move(c) ? trivial_move(db, c) : merge_compaction(db, c);
+    db->running = NULL;
+    if (s == NULL)
+        db_holdoff_clear(db);
+    else if (lsm_status_code(s) == LSM_NO_SPACE)
+        db_holdoff_failed(db, input_bytes);
     return s;
 }
 
@@ -594,15 +609,22 @@ static void lower_priority(int nice)
     (void)setpriority(PRIO_PROCESS, (id_t)port_thread_id(), nice);
 }
 
+/* Whether the compaction thread may pick a compaction now. REQUIRES: mu. */
+static bool may_pick(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    /* A freeing write waiting for room comes first (db_reserve.c). */
+    return !(db->bg_error || db->compacting || db->frees_holding || db->dropping ||
+             !needs_compaction(db));
+}
+
 static void *compact_main(void *arg)
 {
     lsm_db *db = arg;
     lower_priority(4);
     mutex_lock(&db->mu);
     for (;;) {
-        /* A freeing write waiting for room comes first (db_reserve.c). */
-        while (!db->shutting_down && (db->bg_error || db->compacting || db->frees_holding ||
-                                      !needs_compaction(db)))
+        while (!db->shutting_down && !may_pick(db))
             cond_wait(&db->work_cv, &db->mu);
         if (db->shutting_down)
             break;
@@ -612,6 +634,13 @@ static void *compact_main(void *arg)
             db->compacting = false;
             db_set_bg_error(db, status_new(LSM_IO_ERROR, "compaction: out of memory"));
             pthread_cond_broadcast(&db->room_cv);
+            continue;
+        }
+        uint64_t held_us = db_holdoff_left_us(db, compaction_input_bytes(c));
+        if (held_us > 0) { /* as big as one that failed for space: later */
+            compaction_free(c);
+            db->compacting = false;
+            wait_micros(db, held_us);
             continue;
         }
         /* What the compaction costs per byte it moves down feeds the pacer
@@ -797,10 +826,17 @@ static lsm_status *compact_level_range(lsm_db *db, int level, const char *begin,
 {
     lsm_status *s = NULL;
     for (int rounds = 0; s == NULL && rounds < 100000; rounds++) {
+        while (db->dropping) /* it may name tables the pick would take */
+            cond_wait(&db->room_cv, &db->mu);
         compaction *c =
             compaction_pick_range(&db->vs, level, begin, blen, end, elen, db->opt.target_file_size);
         if (c == NULL)
             break;
+        if (db_holdoff_left_us(db, compaction_input_bytes(c)) > 0) {
+            compaction_free(c);
+            return status_new(LSM_NO_SPACE, "a compaction as big failed for space and not "
+                                            "enough was freed since: not tried again yet");
+        }
         s = run_compaction(db, c);
         compaction_free(c);
     }

@@ -114,6 +114,7 @@ struct db_stats {
     uint64_t slowdown_us; /* time writers were delayed to pace compaction */
     uint64_t stop_us;     /* time writers waited for room */
     uint64_t stops;
+    uint64_t tables_dropped; /* by lsm_delete_files_in_range */
     struct level_stats levels[NUM_LEVELS];
 };
 
@@ -196,6 +197,13 @@ struct lsm_db {
     uint64_t nospace_events;       /* [mu] background attempts that found the disk full */
     uint64_t flush_asked;          /* [mu] callers that began waiting for a flush: a
                                     * full-disk retry wait of the flush thread ends */
+    /* ---- compactions held off after one failed for space (db_holdoff.c) */
+    uint64_t holdoff_until_us; /* [mu] 0: none held off */
+    uint64_t holdoff_us;       /* [mu] the last holdoff (doubles per failure in a row) */
+    uint64_t holdoff_avail;    /* [mu] the disk's free bytes after the failure
+                                * (UINT64_MAX: unknown) */
+    uint64_t holdoff_bytes;    /* [mu] the least input bytes of one that failed in this
+                                * holdoff: smaller compactions may run */
     /* ---- the space reserve (db_reserve.c) */
     uint64_t reserve_bytes;    /* [const after open] its size; 0: none */
     bool reserve_held;         /* [mu] the RESERVE file is there, full size */
@@ -224,10 +232,14 @@ struct lsm_db {
     pthread_cond_t work_cv;    /* background threads wait for work [mu] */
     pthread_cond_t room_cv;    /* writers wait for a flush/compaction [mu] */
     bool compacting;           /* [mu] a compaction (background or manual) runs */
+    struct compaction *running; /* [mu] the one whose inputs are in use (NULL: none):
+                                 * lsm_delete_files_in_range leaves them */
+    bool dropping;             /* [mu] lsm_delete_files_in_range's edit is being written:
+                                * no compaction is picked (db_drop_range.c) */
     bool flushing;             /* [mu] the flush thread is flushing (or sweeping) */
     uint64_t *pending;         /* [mu] numbers of tables being written */
     int npending, cap_pending;
-    uint64_t bg_progress;      /* [mu] flushes and compactions that succeeded */
+    uint64_t bg_progress;      /* [mu] flushes, compactions and table drops that succeeded */
     bool idle_watch;           /* [mu] the flush thread times an idle memtable that holds
                                 * deletions (else a write adding some wakes it) */
     uint64_t idle_seq;         /* [mu] last_seq at the flush thread's last idle look */
@@ -401,6 +413,18 @@ void db_reserve_frees_done(lsm_db *db, struct frees_wait *fw);
 /* NULL if a write may go ahead: it frees space, or the reserve is held (or
  * could be made again); else LSM_NO_SPACE. REQUIRES: mu held; a leader. */
 lsm_status *db_reserve_check(lsm_db *db, bool frees_space);
+
+/* db_holdoff.c: no compaction after one failed for space until it could get
+ * further (the rule is there). */
+/* A compaction reading input_bytes failed for space (its outputs removed).
+ * REQUIRES: mu held. */
+void db_holdoff_failed(lsm_db *db, uint64_t input_bytes);
+/* A compaction succeeded: the next failure starts the holdoff afresh.
+ * REQUIRES: mu held. */
+void db_holdoff_clear(lsm_db *db);
+/* 0 if a compaction reading input_bytes may start now, else the µs until it
+ * may (sooner if the disk's free space grows). REQUIRES: mu held. */
+uint64_t db_holdoff_left_us(lsm_db *db, uint64_t input_bytes);
 
 /* db_compact.c */
 lsm_status *db_start_background(lsm_db *db);

@@ -107,6 +107,7 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t, const char *only)
         {"lsm.reserve-held", db->reserve_held},
         {"lsm.reserve-releases", db->reserve_releases},
         {"lsm.full-disk-events", db->nospace_events},
+        {"lsm.tables-dropped", st->tables_dropped},
         {"lsm.barriers", st->barriers},
         {"lsm.write-groups", st->groups},
         {"lsm.wal-syncs", st->syncs},

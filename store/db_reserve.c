@@ -8,7 +8,9 @@
  * space: the WAL append of a write that frees space (lsm_write_options
  * .frees_space: deletes, truncates), and, once such a write has come, the
  * flushes and compactions ahead of and after it (a flush of the writes that
- * filled the disk, with no delete behind it, never takes it). Then the file
+ * filled the disk, with no delete behind it, never takes it), and the
+ * MANIFEST append of lsm_delete_files_in_range (db_drop_range.c), which frees
+ * whole tables. Then the file
  * is removed and its space serves them; ordinary writes then get LSM_NO_SPACE until the file can be made
  * again (tried at most every RESERVE_RETRY_US, once the disk has room for it
  * and as much again). Opening removes it first, so recovery never lacks

@@ -277,6 +277,7 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *   "lsm.sequence"                   last sequence number
  *   "lsm.background-error"           "" or the sticky error's message
  *   "lsm.full-disk-events"           flushes and compactions that found the disk full
+ *   "lsm.tables-dropped"             tables lsm_delete_files_in_range dropped
  *   "lsm.mem-usage"                  bytes in memtables
  *   "lsm.tables"                     one line per table: level, number, size, key range
  *   "lsm.metrics"                    every numeric property as "store_NAME VALUE" lines
@@ -294,9 +295,23 @@ char *lsm_property(lsm_db *db, const char *name);
 /* Numeric form; false if the name is unknown or not numeric. */
 bool lsm_property_u64(lsm_db *db, const char *name, uint64_t *out);
 
-/* Compacts the key range [begin, end] (NULL: unbounded) down the tree. */
+/* Compacts the key range [begin, end] (NULL: unbounded) down the tree.
+ * LSM_NO_SPACE without trying while a compaction that failed for space is
+ * held off (db_holdoff.c). */
 lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const void *end,
                               size_t elen);
+/* Drops, in one MANIFEST edit, every table (any level) whose keys all lie in
+ * [begin, end), but for the inputs of a running compaction and for tables
+ * that an older table staying overlaps (what they delete or overwrite must
+ * not show again): a deleted range frees its disk without a tombstone per
+ * key (RocksDB's DeleteFilesInRange). The caller's contract: no key in the
+ * range is live, and none will be written there; it deletes whatever it
+ * still finds there (tables that stay, memtables), and may call again at
+ * any time (a compaction may have let go of tables). Iterators and
+ * snapshots taken before keep reading the dropped tables until released. It
+ * frees space: on a full disk it may use the reserve (db_reserve.c). */
+lsm_status *lsm_delete_files_in_range(lsm_db *db, const void *begin, size_t blen,
+                                      const void *end, size_t elen);
 /* Approximate bytes on disk used by keys in [begin, end). */
 uint64_t lsm_approximate_size(lsm_db *db, const void *begin, size_t blen, const void *end,
                               size_t elen);

@@ -120,7 +120,15 @@ static void test_compaction_manifest_full_disk_recovers(void **state)
     assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
     lsm_status_free(s);
     check_all(db, 2);
-    assert_null(lsm_compact_range(db, NULL, 0, NULL, 0));
+    /* Held off until its holdoff runs out (db_holdoff.c: the disk's
+     * figure did not grow), then it succeeds. */
+    for (int i = 0;
+         i < 100 && lsm_status_code(s = lsm_compact_range(db, NULL, 0, NULL, 0)) == LSM_NO_SPACE;
+         i++) {
+        lsm_status_free(s);
+        usleep(50 * 1000);
+    }
+    assert_null(s);
     check_all(db, 2);
     assert_null(lsm_close(db));
     fault_env_free(fe);
