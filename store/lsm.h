@@ -307,8 +307,9 @@ lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const 
  * key (RocksDB's DeleteFilesInRange). The caller's contract: no key in the
  * range is live, and none will be written there; it deletes whatever it
  * still finds there (tables that stay, memtables), and may call again at
- * any time (a compaction may have let go of tables). Iterators and
- * snapshots taken before keep reading the dropped tables until released. It
+ * any time (a compaction may have let go of tables). Iterators made before
+ * keep reading the dropped tables until freed; a read at an lsm_snapshot
+ * taken before (a sequence number, not a pinned version) sees them gone. It
  * frees space: on a full disk it may use the reserve (db_reserve.c). */
 lsm_status *lsm_delete_files_in_range(lsm_db *db, const void *begin, size_t blen,
                                       const void *end, size_t elen);
