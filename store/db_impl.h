@@ -26,7 +26,8 @@
 
 /* A batch written with defer_log: in the memtable, in no log yet (only its
  * WAL_DEFERRED marker is). It is logged late, whole, before the next logged
- * batch or sync barrier, unless its memtable reaches a table first.
+ * batch or by a sync (db_log_deferred), unless its memtable reaches a table
+ * first.
  *
  * Memtable identity. A deferred batch belongs to the memtable it was
  * inserted into, named by that memtable's id (db->mem_id / db->imm_id):
@@ -307,13 +308,12 @@ void db_keep_deferred(lsm_db *db, struct deferred *d);
 struct deferred *db_take_deferred(lsm_db *db);
 /* Appends the list's batches to the WAL; *bytes gets how many. [leader] */
 lsm_status *deferred_log_late(wal_writer *wal, const struct deferred *list, uint64_t *bytes);
-/* After deferred_log_late (whatever its outcome): frees the list and
- * clears deferred_floor. REQUIRES: mu held. */
-void db_end_late_log(lsm_db *db, struct deferred *list);
-/* Instead of db_end_late_log when logging them failed for a full disk (the
- * log was cut back): puts the list back in front, to be logged again.
- * REQUIRES: mu held. */
-void db_restore_deferred(lsm_db *db, struct deferred *list);
+/* After deferred_log_late of `list` (may be NULL) ended with s, `bytes`
+ * appended: clears deferred_floor; on a full disk (LSM_NO_SPACE: the log is
+ * cut back) puts the list back in front, to be logged again in the next
+ * log, else frees it and counts the bytes as logged late. REQUIRES: mu
+ * held. */
+void db_end_late_log(lsm_db *db, struct deferred *list, const lsm_status *s, uint64_t bytes);
 /* Forgets the deferred batches of the memtable with id `mem`, now in a
  * table (see struct deferred). REQUIRES: mu held. */
 void db_drop_deferred(lsm_db *db, uint64_t mem);
@@ -328,6 +328,13 @@ bool db_deferred_upto(lsm_db *db, uint64_t seq);
 /* Bytes of the deferred batches with sequences <= seq waiting to be logged
  * (not those being logged late right now). REQUIRES: mu held. */
 uint64_t db_deferred_bytes_upto(lsm_db *db, uint64_t seq);
+
+/* db_defer_log.c: a sync's late log of the deferred batches. */
+/* Logs every deferred batch late, as a solo writer at the head of the write
+ * queue (leaving a log a full disk broke first); the caller's sync then
+ * covers them. A full disk puts them back (LSM_NO_SPACE). REQUIRES: mu
+ * held (released while waiting and appending). */
+lsm_status *db_log_deferred(lsm_db *db);
 
 /* db_sync.c: the sync stage (its states and invariants are listed there). */
 /* Waits until every write with sequence <= target (<= last_seq; no
@@ -377,6 +384,11 @@ bool db_switch_must_wait(lsm_db *db);
  * its last whole group and syncs it, finishing the groups that waited for
  * a sync on it; a failure is sticky. */
 void db_cut_broken_wal(lsm_db *db);
+/* After the leader's append to the WAL (mu released meanwhile) ended with
+ * s: the log now holds `written` bytes of published writes; or it is broken
+ * by a full disk (wal_broken: cut back by db_cut_broken_wal before anything
+ * else uses it); any other failure is sticky. */
+void db_wal_appended(lsm_db *db, lsm_status *s, uint64_t written);
 /* What a barrier needs: a log a full disk broke is cut back and left for a
  * new one (no sync may run on it); returns the sticky error or why it could
  * not be left. */

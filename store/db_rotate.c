@@ -230,6 +230,17 @@ bool lsm_write_may_wait(lsm_db *db)
     return may;
 }
 
+void db_wal_appended(lsm_db *db, lsm_status *s, uint64_t written)
+{
+    assert(mutex_held(&db->mu) && db->head != NULL);
+    if (s == NULL)
+        db->wal_written = written;
+    else if (lsm_status_code(s) == LSM_NO_SPACE)
+        db->wal_broken = true; /* cut back before the next append or sync */
+    else /* the log may hold what the memtable does not */
+        db_set_bg_error(db, status_copy(s));
+}
+
 /* A writer that frees space (frees) does not give up on a full disk before
  * the background work has tried once more (with the reserve); its leader
  * then tries again by db_reserve.c's rule. */

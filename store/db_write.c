@@ -280,23 +280,11 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     uint64_t wal_bytes = keep ? WAL_MARKER_LEN : bytes;
     /* A full disk fails only this group (see db_cut_broken_wal): the late
      * batches it carried go back, to be logged in the next log. */
-    bool full = s != NULL && lsm_status_code(s) == LSM_NO_SPACE;
-    if (late && full) {
-        db_restore_deferred(db, late);
-    } else if (late) {
-        db->stats.late_logged_bytes += late_bytes;
-        db->stats.wal_bytes += late_bytes;
-        db_end_late_log(db, late);
-    }
-    if (s != NULL) {
+    db_end_late_log(db, late, s, late_bytes);
+    if (s != NULL)
         free(keep);
-        if (full)
-            db->wal_broken = true;
-        else if (wrote) /* the log may hold what the memtable does not */
-            db_set_bg_error(db, status_copy(s));
-    } else if (group || late) {
-        db->wal_written = written;
-    }
+    if (wrote && (s != NULL || group || late))
+        db_wal_appended(db, s, written);
     if (s == NULL && group && !db->idle_watch && memtable_deletions(mem) > 0)
         pthread_cond_broadcast(&db->work_cv); /* flush_idle_deletions looks */
     if (s == NULL && group) {
