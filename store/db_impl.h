@@ -7,6 +7,12 @@
  * it touches them, with mu released while it does I/O; leadership passes
  * under mu, which orders those accesses. Fields marked [const] are set at
  * open and never change.
+ *
+ * The write side calls one way (tools/module_graph.sh store): db_fsync.c →
+ * db_defer_log.c (a sync's late log) → db_write.c (queue, groups) →
+ * db_rotate.c (room, memtable/WAL switch) → db_sync.c (sync stage) →
+ * writer.c, db_defer.c (the deferred list), db_view.c, db_error.c. The
+ * flush thread's idle switch (db_idle.c) and checkpoints enter at the queue.
  */
 #ifndef LSM_DB_IMPL_H
 #define LSM_DB_IMPL_H
@@ -184,9 +190,11 @@ struct lsm_db {
     bool wal_cut;    /* [mu] the broken WAL is cut back and durable */
 
     /* ---- the deferred log (db_defer.c): deferred batches in no log and
-     * no table, oldest first. While a leader logs them late (detached from
-     * the list, mu released), deferred_floor is the first one's sequence,
-     * else 0: no sync may claim them durable before they are in the log. */
+     * no table, oldest first. While the queue's head (a group's leader, or
+     * db_defer_log.c's solo writer for a sync) logs them late (detached
+     * from the list, mu released), deferred_floor is the first one's
+     * sequence, else 0: no sync may claim them durable before they are in
+     * the log. */
     struct deferred *deferred_head, *deferred_tail; /* [mu] */
     uint64_t deferred_floor;                        /* [mu] */
 
