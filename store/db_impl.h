@@ -369,8 +369,9 @@ void db_finish_synced(lsm_db *db, lsm_status *s, struct writer *self, struct wak
 void db_hand_off_sync(lsm_db *db, struct wakeups *wk);
 
 /* db_rotate.c: memtable and WAL rotation (see there). Every function but
- * db_new_wal REQUIRES mu held (released around file I/O) and the caller
- * leading the write queue (db->head != NULL, asserted). */
+ * db_new_wal and db_switch_must_wait REQUIRES mu held (released around
+ * file I/O) and the caller leading the write queue (db->head != NULL,
+ * asserted). */
 /* Opens a new WAL numbered `number` and makes its directory entry durable;
  * `tight`: made for a freeing write on a full disk (frees_holding), it
  * reserves its room in small steps, so it takes little of what freeing
