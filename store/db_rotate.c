@@ -15,11 +15,12 @@
  * which finishes the groups that waited for a sync on it, and the next
  * write moves to a new log.
  *
- * Everything here runs under mu, by whichever writer leads the queue
- * (asserted as db->head != NULL: the leader is the head until it pops its
- * group); mu is released around the file I/O. It calls down into the sync
- * stage (db_sync.c) to finish or hand on the groups a switch kept waiting,
- * and never into the queue.
+ * Room, switches and cuts run under mu, by whichever writer leads the
+ * queue (asserted as db->head != NULL: the leader is the head until it pops
+ * its group); mu is released around the file I/O. lsm_write_may_wait and
+ * db_switch_must_wait only look. It calls down into the sync stage
+ * (db_sync.c) to finish or hand on the groups a switch kept waiting, and
+ * never into the queue.
  */
 #include "db_impl.h"
 #include "status.h"
