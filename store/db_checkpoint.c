@@ -71,7 +71,7 @@ static lsm_status *pin_cut(lsm_db *db, version **v, uint64_t *seq)
     if (memtable_entries(db->mem) > 0 || db->wal_broken) {
         db->ckpt_waiting = true;
         db->ckpt_mem_id = db->mem_id;
-        s = db_make_room_for_write(db, true);
+        s = db_make_room_for_write(db, true, false);
     } else if (db->nimm > 0) {
         db->ckpt_waiting = true;
         db->ckpt_mem_id = db->imm_id[db->nimm - 1];
@@ -79,7 +79,7 @@ static lsm_status *pin_cut(lsm_db *db, version **v, uint64_t *seq)
         version_ref(db->ckpt_version = db->vs.current);
     }
     *seq = db->last_seq;
-    db_queue_pop_head(db, &w);
+    db_queue_pop_head(db, &w, NULL);
     uint64_t full_before = db->nospace_events;
     db->flush_asked++; /* a flush waiting to retry after a full disk does so now */
     while (s == NULL && db->ckpt_version == NULL && db->bg_error == NULL &&

@@ -7,7 +7,7 @@
  * compaction the current version most needs. Keeping them apart means a
  * long level-0 -> level-1 compaction never delays a flush, so writers wait
  * for memory only when the disk truly cannot keep up (and the pacing in
- * db_write.c slows them gradually well before that).
+ * db_rotate.c slows them gradually well before that).
  *
  * Both threads do their I/O with mu released and take it to install the
  * result (vset_log_and_apply serialises MANIFEST writes). A flush writes to
@@ -603,7 +603,7 @@ static bool needs_compaction(lsm_db *db)
  * workers): with two cores, a compaction at equal priority takes the
  * writer's time whenever a flush runs too, and that is what makes latency
  * uneven. If compaction falls behind, the write pacing in
- * db_write.c slows writers gradually. Linux applies nice per thread. */
+ * db_rotate.c slows writers gradually. Linux applies nice per thread. */
 static void lower_priority(int nice)
 {
     (void)setpriority(PRIO_PROCESS, (id_t)port_thread_id(), nice);
@@ -800,8 +800,8 @@ lsm_status *db_flush_memtables(lsm_db *db, uint64_t deferred_upto)
     bool leads = db_queue_wait(db, &w);
     assert(leads);
     (void)leads;
-    s = db_make_room_for_write(db, true);
-    db_queue_pop_head(db, &w);
+    s = db_make_room_for_write(db, true, false);
+    db_queue_pop_head(db, &w, NULL);
     /* Wait for the flushes, unless one fails for a full disk meanwhile
      * (one waiting to retry does so now). */
     uint64_t full_before = db->nospace_events;

@@ -7,8 +7,9 @@
  * The copy is then either
  *  - dropped when its memtable is written to a table (the common case for a
  *    large file written in one go: its bytes reach the disk once), or
- *  - logged late, whole, by the next leader of a logged batch or of a sync
- *    barrier, before that leader's own record.
+ *  - logged late, whole, by the next leader of a logged batch, before that
+ *    leader's own record, or by a sync (db_defer_log.c), at the head of the
+ *    queue.
  * So the log never holds a record that follows a deferred batch which is
  * in neither the log nor a table, and recovery (replay_filter, db_recover.c) keeps
  * a prefix of the writes: at a marker whose batch does not follow, it stops
@@ -91,19 +92,10 @@ static void free_list(struct deferred *d)
     }
 }
 
-void db_end_late_log(lsm_db *db, struct deferred *list)
+/* Puts the list back in front, to be logged again. REQUIRES: mu held. */
+static void restore(lsm_db *db, struct deferred *list)
 {
     assert(mutex_held(&db->mu));
-    db->deferred_floor = 0;
-    free_list(list);
-}
-
-void db_restore_deferred(lsm_db *db, struct deferred *list)
-{
-    assert(mutex_held(&db->mu));
-    db->deferred_floor = 0;
-    if (list == NULL)
-        return;
     struct deferred *tail = list;
     while (tail->next != NULL)
         tail = tail->next;
@@ -111,6 +103,21 @@ void db_restore_deferred(lsm_db *db, struct deferred *list)
     if (db->deferred_head == NULL)
         db->deferred_tail = tail;
     db->deferred_head = list;
+}
+
+void db_end_late_log(lsm_db *db, struct deferred *list, const lsm_status *s, uint64_t bytes)
+{
+    assert(mutex_held(&db->mu));
+    db->deferred_floor = 0;
+    if (list == NULL)
+        return;
+    if (lsm_status_code(s) == LSM_NO_SPACE) {
+        restore(db, list);
+        return;
+    }
+    db->stats.late_logged_bytes += bytes;
+    db->stats.wal_bytes += bytes;
+    free_list(list);
 }
 
 void db_drop_deferred(lsm_db *db, uint64_t mem)

@@ -1,9 +1,10 @@
 /*
  * db_fsync.c — lsm_sync_upto, top-down: the deferred batches the sync must
- * cover are made durable first (db_defer.c's, by a flush or logged late),
- * then the sync stage (db_sync.c) waits for a WAL sync that covers the
- * target. It calls down into the queue, the flush and the sync stage, and
- * none of them calls back.
+ * cover are made durable first (db_defer.c's, by a flush or logged late by
+ * db_defer_log.c), then the sync stage (db_sync.c) waits for a WAL sync
+ * that covers the target. It never enters the write queue itself; it calls
+ * down into the flush, the late log and the sync stage, and none of them
+ * calls back.
  */
 #include "db_impl.h"
 #include "status.h"
@@ -12,7 +13,7 @@
  * memtables when those batches are many bytes and most of what the
  * memtables hold (a table holds them anyway once flushed, so they reach the
  * disk once, as they would have without the sync), else by logging them
- * late (a barrier through the queue: its leader logs them). Flushing a
+ * late (db_log_deferred). Flushing a
  * small amount would cut a small table for every fsync; flushing memtables
  * full of other data would make the sync wait for all of it. A flush that
  * fails for a full disk falls back to the log. REQUIRES: mu held (released
@@ -31,10 +32,7 @@ static lsm_status *make_deferred_durable(lsm_db *db, uint64_t target)
         if (done)
             return NULL;
     }
-    mutex_unlock(&db->mu);
-    lsm_status *s = db_write(db, NULL, NULL, NULL);
-    mutex_lock(&db->mu);
-    return s;
+    return db_log_deferred(db);
 }
 
 lsm_status *lsm_sync_upto(lsm_db *db, uint64_t seq)

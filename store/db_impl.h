@@ -7,6 +7,12 @@
  * it touches them, with mu released while it does I/O; leadership passes
  * under mu, which orders those accesses. Fields marked [const] are set at
  * open and never change.
+ *
+ * The write side calls one way (tools/module_graph.sh store): db_fsync.c →
+ * db_defer_log.c (a sync's late log) → db_write.c (queue, groups) →
+ * db_rotate.c (room, memtable/WAL switch) → db_sync.c (sync stage) →
+ * writer.c, db_defer.c (the deferred list), db_view.c, db_error.c. The
+ * flush thread's idle switch (db_idle.c) and checkpoints enter at the queue.
  */
 #ifndef LSM_DB_IMPL_H
 #define LSM_DB_IMPL_H
@@ -26,7 +32,8 @@
 
 /* A batch written with defer_log: in the memtable, in no log yet (only its
  * WAL_DEFERRED marker is). It is logged late, whole, before the next logged
- * batch or sync barrier, unless its memtable reaches a table first.
+ * batch or by a sync (db_log_deferred), unless its memtable reaches a table
+ * first.
  *
  * Memtable identity. A deferred batch belongs to the memtable it was
  * inserted into, named by that memtable's id (db->mem_id / db->imm_id):
@@ -36,7 +43,7 @@
  * holds a batch. Only the flush of memtable `id` may forget the batches
  * of `id` (db_drop_deferred, from db_compact.c's flush_one); db_view.c's
  * db_push_imm hands out the ids, db_write.c's write_group tags a batch
- * with mem_id and db_retire_old_deferred looks for mem_id. */
+ * with mem_id and db_idle.c's retire_old_deferred looks for mem_id. */
 struct deferred {
     struct deferred *next;
     uint64_t mem;   /* the id of its memtable (mem_id when written) */
@@ -167,16 +174,16 @@ struct lsm_db {
     int nimm, cap_imm;     /* [mu] */
     struct readview *view; /* [mu] the current one (holds a reference) */
 
-    /* ---- the WAL and its rotation (db_write.c: switch_memtable,
-     * cut_broken_wal; the sync stage reads them) */
+    /* ---- the WAL and its rotation (db_rotate.c; the queue's leader
+     * appends and sets wal_written, the sync stage reads them) */
     wal_writer *wal;     /* [mu] pointer; appends by the leader */
     uint64_t wal_number; /* [mu] */
     uint64_t wal_written; /* [mu] bytes of the current WAL holding published groups */
     uint64_t wal_synced;  /* [mu] bytes of the current WAL known durable */
     bool wal_switching;   /* [mu] a memtable switch is leaving the WAL:
                            * no sync may start on it */
-    /* An append to the current WAL found the disk full (db_write.c,
-     * cut_broken_wal): the file may end in a torn record past wal_written
+    /* An append to the current WAL found the disk full (db_write.c sets
+     * it, db_rotate.c's db_cut_broken_wal cuts): the file may end in a torn record past wal_written
      * and its writer fails from then on. No sync runs on it; it is cut back
      * to wal_written and synced (wal_cut), then left for a new log by the
      * next memtable switch. Not sticky: nothing acknowledged was lost. */
@@ -184,9 +191,11 @@ struct lsm_db {
     bool wal_cut;    /* [mu] the broken WAL is cut back and durable */
 
     /* ---- the deferred log (db_defer.c): deferred batches in no log and
-     * no table, oldest first. While a leader logs them late (detached from
-     * the list, mu released), deferred_floor is the first one's sequence,
-     * else 0: no sync may claim them durable before they are in the log. */
+     * no table, oldest first. While the queue's head (a group's leader, or
+     * db_defer_log.c's solo writer for a sync) logs them late (detached
+     * from the list, mu released), deferred_floor is the first one's
+     * sequence, else 0: no sync may claim them durable before they are in
+     * the log. */
     struct deferred *deferred_head, *deferred_tail; /* [mu] */
     uint64_t deferred_floor;                        /* [mu] */
 
@@ -255,7 +264,7 @@ struct lsm_db {
     version *ckpt_version; /* [mu] */
 
     /* ---- pacing (pacing.h: the pacer is fed by db_compact.c, the clock
-     * charged and read by db_write.c) */
+     * charged by db_write.c, read by db_rotate.c) */
     pacer pacer;     /* [mu] the rate compaction sustains */
     pace_clock pace; /* [mu] the pacing clock writers are held to */
 };
@@ -292,14 +301,18 @@ lsm_status *db_refuse_read_only(const lsm_db *db);
  * REQUIRES: mu held. */
 void db_set_bg_error(lsm_db *db, lsm_status *s);
 
-/* db_write.c */
+/* db_write.c: the write queue and its groups. */
 /* Puts w in the queue and waits until it is the head (returns true, mu
  * held: the caller leads) or a leader has done its write (returns false,
  * mu not held). REQUIRES: mu held. */
 bool db_queue_wait(lsm_db *db, struct writer *w);
 /* Removes the head writer w without writing anything and hands the queue
- * on. REQUIRES: mu held; w is the head. */
-void db_queue_pop_head(lsm_db *db, struct writer *w);
+ * on (waking the next head now or, with wk, at db_wakeups_flush).
+ * REQUIRES: mu held; w is the head. */
+void db_queue_pop_head(lsm_db *db, struct writer *w, struct wakeups *wk);
+/* Whether no writer is queued (a solo writer would lead at once).
+ * REQUIRES: mu held. */
+bool db_queue_empty(lsm_db *db);
 /* *seq (may be NULL) gets the last sequence of the write's group. */
 lsm_status *db_write(lsm_db *db, lsm_batch *batch, const lsm_write_options *wo, uint64_t *seq);
 
@@ -315,24 +328,12 @@ void db_keep_deferred(lsm_db *db, struct deferred *d);
 struct deferred *db_take_deferred(lsm_db *db);
 /* Appends the list's batches to the WAL; *bytes gets how many. [leader] */
 lsm_status *deferred_log_late(wal_writer *wal, const struct deferred *list, uint64_t *bytes);
-/* After deferred_log_late (whatever its outcome): frees the list and
- * clears deferred_floor. REQUIRES: mu held. */
-void db_end_late_log(lsm_db *db, struct deferred *list);
-/* Instead of db_end_late_log when logging them failed for a full disk (the
- * log was cut back): puts the list back in front, to be logged again.
- * REQUIRES: mu held. */
-void db_restore_deferred(lsm_db *db, struct deferred *list);
-/* db_write.c: when the oldest deferred batch has waited deferred_max_age_ms
- * in the active memtable and the write queue is empty, switches the
- * memtable out (the flush then writes it to a table). Returns the µs after
- * which to look again, 0 if nothing is deferred. Never waits for room, so
- * the flush thread may call it. REQUIRES: mu held. */
-uint64_t db_retire_old_deferred(lsm_db *db);
-/* What the idle flush thread does: db_retire_old_deferred, and flushes an
- * active memtable that holds deletions once no write came for a while
- * (db_write.c IDLE_DELETIONS_US). Returns the µs after which to look again,
- * 0 if nothing is due. REQUIRES: mu held. */
-uint64_t db_idle_look(lsm_db *db);
+/* After deferred_log_late of `list` (may be NULL) ended with s, `bytes`
+ * appended: clears deferred_floor; on a full disk (LSM_NO_SPACE: the log is
+ * cut back) puts the list back in front, to be logged again in the next
+ * log, else frees it and counts the bytes as logged late. REQUIRES: mu
+ * held. */
+void db_end_late_log(lsm_db *db, struct deferred *list, const lsm_status *s, uint64_t bytes);
 /* Forgets the deferred batches of the memtable with id `mem`, now in a
  * table (see struct deferred). REQUIRES: mu held. */
 void db_drop_deferred(lsm_db *db, uint64_t mem);
@@ -347,6 +348,13 @@ bool db_deferred_upto(lsm_db *db, uint64_t seq);
 /* Bytes of the deferred batches with sequences <= seq waiting to be logged
  * (not those being logged late right now). REQUIRES: mu held. */
 uint64_t db_deferred_bytes_upto(lsm_db *db, uint64_t seq);
+
+/* db_defer_log.c: a sync's late log of the deferred batches. */
+/* Logs every deferred batch late, as a solo writer at the head of the write
+ * queue (leaving a log a full disk broke first); the caller's sync then
+ * covers them. A full disk puts them back (LSM_NO_SPACE). REQUIRES: mu
+ * held (released while waiting and appending). */
+lsm_status *db_log_deferred(lsm_db *db);
 
 /* db_sync.c: the sync stage (its states and invariants are listed there). */
 /* Waits until every write with sequence <= target (<= last_seq; no
@@ -371,11 +379,48 @@ void db_finish_synced(lsm_db *db, lsm_status *s, struct writer *self, struct wak
 /* Tells the first waiting group no running sync covers to run the next
  * sync, if one may start. REQUIRES: mu held. */
 void db_hand_off_sync(lsm_db *db, struct wakeups *wk);
+
+/* db_rotate.c: memtable and WAL rotation (see there). Every function but
+ * db_new_wal and db_switch_must_wait REQUIRES mu held (released around
+ * file I/O) and the caller leading the write queue (db->head != NULL,
+ * asserted). */
 /* Opens a new WAL numbered `number` and makes its directory entry durable;
  * `tight`: made for a freeing write on a full disk (frees_holding), it
  * reserves its room in small steps, so it takes little of what freeing
  * needs. No lock needed. */
 lsm_status *db_new_wal(lsm_db *db, uint64_t number, bool tight, wal_writer **out);
+/* Decides whether a write may go ahead, delays it to pace compaction, or
+ * waits for room; switches the memtable when full, or always (force) if it
+ * holds data. A writer that frees space (frees) waits once more on a full
+ * disk (see there). */
+lsm_status *db_make_room_for_write(lsm_db *db, bool force, bool frees);
+/* Switches to a new memtable and WAL; the old memtable becomes immutable
+ * and the flush thread is woken. A failed switch is not sticky. */
+lsm_status *db_switch_memtable(lsm_db *db);
+/* Whether a switch must wait for background work (memory, level 0 or the
+ * disk): room then comes only from flushes and compactions. REQUIRES: mu
+ * held (no leadership needed). */
+bool db_switch_must_wait(lsm_db *db);
+/* After an append found the disk full (wal_broken): cuts the log back to
+ * its last whole group and syncs it, finishing the groups that waited for
+ * a sync on it; a failure is sticky. */
+void db_cut_broken_wal(lsm_db *db);
+/* After the leader's append to the WAL (mu released meanwhile) ended with
+ * s: the log now holds `written` bytes of published writes; or it is broken
+ * by a full disk (wal_broken: cut back by db_cut_broken_wal before anything
+ * else uses it); any other failure is sticky. */
+void db_wal_appended(lsm_db *db, lsm_status *s, uint64_t written);
+/* What a barrier needs: a log a full disk broke is cut back and left for a
+ * new one (no sync may run on it); returns the sticky error or why it could
+ * not be left. */
+lsm_status *db_leave_broken_wal(lsm_db *db);
+
+/* db_idle.c: the flush thread's look at an idle store. */
+/* What the idle flush thread does: retires an old deferred batch, and flushes an
+ * active memtable that holds deletions once no write came for a while
+ * (IDLE_DELETIONS_US). Returns the µs after which to look again, 0 if
+ * nothing is due. REQUIRES: mu held. */
+uint64_t db_idle_look(lsm_db *db);
 
 /* db_reserve.c: the space reserve (see there). */
 /* The reserve for a disk at dir: `wanted` bytes, at most an eighth of the
@@ -443,10 +488,6 @@ void db_stop_background(lsm_db *db);
  * nothing while the MANIFEST on disk is unknown (vset_state_known).
  * REQUIRES: mu held (released while deleting). */
 void db_delete_obsolete_files(lsm_db *db);
-/* Decides whether a write may go ahead, delays it to pace compaction, or
- * waits for room; switches the memtable when full. REQUIRES: mu held; the
- * caller leads the write queue. */
-lsm_status *db_make_room_for_write(lsm_db *db, bool force_switch);
 /* Switches the memtable if it holds data and waits for the flushes: of
  * every memtable (deferred_upto 0), or only until no deferred batch with a
  * sequence <= deferred_upto is outside the tables and the log. Returns the

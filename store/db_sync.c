@@ -14,7 +14,7 @@
  *     next sync to the first group no running sync covers.
  * A sync: syncs_running counts it from before it gathers, a slot of
  * sync_running_upto holds what it covers (db_sync_ceiling at its start)
- * while it runs; memtable switches (db_write.c) set wal_switching, wait
+ * while it runs; memtable switches (db_rotate.c) set wal_switching, wait
  * for syncs_running to reach 0, and then finish or hand on the waiters.
  *
  * Invariants (REQUIRES mu; sync_state_ok checks them, asserted before and
@@ -35,7 +35,7 @@
  *       that begins later waits for it, so every sync uses the log that was
  *       current when it started.
  *   S7. No sync starts on a log an append found the disk full in
- *       (wal_broken) until db_write.c's cut_broken_wal has cut it back to
+ *       (wal_broken) until db_rotate.c's db_cut_broken_wal has cut it back to
  *       its last whole group (wal_cut); nothing is appended to it after.
  *
  * Gathering: when a sync is about to start and recent syncs covered more

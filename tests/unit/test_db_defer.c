@@ -582,6 +582,7 @@ struct mixed_arg {
     char prefix[16];
     int n;
     bool defer;
+    bool sync_each; /* a deferred writer syncs each write's sequence after it */
 };
 
 /* On a worker thread: no cmocka. */
@@ -589,13 +590,28 @@ static void *mixed_writer(void *p)
 {
     struct mixed_arg *a = p;
     for (int i = 0; i < a->n; i++) {
-        lsm_status *s = put_i(a->db, a->prefix, i, a->defer, !a->defer);
+        uint64_t seq = 0;
+        lsm_status *s = write_i(a->db, a->prefix, i, a->defer, !a->defer, &seq);
+        if (s == NULL && a->defer && a->sync_each)
+            s = lsm_sync_upto(a->db, seq);
         if (s) {
             fprintf(stderr, "put: %s\n", lsm_status_message(s));
             abort();
         }
     }
     return NULL;
+}
+
+/* Runs `threads` writers of `per` writes each on db, the odd ones deferred
+ * (syncing each if sync_each), the even ones synced; a[] gets their
+ * arguments. */
+static void run_mixed(lsm_db *db, struct mixed_arg *a, int threads, int per, bool sync_each)
+{
+    for (int i = 0; i < threads; i++) {
+        a[i] = (struct mixed_arg){db, "", per, i % 2 == 1, sync_each};
+        snprintf(a[i].prefix, sizeof(a[i].prefix), "t%d-", i);
+    }
+    tu_run_threads(threads, mixed_writer, a, sizeof(a[0]));
 }
 
 /* Deferred and synced writers at once, small memtables, then a power cut:
@@ -608,11 +624,7 @@ static void test_deferred_among_sync_writers(void **state)
     fault_env *fe = fault_env_new(lsm_env_default());
     lsm_db *db = tu_open_db(tu_dir, fault_env_env(fe), 256 << 10);
     struct mixed_arg a[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        a[i] = (struct mixed_arg){db, "", PER, i % 2 == 1};
-        snprintf(a[i].prefix, sizeof(a[i].prefix), "t%d-", i);
-    }
-    tu_run_threads(THREADS, mixed_writer, a, sizeof(a[0]));
+    run_mixed(db, a, THREADS, PER, false);
     db = cut_and_reopen(fe, db, 256 << 10);
     for (int t = 0; t < THREADS; t++) {
         if (!a[t].defer) {
@@ -627,6 +639,27 @@ static void test_deferred_among_sync_writers(void **state)
             gap = gap || !has;
         }
     }
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+/* Syncs that log deferred batches late while other writers' synced groups
+ * are appended: the late copies go in at the head of the queue, between
+ * whole groups, so after a power cut every write whose write or sync
+ * returned is there — the deferred ones and the synced groups around them. */
+static void test_sync_logs_deferred_between_groups(void **state)
+{
+    (void)state;
+    enum { THREADS = 4, PER = 120 };
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = tu_open_db(tu_dir, fault_env_env(fe), 256 << 10);
+    struct mixed_arg a[THREADS];
+    run_mixed(db, a, THREADS, PER, true); /* each deferred write then synced:
+                                          * logged late at the queue's head */
+    assert_true(tu_prop(db, "lsm.late-logged-bytes") > 0);
+    db = cut_and_reopen(fe, db, 256 << 10);
+    for (int i = 0; i < THREADS; i++)
+        assert_all(db, a[i].prefix, PER);
     assert_null(lsm_close(db));
     fault_env_free(fe);
 }
@@ -652,6 +685,7 @@ int main(void)
         TU_TEST(test_close_reports_risk_over_full_disk),
         TU_TEST(test_lost_deferred_and_epoch),
         TU_TEST(test_deferred_among_sync_writers),
+        TU_TEST(test_sync_logs_deferred_between_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,94 @@
+/*
+ * db_idle.c — what the flush thread does while no write comes: switches out
+ * an active memtable that holds an old deferred batch or, after a while,
+ * deletions, so they reach a table (and the space they free comes back).
+ * It leads the write queue for the switch as a solo writer, only if the
+ * queue is empty, and never waits for room.
+ */
+#include "db_impl.h"
+#include "status.h"
+
+/* How soon an idle store looks again at an old deferred batch it could not
+ * retire (the queue was busy, or level 0 full). */
+#define DEFERRED_RETRY_US 20000
+
+/* Switches the active memtable out from the flush thread, as a solo writer
+ * at the head of an empty queue (the flush then writes it to a table);
+ * false if the queue is busy or no switch may happen now. Never waits for
+ * room. REQUIRES: mu held (released meanwhile). */
+static bool idle_switch(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (!db_queue_empty(db) || db->bg_error || db_switch_must_wait(db))
+        return false;
+    struct writer w = {.batch = NULL, .solo = true};
+    bool leads = db_queue_wait(db, &w); /* the head at once: the queue was empty */
+    assert(leads);
+    (void)leads;
+    lsm_status *s = db_switch_memtable(db);
+    struct wakeups wk = {.n = 0};
+    db_queue_pop_head(db, &w, &wk);
+    lsm_status_free(s); /* not sticky (see db_rotate.c's leave_wal): retried later */
+    mutex_unlock(&db->mu);
+    db_wakeups_flush(&wk);
+    mutex_lock(&db->mu);
+    return true;
+}
+
+/* When the oldest deferred batch has waited deferred_max_age_ms in the
+ * active memtable and the write queue is empty, switches the memtable out
+ * (the flush then writes it to a table). Returns the µs after which to
+ * look again, 0 if nothing is deferred. REQUIRES: mu held. */
+static uint64_t retire_old_deferred(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    const struct deferred *d = db->deferred_head;
+    if (d == NULL)
+        return 0;
+    uint64_t max = (uint64_t)db->opt.deferred_max_age_ms * 1000;
+    uint64_t now = db->env->now_micros(db->env);
+    if (now < d->at_us + max)
+        return d->at_us + max - now;
+    bool in_mem = false;
+    for (; d != NULL && !in_mem; d = d->next)
+        in_mem = d->mem == db->mem_id; /* see struct deferred */
+    if (!in_mem) /* its memtable is already waiting for the flush */
+        return DEFERRED_RETRY_US;
+    idle_switch(db);
+    return DEFERRED_RETRY_US;
+}
+
+/* How long the store must see no write before an active memtable holding
+ * deletions is flushed, so the space they free comes back on an idle store
+ * (the compaction of tombstone-heavy tables follows). */
+#define IDLE_DELETIONS_US 1000000
+
+/* Switches out an idle active memtable that holds deletions: returns the µs
+ * after which to look again, 0 if it holds none (a write that adds some
+ * wakes the flush thread: idle_watch). REQUIRES: mu held. */
+static uint64_t flush_idle_deletions(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    db->idle_watch = memtable_deletions(db->mem) > 0;
+    if (!db->idle_watch)
+        return 0;
+    uint64_t now = db->env->now_micros(db->env);
+    if (db->idle_seq != db->last_seq) { /* written since the last look */
+        db->idle_seq = db->last_seq;
+        db->idle_since_us = now;
+    }
+    if (now < db->idle_since_us + IDLE_DELETIONS_US)
+        return db->idle_since_us + IDLE_DELETIONS_US - now;
+    if (!idle_switch(db))
+        return DEFERRED_RETRY_US;
+    db->idle_watch = false;
+    return 0;
+}
+
+uint64_t db_idle_look(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t a = retire_old_deferred(db), b = flush_idle_deletions(db);
+    return a == 0 || (b != 0 && b < a) ? b : a;
+}
+
