@@ -643,7 +643,7 @@ typedef struct tu_rfile {
     char *data;
     size_t len;
     bool fail_reads;
-    size_t reads; /* preads asked of it */
+    _Atomic size_t reads; /* preads asked of it (reader threads may race) */
 } tu_rfile;
 
 static inline lsm_status *tu_rfile_pread(lsm_rfile *f, uint64_t off, void *dst, size_t n,
