@@ -326,26 +326,54 @@ static bool fragment_ok(const char *h, size_t left)
     return want == crc32c_extend(crc32c(h + 6, 1), h + WAL_HEADER_SIZE, len);
 }
 
-/* A bad fragment at r->pos: its length cannot be trusted, so the next good
- * fragment is looked for at every later byte of the block (a match by
- * chance is a 1 in 2^32 event). The bytes skipped are damage; good records
- * found after them make it damage in the middle, not a torn tail — the
- * records after a flipped bit in the log's last block are not lost quietly. */
-static void resync(wal_reader *r, const char *why)
+/* The first offset >= p of the current block where a good fragment starts
+ * (a match by chance is a 1 in 2^32 event); past the block's room for a
+ * header if none does. */
+static size_t next_good_fragment(const wal_reader *r, size_t p)
 {
-    size_t p = r->pos + 1;
     while (p + WAL_HEADER_SIZE <= r->block_len) {
         unsigned char type = (unsigned char)r->block[p + 6];
         if (type >= WAL_FULL && type <= WAL_LAST && fragment_ok(r->block + p, r->block_len - p))
             break;
         p++;
     }
+    return p;
+}
+
+/* A bad fragment at r->pos: its length cannot be trusted, so the next good
+ * fragment is looked for at every later byte of the block. The bytes
+ * skipped are damage; good records found after them make it damage in the
+ * middle, not a torn tail — the records after a flipped bit in the log's
+ * last block are not lost quietly. */
+static void resync(wal_reader *r, const char *why)
+{
+    size_t p = next_good_fragment(r, r->pos + 1);
     if (p + WAL_HEADER_SIZE > r->block_len) {
         drop_block_rest(r, false, why);
         return;
     }
     drop_partial(r, "record cut short by damage");
     pend_add(&r->pend, r->block_start + r->pos, p - r->pos, false, why);
+    r->pos = p;
+}
+
+/* Zeros at r->pos: a page never written back. What follows them in the
+ * block up to the next good fragment is pending zeros (the hole); a good
+ * fragment after it, here or in a later block, ends the log at the hole
+ * (settle_hole) — also in the log's last block, where dropping the block's
+ * rest would read records after the hole as a torn tail. */
+static void skip_zero_hole(wal_reader *r)
+{
+    size_t p = next_good_fragment(r, r->pos + 1);
+    if (p + WAL_HEADER_SIZE > r->block_len) {
+        drop_block_rest(r, true, "zero-filled hole");
+        return;
+    }
+    bool first = pend_empty(&r->pend);
+    drop_partial(r, "record cut short by damage");
+    pend_add(&r->pend, r->block_start + r->pos, p - r->pos, true, "zero-filled hole");
+    if (first)
+        r->pend.zeros_first = true;
     r->pos = p;
 }
 
@@ -376,7 +404,7 @@ static lsm_status *next_fragment(wal_reader *r, struct fragment *fr, bool *eof)
         }
         const char *h = r->block + r->pos;
         if (all_zero(h, WAL_HEADER_SIZE)) {
-            drop_block_rest(r, true, "zero-filled hole");
+            skip_zero_hole(r);
             continue;
         }
         size_t len = (unsigned char)h[4] | (size_t)(unsigned char)h[5] << 8;
@@ -389,7 +417,7 @@ static lsm_status *next_fragment(wal_reader *r, struct fragment *fr, bool *eof)
         if (!fragment_ok(h, left)) {
             bool hole = runs_into_zero_page(r, r->pos, WAL_HEADER_SIZE + len);
             if (hole)
-                drop_block_rest(r, true, "zero-filled hole");
+                skip_zero_hole(r);
             else
                 resync(r, "checksum mismatch");
             continue;

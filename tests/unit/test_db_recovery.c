@@ -9,6 +9,7 @@
 
 #include "fault_env.h"
 #include "lsm.h"
+#include "wal.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -256,18 +257,18 @@ static void test_salvage_keeps_prefix(void **state)
  * records end the log there: the open succeeds with the prefix, without
  * salvage; writes after it survive the next crash although the hole is
  * still in the old log (before: the records after the hole applied). */
-static void test_zero_hole_ends_log(void **state)
+static void zero_hole_ends_log(int nkeys, bool one_block)
 {
-    (void)state;
     char log[400];
-    long used = crash_with_log(NKEYS, log, sizeof log);
+    long used = crash_with_log(nkeys, log, sizeof log);
+    assert_true(one_block == (used <= WAL_BLOCK_SIZE));
     long hole = (used / 2) & ~4095L;
     zero_range(log, hole, 4096);
     struct reports rep = {{0}, 0};
     lsm_db *db = NULL;
     ASSERT_OK(open_with(tu_dir, false, false, &rep, &db));
-    int kept = prefix_len(db, "k", NKEYS);
-    assert_true(kept > 0 && kept < NKEYS);
+    int kept = prefix_len(db, "k", nkeys);
+    assert_true(kept > 0 && kept < nkeys);
     assert_int_equal(rep.n, 1);
     assert_non_null(strstr(rep.text, "zero-filled hole"));
     /* a crash with the new writes in the new log only */
@@ -275,6 +276,21 @@ static void test_zero_hole_ends_log(void **state)
     ASSERT_OK(lsm_put(db, &wo, "after", 5, "x", 1));
     ASSERT_OK(lsm_close(db));
     assert_next_crash_keeps(kept, 300);
+}
+
+static void test_zero_hole_ends_log(void **state)
+{
+    (void)state;
+    zero_hole_ends_log(NKEYS, false);
+}
+
+/* The same with the whole log in its last (only) block: the records after
+ * the hole are found there too (before: dropped as a torn tail, unreported,
+ * with no epoch). */
+static void test_zero_hole_in_last_block_ends_log(void **state)
+{
+    (void)state;
+    zero_hole_ends_log(600, true);
 }
 
 /* An open that drops records (a zero hole) and then cannot write the
@@ -453,6 +469,7 @@ int main(int argc, char **argv)
         T(test_damage_in_last_block_refuses),
         T(test_salvage_keeps_prefix),
         T(test_zero_hole_ends_log),
+        T(test_zero_hole_in_last_block_ends_log),
         T(test_failed_epoch_leaves_no_log),
         T(test_damage_sweep_never_wrong_data),
         T(test_damaged_manifest_says_where),
