@@ -113,7 +113,7 @@ int fs_info_files(lsm_env *env, const char *path, const char *dir, struct lsmfs_
     if (s == NULL)
         s = count_snapshots(env, snapdir, &out->snapshots);
     if (s != NULL) {
-        int e = lsm_status_errno(s) ? lsm_status_errno(s) : EIO;
+        int e = lsm_status_errno(s); /* never 0 for a status */
         snprintf(err, errlen, "%s: listing its files: %s", dir, lsm_status_message(s));
         lsm_status_free(s);
         return e;
