@@ -3,8 +3,9 @@
  * The lease and the fence are in env_rados_lease.c.
  *
  * A file's size is its object's size (rados_stat): appends need no second
- * write to keep it. Objects that a crash left without a name (created, not
- * yet entered in their directory) are garbage in the pool, never data.
+ * write to keep it. An object a crash left without a name (created, not
+ * yet entered in its directory) is never data: the next holder of the
+ * store's lease removes it (env_rados_intent.c).
  */
 #include "env_rados_impl.h"
 
@@ -86,6 +87,8 @@ static bool lease_refuses(struct rados_env *re, const char *path)
 lsm_status *rados_guard(struct rados_env *re, rados_write_op_t op, const char *what,
                         const char *path)
 {
+    if (rados_dead(re))
+        return status_new(LSM_IO_ERROR, "rados %s %s: the env died at a crash point", what, path);
     uint64_t epoch = atomic_load(&re->epoch);
     if (epoch == 0 || !in_fenced_tree(re, path))
         return NULL;
@@ -165,7 +168,7 @@ static lsm_status *dir_lookup(struct rados_env *re, const char *dir, const char 
 }
 
 /* Splits a value "f:OID" / "d:ID" into e. */
-static void entry_from_value(struct rados_entry *e, const char *val)
+void rados_entry_from_value(struct rados_entry *e, const char *val)
 {
     e->is_dir = val[0] == 'd';
     size_t n = strnlen(val + 2, 40);
@@ -215,7 +218,7 @@ lsm_status *rados_resolve(struct rados_env *re, const char *path, struct rados_e
         if (s)
             return s;
         if (e->found)
-            entry_from_value(e, val);
+            rados_entry_from_value(e, val);
         else
             e->oid[0] = e->is_dir = 0;
         have = next_component(&p, comp, sizeof comp);
@@ -245,9 +248,8 @@ static void new_id(char *out, size_t cap)
     snprintf(out, cap, "%016" PRIx64, r);
 }
 
-/* Sets (or, val NULL, removes) entry name in dir object dir, guarded. */
-static lsm_status *dir_set(struct rados_env *re, const char *dir, const char *name,
-                           const char *val, const char *path)
+lsm_status *rados_dir_set(struct rados_env *re, const char *dir, const char *name,
+                          const char *val, const char *path)
 {
     rados_write_op_t op = rados_create_write_op();
     if (val != NULL) {
@@ -261,18 +263,19 @@ static lsm_status *dir_set(struct rados_env *re, const char *dir, const char *na
     return rados_operate(re, op, dir, val ? "enter" : "remove entry", path);
 }
 
-/* Page by page, the entries of dir object dir: fn(ctx, name, value). */
-static lsm_status *dir_list(struct rados_env *re, const char *dir, const char *path,
-                            lsm_status *(*fn)(void *ctx, const char *name, const char *val),
-                            void *ctx)
+lsm_status *rados_dir_list(struct rados_env *re, const char *dir, const char *path,
+                           const char *prefix,
+                           lsm_status *(*fn)(void *ctx, const char *key, const char *val),
+                           void *ctx)
 {
+    bool intents = prefix[0] == '/';
     char after[256] = "";
     for (;;) {
         rados_read_op_t op = rados_create_read_op();
         rados_omap_iter_t it = NULL;
         unsigned char more = 0;
         int prval = 0;
-        rados_read_op_omap_get_vals2(op, after, "", LIST_PAGE, &it, &more, &prval);
+        rados_read_op_omap_get_vals2(op, after, prefix, LIST_PAGE, &it, &more, &prval);
         int r = rados_read_op_operate(op, re->io, dir, 0);
         rados_release_read_op(op);
         if (r == -ENOENT) {
@@ -294,7 +297,8 @@ static lsm_status *dir_list(struct rados_env *re, const char *dir, const char *p
             memcpy(val, v, n);
             val[n] = '\0';
             snprintf(after, sizeof after, "%s", k);
-            s = fn(ctx, k, val);
+            if (intents || k[0] != '/')
+                s = fn(ctx, k, val);
         }
         rados_omap_get_end(it);
         if (s != NULL || !more)
@@ -336,7 +340,7 @@ static lsm_status *refs_add(struct rados_env *re, const char *oid, int delta, co
     return rados_operate(re, op, oid, delta < 0 ? "drop a name of" : "add a name to", path);
 }
 
-static lsm_status *unref(struct rados_env *re, const char *oid, const char *path)
+lsm_status *rados_unref(struct rados_env *re, const char *oid, const char *path)
 {
     pthread_mutex_lock(&re->mu);
     lsm_status *s = refs_add(re, oid, -1, path);
@@ -345,7 +349,7 @@ static lsm_status *unref(struct rados_env *re, const char *oid, const char *path
 }
 
 /* Creates object oid with one name (and the fence epoch, if any). */
-static lsm_status *object_create(struct rados_env *re, const char *oid, const char *path)
+lsm_status *rados_object_create(struct rados_env *re, const char *oid, const char *path)
 {
     rados_write_op_t op = rados_create_write_op();
     rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
@@ -356,7 +360,7 @@ static lsm_status *object_create(struct rados_env *re, const char *oid, const ch
         snprintf(v, sizeof v, "%" PRIu64, epoch);
         rados_write_op_setxattr(op, RADOS_XATTR_EPOCH, v, strlen(v));
     }
-    if (lease_refuses(re, path)) {
+    if (lease_refuses(re, path) || rados_dead(re)) {
         rados_release_write_op(op);
         return status_new(LSM_IO_ERROR, "rados create %s: the writer's lease is lost", path);
     }
@@ -572,20 +576,14 @@ static lsm_status *rados_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
     if (s == NULL && (f == NULL || (f->buf = lsm_malloc(WFILE_BUF)) == NULL ||
                       (f->path = lsm_strdup(path)) == NULL))
         s = status_new(LSM_IO_ERROR, "create %s: out of memory", path);
-    if (s == NULL) {
-        snprintf(f->oid, sizeof f->oid, "lsmfs.f.");
-        new_id(f->oid + strlen(f->oid), sizeof f->oid - strlen(f->oid));
-        s = object_create(re, f->oid, path);
-    }
-    char val[RADOS_OID_MAX + 4];
-    if (s == NULL) {
-        snprintf(val, sizeof val, "f:%s", f->oid);
-        s = dir_set(re, e.dir_oid, e.name, val, path);
-        if (s != NULL)
-            lsm_status_free(unref(re, f->oid, path));
-    }
+    char id[24], oid[RADOS_OID_MAX], val[RADOS_OID_MAX + 4];
+    new_id(id, sizeof id);
+    snprintf(oid, sizeof oid, "lsmfs.f.%s", id);
+    snprintf(val, sizeof val, "f:%s", oid);
+    if (s == NULL)
+        s = rados_create_named(re, &e, oid, val, path);
     if (s == NULL && e.found)
-        lsm_status_free(unref(re, e.oid, path)); /* the old file; its name is gone */
+        lsm_status_free(rados_unref(re, e.oid, path)); /* the old file; its name is gone */
     if (s != NULL) {
         if (f) {
             free(f->buf);
@@ -596,6 +594,7 @@ static lsm_status *rados_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
     }
     f->base.ops = &rados_wfile_ops;
     f->re = re;
+    snprintf(f->oid, sizeof f->oid, "%s", oid);
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
     *out = &f->base;
@@ -767,7 +766,7 @@ static lsm_status *rados_get_children(lsm_env *env, const char *dir, char ***nam
     lsm_status *s = rados_dir_oid(re, dir, oid);
     struct names nm = {0};
     if (s == NULL)
-        s = dir_list(re, oid, dir, add_name, &nm);
+        s = rados_dir_list(re, oid, dir, "", add_name, &nm);
     if (s != NULL) {
         env_free_children(nm.v, nm.n);
         return s;
@@ -783,9 +782,9 @@ static lsm_status *rados_remove_file(lsm_env *env, const char *path)
     struct rados_entry e;
     lsm_status *s = resolve_file(re, path, &e);
     if (s == NULL)
-        s = dir_set(re, e.dir_oid, e.name, NULL, path);
+        s = rados_dir_set(re, e.dir_oid, e.name, NULL, path);
     if (s == NULL)
-        s = unref(re, e.oid, path);
+        s = rados_unref(re, e.oid, path);
     return s;
 }
 
@@ -814,12 +813,12 @@ static lsm_status *rados_rename_file(lsm_env *env, const char *from, const char 
         rados_write_op_omap_set(op, keys, vals, lens, 1);
         s = rados_operate(re, op, a.dir_oid, "rename", to);
     } else {
-        s = dir_set(re, b.dir_oid, b.name, val, to);
+        s = rados_dir_set(re, b.dir_oid, b.name, val, to);
         if (s == NULL)
-            s = dir_set(re, a.dir_oid, a.name, NULL, from);
+            s = rados_dir_set(re, a.dir_oid, a.name, NULL, from);
     }
     if (s == NULL && b.found && !b.is_dir && strcmp(b.oid, a.oid) != 0)
-        lsm_status_free(unref(re, b.oid, to)); /* replaced: its name is gone */
+        lsm_status_free(rados_unref(re, b.oid, to)); /* replaced: its name is gone */
     return s;
 }
 
@@ -839,8 +838,8 @@ static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *t
     pthread_mutex_unlock(&re->mu);
     char val[RADOS_OID_MAX + 4];
     snprintf(val, sizeof val, "f:%s", a.oid);
-    if (s == NULL && (s = dir_set(re, b.dir_oid, b.name, val, to)) != NULL)
-        lsm_status_free(unref(re, a.oid, from));
+    if (s == NULL && (s = rados_dir_set(re, b.dir_oid, b.name, val, to)) != NULL)
+        lsm_status_free(rados_unref(re, a.oid, from));
     return s;
 }
 
@@ -860,9 +859,7 @@ static lsm_status *make_dir(lsm_env *env, const char *path, bool must_be_new)
         new_id(id, sizeof id);
         snprintf(val, sizeof val, "d:%s", id);
         snprintf(oid, sizeof oid, "%s%s", RADOS_DIR_PREFIX, id);
-        s = object_create(re, oid, path);
-        if (s == NULL)
-            s = dir_set(re, e.dir_oid, e.name, val, path);
+        s = rados_create_named(re, &e, oid, val, path);
     }
     pthread_mutex_unlock(&re->mu);
     return s;
@@ -917,11 +914,11 @@ static lsm_status *rados_remove_dir(lsm_env *env, const char *path)
     struct rados_entry e;
     lsm_status *s = rados_dir_oid(re, path, oid);
     if (s == NULL)
-        s = dir_list(re, oid, path, not_empty, NULL);
+        s = rados_dir_list(re, oid, path, "", not_empty, NULL);
     if (s == NULL)
         s = rados_resolve(re, path, &e);
     if (s == NULL)
-        s = dir_set(re, e.dir_oid, e.name, NULL, path);
+        s = rados_dir_set(re, e.dir_oid, e.name, NULL, path);
     if (s == NULL) {
         rados_write_op_t op = rados_create_write_op();
         rados_write_op_remove(op);
@@ -1007,26 +1004,57 @@ struct tree_ctx {
     const char *name, *value;
 };
 
+/* Sets xattr name = value on object oid (gone: nothing to do), then
+ * passes the "stamped" crash point. */
+static lsm_status *stamp(struct rados_env *re, const char *oid, const char *name,
+                         const char *value)
+{
+    if (rados_dead(re))
+        return status_new(LSM_IO_ERROR, "rados set fence on %s: the env died", oid);
+    int r = rados_setxattr(re->io, oid, name, value, strlen(value));
+    if (r < 0 && r != -ENOENT)
+        return rados_error(r, "set fence on", oid);
+    return rados_crash_point(re, "stamped", oid);
+}
+
 static lsm_status *set_one(void *ctx, const char *name, const char *val)
 {
+    (void)name;
     struct tree_ctx *t = ctx;
     struct rados_entry e;
     memset(&e, 0, sizeof e);
-    entry_from_value(&e, val);
+    rados_entry_from_value(&e, val);
     if (e.is_dir)
         return rados_set_xattr_tree(t->re, e.oid, t->name, t->value);
-    int r = rados_setxattr(t->re->io, e.oid, t->name, t->value, strlen(t->value));
-    return r < 0 && r != -ENOENT ? rados_error(r, "set fence on", name) : NULL;
+    return stamp(t->re, e.oid, t->name, t->value);
 }
 
+/* Files first, the directory last: the directory's xattr is what the next
+ * lease's holder reads, so a crash part-way leaves it as it was (no epoch
+ * at a first stamping, the old holder at a takeover) and the next lock
+ * stamps the whole tree again; never a stamped directory over unstamped
+ * files, whose every guarded op would be refused as fenced. */
 lsm_status *rados_set_xattr_tree(struct rados_env *re, const char *dir_oid, const char *name,
                                  const char *value)
 {
-    int r = rados_setxattr(re->io, dir_oid, name, value, strlen(value));
-    if (r < 0)
-        return rados_error(r, "set fence on", dir_oid);
     struct tree_ctx t = {re, name, value};
-    return dir_list(re, dir_oid, dir_oid, set_one, &t);
+    lsm_status *s = rados_dir_list(re, dir_oid, dir_oid, "", set_one, &t);
+    return s != NULL ? s : stamp(re, dir_oid, name, value);
+}
+
+lsm_status *rados_crash_point(struct rados_env *re, const char *point, const char *oid)
+{
+    if (!rados_dead(re) && (re->crash_fn == NULL || !re->crash_fn(re->crash_arg, point, oid)))
+        return NULL;
+    atomic_store(&re->dead, true);
+    return status_new(LSM_IO_ERROR, "rados %s %s: the env died here (crash point)", point, oid);
+}
+
+void env_rados_set_crash_hook(lsm_env *env, env_rados_crash_fn fn, void *arg)
+{
+    struct rados_env *re = rados_env_of(env);
+    re->crash_fn = fn;
+    re->crash_arg = arg;
 }
 
 /* ---------------------------------------------------------- the env */

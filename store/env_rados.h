@@ -53,6 +53,15 @@ void env_rados_close(lsm_env *env);
 /* True for an env made by env_rados_open. */
 bool env_is_rados(const lsm_env *env);
 
+/* Test seam: crash points. fn(arg, point, oid) is called as the env passes
+ * "stamped" (an object got the fence epoch), "intent" (a create's intent
+ * is in its directory) and "created" (the object exists, not yet named).
+ * Returning true makes the env act as a process that died there: the call
+ * fails, and nothing more that changes the pool is sent (no cleanup, no
+ * unlock, no lease renewal). Set before the env is used. */
+typedef bool (*env_rados_crash_fn)(void *arg, const char *point, const char *oid);
+void env_rados_set_crash_hook(lsm_env *env, env_rados_crash_fn fn, void *arg);
+
 /* Measurements for benchmarks and tests. */
 /* Microseconds the last takeover took (lock won to fence raised), 0 if none. */
 uint64_t env_rados_takeover_us(lsm_env *env);

@@ -45,6 +45,12 @@ struct rados_env {
      * everything below. Written (rados_set_store_path) only while epoch is
      * 0, before the lease holder sets epoch; read once epoch != 0. */
     char store_path[4096];
+    /* The test seam (env_rados_set_crash_hook): set before use, read by all. */
+    env_rados_crash_fn crash_fn;
+    void *crash_arg;
+    /* Set (for good) once crash_fn said "die here": nothing more is sent
+     * that changes the pool, as if the process had died. */
+    atomic_bool dead;
 };
 
 static inline struct rados_env *rados_env_of(lsm_env *env)
@@ -83,6 +89,43 @@ lsm_status *rados_error(int r, const char *what, const char *path);
  * directory objects included) gets xattr name = value. */
 lsm_status *rados_set_xattr_tree(struct rados_env *re, const char *dir_oid, const char *name,
                                  const char *value);
+
+/* Sets (or, val NULL, removes) entry name in directory object dir, guarded. */
+lsm_status *rados_dir_set(struct rados_env *re, const char *dir, const char *name,
+                          const char *val, const char *path);
+/* Page by page, the entries of directory object dir whose keys start with
+ * prefix: fn(ctx, key, value). Intents (keys starting with '/', see
+ * env_rados_intent.c) are listed only for a prefix that starts with '/'. */
+lsm_status *rados_dir_list(struct rados_env *re, const char *dir, const char *path,
+                           const char *prefix,
+                           lsm_status *(*fn)(void *ctx, const char *key, const char *val),
+                           void *ctx);
+/* Splits a directory entry's value ("f:OID" / "d:ID") into e's oid, is_dir. */
+void rados_entry_from_value(struct rados_entry *e, const char *val);
+
+/* The crash seam: NULL, or (the hook said die here) a status naming the
+ * point, and the env is dead from then on. */
+lsm_status *rados_crash_point(struct rados_env *re, const char *point, const char *oid);
+/* Whether the env died at a crash point (then it changes nothing more). */
+static inline bool rados_dead(struct rados_env *re)
+{
+    return atomic_load(&re->dead);
+}
+
+/* Creates object oid with one name (lsmfs.refs 1) and the fence epoch. */
+lsm_status *rados_object_create(struct rados_env *re, const char *oid, const char *path);
+/* Drops a name of object oid (the object goes with its last). */
+lsm_status *rados_unref(struct rados_env *re, const char *oid, const char *path);
+
+/* Creates object oid named name (value val) in directory object dir_oid,
+ * with an intent first (env_rados_intent.c): a crash leaves no object that
+ * the next sweep cannot find. */
+lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e, const char *oid,
+                               const char *val, const char *path);
+/* Removes, in the tree of directory object dir_oid (at plain path dir),
+ * every object whose create a crash cut short: an intent, no name.
+ * REQUIRES: the store's lease held (epoch set). */
+lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir);
 
 lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out);
 lsm_status *rados_lock_file_shared(lsm_env *env, const char *path, lsm_filelock **out);

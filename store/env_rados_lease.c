@@ -11,7 +11,10 @@
  * The fence: DIR's object keeps lsmfs.epoch (also set on every object
  * under DIR) and lsmfs.holder (the address of a writer that has not let go
  * cleanly). A new writer that finds a holder blocklists it, waits for the
- * latest OSD map and raises the epoch on the whole tree; every write op the
+ * latest OSD map and raises the epoch on the whole tree (files first, DIR
+ * last: a stamping a crash cut short is redone, as DIR still shows no epoch
+ * or the old holder); then it sweeps away what creates a crash cut short
+ * (env_rados_intent.c). Every write op the
  * env sends carries cmpxattr(lsmfs.epoch == its epoch), so an old writer
  * that wakes up has every write refused by the OSDs (ECANCELED, EIO to the
  * store) even where the blocklist has not arrived.
@@ -162,6 +165,8 @@ static lsm_status *fence(struct rados_env *re, struct lsm_filelock *l, const cha
         rados_write_op_setxattr(op, RADOS_XATTR_HOLDER, addr, strlen(addr));
         s = rados_operate(re, op, l->oid, "record the writer of", path);
     }
+    if (s == NULL)
+        s = rados_sweep_tree(re, l->oid, re->store_path);
     if (had_holder)
         atomic_store(&re->takeover_us, now_us() - t0);
     return s;
@@ -184,7 +189,7 @@ static void *renew_main(void *arg)
             break;
         pthread_mutex_unlock(&l->mu);
         uint64_t t0 = now_us();
-        int r = lock_once(re, l, LIBRADOS_LOCK_FLAG_MUST_RENEW);
+        int r = rados_dead(re) ? -ESHUTDOWN : lock_once(re, l, LIBRADOS_LOCK_FLAG_MUST_RENEW);
         if (l->store && r < 0)
             atomic_store(&re->lease_lost, true);
         else if (l->store)
@@ -255,7 +260,8 @@ lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out)
             atomic_store(&re->epoch, 0);
             atomic_store(&re->lease_valid_until, 0);
         }
-        rados_unlock(re->io, l->oid, LOCK_NAME, l->cookie);
+        if (!rados_dead(re))
+            rados_unlock(re->io, l->oid, LOCK_NAME, l->cookie);
         lock_free(l);
         return s;
     }
@@ -301,7 +307,7 @@ lsm_status *rados_unlock_file(lsm_env *env, lsm_filelock *l)
         atomic_store(&re->epoch, 0);
         atomic_store(&re->lease_valid_until, 0);
     }
-    int r = rados_unlock(re->io, l->oid, LOCK_NAME, l->cookie);
+    int r = rados_dead(re) ? 0 : rados_unlock(re->io, l->oid, LOCK_NAME, l->cookie);
     if (s == NULL && r < 0 && r != -ENOENT)
         s = rados_error(r, "unlock", l->oid);
     lock_free(l);

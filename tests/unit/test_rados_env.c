@@ -391,6 +391,299 @@ static void test_takeover_fences_old_writer(void **state)
     env_rados_close(b_env);
 }
 
+/* ------------------------------------------------ raw looks at the pool */
+
+struct raw {
+    rados_t c;
+    rados_ioctx_t io;
+};
+
+static void raw_open(struct raw *r)
+{
+    assert_int_equal(rados_create(&r->c, NULL), 0);
+    assert_int_equal(rados_conf_read_file(r->c, getenv("LSM_CEPH_CONF")), 0);
+    assert_int_equal(rados_connect(r->c), 0);
+    assert_int_equal(rados_ioctx_create(r->c, TR_POOL, &r->io), 0);
+}
+
+static void raw_close(struct raw *r)
+{
+    rados_ioctx_destroy(r->io);
+    rados_shutdown(r->c);
+}
+
+/* The object of store directory dir (in the pool's top directory). */
+static void raw_dir_oid(struct raw *r, const char *dir, char *oid, size_t cap)
+{
+    char val[64];
+    assert_true(rados_omap_lookup_dir(r->io, dir, val, sizeof val) > 2);
+    snprintf(oid, cap, "lsmfs.d.%s", val + 2);
+}
+
+/* One directory object's omap: keys (names and intents) and the objects
+ * names point at (files: "f:OID"; directories: "d:ID"). */
+struct raw_dir {
+    int n;
+    char key[64][128];
+    char oid[64][64];
+};
+
+static void raw_list(struct raw *r, const char *dir_oid, struct raw_dir *d)
+{
+    rados_read_op_t op = rados_create_read_op();
+    rados_omap_iter_t it = NULL;
+    unsigned char more = 0;
+    int prval = 0;
+    rados_read_op_omap_get_vals2(op, "", "", 64, &it, &more, &prval);
+    assert_int_equal(rados_read_op_operate(op, r->io, dir_oid, 0), 0);
+    rados_release_read_op(op);
+    assert_false(more);
+    d->n = 0;
+    char *k, *v;
+    size_t vlen;
+    while (rados_omap_get_next(it, &k, &v, &vlen) == 0 && k != NULL) {
+        snprintf(d->key[d->n], sizeof d->key[0], "%s", k);
+        d->oid[d->n][0] = '\0';
+        if (vlen > 2 && v[1] == ':')
+            snprintf(d->oid[d->n], sizeof d->oid[0], "%s%.*s", v[0] == 'd' ? "lsmfs.d." : "",
+                     (int)vlen - 2, v + 2);
+        d->n++;
+    }
+    rados_omap_get_end(it);
+}
+
+/* Object oid's lsmfs.epoch, or -1 when it has none. */
+static long long raw_epoch(struct raw *r, const char *oid)
+{
+    char v[32];
+    int n = rados_getxattr(r->io, oid, "lsmfs.epoch", v, sizeof v - 1);
+    if (n < 0)
+        return -1;
+    v[n] = '\0';
+    return atoll(v);
+}
+
+/* Every object of the store in dir (its files, then its own) carries the
+ * directory's epoch. */
+static void assert_tree_stamped(struct raw *r, const char *dir)
+{
+    char dir_oid[128];
+    struct raw_dir d;
+    raw_dir_oid(r, dir, dir_oid, sizeof dir_oid);
+    raw_list(r, dir_oid, &d);
+    long long epoch = raw_epoch(r, dir_oid);
+    assert_true(epoch > 0);
+    for (int i = 0; i < d.n; i++)
+        if (d.oid[i][0] != '\0' && raw_epoch(r, d.oid[i]) != epoch)
+            fail_msg("%s (%s) has epoch %lld, its directory %lld", d.key[i], d.oid[i],
+                     raw_epoch(r, d.oid[i]), epoch);
+}
+
+/* A crash point: the env dies at the at-th pass of point once armed. */
+struct crash_at {
+    const char *point;
+    int at;
+    atomic_bool armed;
+    atomic_int seen;
+    char oid[64]; /* the object it died at */
+};
+
+static bool crash_hook(void *arg, const char *point, const char *oid)
+{
+    struct crash_at *c = arg;
+    if (!atomic_load(&c->armed) || strcmp(point, c->point) != 0 || ++c->seen != c->at)
+        return false;
+    snprintf(c->oid, sizeof c->oid, "%s", oid);
+    return true;
+}
+
+/* A store with a few files in dir, closed cleanly. */
+static void make_small_store(const char *dir)
+{
+    lsm_db *db = tu_open_db(dir, env, 0);
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(db, &wo, "k", 1, "v", 1));
+    ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0)); /* a table too */
+    ASSERT_OK(lsm_put(db, &wo, "j", 1, "w", 1));
+    ASSERT_OK(lsm_put(db, &wo, "after", 5, "0", 1));
+    ASSERT_OK(lsm_close(db));
+}
+
+/* The store's objects as a first stamping finds them (no fence yet: a store
+ * written before it had one), or, holder set, as a writer that died left
+ * them (its address recorded). */
+static void reset_fence(struct raw *r, const char *dir, const char *holder)
+{
+    char dir_oid[128];
+    struct raw_dir d;
+    raw_dir_oid(r, dir, dir_oid, sizeof dir_oid);
+    raw_list(r, dir_oid, &d);
+    if (holder == NULL) {
+        for (int i = 0; i < d.n; i++)
+            if (d.oid[i][0] != '\0')
+                rados_rmxattr(r->io, d.oid[i], "lsmfs.epoch");
+        rados_rmxattr(r->io, dir_oid, "lsmfs.epoch");
+    } else {
+        assert_int_equal(rados_setxattr(r->io, dir_oid, "lsmfs.holder", holder, strlen(holder)),
+                         0);
+    }
+}
+
+/* Opens the store in dir, writes, compacts (every old table and log is
+ * replaced and removed: guarded ops on the old objects), closes. */
+static void write_after_takeover(const char *dir, const char *value)
+{
+    lsm_env *b_env = tr_env(0, true); /* the dead writer's lock has not lapsed */
+    lsm_db *b = tu_open_db(dir, b_env, 0);
+    tu_assert_value(b, "k", "v");
+    tu_assert_value(b, "j", "w");
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(b, &wo, "after", 5, value, strlen(value))); /* one key: the tree stays small */
+    ASSERT_OK(lsm_compact_range(b, NULL, 0, NULL, 0));
+    tu_verify_clean(b);
+    ASSERT_OK(lsm_close(b));
+    env_rados_close(b_env);
+}
+
+/* A writer that dies after stamping k objects of the tree, at every k, at a
+ * first stamping and at a takeover: the next writer's every op on every
+ * object works (before: the directory was stamped first, so a first
+ * stamping cut short left its files without an epoch and them refused as
+ * fenced for good). */
+static void test_fence_stamping_crash_points(void **state)
+{
+    (void)state;
+    char dir[128];
+    tr_name(dir, sizeof dir, "stampcrash");
+    make_small_store(dir);
+    struct raw r;
+    raw_open(&r);
+    const char *holders[2] = {NULL, "127.0.0.1:9/4242"};
+    for (int h = 0; h < 2; h++) {
+        bool died = true;
+        for (int k = 1; died; k++) {
+            reset_fence(&r, dir, holders[h]);
+            lsm_env *a_env = tr_env(0, true);
+            struct crash_at c = {.point = "stamped", .at = k};
+            atomic_store(&c.armed, true);
+            env_rados_set_crash_hook(a_env, crash_hook, &c);
+            lsm_options o;
+            tu_db_options(&o, a_env, 0);
+            lsm_db *a = NULL;
+            lsm_status *s = lsm_open(&o, dir, &a);
+            died = s != NULL;
+            if (died)
+                assert_true(tu_mentions(s, "crash point"));
+            else
+                ASSERT_OK(lsm_close(a)); /* k past the tree: no crash */
+            lsm_status_free(s);
+            env_rados_close(a_env);
+            char value[32];
+            snprintf(value, sizeof value, "%d-%d", h, k);
+            print_message("holder %s, died after %d stamped: %s\n", holders[h] ? "set" : "none",
+                          k, died ? "yes" : "no (the whole tree stamped)");
+            write_after_takeover(dir, value);
+            assert_tree_stamped(&r, dir);
+        }
+    }
+    raw_close(&r);
+    destroy(dir, env);
+}
+
+/* Whether d names (not intends) object oid. */
+static bool raw_names(const struct raw_dir *d, const char *oid)
+{
+    for (int i = 0; i < d->n; i++)
+        if (d->key[i][0] != '/' && strcmp(d->oid[i], oid) == 0)
+            return true;
+    return false;
+}
+
+static bool raw_has_key(const struct raw_dir *d, const char *key)
+{
+    for (int i = 0; i < d->n; i++)
+        if (strcmp(d->key[i], key) == 0)
+            return true;
+    return false;
+}
+
+/* Writes to writer a (unsynced, past memtables) until its env dies at its
+ * crash point c (a new log's or table's create). */
+static void write_until_crash(lsm_db *a, struct crash_at *c)
+{
+    char v[2000];
+    memset(v, 'v', sizeof v);
+    lsm_write_options wo = {.sync = false};
+    lsm_status *s = NULL;
+    atomic_store(&c->armed, true);
+    for (int i = 0; s == NULL && atomic_load(&c->seen) < 1 && i < 5000; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "big%05d", i);
+        s = lsm_put(a, &wo, k, strlen(k), v, sizeof v);
+    }
+    lsm_status_free(s);
+    for (int i = 0; atomic_load(&c->seen) < 1 && i < 100; i++)
+        usleep(50 * 1000); /* a flush's table may be the create */
+    assert_int_equal(atomic_load(&c->seen), 1);
+}
+
+/* A writer that dies between a new object's intent or create and its name
+ * leaves an intent (and an object no name points at): the next holder's
+ * lock sweeps both away and removes no named object; the store is intact
+ * (before: such an object stayed in the pool for good). */
+static void test_orphan_swept_at_takeover(void **state)
+{
+    (void)state;
+    const char *points[2] = {"created", "intent"};
+    for (int p = 0; p < 2; p++) {
+        char dir[128], lock[160], dir_oid[128], key[96];
+        tr_name(dir, sizeof dir, "orphan");
+        path_of(lock, sizeof lock, dir, "LOCK");
+        lsm_env *a_env = tr_env(0, false);
+        struct crash_at c = {.point = points[p], .at = 1};
+        env_rados_set_crash_hook(a_env, crash_hook, &c);
+        lsm_db *a = tu_open_db(dir, a_env, 64 * 1024);
+        lsm_write_options wo = {.sync = true};
+        ASSERT_OK(lsm_put(a, &wo, "k", 1, "v", 1));
+        write_until_crash(a, &c);
+        lsm_status_free(lsm_close(a));
+        env_rados_close(a_env);
+
+        struct raw r;
+        raw_open(&r);
+        raw_dir_oid(&r, dir, dir_oid, sizeof dir_oid);
+        struct raw_dir before, after;
+        raw_list(&r, dir_oid, &before);
+        snprintf(key, sizeof key, "/new/%s", c.oid);
+        assert_true(raw_has_key(&before, key));
+        assert_false(raw_names(&before, c.oid));
+        uint64_t size;
+        time_t mtime;
+        assert_int_equal(rados_stat(r.io, c.oid, &size, &mtime), p == 0 ? 0 : -ENOENT);
+
+        lsm_env *b_env = tr_env(0, true); /* the dead writer's lock has not lapsed */
+        lsm_filelock *l = NULL;
+        ASSERT_OK(b_env->lock_file(b_env, lock, &l));
+        assert_int_equal(rados_stat(r.io, c.oid, &size, &mtime), -ENOENT);
+        raw_list(&r, dir_oid, &after);
+        assert_false(raw_has_key(&after, key));
+        for (int i = 0; i < before.n; i++) {
+            if (before.key[i][0] == '/')
+                continue;
+            assert_true(raw_has_key(&after, before.key[i]));
+            assert_int_equal(rados_stat(r.io, before.oid[i], &size, &mtime), 0);
+        }
+        ASSERT_OK(b_env->unlock_file(b_env, l));
+        lsm_db *b = tu_open_db(dir, b_env, 0);
+        tu_assert_value(b, "k", "v");
+        tu_verify_clean(b);
+        ASSERT_OK(lsm_close(b));
+        destroy(dir, b_env);
+        env_rados_close(b_env);
+        raw_close(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -401,6 +694,8 @@ int main(void)
         cmocka_unit_test(test_lease_refuses_second_writer),
         cmocka_unit_test(test_lost_lease_refuses_writes),
         cmocka_unit_test(test_takeover_fences_old_writer),
+        cmocka_unit_test(test_fence_stamping_crash_points),
+        cmocka_unit_test(test_orphan_swept_at_takeover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

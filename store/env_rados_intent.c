@@ -1,0 +1,147 @@
+/*
+ * env_rados_intent.c — no orphan objects in a store's tree on RADOS.
+ *
+ * A file or directory object is made in three steps: its intent (omap key
+ * "/new/OID" in the directory's object: no name has a '/') is written, the
+ * object is created, and one op on the directory sets its name and drops
+ * the intent. A writer that dies between them leaves an intent. The sweep,
+ * run by each new holder of a store's lease, removes in the store's tree
+ * every object with an intent and no name in its directory, then the
+ * intent. A named object is never removed: an intent's object is checked
+ * against every name of its directory, and a name only ever appears with
+ * its intent's removal in the same op (a link adds a name to an object that
+ * already has one).
+ */
+#include "env_rados_impl.h"
+
+#include "lsm_malloc.h"
+#include "status.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INTENT_PREFIX "/new/"
+
+static void intent_key(char *key, size_t cap, const char *oid)
+{
+    snprintf(key, cap, "%s%s", INTENT_PREFIX, oid);
+}
+
+lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e, const char *oid,
+                               const char *val, const char *path)
+{
+    char key[RADOS_OID_MAX + 8];
+    intent_key(key, sizeof key, oid);
+    lsm_status *s = rados_dir_set(re, e->dir_oid, key, e->name, path);
+    if (s == NULL)
+        s = rados_crash_point(re, "intent", oid);
+    if (s == NULL)
+        s = rados_object_create(re, oid, path);
+    if (s == NULL)
+        s = rados_crash_point(re, "created", oid);
+    if (s != NULL)
+        return s; /* the intent stays for the next sweep */
+    rados_write_op_t op = rados_create_write_op();
+    const char *keys[1] = {e->name}, *vals[1] = {val}, *rm[1] = {key};
+    size_t lens[1] = {strlen(val)};
+    rados_write_op_omap_set(op, keys, vals, lens, 1);
+    rados_write_op_omap_rm_keys(op, rm, 1);
+    s = rados_operate(re, op, e->dir_oid, "enter", path);
+    if (s != NULL)
+        lsm_status_free(rados_unref(re, oid, path));
+    return s;
+}
+
+/* One directory's listing: its entries and its intents' objects. */
+struct entry_list {
+    struct rados_entry *v;
+    size_t n, cap;
+};
+
+static lsm_status *add_entry(struct entry_list *l, const char *name, const char *oid, bool is_dir)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 32;
+        struct rados_entry *v = lsm_realloc(l->v, cap * sizeof *v);
+        if (v == NULL)
+            return status_new(LSM_IO_ERROR, "rados sweep: out of memory");
+        l->v = v;
+        l->cap = cap;
+    }
+    struct rados_entry *e = &l->v[l->n++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    snprintf(e->oid, sizeof e->oid, "%s", oid);
+    e->is_dir = is_dir;
+    return NULL;
+}
+
+static lsm_status *add_named(void *ctx, const char *key, const char *val)
+{
+    struct rados_entry e;
+    memset(&e, 0, sizeof e);
+    rados_entry_from_value(&e, val);
+    return add_entry(ctx, key, e.oid, e.is_dir);
+}
+
+static lsm_status *add_intent(void *ctx, const char *key, const char *val)
+{
+    (void)val;
+    return add_entry(ctx, key, key + strlen(INTENT_PREFIX), false);
+}
+
+static bool is_named(const struct entry_list *named, const char *oid)
+{
+    for (size_t i = 0; i < named->n; i++)
+        if (strcmp(named->v[i].oid, oid) == 0)
+            return true;
+    return false;
+}
+
+/* Settles one intent of directory object dir_oid (at path dir): its object
+ * goes unless named, then the intent. */
+static lsm_status *settle(struct rados_env *re, const char *dir_oid, const char *dir,
+                          const struct entry_list *named, const struct rados_entry *intent)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, intent->oid);
+    if (!is_named(named, intent->oid)) {
+        if (rados_dead(re))
+            return status_new(LSM_IO_ERROR, "rados sweep %s: the env died", path);
+        int r = rados_remove(re->io, intent->oid); /* unnamed: no fence to keep */
+        if (r < 0 && r != -ENOENT)
+            return rados_error(r, "sweep the unnamed object", path);
+    }
+    return rados_dir_set(re, dir_oid, intent->name, NULL, path);
+}
+
+static lsm_status *sweep_listed(struct rados_env *re, const char *dir_oid, const char *dir,
+                                const struct entry_list *named, const struct entry_list *intents)
+{
+    lsm_status *s = NULL;
+    for (size_t i = 0; s == NULL && i < intents->n; i++)
+        s = settle(re, dir_oid, dir, named, &intents->v[i]);
+    for (size_t i = 0; s == NULL && i < named->n; i++) {
+        if (!named->v[i].is_dir)
+            continue;
+        char sub[4400];
+        snprintf(sub, sizeof sub, "%s/%s", dir, named->v[i].name);
+        s = rados_sweep_tree(re, named->v[i].oid, sub);
+    }
+    return s;
+}
+
+lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir)
+{
+    struct entry_list named = {0}, intents = {0};
+    lsm_status *s = rados_dir_list(re, dir_oid, dir, INTENT_PREFIX, add_intent, &intents);
+    if (s == NULL)
+        s = rados_dir_list(re, dir_oid, dir, "", add_named, &named);
+    if (s == NULL)
+        s = sweep_listed(re, dir_oid, dir, &named, &intents);
+    free(named.v);
+    free(intents.v);
+    return s;
+}
