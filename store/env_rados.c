@@ -28,8 +28,6 @@
  * lapsed (and the memory they hold is bounded). */
 #define WFILE_MAX_INFLIGHT 32
 #define LIST_PAGE 1000
-/* What disk_free says when the cluster keeps no statistics (no mgr). */
-#define RADOS_SPACE_UNKNOWN (1ULL << 50)
 
 lsm_status *rados_error(int r, const char *what, const char *path)
 {
@@ -333,11 +331,19 @@ static lsm_status *refs_add(struct rados_env *re, const char *oid, int delta, co
     snprintf(old, sizeof old, "%" PRIu64, refs);
     snprintf(now, sizeof now, "%" PRIu64, refs + (uint64_t)(int64_t)delta);
     rados_write_op_cmpxattr(op, RADOS_XATTR_REFS, LIBRADOS_CMPXATTR_OP_EQ, old, strlen(old));
-    if (delta < 0 && refs <= 1)
+    bool removes = delta < 0 && refs <= 1;
+    uint64_t size = 0;
+    time_t mtime;
+    if (removes && rados_space_full(re) && rados_stat(re->io, oid, &size, &mtime) < 0)
+        size = 0;
+    if (removes)
         rados_write_op_remove(op);
     else
         rados_write_op_setxattr(op, RADOS_XATTR_REFS, now, strlen(now));
-    return rados_operate(re, op, oid, delta < 0 ? "drop a name of" : "add a name to", path);
+    s = rados_operate(re, op, oid, delta < 0 ? "drop a name of" : "add a name to", path);
+    if (s == NULL)
+        rados_space_freed(re, size);
+    return s;
 }
 
 lsm_status *rados_unref(struct rados_env *re, const char *oid, const char *path)
@@ -348,8 +354,8 @@ lsm_status *rados_unref(struct rados_env *re, const char *oid, const char *path)
     return s;
 }
 
-/* Creates object oid with one name (and the fence epoch, if any). */
-lsm_status *rados_object_create(struct rados_env *re, const char *oid, const char *path)
+/* One try at creating object oid with one name and the fence epoch. */
+static int create_once(struct rados_env *re, const char *oid, int flags)
 {
     rados_write_op_t op = rados_create_write_op();
     rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
@@ -360,30 +366,47 @@ lsm_status *rados_object_create(struct rados_env *re, const char *oid, const cha
         snprintf(v, sizeof v, "%" PRIu64, epoch);
         rados_write_op_setxattr(op, RADOS_XATTR_EPOCH, v, strlen(v));
     }
-    if (lease_refuses(re, path) || rados_dead(re)) {
-        rados_release_write_op(op);
-        return status_new(LSM_IO_ERROR, "rados create %s: the writer's lease is lost", path);
-    }
-    int r = rados_write_op_operate(op, re->io, oid, NULL, 0);
+    int r = rados_write_op_operate(op, re->io, oid, NULL, flags);
     rados_release_write_op(op);
+    rados_space_answered(re, r, flags);
+    return r;
+}
+
+/* Creates object oid with one name (and the fence epoch, if any); a full
+ * pool's refusal is tried again forced when space this env freed covers it. */
+lsm_status *rados_object_create(struct rados_env *re, const char *oid, const char *path)
+{
+    if (lease_refuses(re, path) || rados_dead(re))
+        return status_new(LSM_IO_ERROR, "rados create %s: the writer's lease is lost", path);
+    int flags = rados_space_grow_flags(re, 1);
+    int r = create_once(re, oid, flags);
+    if (r == -EDQUOT && flags == 0 && (flags = rados_space_grow_flags(re, 1)) != 0)
+        r = create_once(re, oid, flags);
     return r < 0 ? rados_error(r, "create", path) : NULL;
 }
 
 /* ------------------------------------------------------------- wfile */
 
-/* An append in flight: its completion, and whether it has been answered. */
+/* A send in flight: its bytes (written at off), its completion, and
+ * whether it has been answered. */
 struct pending {
     rados_completion_t c;
+    rados_completion_t refused; /* the first completion, when sent again */
     struct rados_wfile *f;
+    char *data;
+    size_t len;
+    uint64_t off;
     uint64_t seq;
+    int flags; /* the op's: FULL_FORCE when freed space covered it */
     int ret;
     bool done;
     struct pending *next;
 };
 
 /* Appends collect in buf and go out as one guarded aio write op at flush
- * (or when buf is full); sends are pipelined, in order. A sync sends what
- * is buffered and waits until every send up to its own is acknowledged.
+ * (or when buf is full), each at its own offset (the object is new: the
+ * file's bytes start at 0); sends are pipelined. A sync sends what is
+ * buffered and waits until every send up to its own is acknowledged.
  * A failed send is sticky: every later append, flush and sync fails. */
 struct rados_wfile {
     lsm_wfile base;
@@ -394,6 +417,7 @@ struct rados_wfile {
     pthread_cond_t cv;
     char *buf;             /* GUARDED_BY(mu) */
     size_t len;            /* GUARDED_BY(mu) */
+    uint64_t off;          /* GUARDED_BY(mu): where buf goes in the object */
     uint64_t sent;         /* GUARDED_BY(mu): sends made */
     uint64_t acked;        /* GUARDED_BY(mu): every send <= acked is answered */
     struct pending *head;  /* GUARDED_BY(mu): sends not yet reaped, oldest first */
@@ -401,13 +425,56 @@ struct rados_wfile {
     lsm_status *err;       /* GUARDED_BY(mu): sticky */
 };
 
-/* librados' callback: marks p answered, advances acked. */
+static void send_done(rados_completion_t c, void *arg);
+
+/* Sends p's bytes with op (guarded by the caller, released by it) and
+ * flags; 0, or librados' error (nothing sent). */
+static int send_write(struct pending *p, rados_write_op_t op, int flags)
+{
+    rados_completion_t c;
+    rados_write_op_write(op, p->data, p->len, p->off);
+    int r = rados_aio_create_completion2(p, send_done, &c);
+    if (r < 0)
+        return r;
+    p->flags = flags;
+    if ((r = rados_aio_write_op_operate(op, p->f->re->io, c, p->f->oid, NULL, flags)) < 0)
+        rados_aio_release(c);
+    else
+        p->c = c;
+    return r;
+}
+
+/* A send the full pool refused, sent again past its full flag: the env
+ * took these bytes, so they land (the pool outgrows its quota by at most
+ * the sends in flight as it filled; later appends are refused before they
+ * are sent, wfile_append). 0, or the send failed. REQUIRES: f->mu held. */
+static int send_forced(struct pending *p)
+{
+    rados_write_op_t op = rados_create_write_op();
+    lsm_status *s = rados_guard(p->f->re, op, "append to", p->f->path);
+    rados_completion_t first = p->c;
+    int r = s != NULL ? -EIO : send_write(p, op, LIBRADOS_OPERATION_FULL_FORCE);
+    if (r == 0)
+        p->refused = first;
+    lsm_status_free(s);
+    rados_release_write_op(op);
+    return r;
+}
+
+/* librados' callback: marks p answered, advances acked; a send the full
+ * pool refused goes again first. */
 static void send_done(rados_completion_t c, void *arg)
 {
     struct pending *p = arg;
     struct rados_wfile *f = p->f;
     pthread_mutex_lock(&f->mu);
-    p->ret = rados_aio_get_return_value(c);
+    int ret = rados_aio_get_return_value(c);
+    rados_space_answered(f->re, ret, p->flags);
+    if (ret == -EDQUOT && p->flags == 0 && send_forced(p) == 0) {
+        pthread_mutex_unlock(&f->mu);
+        return; /* answered again once the forced write lands */
+    }
+    p->ret = ret;
     p->done = true;
     for (struct pending *q = f->head; q != NULL && q->done; q = q->next)
         f->acked = q->seq;
@@ -428,6 +495,9 @@ static void reap(struct rados_wfile *f)
         if (f->head == NULL)
             f->tail = NULL;
         rados_aio_release(p->c);
+        if (p->refused)
+            rados_aio_release(p->refused);
+        free(p->data);
         free(p);
     }
 }
@@ -444,30 +514,27 @@ static lsm_status *send_buf(struct rados_wfile *f)
     if (f->len == 0)
         return NULL;
     struct pending *p = lsm_calloc(1, sizeof *p);
-    if (p == NULL)
+    char *next = p != NULL ? lsm_malloc(WFILE_BUF) : NULL; /* p takes buf */
+    if (next == NULL) {
+        free(p);
         return status_new(LSM_IO_ERROR, "append to %s: out of memory", f->path);
+    }
+    *p = (struct pending){.f = f, .data = f->buf, .len = f->len, .off = f->off,
+                          .seq = f->sent + 1};
     rados_write_op_t op = rados_create_write_op();
     lsm_status *s = rados_guard(f->re, op, "append to", f->path);
-    int r = 0;
-    if (s == NULL) {
-        rados_write_op_append(op, f->buf, f->len);
-        p->f = f;
-        p->seq = f->sent + 1;
-        r = rados_aio_create_completion2(p, send_done, &p->c);
-        if (r == 0)
-            r = rados_aio_write_op_operate(op, f->re->io, p->c, f->oid, NULL, 0);
-    }
+    int r = s != NULL ? 0 : send_write(p, op, rados_space_grow_flags(f->re, f->len));
     rados_release_write_op(op);
-    if (s == NULL && r < 0) {
-        if (p->c)
-            rados_aio_release(p->c);
+    if (s == NULL && r < 0)
         s = rados_error(r, "append to", f->path);
-    }
     if (s != NULL) {
+        free(next);
         free(p);
         f->err = status_copy(s);
         return s;
     }
+    f->buf = next;
+    f->off += f->len;
     f->sent = p->seq;
     f->len = 0;
     if (f->tail)
@@ -487,6 +554,8 @@ static lsm_status *wfile_append(lsm_wfile *base, const void *data, size_t n)
     reap(f);
     if (f->err)
         s = status_copy(f->err);
+    else if (rados_space_refuses(f->re, f->len + n))
+        s = status_new(LSM_NO_SPACE, "rados append to %s: the pool is over its quota", f->path);
     while (s == NULL && n > 0) {
         size_t take = WFILE_BUF - f->len < n ? WFILE_BUF - f->len : n;
         memcpy(f->buf + f->len, src, take);
@@ -964,24 +1033,10 @@ static lsm_status *rados_truncate_file(lsm_env *env, const char *path, uint64_t 
         return s;
     rados_write_op_t op = rados_create_write_op();
     rados_write_op_truncate(op, len);
-    return rados_operate(re, op, e.oid, "truncate", path);
-}
-
-/* The cluster's free space (a pool quota is not seen here). */
-static lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total,
-                                   uint64_t *avail)
-{
-    struct rados_cluster_stat_t st;
-    int r = rados_cluster_stat(rados_env_of(env)->cluster, &st);
-    if (r < 0) {
-        *total = *avail = 0;
-        return rados_error(r, "cluster stat for", path);
-    }
-    *total = st.kb * 1024;
-    *avail = st.kb_avail * 1024;
-    if (st.kb == 0) /* no statistics (a cluster without a mgr): unknown, not full */
-        *total = *avail = RADOS_SPACE_UNKNOWN;
-    return NULL;
+    s = rados_operate(re, op, e.oid, "truncate", path);
+    if (s == NULL)
+        rados_space_freed(re, size - len);
+    return s;
 }
 
 static uint64_t rados_now_micros(lsm_env *env)
@@ -1122,6 +1177,10 @@ static lsm_status *connect_cluster(struct rados_env *re, const env_rados_options
         return status_new(r == -ENOENT ? LSM_INVALID_ARGUMENT : LSM_IO_ERROR,
                           "ceph: pool %s: %s", o->pool,
                           r == -ENOENT ? "no such pool" : strerror(-r));
+    /* A pool over its quota answers EDQUOT (no space) to a write that would
+     * grow it and takes one that frees space; without this librados would
+     * hold every write, deletes too, until the pool had room. */
+    rados_set_pool_full_try(re->io);
     return NULL;
 }
 
@@ -1134,7 +1193,9 @@ lsm_status *env_rados_open(const env_rados_options *o, lsm_env **out)
     re->env = rados_env_table;
     re->lease_ms = o->lease_ms ? o->lease_ms : 10000;
     re->takeover = o->takeover;
+    snprintf(re->pool, sizeof re->pool, "%s", o->pool);
     pthread_mutex_init(&re->mu, NULL);
+    pthread_mutex_init(&re->space_mu, NULL);
     lsm_status *s = connect_cluster(re, o);
     if (s != NULL) {
         env_rados_close(&re->env);
@@ -1154,6 +1215,7 @@ void env_rados_close(lsm_env *env)
     if (re->cluster)
         rados_shutdown(re->cluster);
     pthread_mutex_destroy(&re->mu);
+    pthread_mutex_destroy(&re->space_mu);
     free(re);
 }
 

@@ -45,6 +45,19 @@ struct rados_env {
      * everything below. Written (rados_set_store_path) only while epoch is
      * 0, before the lease holder sets epoch; read once epoch != 0. */
     char store_path[4096];
+    char pool[256]; /* const after open */
+    /* disk_free's figures (env_rados_space.c), asked at most once a TTL. */
+    pthread_mutex_t space_mu;
+    uint64_t space_at_us;  /* GUARDED_BY(space_mu): when asked; 0: never */
+    uint64_t space_total;  /* GUARDED_BY(space_mu) */
+    uint64_t space_avail;  /* GUARDED_BY(space_mu) */
+    /* The pool refused a growing write (EDQUOT) and none since went
+     * through unforced; bytes this env freed since, not yet reused. */
+    atomic_bool quota_full;
+    _Atomic int64_t freed_while_full;
+    /* The statistics show room while quota_full: the next growing write
+     * goes unforced, to see whether the pool takes it. */
+    atomic_bool probe_due;
     /* The test seam (env_rados_set_crash_hook): set before use, read by all. */
     env_rados_crash_fn crash_fn;
     void *crash_arg;
@@ -126,6 +139,23 @@ lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e
  * every object whose create a crash cut short: an intent, no name.
  * REQUIRES: the store's lease held (epoch set). */
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir);
+
+/* env.h's disk_free: the pool's quota, else the cluster (env_rados_space.c). */
+lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail);
+
+/* The flags for a write op growing the pool by n bytes: FULL_FORCE when the
+ * pool was found full and space this env freed since covers n (taken). */
+int rados_space_grow_flags(struct rados_env *re, uint64_t n);
+/* A growing op sent with flags was answered r. */
+void rados_space_answered(struct rados_env *re, int r, int flags);
+/* Whether an append of n more bytes must be refused (LSM_NO_SPACE, before
+ * anything is sent): the pool is full and what this env freed does not
+ * cover it. */
+bool rados_space_refuses(struct rados_env *re, uint64_t n);
+/* Whether the pool was found full (then freed bytes are counted). */
+bool rados_space_full(struct rados_env *re);
+/* n bytes of the pool freed by this env (an object removed, a truncate). */
+void rados_space_freed(struct rados_env *re, uint64_t n);
 
 lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out);
 lsm_status *rados_lock_file_shared(lsm_env *env, const char *path, lsm_filelock **out);

@@ -30,6 +30,8 @@ if [ $tests = 1 ]; then
     # The RADOS tests' throwaway cluster (tests/ceph/cluster.sh).
     command -v ceph-mon >/dev/null 2>&1 || missing="$missing ceph-mon"
     command -v ceph-osd >/dev/null 2>&1 || missing="$missing ceph-osd"
+    # Its mgr: the pool statistics a quota needs (test_rados_quota).
+    command -v ceph-mgr >/dev/null 2>&1 || missing="$missing ceph-mgr"
 fi
 [ -z "$missing" ] && exit 0
 

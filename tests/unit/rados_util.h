@@ -14,15 +14,16 @@
 /* The pool tests/ceph/cluster.sh makes. */
 #define TR_POOL "lsmfs"
 
-/* A new env on the test cluster (lease_ms 0: the default), or the test fails. */
-static inline lsm_env *tr_env(uint32_t lease_ms, bool takeover)
+/* A new env on pool of the test cluster (lease_ms 0: the default), or the
+ * test fails. */
+static inline lsm_env *tr_env_in(const char *pool, uint32_t lease_ms, bool takeover)
 {
     const char *conf = getenv("LSM_CEPH_CONF");
     if (conf == NULL || conf[0] == '\0')
         fail_msg("LSM_CEPH_CONF is not set: run RADOS tests through tests/ceph/run.sh");
     env_rados_options o;
     env_rados_options_init(&o);
-    o.pool = TR_POOL;
+    o.pool = pool;
     o.ceph_conf = conf;
     o.lease_ms = lease_ms;
     o.takeover = takeover;
@@ -31,6 +32,12 @@ static inline lsm_env *tr_env(uint32_t lease_ms, bool takeover)
     if (s != NULL)
         fail_msg("env_rados_open: %s", lsm_status_message(s));
     return env;
+}
+
+/* A new env on the test pool, or the test fails. */
+static inline lsm_env *tr_env(uint32_t lease_ms, bool takeover)
+{
+    return tr_env_in(TR_POOL, lease_ms, takeover);
 }
 
 /* A store name no other test (or run) uses: "t-NAME-PID-NANOS". */

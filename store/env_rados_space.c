@@ -1,0 +1,157 @@
+/*
+ * env_rados_space.c — disk_free of the RADOS env: the pool's quota as the
+ * store's disk.
+ *
+ * With a quota (max_bytes) on the pool, the store's disk is the quota: its
+ * size, and free what the pool has not used of it (no more than the
+ * cluster has free), so the RESERVE and the full-disk rules work inside
+ * the quota. Without one it is the cluster's space. The figures come from
+ * the mgr's statistics (a cluster without a mgr has none: unknown, which
+ * the store reads as room) and are asked at most once per SPACE_TTL_US, as
+ * the store asks under its lock on every memtable switch. While the pool
+ * is full, the space this env freed counts as free (see below).
+ *
+ * A pool over its quota refuses a write that grows it (EDQUOT: LSM_NO_SPACE)
+ * but takes one that frees space (a remove, a truncate), because the env's
+ * ioctx is "full try" (env_rados.c): without it librados holds every write
+ * to a full pool, deletes included, until the pool has room again.
+ */
+#include "env_rados_impl.h"
+
+#include "status.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SPACE_TTL_US 1000000
+/* What disk_free says when the cluster keeps no statistics (no mgr). */
+#define RADOS_SPACE_UNKNOWN (1ULL << 50)
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* The pool's max_bytes quota; 0 when it has none or the mon does not say
+ * (no caps to ask, a pool this new, a mon busy): then the cluster's space
+ * is the store's disk, as without a quota, never a disk_free error that
+ * would make the store refuse every write for want of a reserve. */
+static uint64_t pool_quota(struct rados_env *re)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd,
+             "{\"prefix\": \"osd pool get-quota\", \"pool\": \"%s\", \"format\": \"json\"}",
+             re->pool);
+    const char *cmds[1] = {cmd};
+    char *out = NULL, *outs = NULL;
+    size_t outlen = 0, outslen = 0;
+    int r = rados_mon_command(re->cluster, cmds, 1, "", 0, &out, &outlen, &outs, &outslen);
+    char json[1024];
+    snprintf(json, sizeof json, "%.*s", r == 0 && out ? (int)outlen : 0, out ? out : "");
+    rados_buffer_free(out);
+    rados_buffer_free(outs);
+    const char *at = strstr(json, "\"quota_max_bytes\":");
+    return at != NULL ? strtoull(at + strlen("\"quota_max_bytes\":"), NULL, 10) : 0;
+}
+
+/* Asks the cluster: the quota's or the cluster's size and free bytes. */
+static lsm_status *ask_space(struct rados_env *re, const char *path, uint64_t *total,
+                             uint64_t *avail)
+{
+    struct rados_cluster_stat_t cs;
+    int r = rados_cluster_stat(re->cluster, &cs);
+    if (r < 0)
+        return rados_error(r, "cluster stat for", path);
+    bool known = cs.kb != 0; /* a cluster without a mgr has no statistics */
+    *total = known ? cs.kb * 1024 : RADOS_SPACE_UNKNOWN;
+    *avail = known ? cs.kb_avail * 1024 : RADOS_SPACE_UNKNOWN;
+    uint64_t quota = known ? pool_quota(re) : 0;
+    if (quota == 0)
+        return NULL;
+    struct rados_pool_stat_t ps;
+    if ((r = rados_ioctx_pool_stat(re->io, &ps)) < 0)
+        return rados_error(r, "pool stat for", path);
+    uint64_t left = quota > ps.num_bytes ? quota - ps.num_bytes : 0;
+    if (left > 0 && atomic_load(&re->quota_full))
+        atomic_store(&re->probe_due, true); /* room again: the next growth asks the pool */
+    *total = quota;
+    *avail = left < *avail ? left : *avail;
+    return NULL;
+}
+
+lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail)
+{
+    struct rados_env *re = rados_env_of(env);
+    pthread_mutex_lock(&re->space_mu);
+    uint64_t now = mono_us();
+    lsm_status *s = NULL;
+    if (re->space_at_us == 0 || now - re->space_at_us >= SPACE_TTL_US) {
+        s = ask_space(re, path, &re->space_total, &re->space_avail);
+        re->space_at_us = s == NULL ? now : 0;
+    }
+    *total = s == NULL ? re->space_total : 0;
+    *avail = s == NULL ? re->space_avail : 0;
+    pthread_mutex_unlock(&re->space_mu);
+    int64_t freed = atomic_load(&re->freed_while_full);
+    if (s == NULL && atomic_load(&re->quota_full) && freed > 0 && (uint64_t)freed > *avail)
+        *avail = (uint64_t)freed < *total ? (uint64_t)freed : *total; /* ours now; stats lag */
+    return s;
+}
+
+/* ------------------------------------------- the space freed while full */
+
+/* A pool over its quota takes no write that grows it until the mon has
+ * seen the pool's statistics fall below the quota again: seconds after
+ * the space was freed. Meanwhile the space this env freed (the RESERVE
+ * given up, tables removed) is its own to reuse at once: growing writes it
+ * covers are forced past the pool's full flag, so the pool never holds
+ * more than when it was found full, and the store's deletes and the
+ * flushes and compactions after them go on as on a local disk. */
+
+int rados_space_grow_flags(struct rados_env *re, uint64_t n)
+{
+    if (!atomic_load(&re->quota_full) || atomic_exchange(&re->probe_due, false))
+        return 0;
+    int64_t have = atomic_load(&re->freed_while_full);
+    while (have >= (int64_t)n && have > 0)
+        if (atomic_compare_exchange_weak(&re->freed_while_full, &have, have - (int64_t)n))
+            return LIBRADOS_OPERATION_FULL_FORCE;
+    return 0;
+}
+
+void rados_space_answered(struct rados_env *re, int r, int flags)
+{
+    if (r == -EDQUOT) {
+        atomic_store(&re->quota_full, true);
+    } else if (r >= 0 && flags == 0 && atomic_load(&re->quota_full)) {
+        atomic_store(&re->quota_full, false); /* the pool took a write: room again */
+        atomic_store(&re->freed_while_full, 0);
+        atomic_store(&re->probe_due, false);
+    }
+}
+
+bool rados_space_refuses(struct rados_env *re, uint64_t n)
+{
+    if (!atomic_load(&re->quota_full))
+        return false;
+    uint64_t total, avail; /* the statistics may show room again */
+    lsm_status_free(rados_disk_free(&re->env, "", &total, &avail));
+    return atomic_load(&re->quota_full) && !atomic_load(&re->probe_due) &&
+           atomic_load(&re->freed_while_full) < (int64_t)n;
+}
+
+bool rados_space_full(struct rados_env *re)
+{
+    return atomic_load(&re->quota_full);
+}
+
+void rados_space_freed(struct rados_env *re, uint64_t n)
+{
+    if (atomic_load(&re->quota_full))
+        atomic_fetch_add(&re->freed_while_full, (int64_t)n);
+}

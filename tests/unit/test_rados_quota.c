@@ -1,0 +1,194 @@
+/* test_rados_quota.c — a store on a pool with a quota (max_bytes; run by
+ * tests/ceph/run.sh, whose cluster's mgr makes the mon enforce it): the quota
+ * is the store's disk (disk_free), a full pool refuses writes with
+ * LSM_NO_SPACE (never a hang), deletes still succeed, and the space comes
+ * back, as test_fullfs shows on a local disk. */
+#include "testutil.h"
+
+#include "rados_util.h"
+
+#include <rados/librados.h>
+
+#include <unistd.h>
+
+#define QUOTA (48ull << 20)
+#define VALUE (64 * 1024)
+
+static rados_t admin;
+static char pool[64];
+
+static int mon_command(const char *cmd)
+{
+    const char *cmds[1] = {cmd};
+    char *out = NULL, *outs = NULL;
+    size_t outlen = 0, outslen = 0;
+    int r = rados_mon_command(admin, cmds, 1, "", 0, &out, &outlen, &outs, &outslen);
+    if (r < 0)
+        print_error("%s: %.*s\n", cmd, (int)outslen, outs ? outs : "");
+    rados_buffer_free(out);
+    rados_buffer_free(outs);
+    return r;
+}
+
+/* A pool of its own with the quota, so no other test meets it. */
+static int setup(void **state)
+{
+    (void)state;
+    const char *conf = getenv("LSM_CEPH_CONF");
+    if (conf == NULL || rados_create(&admin, NULL) < 0 || rados_conf_read_file(admin, conf) < 0 ||
+        rados_connect(admin) < 0)
+        return -1;
+    snprintf(pool, sizeof pool, "lsmfs-quota-%d", (int)getpid());
+    if (rados_pool_create(admin, pool) < 0)
+        return -1;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd,
+             "{\"prefix\": \"osd pool set-quota\", \"pool\": \"%s\", \"field\": \"max_bytes\", "
+             "\"val\": \"%llu\"}",
+             pool, (unsigned long long)QUOTA);
+    if (mon_command(cmd) < 0)
+        return -1;
+    /* The mon may answer for a pool this new a moment late (ENOENT). */
+    snprintf(cmd, sizeof cmd,
+             "{\"prefix\": \"osd pool get-quota\", \"pool\": \"%s\", \"format\": \"json\"}",
+             pool);
+    const char *cmds[1] = {cmd};
+    for (int i = 0; i < 100; i++) {
+        char *out = NULL, *outs = NULL;
+        size_t outlen = 0, outslen = 0;
+        int r = rados_mon_command(admin, cmds, 1, "", 0, &out, &outlen, &outs, &outslen);
+        rados_buffer_free(out);
+        rados_buffer_free(outs);
+        if (r == 0)
+            return 0;
+        usleep(100 * 1000);
+    }
+    return -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    rados_pool_delete(admin, pool);
+    rados_shutdown(admin);
+    return 0;
+}
+
+/* The quota is the store's disk: its size, and free what is left of it
+ * (before: the cluster's whole space). */
+static void test_disk_free_is_the_quota(void **state)
+{
+    (void)state;
+    lsm_env *env = tr_env_in(pool, 0, false);
+    uint64_t total = 0, avail = 0;
+    ASSERT_OK(env->disk_free(env, "", &total, &avail));
+    assert_int_equal(total, QUOTA);
+    assert_true(avail <= QUOTA && avail > QUOTA / 2);
+    env_rados_close(env);
+}
+
+/* Incompressible bytes (lz4 keeps them whole): each value its own. */
+static void fill_value(char *v, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < VALUE; i += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(v + i, &x, 8);
+    }
+}
+
+/* Puts values until the pool is full: their count. */
+static int fill_until_full(lsm_db *db)
+{
+    char *v = malloc(VALUE);
+    assert_non_null(v);
+    lsm_status *s = NULL;
+    int n = 0;
+    for (; s == NULL && (uint64_t)n * VALUE < 4 * QUOTA; n++) {
+        char k[32];
+        snprintf(k, sizeof k, "k%06d", n);
+        fill_value(v, (uint64_t)n);
+        lsm_write_options wo = {.sync = n % 16 == 15};
+        s = lsm_put(db, &wo, k, strlen(k), v, VALUE);
+    }
+    free(v);
+    if (s == NULL)
+        fail_msg("%d values (%llu MiB) into a %llu MiB quota, never full", n,
+                 (unsigned long long)n * VALUE >> 20, (unsigned long long)QUOTA >> 20);
+    print_message("full after %d values (%d MiB): %s\n", n - 1, (n - 1) * VALUE >> 20,
+                  lsm_status_message(s));
+    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+    lsm_status_free(s);
+    return n - 1;
+}
+
+/* A full pool: every delete succeeds, and once they are compacted the
+ * space comes back and writes go on (before: librados held every write to
+ * the full pool, deletes too, for good). */
+static void test_full_pool_deletes_and_space_comes_back(void **state)
+{
+    (void)state;
+    char dir[128];
+    tr_name(dir, sizeof dir, "quota");
+    lsm_env *env = tr_env_in(pool, 0, false);
+    lsm_options o;
+    tu_db_options(&o, env, 1 << 20);
+    o.reserve_bytes = 12 << 20; /* an eighth of the quota: 6 MiB */
+    lsm_db *db = NULL;
+    ASSERT_OK(lsm_open(&o, dir, &db));
+    int n = fill_until_full(db);
+    assert_true((uint64_t)n * VALUE >= QUOTA / 2);
+
+    for (int i = 0; i < n; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "k%06d", i);
+        lsm_write_options wo = {.sync = i % 16 == 15 || i == n - 1, .frees_space = true};
+        lsm_status *s = lsm_delete(db, &wo, k, strlen(k));
+        if (s != NULL)
+            fail_msg("delete %d of %d on the full pool: %s", i, n, lsm_status_message(s));
+    }
+    ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
+
+    /* The space comes back: 4 MiB of new values fit (the pool's full flag
+     * goes once the mgr's statistics show the room). */
+    char *v = malloc(VALUE);
+    assert_non_null(v);
+    int written = 0;
+    for (int tries = 0; written < 64 && tries < 600; tries++) {
+        char k[32];
+        snprintf(k, sizeof k, "new%04d", written);
+        fill_value(v, 100000u + (uint64_t)written);
+        lsm_write_options wo = {.sync = true};
+        lsm_status *s = lsm_put(db, &wo, k, strlen(k), v, VALUE);
+        if (s == NULL)
+            written++;
+        else if (lsm_status_code(s) == LSM_NO_SPACE)
+            usleep(100 * 1000);
+        else
+            fail_msg("after the deletes: %s", lsm_status_message(s));
+        lsm_status_free(s);
+    }
+    free(v);
+    assert_int_equal(written, 64);
+    uint64_t total, avail;
+    ASSERT_OK(env->disk_free(env, dir, &total, &avail));
+    print_message("after: %llu MiB of the quota free\n", (unsigned long long)avail >> 20);
+    ASSERT_OK(lsm_close(db));
+    lsm_options_init(&o);
+    o.env = env;
+    ASSERT_OK(lsm_destroy(&o, dir));
+    ASSERT_OK(env->remove_dir(env, dir));
+    env_rados_close(env);
+}
+
+int main(void)
+{
+    alarm(600); /* a write held by a full pool fails the test, never hangs it */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_disk_free_is_the_quota),
+        cmocka_unit_test(test_full_pool_deletes_and_space_comes_back),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
