@@ -55,7 +55,8 @@ bool env_is_rados(const lsm_env *env);
 
 /* Test seam: crash points. fn(arg, point, oid) is called as the env passes
  * "stamped" (an object got the fence epoch), "intent" (a create's intent
- * is in its directory) and "created" (the object exists, not yet named).
+ * is in its directory), "created" (the object exists, not yet named) and
+ * "swept" (a sweep removed an unnamed object, not yet its intent).
  * Returning true makes the env act as a process that died there: the call
  * fails, and nothing more that changes the pool is sent (no cleanup, no
  * unlock, no lease renewal). Set before the env is used. */

@@ -114,7 +114,8 @@ static lsm_status *settle(struct rados_env *re, const char *dir_oid, const char 
         if (r < 0 && r != -ENOENT)
             return rados_error(r, "sweep the unnamed object", path);
     }
-    return rados_dir_set(re, dir_oid, intent->name, NULL, path);
+    lsm_status *s = rados_crash_point(re, "swept", intent->oid);
+    return s != NULL ? s : rados_dir_set(re, dir_oid, intent->name, NULL, path);
 }
 
 static lsm_status *sweep_listed(struct rados_env *re, const char *dir_oid, const char *dir,

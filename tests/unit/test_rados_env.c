@@ -629,8 +629,9 @@ static void write_until_crash(lsm_db *a, struct crash_at *c)
 
 /* A writer that dies between a new object's intent or create and its name
  * leaves an intent (and an object no name points at): the next holder's
- * lock sweeps both away and removes no named object; the store is intact
- * (before: such an object stayed in the pool for good). */
+ * lock sweeps both away (a holder that dies mid-sweep leaves the intent
+ * for the next) and removes no named object; the store is intact (before:
+ * such an object stayed in the pool for good). */
 static void test_orphan_swept_at_takeover(void **state)
 {
     (void)state;
@@ -661,8 +662,22 @@ static void test_orphan_swept_at_takeover(void **state)
         time_t mtime;
         assert_int_equal(rados_stat(r.io, c.oid, &size, &mtime), p == 0 ? 0 : -ENOENT);
 
-        lsm_env *b_env = tr_env(0, true); /* the dead writer's lock has not lapsed */
         lsm_filelock *l = NULL;
+        if (p == 0) { /* a holder that dies mid-sweep: the next one sweeps again */
+            lsm_env *d_env = tr_env(0, true);
+            struct crash_at d = {.point = "swept", .at = 1};
+            atomic_store(&d.armed, true);
+            env_rados_set_crash_hook(d_env, crash_hook, &d);
+            lsm_status *s = d_env->lock_file(d_env, lock, &l);
+            assert_true(tu_mentions(s, "crash point"));
+            lsm_status_free(s);
+            env_rados_close(d_env);
+            assert_string_equal(d.oid, c.oid);
+            assert_int_equal(rados_stat(r.io, c.oid, &size, &mtime), -ENOENT);
+            raw_list(&r, dir_oid, &after);
+            assert_true(raw_has_key(&after, key)); /* the intent outlived it */
+        }
+        lsm_env *b_env = tr_env(0, true); /* the dead writer's lock has not lapsed */
         ASSERT_OK(b_env->lock_file(b_env, lock, &l));
         assert_int_equal(rados_stat(r.io, c.oid, &size, &mtime), -ENOENT);
         raw_list(&r, dir_oid, &after);

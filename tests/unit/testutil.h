@@ -78,6 +78,15 @@ static inline bool tu_on_rados(void)
 static lsm_env *tu_rados_env;
 static uint32_t tu_rados_lease_ms = 3000;
 
+/* Closes the program's RADOS env at exit: librados' threads left running
+ * met OpenSSL torn down by exit's handlers (SIGSEGV now and then). Run
+ * before OpenSSL's handler: registered after the connection made it. */
+static inline void tu_close_rados_env(void)
+{
+    env_rados_close(tu_rados_env);
+    tu_rados_env = NULL;
+}
+
 /* The env the suites use: lsm_env_default(), or (tu_on_rados) one RADOS
  * env for the whole program (not to be used across a fork: exec a child). */
 static inline lsm_env *tu_env(void)
@@ -95,6 +104,7 @@ static inline lsm_env *tu_env(void)
         lsm_status *s = env_rados_open(&o, &tu_rados_env);
         if (s != NULL)
             fail_msg("env_rados_open: %s", lsm_status_message(s));
+        atexit(tu_close_rados_env);
     }
     return tu_rados_env;
 }
