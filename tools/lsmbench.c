@@ -1339,8 +1339,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "lsmbench: no engine given\n");
         return 1;
     }
-    if (n == 1)
-        return run_engine(&f, engines[0], false);
+    if (n == 1) { /* RADOS connections closed before exit (see lsmctl's main) */
+        rc = run_engine(&f, engines[0], false);
+        store_uri_shutdown();
+        return rc;
+    }
     rc = 0;
     for (int i = 0; i < n; i++) {
         if (i > 0)
