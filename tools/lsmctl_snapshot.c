@@ -273,14 +273,31 @@ int lsmctl_snapshot_delete(const char *mnt, const char *name)
     return snap_delete(mnt, name);
 }
 
+/* `--list` and `--delete NAME` may come before or after MNT (as with most
+ * tools); any other word starting with '-' is refused, never taken for a
+ * mount point or a snapshot name. */
 int lsmctl_snapshot(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "--list") == 0)
-        return snap_list(argv[0]);
-    if (argc == 3 && strcmp(argv[1], "--delete") == 0)
-        return snap_delete(argv[0], argv[2]);
-    if (argc == 2 && argv[1][0] != '-')
-        return snap_create(argv[0], argv[1]);
+    const char *pos[2] = {NULL, NULL}, *del = NULL;
+    int npos = 0, list = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--list") == 0)
+            list++;
+        else if (strcmp(argv[i], "--delete") == 0 && i + 1 < argc && !del)
+            del = argv[++i];
+        else if (argv[i][0] == '-' || npos == 2) {
+            fprintf(stderr, "lsmctl snapshot: unexpected '%s'\n", argv[i]);
+            npos = -1;
+            break;
+        } else
+            pos[npos++] = argv[i];
+    }
+    if (npos == 1 && list == 1 && !del)
+        return snap_list(pos[0]);
+    if (npos == 1 && !list && del)
+        return snap_delete(pos[0], del);
+    if (npos == 2 && !list && !del)
+        return snap_create(pos[0], pos[1]);
     fprintf(stderr, "usage: lsmctl snapshot MNT NAME | MNT --list | MNT --delete NAME\n");
     return 2;
 }

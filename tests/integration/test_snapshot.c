@@ -240,6 +240,26 @@ static void test_snapshot_list_and_delete(void **state)
     tm_check_file(P("b"), 5000, 2);
 }
 
+/* The options may come first, as with most tools; an unknown option is
+ * refused and creates nothing (it was taken for MNT NAME: "--list MNT"
+ * tried to snapshot a mount called "--list"). */
+static void test_snapshot_options_before_mnt(void **state)
+{
+    struct tmount *m = *state;
+    tm_make_file(P("a"), 5000, 1);
+    assert_int_equal(lsmctl("snapshot %s one", m->mnt), 0);
+    assert_int_equal(lsmctl("snapshot --list %s", m->mnt), 0);
+    if (strstr(out, "\none ") == NULL)
+        fail_msg("listing with --list first: %s", out);
+    assert_int_equal(lsmctl("snapshot --bogus %s", m->mnt), 2);
+    assert_non_null(strstr(out, "unexpected '--bogus'"));
+    assert_int_equal(lsmctl("snapshot %s two --list", m->mnt), 2);
+    assert_int_equal(lsmctl("snapshot --delete one %s", m->mnt), 0);
+    assert_int_equal(lsmctl("snapshot %s --list", m->mnt), 0);
+    if (strstr(out, "\none ") != NULL || strstr(out, "\ntwo ") != NULL)
+        fail_msg("listing after delete: %s", out);
+}
+
 /* Only root and the user who mounted may take or delete snapshots. */
 static void test_snapshot_refused_to_others(void **state)
 {
@@ -357,6 +377,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TM_TEST(test_snapshot_during_delivery, setup),
         TM_TEST(test_snapshot_list_and_delete, setup),
+        TM_TEST(test_snapshot_options_before_mnt, setup),
         TM_TEST(test_snapshot_refused_to_others, setup_allow_other),
         TM_TEST(test_snapshot_has_cached_writes, setup_writeback),
         TM_TEST(test_syncfs_syncs_no_disk, setup_writeback),
