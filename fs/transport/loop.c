@@ -3,6 +3,8 @@
  */
 #include "loop.h"
 
+#include "spin.h"
+
 #include <linux/fuse.h>
 
 #include <assert.h>
@@ -37,6 +39,7 @@ struct loop {
     unsigned idle;          /* [mu] workers waiting on turn_cv */
     _Atomic unsigned busy;  /* workers processing a request (the reader
                              * polls only while this is 0) */
+    spin_gate spin;         /* [the reader's turn] whether polling pays */
     unsigned nthreads;      /* [mu] workers started (never shrinks) */
     pthread_t *threads;     /* [mu] the first nthreads are started */
     /* The stall watch (watch()): a worker that processes a request it read
@@ -56,20 +59,44 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Reads one request into buf: tries the device until spin_us have passed
- * without one, then sleeps in poll(2). Returns the request's size, 0 when
- * the session is over, or a negative errno. [the reader] */
+static void count(_Atomic uint64_t *c)
+{
+    if (c != NULL)
+        atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+/* Reads one request into buf: if none is there yet, tries the device until
+ * spin_us have passed without one (if polling pays: spin.h), then sleeps in
+ * poll(2). Returns the request's size, 0 when the session is over, or a
+ * negative errno. [the reader] */
 static int receive(struct loop *l, struct fuse_buf *buf)
 {
-    uint64_t deadline = now_ns() + (uint64_t)l->cfg.spin_us * 1000;
+    uint64_t start = 0; /* of the wait, once the device said EAGAIN */
+    bool polling = false;
     for (;;) {
         int r = fuse_session_receive_buf(l->se, buf);
         if (fuse_session_exited(l->se))
             return 0;
+        if (r > 0 && polling) {
+            spin_gate_hit(&l->spin, now_ns() - start);
+            count(l->cfg.poll_hits);
+        }
         if (r != -EAGAIN && r != -EINTR)
             return r == -ENODEV ? 0 : r;
-        if (atomic_load_explicit(&l->busy, memory_order_relaxed) == 0 && now_ns() < deadline)
-            continue; /* the read(2) that said EAGAIN is pause enough */
+        if (start == 0) {
+            start = now_ns();
+            polling = spin_gate_poll(&l->spin);
+            if (polling)
+                count(l->cfg.polls);
+        }
+        if (polling) {
+            uint64_t t = now_ns();
+            if (atomic_load_explicit(&l->busy, memory_order_relaxed) == 0 &&
+                t < start + l->spin.spin_ns)
+                continue; /* the read(2) that said EAGAIN is pause enough */
+            spin_gate_miss(&l->spin, t - start);
+            polling = false;
+        }
         struct pollfd p = {.fd = l->fd, .events = POLLIN};
         if (poll(&p, 1, EXIT_CHECK_MS) < 0 && errno != EINTR)
             return -errno;
@@ -221,6 +248,7 @@ int loop_run(struct fuse_session *se, const loop_config *cfg)
 {
     assert(cfg->max_threads >= 1 && cfg->may_wait != NULL);
     struct loop l = {.se = se, .fd = fuse_session_fd(se), .cfg = *cfg};
+    spin_gate_init(&l.spin, (uint64_t)cfg->spin_us * 1000);
     int flags = fcntl(l.fd, F_GETFL);
     if (flags < 0 || fcntl(l.fd, F_SETFL, flags | O_NONBLOCK) < 0)
         return -errno;
