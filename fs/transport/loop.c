@@ -122,13 +122,15 @@ static void process(struct loop *l, const struct fuse_buf *buf)
         l->cfg.on_init(l->cfg.init_ctx);
 }
 
-int loop_start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+int loop_start_thread(pthread_t *t, void *(*fn)(void *), void *arg, const char *name)
 {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     int err = pthread_create(t, NULL, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err == 0)
+        (void)pthread_setname_np(*t, name);
     return err;
 }
 
@@ -136,7 +138,7 @@ int loop_start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
 static int start_worker(struct loop *l)
 {
     assert(l->nthreads < l->cfg.max_threads);
-    int err = loop_start_thread(&l->threads[l->nthreads], worker, l);
+    int err = loop_start_thread(&l->threads[l->nthreads], worker, l, "lsmfs-fuse");
     if (err == 0)
         l->nthreads++;
     return err;
@@ -260,7 +262,7 @@ int loop_run(struct fuse_session *se, const loop_config *cfg)
     pthread_cond_init(&l.done_cv, NULL);
     pthread_cond_init(&l.watch_cv, NULL);
     pthread_mutex_lock(&l.mu);
-    int err = loop_start_thread(&l.watcher, watch, &l);
+    int err = loop_start_thread(&l.watcher, watch, &l, "lsmfs-watch");
     bool watching = err == 0;
     if (err == 0)
         err = start_worker(&l);

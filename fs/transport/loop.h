@@ -57,9 +57,10 @@ typedef struct loop_config {
     void *init_ctx;
 } loop_config;
 
-/* Starts a thread with every signal blocked, so that the handlers (which
- * end the session) run on the main thread. Returns pthread_create's. */
-int loop_start_thread(pthread_t *t, void *(*fn)(void *), void *arg);
+/* Starts a thread named name (at most 15 characters: ps -L, /proc/PID/
+ * task/TID/comm) with every signal blocked, so that the handlers (which end
+ * the session) run on the main thread. Returns pthread_create's. */
+int loop_start_thread(pthread_t *t, void *(*fn)(void *), void *arg, const char *name);
 
 /* pthread_cond_timedwait for ms from now (CLOCK_REALTIME, cv's clock).
  * REQUIRES: mu held. */
