@@ -65,14 +65,26 @@ static void count(_Atomic uint64_t *c)
         atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
+/* Whether a polling reader, waiting since start, polls on: while no other
+ * worker is busy and spin time is left; else the wait is a miss. */
+static bool poll_on(struct loop *l, uint64_t start)
+{
+    uint64_t t = now_ns();
+    if (atomic_load_explicit(&l->busy, memory_order_relaxed) == 0 && t < start + l->spin.spin_ns)
+        return true;
+    spin_gate_miss(&l->spin, t - start);
+    return false;
+}
+
 /* Reads one request into buf: if none is there yet, tries the device until
  * spin_us have passed without one (if polling pays: spin.h), then sleeps in
  * poll(2). Returns the request's size, 0 when the session is over, or a
  * negative errno. [the reader] */
 static int receive(struct loop *l, struct fuse_buf *buf)
 {
-    uint64_t start = 0; /* of the wait, once the device said EAGAIN */
+    bool waiting = false; /* the device said EAGAIN: a wait began at start */
     bool polling = false;
+    uint64_t start = 0;
     for (;;) {
         int r = fuse_session_receive_buf(l->se, buf);
         if (fuse_session_exited(l->se))
@@ -83,20 +95,15 @@ static int receive(struct loop *l, struct fuse_buf *buf)
         }
         if (r != -EAGAIN && r != -EINTR)
             return r == -ENODEV ? 0 : r;
-        if (start == 0) {
+        if (!waiting) {
+            waiting = true;
             start = now_ns();
             polling = spin_gate_poll(&l->spin);
             if (polling)
                 count(l->cfg.polls);
         }
-        if (polling) {
-            uint64_t t = now_ns();
-            if (atomic_load_explicit(&l->busy, memory_order_relaxed) == 0 &&
-                t < start + l->spin.spin_ns)
-                continue; /* the read(2) that said EAGAIN is pause enough */
-            spin_gate_miss(&l->spin, t - start);
-            polling = false;
-        }
+        if (polling && (polling = poll_on(l, start)))
+            continue; /* the read(2) that said EAGAIN is pause enough */
         struct pollfd p = {.fd = l->fd, .events = POLLIN};
         if (poll(&p, 1, EXIT_CHECK_MS) < 0 && errno != EINTR)
             return -errno;
