@@ -75,6 +75,7 @@ struct icount_job {
 static void *job_main(void *arg)
 {
     icount_job *j = arg;
+    (void)pthread_setname_np(pthread_self(), "lsmfs-icount");
     int err = count_on(j->it, &j->n, UINT64_MAX, &j->stop);
     if (err == 0) {
         atomic_fetch_add(j->total, j->n);

@@ -68,6 +68,7 @@ static void shrink(ishrink *k)
 static void *shrink_main(void *arg)
 {
     ishrink *k = arg;
+    (void)pthread_setname_np(pthread_self(), "lsmfs-ishrink");
     while (wait_period(k))
         shrink(k);
     return NULL;

@@ -416,6 +416,8 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *co,
         .spin_us = (unsigned)o->spin_us,
         .may_wait = lsmfs_request_may_wait,
         .ctx = st,
+        .polls = &st->fs->stats.reader_polls,
+        .poll_hits = &st->fs->stats.reader_poll_hits,
         .on_init = tuning != NULL ? tune_mount : NULL,
         .init_ctx = tuning,
     };

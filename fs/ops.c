@@ -195,6 +195,7 @@ typedef struct undurable {
 static void *notify_main(void *arg)
 {
     undurable *u = arg;
+    (void)pthread_setname_np(pthread_self(), "lsmfs-notify");
     for (int i = 0; i < 2; i++)
         if (u->t.dir[i] != 0)
             fuse_lowlevel_notify_inval_entry(u->st->se, u->t.dir[i], u->name[i],

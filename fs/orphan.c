@@ -324,6 +324,7 @@ static void run_one(struct reclaimer *rc)
 static void *reclaimer_main(void *arg)
 {
     struct reclaimer *rc = arg;
+    (void)pthread_setname_np(pthread_self(), "lsmfs-reclaim");
     pthread_mutex_lock(&rc->mu);
     for (;;) {
         while (!rc->stop && rc->len == 0 && rc->nsmall == 0)

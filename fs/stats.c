@@ -70,6 +70,10 @@ static void text_body(FILE *f, const fs_stats *s, const char *head)
             atomic_load_explicit(&s->uring_active, memory_order_relaxed) ? "io_uring" : "/dev/fuse");
     fprintf(f, "fs requests over io_uring: %" PRIu64 "\n",
             atomic_load_explicit(&s->uring_requests, memory_order_relaxed));
+    fprintf(f, "fs reader polls: %" PRIu64 "\n",
+            atomic_load_explicit(&s->reader_polls, memory_order_relaxed));
+    fprintf(f, "fs reader poll hits: %" PRIu64 "\n",
+            atomic_load_explicit(&s->reader_poll_hits, memory_order_relaxed));
 }
 
 char *stats_text(const fs_stats *s, const char *head)
@@ -91,7 +95,8 @@ static void metrics_body(FILE *f, const fs_stats *s, const char *store_metrics)
         {"fs_fsyncs_already_durable", &s->sync_free}, {"fs_fsyncs_shared", &s->sync_shared},
         {"fs_orphans_reclaimed", &s->reclaimed},   {"fs_orphans_freed", &s->orphans_freed},
         {"fs_orphan_batches", &s->orphan_batches}, {"fs_transport_uring", &s->uring_active},
-        {"fs_uring_requests", &s->uring_requests},
+        {"fs_uring_requests", &s->uring_requests}, {"fs_reader_polls", &s->reader_polls},
+        {"fs_reader_poll_hits", &s->reader_poll_hits},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
         fprintf(f, "%s %" PRIu64 "\n", c[i].name,

@@ -60,6 +60,8 @@ typedef struct fs_stats {
     _Atomic uint64_t orphan_batches; /* the store writes that freed them */
     _Atomic uint64_t uring_active;   /* 1: requests come over io_uring (uring.h) */
     _Atomic uint64_t uring_requests; /* requests served over io_uring */
+    _Atomic uint64_t reader_polls;   /* waits for a request that polled /dev/fuse (loop.h) */
+    _Atomic uint64_t reader_poll_hits; /* of those, ended by a request while polling */
 } fs_stats;
 
 static inline void stats_inc(_Atomic uint64_t *c)

@@ -406,6 +406,7 @@ static void wait_micros(lsm_db *db, uint64_t us)
 static void *flush_main(void *arg)
 {
     lsm_db *db = arg;
+    port_thread_name("lsm-flush");
     mutex_lock(&db->mu);
     for (;;) {
         while (!db->shutting_down && (db->nimm == 0 || db->bg_error)) {
@@ -621,6 +622,7 @@ static bool may_pick(lsm_db *db)
 static void *compact_main(void *arg)
 {
     lsm_db *db = arg;
+    port_thread_name("lsm-compact");
     lower_priority(4);
     mutex_lock(&db->mu);
     for (;;) {

@@ -22,6 +22,7 @@
 #include "env_rados_impl.h"
 
 #include "lsm_malloc.h"
+#include "port.h"
 #include "status.h"
 
 #include <errno.h>
@@ -175,6 +176,7 @@ static lsm_status *fence(struct rados_env *re, struct lsm_filelock *l, const cha
 static void *renew_main(void *arg)
 {
     struct lsm_filelock *l = arg;
+    port_thread_name("lsm-lease");
     struct rados_env *re = l->re;
     uint64_t lease = (uint64_t)re->lease_ms * 1000;
     pthread_mutex_lock(&l->mu);

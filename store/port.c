@@ -4,6 +4,7 @@
  */
 #include "port.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #if defined(__linux__)
@@ -23,6 +24,11 @@ void port_futex_wake(_Atomic int *addr)
 int port_thread_id(void)
 {
     return (int)syscall(SYS_gettid);
+}
+
+void port_thread_name(const char *name)
+{
+    (void)pthread_setname_np(pthread_self(), name);
 }
 #else
 #error "store/port.c: port_futex_* and port_thread_id need an implementation for this OS"

@@ -32,4 +32,8 @@ void port_futex_wake(_Atomic int *addr);
  * takes it to act on this one thread (Linux: the tid). */
 int port_thread_id(void);
 
+/* Names the calling thread (at most 15 characters; ps -L, /proc/PID/task/
+ * TID/comm), so that its CPU can be told from the others'. Best effort. */
+void port_thread_name(const char *name);
+
 #endif

@@ -2,6 +2,7 @@
 #include "wal_prefill.h"
 
 #include "lsm_malloc.h"
+#include "port.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -100,6 +101,7 @@ static int zero_range(struct wal_prefill *z, uint64_t from, uint64_t to)
 static void *zeroer_main(void *arg)
 {
     struct wal_prefill *z = arg;
+    port_thread_name("lsm-walzero");
     pthread_mutex_lock(&z->zlk);
     for (;;) {
         while (!z->wanted && !z->closing)

@@ -3,6 +3,8 @@
  */
 #include "loop.h"
 
+#include "spin.h"
+
 #include <linux/fuse.h>
 
 #include <assert.h>
@@ -37,6 +39,7 @@ struct loop {
     unsigned idle;          /* [mu] workers waiting on turn_cv */
     _Atomic unsigned busy;  /* workers processing a request (the reader
                              * polls only while this is 0) */
+    spin_gate spin;         /* [the reader's turn] whether polling pays */
     unsigned nthreads;      /* [mu] workers started (never shrinks) */
     pthread_t *threads;     /* [mu] the first nthreads are started */
     /* The stall watch (watch()): a worker that processes a request it read
@@ -56,19 +59,50 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Reads one request into buf: tries the device until spin_us have passed
- * without one, then sleeps in poll(2). Returns the request's size, 0 when
- * the session is over, or a negative errno. [the reader] */
+static void count(_Atomic uint64_t *c)
+{
+    if (c != NULL)
+        atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+/* Whether a polling reader, waiting since start, polls on: while no other
+ * worker is busy and spin time is left; else the wait is a miss. */
+static bool poll_on(struct loop *l, uint64_t start)
+{
+    uint64_t t = now_ns();
+    if (atomic_load_explicit(&l->busy, memory_order_relaxed) == 0 && t < start + l->spin.spin_ns)
+        return true;
+    spin_gate_miss(&l->spin, t - start);
+    return false;
+}
+
+/* Reads one request into buf: if none is there yet, tries the device until
+ * spin_us have passed without one (if polling pays: spin.h), then sleeps in
+ * poll(2). Returns the request's size, 0 when the session is over, or a
+ * negative errno. [the reader] */
 static int receive(struct loop *l, struct fuse_buf *buf)
 {
-    uint64_t deadline = now_ns() + (uint64_t)l->cfg.spin_us * 1000;
+    bool waiting = false; /* the device said EAGAIN: a wait began at start */
+    bool polling = false;
+    uint64_t start = 0;
     for (;;) {
         int r = fuse_session_receive_buf(l->se, buf);
         if (fuse_session_exited(l->se))
             return 0;
+        if (r > 0 && polling) {
+            spin_gate_hit(&l->spin, now_ns() - start);
+            count(l->cfg.poll_hits);
+        }
         if (r != -EAGAIN && r != -EINTR)
             return r == -ENODEV ? 0 : r;
-        if (atomic_load_explicit(&l->busy, memory_order_relaxed) == 0 && now_ns() < deadline)
+        if (!waiting) {
+            waiting = true;
+            start = now_ns();
+            polling = spin_gate_poll(&l->spin);
+            if (polling)
+                count(l->cfg.polls);
+        }
+        if (polling && (polling = poll_on(l, start)))
             continue; /* the read(2) that said EAGAIN is pause enough */
         struct pollfd p = {.fd = l->fd, .events = POLLIN};
         if (poll(&p, 1, EXIT_CHECK_MS) < 0 && errno != EINTR)
@@ -95,13 +129,15 @@ static void process(struct loop *l, const struct fuse_buf *buf)
         l->cfg.on_init(l->cfg.init_ctx);
 }
 
-int loop_start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+int loop_start_thread(pthread_t *t, void *(*fn)(void *), void *arg, const char *name)
 {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     int err = pthread_create(t, NULL, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err == 0)
+        (void)pthread_setname_np(*t, name);
     return err;
 }
 
@@ -109,7 +145,7 @@ int loop_start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
 static int start_worker(struct loop *l)
 {
     assert(l->nthreads < l->cfg.max_threads);
-    int err = loop_start_thread(&l->threads[l->nthreads], worker, l);
+    int err = loop_start_thread(&l->threads[l->nthreads], worker, l, "lsmfs-fuse");
     if (err == 0)
         l->nthreads++;
     return err;
@@ -221,6 +257,7 @@ int loop_run(struct fuse_session *se, const loop_config *cfg)
 {
     assert(cfg->max_threads >= 1 && cfg->may_wait != NULL);
     struct loop l = {.se = se, .fd = fuse_session_fd(se), .cfg = *cfg};
+    spin_gate_init(&l.spin, (uint64_t)cfg->spin_us * 1000);
     int flags = fcntl(l.fd, F_GETFL);
     if (flags < 0 || fcntl(l.fd, F_SETFL, flags | O_NONBLOCK) < 0)
         return -errno;
@@ -232,7 +269,7 @@ int loop_run(struct fuse_session *se, const loop_config *cfg)
     pthread_cond_init(&l.done_cv, NULL);
     pthread_cond_init(&l.watch_cv, NULL);
     pthread_mutex_lock(&l.mu);
-    int err = loop_start_thread(&l.watcher, watch, &l);
+    int err = loop_start_thread(&l.watcher, watch, &l, "lsmfs-watch");
     bool watching = err == 0;
     if (err == 0)
         err = start_worker(&l);

@@ -441,7 +441,7 @@ static int start_worker(struct uring *u)
     struct uring_worker *w = &u->workers[u->nworkers];
     *w = (struct uring_worker){.u = u, .slot = u->nworkers};
     sem_init(&w->wake, 0, 0);
-    int err = loop_start_thread(&w->thread, worker, w);
+    int err = loop_start_thread(&w->thread, worker, w, "lsmfs-uworker");
     if (err == 0)
         u->nworkers++;
     else
@@ -697,7 +697,7 @@ static int start_queues(struct uring *u)
         q->qid = started;
         q->efd = -1;
         pthread_mutex_init(&q->mu, NULL);
-        err = loop_start_thread(&q->thread, queue_thread, q);
+        err = loop_start_thread(&q->thread, queue_thread, q, "lsmfs-uqueue");
         if (err != 0)
             pthread_mutex_destroy(&q->mu);
     }
@@ -711,7 +711,7 @@ static int start_queues(struct uring *u)
     if (err == 0)
         err = u->setup_err;
     pthread_mutex_unlock(&u->mu);
-    if (err == 0 && loop_start_thread(&u->watcher, watch, u) == 0)
+    if (err == 0 && loop_start_thread(&u->watcher, watch, u, "lsmfs-uwatch") == 0)
         u->watching = true; /* else serve unwatched */
     return err;
 }

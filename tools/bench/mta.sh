@@ -393,6 +393,27 @@ requests() { # MNT
     "$lsmctl" stats "$1" 2>/dev/null |
         awk '/^fs requests:/ { on = 1; next } on && /^  / { print $1, $2; next } on { on = 0 }'
 }
+# The daemon's CPU by thread name (threads alive at both snapshots count):
+# "name user_ticks sys_ticks" lines, from /proc/PID/task/*/stat.
+thread_ticks() { # PID (of lsmfs, or of the subshell in_cgroup started it from)
+    local t pid=$1
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = lsmfs ] || pid=$(pgrep -P "$pid" -x lsmfs | head -1)
+    for t in /proc/"$pid"/task/*; do
+        # Fields after "(comm) ": state is 1, utime 12, stime 13.
+        awk -v c="$(cat "$t/comm" 2>/dev/null)" '{ sub(/^.*\) /, ""); print c, $12, $13 }' \
+            "$t/stat" 2>/dev/null
+    done | awk '{ u[$1] += $2; s[$1] += $3 } END { for (k in u) print k, u[k], s[k] }'
+}
+# Per-message CPU of each thread name between two thread_ticks() snapshots,
+# largest first: "name=ms(user+sys)".
+thread_diff() { # BEFORE AFTER N
+    local hz
+    hz=$(getconf CLK_TCK)
+    awk -v n="$3" -v hz="$hz" 'FNR == NR { u[$1] = $2; s[$1] = $3; next }
+        { du = ($2 - u[$1]) * 1000 / hz / n; ds = ($3 - s[$1]) * 1000 / hz / n
+          if (du + ds > 0) printf "%.3f %s=%.3f(%.3f+%.3f)\n", du + ds, $1, du + ds, du, ds }' \
+        "$1" "$2" | sort -rn | cut -d' ' -f2 | tr '\n' ' '
+}
 # Per-message difference of two requests() snapshots, largest first.
 request_diff() { # BEFORE AFTER N
     awk -v n="$3" 'FNR == NR { b[$1] = $2; next } { d = $2 - b[$1]; if (d > 0) { t += d;
@@ -408,6 +429,7 @@ run_one() { # TARGET ROUND
     iport=$(free_port)
     start_postfix "$tdir" "$sport"
     [ -n "$lsmctl" ] && requests "$tdir" >"$work/rq0"
+    [ -n "$fuse_pid" ] && thread_ticks "$fuse_pid" >"$work/th0"
     local c0s c0f c0c
     c0s=$(cg_usage_ns servers); c0f=$(cg_usage_ns fs); c0c=$(cg_usage_ns client)
     local u0 s0 u1 s1
@@ -441,6 +463,7 @@ run_one() { # TARGET ROUND
     c1s=$(cg_usage_ns servers); c1f=$(cg_usage_ns fs); c1c=$(cg_usage_ns client)
     u1=$(cg_user_ticks fs); s1=$(cg_sys_ticks fs)
     [ -n "$lsmctl" ] && requests "$tdir" >"$work/rq1"
+    [ -n "$fuse_pid" ] && thread_ticks "$fuse_pid" >"$work/th1"
     stop_servers # postfix's processes leave; dovecot reads alone
     start_dovecot "$tdir" "$iport"
     sync
@@ -469,6 +492,8 @@ run_one() { # TARGET ROUND
     if [ -n "$lsmctl" ]; then
         log "  requests per delivered message: $(request_diff "$work/rq0" "$work/rq1" "$msgs")"
         log "  requests per IMAP message (2 passes): $(request_diff "$work/rq1" "$work/rq2" $((2 * msgs)))"
+        log "  daemon CPU per delivered message by thread, ms (user+sys): $(thread_diff "$work/th0" "$work/th1" "$msgs")"
+        echo "$t $r $(thread_diff "$work/th0" "$work/th1" "$msgs")" >>"$work/threads"
         echo "$t $r $(request_diff "$work/rq0" "$work/rq1" "$msgs")" >>"$work/requests"
     fi
     release_target
@@ -510,4 +535,9 @@ if [ -f "$work/requests" ]; then
     echo
     echo "FUSE requests per delivered message (each round):"
     cat "$work/requests"
+fi
+if [ -f "$work/threads" ]; then
+    echo
+    echo "lsmfs daemon CPU per delivered message by thread, ms (user+sys), each round:"
+    cat "$work/threads"
 fi
