@@ -363,7 +363,8 @@ static int chunk_was_stored(lsmfs *fs, uint64_t ino, uint64_t idx, const chunk_w
     if (!*stored || w->dense)
         return 0;
     if (w->listed) {
-        *stored = bsearch(&idx, w->stored.idx, w->stored.count, sizeof idx, cmp_u64) != NULL;
+        *stored = w->stored.count > 0 &&
+                  bsearch(&idx, w->stored.idx, w->stored.count, sizeof idx, cmp_u64) != NULL;
         return 0;
     }
     char *v;
