@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -483,6 +484,50 @@ bool tm_daemon_alive(struct tmount *m)
         m->daemon = 0;
     }
     return false;
+}
+
+/* The path of `lib` next to this program, or NULL (after saying why). */
+static const char *shim_path(const char *lib, char *path, size_t len)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) {
+        fprintf(stderr, "[harness] readlink /proc/self/exe: %s\n", strerror(errno));
+        return NULL;
+    }
+    exe[n] = '\0';
+    snprintf(path, len, "%s/%s", dirname(exe), lib);
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "[harness] %s is missing (make builds it with the tests)\n", path);
+        return NULL;
+    }
+    return path;
+}
+
+int tm_mount_with_shim(struct tmount *m, const char *lib, const char *name, const char *value)
+{
+    char path[PATH_MAX];
+    if (shim_path(lib, path, sizeof path) == NULL)
+        return -1;
+    const char *asan = getenv("ASAN_OPTIONS");
+    char *saved = asan ? strdup(asan) : NULL;
+    char opts[512];
+    /* An ASan daemon wants its runtime first among the preloads. */
+    snprintf(opts, sizeof(opts), "%s%sverify_asan_link_order=0", asan ? asan : "",
+             asan && *asan ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
+    setenv("LD_PRELOAD", path, 1);
+    setenv(name, value, 1);
+    int r = tm_mount(m);
+    unsetenv("LD_PRELOAD");
+    unsetenv(name);
+    if (saved) {
+        setenv("ASAN_OPTIONS", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("ASAN_OPTIONS");
+    }
+    return r;
 }
 
 int tm_mount(struct tmount *m)

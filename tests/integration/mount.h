@@ -92,6 +92,11 @@ int tm_free(struct tmount *m);
  * 0 on success, -1 (after printing the daemon's log) on failure. */
 int tm_mount(struct tmount *m);
 
+/* tm_mount with the LD_PRELOAD shim `lib` (a file next to the test
+ * program, as make builds it: libfailsync.so, ...) in the daemon only, and
+ * `name`=`value` in its environment. 0 or -1 (after saying why). */
+int tm_mount_with_shim(struct tmount *m, const char *lib, const char *name, const char *value);
+
 /* fusermount3 -u, then wait for the daemon to exit.  0 only if the mount is
  * gone from /proc/mounts and the daemon exited with status 0. */
 int tm_unmount(struct tmount *m);

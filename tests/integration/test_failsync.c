@@ -21,7 +21,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,46 +33,13 @@
 
 #define TEST_TIMEOUT_S 120
 
-/* build/tests/libfailsync.so, next to this program (make builds both). */
-static const char *shim_path(void)
-{
-    static char path[PATH_MAX];
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0)
-        fail_msg("readlink /proc/self/exe: %s", strerror(errno));
-    exe[n] = '\0';
-    snprintf(path, sizeof(path), "%s/libfailsync.so", dirname(exe));
-    if (access(path, R_OK) != 0)
-        fail_msg("%s is missing (make builds it with the tests)", path);
-    return path;
-}
-
 static char trigger[PATH_MAX + 16];
 
 /* Mounts m (unmounted) with the shim preloaded in the daemon only. */
 static void mount_with_shim(struct tmount *m)
 {
     snprintf(trigger, sizeof(trigger), "%s/fail-syncs", m->root);
-    const char *asan = getenv("ASAN_OPTIONS");
-    char *saved = asan ? strdup(asan) : NULL;
-    char opts[512];
-    /* An ASan daemon wants its runtime first among the preloads. */
-    snprintf(opts, sizeof(opts), "%s%sverify_asan_link_order=0", asan ? asan : "",
-             asan && *asan ? ":" : "");
-    setenv("ASAN_OPTIONS", opts, 1);
-    setenv("LD_PRELOAD", shim_path(), 1);
-    setenv("LSMFS_FAILSYNC", trigger, 1);
-    int r = tm_mount(m);
-    unsetenv("LD_PRELOAD");
-    unsetenv("LSMFS_FAILSYNC");
-    if (saved) {
-        setenv("ASAN_OPTIONS", saved, 1);
-        free(saved);
-    } else {
-        unsetenv("ASAN_OPTIONS");
-    }
-    if (r != 0)
+    if (tm_mount_with_shim(m, "libfailsync.so", "LSMFS_FAILSYNC", trigger) != 0)
         fail_msg("mount with the failsync shim failed");
 }
 

@@ -80,6 +80,17 @@ static void test_xattr_queries_of_inode_without_any(void **state)
     TM_ERR(getxattr(P("."), "user.b", buf, sizeof buf), ENODATA);
 }
 
+/* Creates f (O_EXCL, read-write); *cs: the chunk size (st_blksize). */
+static int create_chunked(const char *f, size_t *cs)
+{
+    int fd = open(f, O_CREAT | O_EXCL | O_RDWR, 0644);
+    TM_OK(fd);
+    struct stat st;
+    TM_OK(fstat(fd, &st));
+    *cs = (size_t)st.st_blksize;
+    return fd;
+}
+
 /* pwrite of n bytes of pattern `seed` at off, mirrored into `want`. */
 static void put(int fd, char *want, size_t n, off_t off, uint64_t seed)
 {
@@ -132,11 +143,8 @@ static void test_write_reads_only_what_it_keeps(void **state)
     if (m->plain)
         skip();
     const char *f = P("f");
-    int fd = open(f, O_CREAT | O_EXCL | O_RDWR, 0644);
-    TM_OK(fd);
-    struct stat st;
-    TM_OK(fstat(fd, &st));
-    const size_t cs = (size_t)st.st_blksize; /* the chunk size */
+    size_t cs;
+    int fd = create_chunked(f, &cs);
     assert_true(cs >= 4 * KiB);
     const size_t size = 16 * cs;
     char *want = calloc(1, size);
@@ -146,6 +154,7 @@ static void test_write_reads_only_what_it_keeps(void **state)
     size_t len = 4 * cs + 3 * cs / 2 + cs / 4;
     assert_true(tm_hash_file(f) == tm_hash(want, len, TM_HASH_INIT));
     tm_remount_checked(m);
+    struct stat st;
     TM_OK(stat(f, &st));
     assert_int_equal(st.st_size, (off_t)len);
     assert_true(tm_hash_file(f) == tm_hash(want, len, TM_HASH_INIT));
@@ -170,6 +179,41 @@ static void test_write_after_truncate_up(void **state)
     assert_true(tm_hash_file(f) == tm_hash(want, sizeof want, TM_HASH_INIT));
     tm_remount_checked(m);
     assert_true(tm_hash_file(f) == tm_hash(want, sizeof want, TM_HASH_INIT));
+}
+
+/* A large write below the size of a sparse file (one preallocated, as fio
+ * and cp do) learns which of its chunks were stored, for the chunk count,
+ * by one scan: it read each chunk by a point read (256 for a 1 MiB write
+ * of 4 KiB chunks). The count and the content stay right. */
+static void test_write_into_sparse_file_scans_once(void **state)
+{
+    struct tmount *m = *state;
+    if (m->plain)
+        skip();
+    const char *f = P("f");
+    size_t cs;
+    int fd = create_chunked(f, &cs);
+    const size_t n = 64 * cs, size = 4 * n;
+    struct stat st;
+    char *want = calloc(1, size);
+    assert_non_null(want);
+    TM_OK(ftruncate(fd, (off_t)size));
+    put(fd, want, cs, (off_t)(3 * cs), 1); /* stored chunks inside the write below */
+    put(fd, want, 10, (off_t)(40 * cs + 5), 2);
+    uint64_t g0 = gets(m), s0 = tm_stats_counter(m, "fs store scans");
+    put(fd, want, n, 0, 3); /* chunks 0..63: two of them were stored */
+    assert_in_range(gets(m) - g0, 0, 4);
+    assert_int_equal(tm_stats_counter(m, "fs store scans") - s0, 1);
+    put(fd, want, n, (off_t)(2 * n), 4); /* chunks 128..191: none stored */
+    TM_OK(fstat(fd, &st));
+    assert_int_equal(st.st_blocks, (blkcnt_t)(2 * n / 512));
+    TM_OK(close(fd));
+    assert_true(tm_hash_file(f) == tm_hash(want, size, TM_HASH_INIT));
+    tm_remount_checked(m);
+    assert_true(tm_hash_file(f) == tm_hash(want, size, TM_HASH_INIT));
+    TM_OK(stat(f, &st));
+    assert_int_equal(st.st_blocks, (blkcnt_t)(2 * n / 512));
+    free(want);
 }
 
 static uint64_t ino_of(const char *path)
@@ -909,6 +953,7 @@ int main(void)
         TM_TEST(test_write_reads_only_what_it_keeps, setup),
         TM_TEST(test_write_reads_only_what_it_keeps, setup_writeback),
         TM_TEST(test_write_after_truncate_up, setup),
+        TM_TEST(test_write_into_sparse_file_scans_once, setup),
         TM_TEST(test_unlink_reads_entry_once, setup),
         TM_TEST(test_rename_reads_entries_once, setup),
         TM_TEST(test_deep_directory_rename_reads_nothing, setup),

@@ -47,22 +47,9 @@ mkdir -p "$work"
 pid=""
 mnt=$work/mnt
 
-log() { printf '%s\n' "$*" >&2; }
-now() { date +%s.%N; }
+. "$here/fusedaemon.sh"
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-mounted() { grep -qs " $mnt fuse" /proc/mounts; }
 
-unmount() {
-    [ -n "$pid" ] || return 0
-    mounted && { fusermount3 -u "$mnt" 2>/dev/null || { sleep 0.5; fusermount3 -u "$mnt"; }; }
-    local i
-    for i in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && { log "scale.sh: daemon $pid still running; terminating"; kill "$pid"; }
-    wait "$pid" 2>/dev/null
-    mounted && fusermount3 -uz "$mnt"
-    pid=""
-}
 cleanup() {
     unmount
     [ "$keep" = 1 ] && log "scale.sh: work directory kept: $work" || rm -rf "$work"
