@@ -1,0 +1,294 @@
+/*
+ * test_db_table_segments.c — lsm_options.table_segment: flushes and
+ * compactions cut tables between segments (as the filesystem's files) once
+ * a table or the segment ahead is long enough, so the tables of one file
+ * written beside others at once hold only its keys and
+ * lsm_delete_files_in_range drops them whole; short segments share tables;
+ * a read error while reading ahead costs no data.
+ */
+#include "fixture.h"
+
+#include "fault_env.h"
+
+#define CHUNK 1000                /* bytes per "chunk" value */
+#define SEGMENT_BYTES (32u << 10) /* table_segment_bytes */
+#define WBS (256u << 10)          /* write buffer: many flushes */
+
+/* Keys: "F" + a 3-digit file number + a 6-digit chunk index (chunks), or
+ * "I" + a file number (records). */
+static size_t chunk_key(char *k, int file, int index)
+{
+    return (size_t)sprintf(k, "F%03d%06d", file, index);
+}
+
+static uint32_t first_byte(const void *key, size_t n)
+{
+    return n ? *(const unsigned char *)key : 0;
+}
+
+/* The file number of a chunk key + 1, 0 for any other key. */
+static uint64_t file_of(const void *key, size_t n)
+{
+    const char *k = key;
+    if (n < 4 || k[0] != 'F')
+        return 0;
+    return 1 + (uint64_t)((k[1] - '0') * 100 + (k[2] - '0') * 10 + (k[3] - '0'));
+}
+
+static lsm_db *open_segmented(lsm_env *env)
+{
+    lsm_options o;
+    tu_db_options(&o, env, WBS);
+    o.target_file_size = 4 * WBS;
+    o.table_partition = first_byte;
+    o.table_segment = file_of;
+    o.table_segment_bytes = SEGMENT_BYTES;
+    return tu_open_with(&o);
+}
+
+static void put_chunk(lsm_db *db, int file, int index)
+{
+    char k[16], v[CHUNK];
+    uint64_t x = (uint64_t)file << 32 | (uint64_t)index | 1;
+    for (size_t i = 0; i < sizeof v; i += 8) { /* incompressible */
+        uint64_t r = tu_xorshift64(&x);
+        memcpy(v + i, &r, sizeof v - i < 8 ? sizeof v - i : 8);
+    }
+    ASSERT_OK(lsm_put(db, NULL, k, chunk_key(k, file, index), v, sizeof v));
+}
+
+/* Files 1-3 written at once, a chunk of each in turn, and file 0 (a short
+ * segment in every flush, just before file 1) now and then, with records. */
+static void write_at_once(lsm_db *db, int chunks)
+{
+    for (int i = 0; i < chunks; i++) {
+        for (int f = 1; f <= 3; f++)
+            put_chunk(db, f, i);
+        if (i % 25 == 0) {
+            put_chunk(db, 0, i / 25);
+            char k[8];
+            int n = sprintf(k, "I%03d", i % 4);
+            ASSERT_OK(lsm_put(db, NULL, k, (size_t)n, "rec", 3));
+        }
+    }
+}
+
+static void wait_flushed(lsm_db *db)
+{
+    for (int i = 0; i < 3000 && (tu_prop(db, "lsm.immutable-memtables") > 0 ||
+                                 tu_prop(db, "lsm.background-busy") != 0);
+         i++)
+        usleep(1000);
+}
+
+/* The bytes file f's chunks take in tables. */
+static uint64_t file_bytes(lsm_db *db, int f)
+{
+    char b[16], e[16];
+    size_t bn = chunk_key(b, f, 0), en = chunk_key(e, f + 1, 0);
+    return lsm_approximate_size(db, b, bn, e, en);
+}
+
+static lsm_status *drop_file(lsm_db *db, int f)
+{
+    char b[16], e[16];
+    size_t bn = chunk_key(b, f, 0), en = chunk_key(e, f + 1, 0);
+    return lsm_delete_files_in_range(db, b, bn, e, en);
+}
+
+static void count_mixed(void *ctx, const char *lo, const char *hi)
+{
+    *(int *)ctx += lo[0] == 'F' && memcmp(lo + 1, hi + 1, 3) != 0;
+}
+
+/* How many tables hold chunks of two files or more; *tables: how many
+ * tables there are. */
+static int mixed_tables(lsm_db *db, int *tables)
+{
+    int mixed = 0;
+    *tables = tu_each_table(db, count_mixed, &mixed);
+    return mixed;
+}
+
+/* Deletes what is left of file f's chunks (the caller's side of
+ * lsm_delete_files_in_range) and checks file `other` is whole. */
+static void check_after_drop(lsm_db *db, int f, int other, int chunks)
+{
+    char k[16];
+    for (int i = 0; i < chunks; i++)
+        ASSERT_OK(lsm_delete(db, NULL, k, chunk_key(k, f, i)));
+    for (int i = 0; i < chunks; i++) {
+        char *v = NULL;
+        size_t vn = 0;
+        ASSERT_OK(lsm_get(db, NULL, k, chunk_key(k, other, i), &v, &vn));
+        assert_int_equal(vn, CHUNK);
+        free(v);
+    }
+}
+
+/* Three files written at once: most of each one's flushed bytes are in
+ * tables of its own, so dropping its range frees them — also for file 1,
+ * which follows a short segment in every flush (the cut before a long
+ * segment). Before table_segment: every table held all three, none went. */
+static void test_files_written_at_once_dropped(void **state)
+{
+    (void)state;
+    enum { CHUNKS = 1500 };
+    lsm_db *db = open_segmented(NULL);
+    write_at_once(db, CHUNKS);
+    wait_flushed(db);
+    for (int f = 1; f <= 2; f++) {
+        uint64_t before = file_bytes(db, f), dropped = tu_prop(db, "lsm.tables-dropped");
+        ASSERT_OK(drop_file(db, f));
+        uint64_t after = file_bytes(db, f);
+        if (tu_prop(db, "lsm.tables-dropped") < dropped + 4 || after > before / 4)
+            fail_msg("file %d: %llu tables dropped, its table bytes %llu -> %llu", f,
+                     (unsigned long long)(tu_prop(db, "lsm.tables-dropped") - dropped),
+                     (unsigned long long)before, (unsigned long long)after);
+        check_after_drop(db, f, 3, CHUNKS);
+    }
+    tu_verify_clean(db);
+    ASSERT_OK(lsm_close(db));
+}
+
+/* A compaction's output is cut the same way: after compacting everything,
+ * a file's range drops whole. */
+static void test_compaction_output_cut(void **state)
+{
+    (void)state;
+    enum { CHUNKS = 1200 };
+    lsm_db *db = open_segmented(NULL);
+    write_at_once(db, CHUNKS);
+    ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
+    assert_int_equal(tu_prop(db, "lsm.num-files-at-level0"), 0);
+    int tables = 0;
+    assert_true(mixed_tables(db, &tables) <= 2); /* file 0's short run, and the edge */
+    uint64_t before = file_bytes(db, 2);
+    ASSERT_OK(drop_file(db, 2));
+    uint64_t after = file_bytes(db, 2);
+    if (after > before / 8)
+        fail_msg("file 2 after a full compaction: table bytes %llu -> %llu of %d tables",
+                 (unsigned long long)before, (unsigned long long)after, tables);
+    check_after_drop(db, 2, 1, CHUNKS);
+    ASSERT_OK(lsm_close(db));
+}
+
+/* Short segments (small files) are not a table each: they share tables
+ * up to table_segment_bytes. */
+static void test_short_segments_share_tables(void **state)
+{
+    (void)state;
+    enum { FILES = 600, PER = 3 }; /* 3 KB a file, 1.8 MB in all */
+    lsm_db *db = open_segmented(NULL);
+    for (int f = 0; f < FILES; f++)
+        for (int i = 0; i < PER; i++)
+            put_chunk(db, f, i);
+    wait_flushed(db);
+    int tables = 0;
+    (void)mixed_tables(db, &tables);
+    int most = (int)((uint64_t)FILES * PER * CHUNK / SEGMENT_BYTES) +
+               2 * (int)tu_prop(db, "lsm.flushes") + 4;
+    if (tables > most)
+        fail_msg("%d short segments in %d tables (at most %d wanted)", FILES, tables, most);
+    ASSERT_OK(lsm_close(db));
+}
+
+/* Short files written twice, each pass flushed, by a store without
+ * segments: tables that mix files, over each other. */
+#define MIXED_FILES 150
+#define MIXED_PER 3
+static void write_mixed(fault_env *fe)
+{
+    lsm_options o;
+    tu_db_options(&o, fault_env_env(fe), WBS);
+    o.table_partition = first_byte;
+    lsm_db *db = tu_open_with(&o);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int f = 0; f < MIXED_FILES; f++)
+            for (int i = 0; i < MIXED_PER; i++)
+                put_chunk(db, f, i);
+        ASSERT_OK(lsm_compact_range(db, "A", 1, "A", 1)); /* flushes; nothing there */
+    }
+    ASSERT_OK(lsm_close(db));
+}
+
+/* The main stream's preads, by index (fault_trace_fn). */
+#define MAX_PREADS 256
+static uint64_t preads[MAX_PREADS];
+static int npreads;
+
+static void note_pread(void *ctx, int stream, uint64_t index, enum fault_call c, const char *path)
+{
+    (void)ctx, (void)path;
+    if (stream == FAULT_STREAM_MAIN && c == FC_PREAD && npreads < MAX_PREADS)
+        preads[npreads++] = index;
+}
+
+/* The mixed store compacted by a store with segments, the main stream's
+ * call `call` failing (UINT64_MAX: none); trace sees each call. Returns
+ * the compaction's status; *fired: a pread failed. */
+static lsm_status *compact_failing(uint64_t call, fault_trace_fn trace, bool *fired)
+{
+    tu_dir_empty();
+    fault_env *fe = fault_env_new(tu_env());
+    assert_non_null(fe);
+    write_mixed(fe);
+    lsm_db *db = open_segmented(fault_env_env(fe));
+    fault_env_count_start(fe, trace, NULL); /* the compaction runs in this thread */
+    if (call != UINT64_MAX)
+        fault_env_arm(fe, FAULT_STREAM_MAIN, call, FAULT_EIO);
+    lsm_status *s = lsm_compact_range(db, NULL, 0, NULL, 0);
+    enum fault_call c;
+    *fired = fault_env_fired(fe, &c, NULL, 0) && c == FC_PREAD;
+    fault_env_count_stop(fe);
+    lsm_status_free(lsm_close(db));
+    db = open_segmented(fault_env_env(fe));
+    for (int f = 0; f < MIXED_FILES; f++)
+        for (int i = 0; i < MIXED_PER; i++) {
+            char k[16], *v = NULL;
+            size_t vn = 0;
+            ASSERT_OK(lsm_get(db, NULL, k, chunk_key(k, f, i), &v, &vn));
+            assert_int_equal(vn, CHUNK);
+            free(v);
+        }
+    ASSERT_OK(lsm_close(db));
+    fault_env_free(fe);
+    return s;
+}
+
+/* A read of the compaction's input that fails while reading ahead for a
+ * cut is only a missed cut: whichever of its reads fails, the compaction
+ * either succeeds or fails as a whole, and every key is there after a
+ * reopen. At least one failed read must have been the read-ahead's only
+ * (the compaction succeeded though one of its reads failed). */
+static void test_read_error_ahead_loses_nothing(void **state)
+{
+    (void)state;
+    bool fired;
+    npreads = 0;
+    ASSERT_OK(compact_failing(UINT64_MAX, note_pread, &fired));
+    assert_true(npreads > 0 && npreads < MAX_PREADS);
+    int survived = 0, failed = 0, n = npreads;
+    uint64_t calls[MAX_PREADS];
+    memcpy(calls, preads, sizeof calls);
+    for (int i = 0; i < n; i++) {
+        lsm_status *s = compact_failing(calls[i], NULL, &fired);
+        survived += s == NULL && fired;
+        failed += s != NULL;
+        lsm_status_free(s);
+    }
+    if (survived == 0 || failed == 0)
+        fail_msg("of %d failed reads %d hit only the read-ahead, %d failed the compaction", n,
+                 survived, failed);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        TU_TEST(test_files_written_at_once_dropped),
+        TU_TEST(test_compaction_output_cut),
+        TU_TEST(test_short_segments_share_tables),
+        TU_TEST(test_read_error_ahead_loses_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
