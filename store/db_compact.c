@@ -395,8 +395,13 @@ static lsm_status *flush_one(lsm_db *db)
     run_release(db, &r);
     version_edit_destroy(&edit);
     memtable_unref(m);
-    if (s)
+    if (s) {
+        /* Tables it finished before the failure hold space the retry (and
+         * the deletes on a full disk) need: swept now, unless the MANIFEST
+         * may name them (vset_state_known). */
+        db_delete_obsolete_files(db);
         return s;
+    }
     db_checkpoint_flushed(db, db->imm_id[0]);
     db_drop_deferred(db, db->imm_id[0]); /* in a table now */
     memtable_unref(db->imm[0]);

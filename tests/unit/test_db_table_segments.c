@@ -10,6 +10,7 @@
 
 #include "fault_env.h"
 
+
 #define CHUNK 1000                /* bytes per "chunk" value */
 #define SEGMENT_BYTES (32u << 10) /* table_segment_bytes */
 #define WBS (256u << 10)          /* write buffer: many flushes */
@@ -282,13 +283,48 @@ static void test_read_error_ahead_loses_nothing(void **state)
                  survived, failed);
 }
 
+/* A flush that met a full disk after some of its tables were written
+ * leaves none of them behind, however often it is retried (they held the
+ * space the retry and the deletes need: a full disk did not empty). */
+static void test_failed_flush_leaves_no_tables(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(tu_env());
+    assert_non_null(fe);
+    lsm_options o;
+    tu_db_options(&o, fault_env_env(fe), WBS);
+    o.table_partition = first_byte;
+    o.table_segment = file_of;
+    o.table_segment_bytes = SEGMENT_BYTES;
+    o.full_disk_retry_us = 10000;
+    lsm_db *db = tu_open_with(&o);
+    write_at_once(db, 60);                                   /* 180 KB: one memtable, five tables */
+    fault_env_fail(fe, FAULT_WRITE, ".ldb", ENOSPC, 30, -1); /* in the third table */
+    lsm_status *s = lsm_compact_range(db, "A", 1, "A", 1);   /* flushes */
+    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+    lsm_status_free(s);
+    usleep(300000); /* retries */
+    assert_true(tu_prop(db, "lsm.full-disk-events") >= 3);
+    int live = 0;
+    (void)mixed_tables(db, &live);
+    if (tu_tables_on_disk() != live)
+        fail_msg("after a failed flush: %d tables on disk, %d live", tu_tables_on_disk(), live);
+    fault_env_clear_failures(fe);
+    ASSERT_OK(lsm_compact_range(db, "A", 1, "A", 1));
+    assert_true(tu_prop(db, "lsm.num-files-at-level0") + tu_prop(db, "lsm.num-files-at-level1") +
+                    tu_prop(db, "lsm.num-files-at-level2") >=
+                4);
+    check_after_drop(db, 1, 2, 60);
+    ASSERT_OK(lsm_close(db));
+    fault_env_free(fe);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_files_written_at_once_dropped),
-        TU_TEST(test_compaction_output_cut),
-        TU_TEST(test_short_segments_share_tables),
-        TU_TEST(test_read_error_ahead_loses_nothing),
+        TU_TEST(test_files_written_at_once_dropped), TU_TEST(test_compaction_output_cut),
+        TU_TEST(test_short_segments_share_tables),   TU_TEST(test_read_error_ahead_loses_nothing),
+        TU_TEST(test_failed_flush_leaves_no_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
