@@ -177,7 +177,7 @@ typedef struct compaction_run {
     bool has_last_added;
     bool close_wanted; /* the output is full: cut it at the next user key */
     uint64_t written;
-    iter *ahead;  /* the same input, read ahead at segment starts (NULL: no segments) */
+    iter *ahead;  /* a flush's memtable, read ahead at segment starts (NULL: not read ahead) */
     buf seek_key; /* scratch: where `ahead` seeks */
 } compaction_run;
 
@@ -225,10 +225,10 @@ static bool new_partition(const lsm_db *db, const compaction_run *r, const char 
 }
 
 /* Whether the segment (lsm_options.table_segment) starting at user key u
- * holds at least table_segment_bytes of the run's input from u on (key and
- * value bytes, every version): read ahead on r->ahead, which stays where it
- * stopped, so a run of short segments is read ahead once. A read error ahead
- * says no (the run's own read meets it). REQUIRES: mu not held. */
+ * holds at least table_segment_bytes of the flush's memtable from u on (key
+ * and value bytes, every version): read ahead on r->ahead, which stays where
+ * it stopped, so a run of short segments is read ahead once. REQUIRES: mu
+ * not held. */
 static bool segment_is_long(const lsm_db *db, compaction_run *r, const char *u, size_t un)
 {
     size_t an;
@@ -252,16 +252,20 @@ static bool segment_is_long(const lsm_db *db, compaction_run *r, const char *u, 
 }
 
 /* Whether k (an internal key) starts a new segment where the output is cut:
- * the output holds table_segment_bytes, or the new segment is that long
- * itself (lsm.h). REQUIRES: has_last_added, mu not held. */
+ * the output holds table_segment_bytes, or (a flush, read ahead) the new
+ * segment is that long itself (lsm.h). A compaction does not read ahead:
+ * its output goes below level 0, where tables never overlap, so a file's
+ * run that begins inside a shared table keeps none of its other tables
+ * from being dropped; reading the input twice would cost every compaction.
+ * REQUIRES: has_last_added, mu not held. */
 static bool segment_cut(const lsm_db *db, compaction_run *r, const char *k, size_t kn)
 {
     uint64_t (*seg)(const void *, size_t) = db->opt.table_segment;
     size_t un = ikey_user_len(kn);
-    if (seg == NULL || r->ahead == NULL || seg(k, un) == seg(r->last_added.data, r->last_added.len))
+    if (seg == NULL || seg(k, un) == seg(r->last_added.data, r->last_added.len))
         return false;
     return table_builder_file_size(r->out.builder) >= db->opt.table_segment_bytes ||
-           segment_is_long(db, r, k, un);
+           (r->ahead != NULL && segment_is_long(db, r, k, un));
 }
 
 /* The one rule for where an output table ends: only between user keys (a
@@ -338,7 +342,7 @@ static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, com
     uint64_t t0 = db->env->now_micros(db->env);
     mutex_unlock(&db->mu);
     iter *it = memtable_iter_new(m);
-    /* (without memory for it: no segment cuts) */
+    /* (without memory for it: empty, no cut before a long segment) */
     r->ahead = db->opt.table_segment ? memtable_iter_new(m) : NULL;
     lsm_status *s = NULL;
     for (iter_seek_first(it); s == NULL && iter_valid(it); iter_next(it)) {
@@ -550,8 +554,6 @@ static lsm_status *merge_inputs(lsm_db *db, compaction_run *r)
     iter *in = compaction_input_iter(r->c, db->tables);
     if (in == NULL)
         return status_new(LSM_IO_ERROR, "out of memory");
-    /* (without memory for it: no segment cuts) */
-    r->ahead = db->opt.table_segment ? compaction_input_iter(r->c, db->tables) : NULL;
     lsm_status *s = NULL;
     for (iter_seek_first(in); s == NULL && iter_valid(in); iter_next(in)) {
         if (atomic_load_explicit(&db->shutting_down, memory_order_relaxed))
@@ -582,7 +584,6 @@ static lsm_status *merge_inputs(lsm_db *db, compaction_run *r)
     if (s == NULL)
         s = iter_status(in);
     iter_free(in);
-    ahead_close(r);
     if (s == NULL && db->shutting_down)
         s = status_new(LSM_IO_ERROR, "compaction interrupted by close");
     if (s == NULL && r->out_open)

@@ -131,10 +131,10 @@ typedef struct lsm_options {
     uint32_t (*table_partition)(const void *key, size_t n);
     /* Within a partition, tables are also cut between neighbouring keys of
      * different segments (NULL, the default: no such cuts), but only where
-     * the table already holds table_segment_bytes, or where the segment
-     * starting there holds that many bytes of the flush's or compaction's
-     * input itself: a long run of one segment (one file's chunks, written
-     * beside others' at once) gets tables of its own, which
+     * the table already holds table_segment_bytes, or, in a flush, where
+     * the segment starting there holds that many bytes of the memtable
+     * itself: a long run of one segment (one file's chunks, written beside
+     * others' at once) gets level-0 tables of its own, which
      * lsm_delete_files_in_range can drop whole, while short segments still
      * share tables. Never cuts a user key's versions apart. Must be a pure
      * function of the key. */

@@ -1,15 +1,14 @@
 /*
  * test_db_table_segments.c — lsm_options.table_segment: flushes and
  * compactions cut tables between segments (as the filesystem's files) once
- * a table or the segment ahead is long enough, so the tables of one file
- * written beside others at once hold only its keys and
+ * a table (or, in a flush, the segment ahead) is long enough, so the tables
+ * of one file written beside others at once hold only its keys and
  * lsm_delete_files_in_range drops them whole; short segments share tables;
- * a read error while reading ahead costs no data.
+ * a flush that fails for space leaves no table behind.
  */
 #include "fixture.h"
 
 #include "fault_env.h"
-
 
 #define CHUNK 1000                /* bytes per "chunk" value */
 #define SEGMENT_BYTES (32u << 10) /* table_segment_bytes */
@@ -194,95 +193,6 @@ static void test_short_segments_share_tables(void **state)
     ASSERT_OK(lsm_close(db));
 }
 
-/* Short files written twice, each pass flushed, by a store without
- * segments: tables that mix files, over each other. */
-#define MIXED_FILES 150
-#define MIXED_PER 3
-static void write_mixed(fault_env *fe)
-{
-    lsm_options o;
-    tu_db_options(&o, fault_env_env(fe), WBS);
-    o.table_partition = first_byte;
-    lsm_db *db = tu_open_with(&o);
-    for (int pass = 0; pass < 2; pass++) {
-        for (int f = 0; f < MIXED_FILES; f++)
-            for (int i = 0; i < MIXED_PER; i++)
-                put_chunk(db, f, i);
-        ASSERT_OK(lsm_compact_range(db, "A", 1, "A", 1)); /* flushes; nothing there */
-    }
-    ASSERT_OK(lsm_close(db));
-}
-
-/* The main stream's preads, by index (fault_trace_fn). */
-#define MAX_PREADS 256
-static uint64_t preads[MAX_PREADS];
-static int npreads;
-
-static void note_pread(void *ctx, int stream, uint64_t index, enum fault_call c, const char *path)
-{
-    (void)ctx, (void)path;
-    if (stream == FAULT_STREAM_MAIN && c == FC_PREAD && npreads < MAX_PREADS)
-        preads[npreads++] = index;
-}
-
-/* The mixed store compacted by a store with segments, the main stream's
- * call `call` failing (UINT64_MAX: none); trace sees each call. Returns
- * the compaction's status; *fired: a pread failed. */
-static lsm_status *compact_failing(uint64_t call, fault_trace_fn trace, bool *fired)
-{
-    tu_dir_empty();
-    fault_env *fe = fault_env_new(tu_env());
-    assert_non_null(fe);
-    write_mixed(fe);
-    lsm_db *db = open_segmented(fault_env_env(fe));
-    fault_env_count_start(fe, trace, NULL); /* the compaction runs in this thread */
-    if (call != UINT64_MAX)
-        fault_env_arm(fe, FAULT_STREAM_MAIN, call, FAULT_EIO);
-    lsm_status *s = lsm_compact_range(db, NULL, 0, NULL, 0);
-    enum fault_call c;
-    *fired = fault_env_fired(fe, &c, NULL, 0) && c == FC_PREAD;
-    fault_env_count_stop(fe);
-    lsm_status_free(lsm_close(db));
-    db = open_segmented(fault_env_env(fe));
-    for (int f = 0; f < MIXED_FILES; f++)
-        for (int i = 0; i < MIXED_PER; i++) {
-            char k[16], *v = NULL;
-            size_t vn = 0;
-            ASSERT_OK(lsm_get(db, NULL, k, chunk_key(k, f, i), &v, &vn));
-            assert_int_equal(vn, CHUNK);
-            free(v);
-        }
-    ASSERT_OK(lsm_close(db));
-    fault_env_free(fe);
-    return s;
-}
-
-/* A read of the compaction's input that fails while reading ahead for a
- * cut is only a missed cut: whichever of its reads fails, the compaction
- * either succeeds or fails as a whole, and every key is there after a
- * reopen. At least one failed read must have been the read-ahead's only
- * (the compaction succeeded though one of its reads failed). */
-static void test_read_error_ahead_loses_nothing(void **state)
-{
-    (void)state;
-    bool fired;
-    npreads = 0;
-    ASSERT_OK(compact_failing(UINT64_MAX, note_pread, &fired));
-    assert_true(npreads > 0 && npreads < MAX_PREADS);
-    int survived = 0, failed = 0, n = npreads;
-    uint64_t calls[MAX_PREADS];
-    memcpy(calls, preads, sizeof calls);
-    for (int i = 0; i < n; i++) {
-        lsm_status *s = compact_failing(calls[i], NULL, &fired);
-        survived += s == NULL && fired;
-        failed += s != NULL;
-        lsm_status_free(s);
-    }
-    if (survived == 0 || failed == 0)
-        fail_msg("of %d failed reads %d hit only the read-ahead, %d failed the compaction", n,
-                 survived, failed);
-}
-
 /* A flush that met a full disk after some of its tables were written
  * leaves none of them behind, however often it is retried (they held the
  * space the retry and the deletes need: a full disk did not empty). */
@@ -322,8 +232,9 @@ static void test_failed_flush_leaves_no_tables(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_files_written_at_once_dropped), TU_TEST(test_compaction_output_cut),
-        TU_TEST(test_short_segments_share_tables),   TU_TEST(test_read_error_ahead_loses_nothing),
+        TU_TEST(test_files_written_at_once_dropped),
+        TU_TEST(test_compaction_output_cut),
+        TU_TEST(test_short_segments_share_tables),
         TU_TEST(test_failed_flush_leaves_no_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
