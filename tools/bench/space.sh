@@ -27,15 +27,8 @@ for a in "$@"; do
 done
 [ ${#BINS[@]} -gt 0 ] || { echo "usage: space.sh [--sizes=...] [--base=DIR] BINDIR..." >&2; exit 2; }
 
-WORK=$(mktemp -d "$BASE/space-bench-XXXXXX")
-MNT=$WORK/mnt
-mkdir -p "$MNT"
-cleanup() {
-    if grep -q " $MNT " /proc/mounts; then fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT"; fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. "$(dirname "$0")/workdir.sh"
+bench_workdir "$BASE" space-bench
 
 now() { date +%s.%N; }
 
