@@ -13,12 +13,13 @@
 #define CHUNK 1000                /* bytes per "chunk" value */
 #define SEGMENT_BYTES (32u << 10) /* table_segment_bytes */
 #define WBS (256u << 10)          /* write buffer: many flushes */
+#define KEY_MAX 32
 
 /* Keys: "F" + a 3-digit file number + a 6-digit chunk index (chunks), or
  * "I" + a file number (records). */
 static size_t chunk_key(char *k, int file, int index)
 {
-    return (size_t)sprintf(k, "F%03d%06d", file, index);
+    return (size_t)snprintf(k, KEY_MAX, "F%03d%06d", file, index);
 }
 
 static uint32_t first_byte(const void *key, size_t n)
@@ -48,7 +49,7 @@ static lsm_db *open_segmented(lsm_env *env)
 
 static void put_chunk(lsm_db *db, int file, int index)
 {
-    char k[16], v[CHUNK];
+    char k[KEY_MAX], v[CHUNK];
     uint64_t x = (uint64_t)file << 32 | (uint64_t)index | 1;
     for (size_t i = 0; i < sizeof v; i += 8) { /* incompressible */
         uint64_t r = tu_xorshift64(&x);
@@ -66,8 +67,8 @@ static void write_at_once(lsm_db *db, int chunks)
             put_chunk(db, f, i);
         if (i % 25 == 0) {
             put_chunk(db, 0, i / 25);
-            char k[8];
-            int n = sprintf(k, "I%03d", i % 4);
+            char k[KEY_MAX];
+            int n = snprintf(k, sizeof k, "I%03d", i % 4);
             ASSERT_OK(lsm_put(db, NULL, k, (size_t)n, "rec", 3));
         }
     }
@@ -84,14 +85,14 @@ static void wait_flushed(lsm_db *db)
 /* The bytes file f's chunks take in tables. */
 static uint64_t file_bytes(lsm_db *db, int f)
 {
-    char b[16], e[16];
+    char b[KEY_MAX], e[KEY_MAX];
     size_t bn = chunk_key(b, f, 0), en = chunk_key(e, f + 1, 0);
     return lsm_approximate_size(db, b, bn, e, en);
 }
 
 static lsm_status *drop_file(lsm_db *db, int f)
 {
-    char b[16], e[16];
+    char b[KEY_MAX], e[KEY_MAX];
     size_t bn = chunk_key(b, f, 0), en = chunk_key(e, f + 1, 0);
     return lsm_delete_files_in_range(db, b, bn, e, en);
 }
@@ -114,7 +115,7 @@ static int mixed_tables(lsm_db *db, int *tables)
  * lsm_delete_files_in_range) and checks file `other` is whole. */
 static void check_after_drop(lsm_db *db, int f, int other, int chunks)
 {
-    char k[16];
+    char k[KEY_MAX];
     for (int i = 0; i < chunks; i++)
         ASSERT_OK(lsm_delete(db, NULL, k, chunk_key(k, f, i)));
     for (int i = 0; i < chunks; i++) {
