@@ -135,7 +135,8 @@ static void test_files_written_at_once_dropped(void **state)
     TM_OK(unlink(a[1].path));
     wait_reclaimed(m, r0 + 1);
     uint64_t dropped = metric(m, "store_tables_dropped") - d0;
-    uint64_t freed = tables - metric(m, "store_total_table_bytes");
+    uint64_t after = metric(m, "store_total_table_bytes");
+    uint64_t freed = tables > after ? tables - after : 0; /* (a flush may add more) */
     if (dropped < 1 || freed < AT_ONCE_BYTES / 4)
         fail_msg("one of %d files of %d MiB written at once deleted: %llu tables dropped, "
                  "%llu table bytes freed",
