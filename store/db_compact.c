@@ -254,9 +254,10 @@ static bool segment_is_long(const lsm_db *db, compaction_run *r, const char *u, 
 /* Whether k (an internal key) starts a new segment where the output is cut:
  * the output holds table_segment_bytes, or (a flush, read ahead) the new
  * segment is that long itself (lsm.h). A compaction does not read ahead:
- * its output goes below level 0, where tables never overlap, so a file's
- * run that begins inside a shared table keeps none of its other tables
- * from being dropped; reading the input twice would cost every compaction.
+ * its output goes below level 0, where tables of a level never overlap, so
+ * a file's run that begins inside a shared table keeps from being dropped
+ * only what lies over that table's own keys (in level 0, every later table
+ * of the file); reading the input twice would cost every compaction.
  * REQUIRES: has_last_added, mu not held. */
 static bool segment_cut(const lsm_db *db, compaction_run *r, const char *k, size_t kn)
 {
