@@ -354,3 +354,9 @@ uint32_t schema_table_partition(const void *key, size_t n)
 {
     return n > 0 && *(const char *)key == K_CHUNK;
 }
+
+uint64_t schema_table_segment(const void *key, size_t n)
+{
+    const char *k = key;
+    return n >= 9 && k[0] == K_CHUNK ? be64_get(k + 1) : 0;
+}

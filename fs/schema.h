@@ -112,6 +112,12 @@ bool key_parse_xattr(const char *k, size_t klen, uint64_t *ino, const char **nam
  * records (which every data write rewrites). */
 uint32_t schema_table_partition(const void *key, size_t n);
 
+/* The store's table segment of a key (lsm_options.table_segment): a file
+ * chunk's inode number, 0 for every other key, so a big file's chunks get
+ * tables of their own even when several files are written at once, and a
+ * deleted file's tables can be dropped whole (fs/orphan.c). */
+uint64_t schema_table_segment(const void *key, size_t n);
+
 /* ------------------------------------------------------------ superblock */
 
 typedef struct schema_super {

@@ -204,6 +204,10 @@ static int open_db(const where *w, int flags, void (*report)(void *, const char 
      * makes chunk tables that overlap no other and sink by moves, not
      * rewrites (docs/decisions.md, "Table partitions"). */
     o.table_partition = schema_table_partition;
+    /* ... and each file's chunks to tables of their own once they are ~1 MiB
+     * of a flush or compaction, however many files were written at once:
+     * the tables of a deleted file are then dropped whole (fs/orphan.c). */
+    o.table_segment = schema_table_segment;
     /* No gather before a sync: the store overlaps syncs instead, and an
      * fsyncdir waits holding the kernel's directory lock, so a sync that
      * waited for company would hold up every rename into the directory. */

@@ -177,6 +177,8 @@ typedef struct compaction_run {
     bool has_last_added;
     bool close_wanted; /* the output is full: cut it at the next user key */
     uint64_t written;
+    iter *ahead;  /* a flush's memtable, read ahead at segment starts (NULL: not read ahead) */
+    buf seek_key; /* scratch: where `ahead` seeks */
 } compaction_run;
 
 /* Finishes the current output. REQUIRES: mu not held. */
@@ -222,13 +224,70 @@ static bool new_partition(const lsm_db *db, const compaction_run *r, const char 
     return part && part(k, ikey_user_len(kn)) != part(r->last_added.data, r->last_added.len);
 }
 
+/* Whether the segment (lsm_options.table_segment) starting at user key u
+ * holds at least table_segment_bytes of the flush's memtable from u on (key
+ * and value bytes, every version): read ahead on r->ahead, which stays where
+ * it stopped, so a run of short segments is read ahead once. REQUIRES: mu
+ * not held. */
+static bool segment_is_long(const lsm_db *db, compaction_run *r, const char *u, size_t un)
+{
+    size_t an;
+    const char *a = iter_valid(r->ahead) ? iter_key(r->ahead, &an) : NULL;
+    if (a == NULL || bytes_compare(a, ikey_user_len(an), u, un) != 0) {
+        r->seek_key.len = 0;
+        if (!buf_put_ikey(&r->seek_key, u, un, MAX_SEQUENCE, TYPE_SEEK))
+            return false;
+        iter_seek(r->ahead, r->seek_key.data, r->seek_key.len);
+    }
+    uint64_t seg = db->opt.table_segment(u, un), bytes = 0;
+    for (; iter_valid(r->ahead) && bytes < db->opt.table_segment_bytes; iter_next(r->ahead)) {
+        size_t vn;
+        a = iter_key(r->ahead, &an);
+        if (db->opt.table_segment(a, ikey_user_len(an)) != seg)
+            break;
+        (void)iter_value(r->ahead, &vn);
+        bytes += an + vn;
+    }
+    return bytes >= db->opt.table_segment_bytes;
+}
+
+/* Whether k (an internal key) starts a new segment where the output is cut:
+ * the output holds table_segment_bytes, or (a flush, read ahead) the new
+ * segment is that long itself (lsm.h). A compaction does not read ahead:
+ * its output goes below level 0, where tables of a level never overlap, so
+ * a file's run that begins inside a shared table keeps from being dropped
+ * only what lies over that table's own keys (in level 0, every later table
+ * of the file); reading the input twice would cost every compaction.
+ * REQUIRES: has_last_added, mu not held. */
+static bool segment_cut(const lsm_db *db, compaction_run *r, const char *k, size_t kn)
+{
+    uint64_t (*seg)(const void *, size_t) = db->opt.table_segment;
+    size_t un = ikey_user_len(kn);
+    if (seg == NULL || seg(k, un) == seg(r->last_added.data, r->last_added.len))
+        return false;
+    return table_builder_file_size(r->out.builder) >= db->opt.table_segment_bytes ||
+           (r->ahead != NULL && segment_is_long(db, r, k, un));
+}
+
+/* The one rule for where an output table ends: only between user keys (a
+ * user key's versions never span two tables of a level), and there when a
+ * compaction's output is full or reaches a key that would overlap too much
+ * of the next level, at a partition boundary, or at a segment cut.
+ * REQUIRES: out_open, mu not held. */
+static bool cut_before(lsm_db *db, compaction_run *r, const char *k, size_t kn)
+{
+    if (!new_user_key(r, k, kn))
+        return false;
+    if (r->c && (compaction_should_stop_before(r->c, k, kn) || r->close_wanted))
+        return true;
+    return new_partition(db, r, k, kn) || segment_cut(db, r, k, kn);
+}
+
 static lsm_status *add_entry(lsm_db *db, compaction_run *r, const char *k, size_t kn, const char *v,
                              size_t vn)
 {
     lsm_status *s = NULL;
-    if (r->out_open && new_user_key(r, k, kn) &&
-        ((r->c && (compaction_should_stop_before(r->c, k, kn) || r->close_wanted)) ||
-         new_partition(db, r, k, kn)))
+    if (r->out_open && cut_before(db, r, k, kn))
         s = close_output(db, r);
     if (s == NULL && !r->out_open) {
         mutex_lock(&db->mu);
@@ -244,6 +303,14 @@ static lsm_status *add_entry(lsm_db *db, compaction_run *r, const char *k, size_
     r->last_added.len = 0;
     r->has_last_added = buf_append(&r->last_added, k, ikey_user_len(kn));
     return s;
+}
+
+/* Ends the run's read-ahead (segment_is_long). REQUIRES: mu not held. */
+static void ahead_close(compaction_run *r)
+{
+    if (r->ahead)
+        iter_free(r->ahead);
+    r->ahead = NULL;
 }
 
 /* Lets go of what a run holds once its outputs are named by the MANIFEST
@@ -262,6 +329,7 @@ static void run_release(lsm_db *db, compaction_run *r)
     buf_free(&r->user_key);
     buf_free(&r->last_added);
     buf_free(&r->zero_key);
+    buf_free(&r->seek_key);
 }
 
 /* ------------------------------------------------------------------ flush */
@@ -275,6 +343,8 @@ static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, com
     uint64_t t0 = db->env->now_micros(db->env);
     mutex_unlock(&db->mu);
     iter *it = memtable_iter_new(m);
+    /* (without memory for it: empty, no cut before a long segment) */
+    r->ahead = db->opt.table_segment ? memtable_iter_new(m) : NULL;
     lsm_status *s = NULL;
     for (iter_seek_first(it); s == NULL && iter_valid(it); iter_next(it)) {
         size_t kn, vn;
@@ -285,6 +355,7 @@ static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, com
     if (s == NULL) /* an iterator without memory is empty: not a flushed memtable */
         s = iter_status(it);
     iter_free(it);
+    ahead_close(r);
     if (s == NULL && r->out_open)
         s = close_output(db, r);
     if (r->out_open)
@@ -329,8 +400,13 @@ static lsm_status *flush_one(lsm_db *db)
     run_release(db, &r);
     version_edit_destroy(&edit);
     memtable_unref(m);
-    if (s)
+    if (s) {
+        /* Tables it finished before the failure hold space the retry (and
+         * the deletes on a full disk) need: swept now, unless the MANIFEST
+         * may name them (vset_state_known). */
+        db_delete_obsolete_files(db);
         return s;
+    }
     db_checkpoint_flushed(db, db->imm_id[0]);
     db_drop_deferred(db, db->imm_id[0]); /* in a table now */
     memtable_unref(db->imm[0]);

@@ -205,19 +205,26 @@ static bool disk_low_for_memtables(lsm_db *db)
     return avail < need;
 }
 
-/* Whether a full memtable could not be switched now: no memory for another
- * (the immutable ones still flushing), or level 0 at its stop, or
- * the disk too low for another. Room then
- * comes only from background work. REQUIRES: mu held. */
-bool db_switch_must_wait(lsm_db *db)
+/* Whether a full memtable could not be switched now for a write (frees: one
+ * that frees space): no memory for another (the immutable ones still
+ * flushing), or level 0 at its stop, or the disk too low for another —
+ * except for a write that frees space: the flush it would wait for may fit
+ * only once what it frees is gone (a full disk did not empty, issue 29).
+ * Room then comes only from background work. REQUIRES: mu held. */
+static bool switch_waits(lsm_db *db, bool frees)
 {
     assert(mutex_held(&db->mu));
     bool no_memory =
         db_memtable_bytes(db) + db->opt.write_buffer_size > db->opt.max_memtable_bytes &&
         db->nimm > 0;
     /* Near a full disk, memtables do not pile up behind slow flushes. */
-    bool low = db->nimm > 0 && !no_memory && disk_low_for_memtables(db);
+    bool low = !frees && db->nimm > 0 && !no_memory && disk_low_for_memtables(db);
     return no_memory || low || db->vs.current->l0_load >= L0_STOP;
+}
+
+bool db_switch_must_wait(lsm_db *db)
+{
+    return switch_waits(db, false);
 }
 
 bool lsm_write_may_wait(lsm_db *db)
@@ -270,7 +277,7 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force, bool frees)
             return NULL;
         if (force && memtable_entries(db->mem) == 0 && !db->wal_broken)
             return NULL;
-        if (db_switch_must_wait(db)) {
+        if (switch_waits(db, frees)) {
             /* Room comes from flushes and compactions; while the disk is
              * too full for them, say so rather than wait forever. */
             if (db->nospace && !(frees && db->nospace_events == events))

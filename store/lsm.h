@@ -129,6 +129,17 @@ typedef struct lsm_options {
      * that overlap no other: compaction moves them down without rewriting
      * them. Must be a pure function of the key. */
     uint32_t (*table_partition)(const void *key, size_t n);
+    /* Within a partition, tables are also cut between neighbouring keys of
+     * different segments (NULL, the default: no such cuts), but only where
+     * the table already holds table_segment_bytes, or, in a flush, where
+     * the segment starting there holds that many bytes of the memtable
+     * itself: a long run of one segment (one file's chunks, written beside
+     * others' at once) gets level-0 tables of its own, which
+     * lsm_delete_files_in_range can drop whole, while short segments still
+     * share tables. Never cuts a user key's versions apart. Must be a pure
+     * function of the key. */
+    uint64_t (*table_segment)(const void *key, size_t n);
+    size_t table_segment_bytes; /* default 1 MiB */
     /* Bytes of disk held back from ordinary writes in a RESERVE file (at
      * most an eighth of the disk), for writes with frees_space and the
      * flushes and compactions after them, so a full store can always be

@@ -18,6 +18,8 @@ void lsm_options_init(lsm_options *o)
     o->deferred_max_age_ms = 5000;
     o->full_disk_retry_us = 100000;
     o->table_partition = NULL;
+    o->table_segment = NULL;
+    o->table_segment_bytes = 1u << 20;
     o->env = NULL;
 }
 

@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,6 +35,7 @@
 
 #define TEST_TIMEOUT_S 50
 #define FILL_LIMIT_S 25.0
+#define SETTLE_LIMIT_S 10.0
 #define SMALL_SIZE (4 * KiB)
 #define BIG_SIZE (2 * MiB)
 #define APPEND_SIZE (64 * KiB)
@@ -218,6 +220,32 @@ static void show_state(struct tmount *m)
     tm_dump_log(m);
 }
 
+/* The host's free bytes. */
+static uint64_t host_free(void)
+{
+    struct statvfs v;
+    TM_OK(statvfs(host, &v));
+    return (uint64_t)v.f_bavail * v.f_frsize;
+}
+
+/* Waits (at most SETTLE_LIMIT_S) until the deletes' space has all come
+ * back: the host's free space unchanged for a second. The reclaimer drops
+ * a deleted file's tables when it gets to that file, so space may still be
+ * coming back after the first write resumed; filled beside the store
+ * before that, the host would have room again later. */
+static void wait_space_settled(void)
+{
+    uint64_t last = host_free();
+    double t0 = tm_now(), since = tm_now();
+    while (tm_now() - since < 1.0 && tm_now() - t0 < SETTLE_LIMIT_S) {
+        tm_sleep_ms(100);
+        uint64_t now = host_free();
+        if (now != last)
+            since = tm_now();
+        last = now;
+    }
+}
+
 /* Unlinks file i of writer w; the last one may never have been created
  * (its open met the full disk). */
 static void remove_file(struct tmount *m, const struct writer *w, int i)
@@ -323,6 +351,7 @@ static void test_full_disk(void **state)
         tm_sleep_ms(100);
     assert_int_equal(err, 0);
     /* Fill it again, then grow the host: writes resume too. */
+    wait_space_settled();
     fill_host();
     int extra = resumed + 2; /* the reserve may still take a file or two */
     while ((err = write_file(&w[BIG], extra, BIG_SIZE, 256 * KiB, true)) == 0 &&

@@ -3,7 +3,7 @@
  * per chunk: the reclaimer drops the tables that hold only the file's
  * chunks (lsm_delete_files_in_range) and writes tombstones only for the
  * rest; a crash after the drop and before the last batch is redone by the
- * next mount.
+ * next mount; a file written beside others at once is dropped too.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +27,8 @@
 #define CHUNK 4096 /* mkfs's default chunk size */
 #define RECLAIM_WAIT_S 60.0
 #define CRASH_ROUNDS 8
+#define AT_ONCE_FILES 4
+#define AT_ONCE_BYTES (4 * MiB) /* all four: two memtables, no compaction yet */
 
 static int setup(void **state)
 {
@@ -88,6 +90,64 @@ static void test_big_file_tables_dropped(void **state)
     tm_remount_checked(m);
 }
 
+/* One of the files written at once: its path and the write's errno. */
+struct at_once {
+    char path[PATH_MAX];
+    int seed, err;
+};
+
+static void *write_one(void *arg)
+{
+    struct at_once *a = arg;
+    size_t size = AT_ONCE_BYTES;
+    char *buf = malloc(size);
+    a->err = buf ? 0 : ENOMEM;
+    if (buf) {
+        tm_fill(buf, size, (uint64_t)a->seed, 0);
+        a->err = -tm_write_file(a->path, buf, size, 0644);
+    }
+    if (a->err == 0)
+        a->err = -tm_sync_path(a->path, false);
+    free(buf);
+    return NULL;
+}
+
+/* Four files written at once share every flush; still, a deleted one's
+ * flushed bytes go with whole level-0 tables of its own, before any
+ * compaction (which a full disk may not allow): before, each table held all
+ * four files and none went. */
+static void test_files_written_at_once_dropped(void **state)
+{
+    struct tmount *m = *state;
+    struct at_once a[AT_ONCE_FILES];
+    for (int i = 0; i < AT_ONCE_FILES; i++) {
+        a[i] = (struct at_once){.seed = 10 + i};
+        snprintf(a[i].path, sizeof a[i].path, "%s", P("f%d", i));
+    }
+    tm_run_threads(AT_ONCE_FILES, write_one, a, sizeof a[0]);
+    for (int i = 0; i < AT_ONCE_FILES; i++)
+        if (a[i].err != 0)
+            fail_msg("writing %s: %s", a[i].path, tm_errname(a[i].err));
+    for (int i = 0; i < 3000 && metric(m, "store_background_busy") != 0; i++)
+        tm_sleep_ms(10);
+    uint64_t tables = metric(m, "store_total_table_bytes"), d0 = metric(m, "store_tables_dropped");
+    uint64_t r0 = metric(m, "fs_orphans_reclaimed");
+    TM_OK(unlink(a[1].path));
+    wait_reclaimed(m, r0 + 1);
+    uint64_t dropped = metric(m, "store_tables_dropped") - d0;
+    uint64_t after = metric(m, "store_total_table_bytes");
+    uint64_t freed = tables > after ? tables - after : 0; /* (a flush may add more) */
+    if (dropped < 1 || freed < AT_ONCE_BYTES / 4)
+        fail_msg("one of %d files of %d MiB written at once deleted: %llu tables dropped, "
+                 "%llu table bytes freed",
+                 AT_ONCE_FILES, AT_ONCE_BYTES / MiB, (unsigned long long)dropped,
+                 (unsigned long long)freed);
+    for (int i = 0; i < AT_ONCE_FILES; i++)
+        if (i != 1)
+            tm_check_file(a[i].path, AT_ONCE_BYTES, (uint64_t)a[i].seed);
+    tm_remount_checked(m);
+}
+
 /* Polls until the reclaimer has dropped the file's tables but not finished
  * (its orphan record still there), then kills the daemon. Returns whether
  * it caught that window. */
@@ -144,6 +204,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TM_TEST(test_big_file_tables_dropped, setup),
         TM_TEST(test_crash_after_drop_redone, setup),
+        TM_TEST(test_files_written_at_once_dropped, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,8 @@
 /* fixture.c — the unit tests' temporary directory and store; see fixture.h. */
 #include "fixture.h"
 
+#include <dirent.h>
+
 char tu_dir[96];
 
 /* The program's name without its "test_" (a name for its directories). */
@@ -46,4 +48,15 @@ lsm_db *tu_open_with(const lsm_options *o)
     lsm_db *db = NULL;
     ASSERT_OK(lsm_open(o, tu_dir, &db));
     return db;
+}
+
+int tu_tables_on_disk(void)
+{
+    DIR *d = opendir(tu_dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += strstr(e->d_name, ".ldb") != NULL;
+    closedir(d);
+    return n;
 }

@@ -30,5 +30,7 @@ void tu_path(char *out, size_t cap, const char *name);
 lsm_db *tu_open(lsm_env *env, size_t wbs);
 /* Opens the store in tu_dir with o, or the test fails. */
 lsm_db *tu_open_with(const lsm_options *o);
+/* How many table files (.ldb) are in tu_dir (a local directory). */
+int tu_tables_on_disk(void);
 
 #endif

@@ -8,7 +8,6 @@
 
 #include "fault_env.h"
 
-#include <dirent.h>
 #include <pthread.h>
 
 #define NSIDE 500   /* keys before and after the range */
@@ -108,17 +107,6 @@ static void check_outside(lsm_db *db, int pass)
     }
 }
 
-static int count_tables_on_disk(void)
-{
-    DIR *d = opendir(tu_dir);
-    assert_non_null(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        n += strstr(e->d_name, ".ldb") != NULL;
-    closedir(d);
-    return n;
-}
-
 static int count_tables_live(lsm_db *db)
 {
     int n = 0;
@@ -152,7 +140,7 @@ static void test_tables_inside_range_dropped(void **state)
                  (unsigned long long)full, (unsigned long long)in_range);
     int rest = count_range(db, NULL);
     assert_true(rest < NRANGE / 4);
-    assert_int_equal(count_tables_on_disk(), count_tables_live(db)); /* swept */
+    assert_int_equal(tu_tables_on_disk(), count_tables_live(db)); /* swept */
     ASSERT_OK(lsm_close(db));
     db = open_small(NULL, 0);
     assert_int_equal(tu_prop(db, "lsm.total-table-bytes"), left);
@@ -218,11 +206,11 @@ static void test_iterator_keeps_dropped_tables(void **state)
 {
     (void)state;
     lsm_db *db = open_filled(NULL, 0);
-    int before = count_tables_on_disk();
+    int before = tu_tables_on_disk();
     lsm_iter *it = lsm_iter_new(db, NULL);
     assert_non_null(it);
     ASSERT_OK(drop(db));
-    assert_int_equal(count_tables_on_disk(), before);
+    assert_int_equal(tu_tables_on_disk(), before);
     int n = 0;
     char v[256];
     for (lsm_iter_seek(it, RBEGIN, 1); lsm_iter_valid(it); lsm_iter_next(it)) {
@@ -241,8 +229,8 @@ static void test_iterator_keeps_dropped_tables(void **state)
     lsm_iter_free(it);
     ASSERT_OK(lsm_put(db, NULL, "b", 1, "x", 1)); /* a flush sweeps */
     ASSERT_OK(lsm_compact_range(db, "b", 1, "b", 1));
-    assert_int_equal(count_tables_on_disk(), count_tables_live(db));
-    assert_true(count_tables_on_disk() < before);
+    assert_int_equal(tu_tables_on_disk(), count_tables_live(db));
+    assert_true(tu_tables_on_disk() < before);
     ASSERT_OK(lsm_close(db));
 }
 

@@ -585,6 +585,41 @@ static void test_low_disk_keeps_memtables_few(void **state)
     fault_env_free(fe);
 }
 
+/* A memtable waits for a flush the full disk refuses even with the
+ * reserve, the disk is too low for another memtable, and the log broke on
+ * the full disk: a delete still goes through (a new memtable and log of
+ * its own; before: LSM_NO_SPACE, the delete waited for that flush, issue
+ * 29), and is there after a reopen with room again. */
+static void test_delete_switches_past_stuck_flush(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_retrying(fe, 1 << 20, 20000);
+    fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
+    int n = 0;
+    while (prop(db, "lsm.immutable-memtables") == 0 && n < 3000)
+        assert_null(put_key(db, n++, true));
+    assert_int_equal(prop(db, "lsm.immutable-memtables"), 1);
+    fault_env_set_disk_avail(fe, true, 64 << 10);
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, 1);
+    expect_code(put_key(db, n, true), LSM_NO_SPACE);
+    char k[32], v[160];
+    key_value(1, k, v);
+    lsm_write_options freeing = {.sync = true, .frees_space = true};
+    lsm_status *s = lsm_delete(db, &freeing, k, strlen(k));
+    if (s != NULL)
+        fail_msg("the delete: %s", lsm_status_message(s));
+    assert_false(read_key(db, 1));
+    fault_env_clear_failures(fe);
+    fault_env_set_disk_avail(fe, false, 0);
+    assert_null(lsm_close(db));
+    db = open_retrying(fe, 1 << 20, 20000);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(read_key(db, i), i != 1);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 static bool compacting(lsm_db *db)
 {
     mutex_lock(&db->mu);
@@ -809,6 +844,7 @@ int main(void)
         TU_TEST(test_delete_flushes_deferred_on_full_disk),
         TU_TEST(test_delete_after_deferred_flush_fails),
         TU_TEST(test_low_disk_keeps_memtables_few),
+        TU_TEST(test_delete_switches_past_stuck_flush),
     };
     return cmocka_run_group_tests_name("db_nospace", tests, NULL, NULL);
 }

@@ -502,6 +502,25 @@ static inline uint64_t tu_prop(lsm_db *db, const char *name)
     return v;
 }
 
+/* Calls fn for each table of "lsm.tables" with its smallest and largest
+ * user keys as printed there (each runs on to " .. " or "]"); returns how
+ * many tables there are. */
+static inline int tu_each_table(lsm_db *db, void (*fn)(void *ctx, const char *lo, const char *hi),
+                                void *ctx)
+{
+    char *t = lsm_property(db, "lsm.tables");
+    assert_non_null(t);
+    int tables = 0;
+    for (char *p = strchr(t, '['); p; p = strchr(p + 1, '[')) {
+        char *q = strstr(p, " .. ");
+        assert_non_null(q);
+        fn(ctx, p + 1, q + 4);
+        tables++;
+    }
+    free(t);
+    return tables;
+}
+
 /* ------------------------------------------------------------- threads */
 
 #define TU_MAX_THREADS 64

@@ -7,7 +7,8 @@
 # mkfs.lsmfs): a fresh store under --base (default /tmp), a file of that
 # size written and fsynced, then removed; prints the seconds until the store
 # directory (every file in it, `du -sb`) has shrunk by 90% of the file, and
-# the same for ext4 (a loop ext4 image under --base, `df`). Incompressible
+# the same for ext4 (a loop ext4 image under --base, `df`), and how long a
+# plain `rm` of such a file takes on --base's own filesystem. Incompressible
 # data. Everything mounted is unmounted, also on error or Ctrl-C.
 set -euo pipefail
 
@@ -26,15 +27,8 @@ for a in "$@"; do
 done
 [ ${#BINS[@]} -gt 0 ] || { echo "usage: space.sh [--sizes=...] [--base=DIR] BINDIR..." >&2; exit 2; }
 
-WORK=$(mktemp -d "$BASE/space-bench-XXXXXX")
-MNT=$WORK/mnt
-mkdir -p "$MNT"
-cleanup() {
-    if grep -q " $MNT " /proc/mounts; then fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT"; fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. "$(dirname "$0")/workdir.sh"
+bench_workdir "$BASE" space-bench
 
 now() { date +%s.%N; }
 
@@ -89,11 +83,23 @@ run_ext4() { # MiB
     rm -f "$WORK/ext4.img"
 }
 
+# The same file removed from the filesystem the stores live on (--base):
+# what freeing that many bytes costs there (with `-o discard`, most of it).
+run_base() { # MiB
+    write_file "$WORK/base-big" "$1"
+    sync
+    local t0
+    t0=$(now)
+    rm "$WORK/base-big"
+    printf '%.1f\n' "$(echo "$(now) - $t0" | bc)"
+}
+
 printf '%-10s' "MiB"
 for b in "${BINS[@]}"; do printf ' %-28s' "$b"; done
-printf ' %s\n' "ext4(loop)"
+printf ' %-12s %s\n' "rm on base" "ext4(loop)"
 for mib in $SIZES; do
     printf '%-10s' "$mib"
     for b in "${BINS[@]}"; do printf ' %-28s' "$(run_lsmfs "$b" "$mib")s"; done
+    printf ' %-12s' "$(run_base "$mib")s"
     printf ' %s\n' "$(run_ext4 "$mib")s"
 done
