@@ -169,13 +169,12 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/integration/test_%.o $(INTEG_LIB) $(LIBFS)
 	$(CC) $(LDFLAGS) -o $@ $< $(INTEG_LIB) $(FS_LIBS) $(CMOCKA)
 
 # The LD_PRELOAD shims tests put under the daemon (tests/shim/: syncs that
-# fail, table reads that are slow, on demand): plain flags, whatever SAN
+# fail on demand): plain flags, whatever SAN
 # is, since they are loaded into other programs.
 $(BUILD)/tests/lib%.so: tests/shim/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl
 $(BUILD)/tests/test_failsync: $(BUILD)/tests/libfailsync.so
-$(BUILD)/tests/test_parallel_reads: $(BUILD)/tests/libslowread.so
 
 # Test programs run one after another (integration tests mount FUSE
 # filesystems and must not fight over the two CPUs), each under a timeout.

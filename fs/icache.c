@@ -79,7 +79,6 @@ static void payload_drop(icache *c, inode *n)
     n->pay = NULL;
     n->pay_len = 0;
     n->pay_kept = false;
-    atomic_store_explicit(&n->pay_inline, false, memory_order_relaxed);
 }
 
 void icache_payload_keep(icache *c, inode *n, char *p, size_t len)
@@ -94,8 +93,6 @@ void icache_payload_keep(icache *c, inode *n, char *p, size_t len)
     n->pay = p;
     n->pay_len = len;
     n->pay_kept = true;
-    bool inl = S_ISREG(n->rec.mode) && (n->rec.flags & INODE_F_INLINE);
-    atomic_store_explicit(&n->pay_inline, inl, memory_order_relaxed);
 }
 
 int64_t icache_payload_bytes(icache *c)
@@ -309,16 +306,6 @@ bool icache_cached_parent(icache *c, uint64_t ino, uint64_t *parent)
         *parent = atomic_load(&n->parent);
     mutex_unlock(&s->mu);
     return ok;
-}
-
-bool icache_reads_in_memory(icache *c, uint64_t ino)
-{
-    shard *s = shard_of(c, ino);
-    mutex_lock(&s->mu);
-    inode *n = find(s, ino);
-    bool yes = n != NULL && atomic_load_explicit(&n->pay_inline, memory_order_relaxed);
-    mutex_unlock(&s->mu);
-    return yes;
 }
 
 void icache_put(icache *c, inode *n)

@@ -80,11 +80,6 @@ typedef struct inode {
     char *pay;
     size_t pay_len;
     bool pay_kept;
-    /* [lock] written: pay_kept and the record inline when the payload was
-     * kept (icache_payload_keep), so a READ of it needs no store read.
-     * Atomic: icache_reads_in_memory reads it without the lock, as a hint;
-     * only ever false where true would do (a file emptied back to inline). */
-    _Atomic bool pay_inline;
     /* [lock] A directory's entries, all of them, in memory (dir.h), or
      * NULL; freed with the inode. */
     dcache *dc;
@@ -113,10 +108,6 @@ void icache_fill(lsmfs *fs, inode *n, const inode_rec *rec);
 /* The parent of a directory whose record is cached (the `parent` copy: no
  * lock, no pin, no load); false when it is not cached. */
 bool icache_cached_parent(icache *c, uint64_t ino, uint64_t *parent);
-/* Whether a READ of ino is served from memory (a cached inline file's kept
- * payload: pay_inline): no pin, no lock, no load; a hint for the request
- * loop, which hands on a READ that may read the store (ops.h). */
-bool icache_reads_in_memory(icache *c, uint64_t ino);
 /* Drops a pin; the entry is freed once nothing references it. */
 void icache_put(icache *c, inode *n);
 
@@ -171,7 +162,7 @@ int64_t icache_dcache_bytes(icache *c);
 #define ICACHE_PAYLOAD_BUDGET ((int64_t)16 << 20)
 /* Makes p (malloc'd, taken; NULL when len is 0) n's kept payload if it
  * fits the budget, else frees it and n keeps none.
- * REQUIRES: n->lock held for writing; n->rec the record p belongs to. */
+ * REQUIRES: n->lock held for writing. */
 void icache_payload_keep(icache *c, inode *n, char *p, size_t len);
 int64_t icache_payload_bytes(icache *c);
 

@@ -152,9 +152,5 @@ bool lsmfs_request_may_wait(void *state, const struct fuse_in_header *in, size_t
     int w = waits(in->opcode);
     if (w == SYNCS || transfer_size(in, len) > LONG_TRANSFER)
         return true;
-    /* A READ of chunks may read the disk: served inline, it would keep every
-     * other READ waiting behind its pread (4 random readers ran as one). */
-    if (in->opcode == FUSE_READ)
-        return !icache_reads_in_memory(fs->icache, in->nodeid);
     return w == COMMITS && (fs->cfg.sync_all || lsm_write_may_wait(fs->db));
 }

@@ -306,8 +306,6 @@ static void check_against_code(lsmfs *fs, const char *const *targets, int ntarge
     int wrong = 0;
     for (int i = 0; i < n; i++) {
         char path[4096];
-        if (h[i].opcode == FUSE_READ)
-            continue; /* handed on when it may read the disk: test_read_may_wait */
         bool reach = reaches(&g, h[i].fn, targets, ntargets, avoid, path, sizeof path);
         bool said = may_wait(fs, h[i].opcode);
         if (reach && !said)
@@ -356,62 +354,11 @@ static void test_forget_may_wait(void **state)
     assert_false(may_wait(&fs, FUSE_GETATTR));
 }
 
-/* A READ of ino for size bytes, as the loop asks before serving it. */
-static bool read_may_wait(lsmfs *fs, uint64_t ino, uint32_t size)
-{
-    ops_state st = {.fs = fs};
-    struct {
-        struct fuse_in_header h;
-        struct fuse_read_in r;
-    } in = {.h = {.len = sizeof in, .opcode = FUSE_READ, .nodeid = ino}, .r = {.size = size}};
-    return lsmfs_request_may_wait(&st, &in.h, sizeof in);
-}
-
-/* An inode in c with record flags `flags` and a kept payload of len bytes. */
-static inode *cached(icache *c, uint64_t ino, uint32_t flags, size_t len)
-{
-    inode *n;
-    assert_int_equal(icache_reserve(c, ino, &n), 0);
-    n->rec.mode = S_IFREG | 0644;
-    n->rec.flags = flags;
-    n->rec.size = len;
-    char *p = len > 0 ? malloc(len) : NULL;
-    if (len > 0)
-        memset(p, 'x', len);
-    icache_payload_keep(c, n, p, len);
-    return n;
-}
-
-/* The bug: every READ of 128 KiB or less was served by the reader itself,
- * so four random readers of a big file waited on one another's preads. A
- * READ is served inline only when its file's bytes are in memory. */
-static void test_read_may_wait(void **state)
-{
-    (void)state;
-    icache *c = icache_new();
-    assert_non_null(c);
-    lsmfs fs = {.icache = c};
-    inode *inl = cached(c, 10, INODE_F_INLINE, 100);
-    inode *chunked = cached(c, 11, 0, 0);
-    assert_false(read_may_wait(&fs, 10, 4096));
-    assert_true(read_may_wait(&fs, 10, 1u << 20)); /* a long transfer */
-    assert_true(read_may_wait(&fs, 11, 4096));     /* chunks: store reads */
-    assert_true(read_may_wait(&fs, 12, 4096));     /* not cached: a load */
-    icache_payload_keep(c, inl, NULL, 0);
-    inl->rec.flags = 0; /* moved to chunks: the commit replaced its payload */
-    icache_payload_keep(c, inl, NULL, 0);
-    assert_true(read_may_wait(&fs, 10, 4096));
-    icache_put(c, inl);
-    icache_put(c, chunked);
-    icache_free(c);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_handler_listed),
         cmocka_unit_test(test_forget_may_wait),
-        cmocka_unit_test(test_read_may_wait),
         cmocka_unit_test(test_sync_all_hands_on_every_store_call),
         cmocka_unit_test(test_idle_store_hands_on_syncs_only),
     };
