@@ -24,7 +24,7 @@ static _Thread_local guard *volatile armed;
  * install_mu; written only while ours is not installed. */
 static struct sigaction previous;
 static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
-static uintptr_t page_mask; /* ~(page size - 1), set by the first install */
+static uintptr_t page_mask; /* ~(page size - 1), set by the first install [install_mu] */
 
 /* Passes the signal on as if our handler were not there. */
 static void chain(int sig, siginfo_t *si, void *uc)
@@ -63,7 +63,8 @@ static bool ours(const struct sigaction *sa)
 int mapguard_install(void)
 {
     pthread_mutex_lock(&install_mu);
-    page_mask = ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1);
+    if (page_mask == 0) /* written once: copies read it without the lock */
+        page_mask = ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1);
     struct sigaction now, sa;
     int err = 0;
     if (sigaction(SIGBUS, NULL, &now) != 0)
