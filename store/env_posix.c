@@ -790,8 +790,8 @@ static lsm_status *posix_new_sfile(lsm_env *env, const char *path, lsm_sfile **o
  * read error or a file cut short behind the store's back into a SIGBUS
  * that takes the whole process down (a mounted filesystem with it):
  * mapped bytes are read only by mapguard_copy, which makes that SIGBUS the
- * EIO pread returns (docs/decisions.md, "Point reads through a guarded
- * mapping"). */
+ * EIO pread returns (docs/decisions.md, "Gets read a table through a
+ * guarded mapping"). */
 static lsm_status *posix_new_rfile(lsm_env *env, const char *path, lsm_rfile **out)
 {
     (void)env;
