@@ -76,7 +76,9 @@ struct lsm_rfile_ops {
     lsm_status *(*pread)(lsm_rfile *f, uint64_t off, void *buf, size_t n, size_t *got);
     void (*close)(lsm_rfile *f);
     /* Optional (NULL: the env cannot map). Maps [0, size) read-only for
-     * read_point. An error changes nothing: the file is read with pread.
+     * read_point; a file already shorter than size is not mapped (its
+     * reads then say it is cut short, not EIO). An error changes nothing:
+     * the file is read with pread.
      * REQUIRES: called once, before the file is shared between threads. */
     lsm_status *(*map)(lsm_rfile *f, uint64_t size);
     /* Optional (NULL: use pread). pread for one block: through the mapping

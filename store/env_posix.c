@@ -657,6 +657,12 @@ static lsm_status *rfile_map(lsm_rfile *base, uint64_t size)
     struct posix_rfile *f = (struct posix_rfile *)base;
     if (size == 0 || size > SIZE_MAX)
         return status_new(LSM_INVALID_ARGUMENT, "map %s: size %" PRIu64, f->path, size);
+    struct stat st;
+    if (fstat(f->fd, &st) != 0)
+        return posix_error(errno, "fstat", f->path);
+    if ((uint64_t)st.st_size < size) /* cut before we came: pread says how */
+        return status_new(LSM_CORRUPTION, "map %s: %" PRIu64 " bytes, %" PRIu64 " expected",
+                          f->path, (uint64_t)st.st_size, size);
     int err = mapguard_install();
     if (err != 0)
         return posix_error(err, "sigaction (SIGBUS) for", f->path);

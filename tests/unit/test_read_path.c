@@ -1248,6 +1248,30 @@ static void test_table_cut(void **state)
 
 static const enum cut_mode cut_modes[] = {CUT_PREAD, CUT_MAPPED, CUT_FAULT_ENV, CUT_MAP_FAILS};
 
+/* A table cut short while the store was closed is damage the reads name
+ * (LSM_CORRUPTION, "truncated"), as with pread: it is not mapped. Cut
+ * while mapped it is EIO (test_table_cut). */
+static void test_table_cut_before_open(void **state)
+{
+    (void)state;
+    char dir[128];
+    lsm_options o;
+    new_store_dir(dir, sizeof(dir), &o);
+    lsm_db *db = open_filled(dir, &o);
+    ASSERT_OK(lsm_close(db));
+    assert_true(cut_tables(dir) > 0);
+    ASSERT_OK(lsm_open(&o, dir, &db));
+    int io_errors, corruptions;
+    get_all(db, &io_errors, &corruptions);
+    assert_int_equal(io_errors, 0);
+    assert_true(corruptions > 0);
+    char *v = NULL;
+    size_t n;
+    ASSERT_FAILS(lsm_get(db, NULL, "key003999", 9, &v, &n), LSM_CORRUPTION, "truncated");
+    lsm_close(db);
+    tu_rmtree(dir);
+}
+
 /* An injected read error reaches a get through the mapping too: the fault
  * env's read faults cover read_point. */
 static void test_mapped_read_fault(void **state)
@@ -1295,6 +1319,7 @@ int main(void)
          (void *)&cut_modes[CUT_FAULT_ENV]},
         {"test_table_cut (map fails)", test_table_cut, NULL, NULL,
          (void *)&cut_modes[CUT_MAP_FAILS]},
+        cmocka_unit_test(test_table_cut_before_open),
         cmocka_unit_test(test_mapped_read_fault),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
