@@ -117,7 +117,8 @@ static lsm_db *db_alloc(const lsm_options *o, const char *dir)
     pthread_cond_init(&db->room_cv, NULL);
     db->block_cache = cache_new(o->block_cache_size);
     db->tables = db->dir ? table_cache_new(db->env, db->dir, db->block_cache,
-                                           o->max_open_files > 10 ? o->max_open_files - 10 : 10)
+                                           o->max_open_files > 10 ? o->max_open_files - 10 : 10,
+                                           o->mapped_reads)
                          : NULL;
     bool ok = db->dir && db->block_cache && db->tables && batch_init(&db->group) &&
               (db->mem = memtable_new()) != NULL;

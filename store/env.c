@@ -13,6 +13,22 @@
 
 #define COPY_CHUNK (1u << 20)
 
+lsm_status *env_read_point(lsm_rfile *f, uint64_t off, void *dst, size_t n, size_t *got)
+{
+    if (f->ops->read_point != NULL)
+        return f->ops->read_point(f, off, dst, n, got);
+    return f->ops->pread(f, off, dst, n, got);
+}
+
+bool env_try_map(lsm_rfile *f, uint64_t size)
+{
+    if (f->ops->map == NULL)
+        return false;
+    lsm_status *st = f->ops->map(f, size);
+    lsm_status_free(st);
+    return st == NULL;
+}
+
 void env_free_children(char **names, int n)
 {
     if (names == NULL)

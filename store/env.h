@@ -59,12 +59,31 @@ struct lsm_sfile {
     const struct lsm_sfile_ops *ops;
 };
 
-/* A file read at offsets (tables). pread is safe from many threads at once. */
+/* A file read at offsets (tables). pread and read_point are safe from many
+ * threads at once.
+ *
+ * Mapped reads: an env may map a table read-only (map) so a point read is
+ * a copy, not a system call. A read through the mapping fails exactly as a
+ * pread would — a disk read error or a file cut short behind the store's
+ * back is LSM_IO_ERROR (EIO), never a SIGBUS that kills the process (the
+ * POSIX env copies only through mapguard.h's guard); only the bytes past a
+ * cut in its last page read as zeros, which a block's checksum catches.
+ * Reads in order (an iterator's read-ahead) always use pread: read(2)'s
+ * read-ahead runs ahead asynchronously where a mapping's faults wait. */
 typedef struct lsm_rfile lsm_rfile;
 struct lsm_rfile_ops {
     /* Reads up to n bytes at off; *got < n only at end of file. */
     lsm_status *(*pread)(lsm_rfile *f, uint64_t off, void *buf, size_t n, size_t *got);
     void (*close)(lsm_rfile *f);
+    /* Optional (NULL: the env cannot map). Maps [0, size) read-only for
+     * read_point; a file already shorter than size is not mapped (its
+     * reads then say it is cut short, not EIO). An error changes nothing:
+     * the file is read with pread.
+     * REQUIRES: called once, before the file is shared between threads. */
+    lsm_status *(*map)(lsm_rfile *f, uint64_t size);
+    /* Optional (NULL: use pread). pread for one block: through the mapping
+     * where map succeeded and [off, off + n) lies in it, else pread. */
+    lsm_status *(*read_point)(lsm_rfile *f, uint64_t off, void *buf, size_t n, size_t *got);
 };
 struct lsm_rfile {
     const struct lsm_rfile_ops *ops;
@@ -147,6 +166,12 @@ struct lsm_env {
     uint64_t (*now_micros)(lsm_env *env); /* monotonic */
     void (*sleep_micros)(lsm_env *env, uint64_t us);
 };
+
+/* f's read_point where it has one, else its pread. */
+lsm_status *env_read_point(lsm_rfile *f, uint64_t off, void *dst, size_t n, size_t *got);
+/* Maps f (its map op) when it can; true if it did. A failure to map is not
+ * an error: f is then read with pread, as before. */
+bool env_try_map(lsm_rfile *f, uint64_t size);
 
 /* Convenience: frees a get_children() result. */
 void env_free_children(char **names, int n);

@@ -103,6 +103,12 @@ typedef struct lsm_options {
     bool compression;        /* lz4; default true */
     size_t target_file_size; /* default 4 MiB */
     int max_open_files;      /* table cache capacity; default 1000 */
+    /* Point reads of a table (a get's data block, its index and filter at
+     * open) copy from a read-only mapping instead of a pread each; a disk
+     * read error or a table cut short is still LSM_IO_ERROR, not a signal
+     * (the env's guard). Scans read ahead with pread either way. Default
+     * true; false: every read is a pread. */
+    bool mapped_reads;
     /* Group commit: how long a leader whose group needs a sync may wait for
      * more writers to join before it writes (microseconds; 0 disables). The
      * wait ends early once no new writer arrived for a short while. */

@@ -14,15 +14,18 @@ struct table_cache {
     char *dir;
     cache *block_cache; /* not owned */
     cache *tables;      /* number -> sstable *, charge 1 each */
+    bool mapped;        /* map each table for its point reads */
 };
 
-table_cache *table_cache_new(lsm_env *env, const char *dir, cache *block_cache, int capacity)
+table_cache *table_cache_new(lsm_env *env, const char *dir, cache *block_cache, int capacity,
+                             bool mapped)
 {
     table_cache *tc = lsm_calloc(1, sizeof(*tc));
     if (tc == NULL)
         return NULL;
     tc->env = env;
     tc->block_cache = block_cache;
+    tc->mapped = mapped;
     tc->dir = lsm_strdup(dir);
     tc->tables = cache_new(capacity > 0 ? (size_t)capacity : 0);
     if (tc->dir == NULL || tc->tables == NULL) {
@@ -59,6 +62,8 @@ static lsm_status *open_table(table_cache *tc, uint64_t number, uint64_t file_si
     lsm_rfile *file = NULL;
     if (st == NULL)
         st = tc->env->new_rfile(tc->env, path, &file);
+    if (st == NULL && tc->mapped)
+        env_try_map(file, file_size);
     if (st == NULL)
         st = table_open(file, file_size, number, tc->block_cache, out);
     free(path);

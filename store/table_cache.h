@@ -23,8 +23,11 @@
 typedef struct table_cache table_cache;
 
 /* dir is copied; block_cache (may be NULL) is shared by all tables and
- * must outlive the table cache. NULL if out of memory. */
-table_cache *table_cache_new(lsm_env *env, const char *dir, cache *block_cache, int capacity);
+ * must outlive the table cache. mapped: each table is mapped as it is
+ * opened, for its point reads (env.h's mapped reads; read with pread
+ * where the env cannot). NULL if out of memory. */
+table_cache *table_cache_new(lsm_env *env, const char *dir, cache *block_cache, int capacity,
+                             bool mapped);
 /* REQUIRES: no iterator from table_cache_iter is left. */
 void table_cache_free(table_cache *tc);
 

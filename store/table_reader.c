@@ -121,11 +121,15 @@ static lsm_status *decode_block(const sstable *t, uint64_t offset, const char *d
     return NULL;
 }
 
-/* Reads up to n bytes at offset into dst; fewer only at the file's end. */
-static lsm_status *read_at(const sstable *t, uint64_t offset, char *dst, size_t n, size_t *got)
+/* Reads up to n bytes at offset into dst; fewer only at the file's end.
+ * point: one block (through the file's mapping if it has one), else a
+ * read-ahead (always pread: env.h's mapped reads). */
+static lsm_status *read_at(const sstable *t, bool point, uint64_t offset, char *dst, size_t n,
+                           size_t *got)
 {
     *got = 0;
-    lsm_status *st = t->file->ops->pread(t->file, offset, dst, n, got);
+    lsm_status *st = point ? env_read_point(t->file, offset, dst, n, got)
+                           : t->file->ops->pread(t->file, offset, dst, n, got);
     if (st != NULL)
         st = status_wrap(st, "read table %06" PRIu64 " block %" PRIu64, t->number, offset);
     return st;
@@ -146,7 +150,7 @@ static void note_block_type(sstable *t, const char *trailer)
 static lsm_status *read_stored(const sstable *t, uint64_t offset, char *dst, size_t n)
 {
     size_t got;
-    lsm_status *st = read_at(t, offset, dst, n, &got);
+    lsm_status *st = read_at(t, true, offset, dst, n, &got);
     if (st == NULL && got != n)
         st = corruption(t, offset, "truncated block");
     return st;
@@ -226,7 +230,7 @@ static lsm_status *readahead_find(const sstable *t, readahead *ra, uint64_t offs
     uint64_t span = t->data_end - offset; /* the handle lies below data_end */
     ra->off = offset;
     ra->len = 0;
-    lsm_status *st = read_at(t, offset, ra->buf,
+    lsm_status *st = read_at(t, false, offset, ra->buf,
                              span < READAHEAD_BYTES ? (size_t)span : READAHEAD_BYTES, &ra->len);
     if (st == NULL && ra->len >= n)
         *at = ra->buf;
@@ -332,7 +336,7 @@ static lsm_status *read_footer(sstable *t, uint64_t *foff, uint64_t *fsize, uint
     uint64_t at = t->file_size - TABLE_FOOTER_SIZE;
     char f[TABLE_FOOTER_SIZE];
     size_t got = 0;
-    lsm_status *st = t->file->ops->pread(t->file, at, f, sizeof(f), &got);
+    lsm_status *st = env_read_point(t->file, at, f, sizeof(f), &got);
     if (st != NULL)
         return status_wrap(st, "read table %06" PRIu64 " footer", t->number);
     if (got != sizeof(f))

@@ -84,6 +84,7 @@ static void usage(FILE *f)
             "  --write_buffer_size=B --cache_size=B --bloom_bits=N --compression=0|1\n"
             "  --commit_delay_us=N   our group commit's gather wait (default 40)\n"
             "  --wal_mode=N          our WAL: 0 auto (default), 1 mapped, 2 zero-filled (lsmfs)\n"
+            "  --mapped_reads=0|1    our point reads: pread (0) or the guarded mapping (1)\n"
             "                        engine tuning; unset keeps each engine's defaults\n",
             default_benchmarks);
 }
@@ -104,6 +105,7 @@ static void flags_init(flags *f)
     f->open.bloom_bits = -1;
     f->open.compression = -1;
     f->open.commit_delay_us = -1;
+    f->open.mapped_reads = -1;
 }
 
 static bool parse_ll(const char *s, long long lo, long long *out)
@@ -138,6 +140,7 @@ static bool set_numeric(flags *f, const char *name, const char *val, bool *known
         {"bloom_bits", -1, NULL, &f->open.bloom_bits, NULL, NULL},
         {"commit_delay_us", -1, NULL, &f->open.commit_delay_us, NULL, NULL},
         {"wal_mode", 0, NULL, &f->open.wal_mode, NULL, NULL},
+        {"mapped_reads", 0, NULL, &f->open.mapped_reads, NULL, NULL},
         {"compression", -1, NULL, &f->open.compression, NULL, NULL},
         {"use_existing_db", 0, NULL, NULL, &f->use_existing_db, NULL},
         {"sync", 0, NULL, NULL, &f->sync, NULL},
@@ -418,6 +421,8 @@ static char *e_open(const bench_open_options *bo, const char *dir, bench_db **ou
     if (bo->commit_delay_us >= 0)
         o.group_commit_delay_us = (uint32_t)bo->commit_delay_us;
     o.wal_mode = bo->wal_mode;
+    if (bo->mapped_reads >= 0)
+        o.mapped_reads = bo->mapped_reads != 0;
     lsm_read_options_init(&h->ro);
     char *path = NULL; /* --db may be rados:POOL/NAME (store_uri.h) */
     lsm_status *s = store_uri_resolve(dir, &o.env, &path);

@@ -28,6 +28,7 @@ typedef struct bench_open_options {
     int bloom_bits;           /* -1: engine default; 0: none */
     int commit_delay_us;      /* -1: engine default (ours only: group commit gather) */
     int wal_mode;             /* ours only: lsm_options.wal_mode */
+    int mapped_reads;         /* ours only: lsm_options.mapped_reads; -1: default */
     int compression;          /* -1: engine default; 0 off; 1 on */
 } bench_open_options;
 

@@ -383,6 +383,7 @@ static const char *const call_names[FC_COUNT] = {
     [FC_FILE_SIZE] = "size",    [FC_SYNC_FILE] = "sync-file", [FC_SYNC_DIR] = "sync-dir",
     [FC_LOCK] = "lock",         [FC_UNLOCK] = "unlock",       [FC_DISK_FREE] = "disk-free", [FC_TRUNCATE] = "truncate",
     [FC_LINK] = "link",         [FC_STAT] = "stat",           [FC_CHMOD] = "chmod",
+    [FC_MAP] = "map",
 };
 
 const char *fault_call_name(enum fault_call c)
@@ -1087,7 +1088,9 @@ static void fs_close(lsm_sfile *sf)
     reader_closed(f);
 }
 
-static lsm_status *fr_pread(lsm_rfile *rf, uint64_t off, void *buf, size_t n, size_t *got)
+/* pread, or (point) read_point: the same faults either way. */
+static lsm_status *fr_read(lsm_rfile *rf, bool point, uint64_t off, void *buf, size_t n,
+                           size_t *got)
 {
     struct fe_reader *f = (struct fe_reader *)rf;
     *got = 0;
@@ -1097,7 +1100,34 @@ static lsm_status *fr_pread(lsm_rfile *rf, uint64_t off, void *buf, size_t n, si
     op_begin(f->fe);
     lsm_status *s = file_check(f->fe, &f->h, FAULT_READ, "read");
     if (s == NULL)
-        s = f->file.r->ops->pread(f->file.r, off, buf, n, got);
+        s = point ? env_read_point(f->file.r, off, buf, n, got)
+                  : f->file.r->ops->pread(f->file.r, off, buf, n, got);
+    op_end(f->fe);
+    return s;
+}
+
+static lsm_status *fr_pread(lsm_rfile *rf, uint64_t off, void *buf, size_t n, size_t *got)
+{
+    return fr_read(rf, false, off, buf, n, got);
+}
+
+static lsm_status *fr_read_point(lsm_rfile *rf, uint64_t off, void *buf, size_t n, size_t *got)
+{
+    return fr_read(rf, true, off, buf, n, got);
+}
+
+static lsm_status *fr_map(lsm_rfile *rf, uint64_t size)
+{
+    struct fe_reader *f = (struct fe_reader *)rf;
+    lsm_status *swept = sweep_call(f->fe, FC_MAP, f->h.path, NULL);
+    if (swept != NULL)
+        return swept;
+    op_begin(f->fe);
+    lsm_status *s = file_check(f->fe, &f->h, FAULT_MAP, "map");
+    if (s == NULL)
+        s = f->file.r->ops->map != NULL
+                ? f->file.r->ops->map(f->file.r, size)
+                : status_new(LSM_NOT_SUPPORTED, "map %s: the base env cannot", f->h.path);
     op_end(f->fe);
     return s;
 }
@@ -1111,7 +1141,8 @@ static void fr_close(lsm_rfile *rf)
 }
 
 static const struct lsm_sfile_ops fs_ops = {.read = fs_read, .skip = fs_skip, .close = fs_close};
-static const struct lsm_rfile_ops fr_ops = {.pread = fr_pread, .close = fr_close};
+static const struct lsm_rfile_ops fr_ops = {
+    .pread = fr_pread, .close = fr_close, .map = fr_map, .read_point = fr_read_point};
 
 /* Opens path on the base env as an sfile (sequential) or an rfile, and
  * links it into the list of open files (so that a power cut kills it). */

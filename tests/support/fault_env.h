@@ -27,7 +27,8 @@ enum fault_op {
     FAULT_SYNC_DIR = 1 << 2,
     FAULT_CREATE = 1 << 3, /* new_wfile */
     FAULT_RENAME = 1 << 4,
-    FAULT_READ = 1 << 5, /* sfile read / rfile pread */
+    FAULT_READ = 1 << 5, /* sfile read / rfile pread and read_point */
+    FAULT_MAP = 1 << 6,  /* rfile map (the store then reads with pread) */
 };
 
 /* From now on, operations in `ops` on paths containing `path_substr` (NULL:
@@ -86,7 +87,7 @@ enum fault_call {
     FC_OPEN_READ, /* new_sfile, new_rfile */
     FC_READ,      /* sfile read */
     FC_SKIP,      /* sfile skip */
-    FC_PREAD,     /* rfile pread */
+    FC_PREAD,     /* rfile pread, read_point */
     FC_LIST,      /* get_children */
     FC_REMOVE,
     FC_RENAME,
@@ -102,6 +103,7 @@ enum fault_call {
     FC_LINK,  /* link_file */
     FC_STAT,  /* path_info */
     FC_CHMOD, /* make_private */
+    FC_MAP,   /* rfile map */
     FC_COUNT
 };
 const char *fault_call_name(enum fault_call c);

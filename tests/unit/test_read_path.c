@@ -3,7 +3,8 @@
  * stepping backward, intervals and keys too large to record, a block
  * swapped under a record), the merging iterator's tournament over many
  * children in both directions, keycmp against bytes_compare/ikey_compare,
- * and the POSIX env's table files (read with pread, also when cut short). */
+ * and the POSIX env's table files (read with pread and through the guarded
+ * mapping, also when cut short: an error, never a signal). */
 #include "testutil.h"
 
 #include "block.h"
@@ -11,10 +12,14 @@
 #include "iter.h"
 #include "keycmp.h"
 #include "lsm.h"
+#include "fault_env.h"
 #include "memtable.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -829,7 +834,9 @@ static void test_store_walks(void **state)
 
 /* ------------------------------------------------------- table files */
 
-static void check_reads(lsm_rfile *rf, const char *data, size_t size)
+/* Reads of every kind at offsets around the file's size: point reads
+ * (read_point, through the mapping once mapped) or plain preads. */
+static void check_reads_as(lsm_rfile *rf, bool point, const char *data, size_t size)
 {
     char got[5000];
     size_t n;
@@ -840,11 +847,18 @@ static void check_reads(lsm_rfile *rf, const char *data, size_t size)
             uint64_t off = offs[i];
             size_t want = off >= size ? 0 : (size - off < lens[j] ? size - off : lens[j]);
             n = SIZE_MAX;
-            ASSERT_OK(rf->ops->pread(rf, off, got, lens[j], &n));
+            ASSERT_OK(point ? env_read_point(rf, off, got, lens[j], &n)
+                            : rf->ops->pread(rf, off, got, lens[j], &n));
             assert_int_equal(n, want);
             if (want)
                 assert_memory_equal(got, data + off, want);
         }
+}
+
+static void check_reads(lsm_rfile *rf, const char *data, size_t size)
+{
+    check_reads_as(rf, false, data, size);
+    check_reads_as(rf, true, data, size);
 }
 
 static void write_bytes(const char *path, const char *data, size_t n)
@@ -867,13 +881,18 @@ static void test_rfile_reads(void **state)
     write_bytes(path, data, SIZE);
     write_bytes(empty, "", 0);
 
-    lsm_rfile *rf;
+    lsm_rfile *rf, *mapped;
     ASSERT_OK(env->new_rfile(env, path, &rf));
+    ASSERT_OK(env->new_rfile(env, path, &mapped));
+    ASSERT_OK(mapped->ops->map(mapped, SIZE));
     check_reads(rf, data, SIZE);
+    check_reads(mapped, data, SIZE);
     /* Unlinking does not take the bytes away from an open reader. */
     assert_int_equal(unlink(path), 0);
     check_reads(rf, data, SIZE);
+    check_reads(mapped, data, SIZE);
     rf->ops->close(rf);
+    mapped->ops->close(mapped);
 
     ASSERT_OK(env->new_rfile(env, empty, &rf));
     char c;
@@ -902,7 +921,8 @@ static void *reader(void *p)
     for (int i = 0; i < 20000; i++) {
         uint64_t off = tu_xorshift64(&a->seed) % a->size;
         size_t n, want = a->size - off < sizeof(b) ? a->size - off : sizeof(b);
-        lsm_status *s = a->rf->ops->pread(a->rf, off, b, sizeof(b), &n);
+        lsm_status *s = i % 2 ? env_read_point(a->rf, off, b, sizeof(b), &n)
+                              : a->rf->ops->pread(a->rf, off, b, sizeof(b), &n);
         if (s != NULL || n != want || memcmp(b, a->data + off, n) != 0)
             a->bad++;
         lsm_status_free(s);
@@ -924,6 +944,7 @@ static void test_rfile_threads(void **state)
     write_bytes(path, data, SIZE);
     lsm_rfile *rf;
     ASSERT_OK(env->new_rfile(env, path, &rf));
+    ASSERT_OK(rf->ops->map(rf, SIZE));
     struct reader_arg args[THREADS];
     for (int i = 0; i < THREADS; i++)
         args[i] = (struct reader_arg){rf, data, SIZE, (uint64_t)i + 11, 0};
@@ -935,6 +956,19 @@ static void test_rfile_threads(void **state)
     tu_rmtree(dir);
 }
 
+/* A new file dir/name (dir: a new temporary directory; dir and path hold
+ * 128 and 192 bytes) of size random bytes, which it returns (malloc'd). */
+static char *random_file(char *dir, char *path, const char *name, size_t size)
+{
+    tu_mkdtemp(dir, 128, "readpath");
+    snprintf(path, 192, "%s/%s", dir, name);
+    char *data = malloc(size);
+    for (size_t i = 0; i < size; i++)
+        data[i] = (char)rnd();
+    write_bytes(path, data, size);
+    return data;
+}
+
 /* A file cut short behind an open reader's back reads short, past the cut
  * as at the end of the file: no signal, no stale bytes. */
 static void test_rfile_cut_short(void **state)
@@ -942,13 +976,8 @@ static void test_rfile_cut_short(void **state)
     (void)state;
     lsm_env *env = lsm_env_default();
     char dir[128], path[192];
-    tu_mkdtemp(dir, sizeof(dir), "readpath");
-    snprintf(path, sizeof(path), "%s/000009.ldb", dir);
     enum { SIZE = 200000, CUT = 70001 };
-    char *data = malloc(SIZE);
-    for (size_t i = 0; i < SIZE; i++)
-        data[i] = (char)rnd();
-    write_bytes(path, data, SIZE);
+    char *data = random_file(dir, path, "000009.ldb", SIZE);
     lsm_rfile *rf;
     ASSERT_OK(env->new_rfile(env, path, &rf));
     check_reads(rf, data, SIZE);
@@ -959,34 +988,120 @@ static void test_rfile_cut_short(void **state)
     tu_rmtree(dir);
 }
 
-/* Every table of a store cut to half while the store has them open: each
- * read gives the right value or an error, never a wrong value or a crash
- * (through a mapping, this read raised SIGBUS). */
-static void test_table_cut_short(void **state)
+/* The same cut under a mapped file: a point read of a page wholly past the
+ * cut is EIO, as from a disk — through a bare mapping it raised SIGBUS and
+ * killed the process. Below the cut the bytes are right, and preads read
+ * short as ever. */
+static void test_rfile_mapped_cut_short(void **state)
 {
     (void)state;
-    char dir[128];
-    lsm_options o;
-    new_store_dir(dir, sizeof(dir), &o);
-    o.compression = false;
-    o.block_cache_size = 1024; /* holds no 4 KiB block: every read goes to the file */
-    lsm_db *db;
-    ASSERT_OK(lsm_open(&o, dir, &db));
-    enum { KEYS = 4000, VLEN = 100 };
-    char key[32], val[VLEN];
-    for (int i = 0; i < KEYS; i++) {
-        snprintf(key, sizeof(key), "key%06d", i);
-        memset(val, 'a' + i % 26, VLEN);
-        ASSERT_OK(lsm_put(db, NULL, key, strlen(key), val, VLEN));
+    lsm_env *env = lsm_env_default();
+    char dir[128], path[192];
+    enum { SIZE = 200000, CUT = 65536 };
+    char *data = random_file(dir, path, "000010.ldb", SIZE);
+    lsm_rfile *rf;
+    ASSERT_OK(env->new_rfile(env, path, &rf));
+    ASSERT_OK(rf->ops->map(rf, SIZE));
+    check_reads(rf, data, SIZE);
+    assert_int_equal(truncate(path, CUT), 0);
+    check_reads_as(rf, false, data, CUT);
+    char got[4096];
+    size_t n = SIZE_MAX;
+    ASSERT_OK(env_read_point(rf, CUT - 4096, got, 4096, &n));
+    assert_int_equal(n, 4096);
+    assert_memory_equal(got, data + CUT - 4096, 4096);
+    const uint64_t past[] = {CUT, CUT - 100, SIZE - 4096, 150000};
+    for (size_t i = 0; i < sizeof(past) / sizeof(past[0]); i++) {
+        n = SIZE_MAX;
+        ASSERT_FAILS(env_read_point(rf, past[i], got, 4096, &n), LSM_IO_ERROR, path);
+        assert_int_equal(n, 0);
     }
-    ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
-    for (int i = 0; i < KEYS; i++) { /* opens every table */
-        snprintf(key, sizeof(key), "key%06d", i);
-        char *v = NULL;
-        size_t n = 0;
-        ASSERT_OK(lsm_get(db, NULL, key, strlen(key), &v, &n));
-        free(v);
-    }
+    /* The thread's guard is disarmed and SIGBUS unblocked again: the next
+     * good read works, and the next bad one is caught again. */
+    ASSERT_OK(env_read_point(rf, 0, got, 4096, &n));
+    assert_memory_equal(got, data, 4096);
+    ASSERT_FAILS(env_read_point(rf, CUT, got, 1, &n), LSM_IO_ERROR, "Input/output error");
+    rf->ops->close(rf);
+    free(data);
+    tu_rmtree(dir);
+}
+
+static sigjmp_buf chained_jump;
+static volatile sig_atomic_t chained;
+
+static void chained_handler(int sig)
+{
+    (void)sig;
+    chained++;
+    siglongjmp(chained_jump, 1);
+}
+
+/* A SIGBUS outside a guarded copy goes to the handler installed before the
+ * store's (here the test's; by default the one that kills the process):
+ * one raised by hand, and one from a bare mapping of a file cut short. A
+ * guarded read still fails cleanly after. */
+static void test_sigbus_chains(void **state)
+{
+    (void)state;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = chained_handler;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGBUS, &sa, &old), 0);
+    lsm_env *env = lsm_env_default();
+    char dir[128], path[192];
+    tu_mkdtemp(dir, sizeof(dir), "readpath");
+    snprintf(path, sizeof(path), "%s/000011.ldb", dir);
+    enum { SIZE = 3 * 4096 };
+    char data[SIZE];
+    memset(data, 'x', SIZE);
+    write_bytes(path, data, SIZE);
+    lsm_rfile *rf;
+    ASSERT_OK(env->new_rfile(env, path, &rf));
+    ASSERT_OK(rf->ops->map(rf, SIZE)); /* the store's handler goes in over the test's */
+    struct sigaction now;
+    assert_int_equal(sigaction(SIGBUS, NULL, &now), 0);
+    assert_true(now.sa_handler != chained_handler);
+
+    chained = 0;
+    if (sigsetjmp(chained_jump, 1) == 0)
+        raise(SIGBUS);
+    assert_int_equal(chained, 1);
+
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    volatile const char *bare = mmap(NULL, SIZE, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(bare != MAP_FAILED);
+    assert_int_equal(truncate(path, 0), 0);
+    if (sigsetjmp(chained_jump, 1) == 0)
+        (void)bare[SIZE - 1];
+    assert_int_equal(chained, 2);
+    munmap((void *)bare, SIZE);
+    close(fd);
+
+    char got[16];
+    size_t n;
+    ASSERT_FAILS(env_read_point(rf, 4096, got, sizeof(got), &n), LSM_IO_ERROR, path);
+    assert_int_equal(chained, 2);
+    rf->ops->close(rf);
+    assert_int_equal(sigaction(SIGBUS, &old, NULL), 0);
+    tu_rmtree(dir);
+}
+
+/* How test_table_cut's store reads its tables. */
+enum cut_mode {
+    CUT_PREAD,     /* mapped_reads off */
+    CUT_MAPPED,    /* the default: point reads through the guarded mapping */
+    CUT_FAULT_ENV, /* mapped, through the fault env (its map and read_point) */
+    CUT_MAP_FAILS, /* through the fault env, every map failing: pread */
+};
+
+enum { CUT_KEYS = 4000, CUT_VLEN = 100 };
+
+/* Cuts every table in dir to half its size behind the store's back. */
+
+static int cut_tables(const char *dir)
+{
     DIR *d = opendir(dir);
     assert_non_null(d);
     int tables = 0;
@@ -1002,27 +1117,181 @@ static void test_table_cut_short(void **state)
         tables++;
     }
     closedir(d);
-    assert_true(tables > 0);
-    int failed = 0;
-    for (int i = 0; i < KEYS; i++) {
+    return tables;
+}
+
+/* Gets every key: each gives the right value or an error, never a wrong
+ * value or a crash. Counts the errors by code. */
+static void get_all(lsm_db *db, int *io_errors, int *corruptions)
+{
+    char key[32], val[CUT_VLEN];
+    *io_errors = *corruptions = 0;
+    for (int i = 0; i < CUT_KEYS; i++) {
         snprintf(key, sizeof(key), "key%06d", i);
-        memset(val, 'a' + i % 26, VLEN);
+        memset(val, 'a' + i % 26, CUT_VLEN);
         char *v = NULL;
         size_t n = 0;
         lsm_status *s = lsm_get(db, NULL, key, strlen(key), &v, &n);
         if (s == NULL) {
-            assert_int_equal(n, VLEN);
-            assert_memory_equal(v, val, VLEN);
+            assert_int_equal(n, CUT_VLEN);
+            assert_memory_equal(v, val, CUT_VLEN);
             free(v);
+        } else if (lsm_status_code(s) == LSM_IO_ERROR) {
+            assert_true(tu_mentions(s, "Input/output error"));
+            (*io_errors)++;
         } else {
-            int code = lsm_status_code(s);
-            assert_true(code == LSM_CORRUPTION || code == LSM_IO_ERROR);
-            failed++;
+            assert_int_equal(lsm_status_code(s), LSM_CORRUPTION);
+            (*corruptions)++;
         }
         lsm_status_free(s);
     }
-    assert_true(failed > 0);
+}
+
+/* Opens a store of uncompressed tables whose every read goes to the file,
+ * puts CUT_KEYS keys into tables and gets each once (opening every table). */
+static lsm_db *open_filled(const char *dir, lsm_options *o)
+{
+    o->compression = false;
+    o->block_cache_size = 1024; /* holds no 4 KiB block */
+    lsm_db *db;
+    ASSERT_OK(lsm_open(o, dir, &db));
+    char key[32], val[CUT_VLEN];
+    for (int i = 0; i < CUT_KEYS; i++) {
+        snprintf(key, sizeof(key), "key%06d", i);
+        memset(val, 'a' + i % 26, CUT_VLEN);
+        ASSERT_OK(lsm_put(db, NULL, key, strlen(key), val, CUT_VLEN));
+    }
+    ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
+    int io_errors, corruptions;
+    get_all(db, &io_errors, &corruptions);
+    assert_int_equal(io_errors + corruptions, 0);
+    return db;
+}
+
+/* In a child whose SIGBUS handler was the default one: maps path through
+ * the env (the store's handler goes in), then reads a bare mapping of the
+ * file cut to nothing. Never returns. */
+static void touch_cut_mapping(const char *path)
+{
+    signal(SIGBUS, SIG_DFL);
+    alarm(20); /* a fault handed back and forth forever must not hang the test */
+    lsm_env *env = lsm_env_default();
+    lsm_rfile *rf;
+    lsm_status *s = env->new_rfile(env, path, &rf);
+    if (s != NULL || rf->ops->map(rf, 4096) != NULL)
+        _exit(2);
+    int fd = open(path, O_RDONLY);
+    volatile const char *bare = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    if (fd < 0 || bare == MAP_FAILED || truncate(path, 0) != 0)
+        _exit(3);
+    (void)bare[0];
+    _exit(0);
+}
+
+/* Under the default handler, a SIGBUS outside a guarded copy still kills
+ * the process by SIGBUS, as without the store's handler. */
+static void test_sigbus_default_still_kills(void **state)
+{
+    (void)state;
+    char dir[128], path[192];
+    char *data = random_file(dir, path, "000012.ldb", 4096);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        touch_cut_mapping(path);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGBUS);
+    free(data);
+    tu_rmtree(dir);
+}
+
+/* Every table of a store cut to half while the store has them open. With
+ * pread a block past the cut reads short (LSM_CORRUPTION); through the
+ * mapping it is the EIO of a disk error (a bare mapping raised SIGBUS and
+ * killed the process); a block ending in the cut's last page reads zeros
+ * there and fails its checksum either way. */
+static void check_table_cut(enum cut_mode mode)
+{
+    char dir[128];
+    lsm_options o;
+    new_store_dir(dir, sizeof(dir), &o);
+    fault_env *fe = NULL;
+    if (mode == CUT_FAULT_ENV || mode == CUT_MAP_FAILS) {
+        fe = fault_env_new(lsm_env_default());
+        o.env = fault_env_env(fe);
+    }
+    if (mode == CUT_MAP_FAILS)
+        fault_env_fail(fe, FAULT_MAP, ".ldb", EIO, 0, -1);
+    o.mapped_reads = mode != CUT_PREAD;
+    lsm_db *db = open_filled(dir, &o);
+    assert_true(cut_tables(dir) > 0);
+    int io_errors, corruptions;
+    get_all(db, &io_errors, &corruptions);
+    if (mode == CUT_PREAD || mode == CUT_MAP_FAILS) {
+        assert_int_equal(io_errors, 0);
+        assert_true(corruptions > 0);
+    } else {
+        assert_true(io_errors > 0);
+    }
     lsm_close(db);
+    fault_env_free(fe);
+    tu_rmtree(dir);
+}
+
+/* check_table_cut in the mode *state points at. */
+static void test_table_cut(void **state)
+{
+    check_table_cut(*(const enum cut_mode *)*state);
+}
+
+static const enum cut_mode cut_modes[] = {CUT_PREAD, CUT_MAPPED, CUT_FAULT_ENV, CUT_MAP_FAILS};
+
+/* A table cut short while the store was closed is damage the reads name
+ * (LSM_CORRUPTION, "truncated"), as with pread: it is not mapped. Cut
+ * while mapped it is EIO (test_table_cut). */
+static void test_table_cut_before_open(void **state)
+{
+    (void)state;
+    char dir[128];
+    lsm_options o;
+    new_store_dir(dir, sizeof(dir), &o);
+    lsm_db *db = open_filled(dir, &o);
+    ASSERT_OK(lsm_close(db));
+    assert_true(cut_tables(dir) > 0);
+    ASSERT_OK(lsm_open(&o, dir, &db));
+    int io_errors, corruptions;
+    get_all(db, &io_errors, &corruptions);
+    assert_int_equal(io_errors, 0);
+    assert_true(corruptions > 0);
+    char *v = NULL;
+    size_t n;
+    ASSERT_FAILS(lsm_get(db, NULL, "key003999", 9, &v, &n), LSM_CORRUPTION, "truncated");
+    lsm_close(db);
+    tu_rmtree(dir);
+}
+
+/* An injected read error reaches a get through the mapping too: the fault
+ * env's read faults cover read_point. */
+static void test_mapped_read_fault(void **state)
+{
+    (void)state;
+    char dir[128];
+    lsm_options o;
+    new_store_dir(dir, sizeof(dir), &o);
+    fault_env *fe = fault_env_new(lsm_env_default());
+    o.env = fault_env_env(fe);
+    lsm_db *db = open_filled(dir, &o);
+    fault_env_fail(fe, FAULT_READ, ".ldb", EIO, 0, -1);
+    char *v = NULL;
+    size_t n;
+    ASSERT_FAILS(lsm_get(db, NULL, "key001234", 9, &v, &n), LSM_IO_ERROR, "injected");
+    fault_env_clear_failures(fe);
+    ASSERT_OK(lsm_get(db, NULL, "key001234", 9, &v, &n));
+    free(v);
+    lsm_close(db);
+    fault_env_free(fe);
     tu_rmtree(dir);
 }
 
@@ -1041,7 +1310,17 @@ int main(void)
         cmocka_unit_test(test_rfile_reads),
         cmocka_unit_test(test_rfile_threads),
         cmocka_unit_test(test_rfile_cut_short),
-        cmocka_unit_test(test_table_cut_short),
+        cmocka_unit_test(test_rfile_mapped_cut_short),
+        cmocka_unit_test(test_sigbus_chains),
+        cmocka_unit_test(test_sigbus_default_still_kills),
+        {"test_table_cut (pread)", test_table_cut, NULL, NULL, (void *)&cut_modes[CUT_PREAD]},
+        {"test_table_cut (mapped)", test_table_cut, NULL, NULL, (void *)&cut_modes[CUT_MAPPED]},
+        {"test_table_cut (fault env)", test_table_cut, NULL, NULL,
+         (void *)&cut_modes[CUT_FAULT_ENV]},
+        {"test_table_cut (map fails)", test_table_cut, NULL, NULL,
+         (void *)&cut_modes[CUT_MAP_FAILS]},
+        cmocka_unit_test(test_table_cut_before_open),
+        cmocka_unit_test(test_mapped_read_fault),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

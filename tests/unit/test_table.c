@@ -824,7 +824,7 @@ static void test_table_cache(void **state)
         free(path);
     }
     cache *bc = cache_new(1 << 20);
-    table_cache *tc = table_cache_new(lsm_env_default(), tmpdir, bc, 1); /* one open at a time */
+    table_cache *tc = table_cache_new(lsm_env_default(), tmpdir, bc, 1, false); /* one open at a time */
     assert_non_null(tc);
     found f = {0};
     for (int round = 0; round < 2; round++) {

@@ -700,7 +700,7 @@ static inline void tu_rfile_close(lsm_rfile *f)
 
 static inline tu_rfile *tu_rfile_new(const char *data, size_t len)
 {
-    static const struct lsm_rfile_ops ops = {tu_rfile_pread, tu_rfile_close};
+    static const struct lsm_rfile_ops ops = {.pread = tu_rfile_pread, .close = tu_rfile_close};
     tu_rfile *r = calloc(1, sizeof(*r));
     assert_non_null(r);
     r->base.ops = &ops;
