@@ -10,6 +10,7 @@
  */
 #include "fsck.h"
 
+#include "grow.h"
 #include "icount.h"
 #include "lsm.h"
 #include "orphan.h"
@@ -227,13 +228,10 @@ static bool is_dir(const ino_info *i)
 
 static bool push_inode(fsck *f, uint64_t ino, const inode_rec *r, size_t plen, size_t *cap)
 {
-    if (f->ninodes == *cap) {
-        *cap = *cap ? *cap * 2 : 1024;
-        ino_info *n = realloc(f->inodes, *cap * sizeof *n);
-        if (n == NULL)
-            return false;
-        f->inodes = n;
-    }
+    ino_info *n = lsm_grow(f->inodes, cap, f->ninodes + 1, sizeof *n, 1024);
+    if (n == NULL)
+        return false;
+    f->inodes = n;
     f->inodes[f->ninodes++] = (ino_info){.ino = ino, .rec = *r, .plen = plen};
     return true;
 }
@@ -338,15 +336,12 @@ static void dirent_cb(fsck *f, const char *k, size_t klen, const char *v, size_t
         fix_del(f, k, klen);
         return;
     }
-    if (f->nentries == f->centries) {
-        f->centries = f->centries ? f->centries * 2 : 1024;
-        entry *n = realloc(f->entries, f->centries * sizeof *n);
-        if (n == NULL) {
-            f->op_error = true;
-            return;
-        }
-        f->entries = n;
+    entry *n = lsm_grow(f->entries, &f->centries, f->nentries + 1, sizeof *n, 1024);
+    if (n == NULL) {
+        f->op_error = true;
+        return;
     }
+    f->entries = n;
     entry *e = &f->entries[f->nentries++];
     *e = (entry){.parent = parent, .ino = d.ino, .cookie = d.cookie, .type = d.type};
     memcpy(e->name, name, nlen);
@@ -628,14 +623,14 @@ static size_t first_entry_of(fsck *f, uint64_t parent)
 /* Marks everything reachable from dir. REQUIRES: entries sorted. */
 static void walk(fsck *f, uint64_t start)
 {
-    size_t cap = 64, len = 0;
-    uint64_t *stack = malloc(cap * sizeof *stack);
+    size_t cap = 0, len = 0;
+    uint64_t *stack = lsm_grow(NULL, &cap, 1, sizeof *stack, 64);
     if (stack == NULL) {
         f->op_error = true;
         return;
     }
     stack[len++] = start;
-    while (len > 0) {
+    while (len > 0 && !f->op_error) {
         uint64_t d = stack[--len];
         for (size_t i = first_entry_of(f, d); i < f->nentries && f->entries[i].parent == d; i++) {
             entry *e = &f->entries[i];
@@ -645,14 +640,12 @@ static void walk(fsck *f, uint64_t start)
             c->reachable = true;
             if (!is_dir(c))
                 continue;
-            if (len == cap) {
-                uint64_t *n = realloc(stack, (cap *= 2) * sizeof *n);
-                if (n == NULL) {
-                    f->op_error = true;
-                    break;
-                }
-                stack = n;
+            uint64_t *n = lsm_grow(stack, &cap, len + 1, sizeof *n, 64);
+            if (n == NULL) {
+                f->op_error = true;
+                break;
             }
+            stack = n;
             stack[len++] = c->ino;
         }
     }

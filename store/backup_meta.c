@@ -4,6 +4,7 @@
 
 #include "crc32c.h"
 #include "filename.h"
+#include "grow.h"
 #include "lsm_malloc.h"
 #include "status.h"
 
@@ -32,16 +33,12 @@ void backup_meta_free(backup_meta *m)
 bool backup_meta_add(backup_meta *m, const char *name, bool shared, uint64_t size, uint32_t crc,
                      uint32_t *chunk, size_t nchunk)
 {
-    if (m->nfiles == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 16;
-        backup_file *p = lsm_realloc(m->files, cap * sizeof(*p));
-        if (p == NULL) {
-            free(chunk);
-            return false;
-        }
-        m->files = p;
-        m->cap = cap;
+    backup_file *p = lsm_grow(m->files, &m->cap, m->nfiles + 1, sizeof(*p), 16);
+    if (p == NULL) {
+        free(chunk);
+        return false;
     }
+    m->files = p;
     char *copy = lsm_strdup(name);
     if (copy == NULL) {
         free(chunk);

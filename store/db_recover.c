@@ -8,6 +8,7 @@
 #include "db_recover.h"
 #include "db_impl.h"
 #include "filename.h"
+#include "grow.h"
 #include "lsm_malloc.h"
 #include "status.h"
 #include "version.h"
@@ -400,14 +401,10 @@ void replay_filter_free(replay_filter *f)
 /* Notes a marker whose batch must follow. false if out of memory. */
 static bool await(replay_filter *f, uint64_t seq, uint32_t count)
 {
-    if (f->n == f->cap) {
-        int cap = f->cap ? f->cap * 2 : 16;
-        struct replay_wait *w = lsm_realloc(f->waiting, (size_t)cap * sizeof(*w));
-        if (w == NULL)
-            return false;
-        f->waiting = w;
-        f->cap = cap;
-    }
+    struct replay_wait *w = lsm_grow(f->waiting, &f->cap, f->n + 1, sizeof(*w), 16);
+    if (w == NULL)
+        return false;
+    f->waiting = w;
     f->waiting[f->n++] = (struct replay_wait){seq, count};
     return true;
 }
