@@ -235,8 +235,9 @@ mount_nowork() { # BIN LOG MNT
     local bin=$1 logf=$2 mnt=$3
     rm -f "$logf"
     mkdir -p "$mnt"
+    # shellcheck disable=SC2086
     in_cgroup fs "$bin/nowork-fs" "$mnt" -f -o allow_other,default_permissions \
-        -o "log=$logf" >"$work/nowork.log" 2>&1 &
+        -o "log=$logf" ${NOWORK_MOUNT_OPTS:-} >"$work/nowork.log" 2>&1 &
     fuse_pid=$!
     wait_mounted "$mnt" "$work/nowork.log"
 }
