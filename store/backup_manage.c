@@ -21,7 +21,7 @@
 
 static lsm_status *oom(void)
 {
-    return status_new(LSM_IO_ERROR, "out of memory");
+    return status_new(LSM_NO_MEMORY, "out of memory");
 }
 
 static lsm_env *env_of(const lsm_backup_options *o)
