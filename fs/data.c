@@ -6,6 +6,7 @@
 #include "storeio.h"
 #include "fuse_api.h"
 #include "icache.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -296,14 +297,10 @@ static int list_one(void *ctx, uint64_t idx, const char *key, size_t klen, const
     (void)v;
     (void)vlen;
     chunk_list *l = ctx;
-    if (l->count == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        uint64_t *nv = realloc(l->idx, cap * sizeof *nv);
-        if (nv == NULL)
-            return ENOMEM;
-        l->idx = nv;
-        l->cap = cap;
-    }
+    uint64_t *nv = lsm_grow(l->idx, &l->cap, l->count + 1, sizeof *nv, 16);
+    if (nv == NULL)
+        return ENOMEM;
+    l->idx = nv;
     l->idx[l->count++] = idx;
     return 0;
 }

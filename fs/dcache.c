@@ -5,6 +5,7 @@
 #include "dcache.h"
 
 #include "schema.h"
+#include "grow.h"
 #include "siphash.h"
 
 #include <errno.h>
@@ -175,24 +176,14 @@ static int reserve(dcache *c, size_t nlen)
         return ENOMEM;
     if ((c->used + 1) * 4 > c->nslots * 3 && rehash(c, c->live + 1) != 0)
         return ENOMEM;
-    if (c->nents == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 16;
-        ent *ents = realloc(c->ents, cap * sizeof *ents);
-        if (ents == NULL)
-            return ENOMEM;
-        c->ents = ents;
-        c->cap = cap;
-    }
-    if (c->names_len + nlen > c->names_cap) {
-        size_t cap = c->names_cap ? c->names_cap * 2 : 256;
-        while (cap < c->names_len + nlen)
-            cap *= 2;
-        char *names = realloc(c->names, cap);
-        if (names == NULL)
-            return ENOMEM;
-        c->names = names;
-        c->names_cap = cap;
-    }
+    ent *ents = lsm_grow(c->ents, &c->cap, c->nents + 1, sizeof *ents, 16);
+    if (ents == NULL)
+        return ENOMEM;
+    c->ents = ents;
+    char *names = lsm_grow(c->names, &c->names_cap, c->names_len + nlen, 1, 256);
+    if (names == NULL)
+        return ENOMEM;
+    c->names = names;
     return 0;
 }
 

@@ -10,6 +10,7 @@
  */
 #include "fsck.h"
 
+#include "grow.h"
 #include "icount.h"
 #include "lsm.h"
 #include "orphan.h"
@@ -129,6 +130,27 @@ static void unfixable(fsck *f, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Ends the check as an operational error: nothing found wrong, nothing
+ * checked from here on. */
+static void out_of_memory(fsck *f, const char *what)
+{
+    fprintf(stderr, "fsck.lsmfs: %s: out of memory\n", what);
+    f->op_error = true;
+}
+
+/* A read of the store that failed: out of memory ends the check as an
+ * operational error (nothing was found wrong); anything else is damage
+ * that fsck cannot repair. */
+static void read_failed(fsck *f, const char *what, const lsm_status *s)
+{
+    if (lsm_status_code(s) == LSM_NO_MEMORY) {
+        fprintf(stderr, "fsck.lsmfs: %s: %s\n", what, lsm_status_message(s));
+        f->op_error = true;
+    } else {
+        unfixable(f, "%s: %s", what, lsm_status_message(s));
+    }
+}
+
 static double now_s(void)
 {
     struct timespec now;
@@ -227,13 +249,10 @@ static bool is_dir(const ino_info *i)
 
 static bool push_inode(fsck *f, uint64_t ino, const inode_rec *r, size_t plen, size_t *cap)
 {
-    if (f->ninodes == *cap) {
-        *cap = *cap ? *cap * 2 : 1024;
-        ino_info *n = realloc(f->inodes, *cap * sizeof *n);
-        if (n == NULL)
-            return false;
-        f->inodes = n;
-    }
+    ino_info *n = lsm_grow(f->inodes, cap, f->ninodes + 1, sizeof *n, 1024);
+    if (n == NULL)
+        return false;
+    f->inodes = n;
     f->inodes[f->ninodes++] = (ino_info){.ino = ino, .rec = *r, .plen = plen};
     return true;
 }
@@ -286,8 +305,10 @@ static int scan_prefix(fsck *f, char kind,
     ro.fill_cache = false;
     ro.verify_checksums = true;
     lsm_iter *it = lsm_iter_new(f->db, &ro);
-    if (it == NULL)
+    if (it == NULL) {
+        out_of_memory(f, "reading the store");
         return ENOMEM;
+    }
     char prefix = kind;
     for (lsm_iter_seek(it, &prefix, 1); lsm_iter_valid(it) && !f->op_error; lsm_iter_next(it)) {
         size_t klen, vlen;
@@ -301,7 +322,7 @@ static int scan_prefix(fsck *f, char kind,
     lsm_status *s = lsm_iter_status(it);
     int err = 0;
     if (s != NULL) {
-        unfixable(f, "reading the store: %s", lsm_status_message(s));
+        read_failed(f, "reading the store", s);
         err = EIO;
     }
     lsm_status_free(s);
@@ -338,15 +359,12 @@ static void dirent_cb(fsck *f, const char *k, size_t klen, const char *v, size_t
         fix_del(f, k, klen);
         return;
     }
-    if (f->nentries == f->centries) {
-        f->centries = f->centries ? f->centries * 2 : 1024;
-        entry *n = realloc(f->entries, f->centries * sizeof *n);
-        if (n == NULL) {
-            f->op_error = true;
-            return;
-        }
-        f->entries = n;
+    entry *n = lsm_grow(f->entries, &f->centries, f->nentries + 1, sizeof *n, 1024);
+    if (n == NULL) {
+        f->op_error = true;
+        return;
     }
+    f->entries = n;
     entry *e = &f->entries[f->nentries++];
     *e = (entry){.parent = parent, .ino = d.ino, .cookie = d.cookie, .type = d.type};
     memcpy(e->name, name, nlen);
@@ -569,8 +587,10 @@ static int check_unknown_kinds(fsck *f)
     read_opts(f, &ro);
     ro.fill_cache = false;
     lsm_iter *it = lsm_iter_new(f->db, &ro);
-    if (it == NULL)
+    if (it == NULL) {
+        out_of_memory(f, "reading the store");
         return ENOMEM;
+    }
     static const char known[] = {K_ALLOC,  K_COOKIE, K_DIRENT, K_CHUNK, K_INODE,
                                  K_ICOUNT, K_ORPHAN, K_SUPER,  K_XATTR};
     lsm_iter_seek_first(it);
@@ -591,7 +611,7 @@ static int check_unknown_kinds(fsck *f)
     lsm_status *s = lsm_iter_status(it);
     int err = s ? EIO : 0;
     if (s != NULL)
-        unfixable(f, "reading the store: %s", lsm_status_message(s));
+        read_failed(f, "reading the store", s);
     lsm_status_free(s);
     lsm_iter_free(it);
     return err;
@@ -628,14 +648,14 @@ static size_t first_entry_of(fsck *f, uint64_t parent)
 /* Marks everything reachable from dir. REQUIRES: entries sorted. */
 static void walk(fsck *f, uint64_t start)
 {
-    size_t cap = 64, len = 0;
-    uint64_t *stack = malloc(cap * sizeof *stack);
+    size_t cap = 0, len = 0;
+    uint64_t *stack = lsm_grow(NULL, &cap, 1, sizeof *stack, 64);
     if (stack == NULL) {
         f->op_error = true;
         return;
     }
     stack[len++] = start;
-    while (len > 0) {
+    while (len > 0 && !f->op_error) {
         uint64_t d = stack[--len];
         for (size_t i = first_entry_of(f, d); i < f->nentries && f->entries[i].parent == d; i++) {
             entry *e = &f->entries[i];
@@ -645,14 +665,12 @@ static void walk(fsck *f, uint64_t start)
             c->reachable = true;
             if (!is_dir(c))
                 continue;
-            if (len == cap) {
-                uint64_t *n = realloc(stack, (cap *= 2) * sizeof *n);
-                if (n == NULL) {
-                    f->op_error = true;
-                    break;
-                }
-                stack = n;
+            uint64_t *n = lsm_grow(stack, &cap, len + 1, sizeof *n, 64);
+            if (n == NULL) {
+                f->op_error = true;
+                break;
             }
+            stack = n;
             stack[len++] = c->ino;
         }
     }
@@ -914,13 +932,20 @@ static void write_inode(fsck *f, ino_info *i)
     size_t plen = 0;
     inode_rec old;
     lsm_status *s = lsm_get(f->db, &ro, k.b, k.len, &v, &vlen);
-    if (s == NULL && inode_decode(v, vlen, &old, &p, &plen)) {
+    if (s != NULL && lsm_status_code(s) != LSM_NOT_FOUND) { /* keep a payload not read */
+        read_failed(f, "reading an inode record", s);
+        lsm_status_free(s);
+        free(v);
+        return;
+    }
+    bool found = s == NULL;
+    lsm_status_free(s);
+    if (found && inode_decode(v, vlen, &old, &p, &plen)) {
         size_t lim = payload_limit(f, &i->rec);
         plen = plen < lim ? plen : lim;
     } else {
         plen = 0;
     }
-    lsm_status_free(s);
     char *nv = malloc(INODE_HDR_LEN + plen);
     if (nv == NULL) {
         f->op_error = true;
@@ -946,6 +971,11 @@ static int read_alloc(fsck *f, uint64_t *next)
     size_t vlen = 0;
     lsm_status *s = lsm_get(f->db, &ro, k.b, k.len, &v, &vlen);
     int ok = s == NULL && alloc_decode(v, vlen, next);
+    if (lsm_status_code(s) == LSM_NO_MEMORY) {
+        read_failed(f, "reading the inode allocator record", s);
+        *next = 0;
+        ok = 1; /* nothing found wrong; op_error ends the check unrepaired */
+    }
     lsm_status_free(s);
     free(v);
     if (!ok) {
@@ -991,13 +1021,22 @@ static void run_checks(fsck *f)
     /* Repairs computed from a store whose tables cannot all be read would
      * drop what is only unreadable: the tables first, and no repair after
      * damage there. */
-    if (!f->skip_tables)
-        lsm_status_free(lsm_verify(f->db, table_problem, f));
-    if (f->unfixed)
+    if (!f->skip_tables) {
+        lsm_status *s = lsm_verify(f->db, table_problem, f);
+        if (lsm_status_code(s) == LSM_NO_MEMORY)
+            read_failed(f, "verifying the tables", s);
+        lsm_status_free(s);
+    }
+    if (f->unfixed || f->op_error)
         return;
     bool icount_ok;
     uint64_t icount;
-    if (icount_current(f->db, &icount_ok, &icount) != 0) {
+    int e = icount_current(f->db, &icount_ok, &icount);
+    if (e == ENOMEM) {
+        out_of_memory(f, "reading the inode count record");
+        return;
+    }
+    if (e != 0) {
         unfixable(f, "reading the inode count record: I/O error");
         return;
     }

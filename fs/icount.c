@@ -139,7 +139,7 @@ int icount_current(lsm_db *db, bool *current, uint64_t *count)
     char *v = NULL;
     size_t vlen = 0;
     lsm_status *s = lsm_get(db, &ro, k.b, k.len, &v, &vlen);
-    int err = s != NULL && lsm_status_code(s) != LSM_NOT_FOUND ? EIO : 0;
+    int err = s != NULL && lsm_status_code(s) != LSM_NOT_FOUND ? lsm_status_errno(s) : 0;
     uint64_t seq, last;
     if (s == NULL && icount_decode(v, vlen, count, &seq) &&
         lsm_property_u64(db, "lsm.sequence", &last))

@@ -34,7 +34,7 @@ void icount_stop(icount_job *j);
 /* Counts every inode key (the slow way). */
 int icount_scan(lsm_db *db, int64_t *count);
 /* Whether the record is current and, if so, its count. A damaged record is
- * not current. 0 or EIO. */
+ * not current. 0, ENOMEM or EIO (the store's errno: lsm_status_errno). */
 int icount_current(lsm_db *db, bool *current, uint64_t *count);
 /* Writes the record, synced. Called with no other writer left (a clean
  * unmount); a write after it only makes it stale. 0 or an errno. */

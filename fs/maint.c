@@ -55,8 +55,13 @@ static void check_tables(fuse_req_t req, lsmfs *fs, const void *in, size_t insz,
     }
     t.problems = 0;
     t.first[0] = '\0';
-    lsm_status_free(lsm_verify_level(fs->db, t.level, count_problem, &t, &t.tables, &t.bytes));
-    fuse_reply_ioctl(req, 0, &t, sizeof t);
+    lsm_status *s = lsm_verify_level(fs->db, t.level, count_problem, &t, &t.tables, &t.bytes);
+    bool no_memory = lsm_status_code(s) == LSM_NO_MEMORY; /* no verdict */
+    lsm_status_free(s);
+    if (no_memory)
+        fuse_reply_err(req, ENOMEM);
+    else
+        fuse_reply_ioctl(req, 0, &t, sizeof t);
 }
 
 static void check_fs(fuse_req_t req, lsmfs *fs, size_t outsz)

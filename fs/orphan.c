@@ -3,6 +3,7 @@
  */
 #include "orphan.h"
 
+#include "grow.h"
 #include "storeio.h"
 #include "data.h"
 #include "fuse_api.h"
@@ -346,14 +347,11 @@ bool reclaimer_free_later(reclaimer *rc, inode *n)
 {
     pthread_mutex_lock(&rc->mu);
     bool ok = !rc->stop;
-    if (ok && rc->nsmall == rc->capsmall) {
-        size_t cap = rc->capsmall ? rc->capsmall * 2 : ORPHAN_FREE_BATCH;
-        inode **v = realloc(rc->small, cap * sizeof *v);
+    if (ok) {
+        inode **v = lsm_grow(rc->small, &rc->capsmall, rc->nsmall + 1, sizeof *v, ORPHAN_FREE_BATCH);
         ok = v != NULL;
-        if (ok) {
+        if (ok)
             rc->small = v;
-            rc->capsmall = cap;
-        }
     }
     if (ok) {
         rc->small[rc->nsmall++] = n;
@@ -369,16 +367,12 @@ bool reclaimer_free_later(reclaimer *rc, inode *n)
 void reclaimer_enqueue(reclaimer *rc, uint64_t ino)
 {
     pthread_mutex_lock(&rc->mu);
-    if (rc->len == rc->cap) {
-        size_t cap = rc->cap ? rc->cap * 2 : 64;
-        uint64_t *q = realloc(rc->queue, cap * sizeof *q);
-        if (q == NULL) {
-            pthread_mutex_unlock(&rc->mu);
-            return;
-        }
-        rc->queue = q;
-        rc->cap = cap;
+    uint64_t *q = lsm_grow(rc->queue, &rc->cap, rc->len + 1, sizeof *q, 64);
+    if (q == NULL) {
+        pthread_mutex_unlock(&rc->mu);
+        return;
     }
+    rc->queue = q;
     rc->queue[rc->len++] = ino;
     pthread_cond_broadcast(&rc->cv);
     pthread_mutex_unlock(&rc->mu);

@@ -3,6 +3,7 @@
  */
 #include "xattr.h"
 
+#include "grow.h"
 #include "acl.h"
 #include "storeio.h"
 #include "schema.h"
@@ -135,14 +136,10 @@ static int list_one(void *ctx, const char *key, size_t klen, const char *name, s
     struct list_ctx *l = ctx;
     if (!xattr_stored_name_kept(name, nlen))
         return 0; /* stored by an earlier version; fsck deletes it */
-    if (l->len + nlen + 1 > l->cap) {
-        size_t cap = (l->cap ? l->cap * 2 : 256) + nlen + 1;
-        char *nb = realloc(l->buf, cap);
-        if (nb == NULL)
-            return ENOMEM;
-        l->buf = nb;
-        l->cap = cap;
-    }
+    char *nb = lsm_grow(l->buf, &l->cap, l->len + nlen + 1, 1, 256);
+    if (nb == NULL)
+        return ENOMEM;
+    l->buf = nb;
     memcpy(l->buf + l->len, name, nlen);
     l->buf[l->len + nlen] = '\0';
     l->len += nlen + 1;

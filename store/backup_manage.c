@@ -10,6 +10,7 @@
  */
 #include "backup_meta.h"
 #include "filename.h"
+#include "grow.h"
 #include "lsm_malloc.h"
 #include "status.h"
 
@@ -20,7 +21,7 @@
 
 static lsm_status *oom(void)
 {
-    return status_new(LSM_IO_ERROR, "out of memory");
+    return status_new(LSM_NO_MEMORY, "out of memory");
 }
 
 static lsm_env *env_of(const lsm_backup_options *o)
@@ -254,16 +255,12 @@ static bool names_add(struct names *ns, char *name)
 {
     if (name == NULL)
         return false;
-    if (ns->n == ns->cap) {
-        size_t cap = ns->cap ? ns->cap * 2 : 64;
-        char **p = lsm_realloc(ns->v, cap * sizeof(*p));
-        if (p == NULL) {
-            free(name);
-            return false;
-        }
-        ns->v = p;
-        ns->cap = cap;
+    char **p = lsm_grow(ns->v, &ns->cap, ns->n + 1, sizeof(*p), 64);
+    if (p == NULL) {
+        free(name);
+        return false;
     }
+    ns->v = p;
     ns->v[ns->n++] = name;
     return true;
 }

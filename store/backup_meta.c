@@ -4,6 +4,7 @@
 
 #include "crc32c.h"
 #include "filename.h"
+#include "grow.h"
 #include "lsm_malloc.h"
 #include "status.h"
 
@@ -32,16 +33,12 @@ void backup_meta_free(backup_meta *m)
 bool backup_meta_add(backup_meta *m, const char *name, bool shared, uint64_t size, uint32_t crc,
                      uint32_t *chunk, size_t nchunk)
 {
-    if (m->nfiles == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 16;
-        backup_file *p = lsm_realloc(m->files, cap * sizeof(*p));
-        if (p == NULL) {
-            free(chunk);
-            return false;
-        }
-        m->files = p;
-        m->cap = cap;
+    backup_file *p = lsm_grow(m->files, &m->cap, m->nfiles + 1, sizeof(*p), 16);
+    if (p == NULL) {
+        free(chunk);
+        return false;
     }
+    m->files = p;
     char *copy = lsm_strdup(name);
     if (copy == NULL) {
         free(chunk);
@@ -198,7 +195,7 @@ lsm_status *backup_meta_read(lsm_env *env, const char *dir, uint64_t id, backup_
     snprintf(name, sizeof name, "%" PRIu64, id);
     char *path = backup_path(dir, "meta", name);
     if (path == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     char *data = NULL;
     size_t n = 0;
     lsm_status *s = env_read_file(env, path, &data, &n);
@@ -247,7 +244,7 @@ lsm_status *backup_ids(lsm_env *env, const char *dir, const char *sub, uint64_t 
     *n = 0;
     char *path = backup_path(dir, sub, NULL);
     if (path == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     char **names = NULL;
     int nn = 0;
     lsm_status *s = NULL;
@@ -255,7 +252,7 @@ lsm_status *backup_ids(lsm_env *env, const char *dir, const char *sub, uint64_t 
         s = env->get_children(env, path, &names, &nn);
     free(path);
     if (s == NULL && nn > 0 && (*ids = lsm_malloc((size_t)nn * sizeof(**ids))) == NULL)
-        s = status_new(LSM_IO_ERROR, "out of memory");
+        s = status_new(LSM_NO_MEMORY, "out of memory");
     for (int i = 0; s == NULL && i < nn; i++) {
         uint64_t v;
         if (names[i][0] != '0' && parse_u64(names[i], 10, &v))
@@ -293,7 +290,7 @@ lsm_status *backup_hash_file(lsm_env *env, const char *path, uint64_t size, uint
     *nchunk = (size_t)((size + BACKUP_CHUNK - 1) / BACKUP_CHUNK);
     *chunk = lsm_malloc((*nchunk ? *nchunk : 1) * sizeof(**chunk));
     if (*chunk == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     struct hash h = {.chunk = *chunk};
     lsm_status *s = env_read_chunks(env, path, size, hash_chunk, &h);
     *crc = h.crc;

@@ -138,7 +138,7 @@ lsm_status *batch_set_contents(lsm_batch *b, const char *data, size_t n)
     if (n < BATCH_HEADER)
         return status_new(LSM_CORRUPTION, "batch too small (%zu bytes)", n);
     if (n > b->rep.len && !buf_reserve(&b->rep, n - b->rep.len))
-        return status_new(LSM_IO_ERROR, "out of memory (batch of %zu bytes)", n);
+        return status_new(LSM_NO_MEMORY, "out of memory (batch of %zu bytes)", n);
     memmove(b->rep.data, data, n);
     b->rep.len = n;
     return NULL;
@@ -232,7 +232,7 @@ lsm_status *batch_insert_into(const lsm_batch *b, memtable *m)
     record r;
     while (p < limit && parse_record(&p, limit, &r)) {
         if (!memtable_add(m, seq, r.type, r.key, r.klen, r.val, r.vlen))
-            return status_new(LSM_IO_ERROR, "out of memory inserting sequence %" PRIu64, seq);
+            return status_new(LSM_NO_MEMORY, "out of memory inserting sequence %" PRIu64, seq);
         seq++;
     }
     return NULL;

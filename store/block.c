@@ -233,7 +233,7 @@ static bool build_key(block_iter *it, uint32_t shared, const char *delta, uint32
         size_t cap = need > 2 * it->kcap ? need : 2 * it->kcap;
         char *nb = lsm_malloc(cap);
         if (nb == NULL) {
-            fail(it, LSM_IO_ERROR, "out of memory for a key", off);
+            fail(it, LSM_NO_MEMORY, "out of memory for a key", off);
             return false;
         }
         memcpy(nb, it->key, shared);

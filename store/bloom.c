@@ -1,5 +1,6 @@
 /* bloom.c — cache-local bloom filters with double hashing; see bloom.h. */
 #include "bloom.h"
+#include "grow.h"
 #include "lsm_malloc.h"
 
 #include <stdlib.h>
@@ -76,12 +77,10 @@ bool bloom_builder_add_hash(bloom_builder *b, uint64_t hash)
     if (b->n > 0 && b->hashes[b->n - 1] == hash)
         return true;
     if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        uint64_t *h = lsm_realloc(b->hashes, cap * sizeof(*h));
+        uint64_t *h = lsm_grow(b->hashes, &b->cap, b->n + 1, sizeof(*h), 1024);
         if (h == NULL)
             return false;
         b->hashes = h;
-        b->cap = cap;
     }
     b->hashes[b->n++] = hash;
     return true;

@@ -1,7 +1,9 @@
 /* coding.c — varints and the growable buffer; see coding.h. */
 #include "coding.h"
+#include "grow.h"
 #include "lsm_malloc.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 char *encode_varint32(char *p, uint32_t v)
@@ -79,14 +81,12 @@ bool buf_reserve(buf *b, size_t extra)
 {
     if (b->cap - b->len >= extra)
         return true;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap - b->len < extra)
-        cap *= 2;
-    char *d = lsm_realloc(b->data, cap);
+    if (extra > SIZE_MAX - b->len)
+        return false;
+    char *d = lsm_grow(b->data, &b->cap, b->len + extra, 1, 64);
     if (d == NULL)
         return false;
     b->data = d;
-    b->cap = cap;
     return true;
 }
 

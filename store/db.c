@@ -34,7 +34,7 @@ static lsm_status *lock_store(lsm_db *db)
 {
     char *name = lock_file_name(db->dir);
     if (name == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     lsm_status *s = NULL;
     if (!db->opt.read_only)
         s = db->env->lock_file(db->env, name, &db->lock);
@@ -160,7 +160,7 @@ lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out)
         return s;
     lsm_db *db = db_alloc(o, dir);
     if (db == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory opening %s", dir);
+        return status_new(LSM_NO_MEMORY, "out of memory opening %s", dir);
     if (o->create_if_missing && !o->read_only)
         s = env_create_dir_durable(db->env, dir);
     else
@@ -180,7 +180,7 @@ lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out)
         db->reserve_releases = db->reserve_tried_us = 0;
         s = db_recover(db);
         if (s == NULL && !db_install_view(db))
-            s = status_new(LSM_IO_ERROR, "out of memory");
+            s = status_new(LSM_NO_MEMORY, "out of memory");
         if (s == NULL && reserve)
             (void)db_reserve_make(db); /* never needed to open */
         mutex_unlock(&db->mu);
@@ -321,10 +321,10 @@ lsm_status *lsm_put(lsm_db *db, const lsm_write_options *wo, const void *key, si
 {
     lsm_batch b;
     if (!batch_init(&b))
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     lsm_status *s = lsm_batch_put(&b, key, klen, val, vlen)
                         ? lsm_write(db, wo, &b)
-                        : status_new(LSM_IO_ERROR, "out of memory");
+                        : status_new(LSM_NO_MEMORY, "out of memory");
     batch_destroy(&b);
     return s;
 }
@@ -333,9 +333,9 @@ lsm_status *lsm_delete(lsm_db *db, const lsm_write_options *wo, const void *key,
 {
     lsm_batch b;
     if (!batch_init(&b))
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     lsm_status *s = lsm_batch_delete(&b, key, klen) ? lsm_write(db, wo, &b)
-                                                    : status_new(LSM_IO_ERROR, "out of memory");
+                                                    : status_new(LSM_NO_MEMORY, "out of memory");
     batch_destroy(&b);
     return s;
 }
@@ -371,7 +371,7 @@ lsm_status *lsm_get(lsm_db *db, const lsm_read_options *ro, const void *key, siz
             r = version_get(rv->version, db->tables, ro, ik, klen + IKEY_TRAILER, val, vlen,
                             &err);
         } else {
-            err = status_new(LSM_IO_ERROR, "out of memory");
+            err = status_new(LSM_NO_MEMORY, "out of memory");
         }
         if (ik != small)
             free(ik);
@@ -383,7 +383,7 @@ lsm_status *lsm_get(lsm_db *db, const lsm_read_options *ro, const void *key, siz
     case MEMTABLE_FOUND:
         return NULL;
     case MEMTABLE_NOMEM:
-        return status_new(LSM_IO_ERROR, "out of memory reading a value");
+        return status_new(LSM_NO_MEMORY, "out of memory reading a value");
     default:
         return status_not_found();
     }

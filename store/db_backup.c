@@ -65,7 +65,7 @@ static void run_free(struct run *r)
 
 static lsm_status *oom(void)
 {
-    return status_new(LSM_IO_ERROR, "out of memory");
+    return status_new(LSM_NO_MEMORY, "out of memory");
 }
 
 /* ------------------------------------------------------------- sources */

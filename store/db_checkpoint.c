@@ -114,7 +114,7 @@ static lsm_status *put_tables(lsm_db *db, const version *v, const char *dir,
             char *src = table_file_name(db->dir, f->number);
             char *dst = table_file_name(dir, f->number);
             if (src == NULL || dst == NULL)
-                s = status_new(LSM_IO_ERROR, "out of memory");
+                s = status_new(LSM_NO_MEMORY, "out of memory");
             if (s == NULL && link) {
                 s = env->link_file(env, src, dst);
                 if (lsm_status_code(s) == LSM_NOT_SUPPORTED) { /* copy from now on */
@@ -164,7 +164,7 @@ static lsm_status *build_copy(lsm_db *db, const version *v, const version_edit *
     lsm_status *s = put_tables(db, v, tmp, o, info);
     char *lock = s == NULL ? lock_file_name(tmp) : NULL;
     if (s == NULL && lock == NULL)
-        s = status_new(LSM_IO_ERROR, "out of memory");
+        s = status_new(LSM_NO_MEMORY, "out of memory");
     /* So read-only opens of the copy take their shared lock against a
      * writer, as on the store itself. */
     if (s == NULL)

@@ -83,14 +83,14 @@ static lsm_status *output_open(lsm_db *db, output *o)
     memset(o, 0, sizeof(*o));
     o->number = vset_new_file_number(&db->vs);
     if (!add_pending(db, o->number) || (o->path = table_file_name(db->dir, o->number)) == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     lsm_status *s = db->env->new_wfile(db->env, o->path, &o->file);
     if (s)
         return s;
     table_options to;
     table_options_from(&to, &db->opt);
     if ((o->builder = table_builder_new(&to, o->file)) == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     return NULL;
 }
 
@@ -115,7 +115,7 @@ static lsm_status *output_finish(lsm_db *db, output *o, file_meta **meta)
         const char *lg = table_builder_largest(o->builder, &ln);
         *meta = file_meta_new(o->number, table_builder_file_size(o->builder), sm, sn, lg, ln);
         if (*meta == NULL) {
-            s = status_new(LSM_IO_ERROR, "out of memory");
+            s = status_new(LSM_NO_MEMORY, "out of memory");
         } else {
             (*meta)->keys = table_builder_keys(o->builder);
             (*meta)->deletions = table_builder_deletions(o->builder);
@@ -195,7 +195,7 @@ static lsm_status *close_output(lsm_db *db, compaction_run *r)
         file_meta **p = lsm_realloc(r->done, (size_t)cap * sizeof(*p));
         if (p == NULL) {
             meta->refs++, file_meta_unref(meta);
-            return status_new(LSM_IO_ERROR, "out of memory");
+            return status_new(LSM_NO_MEMORY, "out of memory");
         }
         r->done = p;
         r->cap_done = cap;
@@ -371,7 +371,7 @@ static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, com
             db->vs.current, f->smallest.data, ikey_user_len(f->smallest.len), f->largest.data,
             ikey_user_len(f->largest.len), max_grandparent_overlap(db->opt.target_file_size));
         if (!version_edit_add_file(edit, level, r->done[i]))
-            s = status_new(LSM_IO_ERROR, "out of memory");
+            s = status_new(LSM_NO_MEMORY, "out of memory");
     }
     if (s == NULL) {
         db->stats.flush_bytes += r->written;
@@ -555,7 +555,7 @@ static lsm_status *merge_inputs(lsm_db *db, compaction_run *r)
 {
     iter *in = compaction_input_iter(r->c, db->tables);
     if (in == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     lsm_status *s = NULL;
     for (iter_seek_first(in); s == NULL && iter_valid(in); iter_next(in)) {
         if (atomic_load_explicit(&db->shutting_down, memory_order_relaxed))
@@ -575,7 +575,7 @@ static lsm_status *merge_inputs(lsm_db *db, compaction_run *r)
              * no information, and zeros compress (RocksDB does the same). */
             r->zero_key.len = 0;
             if (!buf_put_ikey(&r->zero_key, pk.user_key, pk.user_len, 0, TYPE_VALUE)) {
-                s = status_new(LSM_IO_ERROR, "out of memory");
+                s = status_new(LSM_NO_MEMORY, "out of memory");
                 break;
             }
             k = r->zero_key.data;
@@ -602,10 +602,10 @@ static lsm_status *install_compaction(lsm_db *db, compaction_run *r)
 {
     compaction *c = r->c;
     if (!compaction_add_input_deletions(c))
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     for (int i = 0; i < r->ndone; i++)
         if (!version_edit_add_file(&c->edit, c->level + 1, r->done[i]))
-            return status_new(LSM_IO_ERROR, "out of memory");
+            return status_new(LSM_NO_MEMORY, "out of memory");
     return vset_log_and_apply(&db->vs, &c->edit, db->last_seq);
 }
 
@@ -614,7 +614,7 @@ static lsm_status *trivial_move(lsm_db *db, compaction *c)
     file_meta *f = c->inputs[0][0];
     if (!version_edit_delete_file(&c->edit, c->level, f->number) ||
         !version_edit_add_file(&c->edit, c->level + 1, f))
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     lsm_status *s = vset_log_and_apply(&db->vs, &c->edit, db->last_seq);
     if (s == NULL)
         db_install_view(db);
@@ -710,7 +710,7 @@ static void *compact_main(void *arg)
         compaction *c = compaction_pick(&db->vs, db->opt.target_file_size);
         if (c == NULL) { /* due (needs_compaction) but not built: out of memory */
             db->compacting = false;
-            db_set_bg_error(db, status_new(LSM_IO_ERROR, "compaction: out of memory"));
+            db_set_bg_error(db, status_new(LSM_NO_MEMORY, "compaction: out of memory"));
             pthread_cond_broadcast(&db->room_cv);
             continue;
         }

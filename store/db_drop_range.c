@@ -140,7 +140,7 @@ lsm_status *lsm_delete_files_in_range(lsm_db *db, const void *begin, size_t blen
     if (db->bg_error) /* a write like any other: refused after a sticky error */
         s = status_copy(db->bg_error);
     else if (!collect(db, &e, begin, blen, end, elen, &n))
-        s = status_new(LSM_IO_ERROR, "out of memory");
+        s = status_new(LSM_NO_MEMORY, "out of memory");
     if (s == NULL && n > 0) {
         db->dropping = true;
         s = log_drop(db, &e);

@@ -113,7 +113,7 @@ static void find_next_user_entry(lsm_iter *it, bool skipping)
             continue;
         if (pk.type == TYPE_DELETION) {
             if (!save(&it->saved_key, pk.user_key, pk.user_len))
-                return set_error(it, status_new(LSM_IO_ERROR, "out of memory"));
+                return set_error(it, status_new(LSM_NO_MEMORY, "out of memory"));
             skipping = true;
             continue;
         }
@@ -149,7 +149,7 @@ static void find_prev_user_entry(lsm_iter *it)
         size_t vn;
         const char *v = iter_value(it->in, &vn);
         if (!save(&it->saved_key, pk.user_key, pk.user_len) || !save(&it->saved_value, v, vn))
-            return set_error(it, status_new(LSM_IO_ERROR, "out of memory"));
+            return set_error(it, status_new(LSM_NO_MEMORY, "out of memory"));
     }
     if (type == TYPE_DELETION) {
         it->valid = false;
@@ -188,7 +188,7 @@ void lsm_iter_seek(lsm_iter *it, const void *key, size_t klen)
     it->saved_value.len = 0;
     it->seek_key.len = 0;
     if (!buf_put_ikey(&it->seek_key, key, klen, it->seq, TYPE_SEEK))
-        return set_error(it, status_new(LSM_IO_ERROR, "out of memory"));
+        return set_error(it, status_new(LSM_NO_MEMORY, "out of memory"));
     iter_seek(it->in, it->seek_key.data, it->seek_key.len);
     find_next_user_entry(it, false);
 }
@@ -205,7 +205,7 @@ void lsm_iter_next(lsm_iter *it)
             iter_seek_first(it->in);
     } else {
         if (!save(&it->saved_key, it->key, it->klen))
-            return set_error(it, status_new(LSM_IO_ERROR, "out of memory"));
+            return set_error(it, status_new(LSM_NO_MEMORY, "out of memory"));
         iter_next(it->in);
     }
     find_next_user_entry(it, true);
@@ -217,7 +217,7 @@ void lsm_iter_prev(lsm_iter *it)
     if (it->dir == FORWARD) {
         /* Step back past every entry of the current user key. */
         if (!save(&it->saved_key, it->key, it->klen))
-            return set_error(it, status_new(LSM_IO_ERROR, "out of memory"));
+            return set_error(it, status_new(LSM_NO_MEMORY, "out of memory"));
         size_t n;
         const char *k;
         for (;;) {

@@ -8,6 +8,7 @@
 #include "db_recover.h"
 #include "db_impl.h"
 #include "filename.h"
+#include "grow.h"
 #include "lsm_malloc.h"
 #include "status.h"
 #include "version.h"
@@ -42,7 +43,7 @@ static lsm_status *find_logs(lsm_db *db, log_list *logs)
     logs->n = 0;
     if (logs->numbers == NULL) {
         env_free_children(names, n);
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     }
     for (int i = 0; i < n; i++) {
         uint64_t number;
@@ -65,7 +66,7 @@ static lsm_status *retire_recovered_mem(lsm_db *db, uint64_t next_log)
     if (fresh == NULL || !db_push_imm(db, fresh, next_log)) {
         if (fresh)
             memtable_unref(fresh);
-        return status_new(LSM_IO_ERROR, "out of memory during recovery");
+        return status_new(LSM_NO_MEMORY, "out of memory during recovery");
     }
     return NULL;
 }
@@ -194,14 +195,14 @@ static lsm_status *replay_log(lsm_db *db, uint64_t number, replay_filter *filter
     lsm_batch b;
     if (name == NULL || !batch_init(&b)) {
         free(name);
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     }
     if (stop->stopped)
         stop->later_logs++;
     bool stopped_here = false;
     lsm_status *s = db->env->new_sfile(db->env, name, &f);
     if (s == NULL && (r = wal_reader_new(f, name, false)) == NULL)
-        s = status_new(LSM_IO_ERROR, "out of memory");
+        s = status_new(LSM_NO_MEMORY, "out of memory");
     if (r != NULL)
         wal_reader_end_at_hole(r);
     while (s == NULL) {
@@ -265,7 +266,7 @@ lsm_status *db_current_exists(lsm_db *db, bool *exists)
 {
     char *cur = current_file_name(db->dir);
     if (cur == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     *exists = db->env->file_exists(db->env, cur);
     free(cur);
     return NULL;
@@ -306,8 +307,13 @@ static lsm_status *write_epoch(lsm_db *db)
     return s;
 }
 
-/* Closes and removes the log recovery just made, which no MANIFEST names
- * yet. REQUIRES: mu held. */
+/* Closes and removes the log recovery just made, when the open fails: a
+ * refused open leaves no file (each left log was replayed and synced by every
+ * later open). Safe until the open succeeds: the new log holds at most the
+ * epoch, every recovered record is still in the old logs or in tables the
+ * MANIFEST names, and a MANIFEST that names the new log as its first makes
+ * the old logs obsolete only after their records are in those tables.
+ * REQUIRES: mu held. */
 static void drop_new_wal(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
@@ -349,7 +355,7 @@ lsm_status *db_recover(lsm_db *db)
      * "and everything before it". */
     for (int i = 0; s == NULL && i < logs.n; i++) {
         char *name = log_file_name(db->dir, logs.numbers[i]);
-        s = name ? db->env->sync_file(db->env, name) : status_new(LSM_IO_ERROR, "out of memory");
+        s = name ? db->env->sync_file(db->env, name) : status_new(LSM_NO_MEMORY, "out of memory");
         free(name);
     }
     db->durable_seq = db->last_seq;
@@ -368,10 +374,14 @@ lsm_status *db_recover(lsm_db *db)
     }
     if (memtable_entries(db->mem) == 0)
         db->mem_log = number;
-    else if ((s = retire_recovered_mem(db, number)) != NULL)
+    else
+        s = retire_recovered_mem(db, number);
+    if (s == NULL)
+        s = db_flush_recovered(db);
+    if (s != NULL) {
+        drop_new_wal(db);
         return s;
-    if ((s = db_flush_recovered(db)) != NULL)
-        return s;
+    }
     version_edit e;
     version_edit_init(&e);
     version_edit_set_log_number(&e, db->nimm ? db->imm_log[0] : db->mem_log);
@@ -380,6 +390,8 @@ lsm_status *db_recover(lsm_db *db)
     version_edit_destroy(&e);
     if (s == NULL)
         db_delete_obsolete_files(db);
+    else
+        drop_new_wal(db);
     return s;
 }
 
@@ -400,14 +412,10 @@ void replay_filter_free(replay_filter *f)
 /* Notes a marker whose batch must follow. false if out of memory. */
 static bool await(replay_filter *f, uint64_t seq, uint32_t count)
 {
-    if (f->n == f->cap) {
-        int cap = f->cap ? f->cap * 2 : 16;
-        struct replay_wait *w = lsm_realloc(f->waiting, (size_t)cap * sizeof(*w));
-        if (w == NULL)
-            return false;
-        f->waiting = w;
-        f->cap = cap;
-    }
+    struct replay_wait *w = lsm_grow(f->waiting, &f->cap, f->n + 1, sizeof(*w), 16);
+    if (w == NULL)
+        return false;
+    f->waiting = w;
     f->waiting[f->n++] = (struct replay_wait){seq, count};
     return true;
 }
@@ -431,7 +439,7 @@ lsm_status *replay_filter_check(replay_filter *f, const char *rec, size_t n, boo
     if (kind == WAL_DEFERRED) {
         if (f->n == f->head)
             f->n = f->head = 0;
-        return await(f, seq, count) ? NULL : status_new(LSM_IO_ERROR, "out of memory");
+        return await(f, seq, count) ? NULL : status_new(LSM_NO_MEMORY, "out of memory");
     }
     /* A batch applies unless a deferred batch before it is missing.
      * Logged records come in sequence order, so one older than the awaited

@@ -26,7 +26,7 @@ struct replay_wait {
 };
 typedef struct replay_filter {
     struct replay_wait *waiting; /* markers [head, n) whose batches must follow */
-    int head, n, cap;
+    size_t head, n, cap;
     bool skipping;    /* a deferred batch was lost: nothing after it applies */
     uint64_t skipped; /* records not applied for that */
     uint64_t lost;    /* deferred batches lost before an epoch */

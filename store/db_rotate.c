@@ -50,7 +50,7 @@ lsm_status *db_new_wal(lsm_db *db, uint64_t number, bool tight, wal_writer **out
     lsm_status_free(pre);
     *out = wal_writer_new(f, 0);
     if (*out == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     s = db->env->sync_dir(db->env, db->dir);
     if (s) {
         lsm_status_free(wal_writer_close(*out));
@@ -76,7 +76,7 @@ static lsm_status *leave_wal(lsm_db *db)
         if (fresh != NULL)
             memtable_unref(fresh);
         free(rv);
-        return status_new(LSM_IO_ERROR, "out of memory switching memtables");
+        return status_new(LSM_NO_MEMORY, "out of memory switching memtables");
     }
     bool unsynced = db->wal_synced < db->wal_written;
     bool tight = db->frees_holding;
@@ -101,7 +101,7 @@ static lsm_status *leave_wal(lsm_db *db)
         lsm_status_free(wal_writer_close(neu));
         memtable_unref(fresh);
         free(rv);
-        return status_new(LSM_IO_ERROR, "out of memory switching memtables");
+        return status_new(LSM_NO_MEMORY, "out of memory switching memtables");
     }
     lsm_status_free(wal_writer_close(old));
     /* The old log was synced just now, but it holds only the markers of

@@ -30,8 +30,10 @@ static lsm_status *verify_table(lsm_db *db, const file_meta *f)
             break;
         }
         last.len = 0;
-        if (!buf_append(&last, k, n))
+        if (!buf_append(&last, k, n)) {
+            s = status_new(LSM_NO_MEMORY, "table %06" PRIu64 ": out of memory", f->number);
             break;
+        }
         prev = last.data;
         prevn = last.len;
         entries++;
@@ -60,6 +62,11 @@ lsm_status *lsm_verify_level(lsm_db *db, int level, void (*report)(void *ctx, co
         nb += f->size;
         if (s == NULL)
             continue;
+        if (lsm_status_code(s) == LSM_NO_MEMORY) { /* no verdict on this table: stop */
+            lsm_status_free(first);
+            first = s;
+            break;
+        }
         if (report)
             report(ctx, lsm_status_message(s));
         if (first == NULL)
@@ -80,6 +87,10 @@ lsm_status *lsm_verify(lsm_db *db, void (*report)(void *ctx, const char *msg), v
     lsm_status *first = NULL;
     for (int l = 0; l < NUM_LEVELS; l++) {
         lsm_status *s = lsm_verify_level(db, l, report, ctx, NULL, NULL);
+        if (lsm_status_code(s) == LSM_NO_MEMORY) {
+            lsm_status_free(first);
+            return s;
+        }
         if (first == NULL)
             first = s;
         else

@@ -122,7 +122,7 @@ static lsm_status *build_group(lsm_db *db, struct writer *first, struct writer *
         lsm_batch_clear(&db->group);
         for (struct writer *w = first;; w = w->next) {
             if (w->batch && !lsm_batch_append(&db->group, w->batch))
-                return status_new(LSM_IO_ERROR, "out of memory merging a write group");
+                return status_new(LSM_NO_MEMORY, "out of memory merging a write group");
             if (w == last)
                 break;
         }
@@ -271,7 +271,7 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     struct deferred *keep = NULL;
     bool wrote = false; /* whether the log or mem may have changed */
     if (defer && (keep = deferred_copy(group, mem_id)) == NULL) {
-        s = status_new(LSM_IO_ERROR, "out of memory deferring a write");
+        s = status_new(LSM_NO_MEMORY, "out of memory deferring a write");
     } else {
         s = commit_group(db, group, wal, mem, late, keep, &bytes, &late_bytes, &written);
         wrote = true;

@@ -69,7 +69,7 @@ lsm_status *env_read_file(lsm_env *env, const char *path, char **data, size_t *n
         /* One spare byte so the result is always NUL-terminated, which
          * callers reading text files (CURRENT) rely on. */
         if (!buf_reserve(&b, CHUNK + 1)) {
-            s = status_new(LSM_IO_ERROR, "read %s: out of memory", path);
+            s = status_new(LSM_NO_MEMORY, "read %s: out of memory", path);
             break;
         }
         size_t got = 0;
@@ -100,7 +100,7 @@ lsm_status *env_read_chunks(lsm_env *env, const char *path, uint64_t size,
         return s;
     char *data = lsm_malloc(COPY_CHUNK);
     if (data == NULL)
-        s = status_new(LSM_IO_ERROR, "out of memory");
+        s = status_new(LSM_NO_MEMORY, "out of memory");
     for (uint64_t off = 0; s == NULL && off < size;) {
         size_t want = size - off < COPY_CHUNK ? (size_t)(size - off) : COPY_CHUNK, got = 0;
         s = in->ops->pread(in, off, data, want, &got);
@@ -185,7 +185,7 @@ lsm_status *env_create_dir_durable(lsm_env *env, const char *path)
     if (env->file_exists(env, path))
         return env->create_dir(env, path); /* refuses what is not a directory */
     char *parent = parent_dir_name(path);
-    lsm_status *s = parent ? env->create_dir(env, path) : status_new(LSM_IO_ERROR, "out of memory");
+    lsm_status *s = parent ? env->create_dir(env, path) : status_new(LSM_NO_MEMORY, "out of memory");
     if (s == NULL)
         s = env->sync_dir(env, parent);
     free(parent);

@@ -547,18 +547,21 @@ static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
 {
     (void)env;
     *out = NULL;
-    /* O_RDWR: a shared writable mapping needs a readable fd. */
-    lsm_status *s;
-    int fd = create_file(path, O_RDWR, &s);
-    if (fd < 0)
-        return s;
+    /* Memory first: a failed create leaves no file behind. */
     struct posix_wfile *f = lsm_malloc(sizeof(*f));
     char *p = lsm_strdup(path);
     if (f == NULL || p == NULL) {
         free(f);
         free(p);
-        close(fd);
         return posix_error(ENOMEM, "open", path);
+    }
+    /* O_RDWR: a shared writable mapping needs a readable fd. */
+    lsm_status *s;
+    int fd = create_file(path, O_RDWR, &s);
+    if (fd < 0) {
+        free(f);
+        free(p);
+        return s;
     }
     f->base.ops = &posix_wfile_ops;
     f->fd = fd;

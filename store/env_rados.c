@@ -517,7 +517,7 @@ static lsm_status *send_buf(struct rados_wfile *f)
     char *next = p != NULL ? lsm_malloc(WFILE_BUF) : NULL; /* p takes buf */
     if (next == NULL) {
         free(p);
-        return status_new(LSM_IO_ERROR, "append to %s: out of memory", f->path);
+        return status_new(LSM_NO_MEMORY, "append to %s: out of memory", f->path);
     }
     *p = (struct pending){.f = f, .data = f->buf, .len = f->len, .off = f->off,
                           .seq = f->sent + 1};
@@ -644,7 +644,7 @@ static lsm_status *rados_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
     struct rados_wfile *f = s ? NULL : lsm_calloc(1, sizeof *f);
     if (s == NULL && (f == NULL || (f->buf = lsm_malloc(WFILE_BUF)) == NULL ||
                       (f->path = lsm_strdup(path)) == NULL))
-        s = status_new(LSM_IO_ERROR, "create %s: out of memory", path);
+        s = status_new(LSM_NO_MEMORY, "create %s: out of memory", path);
     char id[24], oid[RADOS_OID_MAX], val[RADOS_OID_MAX + 4];
     new_id(id, sizeof id);
     snprintf(oid, sizeof oid, "lsmfs.f.%s", id);
@@ -762,7 +762,7 @@ static lsm_status *open_reader(lsm_env *env, const char *path, struct rados_rfil
     struct rados_rfile *f = lsm_calloc(1, sizeof *f);
     if (f == NULL || (f->path = lsm_strdup(path)) == NULL) {
         free(f);
-        return status_new(LSM_IO_ERROR, "open %s: out of memory", path);
+        return status_new(LSM_NO_MEMORY, "open %s: out of memory", path);
     }
     f->re = re;
     snprintf(f->oid, sizeof f->oid, "%s", e.oid);
@@ -816,12 +816,12 @@ static lsm_status *add_name(void *ctx, const char *name, const char *val)
         int cap = nm->cap ? nm->cap * 2 : 16;
         char **v = lsm_realloc(nm->v, (size_t)cap * sizeof *v);
         if (v == NULL)
-            return status_new(LSM_IO_ERROR, "list: out of memory");
+            return status_new(LSM_NO_MEMORY, "list: out of memory");
         nm->v = v;
         nm->cap = cap;
     }
     if ((nm->v[nm->n] = lsm_strdup(name)) == NULL)
-        return status_new(LSM_IO_ERROR, "list: out of memory");
+        return status_new(LSM_NO_MEMORY, "list: out of memory");
     nm->n++;
     return NULL;
 }
@@ -1189,7 +1189,7 @@ lsm_status *env_rados_open(const env_rados_options *o, lsm_env **out)
     *out = NULL;
     struct rados_env *re = lsm_calloc(1, sizeof *re);
     if (re == NULL)
-        return status_new(LSM_IO_ERROR, "ceph: out of memory");
+        return status_new(LSM_NO_MEMORY, "ceph: out of memory");
     re->env = rados_env_table;
     re->lease_ms = o->lease_ms ? o->lease_ms : 10000;
     re->takeover = o->takeover;

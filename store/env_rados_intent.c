@@ -66,7 +66,7 @@ static lsm_status *add_entry(struct entry_list *l, const char *name, const char 
         size_t cap = l->cap ? l->cap * 2 : 32;
         struct rados_entry *v = lsm_realloc(l->v, cap * sizeof *v);
         if (v == NULL)
-            return status_new(LSM_IO_ERROR, "rados sweep: out of memory");
+            return status_new(LSM_NO_MEMORY, "rados sweep: out of memory");
         l->v = v;
         l->cap = cap;
     }

@@ -229,7 +229,7 @@ lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out)
     parent_of(path, dir, sizeof dir);
     struct lsm_filelock *l = lsm_calloc(1, sizeof *l);
     if (l == NULL)
-        return status_new(LSM_IO_ERROR, "lock %s: out of memory", path);
+        return status_new(LSM_NO_MEMORY, "lock %s: out of memory", path);
     l->re = re;
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);

@@ -161,7 +161,7 @@ lsm_status *hidden_sibling_name(const char *dest, char **tmp, char **parent)
         free(*tmp);
         free(*parent);
         *tmp = *parent = NULL;
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     }
     return NULL;
 }

@@ -71,7 +71,7 @@ static const struct iter_ops empty_ops = {
 static lsm_status *oom_status(const iter *it)
 {
     (void)it;
-    return status_new(LSM_IO_ERROR, "out of memory (iterator)");
+    return status_new(LSM_NO_MEMORY, "out of memory (iterator)");
 }
 static void oom_free(iter *it)
 {
@@ -365,7 +365,7 @@ iter *iter_new_merging(iter **children, int n, iter_cmp_fn cmp)
     if (m == NULL) {
         for (int i = 0; i < n; i++)
             iter_free(children[i]);
-        return iter_new_empty(status_new(LSM_IO_ERROR, "out of memory (merging iterator)"));
+        return iter_new_empty(status_new(LSM_NO_MEMORY, "out of memory (merging iterator)"));
     }
     m->base.ops = &merging_ops;
     m->cmp = cmp;

@@ -39,6 +39,7 @@ enum lsm_code {
     LSM_BUSY,     /* the store is locked by another process or handle */
     LSM_NO_SPACE,  /* the disk is full (ENOSPC, EDQUOT) */
     LSM_READ_ONLY, /* a change asked of a store opened read_only (EROFS) */
+    LSM_NO_MEMORY, /* an allocation failed (ENOMEM): nothing on disk is wrong */
 };
 
 typedef struct lsm_status lsm_status;
@@ -336,7 +337,9 @@ uint64_t lsm_approximate_size(lsm_db *db, const void *begin, size_t blen, const 
 
 /* Reads every block of every table, verifying checksums. Each problem found
  * is passed to report (file and offset in the message); returns the first
- * problem (or NULL when the store is sound). */
+ * problem (or NULL when the store is sound). Running out of memory is no
+ * problem of the store: the check stops there, unreported, and returns that
+ * LSM_NO_MEMORY status (the callers' "incomplete", never "sound"). */
 lsm_status *lsm_verify(lsm_db *db, void (*report)(void *ctx, const char *msg), void *ctx);
 /* lsm_verify of the tables of one level (0 .. LSM_LEVELS - 1) as of now, for
  * progress level by level; *tables and *bytes (each may be NULL) get how

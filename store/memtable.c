@@ -309,7 +309,7 @@ iter *memtable_iter_new(memtable *m)
 {
     mem_iter *mi = lsm_malloc(sizeof(*mi));
     if (mi == NULL)
-        return iter_new_empty(status_new(LSM_IO_ERROR, "out of memory (memtable iterator)"));
+        return iter_new_empty(status_new(LSM_NO_MEMORY, "out of memory (memtable iterator)"));
     mi->base.ops = &mem_iter_ops;
     memtable_ref(m);
     mi->mem = m;

@@ -41,7 +41,7 @@ lsm_status *lsm_private_modes(lsm_env *env, const char *dir, bool fix,
     char **names = NULL, *self = NULL;
     int n = 0;
     /* "dir/.": the directory a link given as dir leads to */
-    lsm_status *s = asprintf(&self, "%s/.", dir) < 0 ? status_new(LSM_IO_ERROR, "out of memory")
+    lsm_status *s = asprintf(&self, "%s/.", dir) < 0 ? status_new(LSM_NO_MEMORY, "out of memory")
                                                       : check_one(&w, self, dir);
     free(self);
     if (s == NULL)
@@ -49,7 +49,7 @@ lsm_status *lsm_private_modes(lsm_env *env, const char *dir, bool fix,
     for (int i = 0; s == NULL && i < n; i++) {
         char *p = NULL;
         if (asprintf(&p, "%s/%s", dir, names[i]) < 0)
-            s = status_new(LSM_IO_ERROR, "out of memory");
+            s = status_new(LSM_NO_MEMORY, "out of memory");
         else
             s = check_one(&w, p, p);
         free(p);

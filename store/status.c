@@ -23,7 +23,7 @@ struct lsm_status {
 STATIC_STATUS(st_not_found, LSM_NOT_FOUND, "not found");
 STATIC_STATUS(st_oom_corruption, LSM_CORRUPTION, "corruption (no memory for details)");
 STATIC_STATUS(st_oom_io, LSM_IO_ERROR, "I/O error (no memory for details)");
-STATIC_STATUS(st_oom_generic, LSM_IO_ERROR, "out of memory");
+STATIC_STATUS(st_oom_generic, LSM_NO_MEMORY, "out of memory");
 
 static lsm_status *static_for(int code)
 {
@@ -67,7 +67,9 @@ lsm_status *status_new(int code, const char *fmt, ...)
 
 lsm_status *status_from_errno(int err, const char *what)
 {
-    int code = (err == ENOSPC || err == EDQUOT) ? LSM_NO_SPACE : LSM_IO_ERROR;
+    int code = (err == ENOSPC || err == EDQUOT) ? LSM_NO_SPACE
+               : err == ENOMEM                   ? LSM_NO_MEMORY
+                                                 : LSM_IO_ERROR;
     return status_new(code, "%s: %s", what, strerror(err));
 }
 
@@ -136,6 +138,8 @@ int lsm_status_errno(const lsm_status *s)
         return ENOSPC;
     case LSM_READ_ONLY:
         return EROFS;
+    case LSM_NO_MEMORY:
+        return ENOMEM;
     case LSM_CORRUPTION:
     case LSM_IO_ERROR:
     default:

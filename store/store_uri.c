@@ -87,7 +87,7 @@ static lsm_status *pool_env(const char *pool, lsm_env **env)
         return s;
     if ((uri.pool[uri.n] = strdup(pool)) == NULL) {
         env_rados_close(*env);
-        return status_new(LSM_IO_ERROR, "ceph: out of memory");
+        return status_new(LSM_NO_MEMORY, "ceph: out of memory");
     }
     uri.env[uri.n++] = *env;
     return NULL;
@@ -100,7 +100,7 @@ lsm_status *store_uri_resolve(const char *loc, lsm_env **env, char **path)
     if (!store_uri_is_rados(loc)) {
         *env = lsm_env_default();
         *path = lsm_strdup(loc);
-        return *path ? NULL : status_new(LSM_IO_ERROR, "out of memory");
+        return *path ? NULL : status_new(LSM_NO_MEMORY, "out of memory");
     }
     const char *p = loc + strlen(STORE_URI_RADOS);
     const char *slash = strchr(p, '/');
@@ -110,7 +110,7 @@ lsm_status *store_uri_resolve(const char *loc, lsm_env **env, char **path)
     char *pool = strndup(p, (size_t)(slash - p));
     if (pool == NULL || (*path = lsm_strdup(slash + 1)) == NULL) {
         free(pool);
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     }
     pthread_mutex_lock(&uri.mu);
     lsm_status *s = pool_env(pool, env);

@@ -90,7 +90,7 @@ static lsm_status *fail(table_builder *b, lsm_status *st)
 
 static lsm_status *fail_oom(table_builder *b)
 {
-    return fail(b, status_new(LSM_IO_ERROR, "table builder: out of memory"));
+    return fail(b, status_new(LSM_NO_MEMORY, "table builder: out of memory"));
 }
 
 /* Compresses raw into b->compressed if that saves at least 1/8. */

@@ -55,7 +55,7 @@ static lsm_status *open_table(table_cache *tc, uint64_t number, uint64_t file_si
 {
     char *path = table_file_name(tc->dir, number);
     if (path == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory (table name)");
+        return status_new(LSM_NO_MEMORY, "out of memory (table name)");
     lsm_status *st = NULL;
     if (file_size == 0)
         st = tc->env->file_size(tc->env, path, &file_size);
@@ -86,7 +86,7 @@ static lsm_status *find_table(table_cache *tc, uint64_t number, uint64_t file_si
     *h = cache_insert(tc->tables, key, sizeof(key), t, 1, delete_table);
     if (*h == NULL) {
         table_free(t);
-        return status_new(LSM_IO_ERROR, "out of memory (table cache)");
+        return status_new(LSM_NO_MEMORY, "out of memory (table cache)");
     }
     return NULL;
 }
@@ -128,7 +128,7 @@ iter *table_cache_iter(table_cache *tc, const lsm_read_options *ro, uint64_t num
     if (it == NULL) {
         free(p);
         cache_release(tc->tables, h);
-        return iter_new_empty(status_new(LSM_IO_ERROR, "out of memory (table iterator)"));
+        return iter_new_empty(status_new(LSM_NO_MEMORY, "out of memory (table iterator)"));
     }
     p->tables = tc->tables;
     p->h = h;

@@ -78,7 +78,7 @@ static lsm_status *decompress(const sstable *t, uint64_t offset, const char *dat
     size_t charge = sizeof(table_block) + raw_len;
     table_block *tb = lsm_malloc(charge);
     if (tb == NULL)
-        return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", t->number);
+        return status_new(LSM_NO_MEMORY, "table %06" PRIu64 ": out of memory", t->number);
     int got = LZ4_decompress_safe(p, tb->data, (int)clen, (int)raw_len);
     if (got < 0 || (uint32_t)got != raw_len) {
         free(tb);
@@ -114,7 +114,7 @@ static lsm_status *decode_block(const sstable *t, uint64_t offset, const char *d
     if (tb == NULL && (tb = lsm_malloc(sizeof(table_block) + size)) != NULL)
         memcpy(tb->data, data, size);
     if (tb == NULL)
-        return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", t->number);
+        return status_new(LSM_NO_MEMORY, "table %06" PRIu64 ": out of memory", t->number);
     tb->len = size;
     tb->charge = sizeof(table_block) + size + (held != NULL ? TABLE_TRAILER_SIZE : 0);
     *out = tb;
@@ -178,7 +178,7 @@ static lsm_status *read_block(sstable *t, uint64_t offset, uint64_t size, table_
         return read_block_stack(t, offset, size, n, out);
     table_block *tb = lsm_malloc(sizeof(table_block) + n);
     if (tb == NULL)
-        return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", t->number);
+        return status_new(LSM_NO_MEMORY, "table %06" PRIu64 ": out of memory", t->number);
     lsm_status *st = read_stored(t, offset, tb->data, n);
     if (st != NULL) {
         free(tb);
@@ -364,7 +364,7 @@ lsm_status *table_open(lsm_rfile *file, uint64_t file_size, uint64_t number, cac
     sstable *t = lsm_calloc(1, sizeof(*t));
     if (t == NULL) {
         file->ops->close(file);
-        return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", number);
+        return status_new(LSM_NO_MEMORY, "table %06" PRIu64 ": out of memory", number);
     }
     t->file = file;
     t->number = number;

@@ -290,7 +290,7 @@ lsm_status *version_edit_decode(version_edit *e, const char *data, size_t n)
                                   "this version): upgrade lsmfs to open it",
                                   tag);
             if (oom)
-                return status_new(LSM_IO_ERROR, "out of memory decoding a version edit");
+                return status_new(LSM_NO_MEMORY, "out of memory decoding a version edit");
             return status_new(LSM_CORRUPTION, "bad version edit at byte %zu (tag %u)",
                               (size_t)(p - data), field ? tag : 0);
         }

@@ -61,7 +61,7 @@ lsm_status *vset_init(version_set *vs, lsm_env *env, const char *dir, mutex *mu)
     vs->current = version_new(vs);
     if (vs->current == NULL) {
         pthread_cond_destroy(&vs->cv);
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     }
     vs->current->refs = 1;
     version *v = vs->current;
@@ -161,11 +161,11 @@ static lsm_status *apply_edit(version_set *vs, const version_edit *e, version **
 {
     version *v = version_new(vs);
     if (v == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory building a version");
+        return status_new(LSM_NO_MEMORY, "out of memory building a version");
     for (int l = 0; l < NUM_LEVELS; l++) {
         if (!build_level(v, vs->current, e, l)) {
             version_free(v);
-            return status_new(LSM_IO_ERROR, "out of memory building a version");
+            return status_new(LSM_NO_MEMORY, "out of memory building a version");
         }
     }
     *out = v;
@@ -223,7 +223,7 @@ lsm_status *vset_snapshot_of(version_set *vs, const version *v, version_edit *e)
     return NULL;
 oom:
     version_edit_destroy(e);
-    return status_new(LSM_IO_ERROR, "out of memory");
+    return status_new(LSM_NO_MEMORY, "out of memory");
 }
 
 /* The whole current state as one edit (the first record of a new MANIFEST). */
@@ -238,7 +238,7 @@ static lsm_status *write_edit(wal_writer *w, const version_edit *e)
     buf_init(&rec);
     if (!version_edit_encode(e, &rec)) {
         buf_free(&rec);
-        return status_new(LSM_IO_ERROR, "out of memory encoding a version edit");
+        return status_new(LSM_NO_MEMORY, "out of memory encoding a version edit");
     }
     lsm_status *s = wal_add_record(w, rec.data, rec.len);
     buf_free(&rec);
@@ -258,7 +258,7 @@ static lsm_status *set_current(lsm_env *env, const char *dir, uint64_t number, b
     lsm_status *s = NULL;
     *may_name = false;
     if (tmp == NULL || cur == NULL)
-        s = status_new(LSM_IO_ERROR, "out of memory");
+        s = status_new(LSM_NO_MEMORY, "out of memory");
     if (s == NULL)
         s = env_write_file_sync(env, tmp, content, (size_t)n);
     if (s == NULL) {
@@ -284,13 +284,13 @@ static lsm_status *new_manifest(lsm_env *env, const char *dir, uint64_t number,
 {
     char *name = manifest_file_name(dir, number);
     if (name == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     lsm_wfile *f = NULL;
     wal_writer *w = NULL;
     bool named = false; /* CURRENT may name it */
     lsm_status *s = env->new_wfile(env, name, &f);
     if (s == NULL && (w = wal_writer_new(f, 0)) == NULL)
-        s = status_new(LSM_IO_ERROR, "out of memory");
+        s = status_new(LSM_NO_MEMORY, "out of memory");
     if (s == NULL)
         s = write_edit(w, snap);
     if (s == NULL)
@@ -403,7 +403,7 @@ static lsm_status *read_current(version_set *vs, uint64_t *number)
     char *data = NULL;
     size_t n = 0;
     if (cur == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     lsm_status *s = env_read_file(vs->env, cur, &data, &n);
     bool absent = s && !vs->env->file_exists(vs->env, cur);
     free(cur);
@@ -486,10 +486,10 @@ lsm_status *vset_recover(version_set *vs)
     lsm_sfile *f = NULL;
     wal_reader *r = NULL;
     if (name == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory");
+        return status_new(LSM_NO_MEMORY, "out of memory");
     s = vs->env->new_sfile(vs->env, name, &f);
     if (s == NULL && (r = wal_reader_new(f, name, true)) == NULL)
-        s = status_new(LSM_IO_ERROR, "out of memory");
+        s = status_new(LSM_NO_MEMORY, "out of memory");
     if (s == NULL)
         s = replay_manifest(vs, r, name);
     wal_reader_free(r);

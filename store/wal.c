@@ -516,7 +516,7 @@ static bool assemble(wal_reader *r, const struct fragment *fr, const char **rec,
             return false;
         }
         if (!buf_append(&r->rec, fr->data, fr->len)) {
-            *err = status_new(LSM_IO_ERROR, "log %s: out of memory for a record", r->name);
+            *err = status_new(LSM_NO_MEMORY, "log %s: out of memory for a record", r->name);
             return false;
         }
         r->rec_bytes += phys;

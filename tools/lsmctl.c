@@ -321,6 +321,10 @@ static int cmd_check(const char *dir)
     if (db == NULL)
         return 1;
     lsm_status *s = lsm_verify(db, report, &problems);
+    if (lsm_status_code(s) == LSM_NO_MEMORY) { /* the check did not finish */
+        lsm_status_free(lsm_close(db));
+        return fail(s, "check");
+    }
     lsm_status_free(s);
     lsm_status *c = lsm_close(db);
     if (c)

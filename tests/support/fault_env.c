@@ -195,7 +195,7 @@ static void op_end(fault_env *fe)
 
 static lsm_status *oom(const char *what, const char *path)
 {
-    return status_new(LSM_IO_ERROR, "%s %s: out of memory", what, path);
+    return status_new(LSM_NO_MEMORY, "%s %s: out of memory", what, path);
 }
 
 static lsm_status *injected(int err, const char *what, const char *path)

@@ -47,7 +47,7 @@ lsm_status *sweep_scan_db(const sweep_scan *sc, lsm_db *db, bool verify, const c
     ro.verify_checksums = verify;
     lsm_iter *it = lsm_iter_new(db, &ro);
     if (it == NULL)
-        return status_new(LSM_IO_ERROR, "out of memory (iterator)");
+        return status_new(LSM_NO_MEMORY, "out of memory (iterator)");
     for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it)) {
         size_t kn, vn;
         const char *k = lsm_iter_key(it, &kn);

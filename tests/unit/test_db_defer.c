@@ -39,7 +39,7 @@ static lsm_status *write_i(lsm_db *db, const char *prefix, int i, bool defer, bo
     lsm_write_options wo = {.sync = sync, .defer_log = defer};
     lsm_status *s = v != NULL && b != NULL && lsm_batch_put(b, k, strlen(k), v, VLEN)
                         ? lsm_write_seq(db, &wo, b, seq != NULL ? seq : &(uint64_t){0})
-                        : status_new(LSM_IO_ERROR, "out of memory");
+                        : status_new(LSM_NO_MEMORY, "out of memory");
     lsm_batch_free(b);
     free(v);
     return s;

@@ -325,6 +325,37 @@ static void test_failed_epoch_leaves_no_log(void **state)
     ASSERT_OK(lsm_close(db));
 }
 
+/* An open whose flush of the recovered records fails (a table write meets
+ * EIO) leaves the files as they were: before, each such open left an empty
+ * NNNNNN.log that every later open replayed and synced. */
+static void test_failed_recovery_flush_leaves_no_log(void **state)
+{
+    (void)state;
+    char log[400];
+    crash_with_log(NKEYS, log, sizeof log);
+    char *before = tu_dir_digest(tu_dir);
+    fault_env *fe = fault_env_new(tu_env());
+    assert_non_null(fe);
+    fault_env_fail(fe, FAULT_WRITE, ".ldb", EIO, 0, -1);
+    struct reports rep = {{0}, 0};
+    for (int i = 0; i < 3; i++) {
+        lsm_db *db = NULL;
+        lsm_status *s = open_with_env(tu_dir, false, false, &rep, fault_env_env(fe), &db);
+        assert_null(db);
+        assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
+        lsm_status_free(s);
+    }
+    fault_env_free(fe);
+    char *after = tu_dir_digest(tu_dir);
+    if (strcmp(strchr(after, '\n'), strchr(before, '\n')) != 0)
+        fail_msg("the files changed:\nbefore:\n%s\nafter:\n%s", before, after);
+    free(after);
+    free(before);
+    lsm_db *db = NULL;
+    ASSERT_OK(open_with(tu_dir, false, false, &rep, &db));
+    ASSERT_OK(lsm_close(db));
+}
+
 /* Flipped bits at many offsets of the log, each on a fresh copy: no open
  * ever serves a value that was never written nor a key after a missing one;
  * each open either refuses naming the log, or keeps a prefix. */
@@ -471,6 +502,7 @@ int main(int argc, char **argv)
         T(test_zero_hole_ends_log),
         T(test_zero_hole_in_last_block_ends_log),
         T(test_failed_epoch_leaves_no_log),
+        T(test_failed_recovery_flush_leaves_no_log),
         T(test_damage_sweep_never_wrong_data),
         T(test_damaged_manifest_says_where),
         T(test_read_only_changes_nothing),

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "alloc_fail.h"
 #include "env.h"
 #include "env_posix_hook.h"
 #include "fault_env.h"
@@ -245,6 +246,32 @@ static void test_posix_pread_threads(void **state)
         assert_int_equal(args[i].bad, 0);
     rf->ops->close(rf);
     free(data);
+}
+
+/* A new writable file that fails for memory leaves no file behind (each
+ * failed open of a store once left an empty log that later opens replayed). */
+static void test_posix_new_file_out_of_memory(void **state)
+{
+    struct fx *x = *state;
+    char path[256];
+    in("log", path);
+    for (uint64_t n = 1;; n++) {
+        lsm_wfile *f = NULL;
+        lsm_alloc_hook_arm(LSM_ALLOC_MAIN, n);
+        lsm_status *s = x->env->new_wfile(x->env, path, &f);
+        lsm_alloc_hook_disarm();
+        if (!lsm_alloc_hook_fired()) {
+            ASSERT_OK(s);
+            ASSERT_OK(f->ops->close(f));
+            break;
+        }
+        assert_int_equal(lsm_status_code(s), LSM_NO_MEMORY);
+        lsm_status_free(s);
+        assert_null(f);
+        if (access(path, F_OK) == 0)
+            fail_msg("allocation %llu failing: %s was left behind", (unsigned long long)n, path);
+    }
+    assert_true(x->env->file_exists(x->env, path));
 }
 
 static void test_posix_dirs_and_names(void **state)
@@ -1158,6 +1185,7 @@ int main(void)
         POSIX_TEST(test_posix_sync_slot_keeps_error),
         POSIX_TEST(test_posix_write_read),          POSIX_TEST(test_posix_pread_threads),
         POSIX_TEST(test_posix_dirs_and_names),      POSIX_TEST(test_posix_small_file_helpers),
+        POSIX_TEST(test_posix_new_file_out_of_memory),
         POSIX_TEST(test_posix_preallocate),         POSIX_TEST(test_posix_preallocate_grows),
         POSIX_TEST(test_posix_zero_fill),           POSIX_TEST(test_posix_zero_fill_concurrent),
         POSIX_TEST(test_posix_auto_concurrent),     POSIX_TEST(test_posix_auto_switches),

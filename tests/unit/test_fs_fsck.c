@@ -3,6 +3,7 @@
  * repaired store checks clean (exit 0). */
 #include "fixture.h"
 
+#include "alloc_fail.h"
 #include "fsck.h"
 #include "icount.h"
 #include "lsm.h"
@@ -693,6 +694,155 @@ static void test_live_finds_and_writes_nothing(void **state)
     assert_int_equal(lookup(fx, 1, "ghost"), 77);
 }
 
+/* ------------------------------------------------------- out of memory */
+
+enum { WIDE_DIRS = 150, WIDE_FILES = 8, WIDE_DIR0 = 10, WIDE_FILE0 = 1000 };
+
+/* The healthy filesystem grown past fsck's first array sizes: 1,353
+ * inodes and entries, 151 directories under / (walked at once). */
+static void grow_wide_tree(fixture *fx)
+{
+    schema_key k;
+    char av[SCHEMA_ALLOC_LEN];
+    alloc_encode(100000, av);
+    key_alloc(&k);
+    put(fx, &k, av, sizeof av);
+    for (uint64_t d = 0; d < WIDE_DIRS; d++) {
+        uint64_t dino = WIDE_DIR0 + d;
+        char name[32];
+        snprintf(name, sizeof name, "w%03llu", (unsigned long long)d);
+        put_entry(fx, 1, name, dino, S_IFDIR, 5 + d);
+        put_inode(fx, dino, S_IFDIR | 0755, 2, WIDE_FILES, 1, 3 + WIDE_FILES, NULL);
+        for (uint64_t f = 0; f < WIDE_FILES; f++) {
+            uint64_t fino = WIDE_FILE0 + d * WIDE_FILES + f;
+            snprintf(name, sizeof name, "f%llu", (unsigned long long)f);
+            put_inode(fx, fino, S_IFREG | 0644, 1, 2, 0, 0, "hi");
+            put_entry(fx, dino, name, fino, S_IFREG, 3 + f);
+        }
+    }
+    put_inode(fx, 1, S_IFDIR | 0755, 3 + WIDE_DIRS, 2 + WIDE_DIRS, 1, 5 + WIDE_DIRS, NULL);
+}
+
+/* fsck with any one of its allocations failing reports an operational
+ * error or the store clean, never a problem it did not find, never a crash
+ * (its arrays once recorded a doubled size before the realloc that failed,
+ * and the walk then wrote past its stack). */
+static void test_out_of_memory_is_an_error(void **state)
+{
+    fixture *fx = *state;
+    grow_wide_tree(fx);
+    assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    lsm_status_free(lsm_close(fx->db));
+    fx->db = NULL;
+    FILE *devnull = fopen("/dev/null", "w");
+    assert_non_null(devnull);
+    fsck_options o = {.repair = false, .out = devnull};
+    fsck_result r;
+    lsm_alloc_hook_arm(LSM_ALLOC_MAIN, 0);
+    assert_int_equal(fsck_store(tu_dir, &o, &r), FSCK_CLEAN);
+    lsm_alloc_hook_disarm();
+    uint64_t total = lsm_alloc_hook_count(LSM_ALLOC_MAIN);
+    assert_true(total > 0);
+    int failed = 0;
+    for (uint64_t n = 1; n <= total; n++) {
+        lsm_alloc_hook_arm(LSM_ALLOC_MAIN, n);
+        int rc = fsck_store(tu_dir, &o, &r);
+        lsm_alloc_hook_disarm();
+        if (rc != FSCK_CLEAN && rc != FSCK_OPERATIONAL)
+            fail_msg("allocation %llu of %llu failing: fsck returned %d",
+                     (unsigned long long)n, (unsigned long long)total, rc);
+        failed += rc == FSCK_OPERATIONAL;
+    }
+    fclose(devnull);
+    assert_true(failed > 0);
+    lsm_options lo;
+    lsm_options_init(&lo);
+    assert_null(lsm_open(&lo, tu_dir, &fx->db));
+}
+
+/* The inline payload stored in inode ino's record, or "" (malloc'd). */
+static char *stored_payload(fixture *fx, uint64_t ino)
+{
+    schema_key k;
+    key_inode(&k, ino);
+    char *v = NULL;
+    size_t vlen;
+    ASSERT_OK(lsm_get(fx->db, NULL, k.b, k.len, &v, &vlen));
+    inode_rec r;
+    const char *payload;
+    size_t plen;
+    assert_true(inode_decode(v, vlen, &r, &payload, &plen));
+    char *out = strndup(payload, plen);
+    free(v);
+    assert_non_null(out);
+    return out;
+}
+
+/* fsck -y with any one of its allocations failing repairs a wrong link
+ * count or gives up (keeping what it wrote before); the file's inline data
+ * stays either way (a repair once rewrote the record with no payload when
+ * reading it back failed). */
+static void test_out_of_memory_repair_keeps_payloads(void **state)
+{
+    fixture *fx = *state;
+    FILE *devnull = fopen("/dev/null", "w");
+    assert_non_null(devnull);
+    fsck_options o = {.repair = true, .out = devnull};
+    fsck_result r;
+    uint64_t n = 0;
+    int fixed = 0, gave_up = 0;
+    bool damaged = false, fired = true, last_gave_up = false;
+    for (n = 1; fired; n++) { /* until allocation n is past the run's last */
+        if (!damaged) {
+            if (fx->db == NULL) {
+                lsm_options lo;
+                lsm_options_init(&lo);
+                assert_null(lsm_open(&lo, tu_dir, &fx->db));
+            }
+            put_inode(fx, 2, S_IFREG | 0644, 5, 2, 0, 0, "hi"); /* nlink 5: wrong */
+            lsm_status_free(lsm_close(fx->db));
+            fx->db = NULL;
+            damaged = true;
+        }
+        lsm_alloc_hook_arm(LSM_ALLOC_MAIN, n);
+        int rc = fsck_store(tu_dir, &o, &r);
+        lsm_alloc_hook_disarm();
+        fired = lsm_alloc_hook_fired();
+        if (rc == FSCK_OPERATIONAL) {
+            gave_up++; /* the repairs written before it gave up, if any, stay */
+            last_gave_up = true;
+            continue;
+        }
+        if (rc != FSCK_FIXED && !(rc == FSCK_CLEAN && last_gave_up))
+            fail_msg("allocation %llu failing: fsck -y returned %d", (unsigned long long)n, rc);
+        last_gave_up = false;
+        fixed++;
+        damaged = false;
+        lsm_options lo;
+        lsm_options_init(&lo);
+        assert_null(lsm_open(&lo, tu_dir, &fx->db));
+        char *payload = stored_payload(fx, 2);
+        if (strcmp(payload, "hi") != 0)
+            fail_msg("allocation %llu failing: fsck -y repaired file 2 into \"%s\"",
+                     (unsigned long long)n, payload);
+        free(payload);
+        uint32_t nlink = stored_nlink(fx, 2);
+        if (nlink != 1)
+            fail_msg("allocation %llu failing: fsck -y returned %d and left link count %u",
+                     (unsigned long long)n, rc, nlink);
+    }
+    fclose(devnull);
+    assert_true(gave_up > 0 && fixed > 0); /* the last run, unfailed, repaired */
+    if (fx->db == NULL) {
+        lsm_options lo;
+        lsm_options_init(&lo);
+        assert_null(lsm_open(&lo, tu_dir, &fx->db));
+    }
+    char *payload = stored_payload(fx, 2);
+    assert_string_equal(payload, "hi");
+    free(payload);
+}
+
 /* A test on a fresh healthy filesystem (see setup). */
 #define FSCK_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
@@ -721,6 +871,8 @@ int main(void)
         FSCK_TEST(test_damaged_log_named_and_salvaged),
         FSCK_TEST(test_live_clean),
         FSCK_TEST(test_live_finds_and_writes_nothing),
+        FSCK_TEST(test_out_of_memory_is_an_error),
+        FSCK_TEST(test_out_of_memory_repair_keeps_payloads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -664,8 +664,8 @@ static void test_group_merge_out_of_memory_fails_only_the_group(void **state)
         assert_int_equal(pthread_join(t[j], NULL), 0);
     fault_env_set_sync_delay_us(fe, 0);
     ASSERT_OK(a[0].s);
-    ASSERT_FAILS(a[1].s, LSM_IO_ERROR, "merging a write group");
-    ASSERT_FAILS(a[2].s, LSM_IO_ERROR, "merging a write group");
+    ASSERT_FAILS(a[1].s, LSM_NO_MEMORY, "merging a write group");
+    ASSERT_FAILS(a[2].s, LSM_NO_MEMORY, "merging a write group");
     assert_true(has_small(db, k));
     ASSERT_OK(put_small(db, k + 3, true, false));
     ASSERT_OK(fault_env_power_cut(fe));

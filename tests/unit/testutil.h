@@ -560,7 +560,7 @@ static inline lsm_status *tu_wfile_append(lsm_wfile *f, const void *data, size_t
         return status_from_errno(w->fail_errno, "append (injected)");
     if (w->fail_after > 0)
         w->fail_after--;
-    return buf_append(w->out, data, n) ? NULL : status_new(LSM_IO_ERROR, "out of memory");
+    return buf_append(w->out, data, n) ? NULL : status_new(LSM_NO_MEMORY, "out of memory");
 }
 
 static inline lsm_status *tu_wfile_flush(lsm_wfile *f)

@@ -14,6 +14,8 @@
 #   lsmfs      lsmfs (--bin, default $LSMFS_BIN or bin/), store on the root fs
 #   looplsmfs  the same, store on the loop ext4
 #   base       lsmfs from --base-bin (e.g. main's build), store on the root fs
+#   nowork     nowork-fs (--bin's) in its durable mode, its log on the root fs:
+#              FUSE's own cost, the ceiling of any FUSE filesystem here
 # Rounds are interleaved (round 1 on every target, then round 2, ...); the
 # table shows medians and ratios. Per round and target it prints delivered/s
 # (smtp-source's start to the last message in its Maildir, queue empty),
@@ -48,7 +50,7 @@ usage() {
 usage: $0 [options]
   --messages=N     messages per round and target (default $msgs; the issue: 20000)
   --rounds=R       interleaved rounds (default $rounds; the issue: 3)
-  --targets=LIST   ext4,loopext4,lsmfs,looplsmfs,base (default all but base;
+  --targets=LIST   ext4,loopext4,lsmfs,looplsmfs,base,nowork (default all but base, nowork;
                    base too when --base-bin is given)
   --bin=DIR        lsmfs binaries of targets lsmfs/looplsmfs (default \$LSMFS_BIN or bin/)
   --base-bin=DIR   lsmfs binaries of target base (e.g. main's)
@@ -88,6 +90,7 @@ IFS=, read -r -a tlist <<<"$targets"
 for t in "${tlist[@]}"; do
     case $t in
     ext4 | loopext4 | lsmfs | looplsmfs) ;;
+    nowork) [ -x "$bindir/nowork-fs" ] || die "no $bindir/nowork-fs (make first)" ;;
     base) [ -n "$basebin" ] || die "target base needs --base-bin=DIR" ;;
     *) die "unknown target $t" ;;
     esac
@@ -199,10 +202,22 @@ setup_loop() {
     mounts+=("dir:$work/loop")
 }
 
+# Waits for daemon $fuse_pid's FUSE mount on MNT and records it for the
+# unmount; dies with the tail of its LOG if it never comes.
+wait_mounted() { # MNT LOG
+    local mnt=$1 i
+    for i in $(seq 100); do
+        grep -qs " $mnt fuse" /proc/mounts && { mounts+=("fuse:$mnt:$fuse_pid"); return 0; }
+        kill -0 "$fuse_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    die "mounting $mnt failed: $(tail -3 "$2")"
+}
+
 # Mounts lsmfs (binaries in BIN) with a fresh store at STORE on MNT, its
 # daemon in cgroup fs. Sets fuse_pid.
 mount_lsmfs() { # BIN STORE MNT
-    local bin=$1 store=$2 mnt=$3 i
+    local bin=$1 store=$2 mnt=$3
     rm -rf "$store"
     "$bin/mkfs.lsmfs" "$store" >"$work/mkfs.log" 2>&1 || die "mkfs.lsmfs failed: $(tail -2 "$work/mkfs.log")"
     mkdir -p "$mnt"
@@ -210,12 +225,21 @@ mount_lsmfs() { # BIN STORE MNT
     in_cgroup fs "$bin/lsmfs" "$store" "$mnt" -f -o allow_other ${LSMFS_MOUNT_OPTS:-} \
         >"$work/lsmfs.log" 2>&1 &
     fuse_pid=$!
-    for i in $(seq 100); do
-        grep -qs " $mnt fuse" /proc/mounts && { mounts+=("fuse:$mnt:$fuse_pid"); return 0; }
-        kill -0 "$fuse_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    die "mounting lsmfs on $mnt failed: $(tail -3 "$work/lsmfs.log")"
+    wait_mounted "$mnt" "$work/lsmfs.log"
+}
+
+# Mounts nowork-fs (binaries in BIN) on MNT in its durable mode (every change
+# logged at LOG and fsync a shared fdatasync of it), its daemon in cgroup fs.
+# Sets fuse_pid.
+mount_nowork() { # BIN LOG MNT
+    local bin=$1 logf=$2 mnt=$3
+    rm -f "$logf"
+    mkdir -p "$mnt"
+    # shellcheck disable=SC2086
+    in_cgroup fs "$bin/nowork-fs" "$mnt" -f -o allow_other,default_permissions \
+        -o "log=$logf" ${NOWORK_MOUNT_OPTS:-} >"$work/nowork.log" 2>&1 &
+    fuse_pid=$!
+    wait_mounted "$mnt" "$work/nowork.log"
 }
 
 # Makes target t's directory for this run; sets tdir, fuse_pid, lsmctl.
@@ -229,13 +253,14 @@ prepare_target() { # TARGET
     looplsmfs) setup_loop; tdir=$work/mnt; mount_lsmfs "$bindir" "$work/loop/store" "$tdir"
         lsmctl=$bindir/lsmctl ;;
     base) tdir=$work/mnt; mount_lsmfs "$basebin" "$work/store" "$tdir"; lsmctl=$basebin/lsmctl ;;
+    nowork) tdir=$work/mnt; mount_nowork "$bindir" "$work/nowork.fslog" "$tdir" ;;
     esac
     chmod 755 "$tdir"
 }
 release_target() {
     stop_servers
     unmount_all_fuse
-    rm -rf "$work/store" "$work/ext4" "$work/loop/ext4" "$work/loop/store"
+    rm -rf "$work/store" "$work/ext4" "$work/loop/ext4" "$work/loop/store" "$work/nowork.fslog"
 }
 unmount_all_fuse() {
     local i e keepm=()
@@ -519,7 +544,7 @@ for line in open(sys.argv[1]):
 targets = sys.argv[2:]
 med = {k: {t: statistics.median(v[t]) for t in v} for k, v in rows.items()}
 pairs = [(a, b) for a, b in [("lsmfs", "ext4"), ("looplsmfs", "loopext4"), ("base", "ext4"),
-                             ("lsmfs", "base")] if a in targets and b in targets]
+                             ("lsmfs", "base"), ("nowork", "ext4"), ("lsmfs", "nowork")] if a in targets and b in targets]
 def num(v):
     return "%.0f" % v if v >= 100 else "%.3g" % v
 print("%-20s" % "metric" + "".join("%11s" % t for t in targets) +
