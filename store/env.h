@@ -42,12 +42,6 @@ struct lsm_wfile_ops {
     lsm_status *(*preallocate)(lsm_wfile *f, uint64_t len, enum wfile_space mode);
     /* flush and close (no sync); frees f in every case. */
     lsm_status *(*close)(lsm_wfile *f);
-    /* flush, then start writing the file's dirty data to the disk without
-     * waiting for it (sync_file_range), so the disk works while the caller
-     * appends more and a later sync has little left to write. Makes nothing
-     * durable. An error fails the file as a failed write does. NULL in an
-     * env where it means nothing (callers then skip it). */
-    lsm_status *(*start_writeback)(lsm_wfile *f);
 };
 struct lsm_wfile {
     const struct lsm_wfile_ops *ops;

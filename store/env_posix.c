@@ -342,27 +342,6 @@ static lsm_status *wfile_sync(lsm_wfile *base)
     return NULL;
 }
 
-/* A WAL's modes write nothing through buf and are synced often: for tables
- * and other files written front to back in buffered mode only. A
- * filesystem that cannot (EINVAL, ENOSYS, EOPNOTSUPP) has nothing to
- * start: no error. */
-static lsm_status *wfile_start_writeback(lsm_wfile *base)
-{
-    struct posix_wfile *f = (struct posix_wfile *)base;
-    lsm_status *s = wfile_flush(base);
-    if (s != NULL || f->map != NULL || f->zf != NULL)
-        return s;
-    int r;
-    do {
-        r = sync_file_range(f->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-    } while (r < 0 && errno == EINTR);
-    int err = r < 0 ? errno : 0;
-    if (err == 0 || err == EINVAL || err == ENOSYS || err == EOPNOTSUPP)
-        return NULL;
-    fail_file(f, err);
-    return posix_error(err, "sync_file_range", f->path);
-}
-
 /* Reserves [from, from + len) in the file (mode 0: the size grows too, so
  * later syncs need no inode update) and maps the file up to its new end.
  * Returns an errno; on failure the file is left unmapped (write mode). */
@@ -560,7 +539,6 @@ static const struct lsm_wfile_ops posix_wfile_ops = {
     .sync = wfile_sync,
     .preallocate = wfile_preallocate,
     .close = wfile_close,
-    .start_writeback = wfile_start_writeback,
 };
 
 static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **out)

@@ -16,7 +16,6 @@ struct table_builder {
     table_options opt;
     lsm_wfile *file;
     uint64_t offset; /* bytes appended to file */
-    uint64_t written_back; /* offset at the last start_writeback */
     block_builder data;
     block_builder index;
     bloom_builder filter;
@@ -144,19 +143,6 @@ static bool want_compress(table_builder *b)
     return true;
 }
 
-/* Every WRITEBACK_STEP bytes the table's writeback is started, so the disk
- * writes while the rest is built and the final sync is short instead of
- * writing the whole table while its maker waits. */
-#define WRITEBACK_STEP (1u << 20)
-
-static lsm_status *maybe_start_writeback(table_builder *b)
-{
-    if (b->offset - b->written_back < WRITEBACK_STEP || b->file->ops->start_writeback == NULL)
-        return NULL;
-    b->written_back = b->offset;
-    return b->file->ops->start_writeback(b->file);
-}
-
 /* Appends a block and its trailer; *offset and *size form its handle.
  * *packed (if not NULL) says whether it went out compressed. */
 static lsm_status *write_block(table_builder *b, const char *raw, size_t n, bool compress,
@@ -185,8 +171,6 @@ static lsm_status *write_block(table_builder *b, const char *raw, size_t n, bool
     *offset = b->offset;
     *size = outn;
     b->offset += outn + TABLE_TRAILER_SIZE;
-    if ((st = maybe_start_writeback(b)) != NULL)
-        return fail(b, st);
     return NULL;
 }
 

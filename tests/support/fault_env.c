@@ -383,7 +383,6 @@ static const char *const call_names[FC_COUNT] = {
     [FC_FILE_SIZE] = "size",    [FC_SYNC_FILE] = "sync-file", [FC_SYNC_DIR] = "sync-dir",
     [FC_LOCK] = "lock",         [FC_UNLOCK] = "unlock",       [FC_DISK_FREE] = "disk-free", [FC_TRUNCATE] = "truncate",
     [FC_LINK] = "link",         [FC_STAT] = "stat",           [FC_CHMOD] = "chmod",
-    [FC_WRITEBACK] = "writeback",
 };
 
 const char *fault_call_name(enum fault_call c)
@@ -412,7 +411,7 @@ bool fault_kind_applies(enum fault_kind k, enum fault_call c)
     case FAULT_ENOSPC:
         return c == FC_CREATE || c == FC_APPEND || c == FC_FLUSH || c == FC_SYNC ||
                c == FC_PREALLOC || c == FC_CLOSE || c == FC_RENAME || c == FC_MKDIR ||
-               c == FC_SYNC_FILE || c == FC_LOCK || c == FC_LINK || c == FC_WRITEBACK;
+               c == FC_SYNC_FILE || c == FC_LOCK || c == FC_LINK;
     case FAULT_SYNC_LIE:
         return c == FC_SYNC || c == FC_SYNC_FILE || c == FC_SYNC_DIR;
     case FAULT_DISK_FULL:
@@ -928,31 +927,12 @@ static lsm_status *fw_close(lsm_wfile *wf)
     return s;
 }
 
-/* Counted and failed only where the wrapped env has the call. */
-static lsm_status *fw_start_writeback(lsm_wfile *wf)
-{
-    struct fe_wfile *f = (struct fe_wfile *)wf;
-    if (f->file->ops->start_writeback == NULL)
-        return NULL;
-    fault_env *fe = f->fe;
-    lsm_status *swept = sweep_call(fe, FC_WRITEBACK, f->h.path, NULL);
-    if (swept != NULL)
-        return swept;
-    op_begin(fe);
-    lsm_status *s = file_check(fe, &f->h, FAULT_WRITEBACK, "writeback");
-    if (s == NULL)
-        s = f->file->ops->start_writeback(f->file);
-    op_end(fe);
-    return s;
-}
-
 static const struct lsm_wfile_ops fw_ops = {
     .append = fw_append,
     .flush = fw_flush,
     .sync = fw_sync,
     .preallocate = fw_preallocate,
     .close = fw_close,
-    .start_writeback = fw_start_writeback,
 };
 
 /* Creates or resets the node of a file just opened for writing (empty,

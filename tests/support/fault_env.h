@@ -28,7 +28,6 @@ enum fault_op {
     FAULT_CREATE = 1 << 3, /* new_wfile */
     FAULT_RENAME = 1 << 4,
     FAULT_READ = 1 << 5, /* sfile read / rfile pread */
-    FAULT_WRITEBACK = 1 << 6, /* wfile start_writeback */
 };
 
 /* From now on, operations in `ops` on paths containing `path_substr` (NULL:
@@ -103,7 +102,6 @@ enum fault_call {
     FC_LINK,  /* link_file */
     FC_STAT,  /* path_info */
     FC_CHMOD, /* make_private */
-    FC_WRITEBACK, /* wfile start_writeback */
     FC_COUNT
 };
 const char *fault_call_name(enum fault_call c);
