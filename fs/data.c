@@ -128,10 +128,37 @@ static int scan_chunks(lsmfs *fs, uint64_t ino, uint64_t first, uint64_t last, b
     return fs_iter_end(fs, it, err == SCAN_STOP ? 0 : err, what);
 }
 
+/* A READ's buffer, written front to back by the chunks in index order, a
+ * gap before a chunk or past a short chunk's bytes zeroed as it goes (a
+ * hole reads as zeros): the buffer needs no clearing first. */
 typedef struct read_window {
     uint64_t off, len, chunk_size;
+    uint64_t filled; /* out[0, filled) written */
     char *out;
 } read_window;
+
+/* Chunk idx's stored bytes v[0, vlen) into the window, and zeros over the
+ * rest of its span and any gap before it. Chunks come in ascending order. */
+static void window_put(read_window *w, uint64_t idx, const char *v, size_t vlen)
+{
+    uint64_t base = idx * w->chunk_size, wend = w->off + w->len;
+    uint64_t lo = max_u64(w->off, base), hi = min_u64(wend, base + w->chunk_size);
+    if (lo >= hi)
+        return;
+    assert(lo - w->off >= w->filled);
+    memset(w->out + w->filled, 0, lo - w->off - w->filled);
+    copy_overlap(w->out, w->off, w->len, base, v, vlen);
+    uint64_t data_end = max_u64(lo, min_u64(hi, base + vlen));
+    memset(w->out + (data_end - w->off), 0, hi - data_end);
+    w->filled = hi - w->off;
+}
+
+/* Zeros the window past the last chunk. */
+static void window_finish(read_window *w)
+{
+    memset(w->out + w->filled, 0, w->len - w->filled);
+    w->filled = w->len;
+}
 
 static int read_one(void *ctx, uint64_t idx, const char *key, size_t klen, const char *v,
                     size_t vlen)
@@ -141,7 +168,7 @@ static int read_one(void *ctx, uint64_t idx, const char *key, size_t klen, const
     read_window *w = ctx;
     if (vlen > w->chunk_size)
         return EIO;
-    copy_overlap(w->out, w->off, w->len, idx * w->chunk_size, v, vlen);
+    window_put(w, idx, v, vlen);
     return 0;
 }
 
@@ -150,27 +177,32 @@ static int read_one(void *ctx, uint64_t idx, const char *key, size_t klen, const
  * keeps the file's chunks from changing in between.) */
 #define READ_GETS_MAX 4
 
-/* The chunks touching [off, off+len): point reads for a few, else one
- * consistent scan. REQUIRES: n->lock held. */
+/* The chunks touching [off, off+len) into out: point reads for a few, else
+ * one consistent scan, which leaves the block cache alone (a big file read
+ * through would evict what small files and metadata reuse).
+ * REQUIRES: n->lock held. */
 static int read_chunks(lsmfs *fs, inode *n, uint64_t off, uint64_t len, char *out)
 {
     assert(inode_held(n));
     uint64_t cs = fs->sb.chunk_size;
     uint64_t first = off / cs, last = (off + len - 1) / cs;
+    read_window w = {.off = off, .len = len, .chunk_size = cs, .out = out};
+    int err = 0;
     if (last - first < READ_GETS_MAX) {
-        int err = 0;
         for (uint64_t idx = first; idx <= last && err == 0; idx++) {
             char *v;
             size_t vlen;
             err = chunk_get(fs, n->ino, idx, &v, &vlen);
             if (err == 0)
-                copy_overlap(out, off, len, idx * cs, v, vlen);
+                err = read_one(&w, idx, NULL, 0, v, vlen);
             free(v);
         }
-        return err;
+    } else {
+        err = scan_chunks(fs, n->ino, first, last, false, "read", read_one, &w);
     }
-    read_window w = {.off = off, .len = len, .chunk_size = cs, .out = out};
-    return scan_chunks(fs, n->ino, first, last, true, "read", read_one, &w);
+    if (err == 0)
+        window_finish(&w);
+    return err;
 }
 
 int data_read(lsmfs *fs, inode *n, uint64_t off, size_t size, char **out, size_t *outlen)
@@ -182,9 +214,11 @@ int data_read(lsmfs *fs, inode *n, uint64_t off, size_t size, char **out, size_t
     if (off >= r->size || size == 0)
         return 0;
     uint64_t len = min_u64(size, r->size - off);
-    char *buf = calloc(1, len);
+    char *buf = malloc(len);
     if (buf == NULL)
         return ENOMEM;
+    if (is_inline(r))
+        memset(buf, 0, len);
     int err = is_inline(r) ? read_inline(fs, n, off, len, buf) : read_chunks(fs, n, off, len, buf);
     if (err != 0) {
         free(buf);

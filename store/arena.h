@@ -13,9 +13,21 @@
 #define LSM_ARENA_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #define ARENA_DEFAULT_BLOCK 4096
+
+/* Block size of a pooled arena (arena_init_pooled: the memtables'). Big
+ * enough that a file's 4 KiB chunks share blocks rather than take one
+ * malloc each; small enough that a nearly empty memtable costs little. */
+#define ARENA_POOLED_BLOCK (256u << 10)
+/* The pool keeps at most this many bytes of freed blocks for the next
+ * pooled arena: memory malloc gets fresh from the kernel costs a page
+ * fault per page, a fifth of the daemon's CPU on a big sequential write;
+ * two 8 MiB memtables' worth covers a flush freeing one while the next
+ * fills. Beyond it, blocks go back to malloc. */
+#define ARENA_POOL_MAX_BYTES (16u << 20)
 
 typedef struct arena_block arena_block;
 
@@ -25,14 +37,21 @@ typedef struct arena {
     size_t remaining;    /* bytes left after ptr in the current block */
     arena_block *blocks; /* every block, newest first */
     size_t block_size;
+    bool pooled; /* blocks of block_size come from and go back to the pool */
     /* Written by the allocating thread, read by anyone. */
     _Atomic size_t usage; /* bytes obtained from malloc, headers included */
 } arena;
 
 /* block_size 0 selects ARENA_DEFAULT_BLOCK. Allocates nothing yet. */
 void arena_init(arena *a, size_t block_size);
-/* Frees every block. The arena may be re-initialised afterwards. */
+/* An arena of ARENA_POOLED_BLOCK blocks taken from the process's pool of
+ * freed ones when it has any (thread-safe). Allocates nothing yet. */
+void arena_init_pooled(arena *a);
+/* Frees every block (a pooled arena's full-size ones to the pool, up to
+ * ARENA_POOL_MAX_BYTES). The arena may be re-initialised afterwards. */
 void arena_destroy(arena *a);
+/* Bytes of blocks the pool holds now (for tests). */
+size_t arena_pool_bytes(void);
 
 /* n > 0 bytes with no alignment promise; NULL if out of memory.
  * Requests larger than a quarter block get a block of their own, so the

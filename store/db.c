@@ -121,7 +121,7 @@ static lsm_db *db_alloc(const lsm_options *o, const char *dir)
                                            o->mapped_reads)
                          : NULL;
     bool ok = db->dir && db->block_cache && db->tables && batch_init(&db->group) &&
-              (db->mem = memtable_new()) != NULL;
+              (db->mem = db_memtable_new(db)) != NULL;
     lsm_status *s = ok ? vset_init(&db->vs, db->env, db->dir, &db->mu) : NULL;
     if (!ok || s) {
         lsm_status_free(s);

@@ -270,6 +270,8 @@ struct lsm_db {
 };
 
 /* db_view.c: the memtables and the read view over them. */
+/* A new memtable for db's write buffer (pooled blocks when it is large). */
+memtable *db_memtable_new(const lsm_db *db);
 /* Bytes of all memtables. REQUIRES: mu held. */
 size_t db_memtable_bytes(lsm_db *db);
 /* Makes mem immutable (logged from mem_log) and fresh the active memtable,

@@ -62,7 +62,7 @@ static lsm_status *find_logs(lsm_db *db, log_list *logs)
 /* Moves a full recovered memtable to the immutable list. REQUIRES: mu held. */
 static lsm_status *retire_recovered_mem(lsm_db *db, uint64_t next_log)
 {
-    memtable *fresh = memtable_new();
+    memtable *fresh = db_memtable_new(db);
     if (fresh == NULL || !db_push_imm(db, fresh, next_log)) {
         if (fresh)
             memtable_unref(fresh);

@@ -68,7 +68,7 @@ static lsm_status *leave_wal(lsm_db *db)
     assert(db->wal_switching && db->syncs_running == 0);
     uint64_t number = vset_new_file_number(&db->vs);
     wal_writer *old = db->wal;
-    memtable *fresh = memtable_new();
+    memtable *fresh = db_memtable_new(db);
     /* The view is allocated now: once fresh takes writes, readers must
      * see it (db_install_view). */
     struct readview *rv = db_view_alloc(db->nimm + 1);

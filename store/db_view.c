@@ -4,9 +4,20 @@
  * readers (struct readview, db_impl.h).
  */
 #include "db_impl.h"
+#include "arena.h"
 #include "lsm_malloc.h"
 
 #include <stdlib.h>
+
+/* Pooled only where a block is a small part of the write buffer: the
+ * switch rule reads usage, which grows a whole block at a time. */
+#define POOLED_MIN_WRITE_BUFFER (16 * (size_t)ARENA_POOLED_BLOCK)
+
+memtable *db_memtable_new(const lsm_db *db)
+{
+    return db->opt.write_buffer_size >= POOLED_MIN_WRITE_BUFFER ? memtable_new_pooled()
+                                                                  : memtable_new();
+}
 
 size_t db_memtable_bytes(lsm_db *db)
 {

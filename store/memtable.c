@@ -100,7 +100,7 @@ static bool filter_may_hold(memtable *m, const char *key, size_t klen)
     return true;
 }
 
-memtable *memtable_new(void)
+static memtable *make(bool pooled)
 {
     memtable *m = lsm_aligned_alloc(64, sizeof(memtable));
     if (m == NULL)
@@ -108,7 +108,10 @@ memtable *memtable_new(void)
     for (int i = 0; i < FILTER_LINES; i++)
         for (int j = 0; j < 8; j++)
             atomic_init(&m->filter[i][j], 0);
-    arena_init(&m->arena, 0);
+    if (pooled)
+        arena_init_pooled(&m->arena);
+    else
+        arena_init(&m->arena, 0);
     if (!skiplist_init(&m->list, &m->arena, ikey_cmp)) {
         arena_destroy(&m->arena);
         free(m);
@@ -118,6 +121,16 @@ memtable *memtable_new(void)
     atomic_init(&m->deletions, 0);
     atomic_init(&m->refs, 1);
     return m;
+}
+
+memtable *memtable_new(void)
+{
+    return make(false);
+}
+
+memtable *memtable_new_pooled(void)
+{
+    return make(true);
 }
 
 void memtable_ref(memtable *m)

@@ -17,6 +17,9 @@
 typedef struct memtable memtable;
 
 memtable *memtable_new(void); /* refcount 1; NULL if out of memory */
+/* The same with its arena's blocks from the pool (arena_init_pooled); its
+ * usage then grows a pooled block at a time. */
+memtable *memtable_new_pooled(void);
 void memtable_ref(memtable *m);
 void memtable_unref(memtable *m);
 

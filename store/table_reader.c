@@ -90,6 +90,18 @@ static lsm_status *decompress(const sstable *t, uint64_t offset, const char *dat
     return NULL;
 }
 
+/* Checks the checksum and type of the stored block data[0..size + trailer). */
+static lsm_status *check_block(const sstable *t, uint64_t offset, const char *data, size_t size)
+{
+    const char *trailer = data + size;
+    uint32_t crc = crc32c_extend(crc32c(data, size), trailer, 1);
+    if (crc != crc32c_unmask(decode_fixed32(trailer + 1)))
+        return corruption(t, offset, "block checksum mismatch");
+    if (trailer[0] != TABLE_BLOCK_LZ4 && trailer[0] != TABLE_BLOCK_RAW)
+        return corruption(t, offset, "unknown block type");
+    return NULL;
+}
+
 /* Checks the stored block data[0..size + trailer) read from offset and
  * makes *out of it: decompressed, or raw — then `held` (the buffer data
  * lies in, if the caller gives one) becomes it, else a copy. Takes `held`
@@ -98,14 +110,9 @@ static lsm_status *decode_block(const sstable *t, uint64_t offset, const char *d
                                 table_block *held, table_block **out)
 {
     const char *trailer = data + size;
-    uint32_t crc = crc32c_extend(crc32c(data, size), trailer, 1);
-    lsm_status *st = NULL;
-    if (crc != crc32c_unmask(decode_fixed32(trailer + 1)))
-        st = corruption(t, offset, "block checksum mismatch");
-    else if (trailer[0] == TABLE_BLOCK_LZ4)
+    lsm_status *st = check_block(t, offset, data, size);
+    if (st == NULL && trailer[0] == TABLE_BLOCK_LZ4)
         st = decompress(t, offset, data, size, out);
-    else if (trailer[0] != TABLE_BLOCK_RAW)
-        st = corruption(t, offset, "unknown block type");
     if (st != NULL || trailer[0] == TABLE_BLOCK_LZ4) {
         free(held);
         return st;
@@ -237,9 +244,26 @@ static lsm_status *readahead_find(const sstable *t, readahead *ra, uint64_t offs
     return st; /* short: the block alone reports it */
 }
 
-/* read_block through ra (NULL: none). */
+/* A raw block checked where it lies in ra's buffer, not copied: *out is a
+ * header only, its bytes at data, good until ra's buffer is next filled. */
+static lsm_status *view_block(const sstable *t, uint64_t offset, const char *data, size_t size,
+                              table_block **out)
+{
+    lsm_status *st = check_block(t, offset, data, size);
+    if (st != NULL)
+        return st;
+    if ((*out = lsm_malloc(sizeof(table_block))) == NULL)
+        return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", t->number);
+    (*out)->len = size;
+    (*out)->charge = sizeof(table_block);
+    return NULL;
+}
+
+/* read_block through ra (NULL: none); *bytes is where the block's bytes
+ * are: its own data, or (view: the caller drops the block before ra reads
+ * again, and does not cache it) a raw block's place in ra's buffer. */
 static lsm_status *read_block_ra(sstable *t, readahead *ra, uint64_t offset, uint64_t size,
-                                 table_block **out)
+                                 bool view, table_block **out, const char **bytes)
 {
     const char *at = NULL;
     if (ra != NULL) {
@@ -247,17 +271,25 @@ static lsm_status *read_block_ra(sstable *t, readahead *ra, uint64_t offset, uin
         if (st != NULL)
             return st;
     }
-    if (at == NULL)
-        return read_block(t, offset, size, out);
-    return decode_block(t, offset, at, (size_t)size, NULL, out);
+    lsm_status *st;
+    if (at != NULL && view && at[size] == TABLE_BLOCK_RAW) {
+        *bytes = at;
+        return view_block(t, offset, at, (size_t)size, out);
+    }
+    st = at == NULL ? read_block(t, offset, size, out)
+                    : decode_block(t, offset, at, (size_t)size, NULL, out);
+    if (st == NULL)
+        *bytes = (*out)->data;
+    return st;
 }
 
 /* read_block(_ra) + parse as a key/value block. */
 static lsm_status *read_kv_block(sstable *t, readahead *ra, uint64_t offset, uint64_t size,
-                                 table_block **out)
+                                 bool view, table_block **out)
 {
-    lsm_status *st = read_block_ra(t, ra, offset, size, out);
-    if (st == NULL && !block_parse(&(*out)->b, (*out)->data, (*out)->len)) {
+    const char *bytes = NULL;
+    lsm_status *st = read_block_ra(t, ra, offset, size, view, out, &bytes);
+    if (st == NULL && !block_parse(&(*out)->b, bytes, (*out)->len)) {
         free(*out);
         *out = NULL;
         st = corruption(t, offset, "malformed block");
@@ -288,7 +320,7 @@ static lsm_status *get_block(sstable *t, readahead *ra, uint64_t offset, uint64_
             return NULL;
         }
     }
-    lsm_status *st = read_kv_block(t, ra, offset, size, &ref->tb);
+    lsm_status *st = read_kv_block(t, ra, offset, size, !fill_cache, &ref->tb);
     if (st != NULL)
         return st;
     if (t->cache != NULL && fill_cache)
@@ -374,7 +406,7 @@ lsm_status *table_open(lsm_rfile *file, uint64_t file_size, uint64_t number, cac
     uint64_t foff = 0, fsize = 0, ioff = 0, isize = 0;
     lsm_status *st = read_footer(t, &foff, &fsize, &ioff, &isize);
     if (st == NULL)
-        st = read_kv_block(t, NULL, ioff, isize, &t->index);
+        st = read_kv_block(t, NULL, ioff, isize, false, &t->index);
     if (st == NULL && fsize != 0)
         st = read_block(t, foff, fsize, &t->filter);
     if (st != NULL) {

@@ -200,6 +200,25 @@ static void test_reopen_after_close(void **state)
     assert_null(lsm_close(db));
 }
 
+/* A memtable switches when its content fills the write buffer, whatever
+ * blocks its memory comes in (pooled blocks only for large buffers). */
+static void test_memtable_switches_by_content(void **state)
+{
+    (void)state;
+    size_t sizes[] = {64 << 10, 8 << 20};
+    for (int s = 0; s < 2; s++) {
+        lsm_db *db = tu_open(NULL, sizes[s]);
+        char k[32], v[128];
+        for (int i = 0; i < 100; i++) { /* 20 KiB */
+            long_kv(i, k, v);
+            put(db, k, v, false);
+        }
+        assert_int_equal(tu_prop(db, "lsm.memtable-switches"), 0);
+        assert_null(lsm_close(db));
+        tu_dir_empty();
+    }
+}
+
 /* Sequence numbers stay above everything in the tables across reopens, even
  * when every log was flushed: a newer write is never shadowed by an older. */
 static void test_overwrite_after_flush_and_reopen(void **state)
@@ -956,6 +975,7 @@ int main(void)
         TU_TEST(test_batch_atomic_and_snapshot),
         TU_TEST(test_iterator_both_directions),
         TU_TEST(test_reopen_after_close),
+        TU_TEST(test_memtable_switches_by_content),
         TU_TEST(test_overwrite_after_flush_and_reopen),
         TU_TEST(test_second_open_is_busy),
         TU_TEST(test_not_a_store),

@@ -447,18 +447,68 @@ static void test_memtable_usage_and_entries(void **state)
     char val[100];
     memset(val, 'v', sizeof(val));
     size_t prev = u0;
-    for (int i = 0; i < 1000; i++) {
+    for (int i = 0; i < 10000; i++) {
         char k[16];
         int n = snprintf(k, sizeof(k), "key%06d", i);
         assert_true(memtable_add(m, (uint64_t)i + 1, TYPE_VALUE, k, (size_t)n, val, sizeof(val)));
         assert_true(memtable_memory_usage(m) >= prev);
         prev = memtable_memory_usage(m);
     }
-    assert_int_equal(memtable_entries(m), 1000);
-    size_t payload = 1000 * (1 + 9 + 8 + 1 + 100);
+    assert_int_equal(memtable_entries(m), 10000);
+    size_t payload = 10000 * (1 + 9 + 8 + 1 + 100);
     assert_true(prev >= payload);
     assert_true(prev < payload * 2); /* nodes cost a few links, not a malloc each */
     memtable_unref(m);
+}
+
+/* A freed memtable's blocks go to the pool. */
+static void test_memtable_blocks_pooled(void **state)
+{
+    (void)state;
+    static char val[4096];
+    memtable *m = memtable_new_pooled();
+    for (int i = 0; i < 100; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof(k), "chunk%06d", i);
+        assert_true(memtable_add(m, (uint64_t)i + 1, TYPE_VALUE, k, (size_t)n, val, sizeof(val)));
+    }
+    size_t before = arena_pool_bytes();
+    memtable_unref(m);
+    assert_true(arena_pool_bytes() >= before + 2 * ARENA_POOLED_BLOCK);
+}
+
+/* The next pooled arena reuses the block the last one gave back. */
+static void test_arena_pool_reuses_blocks(void **state)
+{
+    (void)state;
+    arena a;
+    arena_init_pooled(&a);
+    char *p = arena_alloc(&a, 100);
+    arena_destroy(&a);
+    arena_init_pooled(&a);
+    assert_ptr_equal(arena_alloc(&a, 100), p);
+    arena_destroy(&a);
+}
+
+/* The pool keeps at most ARENA_POOL_MAX_BYTES; blocks of another size
+ * (dedicated to a large request) go back to malloc. */
+static void test_arena_pool_bounded(void **state)
+{
+    (void)state;
+    enum { BLOCKS = 2 * ARENA_POOL_MAX_BYTES / ARENA_POOLED_BLOCK };
+    arena a;
+    arena_init_pooled(&a);
+    for (int i = 0; i < BLOCKS; i++)
+        assert_non_null(arena_alloc(&a, ARENA_POOLED_BLOCK));
+    arena_destroy(&a);
+    size_t full = arena_pool_bytes();
+    assert_true(full <= ARENA_POOL_MAX_BYTES);
+    assert_true(full > ARENA_POOL_MAX_BYTES - 2 * ARENA_POOLED_BLOCK);
+    arena_init_pooled(&a);
+    assert_non_null(arena_alloc(&a, ARENA_POOLED_BLOCK / 4 + 1)); /* a block of its own */
+    assert_int_equal(arena_pool_bytes(), full);
+    arena_destroy(&a);
+    assert_int_equal(arena_pool_bytes(), full);
 }
 
 /* ----------------------------------------------------- one writer, 3 readers */
@@ -631,6 +681,9 @@ int main(void)
         cmocka_unit_test(test_memtable_iterator),
         cmocka_unit_test(test_memtable_usage_and_entries),
         cmocka_unit_test(test_memtable_concurrent_readers),
+        cmocka_unit_test(test_memtable_blocks_pooled),
+        cmocka_unit_test(test_arena_pool_reuses_blocks),
+        cmocka_unit_test(test_arena_pool_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
