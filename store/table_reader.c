@@ -253,7 +253,7 @@ static lsm_status *view_block(const sstable *t, uint64_t offset, const char *dat
     if (st != NULL)
         return st;
     if ((*out = lsm_malloc(sizeof(table_block))) == NULL)
-        return status_new(LSM_IO_ERROR, "table %06" PRIu64 ": out of memory", t->number);
+        return status_new(LSM_NO_MEMORY, "table %06" PRIu64 ": out of memory", t->number);
     (*out)->len = size;
     (*out)->charge = sizeof(table_block);
     return NULL;
