@@ -11,8 +11,9 @@
  * rados_aio_write_op_operate, pipelined (a bounded number in flight per
  * file); a sync waits for the OSDs'
  * acknowledgement of everything appended before it (an OSD acknowledges
- * once every replica has the write), so sync_dir and sync_file have
- * nothing left to do.
+ * once every replica has the write), so sync_dir has nothing left to do
+ * and sync_file (and truncate_file) only waits for the answers to what the
+ * file's open writers have sent (env_rados_wfile.c).
  *
  * lock_file is a lease and a fence (see env_rados_lease.c): an exclusive
  * RADOS lock with a duration on the directory's object (and, as env.h
@@ -59,7 +60,10 @@ bool env_is_rados(const lsm_env *env);
  * "swept" (a sweep removed an unnamed object, not yet its intent).
  * Returning true makes the env act as a process that died there: the call
  * fails, and nothing more that changes the pool is sent (no cleanup, no
- * unlock, no lease renewal). Set before the env is used. */
+ * unlock, no lease renewal). It is also called at "answered" (an append's
+ * answer came, before the env takes it, in librados' callback thread):
+ * there its return is ignored, and a hook that waits plays an OSD slow to
+ * acknowledge. Set before the env is used. */
 typedef bool (*env_rados_crash_fn)(void *arg, const char *point, const char *oid);
 void env_rados_set_crash_hook(lsm_env *env, env_rados_crash_fn fn, void *arg);
 

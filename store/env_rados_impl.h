@@ -58,6 +58,10 @@ struct rados_env {
     /* The statistics show room while quota_full: the next growing write
      * goes unforced, to see whether the pool takes it. */
     atomic_bool probe_due;
+    /* The files open for writing (env_rados_wfile.c), by object: a sync or
+     * truncate by path first waits for what they have sent. */
+    pthread_mutex_t open_mu; /* taken before any file's own mutex */
+    struct rados_wfile *open_files; /* GUARDED_BY(open_mu): linked by open_next */
     /* The test seam (env_rados_set_crash_hook): set before use, read by all. */
     env_rados_crash_fn crash_fn;
     void *crash_arg;
@@ -96,6 +100,10 @@ void rados_set_store_path(struct rados_env *re, const char *dir);
  * a refused guard is EIO naming the fence. */
 lsm_status *rados_operate(struct rados_env *re, rados_write_op_t op, const char *oid,
                           const char *what, const char *path);
+/* The error of a write op the fence refused (ECANCELED). */
+lsm_status *rados_fenced_error(const char *what, const char *path);
+/* A fresh id, 16 hex digits. */
+void rados_new_id(char *out, size_t cap);
 /* status for a librados error code r < 0. */
 lsm_status *rados_error(int r, const char *what, const char *path);
 /* Every object under the directory object dir_oid (recursively, the
@@ -119,6 +127,9 @@ void rados_entry_from_value(struct rados_entry *e, const char *val);
 /* The crash seam: NULL, or (the hook said die here) a status naming the
  * point, and the env is dead from then on. */
 lsm_status *rados_crash_point(struct rados_env *re, const char *point, const char *oid);
+/* A point where the hook may only wait (its answer is not asked): a test
+ * plays a slow OSD there. */
+void rados_seam(struct rados_env *re, const char *point, const char *oid);
 /* Whether the env died at a crash point (then it changes nothing more). */
 static inline bool rados_dead(struct rados_env *re)
 {
@@ -139,6 +150,16 @@ lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e
  * every object whose create a crash cut short: an intent, no name.
  * REQUIRES: the store's lease held (epoch set). */
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir);
+
+/* env.h's new_wfile (env_rados_wfile.c). */
+lsm_status *rados_new_wfile(lsm_env *env, const char *path, lsm_wfile **out);
+/* The one rule for a sync or truncate by path of object oid: every send
+ * its open writers have made (what they flushed) is answered first, as
+ * fsync(2) by path covers what another descriptor wrote; a send that failed
+ * is the answer (the file may hold a hole). Bytes still in a writer's
+ * buffer are not sent, as a process's own buffer is not. May wait for the
+ * OSDs; holds open_mu meanwhile (a new file waits). */
+lsm_status *rados_settle_writers(struct rados_env *re, const char *oid);
 
 /* env.h's disk_free: the pool's quota, else the cluster (env_rados_space.c). */
 lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail);

@@ -17,26 +17,11 @@
 static rados_t admin;
 static char pool[64];
 
-static int mon_command(const char *cmd)
-{
-    const char *cmds[1] = {cmd};
-    char *out = NULL, *outs = NULL;
-    size_t outlen = 0, outslen = 0;
-    int r = rados_mon_command(admin, cmds, 1, "", 0, &out, &outlen, &outs, &outslen);
-    if (r < 0)
-        print_error("%s: %.*s\n", cmd, (int)outslen, outs ? outs : "");
-    rados_buffer_free(out);
-    rados_buffer_free(outs);
-    return r;
-}
-
 /* A pool of its own with the quota, so no other test meets it. */
 static int setup(void **state)
 {
     (void)state;
-    const char *conf = getenv("LSM_CEPH_CONF");
-    if (conf == NULL || rados_create(&admin, NULL) < 0 || rados_conf_read_file(admin, conf) < 0 ||
-        rados_connect(admin) < 0)
+    if (tr_admin_connect(&admin) < 0)
         return -1;
     snprintf(pool, sizeof pool, "lsmfs-quota-%d", (int)getpid());
     if (rados_pool_create(admin, pool) < 0)
@@ -46,7 +31,7 @@ static int setup(void **state)
              "{\"prefix\": \"osd pool set-quota\", \"pool\": \"%s\", \"field\": \"max_bytes\", "
              "\"val\": \"%llu\"}",
              pool, (unsigned long long)QUOTA);
-    if (mon_command(cmd) < 0)
+    if (tr_mon_command(admin, cmd) < 0)
         return -1;
     /* The mon may answer for a pool this new a moment late (ENOENT). */
     snprintf(cmd, sizeof cmd,
