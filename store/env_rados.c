@@ -268,7 +268,9 @@ lsm_status *rados_dir_list(struct rados_env *re, const char *dir, const char *pa
         unsigned char more = 0;
         int prval = 0;
         rados_read_op_omap_get_vals2(op, after, prefix, LIST_PAGE, &it, &more, &prval);
-        int r = rados_read_op_operate(op, re->io, dir, 0);
+        int r = rados_fault(re, intents ? "list intents" : "list", dir);
+        if (r == 0)
+            r = rados_read_op_operate(op, re->io, dir, 0);
         rados_release_read_op(op);
         if (r == -ENOENT) {
             if (it)
@@ -826,6 +828,18 @@ void rados_seam(struct rados_env *re, const char *point, const char *oid)
 {
     if (re->crash_fn != NULL)
         (void)re->crash_fn(re->crash_arg, point, oid);
+}
+
+int rados_fault(struct rados_env *re, const char *op, const char *oid)
+{
+    return re->fault_fn != NULL ? re->fault_fn(re->fault_arg, op, oid) : 0;
+}
+
+void env_rados_set_fault_hook(lsm_env *env, env_rados_fault_fn fn, void *arg)
+{
+    struct rados_env *re = rados_env_of(env);
+    re->fault_fn = fn;
+    re->fault_arg = arg;
 }
 
 void env_rados_set_crash_hook(lsm_env *env, env_rados_crash_fn fn, void *arg)

@@ -67,6 +67,14 @@ bool env_is_rados(const lsm_env *env);
 typedef bool (*env_rados_crash_fn)(void *arg, const char *point, const char *oid);
 void env_rados_set_crash_hook(lsm_env *env, env_rados_crash_fn fn, void *arg);
 
+/* Test seam: failures. fn(arg, op, oid) is asked before the env sends op
+ * on object oid — "intent" (a create's intent record), "list" and "list
+ * intents" (a page of a directory's names or intents: the sweep's),
+ * "quota" (the mon's quota query), "cluster stat" — and a negative errno
+ * fails that call as if the cluster had answered it. Set before use. */
+typedef int (*env_rados_fault_fn)(void *arg, const char *op, const char *oid);
+void env_rados_set_fault_hook(lsm_env *env, env_rados_fault_fn fn, void *arg);
+
 /* Measurements for benchmarks and tests. */
 /* Microseconds the last takeover took (lock won to fence raised), 0 if none. */
 uint64_t env_rados_takeover_us(lsm_env *env);

@@ -65,6 +65,8 @@ struct rados_env {
     /* The test seam (env_rados_set_crash_hook): set before use, read by all. */
     env_rados_crash_fn crash_fn;
     void *crash_arg;
+    env_rados_fault_fn fault_fn; /* env_rados_set_fault_hook: likewise */
+    void *fault_arg;
     /* Set (for good) once crash_fn said "die here": nothing more is sent
      * that changes the pool, as if the process had died. */
     atomic_bool dead;
@@ -127,6 +129,8 @@ void rados_entry_from_value(struct rados_entry *e, const char *val);
 /* The crash seam: NULL, or (the hook said die here) a status naming the
  * point, and the env is dead from then on. */
 lsm_status *rados_crash_point(struct rados_env *re, const char *point, const char *oid);
+/* The fault seam: 0, or the error a test makes op on oid fail with. */
+int rados_fault(struct rados_env *re, const char *op, const char *oid);
 /* A point where the hook may only wait (its answer is not asked): a test
  * plays a slow OSD there. */
 void rados_seam(struct rados_env *re, const char *point, const char *oid);

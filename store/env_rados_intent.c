@@ -34,7 +34,9 @@ lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e
 {
     char key[RADOS_OID_MAX + 8];
     intent_key(key, sizeof key, oid);
-    lsm_status *s = rados_dir_set(re, e->dir_oid, key, e->name, path);
+    int r = rados_fault(re, "intent", oid);
+    lsm_status *s = r < 0 ? rados_error(r, "write the intent of", path)
+                          : rados_dir_set(re, e->dir_oid, key, e->name, path);
     if (s == NULL)
         s = rados_crash_point(re, "intent", oid);
     if (s == NULL)

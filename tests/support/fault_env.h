@@ -28,6 +28,7 @@ enum fault_op {
     FAULT_CREATE = 1 << 3, /* new_wfile */
     FAULT_RENAME = 1 << 4,
     FAULT_READ = 1 << 5, /* sfile read / rfile pread */
+    FAULT_DISK_FREE = 1 << 6, /* disk_free: the env cannot say */
 };
 
 /* From now on, operations in `ops` on paths containing `path_substr` (NULL:

@@ -11,6 +11,8 @@
 
 #include <rados/librados.h>
 
+#include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 
 /* The pool tests/ceph/cluster.sh makes. */
@@ -48,6 +50,35 @@ static inline void tr_name(char *out, size_t cap, const char *name)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(out, cap, "t-%s-%d-%ld%09ld", name, (int)getpid(), (long)ts.tv_sec, ts.tv_nsec);
+}
+
+/* Removes the store in dir and dir itself, or the test fails. */
+static inline void tr_destroy(const char *dir, lsm_env *e)
+{
+    lsm_options o;
+    lsm_options_init(&o);
+    o.env = e;
+    ASSERT_OK(lsm_destroy(&o, dir));
+    ASSERT_OK(e->remove_dir(e, dir));
+}
+
+/* A failure for env_rados_set_fault_hook: while armed, every op named op
+ * fails with err (negative); seen counts them. */
+struct tr_fault {
+    const char *op;
+    int err;
+    atomic_bool armed;
+    atomic_int seen;
+};
+
+static inline int tr_fault_hook(void *arg, const char *op, const char *oid)
+{
+    struct tr_fault *f = arg;
+    (void)oid;
+    if (!atomic_load(&f->armed) || strcmp(op, f->op) != 0)
+        return 0;
+    atomic_fetch_add(&f->seen, 1);
+    return f->err;
 }
 
 /* A raw librados client of the test cluster as client.admin (for what
