@@ -687,6 +687,8 @@ static lsm_status *not_empty(void *ctx, const char *name, const char *val)
     return rados_error(-ENOTEMPTY, "rmdir: holds", name);
 }
 
+/* An empty directory's intents go first, with their unnamed objects: no
+ * sweep would find them once the directory is gone. */
 static lsm_status *rados_remove_dir(lsm_env *env, const char *path)
 {
     struct rados_env *re = rados_env_of(env);
@@ -695,6 +697,8 @@ static lsm_status *rados_remove_dir(lsm_env *env, const char *path)
     lsm_status *s = rados_dir_oid(re, path, oid);
     if (s == NULL)
         s = rados_dir_list(re, oid, path, "", not_empty, NULL);
+    if (s == NULL)
+        s = rados_sweep_tree(re, oid, plain_path(path));
     if (s == NULL)
         s = rados_resolve(re, path, &e);
     if (s == NULL)

@@ -152,7 +152,8 @@ lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e
                                const char *val, const char *path);
 /* Removes, in the tree of directory object dir_oid (at plain path dir),
  * every object whose create a crash cut short: an intent, no name.
- * REQUIRES: the store's lease held (epoch set). */
+ * REQUIRES: no other process creates in the tree: the store's lease held
+ * (epoch set), or (rmdir) the directory is empty and being removed. */
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir);
 
 /* env.h's new_wfile (env_rados_wfile.c). */

@@ -845,6 +845,48 @@ static void test_sweep_listing_fails(void **state)
     tr_destroy(dir, env);
 }
 
+/* A directory whose creates a crash cut short (an intent, maybe its
+ * object, no name) is removed with them: rmdir removes the unnamed objects
+ * too (before: the directory went and the object stayed in the pool for
+ * good, no sweep ever to find it). */
+static void test_rmdir_sweeps_intents(void **state)
+{
+    (void)state;
+    char dir[128], x[256], dir_oid[128];
+    tr_name(dir, sizeof dir, "rmdirintent");
+    ASSERT_OK(env->create_dir(env, dir));
+    path_of(x, sizeof x, dir, "x");
+    const char *points[2] = {"created", "intent"};
+    char created[64] = "";
+    for (int p = 0; p < 2; p++) {
+        lsm_env *a_env = tr_env(0, false);
+        struct crash_at c = {.point = points[p], .at = 1};
+        atomic_store(&c.armed, true);
+        env_rados_set_crash_hook(a_env, crash_hook, &c);
+        lsm_wfile *w = NULL;
+        ASSERT_FAILS(a_env->new_wfile(a_env, x, &w), LSM_IO_ERROR, "crash point");
+        env_rados_close(a_env);
+        if (p == 0)
+            snprintf(created, sizeof created, "%s", c.oid);
+    }
+    struct raw r;
+    raw_open(&r);
+    raw_dir_oid(&r, dir, dir_oid, sizeof dir_oid);
+    struct raw_dir d;
+    raw_list(&r, dir_oid, &d);
+    assert_int_equal(d.n, 2);
+    assert_true(raw_has_intent(&d));
+    uint64_t size;
+    time_t mtime;
+    assert_int_equal(rados_stat(r.io, created, &size, &mtime), 0);
+    ASSERT_OK(env->remove_dir(env, dir));
+    assert_false(env->file_exists(env, dir));
+    assert_int_equal(rados_stat(r.io, dir_oid, &size, &mtime), -ENOENT);
+    if (rados_stat(r.io, created, &size, &mtime) != -ENOENT)
+        fail_msg("%s, created under an intent in %s, outlived its directory", created, dir);
+    raw_close(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -859,6 +901,7 @@ int main(void)
         cmocka_unit_test(test_orphan_swept_at_takeover),
         cmocka_unit_test(test_intent_write_fails),
         cmocka_unit_test(test_sweep_listing_fails),
+        cmocka_unit_test(test_rmdir_sweeps_intents),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
