@@ -314,14 +314,11 @@ static lsm_status *refs_get(struct rados_env *re, const char *oid, uint64_t *ref
     return NULL;
 }
 
-/* Adds delta (+1/-1) to oid's name count; the object goes with its last
- * name. REQUIRES: re->mu held. */
-static lsm_status *refs_add(struct rados_env *re, const char *oid, int delta, const char *path)
+/* Adds delta (+1/-1) to oid's name count, which was refs; the object goes
+ * with its last name. REQUIRES: re->mu held. */
+static lsm_status *refs_set(struct rados_env *re, const char *oid, uint64_t refs, int delta,
+                            const char *path)
 {
-    uint64_t refs = 0;
-    lsm_status *s = refs_get(re, oid, &refs);
-    if (s)
-        return s;
     rados_write_op_t op = rados_create_write_op();
     char old[24], now[24];
     snprintf(old, sizeof old, "%" PRIu64, refs);
@@ -336,10 +333,37 @@ static lsm_status *refs_add(struct rados_env *re, const char *oid, int delta, co
         rados_write_op_remove(op);
     else
         rados_write_op_setxattr(op, RADOS_XATTR_REFS, now, strlen(now));
-    s = rados_operate(re, op, oid, delta < 0 ? "drop a name of" : "add a name to", path);
+    lsm_status *s =
+        rados_operate(re, op, oid, delta < 0 ? "drop a name of" : "add a name to", path);
     if (s == NULL)
         rados_space_freed(re, size);
     return s;
+}
+
+/* Adds delta (+1/-1) to oid's name count. REQUIRES: re->mu held. */
+static lsm_status *refs_add(struct rados_env *re, const char *oid, int delta, const char *path)
+{
+    uint64_t refs = 0;
+    lsm_status *s = refs_get(re, oid, &refs);
+    return s != NULL ? s : refs_set(re, oid, refs, delta, path);
+}
+
+lsm_status *rados_refs_get(struct rados_env *re, const char *oid, uint64_t *refs)
+{
+    return refs_get(re, oid, refs);
+}
+
+lsm_status *rados_refs_drop(struct rados_env *re, const char *oid, uint64_t had, const char *path)
+{
+    char v[24];
+    int r = rados_getxattr(re->io, oid, RADOS_XATTR_REFS, v, sizeof v - 1);
+    if (r == -ENOENT)
+        return NULL; /* its last name was dropped */
+    if (r < 0)
+        return rados_error(r, "read name count of", oid);
+    v[r] = '\0';
+    uint64_t refs = strtoull(v, NULL, 10);
+    return refs != had ? NULL : refs_set(re, oid, refs, -1, path);
 }
 
 lsm_status *rados_unref(struct rados_env *re, const char *oid, const char *path)
@@ -556,15 +580,52 @@ static lsm_status *rados_get_children(lsm_env *env, const char *dir, char ***nam
     return NULL;
 }
 
+/* The name goes with a record of the drop of its object's name (one op),
+ * so a crash before the drop leaves no object a sweep cannot find. */
 static lsm_status *rados_remove_file(lsm_env *env, const char *path)
 {
     struct rados_env *re = rados_env_of(env);
     struct rados_entry e;
     lsm_status *s = resolve_file(re, path, &e);
+    if (s != NULL)
+        return s;
+    pthread_mutex_lock(&re->mu);
+    uint64_t had = 0;
+    rados_write_op_t op = rados_create_write_op();
+    const char *keys[1] = {e.name};
+    rados_write_op_omap_rm_keys(op, keys, 1);
+    s = rados_drop_begin(re, op, e.oid, &had);
     if (s == NULL)
-        s = rados_dir_set(re, e.dir_oid, e.name, NULL, path);
+        s = rados_operate(re, op, e.dir_oid, "remove entry", path);
+    else
+        rados_release_write_op(op);
     if (s == NULL)
-        s = rados_unref(re, e.oid, path);
+        s = rados_drop_finish(re, e.dir_oid, e.oid, had, path);
+    pthread_mutex_unlock(&re->mu);
+    return s;
+}
+
+/* A rename in one directory: one write op (CURRENT's publish), which also
+ * records the drop of a name of the file it replaces (as remove_file). */
+static lsm_status *rename_in_dir(struct rados_env *re, const struct rados_entry *a,
+                                 const struct rados_entry *b, const char *val, const char *to)
+{
+    bool replaces = b->found && !b->is_dir && strcmp(b->oid, a->oid) != 0;
+    pthread_mutex_lock(&re->mu);
+    uint64_t had = 0;
+    rados_write_op_t op = rados_create_write_op();
+    const char *keys[1] = {b->name}, *vals[1] = {val}, *rm[1] = {a->name};
+    size_t lens[1] = {strlen(val)};
+    rados_write_op_omap_rm_keys(op, rm, 1);
+    rados_write_op_omap_set(op, keys, vals, lens, 1);
+    lsm_status *s = replaces ? rados_drop_begin(re, op, b->oid, &had) : NULL;
+    if (s == NULL)
+        s = rados_operate(re, op, a->dir_oid, "rename", to);
+    else
+        rados_release_write_op(op);
+    if (s == NULL && replaces)
+        lsm_status_free(rados_drop_finish(re, b->dir_oid, b->oid, had, to));
+    pthread_mutex_unlock(&re->mu);
     return s;
 }
 
@@ -585,18 +646,11 @@ static lsm_status *rados_rename_file(lsm_env *env, const char *from, const char 
     char val[RADOS_OID_MAX + 4];
     snprintf(val, sizeof val, "%c:%s", a.is_dir ? 'd' : 'f',
              a.is_dir ? a.oid + strlen(RADOS_DIR_PREFIX) : a.oid);
-    if (strcmp(a.dir_oid, b.dir_oid) == 0) {
-        rados_write_op_t op = rados_create_write_op();
-        const char *keys[1] = {b.name}, *vals[1] = {val}, *rm[1] = {a.name};
-        size_t lens[1] = {strlen(val)};
-        rados_write_op_omap_rm_keys(op, rm, 1);
-        rados_write_op_omap_set(op, keys, vals, lens, 1);
-        s = rados_operate(re, op, a.dir_oid, "rename", to);
-    } else {
-        s = rados_dir_set(re, b.dir_oid, b.name, val, to);
-        if (s == NULL)
-            s = rados_dir_set(re, a.dir_oid, a.name, NULL, from);
-    }
+    if (strcmp(a.dir_oid, b.dir_oid) == 0)
+        return rename_in_dir(re, &a, &b, val, to);
+    s = rados_dir_set(re, b.dir_oid, b.name, val, to);
+    if (s == NULL)
+        s = rados_dir_set(re, a.dir_oid, a.name, NULL, from);
     if (s == NULL && b.found && !b.is_dir && strcmp(b.oid, a.oid) != 0)
         lsm_status_free(rados_unref(re, b.oid, to)); /* replaced: its name is gone */
     return s;
@@ -789,7 +843,11 @@ static lsm_status *stamp(struct rados_env *re, const char *oid, const char *name
 {
     if (rados_dead(re))
         return status_new(LSM_IO_ERROR, "rados set fence on %s: the env died", oid);
-    int r = rados_setxattr(re->io, oid, name, value, strlen(value));
+    rados_write_op_t op = rados_create_write_op();
+    rados_write_op_assert_exists(op); /* a bare setxattr would make a gone object again */
+    rados_write_op_setxattr(op, name, value, strlen(value));
+    int r = rados_write_op_operate(op, re->io, oid, NULL, 0);
+    rados_release_write_op(op);
     if (r < 0 && r != -ENOENT)
         return rados_error(r, "set fence on", oid);
     return rados_crash_point(re, "stamped", oid);
@@ -807,7 +865,16 @@ static lsm_status *set_one(void *ctx, const char *name, const char *val)
     return stamp(t->re, e.oid, t->name, t->value);
 }
 
-/* Files first, the directory last: the directory's xattr is what the next
+/* An object whose drop of a name a crash cut short: the sweep's drop is
+ * guarded too. */
+static lsm_status *set_dropped(void *ctx, const char *key, const char *val)
+{
+    (void)val;
+    struct tree_ctx *t = ctx;
+    return stamp(t->re, key + strlen(RADOS_DROP_PREFIX), t->name, t->value);
+}
+
+/* Files first (and objects a drop record names), the directory last: the directory's xattr is what the next
  * lease's holder reads, so a crash part-way leaves it as it was (no epoch
  * at a first stamping, the old holder at a takeover) and the next lock
  * stamps the whole tree again; never a stamped directory over unstamped
@@ -817,6 +884,8 @@ lsm_status *rados_set_xattr_tree(struct rados_env *re, const char *dir_oid, cons
 {
     struct tree_ctx t = {re, name, value};
     lsm_status *s = rados_dir_list(re, dir_oid, dir_oid, "", set_one, &t);
+    if (s == NULL)
+        s = rados_dir_list(re, dir_oid, dir_oid, RADOS_DROP_PREFIX, set_dropped, &t);
     return s != NULL ? s : stamp(re, dir_oid, name, value);
 }
 

@@ -17,6 +17,9 @@
 #define RADOS_XATTR_REFS "lsmfs.refs"
 #define RADOS_XATTR_HOLDER "lsmfs.holder"
 #define RADOS_OID_MAX 64
+/* A directory's omap key recording the drop of a name of object OID:
+ * RADOS_DROP_PREFIX OID (env_rados_intent.c). */
+#define RADOS_DROP_PREFIX "/drop/"
 
 typedef struct lsm_filelock lsm_filelock;
 
@@ -140,6 +143,11 @@ static inline bool rados_dead(struct rados_env *re)
     return atomic_load(&re->dead);
 }
 
+/* Object oid's name count. */
+lsm_status *rados_refs_get(struct rados_env *re, const char *oid, uint64_t *refs);
+/* Drops one name of object oid if it still has had (else the drop was
+ * done, or its object is gone). REQUIRES: re->mu held. */
+lsm_status *rados_refs_drop(struct rados_env *re, const char *oid, uint64_t had, const char *path);
 /* Creates object oid with one name (lsmfs.refs 1) and the fence epoch. */
 lsm_status *rados_object_create(struct rados_env *re, const char *oid, const char *path);
 /* Drops a name of object oid (the object goes with its last). */
@@ -150,8 +158,19 @@ lsm_status *rados_unref(struct rados_env *re, const char *oid, const char *path)
  * the next sweep cannot find. */
 lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e, const char *oid,
                                const char *val, const char *path);
+/* A name of object oid leaves a directory: op (the directory's, which
+ * removes or replaces the name) also records the drop, with the count
+ * *had it read; once op went, rados_drop_finish drops the name from the
+ * count and the record. A crash between them leaves the record for the
+ * sweep, which drops the name once (env_rados_intent.c). REQUIRES: re->mu
+ * held from begin to finish (no count changes meanwhile). */
+lsm_status *rados_drop_begin(struct rados_env *re, rados_write_op_t op, const char *oid,
+                             uint64_t *had);
+lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const char *oid,
+                              uint64_t had, const char *path);
 /* Removes, in the tree of directory object dir_oid (at plain path dir),
- * every object whose create a crash cut short: an intent, no name.
+ * every object whose create a crash cut short (an intent, no name), and
+ * finishes every drop of a name a crash cut short (rados_drop_begin).
  * REQUIRES: no other process creates in the tree: the store's lease held
  * (epoch set), or (rmdir) the directory is empty and being removed. */
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir);

@@ -18,6 +18,7 @@
 #include "status.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,39 @@
 static void intent_key(char *key, size_t cap, const char *oid)
 {
     snprintf(key, cap, "%s%s", INTENT_PREFIX, oid);
+}
+
+static void drop_key(char *key, size_t cap, const char *oid)
+{
+    snprintf(key, cap, "%s%s", RADOS_DROP_PREFIX, oid);
+}
+
+lsm_status *rados_drop_begin(struct rados_env *re, rados_write_op_t op, const char *oid,
+                             uint64_t *had)
+{
+    lsm_status *s = rados_refs_get(re, oid, had);
+    if (s != NULL)
+        return s;
+    char key[RADOS_OID_MAX + 8], v[24];
+    drop_key(key, sizeof key, oid);
+    snprintf(v, sizeof v, "%" PRIu64, *had);
+    const char *keys[1] = {key}, *vals[1] = {v};
+    size_t lens[1] = {strlen(v)};
+    rados_write_op_omap_set(op, keys, vals, lens, 1);
+    return NULL;
+}
+
+lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const char *oid,
+                              uint64_t had, const char *path)
+{
+    char key[RADOS_OID_MAX + 8];
+    drop_key(key, sizeof key, oid);
+    lsm_status *s = rados_crash_point(re, "unnamed", oid);
+    if (s == NULL)
+        s = rados_refs_drop(re, oid, had, path);
+    if (s == NULL)
+        s = rados_crash_point(re, "dropped", oid);
+    return s != NULL ? s : rados_dir_set(re, dir_oid, key, NULL, path);
 }
 
 lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e, const char *oid,
@@ -136,15 +170,42 @@ static lsm_status *sweep_listed(struct rados_env *re, const char *dir_oid, const
     return s;
 }
 
+/* A drop record: its object in oid, the count it had in name. */
+static lsm_status *add_drop(void *ctx, const char *key, const char *val)
+{
+    return add_entry(ctx, val, key + strlen(RADOS_DROP_PREFIX), false);
+}
+
+/* Finishes the drops a crash cut short in directory object dir_oid. */
+static lsm_status *finish_drops(struct rados_env *re, const char *dir_oid, const char *dir,
+                                const struct entry_list *drops)
+{
+    lsm_status *s = NULL;
+    pthread_mutex_lock(&re->mu);
+    for (size_t i = 0; s == NULL && i < drops->n; i++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, drops->v[i].oid);
+        uint64_t had = strtoull(drops->v[i].name, NULL, 10);
+        s = rados_drop_finish(re, dir_oid, drops->v[i].oid, had, path);
+    }
+    pthread_mutex_unlock(&re->mu);
+    return s;
+}
+
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir)
 {
-    struct entry_list named = {0}, intents = {0};
+    struct entry_list named = {0}, intents = {0}, drops = {0};
     lsm_status *s = rados_dir_list(re, dir_oid, dir, INTENT_PREFIX, add_intent, &intents);
     if (s == NULL)
+        s = rados_dir_list(re, dir_oid, dir, RADOS_DROP_PREFIX, add_drop, &drops);
+    if (s == NULL)
         s = rados_dir_list(re, dir_oid, dir, "", add_named, &named);
+    if (s == NULL)
+        s = finish_drops(re, dir_oid, dir, &drops);
     if (s == NULL)
         s = sweep_listed(re, dir_oid, dir, &named, &intents);
     free(named.v);
     free(intents.v);
+    free(drops.v);
     return s;
 }

@@ -443,15 +443,28 @@ static void raw_list(struct raw *r, const char *dir_oid, struct raw_dir *d)
     rados_omap_get_end(it);
 }
 
-/* Object oid's lsmfs.epoch, or -1 when it has none. */
-static long long raw_epoch(struct raw *r, const char *oid)
+/* Store directory dir's omap. */
+static void raw_list_dir(struct raw *r, const char *dir, struct raw_dir *d)
+{
+    char dir_oid[128];
+    raw_dir_oid(r, dir, dir_oid, sizeof dir_oid);
+    raw_list(r, dir_oid, d);
+}
+
+/* Object oid's numeric xattr name, or -1 when it has none (or is gone). */
+static long long raw_number(struct raw *r, const char *oid, const char *name)
 {
     char v[32];
-    int n = rados_getxattr(r->io, oid, "lsmfs.epoch", v, sizeof v - 1);
+    int n = rados_getxattr(r->io, oid, name, v, sizeof v - 1);
     if (n < 0)
         return -1;
     v[n] = '\0';
     return atoll(v);
+}
+
+static long long raw_epoch(struct raw *r, const char *oid)
+{
+    return raw_number(r, oid, "lsmfs.epoch");
 }
 
 /* Every object of the store in dir (its files, then its own) carries the
@@ -836,10 +849,8 @@ static void test_sweep_listing_fails(void **state)
     }
     struct raw r;
     raw_open(&r);
-    char dir_oid[128];
     struct raw_dir d;
-    raw_dir_oid(&r, dir, dir_oid, sizeof dir_oid);
-    raw_list(&r, dir_oid, &d);
+    raw_list_dir(&r, dir, &d);
     assert_names_whole(&r, &d);
     raw_close(&r);
     tr_destroy(dir, env);
@@ -887,6 +898,65 @@ static void test_rmdir_sweeps_intents(void **state)
     raw_close(&r);
 }
 
+/* Object oid's name count, or -1 when it is gone. */
+static long long raw_refs(struct raw *r, const char *oid)
+{
+    return raw_number(r, oid, "lsmfs.refs");
+}
+
+/* A writer dies in a remove between the name's removal and its object's
+ * name count ("unnamed"), or between the count and the record ("dropped"),
+ * of a file with one name and of one with two (a checkpoint's link): the
+ * next lock drops the name once — the object goes with its last name and
+ * stays with its other (before: an object with no name and no intent
+ * stayed in the pool for good). */
+static void test_remove_crash_windows(void **state)
+{
+    (void)state;
+    const char *points[2] = {"unnamed", "dropped"};
+    for (int p = 0; p < 2; p++) {
+        for (int names = 1; names <= 2; names++) {
+            char dir[128], a[256], b[256], lock[256];
+            tr_name(dir, sizeof dir, "rmcrash");
+            ASSERT_OK(env->create_dir(env, dir));
+            path_of(a, sizeof a, dir, "a");
+            path_of(b, sizeof b, dir, "b");
+            path_of(lock, sizeof lock, dir, "LOCK");
+            write_file(a, "data");
+            if (names == 2)
+                ASSERT_OK(env->link_file(env, a, b));
+            lsm_env *x = tr_env(0, false);
+            struct crash_at c = {.point = points[p], .at = 1};
+            atomic_store(&c.armed, true);
+            env_rados_set_crash_hook(x, crash_hook, &c);
+            ASSERT_FAILS(x->remove_file(x, a), LSM_IO_ERROR, "crash point");
+            env_rados_close(x);
+
+            lsm_filelock *l = NULL; /* the next writer's lock sweeps */
+            ASSERT_OK(env->lock_file(env, lock, &l));
+            ASSERT_OK(env->unlock_file(env, l));
+            struct raw r;
+            raw_open(&r);
+            struct raw_dir d;
+            raw_list_dir(&r, dir, &d);
+            assert_false(raw_has_intent(&d));
+            assert_false(env->file_exists(env, a));
+            long long want = names == 1 ? -1 : 1; /* -1: the object is gone */
+            if (raw_refs(&r, c.oid) != want)
+                fail_msg("%s, %d name(s), died %s: %lld names counted, want %lld", c.oid, names,
+                         points[p], raw_refs(&r, c.oid), want);
+            if (names == 2) {
+                assert_file(b, "data");
+                ASSERT_OK(env->remove_file(env, b));
+            }
+            assert_int_equal(raw_refs(&r, c.oid), -1);
+            raw_close(&r);
+            ASSERT_OK(env->remove_file(env, lock));
+            ASSERT_OK(env->remove_dir(env, dir));
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -902,6 +972,7 @@ int main(void)
         cmocka_unit_test(test_intent_write_fails),
         cmocka_unit_test(test_sweep_listing_fails),
         cmocka_unit_test(test_rmdir_sweeps_intents),
+        cmocka_unit_test(test_remove_crash_windows),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
