@@ -656,6 +656,34 @@ static lsm_status *rados_rename_file(lsm_env *env, const char *from, const char 
     return s;
 }
 
+/* A link's steps: the record of the drop that would undo it, the count
+ * raised from refs, the name with the record's removal (one op). A crash
+ * between them leaves the record: the sweep drops the raised count.
+ * REQUIRES: re->mu held. */
+static lsm_status *link_steps(struct rados_env *re, const struct rados_entry *a,
+                              const struct rados_entry *b, uint64_t refs, const char *to)
+{
+    rados_write_op_t op = rados_create_write_op();
+    rados_drop_record(op, a->oid, refs + 1, true);
+    lsm_status *s = rados_operate(re, op, b->dir_oid, "link to", to);
+    if (s == NULL)
+        s = rados_crash_point(re, "linking", a->oid);
+    if (s == NULL)
+        s = refs_set(re, a->oid, refs, +1, to);
+    if (s == NULL)
+        s = rados_crash_point(re, "linked", a->oid);
+    if (s != NULL)
+        return s;
+    char val[RADOS_OID_MAX + 4];
+    snprintf(val, sizeof val, "f:%s", a->oid);
+    const char *keys[1] = {b->name}, *vals[1] = {val};
+    size_t lens[1] = {strlen(val)};
+    op = rados_create_write_op();
+    rados_write_op_omap_set(op, keys, vals, lens, 1);
+    rados_drop_record(op, a->oid, refs + 1, false);
+    return rados_operate(re, op, b->dir_oid, "link to", to);
+}
+
 static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *to)
 {
     struct rados_env *re = rados_env_of(env);
@@ -668,12 +696,12 @@ static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *t
     if (s)
         return s;
     pthread_mutex_lock(&re->mu);
-    s = refs_add(re, a.oid, +1, from);
+    uint64_t refs = 0;
+    if ((s = refs_get(re, a.oid, &refs)) == NULL)
+        s = link_steps(re, &a, &b, refs, to);
+    if (s != NULL && !rados_dead(re)) /* undone: the count as it was, no record */
+        lsm_status_free(rados_drop_finish(re, b.dir_oid, a.oid, refs + 1, to));
     pthread_mutex_unlock(&re->mu);
-    char val[RADOS_OID_MAX + 4];
-    snprintf(val, sizeof val, "f:%s", a.oid);
-    if (s == NULL && (s = rados_dir_set(re, b.dir_oid, b.name, val, to)) != NULL)
-        lsm_status_free(rados_unref(re, a.oid, from));
     return s;
 }
 

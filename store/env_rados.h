@@ -59,7 +59,9 @@ bool env_is_rados(const lsm_env *env);
  * is in its directory), "created" (the object exists, not yet named) and
  * "swept" (a sweep removed an unnamed object, not yet its intent),
  * "unnamed" (a name removed or replaced, its drop recorded, the object's
- * name count not yet lowered) and "dropped" (lowered, the record kept).
+ * name count not yet lowered), "dropped" (lowered, the record kept),
+ * "linking" (a link's record written, the count not yet raised) and
+ * "linked" (raised, the new name not yet entered).
  * Returning true makes the env act as a process that died there: the call
  * fails, and nothing more that changes the pool is sent (no cleanup, no
  * unlock, no lease renewal). It is also called at "answered" (an append's

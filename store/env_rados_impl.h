@@ -166,6 +166,11 @@ lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e
  * held from begin to finish (no count changes meanwhile). */
 lsm_status *rados_drop_begin(struct rados_env *re, rados_write_op_t op, const char *oid,
                              uint64_t *had);
+/* Adds to op the record of a drop of a name of oid while it has had
+ * names (set), or its removal (!set). A link records the drop that undoes
+ * it (had: the count it makes) before raising the count, and removes the
+ * record in the op that names it. */
+void rados_drop_record(rados_write_op_t op, const char *oid, uint64_t had, bool set);
 lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const char *oid,
                               uint64_t had, const char *path);
 /* Removes, in the tree of directory object dir_oid (at plain path dir),

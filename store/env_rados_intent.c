@@ -35,19 +35,26 @@ static void drop_key(char *key, size_t cap, const char *oid)
     snprintf(key, cap, "%s%s", RADOS_DROP_PREFIX, oid);
 }
 
+void rados_drop_record(rados_write_op_t op, const char *oid, uint64_t had, bool set)
+{
+    char key[RADOS_OID_MAX + 8], v[24];
+    drop_key(key, sizeof key, oid);
+    snprintf(v, sizeof v, "%" PRIu64, had);
+    const char *keys[1] = {key}, *vals[1] = {v};
+    size_t lens[1] = {strlen(v)};
+    if (set)
+        rados_write_op_omap_set(op, keys, vals, lens, 1);
+    else
+        rados_write_op_omap_rm_keys(op, keys, 1);
+}
+
 lsm_status *rados_drop_begin(struct rados_env *re, rados_write_op_t op, const char *oid,
                              uint64_t *had)
 {
     lsm_status *s = rados_refs_get(re, oid, had);
-    if (s != NULL)
-        return s;
-    char key[RADOS_OID_MAX + 8], v[24];
-    drop_key(key, sizeof key, oid);
-    snprintf(v, sizeof v, "%" PRIu64, *had);
-    const char *keys[1] = {key}, *vals[1] = {v};
-    size_t lens[1] = {strlen(v)};
-    rados_write_op_omap_set(op, keys, vals, lens, 1);
-    return NULL;
+    if (s == NULL)
+        rados_drop_record(op, oid, *had, true);
+    return s;
 }
 
 lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const char *oid,

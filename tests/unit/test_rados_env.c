@@ -904,6 +904,19 @@ static long long raw_refs(struct raw *r, const char *oid)
     return raw_number(r, oid, "lsmfs.refs");
 }
 
+/* The next writer's lock on dir (at lock) sweeps: then no intent or drop
+ * record is left; r is open for more looks. */
+static void sweep_by_lock(const char *dir, const char *lock, struct raw *r)
+{
+    lsm_filelock *l = NULL;
+    ASSERT_OK(env->lock_file(env, lock, &l));
+    ASSERT_OK(env->unlock_file(env, l));
+    raw_open(r);
+    struct raw_dir d;
+    raw_list_dir(r, dir, &d);
+    assert_false(raw_has_intent(&d));
+}
+
 /* A writer dies in a remove between the name's removal and its object's
  * name count ("unnamed"), or between the count and the record ("dropped"),
  * of a file with one name and of one with two (a checkpoint's link): the
@@ -932,14 +945,8 @@ static void test_remove_crash_windows(void **state)
             ASSERT_FAILS(x->remove_file(x, a), LSM_IO_ERROR, "crash point");
             env_rados_close(x);
 
-            lsm_filelock *l = NULL; /* the next writer's lock sweeps */
-            ASSERT_OK(env->lock_file(env, lock, &l));
-            ASSERT_OK(env->unlock_file(env, l));
             struct raw r;
-            raw_open(&r);
-            struct raw_dir d;
-            raw_list_dir(&r, dir, &d);
-            assert_false(raw_has_intent(&d));
+            sweep_by_lock(dir, lock, &r);
             assert_false(env->file_exists(env, a));
             long long want = names == 1 ? -1 : 1; /* -1: the object is gone */
             if (raw_refs(&r, c.oid) != want)
@@ -954,6 +961,43 @@ static void test_remove_crash_windows(void **state)
             ASSERT_OK(env->remove_file(env, lock));
             ASSERT_OK(env->remove_dir(env, dir));
         }
+    }
+}
+
+/* A writer dies in a link after recording it ("linking") or after raising
+ * the count ("linked"), before the new name: the next lock undoes the
+ * count; removing the one name drops the object (before: the count stayed
+ * one too high and the object outlived its last name). */
+static void test_link_crash_windows(void **state)
+{
+    (void)state;
+    const char *points[2] = {"linking", "linked"};
+    for (int p = 0; p < 2; p++) {
+        char dir[128], a[256], b[256], lock[256];
+        tr_name(dir, sizeof dir, "lncrash");
+        ASSERT_OK(env->create_dir(env, dir));
+        path_of(a, sizeof a, dir, "a");
+        path_of(b, sizeof b, dir, "b");
+        path_of(lock, sizeof lock, dir, "LOCK");
+        write_file(a, "data");
+        lsm_env *x = tr_env(0, false);
+        struct crash_at c = {.point = points[p], .at = 1};
+        atomic_store(&c.armed, true);
+        env_rados_set_crash_hook(x, crash_hook, &c);
+        ASSERT_FAILS(x->link_file(x, a, b), LSM_IO_ERROR, "crash point");
+        env_rados_close(x);
+        struct raw r;
+        sweep_by_lock(dir, lock, &r);
+        if (raw_refs(&r, c.oid) != 1)
+            fail_msg("%s, died %s: %lld names counted, want 1", c.oid, points[p],
+                     raw_refs(&r, c.oid));
+        assert_false(env->file_exists(env, b));
+        assert_file(a, "data");
+        ASSERT_OK(env->remove_file(env, a));
+        assert_int_equal(raw_refs(&r, c.oid), -1);
+        raw_close(&r);
+        ASSERT_OK(env->remove_file(env, lock));
+        ASSERT_OK(env->remove_dir(env, dir));
     }
 }
 
@@ -973,6 +1017,7 @@ int main(void)
         cmocka_unit_test(test_sweep_listing_fails),
         cmocka_unit_test(test_rmdir_sweeps_intents),
         cmocka_unit_test(test_remove_crash_windows),
+        cmocka_unit_test(test_link_crash_windows),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
