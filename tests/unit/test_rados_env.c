@@ -904,6 +904,37 @@ static long long raw_refs(struct raw *r, const char *oid)
     return raw_number(r, oid, "lsmfs.refs");
 }
 
+/* A directory for a crash window: dir with file a ("data"); b and LOCK
+ * named, not made. */
+struct window {
+    char dir[128], a[256], b[256], lock[256];
+};
+
+static void window_make(struct window *w, const char *name)
+{
+    tr_name(w->dir, sizeof w->dir, name);
+    ASSERT_OK(env->create_dir(env, w->dir));
+    path_of(w->a, sizeof w->a, w->dir, "a");
+    path_of(w->b, sizeof w->b, w->dir, "b");
+    path_of(w->lock, sizeof w->lock, w->dir, "LOCK");
+    write_file(w->a, "data");
+}
+
+static void window_remove(const struct window *w)
+{
+    ASSERT_OK(env->remove_file(env, w->lock));
+    ASSERT_OK(env->remove_dir(env, w->dir));
+}
+
+/* A new env that dies at the first pass of point c (armed). */
+static lsm_env *dying_env(struct crash_at *c)
+{
+    lsm_env *x = tr_env(0, false);
+    atomic_store(&c->armed, true);
+    env_rados_set_crash_hook(x, crash_hook, c);
+    return x;
+}
+
 /* The next writer's lock on dir (at lock) sweeps: then no intent or drop
  * record is left; r is open for more looks. */
 static void sweep_by_lock(const char *dir, const char *lock, struct raw *r)
@@ -929,37 +960,28 @@ static void test_remove_crash_windows(void **state)
     const char *points[2] = {"unnamed", "dropped"};
     for (int p = 0; p < 2; p++) {
         for (int names = 1; names <= 2; names++) {
-            char dir[128], a[256], b[256], lock[256];
-            tr_name(dir, sizeof dir, "rmcrash");
-            ASSERT_OK(env->create_dir(env, dir));
-            path_of(a, sizeof a, dir, "a");
-            path_of(b, sizeof b, dir, "b");
-            path_of(lock, sizeof lock, dir, "LOCK");
-            write_file(a, "data");
+            struct window w;
+            window_make(&w, "rmcrash");
             if (names == 2)
-                ASSERT_OK(env->link_file(env, a, b));
-            lsm_env *x = tr_env(0, false);
+                ASSERT_OK(env->link_file(env, w.a, w.b));
             struct crash_at c = {.point = points[p], .at = 1};
-            atomic_store(&c.armed, true);
-            env_rados_set_crash_hook(x, crash_hook, &c);
-            ASSERT_FAILS(x->remove_file(x, a), LSM_IO_ERROR, "crash point");
+            lsm_env *x = dying_env(&c);
+            ASSERT_FAILS(x->remove_file(x, w.a), LSM_IO_ERROR, "crash point");
             env_rados_close(x);
-
             struct raw r;
-            sweep_by_lock(dir, lock, &r);
-            assert_false(env->file_exists(env, a));
+            sweep_by_lock(w.dir, w.lock, &r);
+            assert_false(env->file_exists(env, w.a));
             long long want = names == 1 ? -1 : 1; /* -1: the object is gone */
             if (raw_refs(&r, c.oid) != want)
                 fail_msg("%s, %d name(s), died %s: %lld names counted, want %lld", c.oid, names,
                          points[p], raw_refs(&r, c.oid), want);
             if (names == 2) {
-                assert_file(b, "data");
-                ASSERT_OK(env->remove_file(env, b));
+                assert_file(w.b, "data");
+                ASSERT_OK(env->remove_file(env, w.b));
             }
             assert_int_equal(raw_refs(&r, c.oid), -1);
             raw_close(&r);
-            ASSERT_OK(env->remove_file(env, lock));
-            ASSERT_OK(env->remove_dir(env, dir));
+            window_remove(&w);
         }
     }
 }
@@ -973,31 +995,23 @@ static void test_link_crash_windows(void **state)
     (void)state;
     const char *points[2] = {"linking", "linked"};
     for (int p = 0; p < 2; p++) {
-        char dir[128], a[256], b[256], lock[256];
-        tr_name(dir, sizeof dir, "lncrash");
-        ASSERT_OK(env->create_dir(env, dir));
-        path_of(a, sizeof a, dir, "a");
-        path_of(b, sizeof b, dir, "b");
-        path_of(lock, sizeof lock, dir, "LOCK");
-        write_file(a, "data");
-        lsm_env *x = tr_env(0, false);
+        struct window w;
+        window_make(&w, "lncrash");
         struct crash_at c = {.point = points[p], .at = 1};
-        atomic_store(&c.armed, true);
-        env_rados_set_crash_hook(x, crash_hook, &c);
-        ASSERT_FAILS(x->link_file(x, a, b), LSM_IO_ERROR, "crash point");
+        lsm_env *x = dying_env(&c);
+        ASSERT_FAILS(x->link_file(x, w.a, w.b), LSM_IO_ERROR, "crash point");
         env_rados_close(x);
         struct raw r;
-        sweep_by_lock(dir, lock, &r);
+        sweep_by_lock(w.dir, w.lock, &r);
         if (raw_refs(&r, c.oid) != 1)
             fail_msg("%s, died %s: %lld names counted, want 1", c.oid, points[p],
                      raw_refs(&r, c.oid));
-        assert_false(env->file_exists(env, b));
-        assert_file(a, "data");
-        ASSERT_OK(env->remove_file(env, a));
+        assert_false(env->file_exists(env, w.b));
+        assert_file(w.a, "data");
+        ASSERT_OK(env->remove_file(env, w.a));
         assert_int_equal(raw_refs(&r, c.oid), -1);
         raw_close(&r);
-        ASSERT_OK(env->remove_file(env, lock));
-        ASSERT_OK(env->remove_dir(env, dir));
+        window_remove(&w);
     }
 }
 
