@@ -811,7 +811,7 @@ static lsm_status *rados_sync_file(lsm_env *env, const char *path)
     struct rados_env *re = rados_env_of(env);
     struct rados_entry e;
     lsm_status *s = resolve_file(re, path, &e);
-    return s != NULL ? s : rados_settle_writers(re, e.oid);
+    return s != NULL ? s : rados_settle_writers(re, e.oid, UINT64_MAX);
 }
 
 static lsm_status *rados_sync_dir(lsm_env *env, const char *path)
@@ -828,7 +828,7 @@ static lsm_status *rados_truncate_file(lsm_env *env, const char *path, uint64_t 
     struct rados_entry e;
     lsm_status *s = resolve_file(re, path, &e);
     if (s == NULL)
-        s = rados_settle_writers(re, e.oid);
+        s = rados_settle_writers(re, e.oid, len);
     uint64_t size = 0;
     time_t mtime;
     int r = s ? 0 : rados_stat(re->io, e.oid, &size, &mtime);

@@ -186,9 +186,11 @@ lsm_status *rados_new_wfile(lsm_env *env, const char *path, lsm_wfile **out);
  * its open writers have made (what they flushed) is answered first, as
  * fsync(2) by path covers what another descriptor wrote; a send that failed
  * is the answer (the file may hold a hole). Bytes still in a writer's
- * buffer are not sent, as a process's own buffer is not. May wait for the
- * OSDs; holds open_mu meanwhile (a new file waits). */
-lsm_status *rados_settle_writers(struct rados_env *re, const char *oid);
+ * buffer are not sent, as a process's own buffer is not; those that would
+ * land at or past cut (a truncate's length; UINT64_MAX: none) are dropped,
+ * so the torn record a truncate cuts from a log cannot come back at close.
+ * May wait for the OSDs; holds open_mu meanwhile (a new file waits). */
+lsm_status *rados_settle_writers(struct rados_env *re, const char *oid, uint64_t cut);
 
 /* env.h's disk_free: the pool's quota, else the cluster (env_rados_space.c). */
 lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail);

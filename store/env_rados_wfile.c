@@ -266,7 +266,19 @@ static void open_files_remove(struct rados_wfile *f)
     pthread_mutex_unlock(&f->re->open_mu);
 }
 
-lsm_status *rados_settle_writers(struct rados_env *re, const char *oid)
+/* The writer's bytes not yet sent that would land at or past cut are
+ * dropped; its next bytes go at cut. REQUIRES: f->mu held, nothing in
+ * flight. */
+static void cut_unsent(struct rados_wfile *f, uint64_t cut)
+{
+    if (f->off + f->len <= cut)
+        return;
+    f->len = f->off < cut ? (size_t)(cut - f->off) : 0;
+    if (f->off > cut)
+        f->off = cut;
+}
+
+lsm_status *rados_settle_writers(struct rados_env *re, const char *oid, uint64_t cut)
 {
     lsm_status *s = NULL;
     pthread_mutex_lock(&re->open_mu);
@@ -275,6 +287,7 @@ lsm_status *rados_settle_writers(struct rados_env *re, const char *oid)
             continue;
         pthread_mutex_lock(&f->mu);
         lsm_status *e = wait_answered(f, f->sent);
+        cut_unsent(f, cut);
         pthread_mutex_unlock(&f->mu);
         if (s == NULL)
             s = e;
