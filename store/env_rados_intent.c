@@ -11,6 +11,14 @@
  * against every name of its directory, and a name only ever appears with
  * its intent's removal in the same op (a link adds a name to an object that
  * already has one).
+ *
+ * A name that leaves (remove, a rename over a file) goes in one op with a
+ * drop record ("/drop/OID" = the object's name count then); the count is
+ * lowered if it still is that, then the record goes. A link writes the
+ * record of the drop that would undo it (the count it will make) before
+ * raising the count, and removes it with the op that enters the name. The
+ * sweep finishes every record it finds, once: a count already lowered (or
+ * never raised) differs from the record's.
  */
 #include "env_rados_impl.h"
 
