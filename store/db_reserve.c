@@ -13,7 +13,8 @@
  * whole tables. Then the file
  * is removed and its space serves them; ordinary writes then get LSM_NO_SPACE until the file can be made
  * again (tried at most every RESERVE_RETRY_US, once the disk has room for it
- * and as much again). Opening removes it first, so recovery never lacks
+ * and as much again, or the env cannot say: a failed disk_free never
+ * refuses writes). Opening removes it first, so recovery never lacks
  * space, and makes it again after. The reserve is never needed to open.
  *
  * Freeing comes first on a full disk: a write that frees space fails for
@@ -93,10 +94,10 @@ bool db_reserve_make(lsm_db *db)
     db->reserve_tried_us = now;
     uint64_t total = 0, avail = 0;
     lsm_status *s = db->env->disk_free(db->env, db->dir, &total, &avail);
-    if (s != NULL || avail < 2 * db->reserve_bytes) {
-        lsm_status_free(s);
+    bool unknown = s != NULL; /* then writing it tells */
+    lsm_status_free(s);
+    if (!unknown && avail < 2 * db->reserve_bytes)
         return false;
-    }
     char *name = reserve_file_name(db->dir);
     if (name == NULL)
         return false;

@@ -144,8 +144,11 @@ struct lsm_env {
     lsm_status *(*make_private)(lsm_env *env, const char *path);
     lsm_status *(*remove_dir)(lsm_env *env, const char *path);
     lsm_status *(*file_size)(lsm_env *env, const char *path, uint64_t *size);
-    /* Makes the data of an existing file (not open for writing here)
-     * durable: recovery uses it on the logs it replays. */
+    /* Makes the data of an existing file durable, including what an open
+     * lsm_wfile of it has flushed (as fsync(2) by path covers another
+     * descriptor's writes) and failing if that could not be written:
+     * recovery uses it on the logs it replays, db_cut_broken_wal on the
+     * open WAL it cut. */
     lsm_status *(*sync_file)(lsm_env *env, const char *path);
     /* Cuts the file at path down to len bytes (nothing if it is shorter):
      * removes a torn record a failed append left at a log's end. */

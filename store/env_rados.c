@@ -21,12 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define WFILE_BUF (256 * 1024)
-/* Sends of one file in flight at most: a burst of unsynced appends (one
- * send per flush) waits here instead of queueing thousands of ops at the
- * OSDs, where the lease's renewal would wait behind them until the lease
- * lapsed (and the memory they hold is bounded). */
-#define WFILE_MAX_INFLIGHT 32
 #define LIST_PAGE 1000
 
 lsm_status *rados_error(int r, const char *what, const char *path)
@@ -107,7 +101,7 @@ void rados_set_store_path(struct rados_env *re, const char *dir)
         re->store_path[--n] = '\0';
 }
 
-static lsm_status *fenced_error(const char *what, const char *path)
+lsm_status *rados_fenced_error(const char *what, const char *path)
 {
     return status_new(LSM_IO_ERROR,
                       "rados %s %s: refused, another writer has taken the store over (fence)",
@@ -121,7 +115,7 @@ lsm_status *rados_operate(struct rados_env *re, rados_write_op_t op, const char 
     if (s == NULL) {
         int r = rados_write_op_operate(op, re->io, oid, NULL, 0);
         if (r == -ECANCELED)
-            s = fenced_error(what, path);
+            s = rados_fenced_error(what, path);
         else if (r < 0)
             s = rados_error(r, what, path);
     }
@@ -238,7 +232,7 @@ lsm_status *rados_dir_oid(struct rados_env *re, const char *path, char *oid)
 }
 
 /* A fresh id, 16 hex digits from the kernel's random source. */
-static void new_id(char *out, size_t cap)
+void rados_new_id(char *out, size_t cap)
 {
     uint64_t r = 0;
     if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
@@ -274,7 +268,9 @@ lsm_status *rados_dir_list(struct rados_env *re, const char *dir, const char *pa
         unsigned char more = 0;
         int prval = 0;
         rados_read_op_omap_get_vals2(op, after, prefix, LIST_PAGE, &it, &more, &prval);
-        int r = rados_read_op_operate(op, re->io, dir, 0);
+        int r = rados_fault(re, intents ? "list intents" : "list", dir);
+        if (r == 0)
+            r = rados_read_op_operate(op, re->io, dir, 0);
         rados_release_read_op(op);
         if (r == -ENOENT) {
             if (it)
@@ -318,14 +314,11 @@ static lsm_status *refs_get(struct rados_env *re, const char *oid, uint64_t *ref
     return NULL;
 }
 
-/* Adds delta (+1/-1) to oid's name count; the object goes with its last
- * name. REQUIRES: re->mu held. */
-static lsm_status *refs_add(struct rados_env *re, const char *oid, int delta, const char *path)
+/* Adds delta (+1/-1) to oid's name count, which was refs; the object goes
+ * with its last name. REQUIRES: re->mu held. */
+static lsm_status *refs_set(struct rados_env *re, const char *oid, uint64_t refs, int delta,
+                            const char *path)
 {
-    uint64_t refs = 0;
-    lsm_status *s = refs_get(re, oid, &refs);
-    if (s)
-        return s;
     rados_write_op_t op = rados_create_write_op();
     char old[24], now[24];
     snprintf(old, sizeof old, "%" PRIu64, refs);
@@ -340,10 +333,37 @@ static lsm_status *refs_add(struct rados_env *re, const char *oid, int delta, co
         rados_write_op_remove(op);
     else
         rados_write_op_setxattr(op, RADOS_XATTR_REFS, now, strlen(now));
-    s = rados_operate(re, op, oid, delta < 0 ? "drop a name of" : "add a name to", path);
+    lsm_status *s =
+        rados_operate(re, op, oid, delta < 0 ? "drop a name of" : "add a name to", path);
     if (s == NULL)
         rados_space_freed(re, size);
     return s;
+}
+
+/* Adds delta (+1/-1) to oid's name count. REQUIRES: re->mu held. */
+static lsm_status *refs_add(struct rados_env *re, const char *oid, int delta, const char *path)
+{
+    uint64_t refs = 0;
+    lsm_status *s = refs_get(re, oid, &refs);
+    return s != NULL ? s : refs_set(re, oid, refs, delta, path);
+}
+
+lsm_status *rados_refs_get(struct rados_env *re, const char *oid, uint64_t *refs)
+{
+    return refs_get(re, oid, refs);
+}
+
+lsm_status *rados_refs_drop(struct rados_env *re, const char *oid, uint64_t had, const char *path)
+{
+    char v[24];
+    int r = rados_getxattr(re->io, oid, RADOS_XATTR_REFS, v, sizeof v - 1);
+    if (r == -ENOENT)
+        return NULL; /* its last name was dropped */
+    if (r < 0)
+        return rados_error(r, "read name count of", oid);
+    v[r] = '\0';
+    uint64_t refs = strtoull(v, NULL, 10);
+    return refs != had ? NULL : refs_set(re, oid, refs, -1, path);
 }
 
 lsm_status *rados_unref(struct rados_env *re, const char *oid, const char *path)
@@ -383,291 +403,6 @@ lsm_status *rados_object_create(struct rados_env *re, const char *oid, const cha
     if (r == -EDQUOT && flags == 0 && (flags = rados_space_grow_flags(re, 1)) != 0)
         r = create_once(re, oid, flags);
     return r < 0 ? rados_error(r, "create", path) : NULL;
-}
-
-/* ------------------------------------------------------------- wfile */
-
-/* A send in flight: its bytes (written at off), its completion, and
- * whether it has been answered. */
-struct pending {
-    rados_completion_t c;
-    rados_completion_t refused; /* the first completion, when sent again */
-    struct rados_wfile *f;
-    char *data;
-    size_t len;
-    uint64_t off;
-    uint64_t seq;
-    int flags; /* the op's: FULL_FORCE when freed space covered it */
-    int ret;
-    bool done;
-    struct pending *next;
-};
-
-/* Appends collect in buf and go out as one guarded aio write op at flush
- * (or when buf is full), each at its own offset (the object is new: the
- * file's bytes start at 0); sends are pipelined. A sync sends what is
- * buffered and waits until every send up to its own is acknowledged.
- * A failed send is sticky: every later append, flush and sync fails. */
-struct rados_wfile {
-    lsm_wfile base;
-    struct rados_env *re;
-    char oid[RADOS_OID_MAX];
-    char *path;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    char *buf;             /* GUARDED_BY(mu) */
-    size_t len;            /* GUARDED_BY(mu) */
-    uint64_t off;          /* GUARDED_BY(mu): where buf goes in the object */
-    uint64_t sent;         /* GUARDED_BY(mu): sends made */
-    uint64_t acked;        /* GUARDED_BY(mu): every send <= acked is answered */
-    struct pending *head;  /* GUARDED_BY(mu): sends not yet reaped, oldest first */
-    struct pending *tail;  /* GUARDED_BY(mu) */
-    lsm_status *err;       /* GUARDED_BY(mu): sticky */
-};
-
-static void send_done(rados_completion_t c, void *arg);
-
-/* Sends p's bytes with op (guarded by the caller, released by it) and
- * flags; 0, or librados' error (nothing sent). */
-static int send_write(struct pending *p, rados_write_op_t op, int flags)
-{
-    rados_completion_t c;
-    rados_write_op_write(op, p->data, p->len, p->off);
-    int r = rados_aio_create_completion2(p, send_done, &c);
-    if (r < 0)
-        return r;
-    p->flags = flags;
-    if ((r = rados_aio_write_op_operate(op, p->f->re->io, c, p->f->oid, NULL, flags)) < 0)
-        rados_aio_release(c);
-    else
-        p->c = c;
-    return r;
-}
-
-/* A send the full pool refused, sent again past its full flag: the env
- * took these bytes, so they land (the pool outgrows its quota by at most
- * the sends in flight as it filled; later appends are refused before they
- * are sent, wfile_append). 0, or the send failed. REQUIRES: f->mu held. */
-static int send_forced(struct pending *p)
-{
-    rados_write_op_t op = rados_create_write_op();
-    lsm_status *s = rados_guard(p->f->re, op, "append to", p->f->path);
-    rados_completion_t first = p->c;
-    int r = s != NULL ? -EIO : send_write(p, op, LIBRADOS_OPERATION_FULL_FORCE);
-    if (r == 0)
-        p->refused = first;
-    lsm_status_free(s);
-    rados_release_write_op(op);
-    return r;
-}
-
-/* librados' callback: marks p answered, advances acked; a send the full
- * pool refused goes again first. */
-static void send_done(rados_completion_t c, void *arg)
-{
-    struct pending *p = arg;
-    struct rados_wfile *f = p->f;
-    pthread_mutex_lock(&f->mu);
-    int ret = rados_aio_get_return_value(c);
-    rados_space_answered(f->re, ret, p->flags);
-    if (ret == -EDQUOT && p->flags == 0 && send_forced(p) == 0) {
-        pthread_mutex_unlock(&f->mu);
-        return; /* answered again once the forced write lands */
-    }
-    p->ret = ret;
-    p->done = true;
-    for (struct pending *q = f->head; q != NULL && q->done; q = q->next)
-        f->acked = q->seq;
-    pthread_cond_broadcast(&f->cv);
-    pthread_mutex_unlock(&f->mu);
-}
-
-/* Releases the answered sends at the head, keeping the first error.
- * REQUIRES: f->mu held. */
-static void reap(struct rados_wfile *f)
-{
-    while (f->head != NULL && f->head->done && f->head->seq <= f->acked) {
-        struct pending *p = f->head;
-        if (p->ret < 0 && f->err == NULL)
-            f->err = p->ret == -ECANCELED ? fenced_error("append to", f->path)
-                                          : rados_error(p->ret, "append to", f->path);
-        f->head = p->next;
-        if (f->head == NULL)
-            f->tail = NULL;
-        rados_aio_release(p->c);
-        if (p->refused)
-            rados_aio_release(p->refused);
-        free(p->data);
-        free(p);
-    }
-}
-
-/* Sends the buffer as one guarded append, once fewer than
- * WFILE_MAX_INFLIGHT sends are unanswered. REQUIRES: f->mu held. */
-static lsm_status *send_buf(struct rados_wfile *f)
-{
-    while (f->len > 0 && f->sent - f->acked >= WFILE_MAX_INFLIGHT)
-        pthread_cond_wait(&f->cv, &f->mu);
-    reap(f);
-    if (f->err)
-        return status_copy(f->err);
-    if (f->len == 0)
-        return NULL;
-    struct pending *p = lsm_calloc(1, sizeof *p);
-    char *next = p != NULL ? lsm_malloc(WFILE_BUF) : NULL; /* p takes buf */
-    if (next == NULL) {
-        free(p);
-        return status_new(LSM_NO_MEMORY, "append to %s: out of memory", f->path);
-    }
-    *p = (struct pending){.f = f, .data = f->buf, .len = f->len, .off = f->off,
-                          .seq = f->sent + 1};
-    rados_write_op_t op = rados_create_write_op();
-    lsm_status *s = rados_guard(f->re, op, "append to", f->path);
-    int r = s != NULL ? 0 : send_write(p, op, rados_space_grow_flags(f->re, f->len));
-    rados_release_write_op(op);
-    if (s == NULL && r < 0)
-        s = rados_error(r, "append to", f->path);
-    if (s != NULL) {
-        free(next);
-        free(p);
-        f->err = status_copy(s);
-        return s;
-    }
-    f->buf = next;
-    f->off += f->len;
-    f->sent = p->seq;
-    f->len = 0;
-    if (f->tail)
-        f->tail->next = p;
-    else
-        f->head = p;
-    f->tail = p;
-    return NULL;
-}
-
-static lsm_status *wfile_append(lsm_wfile *base, const void *data, size_t n)
-{
-    struct rados_wfile *f = (struct rados_wfile *)base;
-    const char *src = data;
-    lsm_status *s = NULL;
-    pthread_mutex_lock(&f->mu);
-    reap(f);
-    if (f->err)
-        s = status_copy(f->err);
-    else if (rados_space_refuses(f->re, f->len + n))
-        s = status_new(LSM_NO_SPACE, "rados append to %s: the pool is over its quota", f->path);
-    while (s == NULL && n > 0) {
-        size_t take = WFILE_BUF - f->len < n ? WFILE_BUF - f->len : n;
-        memcpy(f->buf + f->len, src, take);
-        f->len += take;
-        src += take;
-        n -= take;
-        if (f->len == WFILE_BUF)
-            s = send_buf(f);
-    }
-    pthread_mutex_unlock(&f->mu);
-    return s;
-}
-
-static lsm_status *wfile_flush(lsm_wfile *base)
-{
-    struct rados_wfile *f = (struct rados_wfile *)base;
-    pthread_mutex_lock(&f->mu);
-    reap(f);
-    lsm_status *s = send_buf(f);
-    pthread_mutex_unlock(&f->mu);
-    return s;
-}
-
-/* Sends the buffer, then waits for every send up to it. */
-static lsm_status *wfile_sync(lsm_wfile *base)
-{
-    struct rados_wfile *f = (struct rados_wfile *)base;
-    pthread_mutex_lock(&f->mu);
-    lsm_status *s = send_buf(f);
-    uint64_t want = f->sent;
-    while (s == NULL && f->acked < want)
-        pthread_cond_wait(&f->cv, &f->mu);
-    reap(f);
-    if (s == NULL && f->err)
-        s = status_copy(f->err);
-    pthread_mutex_unlock(&f->mu);
-    return s;
-}
-
-/* Room ahead is nothing to RADOS: appends go out as they come. */
-static lsm_status *wfile_preallocate(lsm_wfile *base, uint64_t len, enum wfile_space mode)
-{
-    (void)base;
-    (void)len;
-    (void)mode;
-    return NULL;
-}
-
-static lsm_status *wfile_close(lsm_wfile *base)
-{
-    struct rados_wfile *f = (struct rados_wfile *)base;
-    pthread_mutex_lock(&f->mu);
-    lsm_status *s = send_buf(f);
-    while (f->acked < f->sent)
-        pthread_cond_wait(&f->cv, &f->mu);
-    reap(f);
-    if (s == NULL && f->err)
-        s = status_copy(f->err);
-    pthread_mutex_unlock(&f->mu);
-    lsm_status_free(f->err);
-    pthread_mutex_destroy(&f->mu);
-    pthread_cond_destroy(&f->cv);
-    free(f->buf);
-    free(f->path);
-    free(f);
-    return s;
-}
-
-static const struct lsm_wfile_ops rados_wfile_ops = {
-    .append = wfile_append,
-    .flush = wfile_flush,
-    .sync = wfile_sync,
-    .preallocate = wfile_preallocate,
-    .close = wfile_close,
-};
-
-/* A fresh object under path's name; a file that had the name loses it. */
-static lsm_status *rados_new_wfile(lsm_env *env, const char *path, lsm_wfile **out)
-{
-    struct rados_env *re = rados_env_of(env);
-    *out = NULL;
-    struct rados_entry e;
-    lsm_status *s = rados_resolve(re, path, &e);
-    if (s == NULL && e.found && e.is_dir)
-        s = rados_error(-EISDIR, "create", path);
-    struct rados_wfile *f = s ? NULL : lsm_calloc(1, sizeof *f);
-    if (s == NULL && (f == NULL || (f->buf = lsm_malloc(WFILE_BUF)) == NULL ||
-                      (f->path = lsm_strdup(path)) == NULL))
-        s = status_new(LSM_NO_MEMORY, "create %s: out of memory", path);
-    char id[24], oid[RADOS_OID_MAX], val[RADOS_OID_MAX + 4];
-    new_id(id, sizeof id);
-    snprintf(oid, sizeof oid, "lsmfs.f.%s", id);
-    snprintf(val, sizeof val, "f:%s", oid);
-    if (s == NULL)
-        s = rados_create_named(re, &e, oid, val, path);
-    if (s == NULL && e.found)
-        lsm_status_free(rados_unref(re, e.oid, path)); /* the old file; its name is gone */
-    if (s != NULL) {
-        if (f) {
-            free(f->buf);
-            free(f->path);
-        }
-        free(f);
-        return s;
-    }
-    f->base.ops = &rados_wfile_ops;
-    f->re = re;
-    snprintf(f->oid, sizeof f->oid, "%s", oid);
-    pthread_mutex_init(&f->mu, NULL);
-    pthread_cond_init(&f->cv, NULL);
-    *out = &f->base;
-    return NULL;
 }
 
 /* ------------------------------------------------------- reading files */
@@ -845,15 +580,52 @@ static lsm_status *rados_get_children(lsm_env *env, const char *dir, char ***nam
     return NULL;
 }
 
+/* The name goes with a record of the drop of its object's name (one op),
+ * so a crash before the drop leaves no object a sweep cannot find. */
 static lsm_status *rados_remove_file(lsm_env *env, const char *path)
 {
     struct rados_env *re = rados_env_of(env);
     struct rados_entry e;
     lsm_status *s = resolve_file(re, path, &e);
+    if (s != NULL)
+        return s;
+    pthread_mutex_lock(&re->mu);
+    uint64_t had = 0;
+    rados_write_op_t op = rados_create_write_op();
+    const char *keys[1] = {e.name};
+    rados_write_op_omap_rm_keys(op, keys, 1);
+    s = rados_drop_begin(re, op, e.oid, &had);
     if (s == NULL)
-        s = rados_dir_set(re, e.dir_oid, e.name, NULL, path);
+        s = rados_operate(re, op, e.dir_oid, "remove entry", path);
+    else
+        rados_release_write_op(op);
     if (s == NULL)
-        s = rados_unref(re, e.oid, path);
+        s = rados_drop_finish(re, e.dir_oid, e.oid, had, path);
+    pthread_mutex_unlock(&re->mu);
+    return s;
+}
+
+/* A rename in one directory: one write op (CURRENT's publish), which also
+ * records the drop of a name of the file it replaces (as remove_file). */
+static lsm_status *rename_in_dir(struct rados_env *re, const struct rados_entry *a,
+                                 const struct rados_entry *b, const char *val, const char *to)
+{
+    bool replaces = b->found && !b->is_dir && strcmp(b->oid, a->oid) != 0;
+    pthread_mutex_lock(&re->mu);
+    uint64_t had = 0;
+    rados_write_op_t op = rados_create_write_op();
+    const char *keys[1] = {b->name}, *vals[1] = {val}, *rm[1] = {a->name};
+    size_t lens[1] = {strlen(val)};
+    rados_write_op_omap_rm_keys(op, rm, 1);
+    rados_write_op_omap_set(op, keys, vals, lens, 1);
+    lsm_status *s = replaces ? rados_drop_begin(re, op, b->oid, &had) : NULL;
+    if (s == NULL)
+        s = rados_operate(re, op, a->dir_oid, "rename", to);
+    else
+        rados_release_write_op(op);
+    if (s == NULL && replaces)
+        lsm_status_free(rados_drop_finish(re, b->dir_oid, b->oid, had, to));
+    pthread_mutex_unlock(&re->mu);
     return s;
 }
 
@@ -874,21 +646,42 @@ static lsm_status *rados_rename_file(lsm_env *env, const char *from, const char 
     char val[RADOS_OID_MAX + 4];
     snprintf(val, sizeof val, "%c:%s", a.is_dir ? 'd' : 'f',
              a.is_dir ? a.oid + strlen(RADOS_DIR_PREFIX) : a.oid);
-    if (strcmp(a.dir_oid, b.dir_oid) == 0) {
-        rados_write_op_t op = rados_create_write_op();
-        const char *keys[1] = {b.name}, *vals[1] = {val}, *rm[1] = {a.name};
-        size_t lens[1] = {strlen(val)};
-        rados_write_op_omap_rm_keys(op, rm, 1);
-        rados_write_op_omap_set(op, keys, vals, lens, 1);
-        s = rados_operate(re, op, a.dir_oid, "rename", to);
-    } else {
-        s = rados_dir_set(re, b.dir_oid, b.name, val, to);
-        if (s == NULL)
-            s = rados_dir_set(re, a.dir_oid, a.name, NULL, from);
-    }
+    if (strcmp(a.dir_oid, b.dir_oid) == 0)
+        return rename_in_dir(re, &a, &b, val, to);
+    s = rados_dir_set(re, b.dir_oid, b.name, val, to);
+    if (s == NULL)
+        s = rados_dir_set(re, a.dir_oid, a.name, NULL, from);
     if (s == NULL && b.found && !b.is_dir && strcmp(b.oid, a.oid) != 0)
         lsm_status_free(rados_unref(re, b.oid, to)); /* replaced: its name is gone */
     return s;
+}
+
+/* A link's steps: the record of the drop that would undo it, the count
+ * raised from refs, the name with the record's removal (one op). A crash
+ * between them leaves the record: the sweep drops the raised count.
+ * REQUIRES: re->mu held. */
+static lsm_status *link_steps(struct rados_env *re, const struct rados_entry *a,
+                              const struct rados_entry *b, uint64_t refs, const char *to)
+{
+    rados_write_op_t op = rados_create_write_op();
+    rados_drop_record(op, a->oid, refs + 1, true);
+    lsm_status *s = rados_operate(re, op, b->dir_oid, "link to", to);
+    if (s == NULL)
+        s = rados_crash_point(re, "linking", a->oid);
+    if (s == NULL)
+        s = refs_set(re, a->oid, refs, +1, to);
+    if (s == NULL)
+        s = rados_crash_point(re, "linked", a->oid);
+    if (s != NULL)
+        return s;
+    char val[RADOS_OID_MAX + 4];
+    snprintf(val, sizeof val, "f:%s", a->oid);
+    const char *keys[1] = {b->name}, *vals[1] = {val};
+    size_t lens[1] = {strlen(val)};
+    op = rados_create_write_op();
+    rados_write_op_omap_set(op, keys, vals, lens, 1);
+    rados_drop_record(op, a->oid, refs + 1, false);
+    return rados_operate(re, op, b->dir_oid, "link to", to);
 }
 
 static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *to)
@@ -903,12 +696,12 @@ static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *t
     if (s)
         return s;
     pthread_mutex_lock(&re->mu);
-    s = refs_add(re, a.oid, +1, from);
+    uint64_t refs = 0;
+    if ((s = refs_get(re, a.oid, &refs)) == NULL)
+        s = link_steps(re, &a, &b, refs, to);
+    if (s != NULL && !rados_dead(re)) /* undone: the count as it was, no record */
+        lsm_status_free(rados_drop_finish(re, b.dir_oid, a.oid, refs + 1, to));
     pthread_mutex_unlock(&re->mu);
-    char val[RADOS_OID_MAX + 4];
-    snprintf(val, sizeof val, "f:%s", a.oid);
-    if (s == NULL && (s = rados_dir_set(re, b.dir_oid, b.name, val, to)) != NULL)
-        lsm_status_free(rados_unref(re, a.oid, from));
     return s;
 }
 
@@ -925,7 +718,7 @@ static lsm_status *make_dir(lsm_env *env, const char *path, bool must_be_new)
         s = rados_error(-ENOTDIR, "mkdir", path);
     if (s == NULL && !e.found) {
         char id[24], val[32], oid[RADOS_OID_MAX];
-        new_id(id, sizeof id);
+        rados_new_id(id, sizeof id);
         snprintf(val, sizeof val, "d:%s", id);
         snprintf(oid, sizeof oid, "%s%s", RADOS_DIR_PREFIX, id);
         s = rados_create_named(re, &e, oid, val, path);
@@ -976,6 +769,8 @@ static lsm_status *not_empty(void *ctx, const char *name, const char *val)
     return rados_error(-ENOTEMPTY, "rmdir: holds", name);
 }
 
+/* An empty directory's intents go first, with their unnamed objects: no
+ * sweep would find them once the directory is gone. */
 static lsm_status *rados_remove_dir(lsm_env *env, const char *path)
 {
     struct rados_env *re = rados_env_of(env);
@@ -984,6 +779,8 @@ static lsm_status *rados_remove_dir(lsm_env *env, const char *path)
     lsm_status *s = rados_dir_oid(re, path, oid);
     if (s == NULL)
         s = rados_dir_list(re, oid, path, "", not_empty, NULL);
+    if (s == NULL)
+        s = rados_sweep_tree(re, oid, plain_path(path));
     if (s == NULL)
         s = rados_resolve(re, path, &e);
     if (s == NULL)
@@ -1007,12 +804,14 @@ static lsm_status *rados_file_size(lsm_env *env, const char *path, uint64_t *siz
     return s ? s : r < 0 ? rados_error(r, "stat", path) : NULL;
 }
 
-/* Every acknowledged append is on every replica: nothing to do but check
- * the name. */
+/* Every acknowledged append is on every replica: what is left is the
+ * answers to the sends of the file's open writers. */
 static lsm_status *rados_sync_file(lsm_env *env, const char *path)
 {
+    struct rados_env *re = rados_env_of(env);
     struct rados_entry e;
-    return resolve_file(rados_env_of(env), path, &e);
+    lsm_status *s = resolve_file(re, path, &e);
+    return s != NULL ? s : rados_settle_writers(re, e.oid, UINT64_MAX);
 }
 
 static lsm_status *rados_sync_dir(lsm_env *env, const char *path)
@@ -1021,15 +820,21 @@ static lsm_status *rados_sync_dir(lsm_env *env, const char *path)
     return rados_dir_oid(rados_env_of(env), path, oid);
 }
 
+/* After the open writers' sends are answered: a send the full pool refused
+ * is sent again from its answer, and must not land past the cut. */
 static lsm_status *rados_truncate_file(lsm_env *env, const char *path, uint64_t len)
 {
     struct rados_env *re = rados_env_of(env);
-    uint64_t size;
-    lsm_status *s = rados_file_size(env, path, &size);
-    if (s != NULL || size <= len)
-        return s;
     struct rados_entry e;
-    if ((s = resolve_file(re, path, &e)) != NULL)
+    lsm_status *s = resolve_file(re, path, &e);
+    if (s == NULL)
+        s = rados_settle_writers(re, e.oid, len);
+    uint64_t size = 0;
+    time_t mtime;
+    int r = s ? 0 : rados_stat(re->io, e.oid, &size, &mtime);
+    if (s == NULL && r < 0)
+        s = rados_error(r, "stat", path);
+    if (s != NULL || size <= len)
         return s;
     rados_write_op_t op = rados_create_write_op();
     rados_write_op_truncate(op, len);
@@ -1066,7 +871,11 @@ static lsm_status *stamp(struct rados_env *re, const char *oid, const char *name
 {
     if (rados_dead(re))
         return status_new(LSM_IO_ERROR, "rados set fence on %s: the env died", oid);
-    int r = rados_setxattr(re->io, oid, name, value, strlen(value));
+    rados_write_op_t op = rados_create_write_op();
+    rados_write_op_assert_exists(op); /* a bare setxattr would make a gone object again */
+    rados_write_op_setxattr(op, name, value, strlen(value));
+    int r = rados_write_op_operate(op, re->io, oid, NULL, 0);
+    rados_release_write_op(op);
     if (r < 0 && r != -ENOENT)
         return rados_error(r, "set fence on", oid);
     return rados_crash_point(re, "stamped", oid);
@@ -1084,7 +893,16 @@ static lsm_status *set_one(void *ctx, const char *name, const char *val)
     return stamp(t->re, e.oid, t->name, t->value);
 }
 
-/* Files first, the directory last: the directory's xattr is what the next
+/* An object whose drop of a name a crash cut short: the sweep's drop is
+ * guarded too. */
+static lsm_status *set_dropped(void *ctx, const char *key, const char *val)
+{
+    (void)val;
+    struct tree_ctx *t = ctx;
+    return stamp(t->re, key + strlen(RADOS_DROP_PREFIX), t->name, t->value);
+}
+
+/* Files first (and objects a drop record names), the directory last: the directory's xattr is what the next
  * lease's holder reads, so a crash part-way leaves it as it was (no epoch
  * at a first stamping, the old holder at a takeover) and the next lock
  * stamps the whole tree again; never a stamped directory over unstamped
@@ -1094,6 +912,8 @@ lsm_status *rados_set_xattr_tree(struct rados_env *re, const char *dir_oid, cons
 {
     struct tree_ctx t = {re, name, value};
     lsm_status *s = rados_dir_list(re, dir_oid, dir_oid, "", set_one, &t);
+    if (s == NULL)
+        s = rados_dir_list(re, dir_oid, dir_oid, RADOS_DROP_PREFIX, set_dropped, &t);
     return s != NULL ? s : stamp(re, dir_oid, name, value);
 }
 
@@ -1103,6 +923,24 @@ lsm_status *rados_crash_point(struct rados_env *re, const char *point, const cha
         return NULL;
     atomic_store(&re->dead, true);
     return status_new(LSM_IO_ERROR, "rados %s %s: the env died here (crash point)", point, oid);
+}
+
+void rados_seam(struct rados_env *re, const char *point, const char *oid)
+{
+    if (re->crash_fn != NULL)
+        (void)re->crash_fn(re->crash_arg, point, oid);
+}
+
+int rados_fault(struct rados_env *re, const char *op, const char *oid)
+{
+    return re->fault_fn != NULL ? re->fault_fn(re->fault_arg, op, oid) : 0;
+}
+
+void env_rados_set_fault_hook(lsm_env *env, env_rados_fault_fn fn, void *arg)
+{
+    struct rados_env *re = rados_env_of(env);
+    re->fault_fn = fn;
+    re->fault_arg = arg;
 }
 
 void env_rados_set_crash_hook(lsm_env *env, env_rados_crash_fn fn, void *arg)
@@ -1196,6 +1034,7 @@ lsm_status *env_rados_open(const env_rados_options *o, lsm_env **out)
     snprintf(re->pool, sizeof re->pool, "%s", o->pool);
     pthread_mutex_init(&re->mu, NULL);
     pthread_mutex_init(&re->space_mu, NULL);
+    pthread_mutex_init(&re->open_mu, NULL);
     lsm_status *s = connect_cluster(re, o);
     if (s != NULL) {
         env_rados_close(&re->env);
@@ -1216,6 +1055,7 @@ void env_rados_close(lsm_env *env)
         rados_shutdown(re->cluster);
     pthread_mutex_destroy(&re->mu);
     pthread_mutex_destroy(&re->space_mu);
+    pthread_mutex_destroy(&re->open_mu);
     free(re);
 }
 

@@ -11,8 +11,9 @@
  * rados_aio_write_op_operate, pipelined (a bounded number in flight per
  * file); a sync waits for the OSDs'
  * acknowledgement of everything appended before it (an OSD acknowledges
- * once every replica has the write), so sync_dir and sync_file have
- * nothing left to do.
+ * once every replica has the write), so sync_dir has nothing left to do
+ * and sync_file (and truncate_file) only waits for the answers to what the
+ * file's open writers have sent (env_rados_wfile.c).
  *
  * lock_file is a lease and a fence (see env_rados_lease.c): an exclusive
  * RADOS lock with a duration on the directory's object (and, as env.h
@@ -56,12 +57,27 @@ bool env_is_rados(const lsm_env *env);
 /* Test seam: crash points. fn(arg, point, oid) is called as the env passes
  * "stamped" (an object got the fence epoch), "intent" (a create's intent
  * is in its directory), "created" (the object exists, not yet named) and
- * "swept" (a sweep removed an unnamed object, not yet its intent).
+ * "swept" (a sweep removed an unnamed object, not yet its intent),
+ * "unnamed" (a name removed or replaced, its drop recorded, the object's
+ * name count not yet lowered), "dropped" (lowered, the record kept),
+ * "linking" (a link's record written, the count not yet raised) and
+ * "linked" (raised, the new name not yet entered).
  * Returning true makes the env act as a process that died there: the call
  * fails, and nothing more that changes the pool is sent (no cleanup, no
- * unlock, no lease renewal). Set before the env is used. */
+ * unlock, no lease renewal). It is also called at "answered" (an append's
+ * answer came, before the env takes it, in librados' callback thread):
+ * there its return is ignored, and a hook that waits plays an OSD slow to
+ * acknowledge. Set before the env is used. */
 typedef bool (*env_rados_crash_fn)(void *arg, const char *point, const char *oid);
 void env_rados_set_crash_hook(lsm_env *env, env_rados_crash_fn fn, void *arg);
+
+/* Test seam: failures. fn(arg, op, oid) is asked before the env sends op
+ * on object oid — "intent" (a create's intent record), "list" and "list
+ * intents" (a page of a directory's names or intents: the sweep's),
+ * "quota" (the mon's quota query), "cluster stat" — and a negative errno
+ * fails that call as if the cluster had answered it. Set before use. */
+typedef int (*env_rados_fault_fn)(void *arg, const char *op, const char *oid);
+void env_rados_set_fault_hook(lsm_env *env, env_rados_fault_fn fn, void *arg);
 
 /* Measurements for benchmarks and tests. */
 /* Microseconds the last takeover took (lock won to fence raised), 0 if none. */

@@ -17,6 +17,9 @@
 #define RADOS_XATTR_REFS "lsmfs.refs"
 #define RADOS_XATTR_HOLDER "lsmfs.holder"
 #define RADOS_OID_MAX 64
+/* A directory's omap key recording the drop of a name of object OID:
+ * RADOS_DROP_PREFIX OID (env_rados_intent.c). */
+#define RADOS_DROP_PREFIX "/drop/"
 
 typedef struct lsm_filelock lsm_filelock;
 
@@ -58,9 +61,15 @@ struct rados_env {
     /* The statistics show room while quota_full: the next growing write
      * goes unforced, to see whether the pool takes it. */
     atomic_bool probe_due;
+    /* The files open for writing (env_rados_wfile.c), by object: a sync or
+     * truncate by path first waits for what they have sent. */
+    pthread_mutex_t open_mu; /* taken before any file's own mutex */
+    struct rados_wfile *open_files; /* GUARDED_BY(open_mu): linked by open_next */
     /* The test seam (env_rados_set_crash_hook): set before use, read by all. */
     env_rados_crash_fn crash_fn;
     void *crash_arg;
+    env_rados_fault_fn fault_fn; /* env_rados_set_fault_hook: likewise */
+    void *fault_arg;
     /* Set (for good) once crash_fn said "die here": nothing more is sent
      * that changes the pool, as if the process had died. */
     atomic_bool dead;
@@ -96,6 +105,10 @@ void rados_set_store_path(struct rados_env *re, const char *dir);
  * a refused guard is EIO naming the fence. */
 lsm_status *rados_operate(struct rados_env *re, rados_write_op_t op, const char *oid,
                           const char *what, const char *path);
+/* The error of a write op the fence refused (ECANCELED). */
+lsm_status *rados_fenced_error(const char *what, const char *path);
+/* A fresh id, 16 hex digits. */
+void rados_new_id(char *out, size_t cap);
 /* status for a librados error code r < 0. */
 lsm_status *rados_error(int r, const char *what, const char *path);
 /* Every object under the directory object dir_oid (recursively, the
@@ -119,12 +132,22 @@ void rados_entry_from_value(struct rados_entry *e, const char *val);
 /* The crash seam: NULL, or (the hook said die here) a status naming the
  * point, and the env is dead from then on. */
 lsm_status *rados_crash_point(struct rados_env *re, const char *point, const char *oid);
+/* The fault seam: 0, or the error a test makes op on oid fail with. */
+int rados_fault(struct rados_env *re, const char *op, const char *oid);
+/* A point where the hook may only wait (its answer is not asked): a test
+ * plays a slow OSD there. */
+void rados_seam(struct rados_env *re, const char *point, const char *oid);
 /* Whether the env died at a crash point (then it changes nothing more). */
 static inline bool rados_dead(struct rados_env *re)
 {
     return atomic_load(&re->dead);
 }
 
+/* Object oid's name count. */
+lsm_status *rados_refs_get(struct rados_env *re, const char *oid, uint64_t *refs);
+/* Drops one name of object oid if it still has had (else the drop was
+ * done, or its object is gone). REQUIRES: re->mu held. */
+lsm_status *rados_refs_drop(struct rados_env *re, const char *oid, uint64_t had, const char *path);
 /* Creates object oid with one name (lsmfs.refs 1) and the fence epoch. */
 lsm_status *rados_object_create(struct rados_env *re, const char *oid, const char *path);
 /* Drops a name of object oid (the object goes with its last). */
@@ -135,10 +158,39 @@ lsm_status *rados_unref(struct rados_env *re, const char *oid, const char *path)
  * the next sweep cannot find. */
 lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e, const char *oid,
                                const char *val, const char *path);
+/* A name of object oid leaves a directory: op (the directory's, which
+ * removes or replaces the name) also records the drop, with the count
+ * *had it read; once op went, rados_drop_finish drops the name from the
+ * count and the record. A crash between them leaves the record for the
+ * sweep, which drops the name once (env_rados_intent.c). REQUIRES: re->mu
+ * held from begin to finish (no count changes meanwhile). */
+lsm_status *rados_drop_begin(struct rados_env *re, rados_write_op_t op, const char *oid,
+                             uint64_t *had);
+/* Adds to op the record of a drop of a name of oid while it has had
+ * names (set), or its removal (!set). A link records the drop that undoes
+ * it (had: the count it makes) before raising the count, and removes the
+ * record in the op that names it. */
+void rados_drop_record(rados_write_op_t op, const char *oid, uint64_t had, bool set);
+lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const char *oid,
+                              uint64_t had, const char *path);
 /* Removes, in the tree of directory object dir_oid (at plain path dir),
- * every object whose create a crash cut short: an intent, no name.
- * REQUIRES: the store's lease held (epoch set). */
+ * every object whose create a crash cut short (an intent, no name), and
+ * finishes every drop of a name a crash cut short (rados_drop_begin).
+ * REQUIRES: no other process creates in the tree: the store's lease held
+ * (epoch set), or (rmdir) the directory is empty and being removed. */
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir);
+
+/* env.h's new_wfile (env_rados_wfile.c). */
+lsm_status *rados_new_wfile(lsm_env *env, const char *path, lsm_wfile **out);
+/* The one rule for a sync or truncate by path of object oid: every send
+ * its open writers have made (what they flushed) is answered first, as
+ * fsync(2) by path covers what another descriptor wrote; a send that failed
+ * is the answer (the file may hold a hole). Bytes still in a writer's
+ * buffer are not sent, as a process's own buffer is not; those that would
+ * land at or past cut (a truncate's length; UINT64_MAX: none) are dropped,
+ * so the torn record a truncate cuts from a log cannot come back at close.
+ * May wait for the OSDs; holds open_mu meanwhile (a new file waits). */
+lsm_status *rados_settle_writers(struct rados_env *re, const char *oid, uint64_t cut);
 
 /* env.h's disk_free: the pool's quota, else the cluster (env_rados_space.c). */
 lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail);

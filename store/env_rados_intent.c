@@ -11,6 +11,14 @@
  * against every name of its directory, and a name only ever appears with
  * its intent's removal in the same op (a link adds a name to an object that
  * already has one).
+ *
+ * A name that leaves (remove, a rename over a file) goes in one op with a
+ * drop record ("/drop/OID" = the object's name count then); the count is
+ * lowered if it still is that, then the record goes. A link writes the
+ * record of the drop that would undo it (the count it will make) before
+ * raising the count, and removes it with the op that enters the name. The
+ * sweep finishes every record it finds, once: a count already lowered (or
+ * never raised) differs from the record's.
  */
 #include "env_rados_impl.h"
 
@@ -18,6 +26,7 @@
 #include "status.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,12 +38,54 @@ static void intent_key(char *key, size_t cap, const char *oid)
     snprintf(key, cap, "%s%s", INTENT_PREFIX, oid);
 }
 
+static void drop_key(char *key, size_t cap, const char *oid)
+{
+    snprintf(key, cap, "%s%s", RADOS_DROP_PREFIX, oid);
+}
+
+void rados_drop_record(rados_write_op_t op, const char *oid, uint64_t had, bool set)
+{
+    char key[RADOS_OID_MAX + 8], v[24];
+    drop_key(key, sizeof key, oid);
+    snprintf(v, sizeof v, "%" PRIu64, had);
+    const char *keys[1] = {key}, *vals[1] = {v};
+    size_t lens[1] = {strlen(v)};
+    if (set)
+        rados_write_op_omap_set(op, keys, vals, lens, 1);
+    else
+        rados_write_op_omap_rm_keys(op, keys, 1);
+}
+
+lsm_status *rados_drop_begin(struct rados_env *re, rados_write_op_t op, const char *oid,
+                             uint64_t *had)
+{
+    lsm_status *s = rados_refs_get(re, oid, had);
+    if (s == NULL)
+        rados_drop_record(op, oid, *had, true);
+    return s;
+}
+
+lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const char *oid,
+                              uint64_t had, const char *path)
+{
+    char key[RADOS_OID_MAX + 8];
+    drop_key(key, sizeof key, oid);
+    lsm_status *s = rados_crash_point(re, "unnamed", oid);
+    if (s == NULL)
+        s = rados_refs_drop(re, oid, had, path);
+    if (s == NULL)
+        s = rados_crash_point(re, "dropped", oid);
+    return s != NULL ? s : rados_dir_set(re, dir_oid, key, NULL, path);
+}
+
 lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e, const char *oid,
                                const char *val, const char *path)
 {
     char key[RADOS_OID_MAX + 8];
     intent_key(key, sizeof key, oid);
-    lsm_status *s = rados_dir_set(re, e->dir_oid, key, e->name, path);
+    int r = rados_fault(re, "intent", oid);
+    lsm_status *s = r < 0 ? rados_error(r, "write the intent of", path)
+                          : rados_dir_set(re, e->dir_oid, key, e->name, path);
     if (s == NULL)
         s = rados_crash_point(re, "intent", oid);
     if (s == NULL)
@@ -134,15 +185,42 @@ static lsm_status *sweep_listed(struct rados_env *re, const char *dir_oid, const
     return s;
 }
 
+/* A drop record: its object in oid, the count it had in name. */
+static lsm_status *add_drop(void *ctx, const char *key, const char *val)
+{
+    return add_entry(ctx, val, key + strlen(RADOS_DROP_PREFIX), false);
+}
+
+/* Finishes the drops a crash cut short in directory object dir_oid. */
+static lsm_status *finish_drops(struct rados_env *re, const char *dir_oid, const char *dir,
+                                const struct entry_list *drops)
+{
+    lsm_status *s = NULL;
+    pthread_mutex_lock(&re->mu);
+    for (size_t i = 0; s == NULL && i < drops->n; i++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, drops->v[i].oid);
+        uint64_t had = strtoull(drops->v[i].name, NULL, 10);
+        s = rados_drop_finish(re, dir_oid, drops->v[i].oid, had, path);
+    }
+    pthread_mutex_unlock(&re->mu);
+    return s;
+}
+
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir)
 {
-    struct entry_list named = {0}, intents = {0};
+    struct entry_list named = {0}, intents = {0}, drops = {0};
     lsm_status *s = rados_dir_list(re, dir_oid, dir, INTENT_PREFIX, add_intent, &intents);
     if (s == NULL)
+        s = rados_dir_list(re, dir_oid, dir, RADOS_DROP_PREFIX, add_drop, &drops);
+    if (s == NULL)
         s = rados_dir_list(re, dir_oid, dir, "", add_named, &named);
+    if (s == NULL)
+        s = finish_drops(re, dir_oid, dir, &drops);
     if (s == NULL)
         s = sweep_listed(re, dir_oid, dir, &named, &intents);
     free(named.v);
     free(intents.v);
+    free(drops.v);
     return s;
 }

@@ -50,7 +50,9 @@ static uint64_t pool_quota(struct rados_env *re)
     const char *cmds[1] = {cmd};
     char *out = NULL, *outs = NULL;
     size_t outlen = 0, outslen = 0;
-    int r = rados_mon_command(re->cluster, cmds, 1, "", 0, &out, &outlen, &outs, &outslen);
+    int r = rados_fault(re, "quota", re->pool);
+    if (r == 0)
+        r = rados_mon_command(re->cluster, cmds, 1, "", 0, &out, &outlen, &outs, &outslen);
     char json[1024];
     snprintf(json, sizeof json, "%.*s", r == 0 && out ? (int)outlen : 0, out ? out : "");
     rados_buffer_free(out);
@@ -64,7 +66,9 @@ static lsm_status *ask_space(struct rados_env *re, const char *path, uint64_t *t
                              uint64_t *avail)
 {
     struct rados_cluster_stat_t cs;
-    int r = rados_cluster_stat(re->cluster, &cs);
+    int r = rados_fault(re, "cluster stat", re->pool);
+    if (r == 0)
+        r = rados_cluster_stat(re->cluster, &cs);
     if (r < 0)
         return rados_error(r, "cluster stat for", path);
     bool known = cs.kb != 0; /* a cluster without a mgr has no statistics */

@@ -32,6 +32,10 @@ if [ $tests = 1 ]; then
     command -v ceph-osd >/dev/null 2>&1 || missing="$missing ceph-osd"
     # Its mgr: the pool statistics a quota needs (test_rados_quota).
     command -v ceph-mgr >/dev/null 2>&1 || missing="$missing ceph-mgr"
+    # libceph-common's symbols: tests/tsan_ceph.supp names Ceph's frames.
+    if command -v dpkg >/dev/null 2>&1 && ! dpkg -s librados2-dbg >/dev/null 2>&1; then
+        missing="$missing librados2-dbg"
+    fi
 fi
 [ -z "$missing" ] && exit 0
 

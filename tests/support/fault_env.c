@@ -1653,6 +1653,9 @@ static lsm_status *fe_disk_free(lsm_env *env, const char *path, uint64_t *total,
     lsm_status *swept = sweep_call(fe, FC_DISK_FREE, path, NULL);
     if (swept != NULL)
         return swept;
+    int err = should_fail(fe, FAULT_DISK_FREE, path, NULL);
+    if (err != 0)
+        return injected(err, "disk_free", path);
     lsm_status *s = fe->base->disk_free(fe->base, path, total, avail);
     fe_lock(fe);
     if (s == NULL && fe->avail_set && *avail > fe->avail_max)

@@ -27,8 +27,9 @@ enum fault_op {
     FAULT_SYNC_DIR = 1 << 2,
     FAULT_CREATE = 1 << 3, /* new_wfile */
     FAULT_RENAME = 1 << 4,
-    FAULT_READ = 1 << 5, /* sfile read / rfile pread and read_point */
-    FAULT_MAP = 1 << 6,  /* rfile map (the store then reads with pread) */
+    FAULT_READ = 1 << 5,      /* sfile read / rfile pread and read_point */
+    FAULT_MAP = 1 << 6,       /* rfile map (the store then reads with pread) */
+    FAULT_DISK_FREE = 1 << 7, /* disk_free: the env cannot say */
 };
 
 /* From now on, operations in `ops` on paths containing `path_substr` (NULL:

@@ -435,6 +435,24 @@ static void test_reserve_serves_deletes(void **state)
     fault_env_free(fe);
 }
 
+/* The env cannot say how much is free (disk_free fails: a RADOS cluster's
+ * statistics time out): the reserve is made all the same, and ordinary
+ * writes go on (before: no reserve, so every ordinary write was refused
+ * as "the disk is full"). */
+static void test_unknown_free_space_makes_the_reserve(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    fault_env_fail(fe, FAULT_DISK_FREE, NULL, EIO, 0, -1);
+    lsm_db *db = open_reserved(fe, 64 << 10);
+    assert_int_equal(prop(db, "lsm.reserve-held"), 1);
+    assert_true(reserve_file_exists());
+    for (int i = 0; i < 2000; i++)
+        assert_null(put_key(db, i, false));
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 /* A write that frees space still goes through when the WAL finds the disk
  * full: the reserve is given up and the write retried in a new log. An
  * ordinary write in the same spot just fails. */
@@ -837,6 +855,7 @@ int main(void)
         TU_TEST(test_wal_cut_failure_is_sticky),
         TU_TEST(test_barrier_leaving_full_wal_wakes_flush),
         TU_TEST(test_reserve_serves_deletes),
+        TU_TEST(test_unknown_free_space_makes_the_reserve),
         TU_TEST(test_reserve_serves_freeing_wal_append),
         TU_TEST(test_delete_waits_for_the_retry),
         TU_TEST(test_delete_waits_for_running_compaction),

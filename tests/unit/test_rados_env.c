@@ -56,15 +56,6 @@ static void path_of(char *out, size_t cap, const char *dir, const char *name)
         fail_msg("path too long");
 }
 
-static void destroy(const char *dir, lsm_env *e)
-{
-    lsm_options o;
-    lsm_options_init(&o);
-    o.env = e;
-    ASSERT_OK(lsm_destroy(&o, dir));
-    ASSERT_OK(e->remove_dir(e, dir));
-}
-
 static void write_file(const char *path, const char *data)
 {
     ASSERT_OK(env_write_file_sync(env, path, data, strlen(data)));
@@ -231,7 +222,7 @@ static void test_store_write_reopen(void **state)
         }
     tu_verify_clean(db);
     ASSERT_OK(lsm_close(db));
-    destroy(dir, env);
+    tr_destroy(dir, env);
 }
 
 /* A checkpoint under snapshots/ is copy-free (links) and opens read-only
@@ -266,9 +257,9 @@ static void test_checkpoint_read_while_writing(void **state)
 
     tu_assert_value(db, "k", "after");
     ASSERT_OK(lsm_close(db));
-    destroy(cp, env);
+    tr_destroy(cp, env);
     ASSERT_OK(env->remove_dir(env, snaps));
-    destroy(dir, env);
+    tr_destroy(dir, env);
 }
 
 /* A second client is refused while the lease is live, naming the holder. */
@@ -294,7 +285,7 @@ static void test_lease_refuses_second_writer(void **state)
     assert_int_equal(env_rados_takeover_us(other), 0);
     tu_assert_value(db2, "k", "v");
     ASSERT_OK(lsm_close(db2));
-    destroy(dir, other);
+    tr_destroy(dir, other);
     env_rados_close(other);
 }
 
@@ -387,7 +378,7 @@ static void test_takeover_fences_old_writer(void **state)
     assert_int_equal(lsm_status_code(s), LSM_NOT_FOUND);
     lsm_status_free(s);
     ASSERT_OK(lsm_close(b));
-    destroy(dir, b_env);
+    tr_destroy(dir, b_env);
     env_rados_close(b_env);
 }
 
@@ -452,15 +443,28 @@ static void raw_list(struct raw *r, const char *dir_oid, struct raw_dir *d)
     rados_omap_get_end(it);
 }
 
-/* Object oid's lsmfs.epoch, or -1 when it has none. */
-static long long raw_epoch(struct raw *r, const char *oid)
+/* Store directory dir's omap. */
+static void raw_list_dir(struct raw *r, const char *dir, struct raw_dir *d)
+{
+    char dir_oid[128];
+    raw_dir_oid(r, dir, dir_oid, sizeof dir_oid);
+    raw_list(r, dir_oid, d);
+}
+
+/* Object oid's numeric xattr name, or -1 when it has none (or is gone). */
+static long long raw_number(struct raw *r, const char *oid, const char *name)
 {
     char v[32];
-    int n = rados_getxattr(r->io, oid, "lsmfs.epoch", v, sizeof v - 1);
+    int n = rados_getxattr(r->io, oid, name, v, sizeof v - 1);
     if (n < 0)
         return -1;
     v[n] = '\0';
     return atoll(v);
+}
+
+static long long raw_epoch(struct raw *r, const char *oid)
+{
+    return raw_number(r, oid, "lsmfs.epoch");
 }
 
 /* Every object of the store in dir (its files, then its own) carries the
@@ -587,7 +591,7 @@ static void test_fence_stamping_crash_points(void **state)
         }
     }
     raw_close(&r);
-    destroy(dir, env);
+    tr_destroy(dir, env);
 }
 
 /* Whether d names (not intends) object oid. */
@@ -693,9 +697,321 @@ static void test_orphan_swept_at_takeover(void **state)
         tu_assert_value(b, "k", "v");
         tu_verify_clean(b);
         ASSERT_OK(lsm_close(b));
-        destroy(dir, b_env);
+        tr_destroy(dir, b_env);
         env_rados_close(b_env);
         raw_close(&r);
+    }
+}
+
+/* Whether any key of d is an intent. */
+static bool raw_has_intent(const struct raw_dir *d)
+{
+    for (int i = 0; i < d->n; i++)
+        if (d->key[i][0] == '/')
+            return true;
+    return false;
+}
+
+/* Every name of d points at an object that exists, and no intent is left. */
+static void assert_names_whole(struct raw *r, const struct raw_dir *d)
+{
+    uint64_t size;
+    time_t mtime;
+    assert_false(raw_has_intent(d));
+    for (int i = 0; i < d->n; i++)
+        if (d->oid[i][0] != '\0' && rados_stat(r->io, d->oid[i], &size, &mtime) != 0)
+            fail_msg("%s names %s, which is gone", d->key[i], d->oid[i]);
+}
+
+/* Writing a create's intent fails: the create fails naming the path and
+ * the intent, nothing is made, the name it would replace keeps its file;
+ * a store whose new log or table cannot be made keeps every write it
+ * acknowledged. */
+static void test_intent_write_fails(void **state)
+{
+    (void)state;
+    char dir[128], a[256], sub[256];
+    tr_name(dir, sizeof dir, "intentfail");
+    lsm_env *e = tr_env(0, false);
+    struct tr_fault f = {.op = "intent", .err = -EIO};
+    env_rados_set_fault_hook(e, tr_fault_hook, &f);
+    ASSERT_OK(e->create_dir(e, dir));
+    path_of(a, sizeof a, dir, "a");
+    path_of(sub, sizeof sub, dir, "sub");
+    ASSERT_OK(env_write_file_sync(e, a, "old a", 5));
+    struct raw r;
+    raw_open(&r);
+    char dir_oid[128];
+    struct raw_dir before, after;
+    raw_dir_oid(&r, dir, dir_oid, sizeof dir_oid);
+    raw_list(&r, dir_oid, &before);
+
+    atomic_store(&f.armed, true);
+    lsm_wfile *w = NULL;
+    char want[400];
+    snprintf(want, sizeof want, "rados write the intent of %s: Input/output error", a);
+    ASSERT_FAILS(e->new_wfile(e, a, &w), LSM_IO_ERROR, want);
+    assert_null(w);
+    ASSERT_FAILS(e->create_dir(e, sub), LSM_IO_ERROR, "intent");
+    atomic_store(&f.armed, false);
+    raw_list(&r, dir_oid, &after);
+    assert_int_equal(after.n, before.n);
+    for (int i = 0; i < before.n; i++)
+        assert_string_equal(after.oid[i], before.oid[i]);
+    char *got;
+    size_t n;
+    ASSERT_OK(env_read_file(e, a, &got, &n));
+    assert_int_equal(n, 5);
+    assert_memory_equal(got, "old a", 5);
+    free(got);
+    assert_false(e->file_exists(e, sub));
+    ASSERT_OK(e->remove_file(e, a));
+
+    /* The store: writes until a new log or table's intent fails. */
+    lsm_db *db = tu_open_db(dir, e, 64 * 1024);
+    char v[2000];
+    memset(v, 'v', sizeof v);
+    int acked = 0;
+    atomic_store(&f.armed, true);
+    lsm_status *p = NULL;
+    while (p == NULL && acked < 5000) {
+        char k[32];
+        snprintf(k, sizeof k, "big%05d", acked);
+        lsm_write_options wo = {.sync = true};
+        if ((p = lsm_put(db, &wo, k, strlen(k), v, sizeof v)) == NULL)
+            acked++;
+    }
+    ASSERT_FAILS(p, LSM_IO_ERROR, "intent");
+    atomic_store(&f.armed, false);
+    assert_true(atomic_load(&f.seen) > 0);
+    print_message("%d writes acknowledged before a create's intent failed\n", acked);
+    lsm_status_free(lsm_close(db)); /* a failed flush is sticky: the close may say so */
+    raw_list(&r, dir_oid, &after);
+    assert_names_whole(&r, &after);
+    db = tu_open_db(dir, e, 64 * 1024);
+    for (int i = 0; i < acked; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "big%05d", i);
+        char *got_v = NULL;
+        size_t got_n = 0;
+        lsm_read_options ro;
+        lsm_read_options_init(&ro);
+        ASSERT_OK(lsm_get(db, &ro, k, strlen(k), &got_v, &got_n));
+        assert_int_equal(got_n, sizeof v);
+        free(got_v);
+    }
+    tu_verify_clean(db);
+    ASSERT_OK(lsm_close(db));
+    raw_close(&r);
+    tr_destroy(dir, e);
+    env_rados_close(e);
+}
+
+/* The sweep's listing of intents fails as a writer locks the store (at a
+ * plain open, and at a takeover from a live writer): the open fails with
+ * the listing's error, the lease goes with it (the next open is not told
+ * the store is busy), and the store is whole. */
+static void test_sweep_listing_fails(void **state)
+{
+    (void)state;
+    char dir[128];
+    tr_name(dir, sizeof dir, "sweepfail");
+    make_small_store(dir);
+    for (int takeover = 0; takeover < 2; takeover++) {
+        lsm_env *a_env = NULL;
+        lsm_db *a = NULL;
+        if (takeover) { /* a live writer, taken over */
+            a_env = tr_env(0, false);
+            a = tu_open_db(dir, a_env, 0);
+        }
+        lsm_env *b_env = tr_env(0, takeover);
+        struct tr_fault f = {.op = "list intents", .err = -EIO};
+        atomic_store(&f.armed, true);
+        env_rados_set_fault_hook(b_env, tr_fault_hook, &f);
+        lsm_options o;
+        tu_db_options(&o, b_env, 0);
+        lsm_db *b = NULL;
+        ASSERT_FAILS(lsm_open(&o, dir, &b), LSM_IO_ERROR, "rados list");
+        assert_null(b);
+        assert_true(atomic_load(&f.seen) > 0);
+        env_rados_close(b_env);
+        lsm_env *c_env = tr_env(0, takeover);
+        lsm_db *c = tu_open_db(dir, c_env, 0);
+        tu_assert_value(c, "k", "v");
+        tu_assert_value(c, "j", "w");
+        tu_verify_clean(c);
+        ASSERT_OK(lsm_close(c));
+        env_rados_close(c_env);
+        if (a != NULL) {
+            lsm_status_free(lsm_close(a));
+            env_rados_close(a_env);
+        }
+    }
+    struct raw r;
+    raw_open(&r);
+    struct raw_dir d;
+    raw_list_dir(&r, dir, &d);
+    assert_names_whole(&r, &d);
+    raw_close(&r);
+    tr_destroy(dir, env);
+}
+
+/* A directory whose creates a crash cut short (an intent, maybe its
+ * object, no name) is removed with them: rmdir removes the unnamed objects
+ * too (before: the directory went and the object stayed in the pool for
+ * good, no sweep ever to find it). */
+static void test_rmdir_sweeps_intents(void **state)
+{
+    (void)state;
+    char dir[128], x[256], dir_oid[128];
+    tr_name(dir, sizeof dir, "rmdirintent");
+    ASSERT_OK(env->create_dir(env, dir));
+    path_of(x, sizeof x, dir, "x");
+    const char *points[2] = {"created", "intent"};
+    char created[64] = "";
+    for (int p = 0; p < 2; p++) {
+        lsm_env *a_env = tr_env(0, false);
+        struct crash_at c = {.point = points[p], .at = 1};
+        atomic_store(&c.armed, true);
+        env_rados_set_crash_hook(a_env, crash_hook, &c);
+        lsm_wfile *w = NULL;
+        ASSERT_FAILS(a_env->new_wfile(a_env, x, &w), LSM_IO_ERROR, "crash point");
+        env_rados_close(a_env);
+        if (p == 0)
+            snprintf(created, sizeof created, "%s", c.oid);
+    }
+    struct raw r;
+    raw_open(&r);
+    raw_dir_oid(&r, dir, dir_oid, sizeof dir_oid);
+    struct raw_dir d;
+    raw_list(&r, dir_oid, &d);
+    assert_int_equal(d.n, 2);
+    assert_true(raw_has_intent(&d));
+    uint64_t size;
+    time_t mtime;
+    assert_int_equal(rados_stat(r.io, created, &size, &mtime), 0);
+    ASSERT_OK(env->remove_dir(env, dir));
+    assert_false(env->file_exists(env, dir));
+    assert_int_equal(rados_stat(r.io, dir_oid, &size, &mtime), -ENOENT);
+    if (rados_stat(r.io, created, &size, &mtime) != -ENOENT)
+        fail_msg("%s, created under an intent in %s, outlived its directory", created, dir);
+    raw_close(&r);
+}
+
+/* Object oid's name count, or -1 when it is gone. */
+static long long raw_refs(struct raw *r, const char *oid)
+{
+    return raw_number(r, oid, "lsmfs.refs");
+}
+
+/* A directory for a crash window: dir with file a ("data"); b and LOCK
+ * named, not made. */
+struct window {
+    char dir[128], a[256], b[256], lock[256];
+};
+
+static void window_make(struct window *w, const char *name)
+{
+    tr_name(w->dir, sizeof w->dir, name);
+    ASSERT_OK(env->create_dir(env, w->dir));
+    path_of(w->a, sizeof w->a, w->dir, "a");
+    path_of(w->b, sizeof w->b, w->dir, "b");
+    path_of(w->lock, sizeof w->lock, w->dir, "LOCK");
+    write_file(w->a, "data");
+}
+
+static void window_remove(const struct window *w)
+{
+    ASSERT_OK(env->remove_file(env, w->lock));
+    ASSERT_OK(env->remove_dir(env, w->dir));
+}
+
+/* A new env that dies at the first pass of point c (armed). */
+static lsm_env *dying_env(struct crash_at *c)
+{
+    lsm_env *x = tr_env(0, false);
+    atomic_store(&c->armed, true);
+    env_rados_set_crash_hook(x, crash_hook, c);
+    return x;
+}
+
+/* The next writer's lock on dir (at lock) sweeps: then no intent or drop
+ * record is left; r is open for more looks. */
+static void sweep_by_lock(const char *dir, const char *lock, struct raw *r)
+{
+    lsm_filelock *l = NULL;
+    ASSERT_OK(env->lock_file(env, lock, &l));
+    ASSERT_OK(env->unlock_file(env, l));
+    raw_open(r);
+    struct raw_dir d;
+    raw_list_dir(r, dir, &d);
+    assert_false(raw_has_intent(&d));
+}
+
+/* A writer dies in a remove between the name's removal and its object's
+ * name count ("unnamed"), or between the count and the record ("dropped"),
+ * of a file with one name and of one with two (a checkpoint's link): the
+ * next lock drops the name once — the object goes with its last name and
+ * stays with its other (before: an object with no name and no intent
+ * stayed in the pool for good). */
+static void test_remove_crash_windows(void **state)
+{
+    (void)state;
+    const char *points[2] = {"unnamed", "dropped"};
+    for (int p = 0; p < 2; p++) {
+        for (int names = 1; names <= 2; names++) {
+            struct window w;
+            window_make(&w, "rmcrash");
+            if (names == 2)
+                ASSERT_OK(env->link_file(env, w.a, w.b));
+            struct crash_at c = {.point = points[p], .at = 1};
+            lsm_env *x = dying_env(&c);
+            ASSERT_FAILS(x->remove_file(x, w.a), LSM_IO_ERROR, "crash point");
+            env_rados_close(x);
+            struct raw r;
+            sweep_by_lock(w.dir, w.lock, &r);
+            assert_false(env->file_exists(env, w.a));
+            long long want = names == 1 ? -1 : 1; /* -1: the object is gone */
+            if (raw_refs(&r, c.oid) != want)
+                fail_msg("%s, %d name(s), died %s: %lld names counted, want %lld", c.oid, names,
+                         points[p], raw_refs(&r, c.oid), want);
+            if (names == 2) {
+                assert_file(w.b, "data");
+                ASSERT_OK(env->remove_file(env, w.b));
+            }
+            assert_int_equal(raw_refs(&r, c.oid), -1);
+            raw_close(&r);
+            window_remove(&w);
+        }
+    }
+}
+
+/* A writer dies in a link after recording it ("linking") or after raising
+ * the count ("linked"), before the new name: the next lock undoes the
+ * count; removing the one name drops the object (before: the count stayed
+ * one too high and the object outlived its last name). */
+static void test_link_crash_windows(void **state)
+{
+    (void)state;
+    const char *points[2] = {"linking", "linked"};
+    for (int p = 0; p < 2; p++) {
+        struct window w;
+        window_make(&w, "lncrash");
+        struct crash_at c = {.point = points[p], .at = 1};
+        lsm_env *x = dying_env(&c);
+        ASSERT_FAILS(x->link_file(x, w.a, w.b), LSM_IO_ERROR, "crash point");
+        env_rados_close(x);
+        struct raw r;
+        sweep_by_lock(w.dir, w.lock, &r);
+        if (raw_refs(&r, c.oid) != 1)
+            fail_msg("%s, died %s: %lld names counted, want 1", c.oid, points[p],
+                     raw_refs(&r, c.oid));
+        assert_false(env->file_exists(env, w.b));
+        assert_file(w.a, "data");
+        ASSERT_OK(env->remove_file(env, w.a));
+        assert_int_equal(raw_refs(&r, c.oid), -1);
+        raw_close(&r);
+        window_remove(&w);
     }
 }
 
@@ -711,6 +1027,11 @@ int main(void)
         cmocka_unit_test(test_takeover_fences_old_writer),
         cmocka_unit_test(test_fence_stamping_crash_points),
         cmocka_unit_test(test_orphan_swept_at_takeover),
+        cmocka_unit_test(test_intent_write_fails),
+        cmocka_unit_test(test_sweep_listing_fails),
+        cmocka_unit_test(test_rmdir_sweeps_intents),
+        cmocka_unit_test(test_remove_crash_windows),
+        cmocka_unit_test(test_link_crash_windows),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -9,6 +9,7 @@
 
 #include <rados/librados.h>
 
+#include <errno.h>
 #include <unistd.h>
 
 #define QUOTA (48ull << 20)
@@ -17,26 +18,11 @@
 static rados_t admin;
 static char pool[64];
 
-static int mon_command(const char *cmd)
-{
-    const char *cmds[1] = {cmd};
-    char *out = NULL, *outs = NULL;
-    size_t outlen = 0, outslen = 0;
-    int r = rados_mon_command(admin, cmds, 1, "", 0, &out, &outlen, &outs, &outslen);
-    if (r < 0)
-        print_error("%s: %.*s\n", cmd, (int)outslen, outs ? outs : "");
-    rados_buffer_free(out);
-    rados_buffer_free(outs);
-    return r;
-}
-
 /* A pool of its own with the quota, so no other test meets it. */
 static int setup(void **state)
 {
     (void)state;
-    const char *conf = getenv("LSM_CEPH_CONF");
-    if (conf == NULL || rados_create(&admin, NULL) < 0 || rados_conf_read_file(admin, conf) < 0 ||
-        rados_connect(admin) < 0)
+    if (tr_admin_connect(&admin) < 0)
         return -1;
     snprintf(pool, sizeof pool, "lsmfs-quota-%d", (int)getpid());
     if (rados_pool_create(admin, pool) < 0)
@@ -46,7 +32,7 @@ static int setup(void **state)
              "{\"prefix\": \"osd pool set-quota\", \"pool\": \"%s\", \"field\": \"max_bytes\", "
              "\"val\": \"%llu\"}",
              pool, (unsigned long long)QUOTA);
-    if (mon_command(cmd) < 0)
+    if (tr_mon_command(admin, cmd) < 0)
         return -1;
     /* The mon may answer for a pool this new a moment late (ENOENT). */
     snprintf(cmd, sizeof cmd,
@@ -176,10 +162,68 @@ static void test_full_pool_deletes_and_space_comes_back(void **state)
     ASSERT_OK(env->disk_free(env, dir, &total, &avail));
     print_message("after: %llu MiB of the quota free\n", (unsigned long long)avail >> 20);
     ASSERT_OK(lsm_close(db));
-    lsm_options_init(&o);
-    o.env = env;
-    ASSERT_OK(lsm_destroy(&o, dir));
-    ASSERT_OK(env->remove_dir(env, dir));
+    tr_destroy(dir, env);
+    env_rados_close(env);
+}
+
+/* The mon's quota query fails: the store's disk is the cluster's space
+ * (never an error, which would refuse every write for want of a reserve),
+ * and the quota again once the query works. The cluster's statistics fail:
+ * disk_free says so in one line and a store on the pool writes on; the
+ * next ask works (no error kept). */
+static void test_space_queries_fail(void **state)
+{
+    (void)state;
+    lsm_env *env = tr_env_in(pool, 0, false);
+    struct tr_fault f = {.op = "quota", .err = -ETIMEDOUT};
+    env_rados_set_fault_hook(env, tr_fault_hook, &f);
+    atomic_store(&f.armed, true);
+    uint64_t total = 0, avail = 0;
+    ASSERT_OK(env->disk_free(env, "", &total, &avail));
+    assert_true(atomic_load(&f.seen) > 0);
+    assert_true(total > QUOTA); /* the cluster's 4 GiB */
+    atomic_store(&f.armed, false);
+    usleep(1100 * 1000); /* the figures are kept a second */
+    ASSERT_OK(env->disk_free(env, "", &total, &avail));
+    assert_int_equal(total, QUOTA);
+
+    char dir[128];
+    tr_name(dir, sizeof dir, "spacefail");
+    f = (struct tr_fault){.op = "cluster stat", .err = -ETIMEDOUT};
+    atomic_store(&f.armed, true);
+    usleep(1100 * 1000);
+    ASSERT_FAILS(env->disk_free(env, dir, &total, &avail), LSM_IO_ERROR,
+                 "rados cluster stat for");
+    lsm_options o;
+    tu_db_options(&o, env, 64 * 1024);
+    o.reserve_bytes = 1 << 20; /* its size and making ask the disk */
+    lsm_db *db = NULL;
+    ASSERT_OK(lsm_open(&o, dir, &db));
+    char v[2000];
+    memset(v, 'v', sizeof v);
+    for (int i = 0; i < 200; i++) { /* past memtables: switches ask the disk */
+        char k[32];
+        snprintf(k, sizeof k, "k%04d", i);
+        lsm_write_options wo = {.sync = i % 20 == 19};
+        ASSERT_OK(lsm_put(db, &wo, k, strlen(k), v, sizeof v));
+    }
+    assert_true(atomic_load(&f.seen) > 1);
+    atomic_store(&f.armed, false);
+    ASSERT_OK(env->disk_free(env, dir, &total, &avail));
+    assert_int_equal(total, QUOTA);
+    ASSERT_OK(lsm_close(db));
+    db = tu_open_db(dir, env, 64 * 1024);
+    for (int i = 0; i < 200; i++) {
+        char k[32], *got = NULL;
+        size_t gn = 0;
+        snprintf(k, sizeof k, "k%04d", i);
+        ASSERT_OK(lsm_get(db, NULL, k, strlen(k), &got, &gn));
+        assert_int_equal(gn, sizeof v);
+        free(got);
+    }
+    tu_verify_clean(db);
+    ASSERT_OK(lsm_close(db));
+    tr_destroy(dir, env);
     env_rados_close(env);
 }
 
@@ -188,6 +232,7 @@ int main(void)
     alarm(600); /* a write held by a full pool fails the test, never hangs it */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_disk_free_is_the_quota),
+        cmocka_unit_test(test_space_queries_fail),
         cmocka_unit_test(test_full_pool_deletes_and_space_comes_back),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
