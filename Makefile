@@ -45,7 +45,7 @@ endif
 NODEPS_GOALS := clean format umount uninstall
 TEST_GOALS   := test unit-test integration-test torture %/tests/%
 ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
-  DEPS_OK := $(shell tools/deps.sh $(if $(filter $(TEST_GOALS),$(MAKECMDGOALS)),test) >&2 && echo ok)
+  DEPS_OK := $(shell tools/deps.sh $(if $(filter $(TEST_GOALS),$(MAKECMDGOALS)),test $(if $(filter thread,$(SAN)),tsan)) >&2 && echo ok)
   ifneq ($(DEPS_OK),ok)
     $(error missing build dependencies (see the message above))
   endif

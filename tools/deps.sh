@@ -3,9 +3,12 @@
 # Silent and quick when everything is present.
 #   tools/deps.sh        what building and mounting need (make, make mount)
 #   tools/deps.sh test   that and what the tests need (make test)
+#   tools/deps.sh test tsan  and Ceph's symbols for TSan's suppressions (make test SAN=thread)
 set -u
 tests=0
+tsan=0
 [ "${1:-}" = test ] && tests=1
+[ "${2:-}" = tsan ] && tsan=1
 missing=""
 pkg-config --version >/dev/null 2>&1 || missing="$missing pkg-config"
 if command -v pkg-config >/dev/null 2>&1; then
@@ -32,8 +35,8 @@ if [ $tests = 1 ]; then
     command -v ceph-osd >/dev/null 2>&1 || missing="$missing ceph-osd"
     # Its mgr: the pool statistics a quota needs (test_rados_quota).
     command -v ceph-mgr >/dev/null 2>&1 || missing="$missing ceph-mgr"
-    # libceph-common's symbols: tests/tsan_ceph.supp names Ceph's frames.
-    if command -v dpkg >/dev/null 2>&1 && ! dpkg -s librados2-dbg >/dev/null 2>&1; then
+    # libceph-common's symbols (107 MB, TSan runs only): tests/tsan_ceph.supp names Ceph's frames.
+    if [ $tsan = 1 ] && command -v dpkg >/dev/null 2>&1 && ! dpkg -s librados2-dbg >/dev/null 2>&1; then
         missing="$missing librados2-dbg"
     fi
 fi
