@@ -43,7 +43,7 @@ endif
 # Skipped for targets that need no compiler.
 # The test-only packages only for goals that build or run tests.
 NODEPS_GOALS := clean format umount uninstall
-TEST_GOALS   := test unit-test integration-test torture %/tests/%
+TEST_GOALS   := test unit-test integration-test rados-test torture %/tests/%
 ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
   DEPS_OK := $(shell tools/deps.sh $(if $(filter $(TEST_GOALS),$(MAKECMDGOALS)),test $(if $(filter thread,$(SAN)),tsan)) >&2 && echo ok)
   ifneq ($(DEPS_OK),ok)
