@@ -19,9 +19,10 @@
  *
  * Freeing comes first on a full disk: a write that frees space fails for
  * space only once nothing else can make room. It may switch to a new
- * memtable and log even where the disk is too low for another (db_rotate.c
- * switch_waits): the flush before it may fit only once what it frees is
- * gone. While its leader waits
+ * memtable and log even where the disk is too low for another or level 0
+ * is at its stop (db_rotate.c switch_waits): the flush before it may fit
+ * only once what it frees is gone, and no compaction starts while it
+ * waits. While its leader waits
  * (frees_holding: from its first try that met the full disk until it is
  * written or fails) no compaction starts, so the reserve's space
  * goes to the flushes and the log append it needs, not to a compaction's

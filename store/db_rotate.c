@@ -208,17 +208,21 @@ static bool disk_low_for_memtables(lsm_db *db)
 /* Whether a full memtable could not be switched now for a write (frees: one
  * that frees space): no memory for another (the immutable ones still
  * flushing), or level 0 at its stop, or the disk too low for another —
- * except for a write that frees space: the flush it would wait for may fit
- * only once what it frees is gone (a full disk did not empty, issue 29).
- * Room then comes only from background work. REQUIRES: mu held. */
+ * the last two except for a write that frees space: the flush it would
+ * wait for may fit only once what it frees is gone (a full disk did not
+ * empty, issue 29), and no compaction starts while it waits (frees_holding,
+ * db_reserve.c), so level 0 would stay at its stop. Room then comes only
+ * from background work. REQUIRES: mu held. */
 static bool switch_waits(lsm_db *db, bool frees)
 {
     assert(mutex_held(&db->mu));
     bool no_memory =
         db_memtable_bytes(db) + db->opt.write_buffer_size > db->opt.max_memtable_bytes &&
         db->nimm > 0;
+    if (frees)
+        return no_memory;
     /* Near a full disk, memtables do not pile up behind slow flushes. */
-    bool low = !frees && db->nimm > 0 && !no_memory && disk_low_for_memtables(db);
+    bool low = db->nimm > 0 && !no_memory && disk_low_for_memtables(db);
     return no_memory || low || db->vs.current->l0_load >= L0_STOP;
 }
 

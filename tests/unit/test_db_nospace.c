@@ -7,6 +7,7 @@
 #include "fixture.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <time.h>
@@ -638,6 +639,69 @@ static void test_delete_switches_past_stuck_flush(void **state)
     fault_env_free(fe);
 }
 
+struct freeing_delete {
+    lsm_db *db;
+    lsm_status *s;
+    atomic_bool done;
+};
+
+static void *delete_key1(void *arg)
+{
+    struct freeing_delete *fd = arg;
+    char k[32], v[160];
+    key_value(1, k, v);
+    lsm_write_options freeing = {.sync = true, .frees_space = true};
+    fd->s = lsm_delete(fd->db, &freeing, k, strlen(k));
+    atomic_store(&fd->done, true);
+    return NULL;
+}
+
+static void set_frees_holding(lsm_db *db, bool on)
+{
+    mutex_lock(&db->mu);
+    db->frees_holding = on;
+    pthread_cond_broadcast(&db->work_cv);
+    mutex_unlock(&db->mu);
+}
+
+/* Level 0 at its stop while a freeing write holds compactions off (as its
+ * retries on a full disk do, frees_holding) and the memtable is full: the
+ * delete switches to a new memtable rather than wait for a compaction that
+ * cannot start (before: it waited on room_cv for good, and every write
+ * queued behind it; test_fullfs hung 2 runs in 15 with the reserve-sized
+ * memtable cap, whose small flushes fill level 0). */
+static void test_delete_switches_past_level0_stop(void **state)
+{
+    (void)state;
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = open_retrying(fe, 1 << 20, 20000);
+    set_frees_holding(db, true); /* no compaction from here on */
+    int n = 0;
+    while (n < 200000) {
+        while (prop(db, "lsm.immutable-memtables") > 0) /* flushes: l0 up to date */
+            usleep(1000);
+        bool stop = prop(db, "lsm.level0-load") >= L0_STOP;
+        if (stop && prop(db, "lsm.mem-usage") >= (64u << 10))
+            break; /* the next write must switch, at the stop */
+        assert_null(put_key(db, n++ % 64, false)); /* every table overlaps the others */
+    }
+    assert_true(prop(db, "lsm.level0-load") >= L0_STOP);
+    struct freeing_delete fd = {.db = db};
+    atomic_init(&fd.done, false);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, delete_key1, &fd), 0);
+    for (int i = 0; i < 5000 && !atomic_load(&fd.done); i++)
+        usleep(1000);
+    bool done = atomic_load(&fd.done);
+    set_frees_holding(db, false); /* lets a stuck delete through, to end the test */
+    pthread_join(t, NULL);
+    assert_true(done);
+    assert_null(fd.s);
+    assert_false(read_key(db, 1));
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 static bool compacting(lsm_db *db)
 {
     mutex_lock(&db->mu);
@@ -864,6 +928,7 @@ int main(void)
         TU_TEST(test_delete_after_deferred_flush_fails),
         TU_TEST(test_low_disk_keeps_memtables_few),
         TU_TEST(test_delete_switches_past_stuck_flush),
+        TU_TEST(test_delete_switches_past_level0_stop),
     };
     return cmocka_run_group_tests_name("db_nospace", tests, NULL, NULL);
 }
