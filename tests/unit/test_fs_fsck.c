@@ -190,7 +190,9 @@ static uint64_t lookup(fixture *fx, uint64_t parent, const char *name)
     return d.ino;
 }
 
-static inode_rec stored_rec(fixture *fx, uint64_t ino)
+/* Inode ino's stored record; its inline payload as a string into *payload
+ * (malloc'd) unless payload is NULL. */
+static inode_rec stored_rec_payload(fixture *fx, uint64_t ino, char **payload)
 {
     schema_key k;
     key_inode(&k, ino);
@@ -198,11 +200,20 @@ static inode_rec stored_rec(fixture *fx, uint64_t ino)
     size_t vlen;
     ASSERT_OK(lsm_get(fx->db, NULL, k.b, k.len, &v, &vlen));
     inode_rec r;
-    const char *payload;
+    const char *p;
     size_t plen;
-    assert_true(inode_decode(v, vlen, &r, &payload, &plen));
+    assert_true(inode_decode(v, vlen, &r, &p, &plen));
+    if (payload != NULL) {
+        *payload = strndup(p, plen);
+        assert_non_null(*payload);
+    }
     free(v);
     return r;
+}
+
+static inode_rec stored_rec(fixture *fx, uint64_t ino)
+{
+    return stored_rec_payload(fx, ino, NULL);
 }
 
 /* The link count stored in inode ino's record. */
@@ -763,19 +774,9 @@ static void test_out_of_memory_is_an_error(void **state)
 /* The inline payload stored in inode ino's record, or "" (malloc'd). */
 static char *stored_payload(fixture *fx, uint64_t ino)
 {
-    schema_key k;
-    key_inode(&k, ino);
-    char *v = NULL;
-    size_t vlen;
-    ASSERT_OK(lsm_get(fx->db, NULL, k.b, k.len, &v, &vlen));
-    inode_rec r;
-    const char *payload;
-    size_t plen;
-    assert_true(inode_decode(v, vlen, &r, &payload, &plen));
-    char *out = strndup(payload, plen);
-    free(v);
-    assert_non_null(out);
-    return out;
+    char *payload;
+    stored_rec_payload(fx, ino, &payload);
+    return payload;
 }
 
 /* fsck -y with any one of its allocations failing repairs a wrong link
