@@ -202,6 +202,16 @@ static void *renew_main(void *arg)
     return NULL;
 }
 
+/* Stops l's renewer and waits for it. REQUIRES: it was started. */
+static void stop_renewer(struct lsm_filelock *l)
+{
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->renewer, NULL);
+}
+
 static void lock_free(struct lsm_filelock *l)
 {
     pthread_mutex_destroy(&l->mu);
@@ -248,13 +258,21 @@ lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out)
         uint64_t lease = (uint64_t)re->lease_ms * 1000;
         atomic_store(&re->lease_lost, false);
         atomic_store(&re->lease_valid_until, t0 + lease - lease / 4);
-        s = fence(re, l, path);
     }
-    if (s == NULL)
-        s = make_lock_file(env, path);
+    /* Renewed from the moment it is won: the fence's stamping and sweep may
+     * take longer than the lease. */
+    bool renewing = false;
     if (s == NULL && pthread_create(&l->renewer, NULL, renew_main, l) != 0)
         s = status_new(LSM_IO_ERROR, "lock %s: cannot start the lease's renewer", path);
+    else if (s == NULL)
+        renewing = true;
+    if (s == NULL && l->store)
+        s = fence(re, l, path);
+    if (s == NULL)
+        s = make_lock_file(env, path);
     if (s != NULL) {
+        if (renewing)
+            stop_renewer(l);
         if (l->store) {
             pthread_mutex_lock(&re->mu);
             re->lease = NULL;
@@ -291,11 +309,7 @@ lsm_status *rados_unlock_file(lsm_env *env, lsm_filelock *l)
     struct rados_env *re = rados_env_of(env);
     if (l == NULL)
         return NULL;
-    pthread_mutex_lock(&l->mu);
-    l->stop = true;
-    pthread_cond_signal(&l->cv);
-    pthread_mutex_unlock(&l->mu);
-    pthread_join(l->renewer, NULL);
+    stop_renewer(l);
     lsm_status *s = NULL;
     if (l->store) {
         rados_write_op_t op = rados_create_write_op();

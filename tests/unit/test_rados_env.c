@@ -549,6 +549,44 @@ static void write_after_takeover(const char *dir, const char *value)
     env_rados_close(b_env);
 }
 
+/* A stamping slowed at each object: "stamped" sleeps sleep_ms. */
+static bool slow_stamp_hook(void *arg, const char *point, const char *oid)
+{
+    (void)oid;
+    if (strcmp(point, "stamped") == 0)
+        usleep((useconds_t)*(const int *)arg * 1000);
+    return false;
+}
+
+/* A lock whose fence (a first stamping here, a takeover alike) takes longer
+ * than the lease keeps it: the renewer runs from the moment the lock is won
+ * (before: it started after the fence, so the lease lapsed during its own
+ * takeover and the open's first write was refused). */
+static void test_slow_fence_keeps_its_lease(void **state)
+{
+    (void)state;
+    char dir[128];
+    tr_name(dir, sizeof dir, "slowfence");
+    make_small_store(dir);
+    struct raw r;
+    raw_open(&r);
+    reset_fence(&r, dir, NULL);
+    raw_close(&r);
+    enum { LEASE_MS = 1200 };
+    int sleep_ms = 400; /* the store's ≥ 5 objects and its directory: ≥ 2.4 s */
+    lsm_env *a_env = tr_env(LEASE_MS, false);
+    env_rados_set_crash_hook(a_env, slow_stamp_hook, &sleep_ms);
+    lsm_options o;
+    tu_db_options(&o, a_env, 0);
+    lsm_db *a = NULL;
+    ASSERT_OK(lsm_open(&o, dir, &a));
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(a, &wo, "n", 1, "1", 1));
+    ASSERT_OK(lsm_close(a));
+    env_rados_close(a_env);
+    tr_destroy(dir, env);
+}
+
 /* A writer that dies after stamping k objects of the tree, at every k, at a
  * first stamping and at a takeover: the next writer's every op on every
  * object works (before: the directory was stamped first, so a first
@@ -1032,6 +1070,7 @@ int main(void)
         cmocka_unit_test(test_rmdir_sweeps_intents),
         cmocka_unit_test(test_remove_crash_windows),
         cmocka_unit_test(test_link_crash_windows),
+        cmocka_unit_test(test_slow_fence_keeps_its_lease),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
