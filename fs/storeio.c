@@ -114,9 +114,9 @@ int fs_read_errno(lsmfs *fs, lsm_status *s, const char *what)
     (void)fs;
     if (s == NULL)
         return 0;
-    int code = lsm_status_code(s);
-    int err = ENOENT;
-    if (code != LSM_NOT_FOUND) {
+    /* Not found and out of memory say nothing about the store. */
+    int err = lsm_status_errno(s);
+    if (err != ENOENT && err != ENOMEM) {
         err = EIO;
         fuse_log(FUSE_LOG_ERR, "lsmfs: store read (%s) failed: %s\n", what, lsm_status_message(s));
     }

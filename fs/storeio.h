@@ -30,7 +30,8 @@
  * fsyncs and fsyncdirs of a maildir delivery share WAL syncs, and an fsync
  * never syncs twice for the same writes.
  *
- * Store errors become errnos: ENOSPC for a full disk, EIO otherwise. The
+ * Store errors become errnos: ENOSPC for a full disk, ENOMEM for out of
+ * memory, EIO otherwise. The
  * first failure is logged; the store stays in its sticky error state, so
  * later writes fail too while reads keep working.
  */
@@ -74,8 +75,8 @@ uint64_t fs_committed_seq(lsmfs *fs);
 /* Reads one key (lsm_get with default options), counted in the stats.
  * Returns NULL with a malloc'd *v (NULL when empty) or the store status. */
 lsm_status *fs_get(lsmfs *fs, const schema_key *k, char **v, size_t *vlen);
-/* Converts a store status from a read to an errno (ENOENT for not found),
- * freeing it. */
+/* Converts a store status from a read to an errno (ENOENT for not found,
+ * ENOMEM for out of memory, else EIO, logged), freeing it. */
 int fs_read_errno(lsmfs *fs, lsm_status *s, const char *what);
 /* A store iterator for a scan (fill_cache: whether its blocks should stay
  * cached); NULL when out of memory. */

@@ -76,6 +76,10 @@ typedef struct lsmfs {
  * as damage. Adds that superblock to b and updates *sb; nothing when sb is
  * current. false: out of memory. */
 bool super_batch_upgrade(lsm_batch *b, schema_super *sb);
+/* A new filesystem (mkfs.lsmfs): the superblock sb (its ctime is the
+ * root's times), the allocator and the root directory, owned by uid:gid,
+ * added to b. false: out of memory. */
+bool super_batch_mkfs(lsm_batch *b, const schema_super *sb, uint32_t uid, uint32_t gid);
 /* Reads and checks the superblock; err explains a refusal. Returns 0,
  * EINVAL (not lsmfs), EPROTONOSUPPORT (newer format) or EIO. */
 int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t errlen);

@@ -1,0 +1,794 @@
+/* test_fs_oom.c — the daemon's requests out of memory: each op handler
+ * (ops.h), called in-process through fake_req.h, with its allocation N
+ * failing (only N; lsm_malloc.h's seam, counted on the calling thread), for
+ * N = 1, 2, ... until the op runs with none failed. Each answer must be
+ * ENOMEM or the op's success; the store must then hold exactly what it held
+ * before the op or exactly what an unfailed run leaves (inode times aside),
+ * fsck_live must find it clean, the same op repeated unfailed must succeed,
+ * and a walk of the tree through the ops (which answer from the caches)
+ * must see what the unfailed run's walk saw.
+ *
+ * Each run starts from a copy of one small filesystem, mounted afresh and
+ * walked once (so the caches are warm, as after the kernel's lookups).
+ * Environment: by default N runs 1..20 and every FS_OOM_STRIDE-th (default
+ * 3) after, to keep `make test` short; OOM_SWEEP=full runs every N (make
+ * torture); FS_OOM_OP=name runs one op; FS_OOM_VERBOSE=1 prints each op's
+ * allocation count. */
+#include "fixture.h"
+
+#include "alloc_fail.h"
+#include "fake_req.h"
+#include "fsck.h"
+#include "lsmfs.h"
+#include "ops.h"
+#include "schema.h"
+
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+/* The filesystem every run starts from (see make_template):
+ *   /f      file, "hello" inline, xattr user.a = "1"
+ *   /big    file, 3 chunks and a bit
+ *   /d/g    directory d holding file g ("gg")
+ *   /e      empty directory
+ *   /s      symlink to "f" */
+#define BIG_LEN (3 * 4096 + 100)
+
+typedef struct fixture {
+    char tmpl[160], dir[160];
+    lsmfs *fs;
+    ops_state st;
+    uint64_t ino_f, ino_big, ino_d, ino_g, ino_e, ino_s;
+    uint64_t ino_max; /* the template's highest */
+} fixture;
+
+/* ---------------------------------------------------------- requests */
+
+/* One request: *r set up for fx's session, as root. */
+static void req_init(fixture *fx, struct fuse_req *r)
+{
+    fake_req_init(r, &fx->st, 0, 0);
+}
+
+/* Runs a request expected to succeed, outside any sweep. */
+#define MUST(fx, call)                                                                             \
+    do {                                                                                           \
+        struct fuse_req req_;                                                                      \
+        req_init(fx, &req_);                                                                       \
+        fuse_req_t req = &req_;                                                                    \
+        call;                                                                                      \
+        if (fake_req_errno(&req_) != 0)                                                            \
+            fail_msg("%s: %d", #call, fake_req_errno(&req_));                                      \
+        fake_req_done(&req_);                                                                      \
+    } while (0)
+
+/* The inode number of (parent, name) by a LOOKUP; 0 when it fails. */
+static uint64_t lookup(fixture *fx, uint64_t parent, const char *name)
+{
+    struct fuse_req r;
+    req_init(fx, &r);
+    op_lookup(&r, parent, name);
+    uint64_t ino = fake_req_errno(&r) == 0 ? r.reply.entry.ino : 0;
+    fake_req_done(&r);
+    return ino;
+}
+
+static uint64_t create(fixture *fx, uint64_t parent, const char *name)
+{
+    struct fuse_file_info fi = {.flags = O_RDWR};
+    MUST(fx, op_create(req, parent, name, 0644, &fi));
+    return lookup(fx, parent, name);
+}
+
+static uint64_t mkdir_(fixture *fx, uint64_t parent, const char *name)
+{
+    MUST(fx, op_mkdir(req, parent, name, 0755));
+    return lookup(fx, parent, name);
+}
+
+static void write_(fixture *fx, uint64_t ino, const char *data, size_t len, off_t off)
+{
+    MUST(fx, op_write(req, ino, data, len, off, NULL));
+}
+
+/* ------------------------------------------------------- the template */
+
+static void mount_fs(fixture *fx, const char *dir)
+{
+    lsmfs_config cfg = {
+        .store_dir = dir, .timeout = 1.0, .reserve_pct = -1, .resuid = -1, .resgid = -1};
+    char err[256] = "";
+    int e = lsmfs_open(&cfg, &fx->fs, err, sizeof err);
+    if (e != 0)
+        fail_msg("lsmfs_open %s: %s (%d)", dir, err, e);
+    fx->st = (ops_state){.fs = fx->fs};
+}
+
+static void unmount_fs(fixture *fx)
+{
+    assert_int_equal(lsmfs_close(fx->fs), 0);
+    fx->fs = NULL;
+}
+
+/* What mkfs.lsmfs writes: superblock, allocator, root. */
+static void mkfs(const char *dir)
+{
+    lsm_db *db = tu_open_db(dir, NULL, 0);
+    schema_super sb = {.version = SCHEMA_VERSION, .chunk_size = 4096, .inline_limit = 4096};
+    lsm_batch *b = lsm_batch_new();
+    assert_non_null(b);
+    assert_true(super_batch_mkfs(b, &sb, 0, 0));
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_write(db, &wo, b));
+    lsm_batch_free(b);
+    ASSERT_OK(lsm_close(db));
+}
+
+static void make_template(fixture *fx)
+{
+    mkfs(fx->tmpl);
+    mount_fs(fx, fx->tmpl);
+    fx->ino_f = create(fx, 1, "f");
+    write_(fx, fx->ino_f, "hello", 5, 0);
+    MUST(fx, op_setxattr(req, fx->ino_f, "user.a", "1", 1, 0));
+    fx->ino_big = create(fx, 1, "big");
+    char *big = malloc(BIG_LEN);
+    assert_non_null(big);
+    for (size_t i = 0; i < BIG_LEN; i++)
+        big[i] = (char)('a' + i % 26);
+    write_(fx, fx->ino_big, big, BIG_LEN, 0);
+    free(big);
+    fx->ino_d = mkdir_(fx, 1, "d");
+    fx->ino_g = create(fx, fx->ino_d, "g");
+    write_(fx, fx->ino_g, "gg", 2, 0);
+    fx->ino_e = mkdir_(fx, 1, "e");
+    MUST(fx, op_symlink(req, "f", 1, "s"));
+    fx->ino_s = lookup(fx, 1, "s");
+    fx->ino_max = fx->ino_s;
+    unmount_fs(fx);
+}
+
+/* ---------------------------------------------------- what is there */
+
+/* An inode number as the dumps print it: one the template does not hold
+ * is "new" (a failed create may have used up a number, so its repeat
+ * makes the next one). */
+static void put_ino(const fixture *fx, FILE *f, uint64_t ino)
+{
+    if (ino > fx->ino_max)
+        fputs("new", f);
+    else
+        fprintf(f, "%llu", (unsigned long long)ino);
+}
+
+static void put_hex(FILE *f, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%02x", (unsigned char)p[i]);
+}
+
+/* One key and its value, decoded; an inode record without its times (a
+ * run's clock is its own). */
+static void dump_one(const fixture *fx, FILE *f, const char *k, size_t klen, const char *v,
+                     size_t vlen)
+{
+    uint64_t ino, parent, index;
+    const char *name, *pl;
+    size_t nlen, plen;
+    inode_rec r;
+    dirent_val d;
+    uint8_t type;
+    char hdr[INODE_HDR_LEN];
+    if (key_parse_ino(k, klen, K_INODE, &ino) && inode_decode(v, vlen, &r, &pl, &plen)) {
+        r.atime = r.mtime = r.ctime = (ts){0};
+        fputs("I ", f);
+        put_ino(fx, f, ino);
+        fputs(" parent ", f);
+        put_ino(fx, f, r.parent);
+        r.parent = 0;
+        inode_encode_hdr(&r, hdr);
+        fputc(' ', f);
+        put_hex(f, hdr, sizeof hdr);
+        fprintf(f, " payload %zu: %.*s", plen, (int)plen, pl);
+    } else if (key_parse_ino(k, klen, K_ORPHAN, &ino)) {
+        fputs("O ", f);
+        put_ino(fx, f, ino);
+    } else if (key_parse_dirent(k, klen, &parent, &name, &nlen) && dirent_decode(v, vlen, &d)) {
+        fputs("D ", f);
+        put_ino(fx, f, parent);
+        fprintf(f, " %.*s -> ", (int)nlen, name);
+        put_ino(fx, f, d.ino);
+        fprintf(f, " type %u cookie %llu", d.type, (unsigned long long)d.cookie);
+    } else if (key_parse_cookie(k, klen, &parent, &index) &&
+               cookie_decode(v, vlen, &ino, &type, &name, &nlen)) {
+        fputs("C ", f);
+        put_ino(fx, f, parent);
+        fprintf(f, " %llu -> ", (unsigned long long)index);
+        put_ino(fx, f, ino);
+        fprintf(f, " type %u %.*s", type, (int)nlen, name);
+    } else if (key_parse_chunk(k, klen, &ino, &index)) {
+        fputs("F ", f);
+        put_ino(fx, f, ino);
+        fprintf(f, " %llu = ", (unsigned long long)index);
+        put_hex(f, v, vlen);
+    } else if (key_parse_xattr(k, klen, &ino, &name, &nlen)) {
+        fputs("X ", f);
+        put_ino(fx, f, ino);
+        fprintf(f, " %.*s = ", (int)nlen, name);
+        put_hex(f, v, vlen);
+    } else {
+        put_hex(f, k, klen);
+        fputs(" = ", f);
+        put_hex(f, v, vlen);
+    }
+    fputc('\n', f);
+}
+
+/* Every key of the store and its value, in order, as text. The
+ * allocator's next number is left out: a failed op may have reserved
+ * numbers (never reused: ARCHITECTURE.md invariant 1). */
+static char *store_dump(const fixture *fx)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    lsm_iter *it = lsm_iter_new(fx->fs->db, &ro);
+    assert_non_null(it);
+    for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it)) {
+        size_t klen, vlen;
+        const char *k = lsm_iter_key(it, &klen);
+        const char *v = lsm_iter_value(it, &vlen);
+        if (k[0] != K_ALLOC)
+            dump_one(fx, f, k, klen, v, vlen);
+    }
+    ASSERT_OK(lsm_iter_status(it));
+    lsm_iter_free(it);
+    fclose(f);
+    return text;
+}
+
+/* One entry of the walk: its attributes as GETATTR gives them (times
+ * aside), its data (READ or READLINK), its xattrs (LISTXATTR, GETXATTR);
+ * a directory's entries (READDIR) each walked. */
+static void walk_ino(fixture *fx, FILE *out, uint64_t ino, int depth);
+
+static void walk_entry(fixture *fx, FILE *out, uint64_t dir, const char *name, int depth)
+{
+    struct fuse_req r;
+    req_init(fx, &r);
+    op_lookup(&r, dir, name);
+    fprintf(out, "%*s%s: lookup %d ino ", depth, "", name, fake_req_errno(&r));
+    put_ino(fx, out, r.reply.entry.ino);
+    fputc('\n', out);
+    uint64_t ino = r.reply.entry.ino;
+    fake_req_done(&r);
+    if (ino != 0)
+        walk_ino(fx, out, ino, depth + 2);
+}
+
+static void walk_dir(fixture *fx, FILE *out, uint64_t ino, int depth)
+{
+    struct fuse_req r;
+    req_init(fx, &r);
+    op_readdir(&r, ino, 65536, 0, NULL);
+    assert_int_equal(fake_req_errno(&r), 0);
+    for (size_t off = 0; off < r.reply.len;) {
+        const struct fuse_dirent *d = (const void *)(r.reply.buf + off);
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)d->namelen, d->name);
+        fprintf(out, "%*sentry %s type %u ino ", depth, "", name, d->type);
+        put_ino(fx, out, d->ino);
+        fputc('\n', out);
+        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0)
+            walk_entry(fx, out, ino, name, depth);
+        off += FUSE_DIRENT_SIZE(d);
+    }
+    fake_req_done(&r);
+}
+
+static void walk_xattrs(fixture *fx, FILE *out, uint64_t ino, int depth)
+{
+    struct fuse_req r;
+    req_init(fx, &r);
+    op_listxattr(&r, ino, 4096);
+    assert_int_equal(fake_req_errno(&r), 0);
+    for (size_t off = 0; off < r.reply.len; off += strlen(r.reply.buf + off) + 1) {
+        struct fuse_req g;
+        req_init(fx, &g);
+        op_getxattr(&g, ino, r.reply.buf + off, 4096);
+        fprintf(out, "%*sxattr %s = %d %s\n", depth, "", r.reply.buf + off, fake_req_errno(&g),
+                g.reply.buf ? g.reply.buf : "");
+        fake_req_done(&g);
+    }
+    fake_req_done(&r);
+}
+
+static void walk_ino(fixture *fx, FILE *out, uint64_t ino, int depth)
+{
+    struct fuse_req r;
+    req_init(fx, &r);
+    op_getattr(&r, ino, NULL);
+    assert_int_equal(fake_req_errno(&r), 0);
+    struct stat st = r.reply.attr;
+    fake_req_done(&r);
+    fprintf(out, "%*smode %o nlink %llu uid %u size %lld blocks %lld ino ", depth, "", st.st_mode,
+            (unsigned long long)st.st_nlink, st.st_uid, (long long)st.st_size,
+            (long long)st.st_blocks);
+    put_ino(fx, out, st.st_ino);
+    fputc('\n', out);
+    walk_xattrs(fx, out, ino, depth);
+    req_init(fx, &r);
+    if (S_ISDIR(st.st_mode)) {
+        walk_dir(fx, out, ino, depth);
+    } else if (S_ISLNK(st.st_mode)) {
+        op_readlink(&r, ino);
+        fprintf(out, "%*s-> %s\n", depth, "", r.reply.buf ? r.reply.buf : "?");
+    } else {
+        op_read(&r, ino, 1 << 20, 0, NULL);
+        assert_int_equal(fake_req_errno(&r), 0);
+        fprintf(out, "%*sdata %zu: ", depth, "", r.reply.len);
+        fwrite(r.reply.buf, 1, r.reply.len, out);
+        fputc('\n', out);
+    }
+    fake_req_done(&r);
+}
+
+static char *walk(fixture *fx)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    walk_ino(fx, f, SCHEMA_ROOT_INO, 0);
+    fclose(f);
+    return text;
+}
+
+static void assert_fsck_clean(fixture *fx, const char *what, uint64_t n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    fsck_result res;
+    int rc = fsck_live(fx->fs->db, fx->dir, f, &res);
+    fclose(f);
+    if (rc != FSCK_CLEAN)
+        fail_msg("%s, allocation %llu failed: fsck says %d:\n%s", what, (unsigned long long)n, rc,
+                 text);
+    free(text);
+}
+
+/* -------------------------------------------------------------- ops */
+
+typedef struct op_case {
+    const char *name;
+    void (*run)(fixture *fx, fuse_req_t req);
+    bool changes; /* false: a read, the store must stay as it was */
+    bool stamped; /* its reply's bytes hold times: only their length is compared */
+} op_case;
+
+static void do_create(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    struct fuse_file_info fi = {.flags = O_RDWR};
+    op_create(req, 1, "n", 0644, &fi);
+}
+static void do_mkdir(fixture *fx, fuse_req_t req)
+{
+    op_mkdir(req, fx->ino_d, "n", 0755);
+}
+static void do_mknod(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    op_mknod(req, 1, "n", S_IFIFO | 0644, 0);
+}
+static void do_symlink(fixture *fx, fuse_req_t req)
+{
+    op_symlink(req, "d/g", fx->ino_d, "n");
+}
+static void do_link(fixture *fx, fuse_req_t req)
+{
+    op_link(req, fx->ino_f, fx->ino_d, "n");
+}
+static void do_unlink(fixture *fx, fuse_req_t req)
+{
+    op_unlink(req, fx->ino_d, "g");
+}
+static void do_unlink_big(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    op_unlink(req, 1, "big");
+}
+static void do_rmdir(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    op_rmdir(req, 1, "e");
+}
+static void do_rename(fixture *fx, fuse_req_t req)
+{
+    op_rename(req, 1, "f", fx->ino_d, "n", 0);
+}
+static void do_rename_over(fixture *fx, fuse_req_t req)
+{
+    op_rename(req, fx->ino_d, "g", 1, "f", 0);
+}
+static void do_rename_dir(fixture *fx, fuse_req_t req)
+{
+    op_rename(req, 1, "e", fx->ino_d, "n", 0);
+}
+static void do_rename_exchange(fixture *fx, fuse_req_t req)
+{
+    op_rename(req, 1, "f", fx->ino_d, "g", RENAME_EXCHANGE);
+}
+static void do_write(fixture *fx, fuse_req_t req)
+{
+    op_write(req, fx->ino_f, "HEL", 3, 1, NULL);
+}
+static void do_write_chunks(fixture *fx, fuse_req_t req)
+{
+    static char wbuf[6000];
+    memset(wbuf, 'w', sizeof wbuf);
+    op_write(req, fx->ino_big, wbuf, sizeof wbuf, 1000, NULL);
+}
+static void do_write_uninline(fixture *fx, fuse_req_t req)
+{
+    static char ubuf[5000];
+    memset(ubuf, 'u', sizeof ubuf);
+    op_write(req, fx->ino_f, ubuf, sizeof ubuf, 2, NULL);
+}
+static void do_chmod(fixture *fx, fuse_req_t req)
+{
+    struct stat st = {.st_mode = S_IFREG | 0600, .st_uid = 7};
+    op_setattr(req, fx->ino_f, &st, FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID, NULL);
+}
+static void do_truncate_down(fixture *fx, fuse_req_t req)
+{
+    struct stat st = {.st_size = 10};
+    op_setattr(req, fx->ino_big, &st, FUSE_SET_ATTR_SIZE, NULL);
+}
+static void do_truncate_up(fixture *fx, fuse_req_t req)
+{
+    struct stat st = {.st_size = 10000};
+    op_setattr(req, fx->ino_f, &st, FUSE_SET_ATTR_SIZE, NULL);
+}
+static void do_setxattr(fixture *fx, fuse_req_t req)
+{
+    op_setxattr(req, fx->ino_f, "user.b", "bee", 3, 0);
+}
+static void do_setxattr_replace(fixture *fx, fuse_req_t req)
+{
+    op_setxattr(req, fx->ino_f, "user.a", "22", 2, XATTR_REPLACE);
+}
+static void do_removexattr(fixture *fx, fuse_req_t req)
+{
+    op_removexattr(req, fx->ino_f, "user.a");
+}
+static void do_fallocate(fixture *fx, fuse_req_t req)
+{
+    op_fallocate(req, fx->ino_big, 0, 0, 5 * 4096, NULL);
+}
+static void do_punch(fixture *fx, fuse_req_t req)
+{
+    op_fallocate(req, fx->ino_big, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096, 4096, NULL);
+}
+static void do_fsync(fixture *fx, fuse_req_t req)
+{
+    op_fsync(req, fx->ino_f, 0, NULL);
+}
+static void do_fsyncdir(fixture *fx, fuse_req_t req)
+{
+    op_fsyncdir(req, fx->ino_d, 0, NULL);
+}
+static void do_read(fixture *fx, fuse_req_t req)
+{
+    op_read(req, fx->ino_f, 4096, 0, NULL);
+}
+static void do_read_chunks(fixture *fx, fuse_req_t req)
+{
+    op_read(req, fx->ino_big, 65536, 100, NULL);
+}
+static void do_readdir(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    op_readdir(req, 1, 4096, 0, NULL);
+}
+static void do_readdirplus(fixture *fx, fuse_req_t req)
+{
+    op_readdirplus(req, fx->ino_d, 4096, 0, NULL);
+}
+static void do_lookup(fixture *fx, fuse_req_t req)
+{
+    op_lookup(req, fx->ino_d, "g");
+}
+static void do_getattr(fixture *fx, fuse_req_t req)
+{
+    op_getattr(req, fx->ino_big, NULL);
+}
+static void do_readlink(fixture *fx, fuse_req_t req)
+{
+    op_readlink(req, fx->ino_s);
+}
+static void do_getxattr(fixture *fx, fuse_req_t req)
+{
+    op_getxattr(req, fx->ino_f, "user.a", 64);
+}
+static void do_listxattr(fixture *fx, fuse_req_t req)
+{
+    op_listxattr(req, fx->ino_f, 64);
+}
+static void do_lseek(fixture *fx, fuse_req_t req)
+{
+    op_lseek(req, fx->ino_big, 0, SEEK_HOLE, NULL);
+}
+static void do_statfs(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    op_statfs(req, 1);
+}
+
+static const op_case cases[] = {
+    {"create", do_create, true, false},
+    {"mkdir", do_mkdir, true, false},
+    {"mknod", do_mknod, true, false},
+    {"symlink", do_symlink, true, false},
+    {"link", do_link, true, false},
+    {"unlink", do_unlink, true, false},
+    {"unlink_big", do_unlink_big, true, false},
+    {"rmdir", do_rmdir, true, false},
+    {"rename", do_rename, true, false},
+    {"rename_over", do_rename_over, true, false},
+    {"rename_dir", do_rename_dir, true, false},
+    {"rename_exchange", do_rename_exchange, true, false},
+    {"write", do_write, true, false},
+    {"write_chunks", do_write_chunks, true, false},
+    {"write_uninline", do_write_uninline, true, false},
+    {"chmod_chown", do_chmod, true, false},
+    {"truncate_down", do_truncate_down, true, false},
+    {"truncate_up", do_truncate_up, true, false},
+    {"setxattr", do_setxattr, true, false},
+    {"setxattr_replace", do_setxattr_replace, true, false},
+    {"removexattr", do_removexattr, true, false},
+    {"fallocate", do_fallocate, true, false},
+    {"punch_hole", do_punch, true, false},
+    {"fsync", do_fsync, false, false},
+    {"fsyncdir", do_fsyncdir, false, false},
+    {"read", do_read, false, false},
+    {"read_chunks", do_read_chunks, false, false},
+    {"readdir", do_readdir, false, false},
+    {"readdirplus", do_readdirplus, false, true},
+    {"lookup", do_lookup, false, false},
+    {"getattr", do_getattr, false, false},
+    {"readlink", do_readlink, false, false},
+    {"getxattr", do_getxattr, false, false},
+    {"listxattr", do_listxattr, false, false},
+    {"lseek", do_lseek, false, false},
+    {"statfs", do_statfs, false, true},
+};
+
+/* ------------------------------------------------------------ a run */
+
+/* The filesystem of the template mounted afresh in fx->dir and walked
+ * once (the caches warm). */
+static void fresh(fixture *fx)
+{
+    if (access(fx->dir, F_OK) == 0)
+        tu_rmtree(fx->dir);
+    tu_copy_dir(fx->tmpl, fx->dir);
+    mount_fs(fx, fx->dir);
+    free(walk(fx));
+}
+
+/* What an unfailed run of op leaves. */
+typedef struct outcome {
+    char *before, *after; /* store dumps */
+    char *walk_after;
+    fake_reply reply; /* its buf: NULL */
+    char *reply_buf;
+    uint64_t allocs; /* the op's allocations */
+} outcome;
+
+/* Runs c on fx with allocation n failing (0: none), its reply in *r.
+ * Returns whether the failure happened. */
+static bool run_op(fixture *fx, const op_case *c, uint64_t n, struct fuse_req *r)
+{
+    req_init(fx, r);
+    lsm_alloc_hook_arm(LSM_ALLOC_MAIN, n);
+    c->run(fx, r);
+    lsm_alloc_hook_disarm();
+    if (r->reply.replies != 1)
+        fail_msg("%s, allocation %llu failing: %d replies", c->name, (unsigned long long)n,
+                 r->reply.replies);
+    return lsm_alloc_hook_fired();
+}
+
+static void reference(fixture *fx, const op_case *c, outcome *o)
+{
+    fresh(fx);
+    o->before = store_dump(fx);
+    struct fuse_req r;
+    run_op(fx, c, 0, &r);
+    o->allocs = lsm_alloc_hook_count(LSM_ALLOC_MAIN);
+    if (fake_req_errno(&r) != 0)
+        fail_msg("%s unfailed: error %d", c->name, fake_req_errno(&r));
+    o->reply = r.reply;
+    o->reply_buf = r.reply.buf;
+    o->reply.buf = NULL;
+    o->after = store_dump(fx);
+    if (!c->changes && strcmp(o->before, o->after) != 0)
+        fail_msg("%s changed the store:\n%s\nafter:\n%s", c->name, o->before, o->after);
+    assert_fsck_clean(fx, c->name, 0);
+    o->walk_after = walk(fx);
+    unmount_fs(fx);
+}
+
+static void outcome_free(outcome *o)
+{
+    free(o->before);
+    free(o->after);
+    free(o->walk_after);
+    free(o->reply_buf);
+}
+
+/* The reply of a successful run equals the unfailed run's (times aside). */
+/* ino, or all ones for a number the template does not hold (put_ino). */
+static uint64_t norm_ino(const fixture *fx, uint64_t ino)
+{
+    return ino > fx->ino_max ? UINT64_MAX : ino;
+}
+
+static void check_reply(const fixture *fx, const op_case *c, uint64_t n, const outcome *o,
+                        const fake_reply *got)
+{
+    bool same = got->kind == o->reply.kind && got->len == o->reply.len &&
+                (got->len == 0 || c->stamped || memcmp(got->buf, o->reply_buf, got->len) == 0) &&
+                got->count == o->reply.count && got->off == o->reply.off &&
+                norm_ino(fx, got->entry.ino) == norm_ino(fx, o->reply.entry.ino) && got->attr.st_ino == o->reply.attr.st_ino &&
+                got->attr.st_size == o->reply.attr.st_size;
+    if (!same)
+        fail_msg("%s, allocation %llu failing: succeeded with another reply (kind %d len %zu "
+                 "ino %llu size %lld, unfailed: kind %d len %zu ino %llu size %lld)",
+                 c->name, (unsigned long long)n, got->kind, got->len,
+                 (unsigned long long)(got->entry.ino | got->attr.st_ino),
+                 (long long)(got->entry.attr.st_size | got->attr.st_size), o->reply.kind,
+                 o->reply.len, (unsigned long long)(o->reply.entry.ino | o->reply.attr.st_ino),
+                 (long long)(o->reply.entry.attr.st_size | o->reply.attr.st_size));
+}
+
+static void check_dump(fixture *fx, const op_case *c, uint64_t n, const char *want,
+                       const char *what)
+{
+    char *now = store_dump(fx);
+    if (strcmp(now, want) != 0)
+        fail_msg("%s, allocation %llu failing: the store is not %s:\n%s\nexpected:\n%s", c->name,
+                 (unsigned long long)n, what, now, want);
+    free(now);
+}
+
+/* One run with allocation n failing; false when the op made fewer than n
+ * allocations (nothing failed). */
+static bool sweep_one(fixture *fx, const op_case *c, const outcome *o, uint64_t n)
+{
+    fresh(fx);
+    struct fuse_req r;
+    bool fired = run_op(fx, c, n, &r);
+    int err = fake_req_errno(&r);
+    if (err != 0 && err != ENOMEM)
+        fail_msg("%s, allocation %llu failing: error %d, not ENOMEM", c->name,
+                 (unsigned long long)n, err);
+    if (!fired && err != 0)
+        fail_msg("%s: error %d with no allocation failed", c->name, err);
+    if (err == 0) {
+        check_reply(fx, c, n, o, &r.reply);
+        check_dump(fx, c, n, o->after, "the op's whole effect");
+    } else {
+        check_dump(fx, c, n, o->before, "as before the failed op");
+        assert_fsck_clean(fx, c->name, n);
+        fake_req_done(&r);
+        run_op(fx, c, 0, &r);
+        if (fake_req_errno(&r) != 0)
+            fail_msg("%s after allocation %llu failed: the op repeated fails with %d", c->name,
+                     (unsigned long long)n, fake_req_errno(&r));
+        check_reply(fx, c, n, o, &r.reply);
+        check_dump(fx, c, n, o->after, "the op's whole effect once repeated");
+    }
+    fake_req_done(&r);
+    assert_fsck_clean(fx, c->name, n);
+    char *w = walk(fx);
+    if (strcmp(w, o->walk_after) != 0)
+        fail_msg("%s, allocation %llu failing (answer %d): the ops see\n%s\nnot\n%s", c->name,
+                 (unsigned long long)n, err, w, o->walk_after);
+    free(w);
+    unmount_fs(fx);
+    return fired;
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v != '\0' ? strtoull(v, NULL, 10) : dflt;
+}
+
+/* The N a sweep runs: all with OOM_SWEEP=full, else the first 20 and every
+ * stride-th after. */
+static bool sampled(uint64_t n)
+{
+    const char *mode = getenv("OOM_SWEEP");
+    if (mode != NULL && strcmp(mode, "full") == 0)
+        return true;
+    return n <= 20 || n % env_u64("FS_OOM_STRIDE", 3) == 0;
+}
+
+static void sweep_case(fixture *fx, const op_case *c)
+{
+    outcome o = {0};
+    reference(fx, c, &o);
+    uint64_t runs = 0, n;
+    for (n = 1; n <= o.allocs + 1; n++) {
+        if (!sampled(n) && n <= o.allocs)
+            continue;
+        runs++;
+        if (!sweep_one(fx, c, &o, n))
+            break;
+    }
+    if (n <= o.allocs)
+        fail_msg("%s: %llu allocations unfailed, but only %llu ran", c->name,
+                 (unsigned long long)o.allocs, (unsigned long long)n);
+    if (getenv("FS_OOM_VERBOSE") != NULL)
+        print_message("%-18s %3llu allocations, %3llu runs\n", c->name,
+                      (unsigned long long)o.allocs, (unsigned long long)runs);
+    outcome_free(&o);
+}
+
+/* The stores live in memory when they can (/dev/shm): each run copies
+ * one and opens it, and on a disk the syncs and the zero-filled log and
+ * reserve files of each open cost a hundred times the op. */
+static char base[sizeof tu_dir];
+
+static int setup(void **state)
+{
+    int rc = tu_setup(state);
+    snprintf(base, sizeof base, "/dev/shm/lsmfs-fs-oom-XXXXXX");
+    if (mkdtemp(base) == NULL)
+        snprintf(base, sizeof base, "%s", tu_dir);
+    return rc;
+}
+
+static int teardown(void **state)
+{
+    if (strcmp(base, tu_dir) != 0)
+        tu_rmtree(base);
+    return tu_teardown(state);
+}
+
+static void test_every_op_out_of_memory(void **state)
+{
+    (void)state;
+    fixture fx = {0};
+    snprintf(fx.tmpl, sizeof fx.tmpl, "%s/template", base);
+    snprintf(fx.dir, sizeof fx.dir, "%s/fs", base);
+    make_template(&fx);
+    const char *only = getenv("FS_OOM_OP");
+    int ran = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (only != NULL && strcmp(only, cases[i].name) != 0)
+            continue;
+        sweep_case(&fx, &cases[i]);
+        ran++;
+    }
+    assert_true(ran > 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_every_op_out_of_memory, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
