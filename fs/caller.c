@@ -3,6 +3,8 @@
  */
 #include "caller.h"
 
+#include "lsm_malloc.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -24,7 +26,7 @@ bool caller_in_group(fuse_req_t req, gid_t gid)
     gid_t *list = first;
     int n = fuse_req_getgroups(req, GROUPS_FIRST, first);
     if (n > GROUPS_FIRST) { /* the list may change between two reads: take min */
-        list = malloc((size_t)n * sizeof *list);
+        list = lsm_malloc((size_t)n * sizeof *list);
         int again = list != NULL ? fuse_req_getgroups(req, n, list) : -ENOMEM;
         n = again < n ? again : n;
     }
@@ -80,11 +82,10 @@ static bool same_user_ns(pid_t tid)
 bool caller_capable(fuse_req_t req, int cap)
 {
     pid_t tid = fuse_req_ctx(req)->pid;
-    char *status = malloc(STATUS_MAX);
+    char status[STATUS_MAX]; /* no allocation: out of memory is no reason to refuse */
     unsigned long long set = 0;
-    bool ok = status != NULL && tid > 0 && read_status(tid, status, STATUS_MAX) &&
+    bool ok = tid > 0 && read_status(tid, status, sizeof status) &&
               caller_parse_capeff(status, &set);
-    free(status);
     return ok && cap >= 0 && cap < 64 && (set >> cap & 1) && same_user_ns(tid);
 }
 

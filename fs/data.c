@@ -7,6 +7,7 @@
 #include "fuse_api.h"
 #include "icache.h"
 #include "grow.h"
+#include "lsm_malloc.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -214,7 +215,7 @@ int data_read(lsmfs *fs, inode *n, uint64_t off, size_t size, char **out, size_t
     if (off >= r->size || size == 0)
         return 0;
     uint64_t len = min_u64(size, r->size - off);
-    char *buf = malloc(len);
+    char *buf = lsm_malloc(len);
     if (buf == NULL)
         return ENOMEM;
     if (is_inline(r))
@@ -280,7 +281,7 @@ static int write_inline(lsmfs *fs, inode *n, const inode_rec *r, payload *pl, co
     if (err != 0)
         return err;
     size_t newlen = (size_t)max_u64(plen, off + size);
-    char *np = realloc(p, newlen);
+    char *np = lsm_realloc(p, newlen);
     if (np == NULL) {
         free(p);
         return ENOMEM;
@@ -417,7 +418,7 @@ static int chunk_old(lsmfs *fs, uint64_t ino, uint64_t idx, const chunk_write *w
     *vlen = 0;
     *read = false;
     if (idx == 0 && w->have_base0) {
-        if (w->base0len > 0 && (*v = malloc(w->base0len)) == NULL)
+        if (w->base0len > 0 && (*v = lsm_malloc(w->base0len)) == NULL)
             return ENOMEM;
         if (w->base0len > 0)
             memcpy(*v, w->base0, w->base0len);
@@ -460,7 +461,7 @@ static int write_chunk(lsmfs *fs, lsm_batch *b, uint64_t ino, uint64_t idx, cons
     if (!stored)
         chunks_add(w->r, 1);
     size_t newlen = (size_t)max_u64(vlen, hi);
-    char *nv = realloc(v, newlen);
+    char *nv = lsm_realloc(v, newlen);
     if (nv == NULL) {
         free(v);
         return ENOMEM;

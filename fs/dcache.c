@@ -7,6 +7,7 @@
 #include "schema.h"
 #include "grow.h"
 #include "siphash.h"
+#include "lsm_malloc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -129,7 +130,7 @@ static void refill(dcache *c, int32_t *slots, size_t n)
 static int rehash(dcache *c, size_t live)
 {
     size_t n = slots_for(live);
-    int32_t *slots = malloc(n * sizeof *slots);
+    int32_t *slots = lsm_malloc(n * sizeof *slots);
     if (slots == NULL)
         return ENOMEM;
     refill(c, slots, n);
@@ -139,7 +140,7 @@ static int rehash(dcache *c, size_t live)
 dcache *dcache_new(void)
 {
     pthread_once(&key_once, random_key);
-    dcache *c = calloc(1, sizeof *c);
+    dcache *c = lsm_calloc(1, sizeof *c);
     if (c != NULL)
         c->key = the_key;
     if (c != NULL && rehash(c, 0) != 0) {
@@ -218,7 +219,7 @@ int dcache_add(dcache *c, const char *name, size_t nlen, uint64_t ino, uint8_t t
 static void compact(dcache *c)
 {
     size_t n = slots_for(c->live);
-    int32_t *slots = malloc(n * sizeof *slots);
+    int32_t *slots = lsm_malloc(n * sizeof *slots);
     if (slots == NULL)
         return;
     size_t j = 0, off = 0;

@@ -6,6 +6,7 @@
 #include "storeio.h"
 #include "fuse_api.h"
 #include "inode.h"
+#include "lsm_malloc.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -268,8 +269,8 @@ int dir_list(lsmfs *fs, inode *dir, uint64_t from, size_t room, dir_visit_fn fn,
 {
     assert(inode_pinned(dir) && !inode_held(dir));
     copied c = {.max = room / 32 + 1, .names_max = room};
-    c.e = malloc(c.max * sizeof *c.e);
-    c.names = malloc(room ? room : 1);
+    c.e = lsm_malloc(c.max * sizeof *c.e);
+    c.names = lsm_malloc(room ? room : 1);
     int err = 0;
     if (c.e == NULL || c.names == NULL)
         err = ENOMEM;

@@ -18,6 +18,7 @@
 #include "store_open.h"
 #include "super.h"
 #include "xattr.h"
+#include "lsm_malloc.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -946,7 +947,7 @@ static void write_inode(fsck *f, ino_info *i)
     } else {
         plen = 0;
     }
-    char *nv = malloc(INODE_HDR_LEN + plen);
+    char *nv = lsm_malloc(INODE_HDR_LEN + plen);
     if (nv == NULL) {
         f->op_error = true;
     } else {

@@ -6,6 +6,7 @@
 #include "storeio.h"
 #include "inode.h"
 #include "mutex.h"
+#include "lsm_malloc.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -51,7 +52,7 @@ static size_t bucket_of(const shard *s, uint64_t ino)
 
 icache *icache_new(void)
 {
-    icache *c = calloc(1, sizeof *c);
+    icache *c = lsm_calloc(1, sizeof *c);
     if (c == NULL)
         return NULL;
     atomic_init(&c->forget_epoch, 1);
@@ -59,7 +60,7 @@ icache *icache_new(void)
         shard *s = &c->shards[i];
         mutex_init(&s->mu);
         s->nbuckets = INITIAL_BUCKETS;
-        s->buckets = calloc(s->nbuckets, sizeof *s->buckets);
+        s->buckets = lsm_calloc(s->nbuckets, sizeof *s->buckets);
         if (s->buckets == NULL) {
             s->nbuckets = 0;
             icache_free(c);
@@ -160,7 +161,7 @@ static void maybe_grow(shard *s)
     if (s->count < s->nbuckets * 2)
         return;
     size_t nb = s->nbuckets * 2;
-    inode **buckets = calloc(nb, sizeof *buckets);
+    inode **buckets = lsm_calloc(nb, sizeof *buckets);
     if (buckets == NULL)
         return;
     inode **old = s->buckets;
@@ -203,7 +204,7 @@ static inode *pin(icache *c, uint64_t ino)
     shard *s = shard_of(c, ino);
     mutex_lock(&s->mu);
     inode *n = find(s, ino);
-    if (n == NULL && (n = calloc(1, sizeof *n)) != NULL) {
+    if (n == NULL && (n = lsm_calloc(1, sizeof *n)) != NULL) {
         n->ino = ino;
         pthread_rwlock_init(&n->lock, NULL);
         size_t b = bucket_of(s, ino);
@@ -222,14 +223,14 @@ static inode *pin(icache *c, uint64_t ino)
 }
 
 /* Loads n's record, keeping a regular file's payload (a symlink's target
- * is read at readlink). REQUIRES: n->lock held for writing. */
+ * is read at readlink). Out of memory fails the load, as any error: the
+ * store's read of the record may be what failed. REQUIRES: n->lock held
+ * for writing. */
 static int load(lsmfs *fs, inode *n)
 {
     char *p;
     size_t len;
     int err = inode_load(fs, n->ino, &n->rec, &p, &len);
-    if (err == ENOMEM)
-        return 0; /* the record is read, its payload's copy failed: none kept */
     if (err != 0)
         return err;
     if (S_ISREG(n->rec.mode))
@@ -327,7 +328,7 @@ static void set_kname(inode *n, uint64_t parent, const char *name)
 {
     if (name == NULL || (n->kname != NULL && n->kparent == parent && strcmp(n->kname, name) == 0))
         return;
-    char *copy = strdup(name);
+    char *copy = lsm_strdup(name);
     if (copy == NULL)
         return;
     free(n->kname);

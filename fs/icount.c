@@ -5,6 +5,7 @@
 
 #include "fuse_api.h"
 #include "schema.h"
+#include "lsm_malloc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -90,7 +91,7 @@ static void *job_main(void *arg)
 int icount_start(lsm_db *db, _Atomic int64_t *total, _Atomic bool *known, icount_job **out)
 {
     *out = NULL;
-    icount_job *j = calloc(1, sizeof *j);
+    icount_job *j = lsm_calloc(1, sizeof *j);
     if (j == NULL || (j->it = new_iter(db)) == NULL) {
         free(j);
         return ENOMEM;

@@ -6,6 +6,7 @@
 #include "storeio.h"
 #include "fuse_api.h"
 #include "icache.h"
+#include "lsm_malloc.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -38,7 +39,7 @@ int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **pay, size_t *plen)
     } else if (pay != NULL) {
         *pay = NULL;
         *plen = pl;
-        if (pl > 0 && (*pay = malloc(pl)) == NULL)
+        if (pl > 0 && (*pay = lsm_malloc(pl)) == NULL)
             err = ENOMEM;
         else if (pl > 0)
             memcpy(*pay, p, pl);
@@ -53,7 +54,7 @@ int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *
     char *v = stackbuf;
     size_t vlen = INODE_HDR_LEN + plen;
     if (vlen > sizeof stackbuf) {
-        v = malloc(vlen);
+        v = lsm_malloc(vlen);
         if (v == NULL)
             return ENOMEM;
     }
@@ -80,7 +81,7 @@ int inode_payload(lsmfs *fs, inode *n, char **p, size_t *plen)
     *p = NULL;
     *plen = n->pay_len;
     if (n->pay_kept) {
-        if (n->pay_len > 0 && (*p = malloc(n->pay_len)) == NULL)
+        if (n->pay_len > 0 && (*p = lsm_malloc(n->pay_len)) == NULL)
             return ENOMEM;
         if (n->pay_len > 0)
             memcpy(*p, n->pay, n->pay_len);

@@ -3,6 +3,8 @@
  */
 #include "ishrink.h"
 
+#include "lsm_malloc.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -79,7 +81,7 @@ ishrink *ishrink_start(icache *c, struct fuse_session *se, size_t max, int *err)
     *err = 0;
     if (max == 0)
         return NULL;
-    ishrink *k = calloc(1, sizeof *k);
+    ishrink *k = lsm_calloc(1, sizeof *k);
     if (k == NULL) {
         *err = ENOMEM;
         return NULL;

@@ -12,6 +12,7 @@
 #include "snapshot.h"
 #include "store_open.h"
 #include "store_uri.h"
+#include "lsm_malloc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -86,14 +87,14 @@ static void init_reserve(lsmfs *fs)
 
 int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
 {
-    lsmfs *fs = calloc(1, sizeof *fs);
+    lsmfs *fs = lsm_calloc(1, sizeof *fs);
     if (fs == NULL) {
         snprintf(err, errlen, "out of memory");
         return ENOMEM;
     }
     fs->cfg = *cfg;
     store_usage_init(&fs->usage);
-    fs->dir = store_uri_is_rados(cfg->store_dir) ? strdup(cfg->store_dir)
+    fs->dir = store_uri_is_rados(cfg->store_dir) ? lsm_strdup(cfg->store_dir)
                                                  : realpath(cfg->store_dir, NULL);
     if (fs->dir == NULL) {
         int e = errno;

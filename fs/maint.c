@@ -5,6 +5,7 @@
 #include "fsck.h"
 #include "ops.h"
 #include "super.h"
+#include "lsm_malloc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -66,7 +67,7 @@ static void check_tables(fuse_req_t req, lsmfs *fs, const void *in, size_t insz,
 
 static void check_fs(fuse_req_t req, lsmfs *fs, size_t outsz)
 {
-    struct lsmfs_check_fs *c = calloc(1, sizeof *c);
+    struct lsmfs_check_fs *c = lsm_calloc(1, sizeof *c);
     char *text = NULL;
     size_t len = 0;
     FILE *out = c != NULL && outsz >= sizeof *c ? open_memstream(&text, &len) : NULL;

@@ -10,6 +10,7 @@
 #include "dir.h"
 #include "inode.h"
 #include "ops.h"
+#include "lsm_malloc.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -150,7 +151,7 @@ static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool pl
     inode_rec r;
     op_read_rec(d, &r);
     listing l = {.req = req, .fs = fs, .dir = ino, .plus = plus, .size = size};
-    if (!S_ISDIR(r.mode) || (l.buf = malloc(size)) == NULL) {
+    if (!S_ISDIR(r.mode) || (l.buf = lsm_malloc(size)) == NULL) {
         fuse_reply_err(req, S_ISDIR(r.mode) ? ENOMEM : ENOTDIR);
         icache_put(fs->icache, d);
         return;

@@ -7,6 +7,7 @@
 #include "storeio.h"
 #include "inode.h"
 #include "orphan.h"
+#include "lsm_malloc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -66,7 +67,7 @@ int op_commit_one_as(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, cons
     assert(inode_wrheld(n));
     char *kept = NULL; /* the new payload's copy, made before the commit (ops.h) */
     bool replace = pl != NULL && pl->replace;
-    if (replace && pl->len > 0 && (kept = malloc(pl->len)) == NULL)
+    if (replace && pl->len > 0 && (kept = lsm_malloc(pl->len)) == NULL)
         return ENOMEM;
     if (kept != NULL)
         memcpy(kept, pl->data, pl->len);
@@ -211,7 +212,7 @@ static void *notify_main(void *arg)
 void op_reply_undurable(fuse_req_t req, int err, const op_touched *t)
 {
     ops_state *st = op_state(req);
-    undurable *u = st->se != NULL ? calloc(1, sizeof *u) : NULL;
+    undurable *u = st->se != NULL ? lsm_calloc(1, sizeof *u) : NULL;
     if (u != NULL) {
         u->st = st;
         u->t = *t;

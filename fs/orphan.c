@@ -10,6 +10,7 @@
 #include "icache.h"
 #include "inode.h"
 #include "xattr.h"
+#include "lsm_malloc.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -410,7 +411,7 @@ static int scan_orphans(struct reclaimer *rc)
 
 int reclaimer_start(lsmfs *fs, reclaimer **out)
 {
-    struct reclaimer *rc = calloc(1, sizeof *rc);
+    struct reclaimer *rc = lsm_calloc(1, sizeof *rc);
     if (rc == NULL)
         return ENOMEM;
     rc->fs = fs;

@@ -12,6 +12,7 @@
 
 #include "env.h"
 #include "filename.h"
+#include "lsm_malloc.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -75,7 +76,7 @@ static int others(lsm_env *env, const char *live_dir, const char *dir,
         snprintf(path, sizeof path, "%s/%s", dir, snaps->v[i]);
         if ((err = list(env, path, &more)) != 0)
             break;
-        char **v = more.n > 0 ? realloc(out->v, (size_t)(out->n + more.n) * sizeof(*v)) : out->v;
+        char **v = more.n > 0 ? lsm_realloc(out->v, (size_t)(out->n + more.n) * sizeof(*v)) : out->v;
         if (v == NULL) {
             env_free_children(more.v, more.n);
             err = ENOMEM;

@@ -251,7 +251,13 @@ static inline void tu_pwrite(const char *path, long off, const void *data, size_
  * new directory to, through tu_env(), as the OS or the cluster has them
  * now (what a process crash leaves). A dir that does not exist leaves to
  * empty. */
+static inline void tu_copy_dir_but(const char *dir, const char *to, const char *skip);
 static inline void tu_copy_dir(const char *dir, const char *to)
+{
+    tu_copy_dir_but(dir, to, NULL);
+}
+/* tu_copy_dir without the file named `skip` (NULL: none). */
+static inline void tu_copy_dir_but(const char *dir, const char *to, const char *skip)
 {
     lsm_env *env = tu_env();
     ASSERT_OK_(env->create_dir(env, to), "mkdir");
@@ -267,7 +273,8 @@ static inline void tu_copy_dir(const char *dir, const char *to)
         snprintf(from, sizeof from, "%s/%s", dir, names[i]);
         snprintf(dst, sizeof dst, "%s/%s", to, names[i]);
         ASSERT_OK_(env->path_info(env, from, &pi), from);
-        if (names[i][0] == '.' || pi.kind != LSM_PATH_FILE)
+        if (names[i][0] == '.' || pi.kind != LSM_PATH_FILE ||
+            (skip != NULL && strcmp(names[i], skip) == 0))
             continue;
         ASSERT_OK_(env->file_size(env, from, &size), from);
         ASSERT_OK_(env_copy_file(env, from, env, dst, size, NULL, NULL), dst);
