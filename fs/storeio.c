@@ -16,6 +16,10 @@ static int write_errno(lsmfs *fs, lsm_status *s, const char *what)
     int err = lsm_status_errno(s);
     if (err == 0)
         err = EIO;
+    if (err == ENOMEM) { /* nothing written, the store goes on: the caller's answer only */
+        lsm_status_free(s);
+        return err;
+    }
     if (err == ENOSPC) { /* not an error of the store: writes resume with space */
         if (!atomic_exchange(&fs->nospace_logged, true))
             fuse_log(FUSE_LOG_WARNING, "lsmfs: store %s: %s; deletes still work\n", what,

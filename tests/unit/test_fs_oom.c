@@ -17,10 +17,12 @@
  * op's allocation count (unfailed) and the runs made. */
 #include "fixture.h"
 
+#include "acl.h"
 #include "alloc_fail.h"
 #include "fake_req.h"
 #include "fsck.h"
 #include "lsmfs.h"
+#include "orphan.h"
 #include "ops.h"
 #include "schema.h"
 
@@ -33,16 +35,19 @@
 /* The filesystem every run starts from (see make_template):
  *   /f      file, "hello" inline, xattr user.a = "1"
  *   /big    file, 3 chunks and a bit
- *   /d/g    directory d holding file g ("gg")
+ *   /d/g    directory d (a default ACL) holding file g ("gg")
  *   /e      empty directory
+ *   /m/file00 .. file15   empty files (a 17th grows its listing)
  *   /s      symlink to "f" */
 #define BIG_LEN (3 * 4096 + 100)
+#define MANY 16
 
 typedef struct fixture {
     char tmpl[160], dir[160];
     lsmfs *fs;
     ops_state st;
-    uint64_t ino_f, ino_big, ino_d, ino_g, ino_e, ino_s;
+    uint64_t ino_f, ino_big, ino_d, ino_g, ino_e, ino_m, ino_s;
+    uint64_t lookups_g; /* the kernel's references to /d/g (prep_orphan) */
     uint64_t ino_max; /* the template's highest */
     bool cold;        /* runs start with empty caches (else walked once) */
 } fixture;
@@ -96,6 +101,25 @@ static void write_(fixture *fx, uint64_t ino, const char *data, size_t len, off_
     MUST(fx, op_write(req, ino, data, len, off, NULL));
 }
 
+/* An access or default ACL in its xattr form granting user 7 read: owner
+ * rw, named user 7 r, group r, mask r, other r. Returns its length. */
+static size_t acl_named_user(char *out)
+{
+    static const struct {
+        uint16_t tag, perm;
+        uint32_t id;
+    } e[] = {{0x01, 6, UINT32_MAX}, {0x02, 4, 7}, {0x04, 4, UINT32_MAX},
+             {0x10, 4, UINT32_MAX}, {0x20, 4, UINT32_MAX}};
+    uint32_t version = 2; /* little-endian, as the machine (x86, arm64) */
+    memcpy(out, &version, 4);
+    for (size_t i = 0; i < 5; i++) {
+        memcpy(out + ACL_HEADER_SIZE + i * ACL_ENTRY_SIZE, &e[i].tag, 2);
+        memcpy(out + ACL_HEADER_SIZE + i * ACL_ENTRY_SIZE + 2, &e[i].perm, 2);
+        memcpy(out + ACL_HEADER_SIZE + i * ACL_ENTRY_SIZE + 4, &e[i].id, 4);
+    }
+    return ACL_HEADER_SIZE + 5 * ACL_ENTRY_SIZE;
+}
+
 /* ------------------------------------------------------- the template */
 
 static void mount_fs(fixture *fx, const char *dir)
@@ -147,6 +171,15 @@ static void make_template(fixture *fx)
     fx->ino_g = create(fx, fx->ino_d, "g");
     write_(fx, fx->ino_g, "gg", 2, 0);
     fx->ino_e = mkdir_(fx, 1, "e");
+    char acl[5 * ACL_ENTRY_SIZE + ACL_HEADER_SIZE];
+    size_t acl_len = acl_named_user(acl);
+    MUST(fx, op_setxattr(req, fx->ino_d, ACL_NAME_DEFAULT, acl, acl_len, 0));
+    fx->ino_m = mkdir_(fx, 1, "m");
+    for (int i = 0; i < MANY; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "file%02d", i);
+        MUST(fx, op_mknod(req, fx->ino_m, name, S_IFREG | 0644, 0));
+    }
     MUST(fx, op_symlink(req, "f", 1, "s"));
     fx->ino_s = lookup(fx, 1, "s");
     fx->ino_max = fx->ino_s;
@@ -372,6 +405,7 @@ static void assert_fsck_clean(fixture *fx, const char *what, uint64_t n)
 typedef struct op_case {
     const char *name;
     void (*run)(fixture *fx, fuse_req_t req);
+    void (*prep)(fixture *fx); /* run unfailed before the op (NULL: none) */
     bool changes; /* false: a read, the store must stay as it was */
     bool stamped; /* its reply's bytes hold times: only their length is compared */
     /* a listing: a shorter one (not empty: that is the end) is right too,
@@ -538,50 +572,128 @@ static void do_statfs(fixture *fx, fuse_req_t req)
     op_statfs(req, 1);
 }
 
+static void do_create_inherit(fixture *fx, fuse_req_t req)
+{
+    struct fuse_file_info fi = {.flags = O_RDWR};
+    op_create(req, fx->ino_d, "n", 0644, &fi);
+}
+static void do_create_many(fixture *fx, fuse_req_t req)
+{
+    struct fuse_file_info fi = {.flags = O_RDWR};
+    op_create(req, fx->ino_m, "n", 0644, &fi);
+}
+static void do_unlink_many(fixture *fx, fuse_req_t req)
+{
+    op_unlink(req, fx->ino_m, "file07");
+}
+static void do_rename_many(fixture *fx, fuse_req_t req)
+{
+    op_rename(req, fx->ino_m, "file03", 1, "f", 0);
+}
+static void do_readdir_many(fixture *fx, fuse_req_t req)
+{
+    op_readdir(req, fx->ino_m, 512, 5, NULL);
+}
+static void do_readdirplus_many(fixture *fx, fuse_req_t req)
+{
+    op_readdirplus(req, fx->ino_m, 4096, 0, NULL);
+}
+static void do_write_large(fixture *fx, fuse_req_t req)
+{
+    static char lbuf[200 << 10];
+    memset(lbuf, 'L', sizeof lbuf);
+    op_write(req, fx->ino_big, lbuf, sizeof lbuf, 0, NULL);
+}
+static void do_setfacl(fixture *fx, fuse_req_t req)
+{
+    char acl[5 * ACL_ENTRY_SIZE + ACL_HEADER_SIZE];
+    size_t len = acl_named_user(acl);
+    op_setxattr(req, fx->ino_f, ACL_NAME_ACCESS, acl, len, 0);
+}
+static void do_utimens(fixture *fx, fuse_req_t req)
+{
+    struct stat st = {.st_atim = {.tv_sec = 1000}, .st_mtim = {.tv_sec = 2000}};
+    op_setattr(req, fx->ino_d, &st, FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME, NULL);
+}
+static void do_open(fixture *fx, fuse_req_t req)
+{
+    struct fuse_file_info fi = {.flags = O_RDWR};
+    op_open(req, fx->ino_big, &fi);
+}
+static void do_opendir(fixture *fx, fuse_req_t req)
+{
+    struct fuse_file_info fi = {0};
+    op_opendir(req, fx->ino_m, &fi);
+}
+
+/* /d/g unlinked while the kernel holds it: an orphan until its forget. */
+static void prep_orphan(fixture *fx)
+{
+    fx->lookups_g = fx->cold ? 1 : 2; /* the walk looked it up once */
+    assert_int_equal(lookup(fx, fx->ino_d, "g"), fx->ino_g);
+    MUST(fx, op_unlink(req, fx->ino_d, "g"));
+}
+static void do_forget_orphan(fixture *fx, fuse_req_t req)
+{
+    op_forget(req, fx->ino_g, fx->lookups_g);
+}
+
 static const op_case cases[] = {
-    {"create", do_create, true, false, false},
-    {"mkdir", do_mkdir, true, false, false},
-    {"mknod", do_mknod, true, false, false},
-    {"symlink", do_symlink, true, false, false},
-    {"link", do_link, true, false, false},
-    {"unlink", do_unlink, true, false, false},
-    {"unlink_big", do_unlink_big, true, false, false},
-    {"rmdir", do_rmdir, true, false, false},
-    {"rename", do_rename, true, false, false},
-    {"rename_over", do_rename_over, true, false, false},
-    {"rename_dir", do_rename_dir, true, false, false},
-    {"rename_exchange", do_rename_exchange, true, false, false},
-    {"write", do_write, true, false, false},
-    {"write_chunks", do_write_chunks, true, false, false},
-    {"write_uninline", do_write_uninline, true, false, false},
-    {"chmod_chown", do_chmod, true, false, false},
-    {"truncate_down", do_truncate_down, true, false, false},
-    {"truncate_up", do_truncate_up, true, false, false},
-    {"setxattr", do_setxattr, true, false, false},
-    {"setxattr_replace", do_setxattr_replace, true, false, false},
-    {"removexattr", do_removexattr, true, false, false},
-    {"fallocate", do_fallocate, true, false, false},
-    {"punch_hole", do_punch, true, false, false},
-    {"fsync", do_fsync, false, false, false},
-    {"fsyncdir", do_fsyncdir, false, false, false},
-    {"read", do_read, false, false, false},
-    {"read_chunks", do_read_chunks, false, false, false},
-    {"readdir", do_readdir, false, false, true},
-    {"readdirplus", do_readdirplus, false, true, true},
-    {"lookup", do_lookup, false, false, false},
-    {"getattr", do_getattr, false, false, false},
-    {"readlink", do_readlink, false, false, false},
-    {"getxattr", do_getxattr, false, false, false},
-    {"listxattr", do_listxattr, false, false, false},
-    {"lseek", do_lseek, false, false, false},
-    {"statfs", do_statfs, false, true, false},
+    {"create_inherit", do_create_inherit, NULL, true, false, false},
+    {"create_many", do_create_many, NULL, true, false, false},
+    {"unlink_many", do_unlink_many, NULL, true, false, false},
+    {"rename_many", do_rename_many, NULL, true, false, false},
+    {"readdir_many", do_readdir_many, NULL, false, false, true},
+    {"readdirplus_many", do_readdirplus_many, NULL, false, true, true},
+    {"write_large", do_write_large, NULL, true, false, false},
+    {"setfacl", do_setfacl, NULL, true, false, false},
+    {"utimens", do_utimens, NULL, true, false, false},
+    {"open", do_open, NULL, false, false, false},
+    {"opendir", do_opendir, NULL, false, false, false},
+    {"forget_orphan", do_forget_orphan, prep_orphan, true, false, false},
+    {"create", do_create, NULL, true, false, false},
+    {"mkdir", do_mkdir, NULL, true, false, false},
+    {"mknod", do_mknod, NULL, true, false, false},
+    {"symlink", do_symlink, NULL, true, false, false},
+    {"link", do_link, NULL, true, false, false},
+    {"unlink", do_unlink, NULL, true, false, false},
+    {"unlink_big", do_unlink_big, NULL, true, false, false},
+    {"rmdir", do_rmdir, NULL, true, false, false},
+    {"rename", do_rename, NULL, true, false, false},
+    {"rename_over", do_rename_over, NULL, true, false, false},
+    {"rename_dir", do_rename_dir, NULL, true, false, false},
+    {"rename_exchange", do_rename_exchange, NULL, true, false, false},
+    {"write", do_write, NULL, true, false, false},
+    {"write_chunks", do_write_chunks, NULL, true, false, false},
+    {"write_uninline", do_write_uninline, NULL, true, false, false},
+    {"chmod_chown", do_chmod, NULL, true, false, false},
+    {"truncate_down", do_truncate_down, NULL, true, false, false},
+    {"truncate_up", do_truncate_up, NULL, true, false, false},
+    {"setxattr", do_setxattr, NULL, true, false, false},
+    {"setxattr_replace", do_setxattr_replace, NULL, true, false, false},
+    {"removexattr", do_removexattr, NULL, true, false, false},
+    {"fallocate", do_fallocate, NULL, true, false, false},
+    {"punch_hole", do_punch, NULL, true, false, false},
+    {"fsync", do_fsync, NULL, false, false, false},
+    {"fsyncdir", do_fsyncdir, NULL, false, false, false},
+    {"read", do_read, NULL, false, false, false},
+    {"read_chunks", do_read_chunks, NULL, false, false, false},
+    {"readdir", do_readdir, NULL, false, false, true},
+    {"readdirplus", do_readdirplus, NULL, false, true, true},
+    {"lookup", do_lookup, NULL, false, false, false},
+    {"getattr", do_getattr, NULL, false, false, false},
+    {"readlink", do_readlink, NULL, false, false, false},
+    {"getxattr", do_getxattr, NULL, false, false, false},
+    {"listxattr", do_listxattr, NULL, false, false, false},
+    {"lseek", do_lseek, NULL, false, false, false},
+    {"statfs", do_statfs, NULL, false, true, false},
 };
 
 /* ------------------------------------------------------------ a run */
 
 /* The filesystem of the template mounted afresh in fx->dir and, unless
- * fx->cold, walked once (the caches warm). */
-static void fresh(fixture *fx)
+ * fx->cold, walked once (the caches warm); then c's preparation. */
+static void fresh(fixture *fx, const op_case *c)
 {
     if (access(fx->dir, F_OK) == 0)
         tu_rmtree(fx->dir);
@@ -589,6 +701,8 @@ static void fresh(fixture *fx)
     mount_fs(fx, fx->dir);
     if (!fx->cold)
         free(walk(fx));
+    if (c->prep != NULL)
+        c->prep(fx);
 }
 
 /* What an unfailed run of op leaves. */
@@ -608,6 +722,7 @@ static bool run_op(fixture *fx, const op_case *c, uint64_t n, struct fuse_req *r
     lsm_alloc_hook_arm(LSM_ALLOC_MAIN, n);
     c->run(fx, r);
     lsm_alloc_hook_disarm();
+    reclaimer_drain(fx->fs->reclaim); /* what the op handed on is done */
     if (r->reply.replies != 1)
         fail_msg("%s, allocation %llu failing: %d replies", c->name, (unsigned long long)n,
                  r->reply.replies);
@@ -616,7 +731,7 @@ static bool run_op(fixture *fx, const op_case *c, uint64_t n, struct fuse_req *r
 
 static void reference(fixture *fx, const op_case *c, outcome *o)
 {
-    fresh(fx);
+    fresh(fx, c);
     o->before = store_dump(fx);
     struct fuse_req r;
     run_op(fx, c, 0, &r);
@@ -684,7 +799,7 @@ static void check_dump(fixture *fx, const op_case *c, uint64_t n, const char *wa
  * allocations (nothing failed). */
 static bool sweep_one(fixture *fx, const op_case *c, const outcome *o, uint64_t n)
 {
-    fresh(fx);
+    fresh(fx, c);
     struct fuse_req r;
     bool fired = run_op(fx, c, n, &r);
     int err = fake_req_errno(&r);
@@ -697,6 +812,9 @@ static bool sweep_one(fixture *fx, const op_case *c, const outcome *o, uint64_t 
         check_reply(fx, c, n, o, &r.reply);
         check_dump(fx, c, n, o->after, "the op's whole effect");
     } else {
+        if (atomic_load(&fx->fs->write_error))
+            fail_msg("%s, allocation %llu failing: taken for a store write error", c->name,
+                     (unsigned long long)n);
         check_dump(fx, c, n, o->before, "as before the failed op");
         assert_fsck_clean(fx, c->name, n);
         fake_req_done(&r);
