@@ -8,7 +8,8 @@
  * and a walk of the tree through the ops (which answer from the caches)
  * must see what the unfailed run's walk saw. The sweep runs again with
  * allocation N and every later one failing (memory gone for good): with
- * cold caches, and with OOM_SWEEP=full (make torture) warm too.
+ * cold caches, and with OOM_SWEEP=full (make torture) warm too; that
+ * also runs all of it again mounted -o sync.
  *
  * Each run starts from a copy of one small filesystem, mounted afresh and
  * walked once (so the caches are warm, as after the kernel's lookups);
@@ -53,6 +54,7 @@ typedef struct fixture {
     uint64_t ino_max; /* the template's highest */
     bool cold;        /* runs start with empty caches (else walked once) */
     bool persistent;  /* allocation N and every later one of the op fail */
+    bool sync_all;    /* mounted -o sync */
 } fixture;
 
 /* ---------------------------------------------------------- requests */
@@ -128,7 +130,8 @@ static size_t acl_named_user(char *out)
 static void mount_fs(fixture *fx, const char *dir)
 {
     lsmfs_config cfg = {
-        .store_dir = dir, .timeout = 1.0, .reserve_pct = -1, .resuid = -1, .resgid = -1};
+        .store_dir = dir, .timeout = 1.0, .reserve_pct = -1, .resuid = -1, .resgid = -1,
+        .sync_all = fx->sync_all};
     char err[256] = "";
     int e = lsmfs_open(&cfg, &fx->fs, err, sizeof err);
     if (e != 0)
@@ -855,8 +858,9 @@ static void sweep_case(fixture *fx, const op_case *c)
         fail_msg("%s: %llu allocations unfailed, but only %llu with one failing", c->name,
                  (unsigned long long)o.allocs, (unsigned long long)n - 1);
     if (getenv("FS_OOM_VERBOSE") != NULL)
-        print_message("%-18s %s %s %3llu allocations, %3llu runs\n", c->name,
+        print_message("%-18s %s %s%s %3llu allocations, %3llu runs\n", c->name,
                       fx->cold ? "cold" : "warm", fx->persistent ? "from N on" : "N only",
+                      fx->sync_all ? " -o sync" : "",
                       (unsigned long long)o.allocs, (unsigned long long)runs);
     outcome_free(&o);
 }
@@ -893,14 +897,15 @@ static void test_every_op_out_of_memory(void **state)
     int ran = 0;
     const char *sweep = getenv("OOM_SWEEP");
     bool full = sweep != NULL && strcmp(sweep, "full") == 0;
-    for (int mode = 0; mode < 4; mode++)
+    for (int mode = 0; mode < 8; mode++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-            if (mode == 2 && !full) /* warm, from N on: make torture's */
+            if ((mode == 2 || mode >= 4) && !full) /* make torture's */
                 continue;
             if (only != NULL && strcmp(only, cases[i].name) != 0)
                 continue;
             fx.cold = mode & 1;
             fx.persistent = mode & 2;
+            fx.sync_all = mode & 4;
             sweep_case(&fx, &cases[i]);
             ran++;
         }
