@@ -3,39 +3,83 @@
  */
 #include "caller.h"
 
-#include "lsm_malloc.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define STATUS_MAX 8192
-#define GROUPS_FIRST 32
+
+/* /proc/TID/task/TID/status opened for reading, or -1. */
+static int open_status(pid_t tid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)tid, (int)tid);
+    return tid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+}
 
 bool caller_in_group(fuse_req_t req, gid_t gid)
 {
-    if (fuse_req_ctx(req)->gid == gid)
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    if (ctx->gid == gid)
         return true;
-    gid_t first[GROUPS_FIRST];
-    gid_t *list = first;
-    int n = fuse_req_getgroups(req, GROUPS_FIRST, first);
-    if (n > GROUPS_FIRST) { /* the list may change between two reads: take min */
-        list = lsm_malloc((size_t)n * sizeof *list);
-        int again = list != NULL ? fuse_req_getgroups(req, n, list) : -ENOMEM;
-        n = again < n ? again : n;
-    }
-    bool in = false;
-    for (int i = 0; i < n && !in; i++)
-        in = list[i] == gid;
-    if (list != first)
-        free(list);
+    int fd = open_status(ctx->pid);
+    if (fd < 0)
+        return false;
+    bool in = caller_status_has_group(fd, gid);
+    close(fd);
     return in;
+}
+
+/* The scan of a status text for its "Groups:" line, a byte at a time. */
+typedef struct groups_scan {
+    size_t matched; /* bytes of "Groups:" matched at this line's start; SIZE_MAX: none */
+    bool in_line;   /* past "Groups:" */
+    uint64_t num;   /* the id being read */
+    bool digits;    /* num has digits */
+    bool found, done;
+} groups_scan;
+
+static void scan_byte(groups_scan *g, char c, gid_t gid)
+{
+    static const char tag[] = "Groups:";
+    if (!g->in_line) {
+        if (c == '\n')
+            g->matched = 0;
+        else if (g->matched != SIZE_MAX && c == tag[g->matched])
+            g->in_line = ++g->matched == sizeof tag - 1;
+        else
+            g->matched = SIZE_MAX;
+        return;
+    }
+    if (c >= '0' && c <= '9') {
+        g->num = g->num > UINT32_MAX ? g->num : g->num * 10 + (uint64_t)(c - '0');
+        g->digits = true;
+        return;
+    }
+    g->found |= g->digits && g->num == gid;
+    g->num = 0;
+    g->digits = false;
+    g->done = c == '\n';
+}
+
+bool caller_status_has_group(int fd, gid_t gid)
+{
+    groups_scan g = {0};
+    char buf[4096];
+    ssize_t r;
+    while (!g.done && !g.found && (r = read(fd, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < r && !g.done; i++)
+            scan_byte(&g, buf[i], gid);
+    if (!g.done && !g.found) /* the file's end ends the line */
+        scan_byte(&g, '\n', gid);
+    return g.found;
 }
 
 bool caller_parse_capeff(const char *status, unsigned long long *set)
@@ -55,9 +99,7 @@ bool caller_parse_capeff(const char *status, unsigned long long *set)
 /* The text of /proc/TID/task/TID/status into buf (NUL-terminated). */
 static bool read_status(pid_t tid, char *buf, size_t cap)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)tid, (int)tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_status(tid);
     if (fd < 0)
         return false;
     size_t len = 0;

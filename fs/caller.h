@@ -1,7 +1,8 @@
 /*
  * caller.h — what the kernel does not send of a request's caller: its
  * supplementary groups and effective capabilities, read from
- * /proc/TID/task/TID/status. The kernel sends the fsuid, fsgid and thread
+ * /proc/TID/task/TID/status (as libfuse's fuse_req_getgroups would, but
+ * with no allocation). The kernel sends the fsuid, fsgid and thread
  * id only; a rule such as posix_acl_update_mode's (in_group_or_capable)
  * needs the rest. Each answer errs on the side of less privilege: a caller
  * whose status cannot be read is in no extra group and has no capability.
@@ -14,8 +15,12 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-/* Is gid the caller's fsgid or one of its supplementary groups? */
+/* Is gid the caller's fsgid or one of its supplementary groups? Reads the
+ * status in pieces with no allocation: out of memory (or a list of 65536
+ * groups) changes no answer. */
 bool caller_in_group(fuse_req_t req, gid_t gid);
+/* Whether the "Groups:" line of the status text read from fd holds gid. */
+bool caller_status_has_group(int fd, gid_t gid);
 
 /* Does the caller hold capability cap (CAP_FSETID, ...) in the daemon's
  * user namespace? A caller in another user namespace is counted as not

@@ -57,12 +57,6 @@ const struct fuse_ctx *fuse_req_ctx(fuse_req_t req)
     return &req->ctx;
 }
 
-int fuse_req_getgroups(fuse_req_t req, int size, gid_t list[])
-{
-    (void)req, (void)size, (void)list;
-    return 0;
-}
-
 int fuse_reply_err(fuse_req_t req, int err)
 {
     got(req, FAKE_ERR, NULL, 0)->err = err;

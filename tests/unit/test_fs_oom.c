@@ -30,9 +30,14 @@
 #include "schema.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
 #include <linux/fuse.h>
 #include <linux/falloc.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 
 /* The filesystem every run starts from (see make_template):
@@ -412,6 +417,7 @@ typedef struct op_case {
     const char *name;
     void (*run)(fixture *fx, fuse_req_t req);
     void (*prep)(fixture *fx); /* run unfailed before the op (NULL: none) */
+    void (*check)(fixture *fx); /* what the unfailed op must have done (NULL: none) */
     bool changes; /* false: a read, the store must stay as it was */
     bool stamped; /* its reply's bytes hold times: only their length is compared */
     /* a listing: a shorter one (not empty: that is the end) is right too,
@@ -635,6 +641,82 @@ static void do_opendir(fixture *fx, fuse_req_t req)
     op_opendir(req, fx->ino_m, &fi);
 }
 
+/* A caller in many groups (the one of /f last) without CAP_FSETID: a
+ * process of its own, whose /proc status the daemon reads (caller.h). */
+#define MEMBER_GID 4242
+#define MEMBER_NGROUPS 40
+static gid_t member_groups[MEMBER_NGROUPS];
+static pid_t member_pid;
+static int member_ready[2];
+
+static void member_main(void)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    char ok = 1;
+    if (setgroups(MEMBER_NGROUPS, member_groups) != 0 || syscall(SYS_capget, &h, d) != 0)
+        ok = 0;
+    d[CAP_TO_INDEX(CAP_FSETID)].effective &= ~CAP_TO_MASK(CAP_FSETID);
+    if (ok && syscall(SYS_capset, &h, d) != 0)
+        ok = 0;
+    if (write(member_ready[1], &ok, 1) != 1)
+        _exit(1);
+    for (;;)
+        pause();
+}
+
+static void member_start(void)
+{
+    for (int i = 0; i < MEMBER_NGROUPS; i++)
+        member_groups[i] = (gid_t)(5000 + i);
+    member_groups[MEMBER_NGROUPS - 1] = MEMBER_GID;
+    assert_int_equal(pipe(member_ready), 0);
+    member_pid = fork();
+    assert_true(member_pid >= 0);
+    if (member_pid == 0)
+        member_main();
+    char ok = 0;
+    assert_int_equal(read(member_ready[0], &ok, 1), 1);
+    if (!ok)
+        fail_msg("the member process could not take its groups or drop CAP_FSETID");
+}
+
+static void member_stop(void)
+{
+    if (member_pid > 0) {
+        kill(member_pid, SIGKILL);
+        waitpid(member_pid, NULL, 0);
+        close(member_ready[0]);
+        close(member_ready[1]);
+    }
+    member_pid = 0;
+}
+
+/* /f set-group-id, of the member's last group. */
+static void prep_sgid(fixture *fx)
+{
+    struct stat st = {.st_mode = S_IFREG | 02664, .st_gid = MEMBER_GID};
+    MUST(fx, op_setattr(req, fx->ino_f, &st, FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_GID, NULL));
+}
+/* An access ACL set by the member keeps the bit (ext4's
+ * posix_acl_update_mode: in the file's group). */
+static void do_setfacl_member(fixture *fx, fuse_req_t req)
+{
+    req->ctx.pid = member_pid;
+    do_setfacl(fx, req);
+}
+
+static void check_sgid_kept(fixture *fx)
+{
+    struct fuse_req r;
+    req_init(fx, &r);
+    op_getattr(&r, fx->ino_f, NULL);
+    assert_int_equal(fake_req_errno(&r), 0);
+    if (!(r.reply.attr.st_mode & S_ISGID))
+        fail_msg("the member's ACL cleared the set-group-id bit: mode %o", r.reply.attr.st_mode);
+    fake_req_done(&r);
+}
+
 /* /d/g unlinked while the kernel holds it: an orphan until its forget. */
 static void prep_orphan(fixture *fx)
 {
@@ -659,6 +741,8 @@ static const op_case cases[] = {
     {.name = "utimens", .run = do_utimens, .changes = true},
     {.name = "open", .run = do_open},
     {.name = "opendir", .run = do_opendir},
+    {.name = "setfacl_member", .run = do_setfacl_member, .prep = prep_sgid,
+     .check = check_sgid_kept, .changes = true},
     {.name = "forget_orphan", .run = do_forget_orphan, .prep = prep_orphan, .changes = true, .left_for_mount = true},
     {.name = "create", .run = do_create, .changes = true},
     {.name = "mkdir", .run = do_mkdir, .changes = true},
@@ -754,6 +838,8 @@ static void reference(fixture *fx, const op_case *c, outcome *o)
     if (!c->changes && strcmp(o->before, o->after) != 0)
         fail_msg("%s changed the store:\n%s\nafter:\n%s", c->name, o->before, o->after);
     assert_fsck_clean(fx, c->name, 0);
+    if (c->check != NULL)
+        c->check(fx);
     o->walk_after = walk(fx);
     unmount_fs(fx);
 }
@@ -798,9 +884,14 @@ static void check_dump(fixture *fx, const op_case *c, uint64_t n, const char *wa
                        const char *what)
 {
     char *now = store_dump(fx);
-    if (strcmp(now, want) != 0)
-        fail_msg("%s, allocation %llu failing: the store is not %s:\n%s\nexpected:\n%s", c->name,
-                 (unsigned long long)n, what, now, want);
+    if (strcmp(now, want) != 0) {
+        const char *a = now, *b = want; /* the first line that differs */
+        for (const char *na, *nb; (na = strchr(a, '\n')) != NULL && (nb = strchr(b, '\n')) != NULL &&
+                                  na - a == nb - b && memcmp(a, b, (size_t)(na - a)) == 0;)
+            a = na + 1, b = nb + 1;
+        fail_msg("%s, allocation %llu failing: the store is not %s: it holds\n%.300s\nnot\n%.300s",
+                 c->name, (unsigned long long)n, what, a, b);
+    }
     free(now);
 }
 
@@ -881,6 +972,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+    member_stop();
     if (strcmp(base, tu_dir) != 0)
         tu_rmtree(base);
     return tu_teardown(state);
@@ -893,6 +985,7 @@ static void test_every_op_out_of_memory(void **state)
     snprintf(fx.tmpl, sizeof fx.tmpl, "%s/template", base);
     snprintf(fx.dir, sizeof fx.dir, "%s/fs", base);
     make_template(&fx);
+    member_start();
     const char *only = getenv("FS_OOM_OP");
     int ran = 0;
     const char *sweep = getenv("OOM_SWEEP");
