@@ -10,13 +10,24 @@
 #include "inode_lock.h"
 
 #include <errno.h>
+#include <stdlib.h>
+
+/* Whether the store refuses every write from now on (its sticky error);
+ * false when it cannot tell (no memory to ask). */
+static bool store_stuck(lsmfs *fs)
+{
+    char *e = lsm_property(fs->db, "lsm.background-error");
+    bool stuck = e != NULL && e[0] != '\0';
+    free(e);
+    return stuck;
+}
 
 static int write_errno(lsmfs *fs, lsm_status *s, const char *what)
 {
     int err = lsm_status_errno(s);
     if (err == 0)
         err = EIO;
-    if (err == ENOMEM) { /* nothing written, the store goes on: the caller's answer only */
+    if (err == ENOMEM && !store_stuck(fs)) { /* this write's answer only: the next may work */
         lsm_status_free(s);
         return err;
     }
