@@ -1215,6 +1215,18 @@ static bool check_benchmarks(const char *list)
     return true;
 }
 
+/* The tree a benchmark on an existing store starts from (the one before it
+ * may have left compactions running: neither lsmbench nor db_bench waits). */
+static void print_start_state(bench_ctx *c, const char *name)
+{
+    uint64_t jobs;
+    printf("%-12s : start:", name);
+    print_levels(c);
+    if (property_u64(c, "background-jobs", &jobs))
+        printf(" background jobs %" PRIu64, jobs);
+    printf("\n");
+}
+
 static bool run_one(bench_ctx *c, const bench_def *d)
 {
     if (d->fresh) {
@@ -1225,6 +1237,8 @@ static bool run_one(bench_ctx *c, const bench_def *d)
         if (!fresh_db(c))
             return false;
     }
+    if (!d->fresh && d->method != NULL)
+        print_start_state(c, d->name);
     bool ok;
     if (d->method != NULL)
         ok = bench_threads(c, d->name, d->method);
