@@ -673,7 +673,8 @@ static lsm_status *run_compaction(lsm_db *db, compaction *c)
 
 void db_charge_seek(lsm_db *db, version *v, const seek_charge *charge)
 {
-    if (charge->file == NULL || db->opt.read_only)
+    /* (the last level is never searched before another) */
+    if (charge->file == NULL || db->opt.read_only || charge->level >= NUM_LEVELS - 1)
         return;
     /* A file with none left stays due in every version it is in (the one
      * its allowance ran out in may not be current any more). */
