@@ -109,16 +109,18 @@ compaction *compaction_pick(version_set *vs, uint64_t target_file_size)
     assert(mutex_held(vs->mu));
     const version *v = vs->current;
     bool by_size = v->compaction_score >= 1 && v->nfiles[v->compaction_level] > 0;
-    if (!by_size && v->deletion_file == NULL)
+    bool by_seeks = !by_size && v->seek_file != NULL;
+    if (!by_size && !by_seeks && v->deletion_file == NULL)
         return NULL;
-    int level = by_size ? v->compaction_level : v->deletion_level;
+    int level = by_size ? v->compaction_level : by_seeks ? v->seek_level : v->deletion_level;
     compaction *c = compaction_new(vs, level, target_file_size);
     if (c == NULL)
         return NULL;
-    c->for_deletions = !by_size;
+    c->for_deletions = !by_size && !by_seeks;
     /* Level 0 is compacted where it is deepest (the files there and all
      * that overlap them); other levels round-robin by the pointer. */
-    file_meta *first = !by_size                      ? v->deletion_file
+    file_meta *first = by_seeks                      ? v->seek_file
+                       : !by_size                    ? v->deletion_file
                        : level == 0 && v->l0_deepest ? v->l0_deepest
                                                      : next_file_after_pointer(vs, level);
     bool ok = true;

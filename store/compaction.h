@@ -32,7 +32,7 @@ typedef struct compaction {
 } compaction;
 
 /* The compaction the current version most needs (by size, else of its
- * deletion_file), or NULL. REQUIRES: mu. */
+ * seek_file, else of its deletion_file), or NULL. REQUIRES: mu. */
 compaction *compaction_pick(version_set *vs, uint64_t target_file_size);
 /* A compaction of `level` restricted to user keys [begin, end] (NULL:
  * unbounded), or NULL if nothing there. REQUIRES: mu. */

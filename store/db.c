@@ -368,8 +368,10 @@ lsm_status *lsm_get(lsm_db *db, const lsm_read_options *ro, const void *key, siz
         if (ik != NULL) {
             memcpy(ik, key, klen);
             encode_fixed64(ik + klen, pack_seq_type(seq, TYPE_SEEK));
+            seek_charge charge;
             r = version_get(rv->version, db->tables, ro, ik, klen + IKEY_TRAILER, val, vlen,
-                            &err);
+                            &err, &charge);
+            db_charge_seek(db, rv->version, &charge);
         } else {
             err = status_new(LSM_NO_MEMORY, "out of memory");
         }

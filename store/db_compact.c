@@ -671,6 +671,29 @@ static lsm_status *run_compaction(lsm_db *db, compaction *c)
     return s;
 }
 
+void db_charge_seek(lsm_db *db, version *v, const seek_charge *charge)
+{
+    /* (the last level is never searched before another) */
+    if (charge->file == NULL || db->opt.read_only || charge->level >= NUM_LEVELS - 1)
+        return;
+    /* A file with none left stays due in every version it is in (the one
+     * its allowance ran out in may not be current any more). */
+    atomic_int *left = &charge->file->allowed_seeks;
+    if (atomic_load_explicit(left, memory_order_relaxed) > 0 &&
+        atomic_fetch_sub_explicit(left, 1, memory_order_relaxed) > 1)
+        return;
+    if (atomic_load(&v->seek_file) != NULL)
+        return;
+    mutex_lock(&db->mu);
+    if (v->seek_file == NULL) {
+        v->seek_file = charge->file;
+        v->seek_level = charge->level;
+        if (v == db->vs.current)
+            pthread_cond_broadcast(&db->work_cv);
+    }
+    mutex_unlock(&db->mu);
+}
+
 static bool needs_compaction(lsm_db *db)
 {
     return version_needs_compaction(db->vs.current);

@@ -25,7 +25,7 @@
 #include "mutex.h"
 #include "pacing.h"
 #include "writer.h"
-#include "version_set.h"
+#include "version.h"
 #include "wal.h"
 
 #include <stdatomic.h>
@@ -475,6 +475,11 @@ uint64_t db_holdoff_left_us(lsm_db *db, uint64_t input_bytes);
 
 /* db_compact.c */
 lsm_status *db_start_background(lsm_db *db);
+/* Charges a point read's seek (version_get's charge) to its table; the read
+ * that uses up the table's allowance makes it v's seek_file, due for
+ * compaction if v is current (file_allowed_seeks). Nothing on a read_only
+ * store. REQUIRES: mu not held; v pinned. */
+void db_charge_seek(lsm_db *db, version *v, const seek_charge *charge);
 /* Writes the recovered (immutable) memtables to tables, synced, oldest
  * first, each installed before the next, so what recovery read back from a
  * log is made durable from memory and the log can go: an fdatasync on a

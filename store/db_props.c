@@ -137,6 +137,8 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t, const char *only)
         {"lsm.level0-load", (uint64_t)db->vs.current->l0_load},
         {"lsm.compaction-bytes-written", compaction_written(db)},
         {"lsm.stall-us", st->stop_us + st->slowdown_us},
+        {"lsm.paced-us", st->slowdown_us},
+        {"lsm.stopped-us", st->stop_us},
         {"lsm.paced-rate", (uint64_t)db->pacer.rate},
         {"lsm.block-cache-hits", hits},
         {"lsm.block-cache-misses", misses},
@@ -160,6 +162,13 @@ static bool u64_property(lsm_db *db, const char *name, uint64_t *out)
         if (level < 0 || level >= NUM_LEVELS)
             return false;
         *out = (uint64_t)db->vs.current->nfiles[level];
+        return true;
+    }
+    if (strncmp(name, "lsm.bytes-at-level", 18) == 0 &&
+        sscanf(name, "lsm.bytes-at-level%d%c", &level, &tail) == 1) {
+        if (level < 0 || level >= NUM_LEVELS)
+            return false;
+        *out = version_level_bytes(db->vs.current, level);
         return true;
     }
     struct u64_prop t[U64_PROPS_MAX];

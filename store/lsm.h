@@ -290,7 +290,7 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
 
 /* Properties (names as LevelDB's where they exist):
  *   "lsm.stats"                      human-readable stats text
- *   "lsm.num-files-at-level<N>"
+ *   "lsm.num-files-at-level<N>" "lsm.bytes-at-level<N>"
  *   "lsm.writes" "lsm.write-groups" "lsm.wal-syncs" "lsm.wal-bytes"
  *   "lsm.sequence"                   last sequence number
  *   "lsm.background-error"           "" or the sticky error's message
@@ -304,6 +304,8 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *   "lsm.total-table-bytes"          bytes of all tables
  *   "lsm.table-deletions"            keys deleted in tables (their newest entry there a deletion)
  *   "lsm.block-cache-hits" / "lsm.block-cache-misses"
+ *   "lsm.paced-us" / "lsm.stopped-us"  time writers slept for the pacing clock / waited
+ *                                    for room ("lsm.stall-us": both)
  *   "lsm.background-busy"            1 while a flush or compaction runs or is
  *                                    due, 0 when the background is idle
  *   "lsm.background-jobs"            how many of the two background jobs (flush,

@@ -62,19 +62,39 @@ static bool search_file(table_cache *tc, const lsm_read_options *ro, const file_
     return g->err != NULL || g->result != MEMTABLE_ABSENT;
 }
 
+/* Searches f (of `level`) unless done; the first of two searched is charged. */
+static bool search_next(table_cache *tc, const lsm_read_options *ro, file_meta *f, int level,
+                        const char *ikey, size_t n, struct get_state *g, seek_charge *charge,
+                        file_meta **first, int *first_level)
+{
+    if (*first == NULL) {
+        *first = f;
+        *first_level = level;
+    } else if (charge->file == NULL) {
+        charge->file = *first;
+        charge->level = *first_level;
+    }
+    return search_file(tc, ro, f, ikey, n, g);
+}
+
 enum memtable_get_result version_get(version *v, table_cache *tc, const lsm_read_options *ro,
                                      const char *ikey, size_t n, char **val, size_t *vlen,
-                                     lsm_status **err)
+                                     lsm_status **err, seek_charge *charge)
 {
     struct get_state g = {ikey, ikey_user_len(n), MEMTABLE_ABSENT, val, vlen, NULL};
     bool done = false;
+    file_meta *first = NULL;
+    int first_level = 0;
+    charge->file = NULL;
     for (int i = 0; !done && i < v->nfiles[0]; i++) /* newest first */
         if (user_in_range(v->files[0][i], g.ukey, g.ulen))
-            done = search_file(tc, ro, v->files[0][i], ikey, n, &g);
+            done = search_next(tc, ro, v->files[0][i], 0, ikey, n, &g, charge, &first,
+                               &first_level);
     for (int l = 1; !done && l < NUM_LEVELS; l++) {
         int i = level_find_file(v->files[l], v->nfiles[l], ikey, n);
         if (i < v->nfiles[l] && user_in_range(v->files[l][i], g.ukey, g.ulen))
-            done = search_file(tc, ro, v->files[l][i], ikey, n, &g);
+            done = search_next(tc, ro, v->files[l][i], l, ikey, n, &g, charge, &first,
+                               &first_level);
     }
     *err = g.err;
     return g.err ? MEMTABLE_ABSENT : g.result;
@@ -475,5 +495,5 @@ void version_compute_score(version *v, int l0_trigger, uint64_t l0_unit_bytes)
 
 bool version_needs_compaction(const version *v)
 {
-    return v->compaction_score >= 1 || v->deletion_file != NULL;
+    return v->compaction_score >= 1 || v->seek_file != NULL || v->deletion_file != NULL;
 }

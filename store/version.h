@@ -12,13 +12,22 @@
 #include "table_cache.h"
 #include "version_set.h"
 
+/* Where a point read searched more than one table: the first one searched
+ * (to charge a seek, file_allowed_seeks) and its level; file NULL if the
+ * read searched at most one. */
+typedef struct seek_charge {
+    file_meta *file;
+    int level;
+} seek_charge;
+
 /* Looks up the internal seek key (user key, seq, TYPE_SEEK) in v's tables:
  * level 0 newest first, then at most one file per deeper level, stopping at
  * the first entry found. Same results as memtable_get; *err is set (and
- * MEMTABLE_ABSENT returned) if a table could not be read. */
+ * MEMTABLE_ABSENT returned) if a table could not be read. *charge says
+ * which table, if any, the read owes a seek. */
 enum memtable_get_result version_get(version *v, table_cache *tc, const lsm_read_options *ro,
                                      const char *ikey, size_t n, char **val, size_t *vlen,
-                                     lsm_status **err);
+                                     lsm_status **err, seek_charge *charge);
 
 /* Index of the first file in a sorted level whose largest key >= ikey
  * (n when there is none). */
@@ -71,7 +80,7 @@ void version_compute_score(version *v, int l0_trigger, uint64_t l0_unit_bytes);
  * level whose deleted keys outweigh its live ones always holds such a
  * file). The one rule deletion-triggered compaction goes by. */
 bool file_meta_tombstone_heavy(const file_meta *f);
-/* Whether a compaction is due, by size or by deletions. */
+/* Whether a compaction is due, by size, by seeks or by deletions. */
 bool version_needs_compaction(const version *v);
 
 #endif

@@ -28,11 +28,18 @@ file_meta *file_meta_new(uint64_t number, uint64_t size, const char *smallest, s
         return NULL;
     f->number = number;
     f->size = size;
+    atomic_init(&f->allowed_seeks, file_allowed_seeks(size));
     if (!buf_append(&f->smallest, smallest, slen) || !buf_append(&f->largest, largest, llen)) {
         file_meta_unref(f);
         return NULL;
     }
     return f;
+}
+
+int file_allowed_seeks(uint64_t size)
+{
+    uint64_t n = size / 16384;
+    return n < 100 ? 100 : n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
 void file_meta_unref(file_meta *f)

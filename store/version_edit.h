@@ -15,6 +15,8 @@
 #include "dbformat.h"
 #include "lsm.h"
 
+#include <stdatomic.h>
+
 #define NUM_LEVELS 7
 /* Written as the first edit of every MANIFEST; a store without it, or with
  * another string, is not ours (or is of another format version). */
@@ -31,7 +33,20 @@ typedef struct file_meta {
      * before the file joins an edit, immutable after. */
     uint64_t keys;
     uint64_t deletions;
+    /* Point reads that may still search this table first in vain before it
+     * is compacted down for them (file_allowed_seeks). [atomic] */
+    atomic_int allowed_seeks;
 } file_meta;
+
+/* Seek compaction (LevelDB's rule). A point read that searches a table and
+ * then must search another (the key was not in the first, or only deeper)
+ * charges the first one a seek; a table that used up its allowed seeks is
+ * compacted down (version->seek_file), which merges it with what the reads
+ * went on to. Its allowance is the seeks that cost about as much as
+ * compacting it: one per 16 KiB, at least 100. Reads over a tree a write
+ * burst left uneven (tables in levels 0 and 1 short of their triggers) so
+ * make it as even as compaction by size would, and only where they read. */
+int file_allowed_seeks(uint64_t size);
 
 file_meta *file_meta_new(uint64_t number, uint64_t size, const char *smallest, size_t slen,
                          const char *largest, size_t llen); /* refs = 0; NULL if OOM */

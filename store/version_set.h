@@ -40,6 +40,12 @@ typedef struct version {
      * (NULL: none) and its level; computed with the score (version.h). */
     file_meta *deletion_file;
     int deletion_level;
+    /* A file point reads used up the allowed seeks of (file_allowed_seeks),
+     * to compact down, and its level; NULL: none. Set once per version
+     * (level first), under mu, by a reader charging a file with none left;
+     * readers look without mu. [atomic, set under mu] */
+    _Atomic(file_meta *) seek_file;
+    int seek_level; /* [mu] */
     /* How loaded level 0 is, in tables: its depth (the most tables any one
      * key falls in — what a read may have to look into), or its bytes in
      * memtables' worth if that is more (so full tables that overlap

@@ -1012,6 +1012,38 @@ static void print_levels(bench_ctx *c)
     }
 }
 
+/* Where a stallwatch window's time went, from the engine's counters (ours
+ * only: LevelDB has none of them). */
+typedef struct window_probe {
+    bool have;
+    uint64_t paced_us, stopped_us, compacted, l1_bytes, l0_load, jobs;
+} window_probe;
+
+static window_probe probe_window(bench_ctx *c)
+{
+    window_probe p = {0};
+    p.have = property_u64(c, "paced-us", &p.paced_us) &&
+             property_u64(c, "stopped-us", &p.stopped_us) &&
+             property_u64(c, "compaction-bytes-written", &p.compacted) &&
+             property_u64(c, "bytes-at-level1", &p.l1_bytes) &&
+             property_u64(c, "level0-load", &p.l0_load) &&
+             property_u64(c, "background-jobs", &p.jobs);
+    return p;
+}
+
+/* The window's paced and stopped milliseconds, MiB compactions wrote in it,
+ * and at its end level 0's load, level 1's MiB and the background jobs. */
+static void print_probe(const window_probe *a, const window_probe *b)
+{
+    if (!a->have || !b->have)
+        return;
+    printf(" paced %.0f ms stopped %.0f ms compacted %.1f MiB; L0 load %" PRIu64
+           " L1 %.1f MiB jobs %" PRIu64,
+           (double)(b->paced_us - a->paced_us) / 1e3, (double)(b->stopped_us - a->stopped_us) / 1e3,
+           (double)(b->compacted - a->compacted) / 1048576.0, b->l0_load,
+           (double)b->l1_bytes / 1048576.0, b->jobs);
+}
+
 /* One window of the seed-003 experiment: `window` puts of key "%d_%d"
  * (index in window, random) and value "%d" (random). */
 static char *stall_window(bench_ctx *c, bench_batch *b, uint64_t *rng, long long window)
@@ -1049,12 +1081,16 @@ static bool bench_stallwatch(bench_ctx *c)
     uint64_t start = now_ns();
     char *err = NULL;
     long long w;
+    window_probe probe = probe_window(c);
     for (w = 0; w < nwin && err == NULL; w++) {
         uint64_t t0 = now_ns();
         err = stall_window(c, b, &rng, window);
         secs[w] = (double)(now_ns() - t0) / 1e9;
         printf("window %5lld: %9.6f s;", w, secs[w]);
         print_levels(c);
+        window_probe next = probe_window(c);
+        print_probe(&probe, &next);
+        probe = next;
         printf("\n");
         fflush(stdout);
     }
@@ -1179,6 +1215,18 @@ static bool check_benchmarks(const char *list)
     return true;
 }
 
+/* The tree a benchmark on an existing store starts from (the one before it
+ * may have left compactions running: neither lsmbench nor db_bench waits). */
+static void print_start_state(bench_ctx *c, const char *name)
+{
+    uint64_t jobs;
+    printf("%-12s : start:", name);
+    print_levels(c);
+    if (property_u64(c, "background-jobs", &jobs))
+        printf(" background jobs %" PRIu64, jobs);
+    printf("\n");
+}
+
 static bool run_one(bench_ctx *c, const bench_def *d)
 {
     if (d->fresh) {
@@ -1189,6 +1237,8 @@ static bool run_one(bench_ctx *c, const bench_def *d)
         if (!fresh_db(c))
             return false;
     }
+    if (!d->fresh && d->method != NULL)
+        print_start_state(c, d->name);
     bool ok;
     if (d->method != NULL)
         ok = bench_threads(c, d->name, d->method);

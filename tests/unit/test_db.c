@@ -965,6 +965,34 @@ static void test_block_cache_counters(void **state)
     lsm_status_free(lsm_close(db));
 }
 
+/* Each level's bytes add up to the tables' bytes; a level past the last is
+ * no property; the pacing and stop times add up to the stall time. */
+static void test_level_bytes_and_stall_props(void **state)
+{
+    (void)state;
+    lsm_db *db = tu_open(NULL, 0);
+    ASSERT_OK(lsm_put(db, NULL, "k", 1, "v", 1));
+    ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
+    uint64_t sum = 0, x;
+    char name[48];
+    int levels = 0;
+    for (;; levels++) {
+        snprintf(name, sizeof name, "lsm.bytes-at-level%d", levels);
+        if (!lsm_property_u64(db, name, &x))
+            break;
+        sum += x;
+    }
+    snprintf(name, sizeof name, "lsm.num-files-at-level%d", levels);
+    assert_false(lsm_property_u64(db, name, &x)); /* as many levels as those */
+    assert_true(levels > 1 && sum > 0);
+    assert_int_equal(sum, tu_prop(db, "lsm.total-table-bytes"));
+    assert_false(lsm_property_u64(db, "lsm.bytes-at-level-1", &x));
+    assert_false(lsm_property_u64(db, "lsm.bytes-at-level1x", &x));
+    assert_int_equal(tu_prop(db, "lsm.paced-us") + tu_prop(db, "lsm.stopped-us"),
+                     tu_prop(db, "lsm.stall-us"));
+    lsm_status_free(lsm_close(db));
+}
+
 /* A test on a fresh, empty directory `tu_dir`. */
 
 int main(void)
@@ -972,6 +1000,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TU_TEST(test_put_get_delete),
         TU_TEST(test_block_cache_counters),
+        TU_TEST(test_level_bytes_and_stall_props),
         TU_TEST(test_batch_atomic_and_snapshot),
         TU_TEST(test_iterator_both_directions),
         TU_TEST(test_reopen_after_close),
