@@ -580,8 +580,8 @@ static lsm_status *rados_get_children(lsm_env *env, const char *dir, char ***nam
     return NULL;
 }
 
-/* The name goes with a record of the drop of its object's name (one op),
- * so a crash before the drop leaves no object a sweep cannot find. */
+/* The name goes by the one rule (rados_name_leaves): a crash before the
+ * drop leaves no object a sweep cannot find. */
 static lsm_status *rados_remove_file(lsm_env *env, const char *path)
 {
     struct rados_env *re = rados_env_of(env);
@@ -589,76 +589,52 @@ static lsm_status *rados_remove_file(lsm_env *env, const char *path)
     lsm_status *s = resolve_file(re, path, &e);
     if (s != NULL)
         return s;
-    pthread_mutex_lock(&re->mu);
-    uint64_t had = 0;
     rados_write_op_t op = rados_create_write_op();
     const char *keys[1] = {e.name};
     rados_write_op_omap_rm_keys(op, keys, 1);
-    s = rados_drop_begin(re, op, e.oid, &had);
-    if (s == NULL)
-        s = rados_operate(re, op, e.dir_oid, "remove entry", path);
-    else
-        rados_release_write_op(op);
-    if (s == NULL)
-        s = rados_drop_finish(re, e.dir_oid, e.oid, had, path);
+    pthread_mutex_lock(&re->mu);
+    s = rados_name_leaves(re, op, e.dir_oid, e.oid, "remove entry", path);
     pthread_mutex_unlock(&re->mu);
     return s;
 }
 
-/* A rename in one directory: one write op (CURRENT's publish), which also
- * records the drop of a name of the file it replaces (as remove_file). */
+/* The file b names, which a rename of a to b replaces; NULL if none. */
+static const char *replaced_file(const struct rados_entry *a, const struct rados_entry *b)
+{
+    return b->found && !b->is_dir && strcmp(b->oid, a->oid) != 0 ? b->oid : NULL;
+}
+
+/* A rename in one directory: one write op (CURRENT's publish), in which
+ * the name of the file it replaces leaves by the one rule. */
 static lsm_status *rename_in_dir(struct rados_env *re, const struct rados_entry *a,
                                  const struct rados_entry *b, const char *val, const char *to)
 {
-    bool replaces = b->found && !b->is_dir && strcmp(b->oid, a->oid) != 0;
-    pthread_mutex_lock(&re->mu);
-    uint64_t had = 0;
     rados_write_op_t op = rados_create_write_op();
     const char *keys[1] = {b->name}, *vals[1] = {val}, *rm[1] = {a->name};
     size_t lens[1] = {strlen(val)};
     rados_write_op_omap_rm_keys(op, rm, 1);
     rados_write_op_omap_set(op, keys, vals, lens, 1);
-    lsm_status *s = replaces ? rados_drop_begin(re, op, b->oid, &had) : NULL;
-    if (s == NULL)
-        s = rados_operate(re, op, a->dir_oid, "rename", to);
-    else
-        rados_release_write_op(op);
-    if (s == NULL && replaces)
-        lsm_status_free(rados_drop_finish(re, b->dir_oid, b->oid, had, to));
+    pthread_mutex_lock(&re->mu);
+    lsm_status *s = rados_name_leaves(re, op, a->dir_oid, replaced_file(a, b), "rename", to);
     pthread_mutex_unlock(&re->mu);
     return s;
 }
 
-/* One write op when both names are in one directory (CURRENT's publish). */
-static lsm_status *rados_rename_file(lsm_env *env, const char *from, const char *to)
+/* A directory's rename to another directory: its new name, then the old
+ * one goes (a crash between leaves both). */
+static lsm_status *move_dir(struct rados_env *re, const struct rados_entry *a,
+                            const struct rados_entry *b, const char *val, const char *from,
+                            const char *to)
 {
-    struct rados_env *re = rados_env_of(env);
-    struct rados_entry a, b;
-    lsm_status *s = rados_resolve(re, from, &a);
-    if (s == NULL && !a.found)
-        s = rados_error(-ENOENT, "rename", from);
-    if (s == NULL)
-        s = rados_resolve(re, to, &b);
-    if (s == NULL && b.found && b.is_dir != a.is_dir)
-        s = rados_error(a.is_dir ? -ENOTDIR : -EISDIR, "rename to", to);
-    if (s)
-        return s;
-    char val[RADOS_OID_MAX + 4];
-    snprintf(val, sizeof val, "%c:%s", a.is_dir ? 'd' : 'f',
-             a.is_dir ? a.oid + strlen(RADOS_DIR_PREFIX) : a.oid);
-    if (strcmp(a.dir_oid, b.dir_oid) == 0)
-        return rename_in_dir(re, &a, &b, val, to);
-    s = rados_dir_set(re, b.dir_oid, b.name, val, to);
-    if (s == NULL)
-        s = rados_dir_set(re, a.dir_oid, a.name, NULL, from);
-    if (s == NULL && b.found && !b.is_dir && strcmp(b.oid, a.oid) != 0)
-        lsm_status_free(rados_unref(re, b.oid, to)); /* replaced: its name is gone */
-    return s;
+    lsm_status *s = rados_dir_set(re, b->dir_oid, b->name, val, to);
+    return s != NULL ? s : rados_dir_set(re, a->dir_oid, a->name, NULL, from);
 }
 
+
 /* A link's steps: the record of the drop that would undo it, the count
- * raised from refs, the name with the record's removal (one op). A crash
- * between them leaves the record: the sweep drops the raised count.
+ * raised from refs, the name with the record's removal (one op, in which
+ * the name of a file b replaced leaves by the one rule). A crash between
+ * them leaves the record: the sweep drops the raised count.
  * REQUIRES: re->mu held. */
 static lsm_status *link_steps(struct rados_env *re, const struct rados_entry *a,
                               const struct rados_entry *b, uint64_t refs, const char *to)
@@ -681,7 +657,64 @@ static lsm_status *link_steps(struct rados_env *re, const struct rados_entry *a,
     op = rados_create_write_op();
     rados_write_op_omap_set(op, keys, vals, lens, 1);
     rados_drop_record(op, a->oid, refs + 1, false);
-    return rados_operate(re, op, b->dir_oid, "link to", to);
+    return rados_name_leaves(re, op, b->dir_oid, replaced_file(a, b), "link to", to);
+}
+
+/* Links a to b (b's file, if any, replaced); a's own name stays.
+ * REQUIRES: re->mu held. */
+static lsm_status *link_locked(struct rados_env *re, const struct rados_entry *a,
+                               const struct rados_entry *b, const char *to)
+{
+    uint64_t refs = 0;
+    lsm_status *s = refs_get(re, a->oid, &refs);
+    if (s == NULL)
+        s = link_steps(re, a, b, refs, to);
+    if (s != NULL && !rados_dead(re)) /* undone: the count as it was, no record */
+        lsm_status_free(rados_drop_finish(re, b->dir_oid, a->oid, refs + 1, to));
+    return s;
+}
+
+/* A file's rename to another directory: a link to its new name (over the
+ * file there, by the one rule), then its old name leaves by it too. A
+ * crash between leaves both names, each counted; never a name uncounted
+ * nor an object without a name. */
+static lsm_status *move_file(struct rados_env *re, const struct rados_entry *a,
+                             const struct rados_entry *b, const char *from, const char *to)
+{
+    pthread_mutex_lock(&re->mu);
+    lsm_status *s = link_locked(re, a, b, to);
+    if (s == NULL) {
+        rados_write_op_t op = rados_create_write_op();
+        const char *keys[1] = {a->name};
+        rados_write_op_omap_rm_keys(op, keys, 1);
+        s = rados_name_leaves(re, op, a->dir_oid, a->oid, "rename", from);
+    }
+    pthread_mutex_unlock(&re->mu);
+    return s;
+}
+
+/* One write op when both names are in one directory (CURRENT's publish). */
+static lsm_status *rados_rename_file(lsm_env *env, const char *from, const char *to)
+{
+    struct rados_env *re = rados_env_of(env);
+    struct rados_entry a, b;
+    lsm_status *s = rados_resolve(re, from, &a);
+    if (s == NULL && !a.found)
+        s = rados_error(-ENOENT, "rename", from);
+    if (s == NULL)
+        s = rados_resolve(re, to, &b);
+    if (s == NULL && b.found && b.is_dir != a.is_dir)
+        s = rados_error(a.is_dir ? -ENOTDIR : -EISDIR, "rename to", to);
+    if (s)
+        return s;
+    char val[RADOS_OID_MAX + 4];
+    snprintf(val, sizeof val, "%c:%s", a.is_dir ? 'd' : 'f',
+             a.is_dir ? a.oid + strlen(RADOS_DIR_PREFIX) : a.oid);
+    if (b.found && strcmp(b.oid, a.oid) == 0)
+        return NULL; /* two names of one file: nothing to do, as rename(2) */
+    if (strcmp(a.dir_oid, b.dir_oid) == 0)
+        return rename_in_dir(re, &a, &b, val, to);
+    return a.is_dir ? move_dir(re, &a, &b, val, from, to) : move_file(re, &a, &b, from, to);
 }
 
 static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *to)
@@ -696,11 +729,7 @@ static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *t
     if (s)
         return s;
     pthread_mutex_lock(&re->mu);
-    uint64_t refs = 0;
-    if ((s = refs_get(re, a.oid, &refs)) == NULL)
-        s = link_steps(re, &a, &b, refs, to);
-    if (s != NULL && !rados_dead(re)) /* undone: the count as it was, no record */
-        lsm_status_free(rados_drop_finish(re, b.dir_oid, a.oid, refs + 1, to));
+    s = link_locked(re, &a, &b, to);
     pthread_mutex_unlock(&re->mu);
     return s;
 }
@@ -709,7 +738,7 @@ static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *t
 static lsm_status *make_dir(lsm_env *env, const char *path, bool must_be_new)
 {
     struct rados_env *re = rados_env_of(env);
-    pthread_mutex_lock(&re->mu);
+    pthread_mutex_lock(&re->dir_mu);
     struct rados_entry e;
     lsm_status *s = rados_resolve(re, path, &e);
     if (s == NULL && e.found && must_be_new)
@@ -723,7 +752,7 @@ static lsm_status *make_dir(lsm_env *env, const char *path, bool must_be_new)
         snprintf(oid, sizeof oid, "%s%s", RADOS_DIR_PREFIX, id);
         s = rados_create_named(re, &e, oid, val, path);
     }
-    pthread_mutex_unlock(&re->mu);
+    pthread_mutex_unlock(&re->dir_mu);
     return s;
 }
 
@@ -1033,6 +1062,7 @@ lsm_status *env_rados_open(const env_rados_options *o, lsm_env **out)
     re->takeover = o->takeover;
     snprintf(re->pool, sizeof re->pool, "%s", o->pool);
     pthread_mutex_init(&re->mu, NULL);
+    pthread_mutex_init(&re->dir_mu, NULL);
     pthread_mutex_init(&re->space_mu, NULL);
     pthread_mutex_init(&re->open_mu, NULL);
     lsm_status *s = connect_cluster(re, o);
@@ -1054,6 +1084,7 @@ void env_rados_close(lsm_env *env)
     if (re->cluster)
         rados_shutdown(re->cluster);
     pthread_mutex_destroy(&re->mu);
+    pthread_mutex_destroy(&re->dir_mu);
     pthread_mutex_destroy(&re->space_mu);
     pthread_mutex_destroy(&re->open_mu);
     free(re);

@@ -29,9 +29,12 @@ struct rados_env {
     rados_ioctx_t io;
     uint32_t lease_ms;
     bool takeover;
-    /* Guards name-count changes (read, compare, write of lsmfs.refs) and
-     * directory creation, so this process never races itself. */
+    /* Guards name-count changes (read, compare, write of lsmfs.refs, and
+     * the drop records with them), so this process never races itself. */
     pthread_mutex_t mu;
+    /* Guards directory creation (a name looked up, then made). Taken
+     * before mu. */
+    pthread_mutex_t dir_mu;
     /* The fence: 0 until a lease is held; then every write op on a
      * non-root object carries cmpxattr(lsmfs.epoch == epoch). Written once
      * by the lease's holder before any guarded write, read by all. */
@@ -153,29 +156,35 @@ lsm_status *rados_object_create(struct rados_env *re, const char *oid, const cha
 /* Drops a name of object oid (the object goes with its last). */
 lsm_status *rados_unref(struct rados_env *re, const char *oid, const char *path);
 
-/* Creates object oid named name (value val) in directory object dir_oid,
- * with an intent first (env_rados_intent.c): a crash leaves no object that
- * the next sweep cannot find. */
+/* Creates object oid named e->name (value val) in directory object
+ * e->dir_oid, with an intent first (env_rados_intent.c): a crash leaves no
+ * object that the next sweep cannot find. A file e names (e->found) is
+ * replaced: its name leaves by the one rule. REQUIRES: re->mu not held. */
 lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e, const char *oid,
                                const char *val, const char *path);
-/* A name of object oid leaves a directory: op (the directory's, which
- * removes or replaces the name) also records the drop, with the count
- * *had it read; once op went, rados_drop_finish drops the name from the
- * count and the record. A crash between them leaves the record for the
- * sweep, which drops the name once (env_rados_intent.c). REQUIRES: re->mu
- * held from begin to finish (no count changes meanwhile). */
-lsm_status *rados_drop_begin(struct rados_env *re, rados_write_op_t op, const char *oid,
-                             uint64_t *had);
+/* The one rule for a name that leaves a directory (a remove; a name a
+ * rename, link or create replaces): op, the directory's op that removes or
+ * replaces the name, also records the drop of a name of object oid, with
+ * the count it has then; once op went, the count is lowered (if it still
+ * is that) and the record removed (rados_drop_finish). A crash between
+ * leaves the record for the sweep, which drops the name once. oid NULL: no
+ * file's name leaves, op just runs. op is released. Once op went, only a
+ * crash point fails the call (else the sweep finishes a failed drop).
+ * REQUIRES: re->mu held. */
+lsm_status *rados_name_leaves(struct rados_env *re, rados_write_op_t op, const char *dir_oid,
+                              const char *oid, const char *what, const char *path);
 /* Adds to op the record of a drop of a name of oid while it has had
  * names (set), or its removal (!set). A link records the drop that undoes
  * it (had: the count it makes) before raising the count, and removes the
  * record in the op that names it. */
 void rados_drop_record(rados_write_op_t op, const char *oid, uint64_t had, bool set);
+/* Drops a name of oid from its count if it still is had, then removes
+ * its record from directory object dir_oid. REQUIRES: re->mu held. */
 lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const char *oid,
                               uint64_t had, const char *path);
 /* Removes, in the tree of directory object dir_oid (at plain path dir),
  * every object whose create a crash cut short (an intent, no name), and
- * finishes every drop of a name a crash cut short (rados_drop_begin).
+ * finishes every drop of a name a crash cut short (rados_name_leaves).
  * REQUIRES: no other process creates in the tree: the store's lease held
  * (epoch set), or (rmdir) the directory is empty and being removed. */
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir);

@@ -12,9 +12,11 @@
  * its intent's removal in the same op (a link adds a name to an object that
  * already has one).
  *
- * A name that leaves (remove, a rename over a file) goes in one op with a
+ * A name that leaves (a remove; a file's name that a rename, a link or a
+ * create replaces) goes by one rule, rados_name_leaves: in one op with a
  * drop record ("/drop/OID" = the object's name count then); the count is
- * lowered if it still is that, then the record goes. A link writes the
+ * lowered if it still is that, then the record goes. A rename to another
+ * directory is a link and a remove, so it keeps the rule too. A link writes the
  * record of the drop that would undo it (the count it will make) before
  * raising the count, and removes it with the op that enters the name. The
  * sweep finishes every record it finds, once: a count already lowered (or
@@ -56,12 +58,40 @@ void rados_drop_record(rados_write_op_t op, const char *oid, uint64_t had, bool 
         rados_write_op_omap_rm_keys(op, keys, 1);
 }
 
-lsm_status *rados_drop_begin(struct rados_env *re, rados_write_op_t op, const char *oid,
-                             uint64_t *had)
+/* Adds to op the record of the drop of a name of oid, with the count it
+ * has now (into *had). An object already gone needs none (*found false).
+ * REQUIRES: re->mu held. */
+static lsm_status *drop_begin(struct rados_env *re, rados_write_op_t op, const char *oid,
+                              uint64_t *had, bool *found)
 {
     lsm_status *s = rados_refs_get(re, oid, had);
-    if (s == NULL)
+    *found = s == NULL;
+    if (s == NULL) {
         rados_drop_record(op, oid, *had, true);
+    } else if (lsm_status_code(s) == LSM_NOT_FOUND) {
+        lsm_status_free(s);
+        s = NULL;
+    }
+    return s;
+}
+
+lsm_status *rados_name_leaves(struct rados_env *re, rados_write_op_t op, const char *dir_oid,
+                              const char *oid, const char *what, const char *path)
+{
+    uint64_t had = 0;
+    bool found = false;
+    lsm_status *s = oid != NULL ? drop_begin(re, op, oid, &had, &found) : NULL;
+    if (s != NULL) {
+        rados_release_write_op(op);
+        return s;
+    }
+    if ((s = rados_operate(re, op, dir_oid, what, path)) != NULL || !found)
+        return s;
+    s = rados_drop_finish(re, dir_oid, oid, had, path);
+    if (s != NULL && !rados_dead(re)) { /* the name went: the sweep finishes the drop */
+        lsm_status_free(s);
+        s = NULL;
+    }
     return s;
 }
 
@@ -99,8 +129,10 @@ lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e
     size_t lens[1] = {strlen(val)};
     rados_write_op_omap_set(op, keys, vals, lens, 1);
     rados_write_op_omap_rm_keys(op, rm, 1);
-    s = rados_operate(re, op, e->dir_oid, "enter", path);
-    if (s != NULL)
+    pthread_mutex_lock(&re->mu);
+    s = rados_name_leaves(re, op, e->dir_oid, e->found ? e->oid : NULL, "enter", path);
+    pthread_mutex_unlock(&re->mu);
+    if (s != NULL && !rados_dead(re))
         lsm_status_free(rados_unref(re, oid, path));
     return s;
 }
