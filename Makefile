@@ -168,13 +168,14 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/integration/test_%.o $(INTEG_LIB) $(LIBFS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(INTEG_LIB) $(FS_LIBS) $(CMOCKA)
 
-# The LD_PRELOAD shims tests put under the daemon (tests/shim/: syncs that
-# fail on demand): plain flags, whatever SAN
+# The LD_PRELOAD shims tests put under a program (tests/shim/: syncs that
+# fail on demand, RADOS calls cut): plain flags, whatever SAN
 # is, since they are loaded into other programs.
 $(BUILD)/tests/lib%.so: tests/shim/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl
 $(BUILD)/tests/test_failsync: $(BUILD)/tests/libfailsync.so
+$(BUILD)/tests/test_rados_mkfs: $(BUILD)/tests/libradoscrash.so
 
 # Test programs run one after another (integration tests mount FUSE
 # filesystems and must not fight over the two CPUs), each under a timeout.

@@ -286,7 +286,7 @@ lsm_status *rados_dir_list(struct rados_env *re, const char *dir, const char *pa
         size_t vlen;
         lsm_status *s = NULL;
         while (s == NULL && rados_omap_get_next(it, &k, &v, &vlen) == 0 && k != NULL) {
-            char val[RADOS_OID_MAX + 4];
+            char val[256]; /* a name, an intent's recorded name */
             size_t n = vlen < sizeof val - 1 ? vlen : sizeof val - 1;
             memcpy(val, v, n);
             val[n] = '\0';
@@ -302,11 +302,13 @@ lsm_status *rados_dir_list(struct rados_env *re, const char *dir, const char *pa
 
 /* ------------------------------------------------------- name counts */
 
-/* Reads an object's name count (lsmfs.refs). */
+/* Reads an object's name count (lsmfs.refs); LSM_NOT_FOUND: it is gone. */
 static lsm_status *refs_get(struct rados_env *re, const char *oid, uint64_t *refs)
 {
     char v[24];
     int r = rados_getxattr(re->io, oid, RADOS_XATTR_REFS, v, sizeof v - 1);
+    if (r == -ENOENT)
+        return status_new(LSM_NOT_FOUND, "rados read name count of %s: no such object", oid);
     if (r < 0)
         return rados_error(r, "read name count of", oid);
     v[r] = '\0';
@@ -745,6 +747,8 @@ static lsm_status *make_dir(lsm_env *env, const char *path, bool must_be_new)
         s = status_new(LSM_INVALID_ARGUMENT, "mkdir %s: something is there already", path);
     if (s == NULL && e.found && !e.is_dir)
         s = rados_error(-ENOTDIR, "mkdir", path);
+    if (s == NULL && !e.found)
+        s = rados_sweep_name(re, e.dir_oid, path, e.name);
     if (s == NULL && !e.found) {
         char id[24], val[32], oid[RADOS_OID_MAX];
         rados_new_id(id, sizeof id);

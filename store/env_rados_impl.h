@@ -189,6 +189,15 @@ lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const c
  * (epoch set), or (rmdir) the directory is empty and being removed. */
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir);
 
+/* Settles the intents of directory object dir_oid (at plain path dir)
+ * that creates of name left (a crash, or a failure to take them back), and
+ * the claimed ones: the next create of a name in a directory no lease
+ * covers (a store's own, in the pool's top) sweeps what earlier ones of it
+ * left. Safe against a live create of the name: a claimed intent's create
+ * is refused (LSM_BUSY) when it names its object. */
+lsm_status *rados_sweep_name(struct rados_env *re, const char *dir_oid, const char *dir,
+                             const char *name);
+
 /* env.h's new_wfile (env_rados_wfile.c). */
 lsm_status *rados_new_wfile(lsm_env *env, const char *path, lsm_wfile **out);
 /* The one rule for a sync or truncate by path of object oid: every send
