@@ -88,7 +88,7 @@ $(BUILD)/tests/%.o $(BUILD)/tools/bench_syncwake.o: CFLAGS += -Itests/support -I
 FS_LIBS    := $(LIBFS) $(LIBSTORE) $(FUSE_LIB) $(URING_LIB) $(LZ4_LIB) $(RADOS_LIB)
 
 PROGS := $(BIN)/lsmfs $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(BIN)/lsmctl $(BIN)/mount.lsmfs \
-         $(BIN)/lsmbench $(BIN)/nowork-fs $(BIN)/bench-syncwake
+         $(BIN)/lsmbench $(BIN)/nowork-fs $(BIN)/bench-syncwake $(BIN)/bench-radosops
 ALL_UNIT    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 ALL_INTEG   := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
 # test_rados_* need the throwaway Ceph cluster tests/ceph/run.sh brings up.
@@ -142,6 +142,9 @@ $(BIN)/mount.lsmfs: tools/mount.lsmfs.in
 $(BIN)/bench-syncwake: $(BUILD)/tools/bench_syncwake.o $(LIBTESTSUP) $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBTESTSUP) $(STORE_LIBS)
+$(BIN)/bench-radosops: $(BUILD)/tools/bench_radosops.o $(LIBSTORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(STORE_LIBS)
 # nowork-fs shares lsmfs's transport (fs/transport/) and nothing else.
 $(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o $(BUILD)/tools/nowork_log.o \
                   $(patsubst %.c,$(BUILD)/%.o,$(wildcard fs/transport/*.c))

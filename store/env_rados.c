@@ -12,6 +12,7 @@
 #include "lsm_malloc.h"
 #include "status.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -316,11 +317,37 @@ static lsm_status *refs_get(struct rados_env *re, const char *oid, uint64_t *ref
     return NULL;
 }
 
+mutex *rados_obj_mu(struct rados_env *re, const char *oid)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *p = oid; *p != '\0'; p++)
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    return &re->obj_mu[h % RADOS_OBJ_LOCKS];
+}
+
+void rados_obj_lock2(struct rados_env *re, const char *a, const char *b)
+{
+    mutex *x = rados_obj_mu(re, a), *y = b != NULL ? rados_obj_mu(re, b) : x;
+    mutex *first = x < y ? x : y, *second = x < y ? y : x;
+    mutex_lock(first);
+    if (second != first)
+        mutex_lock(second);
+}
+
+void rados_obj_unlock2(struct rados_env *re, const char *a, const char *b)
+{
+    mutex *x = rados_obj_mu(re, a), *y = b != NULL ? rados_obj_mu(re, b) : x;
+    mutex_unlock(x);
+    if (y != x)
+        mutex_unlock(y);
+}
+
 /* Adds delta (+1/-1) to oid's name count, which was refs; the object goes
- * with its last name. REQUIRES: re->mu held. */
+ * with its last name. REQUIRES: oid's lock held. */
 static lsm_status *refs_set(struct rados_env *re, const char *oid, uint64_t refs, int delta,
                             const char *path)
 {
+    assert(mutex_held(rados_obj_mu(re, oid)));
     rados_write_op_t op = rados_create_write_op();
     char old[24], now[24];
     snprintf(old, sizeof old, "%" PRIu64, refs);
@@ -342,7 +369,7 @@ static lsm_status *refs_set(struct rados_env *re, const char *oid, uint64_t refs
     return s;
 }
 
-/* Adds delta (+1/-1) to oid's name count. REQUIRES: re->mu held. */
+/* Adds delta (+1/-1) to oid's name count. REQUIRES: oid's lock held. */
 static lsm_status *refs_add(struct rados_env *re, const char *oid, int delta, const char *path)
 {
     uint64_t refs = 0;
@@ -370,9 +397,9 @@ lsm_status *rados_refs_drop(struct rados_env *re, const char *oid, uint64_t had,
 
 lsm_status *rados_unref(struct rados_env *re, const char *oid, const char *path)
 {
-    pthread_mutex_lock(&re->mu);
+    rados_obj_lock2(re, oid, NULL);
     lsm_status *s = refs_add(re, oid, -1, path);
-    pthread_mutex_unlock(&re->mu);
+    rados_obj_unlock2(re, oid, NULL);
     return s;
 }
 
@@ -594,9 +621,9 @@ static lsm_status *rados_remove_file(lsm_env *env, const char *path)
     rados_write_op_t op = rados_create_write_op();
     const char *keys[1] = {e.name};
     rados_write_op_omap_rm_keys(op, keys, 1);
-    pthread_mutex_lock(&re->mu);
+    rados_obj_lock2(re, e.oid, NULL);
     s = rados_name_leaves(re, op, e.dir_oid, e.oid, "remove entry", path);
-    pthread_mutex_unlock(&re->mu);
+    rados_obj_unlock2(re, e.oid, NULL);
     return s;
 }
 
@@ -616,9 +643,12 @@ static lsm_status *rename_in_dir(struct rados_env *re, const struct rados_entry 
     size_t lens[1] = {strlen(val)};
     rados_write_op_omap_rm_keys(op, rm, 1);
     rados_write_op_omap_set(op, keys, vals, lens, 1);
-    pthread_mutex_lock(&re->mu);
-    lsm_status *s = rados_name_leaves(re, op, a->dir_oid, replaced_file(a, b), "rename", to);
-    pthread_mutex_unlock(&re->mu);
+    const char *gone = replaced_file(a, b);
+    if (gone != NULL)
+        rados_obj_lock2(re, gone, NULL);
+    lsm_status *s = rados_name_leaves(re, op, a->dir_oid, gone, "rename", to);
+    if (gone != NULL)
+        rados_obj_unlock2(re, gone, NULL);
     return s;
 }
 
@@ -637,7 +667,7 @@ static lsm_status *move_dir(struct rados_env *re, const struct rados_entry *a,
  * raised from refs, the name with the record's removal (one op, in which
  * the name of a file b replaced leaves by the one rule). A crash between
  * them leaves the record: the sweep drops the raised count.
- * REQUIRES: re->mu held. */
+ * REQUIRES: the objects' locks held. */
 static lsm_status *link_steps(struct rados_env *re, const struct rados_entry *a,
                               const struct rados_entry *b, uint64_t refs, const char *to)
 {
@@ -663,7 +693,7 @@ static lsm_status *link_steps(struct rados_env *re, const struct rados_entry *a,
 }
 
 /* Links a to b (b's file, if any, replaced); a's own name stays.
- * REQUIRES: re->mu held. */
+ * REQUIRES: the objects' locks held. */
 static lsm_status *link_locked(struct rados_env *re, const struct rados_entry *a,
                                const struct rados_entry *b, const char *to)
 {
@@ -683,7 +713,7 @@ static lsm_status *link_locked(struct rados_env *re, const struct rados_entry *a
 static lsm_status *move_file(struct rados_env *re, const struct rados_entry *a,
                              const struct rados_entry *b, const char *from, const char *to)
 {
-    pthread_mutex_lock(&re->mu);
+    rados_obj_lock2(re, a->oid, replaced_file(a, b));
     lsm_status *s = link_locked(re, a, b, to);
     if (s == NULL) {
         rados_write_op_t op = rados_create_write_op();
@@ -691,7 +721,7 @@ static lsm_status *move_file(struct rados_env *re, const struct rados_entry *a,
         rados_write_op_omap_rm_keys(op, keys, 1);
         s = rados_name_leaves(re, op, a->dir_oid, a->oid, "rename", from);
     }
-    pthread_mutex_unlock(&re->mu);
+    rados_obj_unlock2(re, a->oid, replaced_file(a, b));
     return s;
 }
 
@@ -730,9 +760,9 @@ static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *t
         s = rados_error(-EEXIST, "link to", to);
     if (s)
         return s;
-    pthread_mutex_lock(&re->mu);
+    rados_obj_lock2(re, a.oid, NULL); /* b is new: it replaces nothing */
     s = link_locked(re, &a, &b, to);
-    pthread_mutex_unlock(&re->mu);
+    rados_obj_unlock2(re, a.oid, NULL);
     return s;
 }
 
@@ -1066,6 +1096,8 @@ lsm_status *env_rados_open(const env_rados_options *o, lsm_env **out)
     re->takeover = o->takeover;
     snprintf(re->pool, sizeof re->pool, "%s", o->pool);
     pthread_mutex_init(&re->mu, NULL);
+    for (int i = 0; i < RADOS_OBJ_LOCKS; i++)
+        mutex_init(&re->obj_mu[i]);
     pthread_mutex_init(&re->dir_mu, NULL);
     pthread_mutex_init(&re->space_mu, NULL);
     pthread_mutex_init(&re->open_mu, NULL);
@@ -1088,6 +1120,8 @@ void env_rados_close(lsm_env *env)
     if (re->cluster)
         rados_shutdown(re->cluster);
     pthread_mutex_destroy(&re->mu);
+    for (int i = 0; i < RADOS_OBJ_LOCKS; i++)
+        mutex_destroy(&re->obj_mu[i]);
     pthread_mutex_destroy(&re->dir_mu);
     pthread_mutex_destroy(&re->space_mu);
     pthread_mutex_destroy(&re->open_mu);

@@ -7,6 +7,8 @@
 
 #include "env_rados.h"
 
+#include "mutex.h"
+
 #include <pthread.h>
 #include <rados/librados.h>
 #include <stdatomic.h>
@@ -20,6 +22,9 @@
 /* A directory's omap key recording the drop of a name of object OID:
  * RADOS_DROP_PREFIX OID (env_rados_intent.c). */
 #define RADOS_DROP_PREFIX "/drop/"
+/* Name counts change under their object's lock, one of RADOS_OBJ_LOCKS
+ * picked by a hash of its id: changes to different objects go on at once. */
+#define RADOS_OBJ_LOCKS 64
 
 typedef struct lsm_filelock lsm_filelock;
 
@@ -29,12 +34,15 @@ struct rados_env {
     rados_ioctx_t io;
     uint32_t lease_ms;
     bool takeover;
-    /* Guards name-count changes (read, compare, write of lsmfs.refs, and
-     * the drop records with them), so this process never races itself. */
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* guards lease */
     /* Guards directory creation (a name looked up, then made). Taken
-     * before mu. */
+     * before obj_mu. */
     pthread_mutex_t dir_mu;
+    /* Each guards the name counts (read, compare, write of lsmfs.refs)
+     * and drop records of the objects that hash to it (rados_obj_mu), so
+     * this process never races itself on one object. Two are taken in
+     * index order (rados_obj_lock2). */
+    mutex obj_mu[RADOS_OBJ_LOCKS];
     /* The fence: 0 until a lease is held; then every write op on a
      * non-root object carries cmpxattr(lsmfs.epoch == epoch). Written once
      * by the lease's holder before any guarded write, read by all. */
@@ -146,10 +154,16 @@ static inline bool rados_dead(struct rados_env *re)
     return atomic_load(&re->dead);
 }
 
-/* Object oid's name count. */
+/* The lock of object oid's name count. */
+mutex *rados_obj_mu(struct rados_env *re, const char *oid);
+/* Locks the objects a and b (b NULL: a only; one lock taken once). */
+void rados_obj_lock2(struct rados_env *re, const char *a, const char *b);
+void rados_obj_unlock2(struct rados_env *re, const char *a, const char *b);
+
+/* Object oid's name count; LSM_NOT_FOUND: it is gone. */
 lsm_status *rados_refs_get(struct rados_env *re, const char *oid, uint64_t *refs);
 /* Drops one name of object oid if it still has had (else the drop was
- * done, or its object is gone). REQUIRES: re->mu held. */
+ * done, or its object is gone). REQUIRES: oid's lock held. */
 lsm_status *rados_refs_drop(struct rados_env *re, const char *oid, uint64_t had, const char *path);
 /* Creates object oid with one name (lsmfs.refs 1) and the fence epoch. */
 lsm_status *rados_object_create(struct rados_env *re, const char *oid, const char *path);
@@ -159,7 +173,7 @@ lsm_status *rados_unref(struct rados_env *re, const char *oid, const char *path)
 /* Creates object oid named e->name (value val) in directory object
  * e->dir_oid, with an intent first (env_rados_intent.c): a crash leaves no
  * object that the next sweep cannot find. A file e names (e->found) is
- * replaced: its name leaves by the one rule. REQUIRES: re->mu not held. */
+ * replaced: its name leaves by the one rule. REQUIRES: no object lock held. */
 lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e, const char *oid,
                                const char *val, const char *path);
 /* The one rule for a name that leaves a directory (a remove; a name a
@@ -170,7 +184,7 @@ lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e
  * leaves the record for the sweep, which drops the name once. oid NULL: no
  * file's name leaves, op just runs. op is released. Once op went, only a
  * crash point fails the call (else the sweep finishes a failed drop).
- * REQUIRES: re->mu held. */
+ * REQUIRES: oid's lock held. */
 lsm_status *rados_name_leaves(struct rados_env *re, rados_write_op_t op, const char *dir_oid,
                               const char *oid, const char *what, const char *path);
 /* Adds to op the record of a drop of a name of oid while it has had
@@ -179,7 +193,7 @@ lsm_status *rados_name_leaves(struct rados_env *re, rados_write_op_t op, const c
  * record in the op that names it. */
 void rados_drop_record(rados_write_op_t op, const char *oid, uint64_t had, bool set);
 /* Drops a name of oid from its count if it still is had, then removes
- * its record from directory object dir_oid. REQUIRES: re->mu held. */
+ * its record from directory object dir_oid. REQUIRES: oid's lock held. */
 lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const char *oid,
                               uint64_t had, const char *path);
 /* Removes, in the tree of directory object dir_oid (at plain path dir),

@@ -27,6 +27,7 @@
 #include "lsm_malloc.h"
 #include "status.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -60,7 +61,7 @@ void rados_drop_record(rados_write_op_t op, const char *oid, uint64_t had, bool 
 
 /* Adds to op the record of the drop of a name of oid, with the count it
  * has now (into *had). An object already gone needs none (*found false).
- * REQUIRES: re->mu held. */
+ * REQUIRES: oid's lock held. */
 static lsm_status *drop_begin(struct rados_env *re, rados_write_op_t op, const char *oid,
                               uint64_t *had, bool *found)
 {
@@ -78,6 +79,7 @@ static lsm_status *drop_begin(struct rados_env *re, rados_write_op_t op, const c
 lsm_status *rados_name_leaves(struct rados_env *re, rados_write_op_t op, const char *dir_oid,
                               const char *oid, const char *what, const char *path)
 {
+    assert(oid == NULL || mutex_held(rados_obj_mu(re, oid)));
     uint64_t had = 0;
     bool found = false;
     lsm_status *s = oid != NULL ? drop_begin(re, op, oid, &had, &found) : NULL;
@@ -98,6 +100,7 @@ lsm_status *rados_name_leaves(struct rados_env *re, rados_write_op_t op, const c
 lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const char *oid,
                               uint64_t had, const char *path)
 {
+    assert(mutex_held(rados_obj_mu(re, oid)));
     char key[RADOS_OID_MAX + 8];
     drop_key(key, sizeof key, oid);
     lsm_status *s = rados_crash_point(re, "unnamed", oid);
@@ -147,9 +150,12 @@ static lsm_status *enter(struct rados_env *re, const struct rados_entry *e, cons
     size_t lens[1] = {strlen(val)};
     rados_write_op_omap_set(op, keys, vals, lens, 1);
     rados_write_op_omap_rm_keys(op, rm, 1);
-    pthread_mutex_lock(&re->mu);
-    lsm_status *s = rados_name_leaves(re, op, e->dir_oid, e->found ? e->oid : NULL, "enter", path);
-    pthread_mutex_unlock(&re->mu);
+    const char *gone = e->found ? e->oid : NULL;
+    if (gone != NULL)
+        rados_obj_lock2(re, gone, NULL);
+    lsm_status *s = rados_name_leaves(re, op, e->dir_oid, gone, "enter", path);
+    if (gone != NULL)
+        rados_obj_unlock2(re, gone, NULL);
     if (s != NULL && (prval[0] == -ECANCELED || prval[1] == -ECANCELED)) {
         lsm_status_free(s);
         s = status_new(LSM_BUSY, "rados create %s: another create of that name came first", path);
@@ -323,14 +329,14 @@ static lsm_status *finish_drops(struct rados_env *re, const char *dir_oid, const
                                 const struct entry_list *drops)
 {
     lsm_status *s = NULL;
-    pthread_mutex_lock(&re->mu);
     for (size_t i = 0; s == NULL && i < drops->n; i++) {
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", dir, drops->v[i].oid);
         uint64_t had = strtoull(drops->v[i].val, NULL, 10);
+        rados_obj_lock2(re, drops->v[i].oid, NULL);
         s = rados_drop_finish(re, dir_oid, drops->v[i].oid, had, path);
+        rados_obj_unlock2(re, drops->v[i].oid, NULL);
     }
-    pthread_mutex_unlock(&re->mu);
     return s;
 }
 
