@@ -364,8 +364,8 @@ static lsm_status *refs_set(struct rados_env *re, const char *oid, uint64_t refs
         rados_write_op_setxattr(op, RADOS_XATTR_REFS, now, strlen(now));
     lsm_status *s =
         rados_operate(re, op, oid, delta < 0 ? "drop a name of" : "add a name to", path);
-    if (s == NULL)
-        rados_space_freed(re, size);
+    if (s == NULL && removes)
+        rados_space_freed(re, size, 1);
     return s;
 }
 
@@ -427,9 +427,9 @@ lsm_status *rados_object_create(struct rados_env *re, const char *oid, const cha
 {
     if (lease_refuses(re, path) || rados_dead(re))
         return status_new(LSM_IO_ERROR, "rados create %s: the writer's lease is lost", path);
-    int flags = rados_space_grow_flags(re, 1);
+    int flags = rados_space_create_flags(re);
     int r = create_once(re, oid, flags);
-    if (r == -EDQUOT && flags == 0 && (flags = rados_space_grow_flags(re, 1)) != 0)
+    if (r == -EDQUOT && flags == 0 && (flags = rados_space_create_flags(re)) != 0)
         r = create_once(re, oid, flags);
     return r < 0 ? rados_error(r, "create", path) : NULL;
 }
@@ -903,7 +903,7 @@ static lsm_status *rados_truncate_file(lsm_env *env, const char *path, uint64_t 
     rados_write_op_truncate(op, len);
     s = rados_operate(re, op, e.oid, "truncate", path);
     if (s == NULL)
-        rados_space_freed(re, size - len);
+        rados_space_freed(re, size - len, 0);
     return s;
 }
 

@@ -69,6 +69,13 @@ struct rados_env {
      * through unforced; bytes this env freed since, not yet reused. */
     atomic_bool quota_full;
     _Atomic int64_t freed_while_full;
+    /* The pool's quota counts objects only (max_objects, no max_bytes):
+     * a full pool lacks objects, not bytes (set by disk_free's ask); and
+     * the objects this env removed since it was found full, not reused;
+     * and whether it removed any since (the store gave up its reserve). */
+    atomic_bool objects_quota;
+    _Atomic int64_t objects_freed_while_full;
+    atomic_bool objects_freeing;
     /* The statistics show room while quota_full: the next growing write
      * goes unforced, to see whether the pool takes it. */
     atomic_bool probe_due;
@@ -228,8 +235,13 @@ lsm_status *rados_settle_writers(struct rados_env *re, const char *oid, uint64_t
 lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail);
 
 /* The flags for a write op growing the pool by n bytes: FULL_FORCE when the
- * pool was found full and space this env freed since covers n (taken). */
+ * pool was found full and space this env freed since covers n (taken), or,
+ * under a quota of objects only (an append adds none), once this env has
+ * removed an object since. */
 int rados_space_grow_flags(struct rados_env *re, uint64_t n);
+/* The flags for a create: as a growth of one byte, but under an objects
+ * quota FULL_FORCE only while an object this env removed covers it. */
+int rados_space_create_flags(struct rados_env *re);
 /* A growing op sent with flags was answered r. */
 void rados_space_answered(struct rados_env *re, int r, int flags);
 /* Whether an append of n more bytes must be refused (LSM_NO_SPACE, before
@@ -238,8 +250,9 @@ void rados_space_answered(struct rados_env *re, int r, int flags);
 bool rados_space_refuses(struct rados_env *re, uint64_t n);
 /* Whether the pool was found full (then freed bytes are counted). */
 bool rados_space_full(struct rados_env *re);
-/* n bytes of the pool freed by this env (an object removed, a truncate). */
-void rados_space_freed(struct rados_env *re, uint64_t n);
+/* n bytes and objects of the pool freed by this env (an object removed,
+ * a truncate). */
+void rados_space_freed(struct rados_env *re, uint64_t n, int objects);
 
 lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out);
 lsm_status *rados_lock_file_shared(lsm_env *env, const char *path, lsm_filelock **out);
