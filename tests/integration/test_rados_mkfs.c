@@ -380,11 +380,37 @@ static void test_mkfs_failing_at_each_op(void **state)
     assert_true(failed > ops / 2);
 }
 
+/* The next mkfs's sweep of what a killed one left (its intent in the pool's
+ * top and its object: killed after op 2) fails at each of its ops (the
+ * claim, the object's removal, the intent's): that mkfs fails cleanly, and
+ * the one after it sweeps and makes the filesystem, nothing else left. */
+static void test_mkfs_sweep_failing(void **state)
+{
+    (void)state;
+    tm_watchdog(300, "test_mkfs_sweep_failing");
+    for (int k = 1; k <= 3; k++) {
+        struct cut_run r;
+        char out[4096], fail[64];
+        cut_run_init(&r, "mksweep", "LSMFS_RADOS_CRASH_AFTER", 2, "sweep op %d failed");
+        snprintf(r.where, sizeof r.where, "sweep op %d failed", k);
+        assert_int_equal(mkfs_cut(out, sizeof out, r.cut, r.log, "", r.store), CRASH_EXIT);
+        snprintf(fail, sizeof fail, "LSMFS_RADOS_FAIL_AT=%d", k);
+        int rc = mkfs_cut(out, sizeof out, fail, r.log, "", r.store);
+        if (rc != 1 || strncmp(out, "mkfs.lsmfs: ", 12) != 0)
+            fail_msg("%s: want exit 1 and its error, got %d: %s", r.where, rc, out);
+        print_message("%s: %s", r.where, out);
+        mkfs_again(r.store, r.log, r.where);
+        check_pool(r.name, r.store, r.log, true, r.where);
+        unlink(r.log);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mkfs_killed_at_each_op),
         cmocka_unit_test(test_mkfs_failing_at_each_op),
+        cmocka_unit_test(test_mkfs_sweep_failing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
