@@ -88,7 +88,7 @@ $(BUILD)/tests/%.o $(BUILD)/tools/bench_syncwake.o: CFLAGS += -Itests/support -I
 FS_LIBS    := $(LIBFS) $(LIBSTORE) $(FUSE_LIB) $(URING_LIB) $(LZ4_LIB) $(RADOS_LIB)
 
 PROGS := $(BIN)/lsmfs $(BIN)/mkfs.lsmfs $(BIN)/fsck.lsmfs $(BIN)/lsmctl $(BIN)/mount.lsmfs \
-         $(BIN)/lsmbench $(BIN)/nowork-fs $(BIN)/bench-syncwake
+         $(BIN)/lsmbench $(BIN)/nowork-fs $(BIN)/bench-syncwake $(BIN)/bench-radosops
 ALL_UNIT    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 ALL_INTEG   := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(wildcard tests/integration/test_*.c))
 # test_rados_* need the throwaway Ceph cluster tests/ceph/run.sh brings up.
@@ -142,6 +142,9 @@ $(BIN)/mount.lsmfs: tools/mount.lsmfs.in
 $(BIN)/bench-syncwake: $(BUILD)/tools/bench_syncwake.o $(LIBTESTSUP) $(LIBSTORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBTESTSUP) $(STORE_LIBS)
+$(BIN)/bench-radosops: $(BUILD)/tools/bench_radosops.o $(LIBSTORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(STORE_LIBS)
 # nowork-fs shares lsmfs's transport (fs/transport/) and nothing else.
 $(BIN)/nowork-fs: $(BUILD)/tools/nowork_fs.o $(BUILD)/tools/nowork_log.o \
                   $(patsubst %.c,$(BUILD)/%.o,$(wildcard fs/transport/*.c))
@@ -168,13 +171,14 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/integration/test_%.o $(INTEG_LIB) $(LIBFS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(INTEG_LIB) $(FS_LIBS) $(CMOCKA)
 
-# The LD_PRELOAD shims tests put under the daemon (tests/shim/: syncs that
-# fail on demand): plain flags, whatever SAN
+# The LD_PRELOAD shims tests put under a program (tests/shim/: syncs that
+# fail on demand, RADOS calls cut): plain flags, whatever SAN
 # is, since they are loaded into other programs.
 $(BUILD)/tests/lib%.so: tests/shim/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl
 $(BUILD)/tests/test_failsync: $(BUILD)/tests/libfailsync.so
+$(BUILD)/tests/test_rados_mkfs: $(BUILD)/tests/libradoscrash.so
 
 # Test programs run one after another (integration tests mount FUSE
 # filesystems and must not fight over the two CPUs), each under a timeout.

@@ -185,6 +185,19 @@ static int check_dir(const where *w, int flags, char *err, size_t errlen)
     return 0;
 }
 
+/* EINVAL (said) when a mkfs of the store did not finish (STORE_MKFS_MARK). */
+static int check_finished(const where *w, char *err, size_t errlen)
+{
+    char mark[PATH_MAX + 32];
+    snprintf(mark, sizeof mark, "%s/%s", w->path, STORE_MKFS_MARK);
+    if (!w->env->file_exists(w->env, mark))
+        return 0;
+    snprintf(err, errlen,
+             "%s: not an lsmfs filesystem yet: its mkfs.lsmfs did not finish (run it again)",
+             w->r->dir);
+    return EINVAL;
+}
+
 /* lsm_open with the filesystem's settings. */
 static int open_db(const where *w, int flags, void (*report)(void *, const char *), lsm_db **db,
                    char *err, size_t errlen)
@@ -286,6 +299,8 @@ int store_open(const store_open_req *r, lsm_db **db, schema_super *sb, char *err
     int e = locate(r, &w, &owned, err, errlen);
     if (e == 0)
         e = check_dir(&w, r->flags, err, errlen);
+    if (e == 0)
+        e = check_finished(&w, err, errlen);
     if (e == 0 && (r->flags & STORE_OPEN_RO) == 0) {
         e = check_format(&w, err, errlen);
         /* On RADOS a live lease refuses even a read-only open: the

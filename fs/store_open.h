@@ -17,6 +17,11 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* A file mkfs.lsmfs keeps in the store's directory while it works (made
+ * durable first, removed last): a store that has it is no filesystem yet
+ * (store_open refuses it), and the next mkfs makes it again. */
+#define STORE_MKFS_MARK "MKFS-UNFINISHED"
+
 /* How store_open opens the store (flags, or-ed). */
 enum {
     STORE_OPEN_RW = 0,
@@ -40,7 +45,8 @@ typedef struct store_open_req {
 /* Opens the existing store r->dir (never creates one) and reads its
  * superblock into *sb (zeroed for a STORE_OPEN_ANY store that has none).
  * A read-write open first checks the format read-only. On failure returns
- * an errno and one line for the user in err: EINVAL not an lsmfs store,
+ * an errno and one line for the user in err: EINVAL not an lsmfs store
+ * (or one whose mkfs did not finish),
  * EPROTONOSUPPORT a newer format (names both versions, says to upgrade),
  * EBUSY in use (names the mount point and pid when found), EACCES, EROFS
  * (read-write on a read-only medium: says to use -o ro), ENOSPC, EIO. */

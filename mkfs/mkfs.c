@@ -8,6 +8,9 @@
  * Creates the store, the superblock, the allocator record and the root
  * directory, in one synchronous batch. Refuses a non-empty directory that
  * is not an lsmfs store; -f overwrites an existing (unmounted) lsmfs store.
+ * While it works the directory holds STORE_MKFS_MARK (store_open.h): a
+ * mkfs that died or failed part-way leaves no store a mount would take,
+ * and the next mkfs of the directory makes it again.
  */
 #include "env.h"
 #include "lsm.h"
@@ -198,6 +201,40 @@ static int holds_lsmfs(const char *dir)
     return e == 0 ? 1 : e == EINVAL ? 0 : -1;
 }
 
+/* o's directory's STORE_MKFS_MARK. */
+static void mark_path(const struct mkfs_opts *o, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s", o->path, STORE_MKFS_MARK);
+}
+
+static bool marked(const struct mkfs_opts *o)
+{
+    char mark[4200];
+    mark_path(o, mark, sizeof mark);
+    return o->env->file_exists(o->env, mark);
+}
+
+/* Sets (durably, before anything else in the directory changes) or
+ * removes the mark of a mkfs under way: 0, or 1 (said on stderr). */
+static int set_mark(const struct mkfs_opts *o, bool on)
+{
+    static const char text[] = "mkfs.lsmfs did not finish here: run it again\n";
+    char mark[4200];
+    mark_path(o, mark, sizeof mark);
+    lsm_status *s = on ? env_write_file_sync(o->env, mark, text, sizeof text - 1)
+                       : o->env->remove_file(o->env, mark);
+    if (s == NULL)
+        s = o->env->sync_dir(o->env, o->path);
+    if (s == NULL)
+        return 0;
+    fprintf(stderr, "mkfs.lsmfs: %s: %s the mark of a mkfs under way: %s\n", o->dir,
+            on ? "writing" : "removing", lsm_status_message(s));
+    lsm_status_free(s);
+    if (on && o->env->file_exists(o->env, mark)) /* nothing changed yet: leave none */
+        lsm_status_free(o->env->remove_file(o->env, mark));
+    return 1;
+}
+
 /* Removes the store in dir: 0, or 1 on failure (said on stderr). */
 static int remove_store(const struct mkfs_opts *o)
 {
@@ -214,29 +251,27 @@ static int remove_store(const struct mkfs_opts *o)
 }
 
 /* Makes sure dir exists and may be (re)used; destroys an old lsmfs store
- * when forced. *created: mkfs makes (or made) the store's directory.
- * Returns 0 or 1 (with a message printed). */
+ * when forced, or what a mkfs that did not finish left. Marks it.
+ * *created: mkfs makes (or made) the store's directory. Returns 0 or 1
+ * (with a message printed). */
 static int prepare_dir(struct mkfs_opts *o, bool *created)
 {
     *created = false;
     lsm_status *s = store_uri_resolve(o->dir, &o->env, &o->path);
     if (s == NULL && !store_uri_is_rados(o->dir)) {
         struct stat st;
-        if (stat(o->dir, &st) != 0) {
-            if (errno == ENOENT) {
-                *created = true; /* lsm_open makes it: private, its entry synced */
-                return 0;
-            }
+        int r = stat(o->dir, &st);
+        if (r != 0 && errno != ENOENT) {
             fprintf(stderr, "mkfs.lsmfs: %s: %s\n", o->dir, strerror(errno));
             return 1;
         }
-        if (!S_ISDIR(st.st_mode)) {
+        if (r == 0 && !S_ISDIR(st.st_mode)) {
             fprintf(stderr, "mkfs.lsmfs: %s: not a directory\n", o->dir);
             return 1;
         }
     }
     if (s == NULL && !o->env->file_exists(o->env, o->path)) {
-        s = o->env->create_dir(o->env, o->path);
+        s = env_create_dir_durable(o->env, o->path); /* private, its entry synced */
         *created = s == NULL;
     }
     if (s != NULL) {
@@ -244,9 +279,16 @@ static int prepare_dir(struct mkfs_opts *o, bool *created)
         lsm_status_free(s);
         return 1;
     }
+    if (marked(o)) {
+        if (!o->quiet)
+            printf("mkfs.lsmfs: %s: an earlier mkfs.lsmfs did not finish here; making the "
+                   "filesystem again\n",
+                   o->dir);
+        return remove_store(o);
+    }
     int ne = dir_nonempty(o);
     if (ne <= 0)
-        return ne < 0;
+        return ne < 0 || set_mark(o, true) != 0;
     int holds = holds_lsmfs(o->dir);
     if (holds < 0)
         return 1;
@@ -263,7 +305,7 @@ static int prepare_dir(struct mkfs_opts *o, bool *created)
                 o->dir);
         return 1;
     }
-    return remove_store(o);
+    return set_mark(o, true) != 0 || remove_store(o) != 0;
 }
 
 /* The superblock, allocator and root directory records. */
@@ -283,10 +325,12 @@ static bool fill_batch(const struct mkfs_opts *o, lsm_batch *b)
 }
 
 /* After a failed make_fs: the directory as mkfs found it (without the
- * store a -f destroyed): no store file, and gone if mkfs made it. */
+ * store a -f destroyed): no store file, no mark, and gone if mkfs made
+ * it. What cannot be undone keeps the mark. */
 static void undo_make(const struct mkfs_opts *o, bool created)
 {
-    if (!o->env->file_exists(o->env, o->path) || remove_store(o) != 0 || !created)
+    if (!o->env->file_exists(o->env, o->path) || remove_store(o) != 0 ||
+        (marked(o) && set_mark(o, false) != 0) || !created)
         return;
     lsm_status *s = o->env->remove_dir(o->env, o->path);
     if (s != NULL)
@@ -334,8 +378,17 @@ int main(int argc, char **argv)
 {
     struct mkfs_opts o;
     bool created = false;
-    int rc = parse_args(argc, argv, &o) != 0 || prepare_dir(&o, &created) != 0;
+    int rc = parse_args(argc, argv, &o) != 0;
+    if (!rc && prepare_dir(&o, &created) != 0) {
+        if (created) /* all in it is mkfs's */
+            undo_make(&o, created);
+        rc = 1;
+    }
     if (!rc && make_fs(&o) != 0) {
+        undo_make(&o, created);
+        rc = 1;
+    }
+    if (!rc && set_mark(&o, false) != 0) {
         undo_make(&o, created);
         rc = 1;
     }

@@ -12,6 +12,7 @@
 #include "lsm_malloc.h"
 #include "status.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -286,7 +287,7 @@ lsm_status *rados_dir_list(struct rados_env *re, const char *dir, const char *pa
         size_t vlen;
         lsm_status *s = NULL;
         while (s == NULL && rados_omap_get_next(it, &k, &v, &vlen) == 0 && k != NULL) {
-            char val[RADOS_OID_MAX + 4];
+            char val[256]; /* a name, an intent's recorded name */
             size_t n = vlen < sizeof val - 1 ? vlen : sizeof val - 1;
             memcpy(val, v, n);
             val[n] = '\0';
@@ -302,11 +303,13 @@ lsm_status *rados_dir_list(struct rados_env *re, const char *dir, const char *pa
 
 /* ------------------------------------------------------- name counts */
 
-/* Reads an object's name count (lsmfs.refs). */
+/* Reads an object's name count (lsmfs.refs); LSM_NOT_FOUND: it is gone. */
 static lsm_status *refs_get(struct rados_env *re, const char *oid, uint64_t *refs)
 {
     char v[24];
     int r = rados_getxattr(re->io, oid, RADOS_XATTR_REFS, v, sizeof v - 1);
+    if (r == -ENOENT)
+        return status_new(LSM_NOT_FOUND, "rados read name count of %s: no such object", oid);
     if (r < 0)
         return rados_error(r, "read name count of", oid);
     v[r] = '\0';
@@ -314,11 +317,37 @@ static lsm_status *refs_get(struct rados_env *re, const char *oid, uint64_t *ref
     return NULL;
 }
 
+mutex *rados_obj_mu(struct rados_env *re, const char *oid)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *p = oid; *p != '\0'; p++)
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    return &re->obj_mu[h % RADOS_OBJ_LOCKS];
+}
+
+void rados_obj_lock2(struct rados_env *re, const char *a, const char *b)
+{
+    mutex *x = rados_obj_mu(re, a), *y = b != NULL ? rados_obj_mu(re, b) : x;
+    mutex *first = x < y ? x : y, *second = x < y ? y : x;
+    mutex_lock(first);
+    if (second != first)
+        mutex_lock(second);
+}
+
+void rados_obj_unlock2(struct rados_env *re, const char *a, const char *b)
+{
+    mutex *x = rados_obj_mu(re, a), *y = b != NULL ? rados_obj_mu(re, b) : x;
+    mutex_unlock(x);
+    if (y != x)
+        mutex_unlock(y);
+}
+
 /* Adds delta (+1/-1) to oid's name count, which was refs; the object goes
- * with its last name. REQUIRES: re->mu held. */
+ * with its last name. REQUIRES: oid's lock held. */
 static lsm_status *refs_set(struct rados_env *re, const char *oid, uint64_t refs, int delta,
                             const char *path)
 {
+    assert(mutex_held(rados_obj_mu(re, oid)));
     rados_write_op_t op = rados_create_write_op();
     char old[24], now[24];
     snprintf(old, sizeof old, "%" PRIu64, refs);
@@ -335,12 +364,12 @@ static lsm_status *refs_set(struct rados_env *re, const char *oid, uint64_t refs
         rados_write_op_setxattr(op, RADOS_XATTR_REFS, now, strlen(now));
     lsm_status *s =
         rados_operate(re, op, oid, delta < 0 ? "drop a name of" : "add a name to", path);
-    if (s == NULL)
-        rados_space_freed(re, size);
+    if (s == NULL && removes)
+        rados_space_freed(re, size, 1);
     return s;
 }
 
-/* Adds delta (+1/-1) to oid's name count. REQUIRES: re->mu held. */
+/* Adds delta (+1/-1) to oid's name count. REQUIRES: oid's lock held. */
 static lsm_status *refs_add(struct rados_env *re, const char *oid, int delta, const char *path)
 {
     uint64_t refs = 0;
@@ -368,9 +397,9 @@ lsm_status *rados_refs_drop(struct rados_env *re, const char *oid, uint64_t had,
 
 lsm_status *rados_unref(struct rados_env *re, const char *oid, const char *path)
 {
-    pthread_mutex_lock(&re->mu);
+    rados_obj_lock2(re, oid, NULL);
     lsm_status *s = refs_add(re, oid, -1, path);
-    pthread_mutex_unlock(&re->mu);
+    rados_obj_unlock2(re, oid, NULL);
     return s;
 }
 
@@ -398,9 +427,9 @@ lsm_status *rados_object_create(struct rados_env *re, const char *oid, const cha
 {
     if (lease_refuses(re, path) || rados_dead(re))
         return status_new(LSM_IO_ERROR, "rados create %s: the writer's lease is lost", path);
-    int flags = rados_space_grow_flags(re, 1);
+    int flags = rados_space_create_flags(re);
     int r = create_once(re, oid, flags);
-    if (r == -EDQUOT && flags == 0 && (flags = rados_space_grow_flags(re, 1)) != 0)
+    if (r == -EDQUOT && flags == 0 && (flags = rados_space_create_flags(re)) != 0)
         r = create_once(re, oid, flags);
     return r < 0 ? rados_error(r, "create", path) : NULL;
 }
@@ -580,8 +609,8 @@ static lsm_status *rados_get_children(lsm_env *env, const char *dir, char ***nam
     return NULL;
 }
 
-/* The name goes with a record of the drop of its object's name (one op),
- * so a crash before the drop leaves no object a sweep cannot find. */
+/* The name goes by the one rule (rados_name_leaves): a crash before the
+ * drop leaves no object a sweep cannot find. */
 static lsm_status *rados_remove_file(lsm_env *env, const char *path)
 {
     struct rados_env *re = rados_env_of(env);
@@ -589,77 +618,56 @@ static lsm_status *rados_remove_file(lsm_env *env, const char *path)
     lsm_status *s = resolve_file(re, path, &e);
     if (s != NULL)
         return s;
-    pthread_mutex_lock(&re->mu);
-    uint64_t had = 0;
     rados_write_op_t op = rados_create_write_op();
     const char *keys[1] = {e.name};
     rados_write_op_omap_rm_keys(op, keys, 1);
-    s = rados_drop_begin(re, op, e.oid, &had);
-    if (s == NULL)
-        s = rados_operate(re, op, e.dir_oid, "remove entry", path);
-    else
-        rados_release_write_op(op);
-    if (s == NULL)
-        s = rados_drop_finish(re, e.dir_oid, e.oid, had, path);
-    pthread_mutex_unlock(&re->mu);
+    rados_obj_lock2(re, e.oid, NULL);
+    s = rados_name_leaves(re, op, e.dir_oid, e.oid, "remove entry", path);
+    rados_obj_unlock2(re, e.oid, NULL);
     return s;
 }
 
-/* A rename in one directory: one write op (CURRENT's publish), which also
- * records the drop of a name of the file it replaces (as remove_file). */
+/* The file b names, which a rename of a to b replaces; NULL if none. */
+static const char *replaced_file(const struct rados_entry *a, const struct rados_entry *b)
+{
+    return b->found && !b->is_dir && strcmp(b->oid, a->oid) != 0 ? b->oid : NULL;
+}
+
+/* A rename in one directory: one write op (CURRENT's publish), in which
+ * the name of the file it replaces leaves by the one rule. */
 static lsm_status *rename_in_dir(struct rados_env *re, const struct rados_entry *a,
                                  const struct rados_entry *b, const char *val, const char *to)
 {
-    bool replaces = b->found && !b->is_dir && strcmp(b->oid, a->oid) != 0;
-    pthread_mutex_lock(&re->mu);
-    uint64_t had = 0;
     rados_write_op_t op = rados_create_write_op();
     const char *keys[1] = {b->name}, *vals[1] = {val}, *rm[1] = {a->name};
     size_t lens[1] = {strlen(val)};
     rados_write_op_omap_rm_keys(op, rm, 1);
     rados_write_op_omap_set(op, keys, vals, lens, 1);
-    lsm_status *s = replaces ? rados_drop_begin(re, op, b->oid, &had) : NULL;
-    if (s == NULL)
-        s = rados_operate(re, op, a->dir_oid, "rename", to);
-    else
-        rados_release_write_op(op);
-    if (s == NULL && replaces)
-        lsm_status_free(rados_drop_finish(re, b->dir_oid, b->oid, had, to));
-    pthread_mutex_unlock(&re->mu);
+    const char *gone = replaced_file(a, b);
+    if (gone != NULL)
+        rados_obj_lock2(re, gone, NULL);
+    lsm_status *s = rados_name_leaves(re, op, a->dir_oid, gone, "rename", to);
+    if (gone != NULL)
+        rados_obj_unlock2(re, gone, NULL);
     return s;
 }
 
-/* One write op when both names are in one directory (CURRENT's publish). */
-static lsm_status *rados_rename_file(lsm_env *env, const char *from, const char *to)
+/* A directory's rename to another directory: its new name, then the old
+ * one goes (a crash between leaves both). */
+static lsm_status *move_dir(struct rados_env *re, const struct rados_entry *a,
+                            const struct rados_entry *b, const char *val, const char *from,
+                            const char *to)
 {
-    struct rados_env *re = rados_env_of(env);
-    struct rados_entry a, b;
-    lsm_status *s = rados_resolve(re, from, &a);
-    if (s == NULL && !a.found)
-        s = rados_error(-ENOENT, "rename", from);
-    if (s == NULL)
-        s = rados_resolve(re, to, &b);
-    if (s == NULL && b.found && b.is_dir != a.is_dir)
-        s = rados_error(a.is_dir ? -ENOTDIR : -EISDIR, "rename to", to);
-    if (s)
-        return s;
-    char val[RADOS_OID_MAX + 4];
-    snprintf(val, sizeof val, "%c:%s", a.is_dir ? 'd' : 'f',
-             a.is_dir ? a.oid + strlen(RADOS_DIR_PREFIX) : a.oid);
-    if (strcmp(a.dir_oid, b.dir_oid) == 0)
-        return rename_in_dir(re, &a, &b, val, to);
-    s = rados_dir_set(re, b.dir_oid, b.name, val, to);
-    if (s == NULL)
-        s = rados_dir_set(re, a.dir_oid, a.name, NULL, from);
-    if (s == NULL && b.found && !b.is_dir && strcmp(b.oid, a.oid) != 0)
-        lsm_status_free(rados_unref(re, b.oid, to)); /* replaced: its name is gone */
-    return s;
+    lsm_status *s = rados_dir_set(re, b->dir_oid, b->name, val, to);
+    return s != NULL ? s : rados_dir_set(re, a->dir_oid, a->name, NULL, from);
 }
+
 
 /* A link's steps: the record of the drop that would undo it, the count
- * raised from refs, the name with the record's removal (one op). A crash
- * between them leaves the record: the sweep drops the raised count.
- * REQUIRES: re->mu held. */
+ * raised from refs, the name with the record's removal (one op, in which
+ * the name of a file b replaced leaves by the one rule). A crash between
+ * them leaves the record: the sweep drops the raised count.
+ * REQUIRES: the objects' locks held. */
 static lsm_status *link_steps(struct rados_env *re, const struct rados_entry *a,
                               const struct rados_entry *b, uint64_t refs, const char *to)
 {
@@ -681,7 +689,64 @@ static lsm_status *link_steps(struct rados_env *re, const struct rados_entry *a,
     op = rados_create_write_op();
     rados_write_op_omap_set(op, keys, vals, lens, 1);
     rados_drop_record(op, a->oid, refs + 1, false);
-    return rados_operate(re, op, b->dir_oid, "link to", to);
+    return rados_name_leaves(re, op, b->dir_oid, replaced_file(a, b), "link to", to);
+}
+
+/* Links a to b (b's file, if any, replaced); a's own name stays.
+ * REQUIRES: the objects' locks held. */
+static lsm_status *link_locked(struct rados_env *re, const struct rados_entry *a,
+                               const struct rados_entry *b, const char *to)
+{
+    uint64_t refs = 0;
+    lsm_status *s = refs_get(re, a->oid, &refs);
+    if (s == NULL)
+        s = link_steps(re, a, b, refs, to);
+    if (s != NULL && !rados_dead(re)) /* undone: the count as it was, no record */
+        lsm_status_free(rados_drop_finish(re, b->dir_oid, a->oid, refs + 1, to));
+    return s;
+}
+
+/* A file's rename to another directory: a link to its new name (over the
+ * file there, by the one rule), then its old name leaves by it too. A
+ * crash between leaves both names, each counted; never a name uncounted
+ * nor an object without a name. */
+static lsm_status *move_file(struct rados_env *re, const struct rados_entry *a,
+                             const struct rados_entry *b, const char *from, const char *to)
+{
+    rados_obj_lock2(re, a->oid, replaced_file(a, b));
+    lsm_status *s = link_locked(re, a, b, to);
+    if (s == NULL) {
+        rados_write_op_t op = rados_create_write_op();
+        const char *keys[1] = {a->name};
+        rados_write_op_omap_rm_keys(op, keys, 1);
+        s = rados_name_leaves(re, op, a->dir_oid, a->oid, "rename", from);
+    }
+    rados_obj_unlock2(re, a->oid, replaced_file(a, b));
+    return s;
+}
+
+/* One write op when both names are in one directory (CURRENT's publish). */
+static lsm_status *rados_rename_file(lsm_env *env, const char *from, const char *to)
+{
+    struct rados_env *re = rados_env_of(env);
+    struct rados_entry a, b;
+    lsm_status *s = rados_resolve(re, from, &a);
+    if (s == NULL && !a.found)
+        s = rados_error(-ENOENT, "rename", from);
+    if (s == NULL)
+        s = rados_resolve(re, to, &b);
+    if (s == NULL && b.found && b.is_dir != a.is_dir)
+        s = rados_error(a.is_dir ? -ENOTDIR : -EISDIR, "rename to", to);
+    if (s)
+        return s;
+    char val[RADOS_OID_MAX + 4];
+    snprintf(val, sizeof val, "%c:%s", a.is_dir ? 'd' : 'f',
+             a.is_dir ? a.oid + strlen(RADOS_DIR_PREFIX) : a.oid);
+    if (b.found && strcmp(b.oid, a.oid) == 0)
+        return NULL; /* two names of one file: nothing to do, as rename(2) */
+    if (strcmp(a.dir_oid, b.dir_oid) == 0)
+        return rename_in_dir(re, &a, &b, val, to);
+    return a.is_dir ? move_dir(re, &a, &b, val, from, to) : move_file(re, &a, &b, from, to);
 }
 
 static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *to)
@@ -695,13 +760,9 @@ static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *t
         s = rados_error(-EEXIST, "link to", to);
     if (s)
         return s;
-    pthread_mutex_lock(&re->mu);
-    uint64_t refs = 0;
-    if ((s = refs_get(re, a.oid, &refs)) == NULL)
-        s = link_steps(re, &a, &b, refs, to);
-    if (s != NULL && !rados_dead(re)) /* undone: the count as it was, no record */
-        lsm_status_free(rados_drop_finish(re, b.dir_oid, a.oid, refs + 1, to));
-    pthread_mutex_unlock(&re->mu);
+    rados_obj_lock2(re, a.oid, NULL); /* b is new: it replaces nothing */
+    s = link_locked(re, &a, &b, to);
+    rados_obj_unlock2(re, a.oid, NULL);
     return s;
 }
 
@@ -709,13 +770,15 @@ static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *t
 static lsm_status *make_dir(lsm_env *env, const char *path, bool must_be_new)
 {
     struct rados_env *re = rados_env_of(env);
-    pthread_mutex_lock(&re->mu);
+    pthread_mutex_lock(&re->dir_mu);
     struct rados_entry e;
     lsm_status *s = rados_resolve(re, path, &e);
     if (s == NULL && e.found && must_be_new)
         s = status_new(LSM_INVALID_ARGUMENT, "mkdir %s: something is there already", path);
     if (s == NULL && e.found && !e.is_dir)
         s = rados_error(-ENOTDIR, "mkdir", path);
+    if (s == NULL && !e.found)
+        s = rados_sweep_name(re, e.dir_oid, path, e.name);
     if (s == NULL && !e.found) {
         char id[24], val[32], oid[RADOS_OID_MAX];
         rados_new_id(id, sizeof id);
@@ -723,7 +786,7 @@ static lsm_status *make_dir(lsm_env *env, const char *path, bool must_be_new)
         snprintf(oid, sizeof oid, "%s%s", RADOS_DIR_PREFIX, id);
         s = rados_create_named(re, &e, oid, val, path);
     }
-    pthread_mutex_unlock(&re->mu);
+    pthread_mutex_unlock(&re->dir_mu);
     return s;
 }
 
@@ -840,7 +903,7 @@ static lsm_status *rados_truncate_file(lsm_env *env, const char *path, uint64_t 
     rados_write_op_truncate(op, len);
     s = rados_operate(re, op, e.oid, "truncate", path);
     if (s == NULL)
-        rados_space_freed(re, size - len);
+        rados_space_freed(re, size - len, 0);
     return s;
 }
 
@@ -1033,6 +1096,9 @@ lsm_status *env_rados_open(const env_rados_options *o, lsm_env **out)
     re->takeover = o->takeover;
     snprintf(re->pool, sizeof re->pool, "%s", o->pool);
     pthread_mutex_init(&re->mu, NULL);
+    for (int i = 0; i < RADOS_OBJ_LOCKS; i++)
+        mutex_init(&re->obj_mu[i]);
+    pthread_mutex_init(&re->dir_mu, NULL);
     pthread_mutex_init(&re->space_mu, NULL);
     pthread_mutex_init(&re->open_mu, NULL);
     lsm_status *s = connect_cluster(re, o);
@@ -1054,6 +1120,9 @@ void env_rados_close(lsm_env *env)
     if (re->cluster)
         rados_shutdown(re->cluster);
     pthread_mutex_destroy(&re->mu);
+    for (int i = 0; i < RADOS_OBJ_LOCKS; i++)
+        mutex_destroy(&re->obj_mu[i]);
+    pthread_mutex_destroy(&re->dir_mu);
     pthread_mutex_destroy(&re->space_mu);
     pthread_mutex_destroy(&re->open_mu);
     free(re);

@@ -7,6 +7,8 @@
 
 #include "env_rados.h"
 
+#include "mutex.h"
+
 #include <pthread.h>
 #include <rados/librados.h>
 #include <stdatomic.h>
@@ -20,6 +22,9 @@
 /* A directory's omap key recording the drop of a name of object OID:
  * RADOS_DROP_PREFIX OID (env_rados_intent.c). */
 #define RADOS_DROP_PREFIX "/drop/"
+/* Name counts change under their object's lock, one of RADOS_OBJ_LOCKS
+ * picked by a hash of its id: changes to different objects go on at once. */
+#define RADOS_OBJ_LOCKS 64
 
 typedef struct lsm_filelock lsm_filelock;
 
@@ -29,9 +34,15 @@ struct rados_env {
     rados_ioctx_t io;
     uint32_t lease_ms;
     bool takeover;
-    /* Guards name-count changes (read, compare, write of lsmfs.refs) and
-     * directory creation, so this process never races itself. */
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* guards lease */
+    /* Guards directory creation (a name looked up, then made). Taken
+     * before obj_mu. */
+    pthread_mutex_t dir_mu;
+    /* Each guards the name counts (read, compare, write of lsmfs.refs)
+     * and drop records of the objects that hash to it (rados_obj_mu), so
+     * this process never races itself on one object. Two are taken in
+     * index order (rados_obj_lock2). */
+    mutex obj_mu[RADOS_OBJ_LOCKS];
     /* The fence: 0 until a lease is held; then every write op on a
      * non-root object carries cmpxattr(lsmfs.epoch == epoch). Written once
      * by the lease's holder before any guarded write, read by all. */
@@ -58,6 +69,13 @@ struct rados_env {
      * through unforced; bytes this env freed since, not yet reused. */
     atomic_bool quota_full;
     _Atomic int64_t freed_while_full;
+    /* The pool's quota counts objects only (max_objects, no max_bytes):
+     * a full pool lacks objects, not bytes (set by disk_free's ask); and
+     * the objects this env removed since it was found full, not reused;
+     * and whether it removed any since (the store gave up its reserve). */
+    atomic_bool objects_quota;
+    _Atomic int64_t objects_freed_while_full;
+    atomic_bool objects_freeing;
     /* The statistics show room while quota_full: the next growing write
      * goes unforced, to see whether the pool takes it. */
     atomic_bool probe_due;
@@ -143,42 +161,63 @@ static inline bool rados_dead(struct rados_env *re)
     return atomic_load(&re->dead);
 }
 
-/* Object oid's name count. */
+/* The lock of object oid's name count. */
+mutex *rados_obj_mu(struct rados_env *re, const char *oid);
+/* Locks the objects a and b (b NULL: a only; one lock taken once). */
+void rados_obj_lock2(struct rados_env *re, const char *a, const char *b);
+void rados_obj_unlock2(struct rados_env *re, const char *a, const char *b);
+
+/* Object oid's name count; LSM_NOT_FOUND: it is gone. */
 lsm_status *rados_refs_get(struct rados_env *re, const char *oid, uint64_t *refs);
 /* Drops one name of object oid if it still has had (else the drop was
- * done, or its object is gone). REQUIRES: re->mu held. */
+ * done, or its object is gone). REQUIRES: oid's lock held. */
 lsm_status *rados_refs_drop(struct rados_env *re, const char *oid, uint64_t had, const char *path);
 /* Creates object oid with one name (lsmfs.refs 1) and the fence epoch. */
 lsm_status *rados_object_create(struct rados_env *re, const char *oid, const char *path);
 /* Drops a name of object oid (the object goes with its last). */
 lsm_status *rados_unref(struct rados_env *re, const char *oid, const char *path);
 
-/* Creates object oid named name (value val) in directory object dir_oid,
- * with an intent first (env_rados_intent.c): a crash leaves no object that
- * the next sweep cannot find. */
+/* Creates object oid named e->name (value val) in directory object
+ * e->dir_oid, with an intent first (env_rados_intent.c): a crash leaves no
+ * object that the next sweep cannot find. A file e names (e->found) is
+ * replaced: its name leaves by the one rule. REQUIRES: no object lock held. */
 lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e, const char *oid,
                                const char *val, const char *path);
-/* A name of object oid leaves a directory: op (the directory's, which
- * removes or replaces the name) also records the drop, with the count
- * *had it read; once op went, rados_drop_finish drops the name from the
- * count and the record. A crash between them leaves the record for the
- * sweep, which drops the name once (env_rados_intent.c). REQUIRES: re->mu
- * held from begin to finish (no count changes meanwhile). */
-lsm_status *rados_drop_begin(struct rados_env *re, rados_write_op_t op, const char *oid,
-                             uint64_t *had);
+/* The one rule for a name that leaves a directory (a remove; a name a
+ * rename, link or create replaces): op, the directory's op that removes or
+ * replaces the name, also records the drop of a name of object oid, with
+ * the count it has then; once op went, the count is lowered (if it still
+ * is that) and the record removed (rados_drop_finish). A crash between
+ * leaves the record for the sweep, which drops the name once. oid NULL: no
+ * file's name leaves, op just runs. op is released. Once op went, only a
+ * crash point fails the call (else the sweep finishes a failed drop).
+ * REQUIRES: oid's lock held. */
+lsm_status *rados_name_leaves(struct rados_env *re, rados_write_op_t op, const char *dir_oid,
+                              const char *oid, const char *what, const char *path);
 /* Adds to op the record of a drop of a name of oid while it has had
  * names (set), or its removal (!set). A link records the drop that undoes
  * it (had: the count it makes) before raising the count, and removes the
  * record in the op that names it. */
 void rados_drop_record(rados_write_op_t op, const char *oid, uint64_t had, bool set);
+/* Drops a name of oid from its count if it still is had, then removes
+ * its record from directory object dir_oid. REQUIRES: oid's lock held. */
 lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const char *oid,
                               uint64_t had, const char *path);
 /* Removes, in the tree of directory object dir_oid (at plain path dir),
  * every object whose create a crash cut short (an intent, no name), and
- * finishes every drop of a name a crash cut short (rados_drop_begin).
+ * finishes every drop of a name a crash cut short (rados_name_leaves).
  * REQUIRES: no other process creates in the tree: the store's lease held
  * (epoch set), or (rmdir) the directory is empty and being removed. */
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir);
+
+/* Settles the intents of directory object dir_oid (at plain path dir)
+ * that creates of name left (a crash, or a failure to take them back), and
+ * the claimed ones: the next create of a name in a directory no lease
+ * covers (a store's own, in the pool's top) sweeps what earlier ones of it
+ * left. Safe against a live create of the name: a claimed intent's create
+ * is refused (LSM_BUSY) when it names its object. */
+lsm_status *rados_sweep_name(struct rados_env *re, const char *dir_oid, const char *dir,
+                             const char *name);
 
 /* env.h's new_wfile (env_rados_wfile.c). */
 lsm_status *rados_new_wfile(lsm_env *env, const char *path, lsm_wfile **out);
@@ -196,8 +235,13 @@ lsm_status *rados_settle_writers(struct rados_env *re, const char *oid, uint64_t
 lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail);
 
 /* The flags for a write op growing the pool by n bytes: FULL_FORCE when the
- * pool was found full and space this env freed since covers n (taken). */
+ * pool was found full and space this env freed since covers n (taken), or,
+ * under a quota of objects only (an append adds none), once this env has
+ * removed an object since. */
 int rados_space_grow_flags(struct rados_env *re, uint64_t n);
+/* The flags for a create: as a growth of one byte, but under an objects
+ * quota FULL_FORCE only while an object this env removed covers it. */
+int rados_space_create_flags(struct rados_env *re);
 /* A growing op sent with flags was answered r. */
 void rados_space_answered(struct rados_env *re, int r, int flags);
 /* Whether an append of n more bytes must be refused (LSM_NO_SPACE, before
@@ -206,8 +250,9 @@ void rados_space_answered(struct rados_env *re, int r, int flags);
 bool rados_space_refuses(struct rados_env *re, uint64_t n);
 /* Whether the pool was found full (then freed bytes are counted). */
 bool rados_space_full(struct rados_env *re);
-/* n bytes of the pool freed by this env (an object removed, a truncate). */
-void rados_space_freed(struct rados_env *re, uint64_t n);
+/* n bytes and objects of the pool freed by this env (an object removed,
+ * a truncate). */
+void rados_space_freed(struct rados_env *re, uint64_t n, int objects);
 
 lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out);
 lsm_status *rados_lock_file_shared(lsm_env *env, const char *path, lsm_filelock **out);

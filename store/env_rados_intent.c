@@ -12,9 +12,11 @@
  * its intent's removal in the same op (a link adds a name to an object that
  * already has one).
  *
- * A name that leaves (remove, a rename over a file) goes in one op with a
+ * A name that leaves (a remove; a file's name that a rename, a link or a
+ * create replaces) goes by one rule, rados_name_leaves: in one op with a
  * drop record ("/drop/OID" = the object's name count then); the count is
- * lowered if it still is that, then the record goes. A link writes the
+ * lowered if it still is that, then the record goes. A rename to another
+ * directory is a link and a remove, so it keeps the rule too. A link writes the
  * record of the drop that would undo it (the count it will make) before
  * raising the count, and removes it with the op that enters the name. The
  * sweep finishes every record it finds, once: a count already lowered (or
@@ -25,6 +27,7 @@
 #include "lsm_malloc.h"
 #include "status.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -56,18 +59,48 @@ void rados_drop_record(rados_write_op_t op, const char *oid, uint64_t had, bool 
         rados_write_op_omap_rm_keys(op, keys, 1);
 }
 
-lsm_status *rados_drop_begin(struct rados_env *re, rados_write_op_t op, const char *oid,
-                             uint64_t *had)
+/* Adds to op the record of the drop of a name of oid, with the count it
+ * has now (into *had). An object already gone needs none (*found false).
+ * REQUIRES: oid's lock held. */
+static lsm_status *drop_begin(struct rados_env *re, rados_write_op_t op, const char *oid,
+                              uint64_t *had, bool *found)
 {
     lsm_status *s = rados_refs_get(re, oid, had);
-    if (s == NULL)
+    *found = s == NULL;
+    if (s == NULL) {
         rados_drop_record(op, oid, *had, true);
+    } else if (lsm_status_code(s) == LSM_NOT_FOUND) {
+        lsm_status_free(s);
+        s = NULL;
+    }
+    return s;
+}
+
+lsm_status *rados_name_leaves(struct rados_env *re, rados_write_op_t op, const char *dir_oid,
+                              const char *oid, const char *what, const char *path)
+{
+    assert(oid == NULL || mutex_held(rados_obj_mu(re, oid)));
+    uint64_t had = 0;
+    bool found = false;
+    lsm_status *s = oid != NULL ? drop_begin(re, op, oid, &had, &found) : NULL;
+    if (s != NULL) {
+        rados_release_write_op(op);
+        return s;
+    }
+    if ((s = rados_operate(re, op, dir_oid, what, path)) != NULL || !found)
+        return s;
+    s = rados_drop_finish(re, dir_oid, oid, had, path);
+    if (s != NULL && !rados_dead(re)) { /* the name went: the sweep finishes the drop */
+        lsm_status_free(s);
+        s = NULL;
+    }
     return s;
 }
 
 lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const char *oid,
                               uint64_t had, const char *path)
 {
+    assert(mutex_held(rados_obj_mu(re, oid)));
     char key[RADOS_OID_MAX + 8];
     drop_key(key, sizeof key, oid);
     lsm_status *s = rados_crash_point(re, "unnamed", oid);
@@ -78,6 +111,58 @@ lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const c
     return s != NULL ? s : rados_dir_set(re, dir_oid, key, NULL, path);
 }
 
+/* A create that failed (not died) takes its intent back, its object
+ * first, so a failed create leaves nothing (a crash leaves the intent for
+ * the sweep). */
+static void abandon(struct rados_env *re, const struct rados_entry *e, const char *oid,
+                    const char *key, const char *path)
+{
+    if (rados_dead(re))
+        return;
+    lsm_status *s = rados_unref(re, oid, path);
+    if (s == NULL || lsm_status_code(s) == LSM_NOT_FOUND)
+        lsm_status_free(rados_dir_set(re, e->dir_oid, key, NULL, path));
+    lsm_status_free(s);
+}
+
+/* Adds to op (the create's naming op) the checks that make it refused
+ * unless its intent is still unclaimed (key = e->name) and the name still
+ * names what it did (nothing: "", a missing key reads as empty). */
+static void enter_checks(rados_write_op_t op, const struct rados_entry *e, const char *key,
+                         int prval[2])
+{
+    char was[RADOS_OID_MAX + 4] = "";
+    if (e->found)
+        snprintf(was, sizeof was, "f:%s", e->oid);
+    rados_write_op_omap_cmp(op, key, LIBRADOS_CMPXATTR_OP_EQ, e->name, strlen(e->name), &prval[0]);
+    rados_write_op_omap_cmp(op, e->name, LIBRADOS_CMPXATTR_OP_EQ, was, strlen(was), &prval[1]);
+}
+
+/* The naming op of a create: the name set, the intent removed, the file it
+ * replaces leaving by the one rule. */
+static lsm_status *enter(struct rados_env *re, const struct rados_entry *e, const char *key,
+                         const char *val, const char *path)
+{
+    rados_write_op_t op = rados_create_write_op();
+    int prval[2] = {0, 0};
+    enter_checks(op, e, key, prval);
+    const char *keys[1] = {e->name}, *vals[1] = {val}, *rm[1] = {key};
+    size_t lens[1] = {strlen(val)};
+    rados_write_op_omap_set(op, keys, vals, lens, 1);
+    rados_write_op_omap_rm_keys(op, rm, 1);
+    const char *gone = e->found ? e->oid : NULL;
+    if (gone != NULL)
+        rados_obj_lock2(re, gone, NULL);
+    lsm_status *s = rados_name_leaves(re, op, e->dir_oid, gone, "enter", path);
+    if (gone != NULL)
+        rados_obj_unlock2(re, gone, NULL);
+    if (s != NULL && (prval[0] == -ECANCELED || prval[1] == -ECANCELED)) {
+        lsm_status_free(s);
+        s = status_new(LSM_BUSY, "rados create %s: another create of that name came first", path);
+    }
+    return s;
+}
+
 lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e, const char *oid,
                                const char *val, const char *path)
 {
@@ -86,44 +171,48 @@ lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e
     int r = rados_fault(re, "intent", oid);
     lsm_status *s = r < 0 ? rados_error(r, "write the intent of", path)
                           : rados_dir_set(re, e->dir_oid, key, e->name, path);
-    if (s == NULL)
-        s = rados_crash_point(re, "intent", oid);
+    if (s != NULL)
+        return s;
+    s = rados_crash_point(re, "intent", oid);
     if (s == NULL)
         s = rados_object_create(re, oid, path);
     if (s == NULL)
         s = rados_crash_point(re, "created", oid);
+    if (s == NULL)
+        s = enter(re, e, key, val, path);
     if (s != NULL)
-        return s; /* the intent stays for the next sweep */
-    rados_write_op_t op = rados_create_write_op();
-    const char *keys[1] = {e->name}, *vals[1] = {val}, *rm[1] = {key};
-    size_t lens[1] = {strlen(val)};
-    rados_write_op_omap_set(op, keys, vals, lens, 1);
-    rados_write_op_omap_rm_keys(op, rm, 1);
-    s = rados_operate(re, op, e->dir_oid, "enter", path);
-    if (s != NULL)
-        lsm_status_free(rados_unref(re, oid, path));
+        abandon(re, e, oid, key, path);
     return s;
 }
 
-/* One directory's listing: its entries and its intents' objects. */
+/* What a directory's listing gives the sweep: a name, intent or drop
+ * record (key), its value, and the object it is of. */
+struct listed {
+    char key[256];
+    char val[256];
+    char oid[RADOS_OID_MAX];
+    bool is_dir;
+};
+
 struct entry_list {
-    struct rados_entry *v;
+    struct listed *v;
     size_t n, cap;
 };
 
-static lsm_status *add_entry(struct entry_list *l, const char *name, const char *oid, bool is_dir)
+static lsm_status *add_entry(struct entry_list *l, const char *key, const char *val,
+                             const char *oid, bool is_dir)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 32;
-        struct rados_entry *v = lsm_realloc(l->v, cap * sizeof *v);
+        struct listed *v = lsm_realloc(l->v, cap * sizeof *v);
         if (v == NULL)
             return status_new(LSM_NO_MEMORY, "rados sweep: out of memory");
         l->v = v;
         l->cap = cap;
     }
-    struct rados_entry *e = &l->v[l->n++];
-    memset(e, 0, sizeof *e);
-    snprintf(e->name, sizeof e->name, "%s", name);
+    struct listed *e = &l->v[l->n++];
+    snprintf(e->key, sizeof e->key, "%s", key);
+    snprintf(e->val, sizeof e->val, "%s", val);
     snprintf(e->oid, sizeof e->oid, "%s", oid);
     e->is_dir = is_dir;
     return NULL;
@@ -134,13 +223,12 @@ static lsm_status *add_named(void *ctx, const char *key, const char *val)
     struct rados_entry e;
     memset(&e, 0, sizeof e);
     rados_entry_from_value(&e, val);
-    return add_entry(ctx, key, e.oid, e.is_dir);
+    return add_entry(ctx, key, val, e.oid, e.is_dir);
 }
 
 static lsm_status *add_intent(void *ctx, const char *key, const char *val)
 {
-    (void)val;
-    return add_entry(ctx, key, key + strlen(INTENT_PREFIX), false);
+    return add_entry(ctx, key, val, key + strlen(INTENT_PREFIX), false);
 }
 
 static bool is_named(const struct entry_list *named, const char *oid)
@@ -151,13 +239,45 @@ static bool is_named(const struct entry_list *named, const char *oid)
     return false;
 }
 
-/* Settles one intent of directory object dir_oid (at path dir): its object
- * goes unless named, then the intent. */
+/* An intent's value once a sweep has claimed it (no name has a '/'). */
+#define CLAIMED "/swept"
+
+/* Claims an intent for the sweep (its value CLAIMED, if it still is what
+ * was listed): from then on its create cannot name its object (enter's
+ * check). *gone: its create named it meanwhile (the intent went). */
+static lsm_status *claim(struct rados_env *re, const char *dir_oid, const struct listed *it,
+                         const char *path, bool *gone)
+{
+    *gone = false;
+    if (strcmp(it->val, CLAIMED) == 0)
+        return NULL;
+    rados_write_op_t op = rados_create_write_op();
+    int prval = 0;
+    rados_write_op_omap_cmp(op, it->key, LIBRADOS_CMPXATTR_OP_EQ, it->val, strlen(it->val),
+                            &prval);
+    const char *keys[1] = {it->key}, *vals[1] = {CLAIMED};
+    size_t lens[1] = {strlen(CLAIMED)};
+    rados_write_op_omap_set(op, keys, vals, lens, 1);
+    lsm_status *s = rados_operate(re, op, dir_oid, "claim the intent of", path);
+    if (s != NULL && prval == -ECANCELED) {
+        lsm_status_free(s);
+        s = NULL;
+        *gone = true;
+    }
+    return s;
+}
+
+/* Settles one intent of directory object dir_oid (at path dir): claimed,
+ * its object goes unless named, then the intent. */
 static lsm_status *settle(struct rados_env *re, const char *dir_oid, const char *dir,
-                          const struct entry_list *named, const struct rados_entry *intent)
+                          const struct entry_list *named, const struct listed *intent)
 {
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", dir, intent->oid);
+    bool gone;
+    lsm_status *s = claim(re, dir_oid, intent, path, &gone);
+    if (s != NULL || gone)
+        return s;
     if (!is_named(named, intent->oid)) {
         if (rados_dead(re))
             return status_new(LSM_IO_ERROR, "rados sweep %s: the env died", path);
@@ -165,30 +285,43 @@ static lsm_status *settle(struct rados_env *re, const char *dir_oid, const char 
         if (r < 0 && r != -ENOENT)
             return rados_error(r, "sweep the unnamed object", path);
     }
-    lsm_status *s = rados_crash_point(re, "swept", intent->oid);
-    return s != NULL ? s : rados_dir_set(re, dir_oid, intent->name, NULL, path);
+    s = rados_crash_point(re, "swept", intent->oid);
+    return s != NULL ? s : rados_dir_set(re, dir_oid, intent->key, NULL, path);
+}
+
+/* Settles the intents of directory object dir_oid whose value is name
+ * (NULL: all), and the claimed ones. */
+static lsm_status *settle_intents(struct rados_env *re, const char *dir_oid, const char *dir,
+                                  const struct entry_list *named,
+                                  const struct entry_list *intents, const char *name)
+{
+    lsm_status *s = NULL;
+    for (size_t i = 0; s == NULL && i < intents->n; i++) {
+        const struct listed *it = &intents->v[i];
+        if (name == NULL || strcmp(it->val, name) == 0 || strcmp(it->val, CLAIMED) == 0)
+            s = settle(re, dir_oid, dir, named, it);
+    }
+    return s;
 }
 
 static lsm_status *sweep_listed(struct rados_env *re, const char *dir_oid, const char *dir,
                                 const struct entry_list *named, const struct entry_list *intents)
 {
-    lsm_status *s = NULL;
-    for (size_t i = 0; s == NULL && i < intents->n; i++)
-        s = settle(re, dir_oid, dir, named, &intents->v[i]);
+    lsm_status *s = settle_intents(re, dir_oid, dir, named, intents, NULL);
     for (size_t i = 0; s == NULL && i < named->n; i++) {
         if (!named->v[i].is_dir)
             continue;
         char sub[4400];
-        snprintf(sub, sizeof sub, "%s/%s", dir, named->v[i].name);
+        snprintf(sub, sizeof sub, "%s/%s", dir, named->v[i].key);
         s = rados_sweep_tree(re, named->v[i].oid, sub);
     }
     return s;
 }
 
-/* A drop record: its object in oid, the count it had in name. */
+/* A drop record: its object, and the count it had as its value. */
 static lsm_status *add_drop(void *ctx, const char *key, const char *val)
 {
-    return add_entry(ctx, val, key + strlen(RADOS_DROP_PREFIX), false);
+    return add_entry(ctx, key, val, key + strlen(RADOS_DROP_PREFIX), false);
 }
 
 /* Finishes the drops a crash cut short in directory object dir_oid. */
@@ -196,25 +329,31 @@ static lsm_status *finish_drops(struct rados_env *re, const char *dir_oid, const
                                 const struct entry_list *drops)
 {
     lsm_status *s = NULL;
-    pthread_mutex_lock(&re->mu);
     for (size_t i = 0; s == NULL && i < drops->n; i++) {
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", dir, drops->v[i].oid);
-        uint64_t had = strtoull(drops->v[i].name, NULL, 10);
+        uint64_t had = strtoull(drops->v[i].val, NULL, 10);
+        rados_obj_lock2(re, drops->v[i].oid, NULL);
         s = rados_drop_finish(re, dir_oid, drops->v[i].oid, had, path);
+        rados_obj_unlock2(re, drops->v[i].oid, NULL);
     }
-    pthread_mutex_unlock(&re->mu);
     return s;
+}
+
+/* The intents and names of directory object dir_oid. */
+static lsm_status *list_for_sweep(struct rados_env *re, const char *dir_oid, const char *dir,
+                                  struct entry_list *intents, struct entry_list *named)
+{
+    lsm_status *s = rados_dir_list(re, dir_oid, dir, INTENT_PREFIX, add_intent, intents);
+    return s != NULL ? s : rados_dir_list(re, dir_oid, dir, "", add_named, named);
 }
 
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir)
 {
     struct entry_list named = {0}, intents = {0}, drops = {0};
-    lsm_status *s = rados_dir_list(re, dir_oid, dir, INTENT_PREFIX, add_intent, &intents);
+    lsm_status *s = list_for_sweep(re, dir_oid, dir, &intents, &named);
     if (s == NULL)
         s = rados_dir_list(re, dir_oid, dir, RADOS_DROP_PREFIX, add_drop, &drops);
-    if (s == NULL)
-        s = rados_dir_list(re, dir_oid, dir, "", add_named, &named);
     if (s == NULL)
         s = finish_drops(re, dir_oid, dir, &drops);
     if (s == NULL)
@@ -222,5 +361,17 @@ lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const ch
     free(named.v);
     free(intents.v);
     free(drops.v);
+    return s;
+}
+
+lsm_status *rados_sweep_name(struct rados_env *re, const char *dir_oid, const char *dir,
+                             const char *name)
+{
+    struct entry_list named = {0}, intents = {0};
+    lsm_status *s = list_for_sweep(re, dir_oid, dir, &intents, &named);
+    if (s == NULL)
+        s = settle_intents(re, dir_oid, dir, &named, &intents, name);
+    free(named.v);
+    free(intents.v);
     return s;
 }

@@ -41,7 +41,8 @@ struct lsm_filelock {
     struct rados_env *re;
     char oid[RADOS_OID_MAX];
     char cookie[128];
-    bool store; /* the env's store lease: it raised the fence */
+    bool store;    /* the env's store lease: it raised the fence */
+    bool recorded; /* the fence recorded this writer as lsmfs.holder */
     pthread_t renewer;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -120,8 +121,9 @@ static lsm_status *xattr_get(struct rados_env *re, const char *oid, const char *
 /* Cuts off an old writer that did not let go: blocklist, latest map. */
 static lsm_status *cut_off(struct rados_env *re, const char *old, const char *path)
 {
-    char *mine = NULL;
-    if (rados_getaddrs(re->cluster, &mine) == 0 && mine != NULL && strstr(mine, old) != NULL) {
+    char *mine = NULL; /* "127.0.0.1:0/NONCE"; the lock lists "v1:127.0.0.1:0/NONCE" */
+    if (rados_getaddrs(re->cluster, &mine) == 0 && mine != NULL && mine[0] != '\0' &&
+        (strstr(mine, old) != NULL || strstr(old, mine) != NULL)) {
         rados_buffer_free(mine);
         return NULL; /* ourselves (an earlier open in this process) */
     }
@@ -165,6 +167,7 @@ static lsm_status *fence(struct rados_env *re, struct lsm_filelock *l, const cha
         rados_write_op_t op = rados_create_write_op();
         rados_write_op_setxattr(op, RADOS_XATTR_HOLDER, addr, strlen(addr));
         s = rados_operate(re, op, l->oid, "record the writer of", path);
+        l->recorded = s == NULL;
     }
     if (s == NULL)
         s = rados_sweep_tree(re, l->oid, re->store_path);
@@ -200,6 +203,27 @@ static void *renew_main(void *arg)
     }
     pthread_mutex_unlock(&l->mu);
     return NULL;
+}
+
+/* The store's lease l lets go: the holder record it made removed (so the
+ * next writer cuts no one off; an old holder's stays to be cut off), then
+ * the env holds no lease. */
+static lsm_status *let_go(struct rados_env *re, struct lsm_filelock *l)
+{
+    lsm_status *s = NULL;
+    if (l->recorded) {
+        rados_write_op_t op = rados_create_write_op();
+        rados_write_op_rmxattr(op, RADOS_XATTR_HOLDER);
+        char lock[4200];
+        snprintf(lock, sizeof lock, "%s/LOCK", re->store_path);
+        s = rados_operate(re, op, l->oid, "let go of", lock);
+    }
+    pthread_mutex_lock(&re->mu);
+    re->lease = NULL;
+    pthread_mutex_unlock(&re->mu);
+    atomic_store(&re->epoch, 0);
+    atomic_store(&re->lease_valid_until, 0);
+    return s;
 }
 
 /* Stops l's renewer and waits for it. REQUIRES: it was started. */
@@ -273,13 +297,8 @@ lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out)
     if (s != NULL) {
         if (renewing)
             stop_renewer(l);
-        if (l->store) {
-            pthread_mutex_lock(&re->mu);
-            re->lease = NULL;
-            pthread_mutex_unlock(&re->mu);
-            atomic_store(&re->epoch, 0);
-            atomic_store(&re->lease_valid_until, 0);
-        }
+        if (l->store) /* a holder recorded (the fence got that far) goes too */
+            lsm_status_free(let_go(re, l));
         if (!rados_dead(re))
             rados_unlock(re->io, l->oid, LOCK_NAME, l->cookie);
         lock_free(l);
@@ -310,19 +329,7 @@ lsm_status *rados_unlock_file(lsm_env *env, lsm_filelock *l)
     if (l == NULL)
         return NULL;
     stop_renewer(l);
-    lsm_status *s = NULL;
-    if (l->store) {
-        rados_write_op_t op = rados_create_write_op();
-        rados_write_op_rmxattr(op, RADOS_XATTR_HOLDER);
-        char lock[4200];
-        snprintf(lock, sizeof lock, "%s/LOCK", re->store_path);
-        s = rados_operate(re, op, l->oid, "let go of", lock);
-        pthread_mutex_lock(&re->mu);
-        re->lease = NULL;
-        pthread_mutex_unlock(&re->mu);
-        atomic_store(&re->epoch, 0);
-        atomic_store(&re->lease_valid_until, 0);
-    }
+    lsm_status *s = l->store ? let_go(re, l) : NULL;
     int r = rados_dead(re) ? 0 : rados_unlock(re->io, l->oid, LOCK_NAME, l->cookie);
     if (s == NULL && r < 0 && r != -ENOENT)
         s = rados_error(r, "unlock", l->oid);

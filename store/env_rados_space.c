@@ -15,6 +15,12 @@
  * but takes one that frees space (a remove, a truncate), because the env's
  * ioctx is "full try" (env_rados.c): without it librados holds every write
  * to a full pool, deletes included, until the pool has room again.
+ *
+ * A quota of objects only (max_objects) leaves disk_free the cluster's
+ * bytes; a pool out of objects refuses growth alike (the OSD flags the pool
+ * full, whichever quota), but what the store must free is objects: once it
+ * removes one (gives up its reserve), appends are forced (they add no
+ * object) and creates reuse the objects it removed, plus OBJECTS_SLACK.
  */
 #include "env_rados_impl.h"
 
@@ -27,6 +33,10 @@
 #include <time.h>
 
 #define SPACE_TTL_US 1000000
+/* Under a quota of objects, the objects a pool found full may outgrow it
+ * by once the store frees (gives up its reserve): a flush makes its log
+ * and its table before it removes the old log. */
+#define OBJECTS_SLACK 4
 /* What disk_free says when the cluster keeps no statistics (no mgr). */
 #define RADOS_SPACE_UNKNOWN (1ULL << 50)
 
@@ -37,11 +47,19 @@ static uint64_t mono_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* The pool's max_bytes quota; 0 when it has none or the mon does not say
- * (no caps to ask, a pool this new, a mon busy): then the cluster's space
- * is the store's disk, as without a quota, never a disk_free error that
- * would make the store refuse every write for want of a reserve. */
-static uint64_t pool_quota(struct rados_env *re)
+/* A number in the mon's JSON answer after key ("\"quota_max_bytes\":"). */
+static uint64_t json_number(const char *json, const char *key)
+{
+    const char *at = strstr(json, key);
+    return at != NULL ? strtoull(at + strlen(key), NULL, 10) : 0;
+}
+
+/* The pool's max_bytes quota, and (*max_objects) its max_objects; 0 when
+ * it has none or the mon does not say (no caps to ask, a pool this new, a
+ * mon busy): then the cluster's space is the store's disk, as without a
+ * quota, never a disk_free error that would make the store refuse every
+ * write for want of a reserve. */
+static uint64_t pool_quota(struct rados_env *re, uint64_t *max_objects)
 {
     char cmd[400];
     snprintf(cmd, sizeof cmd,
@@ -57,8 +75,8 @@ static uint64_t pool_quota(struct rados_env *re)
     snprintf(json, sizeof json, "%.*s", r == 0 && out ? (int)outlen : 0, out ? out : "");
     rados_buffer_free(out);
     rados_buffer_free(outs);
-    const char *at = strstr(json, "\"quota_max_bytes\":");
-    return at != NULL ? strtoull(at + strlen("\"quota_max_bytes\":"), NULL, 10) : 0;
+    *max_objects = json_number(json, "\"quota_max_objects\":");
+    return json_number(json, "\"quota_max_bytes\":");
 }
 
 /* Asks the cluster: the quota's or the cluster's size and free bytes. */
@@ -74,12 +92,18 @@ static lsm_status *ask_space(struct rados_env *re, const char *path, uint64_t *t
     bool known = cs.kb != 0; /* a cluster without a mgr has no statistics */
     *total = known ? cs.kb * 1024 : RADOS_SPACE_UNKNOWN;
     *avail = known ? cs.kb_avail * 1024 : RADOS_SPACE_UNKNOWN;
-    uint64_t quota = known ? pool_quota(re) : 0;
-    if (quota == 0)
+    uint64_t max_objects = 0, quota = known ? pool_quota(re, &max_objects) : 0;
+    atomic_store(&re->objects_quota, quota == 0 && max_objects > 0);
+    if (quota == 0 && max_objects == 0)
         return NULL;
     struct rados_pool_stat_t ps;
     if ((r = rados_ioctx_pool_stat(re->io, &ps)) < 0)
         return rados_error(r, "pool stat for", path);
+    if (quota == 0) { /* objects only: room again once the count is under it */
+        if (ps.num_objects < max_objects && atomic_load(&re->quota_full))
+            atomic_store(&re->probe_due, true);
+        return NULL;
+    }
     uint64_t left = quota > ps.num_bytes ? quota - ps.num_bytes : 0;
     if (left > 0 && atomic_load(&re->quota_full))
         atomic_store(&re->probe_due, true); /* room again: the next growth asks the pool */
@@ -121,9 +145,24 @@ int rados_space_grow_flags(struct rados_env *re, uint64_t n)
 {
     if (!atomic_load(&re->quota_full) || atomic_exchange(&re->probe_due, false))
         return 0;
+    if (atomic_load(&re->objects_quota)) /* what is short is objects */
+        return atomic_load(&re->objects_freeing) ? LIBRADOS_OPERATION_FULL_FORCE : 0;
     int64_t have = atomic_load(&re->freed_while_full);
     while (have >= (int64_t)n && have > 0)
         if (atomic_compare_exchange_weak(&re->freed_while_full, &have, have - (int64_t)n))
+            return LIBRADOS_OPERATION_FULL_FORCE;
+    return 0;
+}
+
+int rados_space_create_flags(struct rados_env *re)
+{
+    if (!atomic_load(&re->objects_quota))
+        return rados_space_grow_flags(re, 1);
+    if (!atomic_load(&re->quota_full) || atomic_exchange(&re->probe_due, false))
+        return 0;
+    int64_t have = atomic_load(&re->objects_freed_while_full);
+    while (have > 0)
+        if (atomic_compare_exchange_weak(&re->objects_freed_while_full, &have, have - 1))
             return LIBRADOS_OPERATION_FULL_FORCE;
     return 0;
 }
@@ -135,6 +174,8 @@ void rados_space_answered(struct rados_env *re, int r, int flags)
     } else if (r >= 0 && flags == 0 && atomic_load(&re->quota_full)) {
         atomic_store(&re->quota_full, false); /* the pool took a write: room again */
         atomic_store(&re->freed_while_full, 0);
+        atomic_store(&re->objects_freed_while_full, 0);
+        atomic_store(&re->objects_freeing, false);
         atomic_store(&re->probe_due, false);
     }
 }
@@ -145,8 +186,11 @@ bool rados_space_refuses(struct rados_env *re, uint64_t n)
         return false;
     uint64_t total, avail; /* the statistics may show room again */
     lsm_status_free(rados_disk_free(&re->env, "", &total, &avail));
-    return atomic_load(&re->quota_full) && !atomic_load(&re->probe_due) &&
-           atomic_load(&re->freed_while_full) < (int64_t)n;
+    if (!atomic_load(&re->quota_full) || atomic_load(&re->probe_due))
+        return false;
+    if (atomic_load(&re->objects_quota))
+        return !atomic_load(&re->objects_freeing);
+    return atomic_load(&re->freed_while_full) < (int64_t)n;
 }
 
 bool rados_space_full(struct rados_env *re)
@@ -154,8 +198,11 @@ bool rados_space_full(struct rados_env *re)
     return atomic_load(&re->quota_full);
 }
 
-void rados_space_freed(struct rados_env *re, uint64_t n)
+void rados_space_freed(struct rados_env *re, uint64_t n, int objects)
 {
-    if (atomic_load(&re->quota_full))
-        atomic_fetch_add(&re->freed_while_full, (int64_t)n);
+    if (!atomic_load(&re->quota_full))
+        return;
+    atomic_fetch_add(&re->freed_while_full, (int64_t)n);
+    bool first = objects > 0 && !atomic_exchange(&re->objects_freeing, true);
+    atomic_fetch_add(&re->objects_freed_while_full, objects + (first ? OBJECTS_SLACK : 0));
 }

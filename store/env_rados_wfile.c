@@ -345,9 +345,7 @@ lsm_status *rados_new_wfile(lsm_env *env, const char *path, lsm_wfile **out)
     snprintf(oid, sizeof oid, "lsmfs.f.%s", id);
     snprintf(val, sizeof val, "f:%s", oid);
     if (s == NULL)
-        s = rados_create_named(re, &e, oid, val, path);
-    if (s == NULL && e.found)
-        lsm_status_free(rados_unref(re, e.oid, path)); /* the old file; its name is gone */
+        s = rados_create_named(re, &e, oid, val, path); /* the old file's name leaves */
     if (s != NULL) {
         if (f) {
             free(f->buf);

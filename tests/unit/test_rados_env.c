@@ -1053,6 +1053,176 @@ static void test_link_crash_windows(void **state)
     }
 }
 
+/* The object name names in directory d ("" if none). */
+static void raw_oid_of(const struct raw_dir *d, const char *name, char *oid, size_t cap)
+{
+    oid[0] = '\0';
+    for (int i = 0; i < d->n; i++)
+        if (strcmp(d->key[i], name) == 0)
+            snprintf(oid, cap, "%s", d->oid[i]);
+}
+
+/* How many names of d (not records) point at object oid. */
+static int raw_count_names(const struct raw_dir *d, const char *oid)
+{
+    int n = 0;
+    for (int i = 0; i < d->n; i++)
+        n += d->key[i][0] != '/' && strcmp(d->oid[i], oid) == 0;
+    return n;
+}
+
+/* Object oid's name count is the number of names d1 and d2 (NULL: none)
+ * give it; no name: the object is gone. */
+static void assert_counted(struct raw *r, const char *oid, const struct raw_dir *d1,
+                           const struct raw_dir *d2, const char *when)
+{
+    int names = raw_count_names(d1, oid) + (d2 ? raw_count_names(d2, oid) : 0);
+    long long want = names == 0 ? -1 : names;
+    if (raw_refs(r, oid) != want)
+        fail_msg("%s, %s: %lld names counted, %d named (want %lld)", oid, when, raw_refs(r, oid),
+                 names, want);
+}
+
+/* A writer dies as a create replaces a file's name: after the name went
+ * to the new object, before the old one's count was lowered ("unnamed"),
+ * or after, before its record went ("dropped"); of a file with one name
+ * and of one with two: the next lock drops the old name once, the new
+ * (empty) file stays (before: no record, the old object stayed in the pool
+ * with no name for good: "1 names counted, 0 named"). */
+static void test_replace_crash_windows(void **state)
+{
+    (void)state;
+    const char *points[2] = {"unnamed", "dropped"};
+    for (int p = 0; p < 2; p++) {
+        for (int names = 1; names <= 2; names++) {
+            struct window w;
+            window_make(&w, "replcrash");
+            if (names == 2)
+                ASSERT_OK(env->link_file(env, w.a, w.b));
+            struct raw r;
+            struct raw_dir d;
+            char old[64];
+            raw_open(&r);
+            raw_list_dir(&r, w.dir, &d);
+            raw_oid_of(&d, "a", old, sizeof old);
+            raw_close(&r);
+            struct crash_at c = {.point = points[p], .at = 1};
+            lsm_env *x = dying_env(&c);
+            lsm_wfile *f = NULL;
+            ASSERT_FAILS(x->new_wfile(x, w.a, &f), LSM_IO_ERROR, "crash point");
+            env_rados_close(x);
+            assert_string_equal(c.oid, old);
+            sweep_by_lock(w.dir, w.lock, &r);
+            raw_list_dir(&r, w.dir, &d);
+            char when[64];
+            snprintf(when, sizeof when, "%d name(s), died %s", names, points[p]);
+            assert_counted(&r, old, &d, NULL, when);
+            assert_file(w.a, "");
+            ASSERT_OK(env->remove_file(env, w.a));
+            if (names == 2) {
+                assert_file(w.b, "data");
+                ASSERT_OK(env->remove_file(env, w.b));
+            }
+            assert_int_equal(raw_refs(&r, old), -1);
+            raw_close(&r);
+            window_remove(&w);
+        }
+    }
+}
+
+/* A writer dies at each step of a file's rename to another directory over
+ * a file there: the next lock leaves every object counted as it is named
+ * (the rename done, or both names of the moved file), the replaced file
+ * gone with its last name, nothing unnamed (before: the moved file had two
+ * names counted as one, so removing one would drop the object the other
+ * still names, and the replaced object stayed in the pool: "1 names
+ * counted, 2 named"). */
+static void test_rename_across_crash_windows(void **state)
+{
+    (void)state;
+    const struct {
+        const char *point;
+        int at;
+    } steps[] = {{"unnamed", 1}, {"dropped", 1}, {"unnamed", 2},
+                 {"dropped", 2}, {"linking", 1}, {"linked", 1}};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        struct window w;
+        char s1[300], s2[300], a[320], b[320], s1_oid[64], s2_oid[64], oa[64], ob[64];
+        window_make(&w, "mvcrash");
+        path_of(s1, sizeof s1, w.dir, "s1");
+        path_of(s2, sizeof s2, w.dir, "s2");
+        path_of(a, sizeof a, s1, "a");
+        path_of(b, sizeof b, s2, "b");
+        ASSERT_OK(env->create_dir(env, s1));
+        ASSERT_OK(env->create_dir(env, s2));
+        write_file(a, "moved");
+        write_file(b, "old");
+        struct raw r;
+        struct raw_dir top, d1, d2;
+        raw_open(&r);
+        raw_list_dir(&r, w.dir, &top);
+        raw_oid_of(&top, "s1", s1_oid, sizeof s1_oid);
+        raw_oid_of(&top, "s2", s2_oid, sizeof s2_oid);
+        raw_list(&r, s1_oid, &d1);
+        raw_list(&r, s2_oid, &d2);
+        raw_oid_of(&d1, "a", oa, sizeof oa);
+        raw_oid_of(&d2, "b", ob, sizeof ob);
+        raw_close(&r);
+        struct crash_at c = {.point = steps[i].point, .at = steps[i].at};
+        lsm_env *x = dying_env(&c);
+        ASSERT_FAILS(x->rename_file(x, a, b), LSM_IO_ERROR, "crash point");
+        env_rados_close(x);
+        sweep_by_lock(w.dir, w.lock, &r);
+        raw_list(&r, s1_oid, &d1);
+        raw_list(&r, s2_oid, &d2);
+        assert_false(raw_has_intent(&d1) || raw_has_intent(&d2));
+        char when[64];
+        snprintf(when, sizeof when, "died at %s #%d", steps[i].point, steps[i].at);
+        print_message("%s: a %s, b %s\n", when, env->file_exists(env, a) ? "kept" : "gone",
+                      raw_count_names(&d2, oa) ? "moved" : "old");
+        assert_counted(&r, oa, &d1, &d2, when);
+        assert_counted(&r, ob, &d1, &d2, when);
+        assert_file(b, raw_count_names(&d2, oa) ? "moved" : "old");
+        if (env->file_exists(env, a)) {
+            assert_file(a, "moved");
+            ASSERT_OK(env->remove_file(env, a));
+        }
+        ASSERT_OK(env->remove_file(env, b));
+        assert_int_equal(raw_refs(&r, oa), -1);
+        assert_int_equal(raw_refs(&r, ob), -1);
+        raw_close(&r);
+        ASSERT_OK(env->remove_dir(env, s1));
+        ASSERT_OK(env->remove_dir(env, s2));
+        ASSERT_OK(env->remove_file(env, w.a));
+        window_remove(&w);
+    }
+}
+
+/* A rename between two names of one file does nothing, as rename(2)
+ * (before: one name went and the count stayed: "2 names counted, 1
+ * named"). */
+static void test_rename_between_links(void **state)
+{
+    (void)state;
+    struct window w;
+    window_make(&w, "mvlinks");
+    ASSERT_OK(env->link_file(env, w.a, w.b));
+    ASSERT_OK(env->rename_file(env, w.a, w.b));
+    struct raw r;
+    struct raw_dir d;
+    char oa[64];
+    raw_open(&r);
+    raw_list_dir(&r, w.dir, &d);
+    raw_oid_of(&d, "b", oa, sizeof oa);
+    assert_counted(&r, oa, &d, NULL, "renamed between its names");
+    assert_file(w.a, "data");
+    ASSERT_OK(env->remove_file(env, w.a));
+    ASSERT_OK(env->remove_file(env, w.b));
+    assert_int_equal(raw_refs(&r, oa), -1);
+    raw_close(&r);
+    ASSERT_OK(env->remove_dir(env, w.dir));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1070,6 +1240,9 @@ int main(void)
         cmocka_unit_test(test_rmdir_sweeps_intents),
         cmocka_unit_test(test_remove_crash_windows),
         cmocka_unit_test(test_link_crash_windows),
+        cmocka_unit_test(test_replace_crash_windows),
+        cmocka_unit_test(test_rename_across_crash_windows),
+        cmocka_unit_test(test_rename_between_links),
         cmocka_unit_test(test_slow_fence_keeps_its_lease),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -18,26 +18,23 @@
 static rados_t admin;
 static char pool[64];
 
-/* A pool of its own with the quota, so no other test meets it. */
-static int setup(void **state)
+/* Makes pool name with quota field (max_bytes, max_objects) = val: 0,
+ * or -1. */
+static int make_pool(const char *name, const char *field, unsigned long long val)
 {
-    (void)state;
-    if (tr_admin_connect(&admin) < 0)
-        return -1;
-    snprintf(pool, sizeof pool, "lsmfs-quota-%d", (int)getpid());
-    if (rados_pool_create(admin, pool) < 0)
+    if (rados_pool_create(admin, name) < 0)
         return -1;
     char cmd[300];
     snprintf(cmd, sizeof cmd,
-             "{\"prefix\": \"osd pool set-quota\", \"pool\": \"%s\", \"field\": \"max_bytes\", "
+             "{\"prefix\": \"osd pool set-quota\", \"pool\": \"%s\", \"field\": \"%s\", "
              "\"val\": \"%llu\"}",
-             pool, (unsigned long long)QUOTA);
+             name, field, val);
     if (tr_mon_command(admin, cmd) < 0)
         return -1;
     /* The mon may answer for a pool this new a moment late (ENOENT). */
     snprintf(cmd, sizeof cmd,
              "{\"prefix\": \"osd pool get-quota\", \"pool\": \"%s\", \"format\": \"json\"}",
-             pool);
+             name);
     const char *cmds[1] = {cmd};
     for (int i = 0; i < 100; i++) {
         char *out = NULL, *outs = NULL;
@@ -50,6 +47,16 @@ static int setup(void **state)
         usleep(100 * 1000);
     }
     return -1;
+}
+
+/* A pool of its own with the quota, so no other test meets it. */
+static int setup(void **state)
+{
+    (void)state;
+    if (tr_admin_connect(&admin) < 0)
+        return -1;
+    snprintf(pool, sizeof pool, "lsmfs-quota-%d", (int)getpid());
+    return make_pool(pool, "max_bytes", QUOTA);
 }
 
 static int teardown(void **state)
@@ -74,10 +81,10 @@ static void test_disk_free_is_the_quota(void **state)
 }
 
 /* Incompressible bytes (lz4 keeps them whole): each value its own. */
-static void fill_value(char *v, uint64_t seed)
+static void fill_value(char *v, size_t n, uint64_t seed)
 {
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < VALUE; i += 8) {
+    for (size_t i = 0; i < n; i += 8) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -95,7 +102,7 @@ static int fill_until_full(lsm_db *db)
     for (; s == NULL && (uint64_t)n * VALUE < 4 * QUOTA; n++) {
         char k[32];
         snprintf(k, sizeof k, "k%06d", n);
-        fill_value(v, (uint64_t)n);
+        fill_value(v, VALUE, (uint64_t)n);
         lsm_write_options wo = {.sync = n % 16 == 15};
         s = lsm_put(db, &wo, k, strlen(k), v, VALUE);
     }
@@ -108,6 +115,30 @@ static int fill_until_full(lsm_db *db)
     assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
     lsm_status_free(s);
     return n - 1;
+}
+
+/* Sync puts "new0000".. of n values (v: filled per key; NULL: "after",
+ * len 5) as room comes back (LSM_NO_SPACE: tried again, up to 60 s; any
+ * other error fails the test): how many went in. */
+static int write_as_room_comes(lsm_db *db, int n, char *v, size_t len)
+{
+    int written = 0;
+    for (int tries = 0; written < n && tries < 600; tries++) {
+        char k[32];
+        snprintf(k, sizeof k, "new%04d", written);
+        if (v != NULL)
+            fill_value(v, len, 100000u + (uint64_t)written);
+        lsm_write_options wo = {.sync = true};
+        lsm_status *s = lsm_put(db, &wo, k, strlen(k), v != NULL ? v : "after", len);
+        if (s == NULL)
+            written++;
+        else if (lsm_status_code(s) == LSM_NO_SPACE)
+            usleep(100 * 1000);
+        else
+            fail_msg("after the deletes: %s", lsm_status_message(s));
+        lsm_status_free(s);
+    }
+    return written;
 }
 
 /* A full pool: every delete succeeds, and once they are compacted the
@@ -141,23 +172,8 @@ static void test_full_pool_deletes_and_space_comes_back(void **state)
      * goes once the mgr's statistics show the room). */
     char *v = malloc(VALUE);
     assert_non_null(v);
-    int written = 0;
-    for (int tries = 0; written < 64 && tries < 600; tries++) {
-        char k[32];
-        snprintf(k, sizeof k, "new%04d", written);
-        fill_value(v, 100000u + (uint64_t)written);
-        lsm_write_options wo = {.sync = true};
-        lsm_status *s = lsm_put(db, &wo, k, strlen(k), v, VALUE);
-        if (s == NULL)
-            written++;
-        else if (lsm_status_code(s) == LSM_NO_SPACE)
-            usleep(100 * 1000);
-        else
-            fail_msg("after the deletes: %s", lsm_status_message(s));
-        lsm_status_free(s);
-    }
+    assert_int_equal(write_as_room_comes(db, 64, v, VALUE), 64);
     free(v);
-    assert_int_equal(written, 64);
     uint64_t total, avail;
     ASSERT_OK(env->disk_free(env, dir, &total, &avail));
     print_message("after: %llu MiB of the quota free\n", (unsigned long long)avail >> 20);
@@ -227,6 +243,75 @@ static void test_space_queries_fail(void **state)
     env_rados_close(env);
 }
 
+/* A store on a pool whose quota is a number of objects runs out of them
+ * as of a full disk: the writer gets LSM_NO_SPACE (never EIO, never a
+ * hang), every delete goes through, once they are compacted writes go on,
+ * and after a reopen every acknowledged write that was not deleted is
+ * there. */
+static void test_object_quota_is_a_full_disk(void **state)
+{
+    (void)state;
+    enum { MAX_OBJECTS = 10, SMALL = 4096 };
+    char opool[64], dir[128], k[32], v[SMALL];
+    snprintf(opool, sizeof opool, "lsmfs-objq-%d", (int)getpid());
+    assert_int_equal(make_pool(opool, "max_objects", MAX_OBJECTS), 0);
+    tr_name(dir, sizeof dir, "objq");
+    lsm_env *env = tr_env_in(opool, 0, false);
+    lsm_options o;
+    tu_db_options(&o, env, 64 * 1024); /* a table (an object) per 16 values */
+    o.reserve_bytes = 1 << 20;
+    lsm_db *db = NULL;
+    ASSERT_OK(lsm_open(&o, dir, &db));
+    lsm_status *s = NULL;
+    int n = 0;
+    time_t t0 = time(NULL);
+    for (; s == NULL && time(NULL) - t0 < 120; n++) { /* the mon flags the pool seconds late */
+        snprintf(k, sizeof k, "k%06d", n);
+        fill_value(v, SMALL, (uint64_t)n);
+        lsm_write_options wo = {.sync = true};
+        s = lsm_put(db, &wo, k, strlen(k), v, SMALL);
+    }
+    if (s == NULL)
+        fail_msg("%d values into a pool of %d objects, never full", n, MAX_OBJECTS);
+    int acked = n - 1;
+    print_message("out of objects after %d values: %s\n", acked, lsm_status_message(s));
+    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+    lsm_status_free(s);
+    for (int i = 0; i < acked; i += 2) { /* the even ones go */
+        snprintf(k, sizeof k, "k%06d", i);
+        lsm_write_options wo = {.sync = true, .frees_space = true};
+        s = lsm_delete(db, &wo, k, strlen(k));
+        if (s != NULL)
+            fail_msg("delete %d of %d out of objects: %s", i, acked, lsm_status_message(s));
+    }
+    ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
+    assert_int_equal(write_as_room_comes(db, 16, NULL, 5), 16);
+    ASSERT_OK(lsm_close(db));
+    db = tu_open_db(dir, env, 64 * 1024);
+    for (int i = 0; i < acked; i++) {
+        char *got = NULL;
+        size_t gn = 0;
+        snprintf(k, sizeof k, "k%06d", i);
+        s = lsm_get(db, NULL, k, strlen(k), &got, &gn);
+        if (i % 2 == 0) {
+            assert_int_equal(lsm_status_code(s), LSM_NOT_FOUND);
+            lsm_status_free(s);
+            continue;
+        }
+        ASSERT_OK(s);
+        fill_value(v, SMALL, (uint64_t)i);
+        assert_int_equal(gn, SMALL);
+        assert_memory_equal(got, v, SMALL);
+        free(got);
+    }
+    tu_assert_value(db, "new0015", "after");
+    tu_verify_clean(db);
+    ASSERT_OK(lsm_close(db));
+    tr_destroy(dir, env);
+    env_rados_close(env);
+    rados_pool_delete(admin, opool);
+}
+
 int main(void)
 {
     alarm(600); /* a write held by a full pool fails the test, never hangs it */
@@ -234,6 +319,7 @@ int main(void)
         cmocka_unit_test(test_disk_free_is_the_quota),
         cmocka_unit_test(test_space_queries_fail),
         cmocka_unit_test(test_full_pool_deletes_and_space_comes_back),
+        cmocka_unit_test(test_object_quota_is_a_full_disk),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
