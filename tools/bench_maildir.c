@@ -5,8 +5,11 @@
  * back and compared with what was written.
  *
  *   bench_maildir DIR [-w writers] [-n messages_per_writer] [-m min] [-M max]
- *                 [-x PATH] [-k]
+ *                 [-b boxes] [-x PATH] [-k]
  *
+ *   -b N     N mailboxes DIR/box0 .. DIR/boxN-1, writer i delivering into box
+ *            i % N (default: one, DIR itself), as an MTA delivers to many
+ *            users: the kernel's lock on new/ is then shared by fewer writers.
  *   -x PATH  read lsmfs's counters from the xattr user.lsmfs.stats of PATH
  *            (the lsmfs mount root) before and after, to report WAL syncs
  *            per delivery; DIR itself is tried when -x is not given.
@@ -34,6 +37,7 @@ typedef struct config {
     int writers;
     int per_writer;
     size_t min_size, max_size;
+    int boxes;
     const char *stats_path;
     bool keep_dirfd;
 } config;
@@ -78,6 +82,15 @@ static size_t message(const config *c, int w, int i, char *buf)
     return size;
 }
 
+/* The maildir writer w delivers into. */
+static void box_dir(const config *c, int w, char *buf, size_t n)
+{
+    if (c->boxes <= 1)
+        snprintf(buf, n, "%s", c->dir);
+    else
+        snprintf(buf, n, "%s/box%d", c->dir, w % c->boxes);
+}
+
 static void msg_name(char *buf, size_t n, int w, int i)
 {
     snprintf(buf, n, "%d.M%dP%d.bench", 1700000000 + i, w, (int)getpid());
@@ -116,11 +129,12 @@ static void step_done(writer *wr, enum step s, uint64_t *t)
 static void deliver(writer *wr, int i, char *buf, int keep_fd)
 {
     const config *c = wr->cfg;
-    char name[96], tmp[4096], dst[4096], newdir[4096];
+    char name[96], box[3900], tmp[4096], dst[4096], newdir[4096];
     msg_name(name, sizeof(name), wr->id, i);
-    snprintf(tmp, sizeof(tmp), "%s/tmp/%s", c->dir, name);
-    snprintf(dst, sizeof(dst), "%s/new/%s", c->dir, name);
-    snprintf(newdir, sizeof(newdir), "%s/new", c->dir);
+    box_dir(c, wr->id, box, sizeof(box));
+    snprintf(tmp, sizeof(tmp), "%s/tmp/%s", box, name);
+    snprintf(dst, sizeof(dst), "%s/new/%s", box, name);
+    snprintf(newdir, sizeof(newdir), "%s/new", box);
     size_t len = message(c, wr->id, i, buf);
     uint64_t t = bench_now_ns();
     int fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY, 0600);
@@ -147,8 +161,9 @@ static void *deliver_main(void *arg)
     writer *wr = arg;
     const config *c = wr->cfg;
     char *buf = malloc(c->max_size + 1);
-    char newdir[4096];
-    snprintf(newdir, sizeof(newdir), "%s/new", c->dir);
+    char box[3900], newdir[4096];
+    box_dir(c, wr->id, box, sizeof(box));
+    snprintf(newdir, sizeof(newdir), "%s/new", box);
     int keep_fd = c->keep_dirfd ? open(newdir, O_RDONLY | O_DIRECTORY) : -1;
     if (buf == NULL || (c->keep_dirfd && keep_fd < 0))
         BENCH_DIE("writer %d: setup failed: %s", wr->id, strerror(errno));
@@ -170,9 +185,10 @@ static void *deliver_main(void *arg)
 static bool verify_one(const writer *wr, int i, char *want, char *got)
 {
     const config *c = wr->cfg;
-    char name[96], path[4096];
+    char name[96], box[3900], path[4096];
     msg_name(name, sizeof(name), wr->id, i);
-    snprintf(path, sizeof(path), "%s/new/%s", c->dir, name);
+    box_dir(c, wr->id, box, sizeof(box));
+    snprintf(path, sizeof(path), "%s/new/%s", box, name);
     size_t len = message(c, wr->id, i, want);
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
@@ -275,15 +291,15 @@ static void make_dirs(const char *dir)
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_maildir DIR [-w writers] [-n messages_per_writer] "
-                    "[-m min_bytes] [-M max_bytes] [-x lsmfs_root] [-k]\n");
+                    "[-m min_bytes] [-M max_bytes] [-b boxes] [-x lsmfs_root] [-k]\n");
     exit(2);
 }
 
 static void parse(int argc, char **argv, config *c)
 {
-    *c = (config){.writers = 1, .per_writer = 500, .min_size = 2048, .max_size = 16384};
+    *c = (config){.writers = 1, .per_writer = 500, .min_size = 2048, .max_size = 16384, .boxes = 1};
     int opt;
-    while ((opt = getopt(argc, argv, "w:n:m:M:x:k")) != -1) {
+    while ((opt = getopt(argc, argv, "w:n:m:M:b:x:k")) != -1) {
         switch (opt) {
         case 'w':
             c->writers = atoi(optarg);
@@ -297,6 +313,9 @@ static void parse(int argc, char **argv, config *c)
         case 'M':
             c->max_size = bench_parse_size(optarg);
             break;
+        case 'b':
+            c->boxes = atoi(optarg);
+            break;
         case 'x':
             c->stats_path = optarg;
             break;
@@ -308,7 +327,7 @@ static void parse(int argc, char **argv, config *c)
         }
     }
     if (optind != argc - 1 || c->writers < 1 || c->per_writer < 1 || c->min_size < 128 ||
-        c->max_size < c->min_size)
+        c->max_size < c->min_size || c->boxes < 1)
         usage();
     c->dir = argv[optind];
 }
@@ -318,6 +337,11 @@ int main(int argc, char **argv)
     config c;
     parse(argc, argv, &c);
     make_dirs(c.dir);
+    for (int b = 0; c.boxes > 1 && b < c.boxes; b++) {
+        char box[3900];
+        box_dir(&c, b, box, sizeof(box));
+        make_dirs(box);
+    }
     size_t total = (size_t)c.writers * (size_t)c.per_writer;
     uint64_t *lat = calloc(total, sizeof(*lat));
     writer *ws = calloc((size_t)c.writers, sizeof(*ws));
@@ -343,9 +367,9 @@ int main(int argc, char **argv)
     char spd[32] = "NA";
     if (have_syncs)
         snprintf(spd, sizeof(spd), "%.3f", (double)(syncs1 - syncs0) / (double)total);
-    printf("maildir: writers=%d deliveries=%zu in %.3f s: %.0f deliveries/s, latency p50 %.3f ms "
+    printf("maildir: writers=%d boxes=%d deliveries=%zu in %.3f s: %.0f deliveries/s, latency p50 %.3f ms "
            "p99 %.3f ms; syncs/delivery %s\n",
-           c.writers, total, dsecs, rate, p50, p99, spd);
+           c.writers, c.boxes, total, dsecs, rate, p50, p99, spd);
     printf("maildir: mean per step (us):");
     for (int s = 0; s < S_COUNT; s++) {
         uint64_t sum = 0;
@@ -356,9 +380,9 @@ int main(int argc, char **argv)
     printf("\n");
     printf("maildir: read back %zu messages in %.3f s (%.0f/s): %" PRIu64 " bad\n", total, rsecs,
            (double)total / rsecs, bad);
-    printf("RESULT maildir writers=%d deliveries_per_s=%.0f p50_ms=%.3f p99_ms=%.3f "
+    printf("RESULT maildir writers=%d boxes=%d deliveries_per_s=%.0f p50_ms=%.3f p99_ms=%.3f "
            "read_per_s=%.0f bad=%" PRIu64 " syncs_per_delivery=%s\n",
-           c.writers, rate, p50, p99, (double)total / rsecs, bad, spd);
+           c.writers, c.boxes, rate, p50, p99, (double)total / rsecs, bad, spd);
     free(lat);
     free(ws);
     return bad == 0 ? 0 : 1;

@@ -6,6 +6,9 @@
 #   ext4       a directory on the root filesystem (the one /tmp is on)
 #   lsmfs      lsmfs with its store on the root filesystem
 #   nowork     nowork-fs, the no-work FUSE ceiling (in memory)
+#   nwperm     nowork-fs with -o default_permissions, the kernel's permission
+#              checks lsmfs mounts with (after a change in a directory, the
+#              next check there asks for its attributes: a GETATTR)
 #   durable    nowork-fs in durable mode (-o log=), its log on the root fs:
 #              the ceiling for a FUSE filesystem whose fsync is real
 #   loopext4   a journaled ext4 made with mkfs.ext4 on a loop device
@@ -45,7 +48,7 @@ usage() {
 usage: $0 [options]
   --quick | --full         sizes: quick (default, < 2 min) or the issue's full sizes
   --targets=LIST           ext4,lsmfs,nowork,durable,loopext4,looplsmfs,loopdurable,
-                           nwuring,lsuring,looplsuring,dir (default all but the io_uring
+                           nwperm,nwuring,lsuring,looplsuring,dir (default all but the io_uring
                            ones and dir)
   --dir=PATH               the directory of target "dir" (added to the targets if given)
   --workloads=LIST         rtt,maildir,smallfile,space,seq,tar,postmark (default all)
@@ -109,7 +112,7 @@ else
 fi
 
 has() { case ",$1," in *",$2,"*) return 0 ;; *) return 1 ;; esac; }
-all_targets="ext4 lsmfs nowork durable loopext4 looplsmfs loopdurable nwuring lsuring looplsuring dir"
+all_targets="ext4 lsmfs nowork nwperm durable loopext4 looplsmfs loopdurable nwuring lsuring looplsuring dir"
 if [ -n "$custom_dir" ]; then
     [ -d "$custom_dir" ] || { echo "fsbench: --dir=$custom_dir is not a directory" >&2; exit 2; }
     custom_dir=$(cd "$custom_dir" && pwd)
@@ -280,10 +283,12 @@ setup_targets() {
             if [ -z "$custom_dir" ]; then note[$t]="no --dir given"; continue; fi
             dir_of[$t]=$(mktemp -d "$custom_dir/fsbench.XXXXXX") || { note[$t]="cannot write to $custom_dir"; continue; }
             ;;
-        nowork | durable | loopdurable | nwuring)
+        nowork | nwperm | durable | loopdurable | nwuring)
             if [ ! -x "$bindir/nowork-fs" ]; then note[$t]="$bindir/nowork-fs not built"; continue; fi
             local log_opt=()
-            if [ "$t" = nwuring ]; then
+            if [ "$t" = nwperm ]; then
+                log_opt=(-o default_permissions)
+            elif [ "$t" = nwuring ]; then
                 log_opt=(-o uring=on)
             elif [ "$t" = durable ]; then
                 log_opt=(-o "log=$work/$t.log")
@@ -458,7 +463,7 @@ wl_space() {
     files=$((per * 10))
     drop_caches
     case $t in
-    nowork | durable | loopdurable | nwuring | lsuring | looplsuring) return 0 ;; # in memory; lsuring: the store of lsmfs
+    nowork | nwperm | durable | loopdurable | nwuring | lsuring | looplsuring) return 0 ;; # in memory; lsuring: the store of lsmfs
     ext4 | loopext4 | dir)
         r=$(run_logged "space-$t" "$work/bin/bench_smallfile" "${dir_of[$t]}/space" \
             -d 10 -f "$per" -s "$sf_size" -k -p create) || { record "space bytes/file" "$t" ERR; return; }
@@ -578,7 +583,7 @@ print_table() {
     local cols=() t m
     for t in $all_targets; do has "$targets" "$t" && cols+=("$t"); done
     local pairs=() p
-    for p in lsmfs/ext4 lsmfs/nowork lsmfs/durable looplsmfs/loopext4 looplsmfs/nowork \
+    for p in lsmfs/ext4 lsmfs/nowork lsmfs/nwperm nwperm/nowork lsmfs/durable looplsmfs/loopext4 looplsmfs/nowork \
         looplsmfs/loopdurable nowork/ext4 durable/ext4 loopdurable/loopext4 nwuring/nowork \
         lsuring/lsmfs lsuring/nwuring lsuring/ext4 looplsuring/looplsmfs looplsuring/loopext4 \
         dir/ext4 dir/nowork; do

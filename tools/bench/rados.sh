@@ -4,15 +4,16 @@
 # BlueStore OSD on a sparse file, pool size 1, 127.0.0.1):
 #   - the RADOS round trip: `rados bench` 4 KiB writes, one at a time (the floor)
 #   - store only: lsmbench fillsync, 1 and 8 threads, RADOS vs local
-#   - maildir delivery (tools/bench_maildir.c), 1 and 8 writers: lsmfs on
-#     RADOS, lsmfs on the local disk, ext4 (the directory under WORK);
-#     deliveries/s, p50, WAL syncs per delivery
+#   - maildir delivery (tools/bench_maildir.c), 1 and 8 writers into one
+#     mailbox, and 8 writers into 8 mailboxes: lsmfs on RADOS, lsmfs on the
+#     local disk, ext4 (the directory under WORK); deliveries/s, p50, WAL
+#     syncs per delivery
 #   - takeover: kill -9 of the writer's daemon to the second client's first
 #     write served (lease 3 s)
 #
 #   tools/bench/rados.sh [WORK]     (as root; default WORK /tmp/lsmfs-rados-bench)
 #   BEFORE=BINDIR tools/bench/rados.sh   adds "before" rows for 8 threads and
-#     8 writers with BINDIR's lsmbench, lsmfs and mkfs.lsmfs (an older build),
+#     8 writers (one and 8 mailboxes) with BINDIR's lsmbench, lsmfs and mkfs.lsmfs (an older build),
 #     in the same run
 # Prints one table and ratios; everything it started is stopped by pid, its
 # mounts undone, WORK removed, also on error or Ctrl-C. MSGS=N messages per writer.
@@ -67,8 +68,8 @@ mount_lsmfs() { # BINDIR STORE MNT [OPTS]
     "$1/lsmfs" "$2" "$3" ${4:+-o "$4"} || return 1
     mounts+=("$3")
 }
-maildir() { # BINDIR TAG WRITERS... (TAG "": ext4 too)
-    local b=$1 tag=$2 w t x r
+maildir() { # BINDIR TAG SPEC... (SPEC: W writers into one mailbox, or WbB into B; TAG "": ext4 too)
+    local b=$1 tag=$2 w t x r boxes out
     shift 2
     mkdir -p "$work/ext4" "$work/local-store$tag"
     "$b/mkfs.lsmfs" -q "$work/local-store$tag" &&
@@ -79,8 +80,10 @@ maildir() { # BINDIR TAG WRITERS... (TAG "": ext4 too)
         for t in rados local ext4; do
             [ -n "$tag" ] && [ $t = ext4 ] && continue
             x=(); [ $t != ext4 ] && x=(-x "$work/$t$tag")
-            r=$("$work/bin/bench_maildir" "$work/$t$tag/maildir-w$w" -w $w -n "$msgs" "${x[@]}" |
-                grep '^RESULT')
+            boxes=1; [[ $w == *b* ]] && boxes=${w#*b}
+            out=$("$work/bin/bench_maildir" "$work/$t$tag/maildir-w$w" -w ${w%b*} -b $boxes -n "$msgs" "${x[@]}")
+            r=$(grep '^RESULT' <<<"$out")
+            R[fdir-$w$tag-$t]=$(sed -n 's/.* fsync-new \([0-9]*\).*/\1/p' <<<"$out" | awk '{printf "%.2f", $1 / 1000}')
             R[md-$w$tag-$t]=$(field "$r" deliveries_per_s)
             R[p50-$w$tag-$t]=$(field "$r" p50_ms)
             R[spd-$w$tag-$t]=$(field "$r" syncs_per_delivery)
@@ -90,8 +93,8 @@ maildir() { # BINDIR TAG WRITERS... (TAG "": ext4 too)
     mounts=()
     sleep 1
 }
-[ -n "$before" ] && maildir "$before" -before 8
-maildir "$bin" "" 1 8
+[ -n "$before" ] && maildir "$before" -before 8 8b8
+maildir "$bin" "" 1 8 8b8
 
 # Takeover: the writer is killed (-9); a second client mounts once the lease
 # lapses; time to the first write it serves.
@@ -127,14 +130,17 @@ for t in 1 8; do
         row "  writes per WAL sync$g" "${R[wps-$t$g-rados]}" "${R[wps-$t$g-local]}" -
     done
 done
-for w in 1 8; do
+for w in 1 8 8b8; do
     for g in "${tags[@]}"; do
         [ $w = 1 ] && [ -n "$g" ] && continue
         e=-; [ -z "$g" ] && e=${R[md-$w-ext4]}
-        row "maildir $w writer(s) deliveries/s$g" "${R[md-$w$g-rados]}" "${R[md-$w$g-local]}" "$e"
+        what="$w writer(s)"; [[ $w == *b* ]] && what="${w%b*} writers, ${w#*b} boxes"
+        row "maildir $what deliveries/s$g" "${R[md-$w$g-rados]}" "${R[md-$w$g-local]}" "$e"
         e=-; [ -z "$g" ] && e=${R[p50-$w-ext4]}
         row "  p50 ms (lower=better)$g" "${R[p50-$w$g-rados]}" "${R[p50-$w$g-local]}" "$e"
         row "  WAL syncs per delivery$g" "${R[spd-$w$g-rados]}" "${R[spd-$w$g-local]}" -
+        e=-; [ -z "$g" ] && e=${R[fdir-$w-ext4]}
+        row "  fsync of new/ mean ms$g" "${R[fdir-$w$g-rados]}" "${R[fdir-$w$g-local]}" "$e"
     done
 done
 row "takeover s (lease 3 s)" "$takeover" - -

@@ -99,7 +99,9 @@ cold_find() { # DIR — seconds for a cold find
     echo " $n" >>"$work/find.count"
 }
 
-rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$pid/status"; }
+# The daemon's own memory: anonymous pages only. VmRSS also counts the table
+# pages its mapped reads touched, which are page cache the kernel can drop.
+rss_kib() { awk '/^RssAnon/ { print $2 }' "/proc/$pid/status"; }
 
 declare -A R # "metric target N" -> value
 record() { R["$1 $2 $3"]=$4; }
