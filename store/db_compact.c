@@ -878,7 +878,7 @@ lsm_status *db_flush_memtables(lsm_db *db, uint64_t deferred_upto)
     bool leads = db_queue_wait(db, &w);
     assert(leads);
     (void)leads;
-    s = db_make_room_for_write(db, true, false);
+    s = db_make_room_for_write(db, true, false, 0);
     db_queue_pop_head(db, &w, NULL);
     /* Wait for the flushes, unless one fails for a full disk meanwhile
      * (one waiting to retry does so now). */

@@ -214,7 +214,11 @@ struct lsm_db {
     uint64_t holdoff_bytes;    /* [mu] the least input bytes of one that failed in this
                                 * holdoff: smaller compactions may run */
     /* ---- the space reserve (db_reserve.c) */
-    uint64_t reserve_bytes;    /* [const after open] its size; 0: none */
+    uint64_t reserve_max;      /* [const after open] the most it may be; 0: none */
+    uint64_t reserve_bytes;    /* [mu] its size (db_reserve_size when last made) */
+    size_t mem_cap;            /* [mu] the active memtable is full at this many bytes:
+                                * write_buffer_size, less near a full disk */
+    size_t mem_cap_checked;    /* [mu] the active memtable's bytes when mem_cap was set */
     bool reserve_held;         /* [mu] the RESERVE file is there, full size */
     uint64_t reserve_tried_us; /* [mu] when making it was last tried */
     uint64_t reserve_releases; /* [mu] times it was given up for lack of space */
@@ -391,11 +395,19 @@ void db_hand_off_sync(lsm_db *db, struct wakeups *wk);
  * reserves its room in small steps, so it takes little of what freeing
  * needs. No lock needed. */
 lsm_status *db_new_wal(lsm_db *db, uint64_t number, bool tight, wal_writer **out);
-/* Decides whether a write may go ahead, delays it to pace compaction, or
- * waits for room; switches the memtable when full, or always (force) if it
- * holds data. A writer that frees space (frees) waits once more on a full
- * disk (see there). */
-lsm_status *db_make_room_for_write(lsm_db *db, bool force, bool frees);
+/* Decides whether a write of `adding` bytes may go ahead, delays it to pace
+ * compaction, or waits for room; switches the memtable when full (at its
+ * cap, or with no room left under the cap for `adding`), or always (force)
+ * if it holds data. A writer that frees space (frees) waits once more on a
+ * full disk (see there). */
+lsm_status *db_make_room_for_write(lsm_db *db, bool force, bool frees, size_t adding);
+/* Bytes the active memtable may still take while the disk is low (its cap
+ * lowered, db_memtable_cap_update); SIZE_MAX otherwise. REQUIRES: mu held. */
+size_t db_memtable_room(lsm_db *db);
+/* Sets mem_cap for a new active memtable: write_buffer_size, or while the
+ * disk is low db_reserve_memtable_cap, so what sits unflushed near a full
+ * disk fits in the reserve. REQUIRES: mu held. */
+void db_memtable_cap_update(lsm_db *db);
 /* Switches to a new memtable and WAL; the old memtable becomes immutable
  * and the flush thread is woken. A failed switch is not sticky. */
 lsm_status *db_switch_memtable(lsm_db *db);
@@ -424,10 +436,20 @@ lsm_status *db_leave_broken_wal(lsm_db *db);
  * nothing is due. REQUIRES: mu held. */
 uint64_t db_idle_look(lsm_db *db);
 
+/* The bytes of every table in the current version (db_props.c).
+ * REQUIRES: mu held. */
+uint64_t db_table_bytes(lsm_db *db);
+
 /* db_reserve.c: the space reserve (see there). */
-/* The reserve for a disk at dir: `wanted` bytes, at most an eighth of the
- * disk. No lock needed. */
-uint64_t db_reserve_size(lsm_env *env, const char *dir, size_t wanted);
+/* The most the reserve may be on the disk at dir: `wanted` (the option),
+ * at most an eighth of the disk. */
+uint64_t db_reserve_max(lsm_env *env, const char *dir, size_t wanted);
+/* The reserve's size for this store: the one sizing rule (see there).
+ * REQUIRES: mu held. */
+uint64_t db_reserve_size(lsm_db *db);
+/* The cap on the active memtable while the disk is low (see db_reserve.c).
+ * REQUIRES: mu held. */
+size_t db_reserve_memtable_cap(lsm_db *db);
 /* Makes the reserve file if it is not there and the disk has room for it
  * (tried at most every RESERVE_RETRY_US); returns whether it is held.
  * REQUIRES: mu held (released while writing); a leader or open. */
