@@ -6,6 +6,7 @@
  */
 #include "testutil.h"
 
+#include "arena.h"
 #include "db_impl.h"
 #include "fault_env.h"
 
@@ -190,7 +191,7 @@ static void test_open_removes_a_half_grown_reserve(void **state)
 /* Near a full disk (disk_free reports little beyond the reserve) the
  * memtable is capped at a quarter of the reserve, also the one already
  * filling when the disk got low: what sits unflushed stays within half the
- * reserve (plus one batch), with flushes slow. */
+ * reserve (plus an arena block each), with flushes slow. */
 static void test_low_disk_caps_the_memtable(void **state)
 {
     (void)state;
@@ -208,7 +209,9 @@ static void test_low_disk_caps_the_memtable(void **state)
         most = mem > most ? mem : most;
     }
     assert_int_equal(prop(db, "lsm.memtable-cap"), reserve / 4);
-    assert_true(most <= reserve / 2 + (64u << 10));
+    /* A 4 MiB write buffer's memtables count whole pooled arena blocks
+     * (db_view.c): each may be a block past what it holds. */
+    assert_true(most <= reserve / 2 + 2 * ARENA_POOLED_BLOCK);
     /* Room again: the next memtable is full size. */
     fault_env_set_disk_avail(fe, false, 0);
     fault_env_set_sync_delay_us(fe, 0);
