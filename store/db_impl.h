@@ -41,7 +41,9 @@
  * number — several memtables may start in the same log (recovery spills a
  * long log into several), so a log number does not say which memtable
  * holds a batch. Only the flush of memtable `id` may forget the batches
- * of `id` (db_drop_deferred, from db_compact.c's flush_one); db_view.c's
+ * of `id` (db_drop_deferred, from db_compact.c's flush_one), or, for those
+ * it could not see (out for a late logging that then failed), the return
+ * of that list (db_end_late_log); db_view.c's
  * db_push_imm hands out the ids, db_write.c's write_group tags a batch
  * with mem_id and db_idle.c's retire_old_deferred looks for mem_id. */
 struct deferred {
@@ -337,8 +339,8 @@ lsm_status *deferred_log_late(wal_writer *wal, const struct deferred *list, uint
 /* After deferred_log_late of `list` (may be NULL) ended with s, `bytes`
  * appended: clears deferred_floor; on a full disk (LSM_NO_SPACE: the log is
  * cut back) puts the list back in front, to be logged again in the next
- * log, else frees it and counts the bytes as logged late. REQUIRES: mu
- * held. */
+ * log (but for batches whose memtable was flushed meanwhile: forgotten),
+ * else frees it and counts the bytes as logged late. REQUIRES: mu held. */
 void db_end_late_log(lsm_db *db, struct deferred *list, const lsm_status *s, uint64_t bytes);
 /* Forgets the deferred batches of the memtable with id `mem`, now in a
  * table (see struct deferred). REQUIRES: mu held. */
