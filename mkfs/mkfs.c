@@ -279,7 +279,7 @@ static bool fill_batch(const struct mkfs_opts *o, lsm_batch *b)
                        .reserve_pct = o->reserve_pct,
                        .resuid = o->resuid,
                        .resgid = o->resgid};
-    char sv[SCHEMA_SUPER_LEN], av[SCHEMA_ALLOC_LEN], iv[INODE_HDR_LEN];
+    char sv[SCHEMA_SUPER_LEN], av[SCHEMA_ALLOC_LEN], iv[INODE_HDR_MAX];
     super_encode(&sb, sv);
     alloc_encode(SCHEMA_FIRST_INO, av);
     ts t = {.sec = now.tv_sec, .nsec = (uint32_t)now.tv_nsec};
@@ -293,14 +293,14 @@ static bool fill_batch(const struct mkfs_opts *o, lsm_batch *b)
                       .ctime = t,
                       .parent = SCHEMA_ROOT_INO,
                       .next_cookie = SCHEMA_FIRST_COOKIE};
-    inode_encode_hdr(&root, iv);
+    size_t ilen = inode_encode_hdr(&root, iv);
     schema_key ks, ka, ki;
     key_super(&ks);
     key_alloc(&ka);
     key_inode(&ki, SCHEMA_ROOT_INO);
     return lsm_batch_put(b, ks.b, ks.len, sv, sizeof sv) &&
            lsm_batch_put(b, ka.b, ka.len, av, sizeof av) &&
-           lsm_batch_put(b, ki.b, ki.len, iv, sizeof iv);
+           lsm_batch_put(b, ki.b, ki.len, iv, ilen);
 }
 
 /* After a failed make_fs: the directory as mkfs found it (without the
