@@ -248,6 +248,26 @@ static void test_dangling_entry_dropped(void **state)
     assert_int_equal(lookup(fx, 1, "ghost"), 0);
 }
 
+/* A short record of either form (compact, or fixed as older lsmfs wrote
+ * it) is damage fsck names and deletes, with the entry naming it. */
+static void test_short_records_of_each_version(void **state)
+{
+    fixture *fx = *state;
+    inode_rec r = {.mode = S_IFREG | 0644, .nlink = 1, .size = 0, .generation = 1};
+    char v[INODE_HDR_MAX];
+    for (int form = 0; form < 2; form++) {
+        size_t n = form == 0 ? inode_encode_hdr(&r, v) : inode_encode_fixed(&r, 2, v);
+        schema_key k;
+        key_inode(&k, 9);
+        put(fx, &k, v, n - 1);
+        put_entry(fx, 1, "short", 9, S_IFREG, 5);
+        put_inode(fx, 1, S_IFDIR | 0755, 3, 3, 1, 6, NULL);
+        expect_repaired(fx);
+        assert_false(exists(fx, &k));
+        assert_int_equal(lookup(fx, 1, "short"), 0);
+    }
+}
+
 static void test_unreachable_inode_reconnected(void **state)
 {
     fixture *fx = *state;
@@ -851,6 +871,7 @@ int main(void)
         FSCK_TEST(test_clean),
         FSCK_TEST(test_inode_count_record_checked),
         FSCK_TEST(test_dangling_entry_dropped),
+        FSCK_TEST(test_short_records_of_each_version),
         FSCK_TEST(test_unreachable_inode_reconnected),
         FSCK_TEST(test_wrong_link_count_fixed),
         FSCK_TEST(test_chunk_beyond_size_deleted),
