@@ -114,15 +114,14 @@ static size_t decode_compact(const char *v, size_t len, inode_rec *r)
     if (len < 2)
         return 0;
     unsigned tflags = (unsigned char)v[1];
-    if ((tflags & ~T_ALL) != 0 ||
-        ((tflags & T_MTIME_IS_CTIME) && (tflags & T_MTIME_NSEC)) ||
+    if ((tflags & ~T_ALL) != 0 || ((tflags & T_MTIME_IS_CTIME) && (tflags & T_MTIME_NSEC)) ||
         ((tflags & T_ATIME_IS_MTIME) && (tflags & T_ATIME_NSEC)))
         return 0;
     uint32_t *u32s[] = {&r->mode, &r->uid, &r->gid, &r->flags, &r->nlink};
     for (size_t i = 0; p != NULL && i < sizeof u32s / sizeof *u32s; i++)
         p = decode_varint32(p, end, u32s[i]);
-    uint64_t *u64s[] = {&r->size, &r->rdev, &r->generation, &r->parent, &r->next_cookie,
-                        &r->chunks};
+    uint64_t *u64s[] = {&r->size,   &r->rdev,        &r->generation,
+                        &r->parent, &r->next_cookie, &r->chunks};
     for (size_t i = 0; p != NULL && i < sizeof u64s / sizeof *u64s; i++)
         p = decode_varint64(p, end, u64s[i]);
     if (p != NULL)

@@ -71,9 +71,8 @@ static void check_one(const struct tmount *m, const struct expect *e)
         fail_msg("%s: mode %o uid %u gid %u nlink %lu size %lld mtime %lld.%09ld; want mode %o "
                  "uid %u gid %u nlink %lu size %lld mtime %lld.%09ld",
                  e->path, st.st_mode, st.st_uid, st.st_gid, (unsigned long)st.st_nlink,
-                 (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-                 e->mode, e->uid, e->gid, (unsigned long)e->nlink, e->size, e->mtime_sec,
-                 e->mtime_nsec);
+                 (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, e->mode,
+                 e->uid, e->gid, (unsigned long)e->nlink, e->size, e->mtime_sec, e->mtime_nsec);
     if (e->seed < 0)
         return;
     unsigned char want[10000], got[10001];

@@ -98,16 +98,43 @@ static void assert_rec_equal(const inode_rec *a, const inode_rec *b)
 
 /* Records that exercise every field's range and every time flag. */
 static const inode_rec sample_recs[] = {
-    {.mode = S_IFREG | 0640, .uid = 1000, .gid = 100, .flags = INODE_F_INLINE, .nlink = 3,
-     .size = 5, .generation = 1, .atime = {-5, 999999999}, .mtime = {1 << 30, 1},
+    {.mode = S_IFREG | 0640,
+     .uid = 1000,
+     .gid = 100,
+     .flags = INODE_F_INLINE,
+     .nlink = 3,
+     .size = 5,
+     .generation = 1,
+     .atime = {-5, 999999999},
+     .mtime = {1 << 30, 1},
      .ctime = {7, 0}},
-    {.mode = S_IFDIR | 0755, .nlink = 2, .generation = 1, .parent = 1, .next_cookie = 3,
-     .atime = {1764950000, 5}, .mtime = {1764950000, 5}, .ctime = {1764950000, 5}},
-    {.mode = S_IFREG | 04755, .uid = UINT32_MAX, .gid = UINT32_MAX, .flags = UINT32_MAX,
-     .nlink = UINT32_MAX, .size = UINT64_MAX, .rdev = UINT64_MAX, .generation = UINT64_MAX,
-     .parent = UINT64_MAX, .next_cookie = UINT64_MAX, .chunks = INODE_CHUNKS_UNKNOWN,
-     .atime = {INT64_MIN, 999999999}, .mtime = {INT64_MAX, 0}, .ctime = {INT64_MIN, 1}},
-    {.mode = S_IFCHR | 0600, .rdev = 0x0103, .nlink = 1, .atime = {0, 0}, .mtime = {0, 0},
+    {.mode = S_IFDIR | 0755,
+     .nlink = 2,
+     .generation = 1,
+     .parent = 1,
+     .next_cookie = 3,
+     .atime = {1764950000, 5},
+     .mtime = {1764950000, 5},
+     .ctime = {1764950000, 5}},
+    {.mode = S_IFREG | 04755,
+     .uid = UINT32_MAX,
+     .gid = UINT32_MAX,
+     .flags = UINT32_MAX,
+     .nlink = UINT32_MAX,
+     .size = UINT64_MAX,
+     .rdev = UINT64_MAX,
+     .generation = UINT64_MAX,
+     .parent = UINT64_MAX,
+     .next_cookie = UINT64_MAX,
+     .chunks = INODE_CHUNKS_UNKNOWN,
+     .atime = {INT64_MIN, 999999999},
+     .mtime = {INT64_MAX, 0},
+     .ctime = {INT64_MIN, 1}},
+    {.mode = S_IFCHR | 0600,
+     .rdev = 0x0103,
+     .nlink = 1,
+     .atime = {0, 0},
+     .mtime = {0, 0},
      .ctime = {0, 0}},
 };
 #define NSAMPLES (sizeof sample_recs / sizeof *sample_recs)
@@ -136,9 +163,16 @@ static void test_inode_header_is_compact(void **state)
 {
     (void)state;
     ts created = {1764950000, 123456789}, written = {1764950001, 987654321};
-    inode_rec r = {.mode = S_IFREG | 0644, .uid = 1000, .gid = 1000, .flags = INODE_F_INLINE,
-                   .nlink = 1, .size = 1024, .generation = 1, .atime = created,
-                   .mtime = written, .ctime = written};
+    inode_rec r = {.mode = S_IFREG | 0644,
+                   .uid = 1000,
+                   .gid = 1000,
+                   .flags = INODE_F_INLINE,
+                   .nlink = 1,
+                   .size = 1024,
+                   .generation = 1,
+                   .atime = created,
+                   .mtime = written,
+                   .ctime = written};
     char v[INODE_HDR_MAX];
     assert_true(inode_encode_hdr(&r, v) <= 34);
     r.atime = written; /* all three equal: one time stored */
