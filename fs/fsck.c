@@ -947,14 +947,14 @@ static void write_inode(fsck *f, ino_info *i)
     } else {
         plen = 0;
     }
-    char *nv = lsm_malloc(INODE_HDR_LEN + plen);
+    char *nv = lsm_malloc(INODE_HDR_MAX + plen);
     if (nv == NULL) {
         f->op_error = true;
     } else {
-        inode_encode_hdr(&i->rec, nv);
+        size_t hlen = inode_encode_hdr(&i->rec, nv);
         if (plen > 0)
-            memcpy(nv + INODE_HDR_LEN, p, plen);
-        fix_put(f, &k, nv, INODE_HDR_LEN + plen);
+            memcpy(nv + hlen, p, plen);
+        fix_put(f, &k, nv, hlen + plen);
     }
     free(nv);
     free(v);

@@ -42,9 +42,12 @@ static int scan_kind(lsm_iter *it, char k, struct lsmfs_info *out, uint64_t *bad
         const char *key = lsm_iter_key(it, &klen);
         if (klen == 0 || key[0] != k)
             break;
-        if (k == K_ORPHAN)
+        if (k == K_ORPHAN) {
             out->orphans++;
-        else if (!count_inode(lsm_iter_value(it, &vlen), vlen, out))
+            continue;
+        }
+        const char *v = lsm_iter_value(it, &vlen); /* sets vlen: before the call */
+        if (!count_inode(v, vlen, out))
             (*bad)++;
     }
     lsm_status *s = lsm_iter_status(it);

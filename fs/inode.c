@@ -50,20 +50,19 @@ int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **pay, size_t *plen)
 
 int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *data, size_t plen)
 {
-    char stackbuf[INODE_HDR_LEN + 512];
+    char stackbuf[INODE_HDR_MAX + 512];
     char *v = stackbuf;
-    size_t vlen = INODE_HDR_LEN + plen;
-    if (vlen > sizeof stackbuf) {
-        v = lsm_malloc(vlen);
+    if (INODE_HDR_MAX + plen > sizeof stackbuf) {
+        v = lsm_malloc(INODE_HDR_MAX + plen);
         if (v == NULL)
             return ENOMEM;
     }
-    inode_encode_hdr(r, v);
+    size_t hlen = inode_encode_hdr(r, v);
     if (plen > 0)
-        memcpy(v + INODE_HDR_LEN, data, plen);
+        memcpy(v + hlen, data, plen);
     schema_key k;
     key_inode(&k, ino);
-    bool ok = lsm_batch_put(b, k.b, k.len, v, vlen);
+    bool ok = lsm_batch_put(b, k.b, k.len, v, hlen + plen);
     if (v != stackbuf)
         free(v);
     return ok ? 0 : ENOMEM;

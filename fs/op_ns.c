@@ -116,7 +116,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent_ino, const char *name, c
     lsmfs *fs = op_fs(req);
     int err = dir_check_name(name);
     if (err == 0)
-        err = reserve_admit(&fs->reserve, req, strlen(name) + INODE_HDR_LEN);
+        err = reserve_admit(&fs->reserve, req, strlen(name) + INODE_HDR_MAX);
     inode *parent = NULL, *n = NULL;
     uint64_t ino = 0;
     if (err == 0)
@@ -245,7 +245,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
     inode *v[2] = {NULL, NULL};
     int err = dir_check_name(newname);
     if (err == 0)
-        err = reserve_admit(&fs->reserve, req, strlen(newname) + INODE_HDR_LEN);
+        err = reserve_admit(&fs->reserve, req, strlen(newname) + INODE_HDR_MAX);
     if (err == 0)
         err = icache_get(fs, ino, &v[0]);
     if (err == 0)

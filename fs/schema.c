@@ -6,31 +6,6 @@
 #include <assert.h>
 #include <string.h>
 
-static inline void le32_put(char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++, v >>= 8)
-        p[i] = (char)(v & 0xff);
-}
-static inline void le64_put(char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++, v >>= 8)
-        p[i] = (char)(v & 0xff);
-}
-static inline uint32_t le32_get(const char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | (unsigned char)p[i];
-    return v;
-}
-static inline uint64_t le64_get(const char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | (unsigned char)p[i];
-    return v;
-}
-
 /* ------------------------------------------------------------------ keys */
 
 static void key_ino(schema_key *k, char kind, uint64_t ino)
@@ -240,75 +215,6 @@ bool icount_decode(const char *v, size_t len, uint64_t *count, uint64_t *seq)
     *count = le64_get(v);
     *seq = le64_get(v + 8);
     return *count >= 1; /* the root at least */
-}
-
-/* ---------------------------------------------------------------- inode */
-
-static char *put_ts(char *p, ts t)
-{
-    le64_put(p, (uint64_t)t.sec);
-    le32_put(p + 8, t.nsec);
-    return p + 12;
-}
-
-static const char *get_ts(const char *p, ts *t)
-{
-    t->sec = (int64_t)le64_get(p);
-    t->nsec = le32_get(p + 8);
-    return p + 12;
-}
-
-void inode_encode_hdr(const inode_rec *r, char out[INODE_HDR_LEN])
-{
-    char *p = out;
-    *p++ = INODE_REC_VERSION;
-    le32_put(p, r->mode);
-    le32_put(p + 4, r->uid);
-    le32_put(p + 8, r->gid);
-    le32_put(p + 12, r->flags);
-    le32_put(p + 16, r->nlink);
-    p += 20;
-    le64_put(p, r->size);
-    le64_put(p + 8, r->rdev);
-    le64_put(p + 16, r->generation);
-    p += 24;
-    p = put_ts(p, r->atime);
-    p = put_ts(p, r->mtime);
-    p = put_ts(p, r->ctime);
-    le64_put(p, r->parent);
-    le64_put(p + 8, r->next_cookie);
-    le64_put(p + 16, r->chunks);
-    assert(p + 24 == out + INODE_HDR_LEN);
-}
-
-bool inode_decode(const char *v, size_t len, inode_rec *r, const char **payload, size_t *plen)
-{
-    size_t hdr = len > 0 && v[0] == 1 ? INODE_HDR_V1_LEN : INODE_HDR_LEN;
-    if (len < hdr || (v[0] != 1 && v[0] != INODE_REC_VERSION))
-        return false;
-    const char *p = v + 1;
-    r->mode = le32_get(p);
-    r->uid = le32_get(p + 4);
-    r->gid = le32_get(p + 8);
-    r->flags = le32_get(p + 12);
-    r->nlink = le32_get(p + 16);
-    p += 20;
-    r->size = le64_get(p);
-    r->rdev = le64_get(p + 8);
-    r->generation = le64_get(p + 16);
-    p += 24;
-    p = get_ts(p, &r->atime);
-    p = get_ts(p, &r->mtime);
-    p = get_ts(p, &r->ctime);
-    r->parent = le64_get(p);
-    r->next_cookie = le64_get(p + 8);
-    r->chunks = hdr == INODE_HDR_LEN ? le64_get(p + 16) : INODE_CHUNKS_UNKNOWN;
-    if (r->atime.nsec >= 1000000000u || r->mtime.nsec >= 1000000000u ||
-        r->ctime.nsec >= 1000000000u)
-        return false;
-    *payload = v + hdr;
-    *plen = len - hdr;
-    return true;
 }
 
 /* --------------------------------------------------------------- dirent */

@@ -27,9 +27,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 2: inode records carry the chunk count (INODE_REC_VERSION 2). A store of
- * format 1 is read as is and marked 2 when mounted read-write (super.c). */
-#define SCHEMA_VERSION 2
+/* 2: inode records carry the chunk count (record version 2). 3: inode
+ * records are written compact (INODE_REC_VERSION 3). An older store is read
+ * as is and marked 3 when mounted read-write (super.c), so an lsmfs that
+ * cannot read compact records refuses it rather than meet them. */
+#define SCHEMA_VERSION 3
 #define SCHEMA_MAGIC "LSMFS\0fs"
 #define SCHEMA_MAGIC_LEN 8
 #define SCHEMA_ROOT_INO 1ULL
@@ -80,6 +82,30 @@ static inline uint64_t be64_get(const char *p)
 {
     uint64_t v = 0;
     for (int i = 0; i < 8; i++)
+        v = (v << 8) | (unsigned char)p[i];
+    return v;
+}
+static inline void le32_put(char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++, v >>= 8)
+        p[i] = (char)(v & 0xff);
+}
+static inline void le64_put(char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        p[i] = (char)(v & 0xff);
+}
+static inline uint32_t le32_get(const char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | (unsigned char)p[i];
+    return v;
+}
+static inline uint64_t le64_get(const char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
         v = (v << 8) | (unsigned char)p[i];
     return v;
 }
@@ -192,12 +218,24 @@ typedef struct inode_rec {
 } inode_rec;
 
 #define INODE_CHUNKS_UNKNOWN UINT64_MAX
-#define INODE_REC_VERSION 2
-#define INODE_HDR_V1_LEN (1 + 5 * 4 + 3 * 8 + 3 * 12 + 2 * 8)
-#define INODE_HDR_LEN (INODE_HDR_V1_LEN + 8)
 
-void inode_encode_hdr(const inode_rec *r, char out[INODE_HDR_LEN]);
-/* Parses a record value; payload and plen get the bytes after the header. */
+/* Record versions (the first byte; fs/schema_inode.c). 1 and 2: fixed
+ * little-endian fields (mode, uid, gid, flags, nlink as u32; size, rdev,
+ * generation as u64; atime, mtime, ctime as s64 seconds + u32 nsec;
+ * parent, next_cookie as u64; 2 adds chunks as u64), read as they are.
+ * 3, the one written: compact (layout in schema_inode.c), 25-40 bytes for
+ * a typical file instead of 105; any update rewrites an older record so. */
+#define INODE_REC_VERSION 3
+#define INODE_HDR_V1_LEN (1 + 5 * 4 + 3 * 8 + 3 * 12 + 2 * 8)
+#define INODE_HDR_V2_LEN (INODE_HDR_V1_LEN + 8)
+/* The longest compact header: version and time flags, 5 varint32s, 6
+ * varint64s, 3 zigzag varint64 seconds, 3 u32 nsec. */
+#define INODE_HDR_MAX (2 + 5 * 5 + 6 * 10 + 3 * 10 + 3 * 4)
+
+/* Writes r's header (version 3) to out; returns its length. */
+size_t inode_encode_hdr(const inode_rec *r, char out[INODE_HDR_MAX]);
+/* Parses a record value of any version; payload and plen get the bytes
+ * after the header. False for a short, malformed or unknown record. */
 bool inode_decode(const char *v, size_t len, inode_rec *r, const char **payload, size_t *plen);
 
 /* --------------------------------------------------------------- dirent */

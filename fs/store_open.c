@@ -225,8 +225,10 @@ static int open_db(const where *w, int flags, void (*report)(void *, const char 
      * fsyncdir waits holding the kernel's directory lock, so a sync that
      * waited for company would hold up every rename into the directory. */
     o.group_commit_delay_us = 0;
-    /* Room to flush a memtable and write a table of compaction after the
-     * deletes that empty a full disk (the store caps it at 1/8 of it). */
+    /* The most the reserve may be: room to flush a memtable and write a
+     * table of compaction after the deletes that empty a full disk. The
+     * store sizes it to its tables within that (db_reserve_size) and caps
+     * it at 1/8 of the disk. */
     o.reserve_bytes = o.write_buffer_size + o.target_file_size;
     o.read_only = (flags & STORE_OPEN_RO) != 0;
     o.salvage_log = (flags & STORE_OPEN_SALVAGE) != 0;

@@ -10,7 +10,7 @@
 
 bool super_batch_mkfs(lsm_batch *b, const schema_super *sb, uint32_t uid, uint32_t gid)
 {
-    char sv[SCHEMA_SUPER_LEN], av[SCHEMA_ALLOC_LEN], iv[INODE_HDR_LEN];
+    char sv[SCHEMA_SUPER_LEN], av[SCHEMA_ALLOC_LEN], iv[INODE_HDR_MAX];
     super_encode(sb, sv);
     alloc_encode(SCHEMA_FIRST_INO, av);
     ts t = {.sec = sb->ctime_sec, .nsec = sb->ctime_nsec};
@@ -24,14 +24,14 @@ bool super_batch_mkfs(lsm_batch *b, const schema_super *sb, uint32_t uid, uint32
                       .ctime = t,
                       .parent = SCHEMA_ROOT_INO,
                       .next_cookie = SCHEMA_FIRST_COOKIE};
-    inode_encode_hdr(&root, iv);
+    size_t ilen = inode_encode_hdr(&root, iv);
     schema_key ks, ka, ki;
     key_super(&ks);
     key_alloc(&ka);
     key_inode(&ki, SCHEMA_ROOT_INO);
     return lsm_batch_put(b, ks.b, ks.len, sv, sizeof sv) &&
            lsm_batch_put(b, ka.b, ka.len, av, sizeof av) &&
-           lsm_batch_put(b, ki.b, ki.len, iv, sizeof iv);
+           lsm_batch_put(b, ki.b, ki.len, iv, ilen);
 }
 
 int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t errlen)

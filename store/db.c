@@ -109,6 +109,7 @@ static lsm_db *db_alloc(const lsm_options *o, const char *dir)
     db->sync_max = SYNC_MAX;
     db->next_mem_id = 1; /* db->mem is memtable 0 */
     pacer_init(&db->pacer, 4 * (uint64_t)o->write_buffer_size);
+    db->mem_cap = o->write_buffer_size;
     db->snapshots.next = db->snapshots.prev = &db->snapshots;
     mutex_init(&db->mu);
     cond_init_monotonic(&db->gather_cv);
@@ -174,15 +175,17 @@ lsm_status *lsm_open(const lsm_options *o, const char *dir, lsm_db **out)
         /* Recovery may need the reserve's space; it is made again after.
          * A read-only open touches no file. */
         bool reserve = !o->read_only;
-        db->reserve_bytes = reserve ? db_reserve_size(db->env, dir, o->reserve_bytes) : 0;
+        db->reserve_max = reserve ? db_reserve_max(db->env, dir, o->reserve_bytes) : 0;
         if (reserve)
             db_reserve_release(db);
         db->reserve_releases = db->reserve_tried_us = 0;
         s = db_recover(db);
         if (s == NULL && !db_install_view(db))
             s = status_new(LSM_NO_MEMORY, "out of memory");
-        if (s == NULL && reserve)
+        if (s == NULL && reserve) {
             (void)db_reserve_make(db); /* never needed to open */
+            db_memtable_cap_update(db);
+        }
         mutex_unlock(&db->mu);
     }
     if (s == NULL && !o->read_only)

@@ -71,7 +71,7 @@ static lsm_status *pin_cut(lsm_db *db, version **v, uint64_t *seq)
     if (memtable_entries(db->mem) > 0 || db->wal_broken) {
         db->ckpt_waiting = true;
         db->ckpt_mem_id = db->mem_id;
-        s = db_make_room_for_write(db, true, false);
+        s = db_make_room_for_write(db, true, false, 0);
     } else if (db->nimm > 0) {
         db->ckpt_waiting = true;
         db->ckpt_mem_id = db->imm_id[db->nimm - 1];

@@ -332,6 +332,30 @@ static void run_release(lsm_db *db, compaction_run *r)
     buf_free(&r->seek_key);
 }
 
+/* Whether the entry can be dropped: shadowed by a newer entry every
+ * snapshot sees (in a flush too: no reader of the table can see an older
+ * version of a key the same memtable holds newer), or, in a compaction, a
+ * deletion with nothing below it to delete (a flush's deletion may delete
+ * what older tables hold). Entries come in key order, each key's newest
+ * first. */
+static bool should_drop(compaction_run *r, const parsed_ikey *pk)
+{
+    if (!r->has_user_key ||
+        bytes_compare(pk->user_key, pk->user_len, r->user_key.data, r->user_key.len) != 0) {
+        r->user_key.len = 0;
+        r->has_user_key = buf_append(&r->user_key, pk->user_key, pk->user_len);
+        r->last_seq_for_key = UINT64_MAX;
+    }
+    bool drop = false;
+    if (r->last_seq_for_key <= r->smallest_snapshot)
+        drop = true;
+    else if (r->c != NULL && pk->type == TYPE_DELETION && pk->seq <= r->smallest_snapshot &&
+             compaction_is_base_level_for_key(r->c, pk->user_key, pk->user_len))
+        drop = true;
+    r->last_seq_for_key = pk->seq;
+    return drop;
+}
+
 /* ------------------------------------------------------------------ flush */
 
 /* Writes memtable m to new tables (one, or one per key partition) and adds
@@ -350,7 +374,11 @@ static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, com
         size_t kn, vn;
         const char *k = iter_key(it, &kn);
         const char *v = iter_value(it, &vn);
-        s = add_entry(db, r, k, kn, v, vn);
+        parsed_ikey pk;
+        if (!parse_ikey(k, kn, &pk))
+            s = status_new(LSM_CORRUPTION, "malformed key in a memtable being flushed");
+        else if (!should_drop(r, &pk))
+            s = add_entry(db, r, k, kn, v, vn);
     }
     if (s == NULL) /* an iterator without memory is empty: not a flushed memtable */
         s = iter_status(it);
@@ -389,7 +417,7 @@ static lsm_status *flush_one(lsm_db *db)
     memtable_ref(m);
     version_edit edit;
     version_edit_init(&edit);
-    compaction_run r = {.c = NULL};
+    compaction_run r = {.c = NULL, .smallest_snapshot = db_smallest_snapshot(db)};
     lsm_status *s = write_level0(db, m, &edit, &r);
     if (s == NULL) {
         /* Logs before the next memtable's first log are no longer needed. */
@@ -520,26 +548,6 @@ uint64_t db_smallest_snapshot(lsm_db *db)
     if (db->snapshots.next != &db->snapshots)
         return db->snapshots.next->seq; /* the list is oldest first */
     return db->last_seq;
-}
-
-/* Whether the entry can be dropped: shadowed by a newer entry every
- * snapshot sees, or a deletion with nothing below it to delete. */
-static bool should_drop(compaction_run *r, const parsed_ikey *pk)
-{
-    if (!r->has_user_key ||
-        bytes_compare(pk->user_key, pk->user_len, r->user_key.data, r->user_key.len) != 0) {
-        r->user_key.len = 0;
-        r->has_user_key = buf_append(&r->user_key, pk->user_key, pk->user_len);
-        r->last_seq_for_key = UINT64_MAX;
-    }
-    bool drop = false;
-    if (r->last_seq_for_key <= r->smallest_snapshot)
-        drop = true;
-    else if (pk->type == TYPE_DELETION && pk->seq <= r->smallest_snapshot &&
-             compaction_is_base_level_for_key(r->c, pk->user_key, pk->user_len))
-        drop = true;
-    r->last_seq_for_key = pk->seq;
-    return drop;
 }
 
 /* A value older than every snapshot with nothing of its key below the
@@ -901,7 +909,7 @@ lsm_status *db_flush_memtables(lsm_db *db, uint64_t deferred_upto)
     bool leads = db_queue_wait(db, &w);
     assert(leads);
     (void)leads;
-    s = db_make_room_for_write(db, true, false);
+    s = db_make_room_for_write(db, true, false, 0);
     db_queue_pop_head(db, &w, NULL);
     /* Wait for the flushes, unless one fails for a full disk meanwhile
      * (one waiting to retry does so now). */

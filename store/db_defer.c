@@ -92,17 +92,42 @@ static void free_list(struct deferred *d)
     }
 }
 
-/* Puts the list back in front, to be logged again. REQUIRES: mu held. */
+/* Whether memtable `mem` was written to a table: ids grow with each
+ * memtable and the flush takes the oldest first (db_push_imm, flush_one).
+ * REQUIRES: mu held. */
+static bool mem_flushed(lsm_db *db, uint64_t mem)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t oldest = db->nimm > 0 ? db->imm_id[0] : db->mem_id;
+    return mem < oldest;
+}
+
+/* Puts the list back in front, to be logged again, but for the batches
+ * whose memtable was flushed while the list was out: that flush could not
+ * drop them (db_drop_deferred), and nothing else would (a freeing write
+ * waited for them for good in db_write.c's flush_deferred_first). REQUIRES:
+ * mu held. */
 static void restore(lsm_db *db, struct deferred *list)
 {
     assert(mutex_held(&db->mu));
-    struct deferred *tail = list;
-    while (tail->next != NULL)
-        tail = tail->next;
-    tail->next = db->deferred_head;
+    struct deferred *keep = NULL, *last = NULL;
+    while (list != NULL) {
+        struct deferred *d = list;
+        list = d->next;
+        d->next = NULL;
+        if (mem_flushed(db, d->mem))
+            free(d);
+        else if (last == NULL)
+            keep = last = d;
+        else
+            last = last->next = d;
+    }
+    if (keep == NULL)
+        return;
+    last->next = db->deferred_head;
     if (db->deferred_head == NULL)
-        db->deferred_tail = tail;
-    db->deferred_head = list;
+        db->deferred_tail = last;
+    db->deferred_head = keep;
 }
 
 void db_end_late_log(lsm_db *db, struct deferred *list, const lsm_status *s, uint64_t bytes)

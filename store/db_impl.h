@@ -41,7 +41,9 @@
  * number — several memtables may start in the same log (recovery spills a
  * long log into several), so a log number does not say which memtable
  * holds a batch. Only the flush of memtable `id` may forget the batches
- * of `id` (db_drop_deferred, from db_compact.c's flush_one); db_view.c's
+ * of `id` (db_drop_deferred, from db_compact.c's flush_one), or, for those
+ * it could not see (out for a late logging that then failed), the return
+ * of that list (db_end_late_log); db_view.c's
  * db_push_imm hands out the ids, db_write.c's write_group tags a batch
  * with mem_id and db_idle.c's retire_old_deferred looks for mem_id. */
 struct deferred {
@@ -214,7 +216,11 @@ struct lsm_db {
     uint64_t holdoff_bytes;    /* [mu] the least input bytes of one that failed in this
                                 * holdoff: smaller compactions may run */
     /* ---- the space reserve (db_reserve.c) */
-    uint64_t reserve_bytes;    /* [const after open] its size; 0: none */
+    uint64_t reserve_max;      /* [const after open] the most it may be; 0: none */
+    uint64_t reserve_bytes;    /* [mu] its size (db_reserve_size when last made) */
+    size_t mem_cap;            /* [mu] the active memtable is full at this many bytes:
+                                * write_buffer_size, less near a full disk */
+    size_t mem_cap_checked;    /* [mu] the active memtable's bytes when mem_cap was set */
     bool reserve_held;         /* [mu] the RESERVE file is there, full size */
     uint64_t reserve_tried_us; /* [mu] when making it was last tried */
     uint64_t reserve_releases; /* [mu] times it was given up for lack of space */
@@ -333,8 +339,8 @@ lsm_status *deferred_log_late(wal_writer *wal, const struct deferred *list, uint
 /* After deferred_log_late of `list` (may be NULL) ended with s, `bytes`
  * appended: clears deferred_floor; on a full disk (LSM_NO_SPACE: the log is
  * cut back) puts the list back in front, to be logged again in the next
- * log, else frees it and counts the bytes as logged late. REQUIRES: mu
- * held. */
+ * log (but for batches whose memtable was flushed meanwhile: forgotten),
+ * else frees it and counts the bytes as logged late. REQUIRES: mu held. */
 void db_end_late_log(lsm_db *db, struct deferred *list, const lsm_status *s, uint64_t bytes);
 /* Forgets the deferred batches of the memtable with id `mem`, now in a
  * table (see struct deferred). REQUIRES: mu held. */
@@ -391,11 +397,19 @@ void db_hand_off_sync(lsm_db *db, struct wakeups *wk);
  * reserves its room in small steps, so it takes little of what freeing
  * needs. No lock needed. */
 lsm_status *db_new_wal(lsm_db *db, uint64_t number, bool tight, wal_writer **out);
-/* Decides whether a write may go ahead, delays it to pace compaction, or
- * waits for room; switches the memtable when full, or always (force) if it
- * holds data. A writer that frees space (frees) waits once more on a full
- * disk (see there). */
-lsm_status *db_make_room_for_write(lsm_db *db, bool force, bool frees);
+/* Decides whether a write of `adding` bytes may go ahead, delays it to pace
+ * compaction, or waits for room; switches the memtable when full (at its
+ * cap, or with no room left under the cap for `adding`), or always (force)
+ * if it holds data. A writer that frees space (frees) waits once more on a
+ * full disk (see there). */
+lsm_status *db_make_room_for_write(lsm_db *db, bool force, bool frees, size_t adding);
+/* Bytes the active memtable may still take while the disk is low (its cap
+ * lowered, db_memtable_cap_update); SIZE_MAX otherwise. REQUIRES: mu held. */
+size_t db_memtable_room(lsm_db *db);
+/* Sets mem_cap for a new active memtable: write_buffer_size, or while the
+ * disk is low db_reserve_memtable_cap, so what sits unflushed near a full
+ * disk fits in the reserve. REQUIRES: mu held. */
+void db_memtable_cap_update(lsm_db *db);
 /* Switches to a new memtable and WAL; the old memtable becomes immutable
  * and the flush thread is woken. A failed switch is not sticky. */
 lsm_status *db_switch_memtable(lsm_db *db);
@@ -424,10 +438,20 @@ lsm_status *db_leave_broken_wal(lsm_db *db);
  * nothing is due. REQUIRES: mu held. */
 uint64_t db_idle_look(lsm_db *db);
 
+/* The bytes of every table in the current version (db_props.c).
+ * REQUIRES: mu held. */
+uint64_t db_table_bytes(lsm_db *db);
+
 /* db_reserve.c: the space reserve (see there). */
-/* The reserve for a disk at dir: `wanted` bytes, at most an eighth of the
- * disk. No lock needed. */
-uint64_t db_reserve_size(lsm_env *env, const char *dir, size_t wanted);
+/* The most the reserve may be on the disk at dir: `wanted` (the option),
+ * at most an eighth of the disk. */
+uint64_t db_reserve_max(lsm_env *env, const char *dir, size_t wanted);
+/* The reserve's size for this store: the one sizing rule (see there).
+ * REQUIRES: mu held. */
+uint64_t db_reserve_size(lsm_db *db);
+/* The cap on the active memtable while the disk is low (see db_reserve.c).
+ * REQUIRES: mu held. */
+size_t db_reserve_memtable_cap(lsm_db *db);
 /* Makes the reserve file if it is not there and the disk has room for it
  * (tried at most every RESERVE_RETRY_US); returns whether it is held.
  * REQUIRES: mu held (released while writing); a leader or open. */

@@ -9,8 +9,9 @@
 #include <string.h>
 
 /* REQUIRES: mu held. */
-static uint64_t total_table_bytes(lsm_db *db)
+uint64_t db_table_bytes(lsm_db *db)
 {
+    assert(mutex_held(&db->mu));
     uint64_t n = 0;
     for (int l = 0; l < NUM_LEVELS; l++)
         n += version_level_bytes(db->vs.current, l);
@@ -104,6 +105,7 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t, const char *only)
     const struct u64_prop all[] = {
         {"lsm.writes", st->writes},
         {"lsm.reserve-bytes", db->reserve_bytes},
+        {"lsm.memtable-cap", db->mem_cap},
         {"lsm.reserve-held", db->reserve_held},
         {"lsm.reserve-releases", db->reserve_releases},
         {"lsm.full-disk-events", db->nospace_events},
@@ -131,7 +133,7 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t, const char *only)
         {"lsm.deferred-bytes", st->deferred_bytes},
         {"lsm.late-logged-bytes", st->late_logged_bytes},
         {"lsm.sync-flushes", st->sync_flushes},
-        {"lsm.total-table-bytes", total_table_bytes(db)},
+        {"lsm.total-table-bytes", db_table_bytes(db)},
         {"lsm.table-deletions", table_deletions(db)},
         {"lsm.flushes", st->flushes},
         {"lsm.level0-load", (uint64_t)db->vs.current->l0_load},

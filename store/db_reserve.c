@@ -1,7 +1,22 @@
 /*
- * db_reserve.c — the space reserve: a file of reserve_bytes (RESERVE in the
- * store directory) that holds disk space back from ordinary writes, as
- * ext4's reserved blocks do, so a full store can always be emptied.
+ * db_reserve.c — the space reserve: a file (RESERVE in the store directory)
+ * that holds disk space back from ordinary writes, as ext4's reserved
+ * blocks do, so a full store can always be emptied.
+ *
+ * Its size (db_reserve_size, the one sizing rule): emptying a full store
+ * takes room for (a) the flush of what sits unflushed: near a full disk
+ * (less free than the reserve, the memtables and one more) a memtable is
+ * full at a quarter of the reserve (RESERVE_MEM_SHARE, db_reserve_memtable_cap)
+ * or at one batch larger than that, and a switch waits for the flush before
+ * it, so two memtables hold at most half the reserve, or two batches; and
+ * (b) the compaction that drops what the deletes delete, whose output is
+ * written before its inputs go: a share of the store's tables, the other
+ * half. Hence a RESERVE_STORE_SHARE-th of the tables, at least RESERVE_FLOOR
+ * (two of the largest groups, MAX_GROUP_BYTES, so (a) holds for batches up
+ * to that), at most reserve_max (the option, and an eighth of the disk).
+ * A held reserve is made again, larger, once the rule asks twice its size.
+ * A delete's own memtable (db_rotate.c switch_waits lets it switch past a
+ * stuck flush) holds deletions only, which the floor's second batch covers.
  *
  * The rule: an ordinary write goes ahead only while the reserve is held
  * (the file is there, full size). The reserve serves only work that frees
@@ -19,10 +34,9 @@
  *
  * Freeing comes first on a full disk: a write that frees space fails for
  * space only once nothing else can make room. It may switch to a new
- * memtable and log even where the disk is too low for another or level 0
- * is at its stop (db_rotate.c switch_waits): the flush before it may fit
- * only once what it frees is gone, and no compaction starts while it
- * waits. While its leader waits
+ * memtable and log even where the disk is too low for another (db_rotate.c
+ * switch_waits): the flush before it may fit only once what it frees is
+ * gone. While its leader waits
  * (frees_holding: from its first try that met the full disk until it is
  * written or fails) no compaction starts, so the reserve's space
  * goes to the flushes and the log append it needs, not to a compaction's
@@ -45,7 +59,7 @@
 #define RESERVE_RETRY_US 100000
 #define RESERVE_CHUNK (64u << 10)
 
-uint64_t db_reserve_size(lsm_env *env, const char *dir, size_t wanted)
+uint64_t db_reserve_max(lsm_env *env, const char *dir, size_t wanted)
 {
     uint64_t total = 0, avail = 0;
     lsm_status *s = wanted != 0 ? env->disk_free(env, dir, &total, &avail) : NULL;
@@ -57,17 +71,41 @@ uint64_t db_reserve_size(lsm_env *env, const char *dir, size_t wanted)
     return wanted < cap ? wanted : cap;
 }
 
+/* The sizing rule's constants (see the header). */
+#define RESERVE_FLOOR (2u << 20)
+#define RESERVE_STORE_SHARE 16
+#define RESERVE_MEM_SHARE 4
+
+uint64_t db_reserve_size(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t want = db_table_bytes(db) / RESERVE_STORE_SHARE;
+    if (want < RESERVE_FLOOR)
+        want = RESERVE_FLOOR;
+    want = (want + RESERVE_CHUNK - 1) / RESERVE_CHUNK * RESERVE_CHUNK;
+    return want < db->reserve_max ? want : db->reserve_max;
+}
+
+size_t db_reserve_memtable_cap(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t cap = db->reserve_bytes / RESERVE_MEM_SHARE;
+    if (cap < (64u << 10)) /* the smallest write_buffer_size */
+        cap = 64u << 10;
+    return cap < db->opt.write_buffer_size ? (size_t)cap : db->opt.write_buffer_size;
+}
+
 /* Writes the reserve file; on any failure removes what was written. No lock
  * needed (only a leader or open calls it, one at a time). */
-static lsm_status *write_reserve(lsm_db *db, const char *name)
+static lsm_status *write_reserve(lsm_db *db, const char *name, uint64_t size)
 {
     static const char zeros[RESERVE_CHUNK];
     lsm_wfile *f;
     lsm_status *s = db->env->new_wfile(db->env, name, &f);
     if (s)
         return s;
-    for (uint64_t done = 0; s == NULL && done < db->reserve_bytes; done += RESERVE_CHUNK) {
-        uint64_t left = db->reserve_bytes - done;
+    for (uint64_t done = 0; s == NULL && done < size; done += RESERVE_CHUNK) {
+        uint64_t left = size - done;
         s = f->ops->append(f, zeros, left < RESERVE_CHUNK ? (size_t)left : RESERVE_CHUNK);
     }
     if (s == NULL)
@@ -82,30 +120,40 @@ static lsm_status *write_reserve(lsm_db *db, const char *name)
     return s;
 }
 
-bool db_reserve_make(lsm_db *db)
+/* Whether making (or growing) the reserve is to be looked at now: at most
+ * every RESERVE_RETRY_US (it costs a disk_free, or a sum over the tables);
+ * if so, stamps the time. REQUIRES: mu held. */
+static bool reserve_try_due(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
-    if (db->reserve_held || db->reserve_bytes == 0)
-        return true;
-    if (db->reserve_making)
-        return false;
     uint64_t now = db->env->now_micros(db->env);
     if (db->reserve_tried_us != 0 && now < db->reserve_tried_us + RESERVE_RETRY_US)
         return false;
     db->reserve_tried_us = now;
-    uint64_t total = 0, avail = 0;
-    lsm_status *s = db->env->disk_free(db->env, db->dir, &total, &avail);
-    bool unknown = s != NULL; /* then writing it tells */
-    lsm_status_free(s);
-    if (!unknown && avail < 2 * db->reserve_bytes)
-        return false;
+    return true;
+}
+
+/* Writes the reserve file of `size` bytes: a first one under its name, a
+ * larger one (grow) beside it, renamed over it once whole, so a failure
+ * leaves the old one held. Returns NULL if it is in place. REQUIRES: mu
+ * held (released meanwhile); reserve_making set by the caller. */
+static lsm_status *put_reserve(lsm_db *db, uint64_t size, bool grow)
+{
+    assert(mutex_held(&db->mu) && db->reserve_making);
     char *name = reserve_file_name(db->dir);
-    if (name == NULL)
-        return false;
-    db->reserve_making = true;
-    db->reserve_cancelled = false;
+    char *fresh = grow ? reserve_new_file_name(db->dir) : NULL;
+    if (name == NULL || (grow && fresh == NULL)) {
+        free(name);
+        free(fresh);
+        return status_new(LSM_NO_MEMORY, "out of memory");
+    }
     mutex_unlock(&db->mu);
-    s = write_reserve(db, name);
+    lsm_status *s = write_reserve(db, grow ? fresh : name, size);
+    if (s == NULL && grow) {
+        s = db->env->rename_file(db->env, fresh, name);
+        if (s != NULL)
+            lsm_status_free(db->env->remove_file(db->env, fresh));
+    }
     mutex_lock(&db->mu);
     if (s == NULL && db->reserve_cancelled) {
         /* A release came while the file was written: its space is given
@@ -114,11 +162,47 @@ bool db_reserve_make(lsm_db *db)
         lsm_status_free(db->env->remove_file(db->env, name));
         mutex_lock(&db->mu);
     }
-    db->reserve_making = false; /* only now: no other maker races that remove */
     free(name);
-    db->reserve_held = s == NULL && !db->reserve_cancelled;
-    if (db->reserve_held)
+    free(fresh);
+    return s;
+}
+
+bool db_reserve_make(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (db->reserve_max == 0)
+        return true;
+    /* While a larger one is written, the old one counts. */
+    if (db->reserve_making || !reserve_try_due(db))
+        return db->reserve_held;
+    /* A held one is made again, larger, once the store wants twice it (so
+     * it is rewritten at most log2(growth) times). */
+    uint64_t size = db_reserve_size(db);
+    bool grow = db->reserve_held;
+    if (grow && size < 2 * db->reserve_bytes)
+        return true;
+    if (!grow)
+        db->reserve_bytes = size; /* what ordinary writes wait for */
+    uint64_t total = 0, avail = 0;
+    lsm_status *s = db->env->disk_free(db->env, db->dir, &total, &avail);
+    bool unknown = s != NULL; /* then writing it tells */
+    lsm_status_free(s);
+    if (!unknown && avail < 2 * size)
+        return db->reserve_held;
+    db->reserve_making = true;
+    db->reserve_cancelled = false;
+    s = put_reserve(db, size, grow);
+    db->reserve_making = false; /* only now: no other maker races that remove */
+    if (db->reserve_cancelled)
+        db->reserve_held = false;
+    else if (s == NULL)
+        db->reserve_held = true;
+    /* else as it was: a failed first one is not held, a failed larger one
+     * left the old one in place */
+    if (s == NULL && db->reserve_held) {
+        db->reserve_bytes = size;
         db->frees_waiting = false;
+    }
     lsm_status_free(s);
     return db->reserve_held;
 }
@@ -127,10 +211,15 @@ bool db_reserve_release(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     char *name = reserve_file_name(db->dir);
+    /* A larger one left by a crash goes too; one being written is the
+     * maker's to remove (reserve_cancelled). */
+    char *fresh = db->reserve_making ? NULL : reserve_new_file_name(db->dir);
     bool had = name && (db->reserve_held || db->reserve_making ||
-                        db->env->file_exists(db->env, name));
+                        db->env->file_exists(db->env, name) ||
+                        (fresh != NULL && db->env->file_exists(db->env, fresh)));
     if (!had) {
         free(name);
+        free(fresh);
         return false;
     }
     db->reserve_held = false;
@@ -139,9 +228,12 @@ bool db_reserve_release(lsm_db *db)
     db->reserve_releases++;
     mutex_unlock(&db->mu);
     lsm_status *s = db->env->remove_file(db->env, name);
-    mutex_lock(&db->mu);
     lsm_status_free(s);
+    if (fresh != NULL)
+        lsm_status_free(db->env->remove_file(db->env, fresh));
+    mutex_lock(&db->mu);
     free(name);
+    free(fresh);
     return true;
 }
 
@@ -206,7 +298,7 @@ void db_reserve_frees_done(lsm_db *db, struct frees_wait *fw)
 lsm_status *db_reserve_check(lsm_db *db, bool frees_space)
 {
     assert(mutex_held(&db->mu));
-    if (frees_space || db->reserve_bytes == 0)
+    if (frees_space || db->reserve_max == 0)
         return NULL;
     /* While background work is stuck for space, what an ordinary write
      * adds could not be flushed either: it would only grow what the

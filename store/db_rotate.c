@@ -25,6 +25,7 @@
 #include "db_impl.h"
 #include "status.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -171,8 +172,10 @@ lsm_status *db_switch_memtable(lsm_db *db)
      * to its end) or failed with it; the rest get a sync of their own. */
     db_finish_synced(db, db->bg_error, NULL, NULL);
     db_hand_off_sync(db, NULL);
-    if (s == NULL)
+    if (s == NULL) {
+        db_memtable_cap_update(db);
         pthread_cond_broadcast(&db->work_cv);
+    }
     return s;
 }
 
@@ -194,7 +197,7 @@ static bool disk_low_for_memtables(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     uint64_t total = 0, avail = 0;
-    if (db->reserve_bytes == 0)
+    if (db->reserve_max == 0)
         return false;
     lsm_status *s = db->env->disk_free(db->env, db->dir, &total, &avail);
     if (s != NULL) { /* no figure: as before */
@@ -203,6 +206,36 @@ static bool disk_low_for_memtables(lsm_db *db)
     }
     uint64_t need = db->reserve_bytes + db_memtable_bytes(db) + db->opt.write_buffer_size;
     return avail < need;
+}
+
+void db_memtable_cap_update(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    db->mem_cap = disk_low_for_memtables(db) ? db_reserve_memtable_cap(db)
+                                             : db->opt.write_buffer_size;
+    db->mem_cap_checked = memtable_memory_usage(db->mem);
+}
+
+size_t db_memtable_room(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (db->mem_cap >= db->opt.write_buffer_size)
+        return SIZE_MAX;
+    size_t used = memtable_memory_usage(db->mem);
+    return used < db->mem_cap ? db->mem_cap - used : 0;
+}
+
+/* Looks at the disk again each time the active memtable grew by a low cap
+ * since the last look (at most one disk_free per that many bytes): a disk
+ * filled by others, or by compactions, lowers the cap of the memtable
+ * already filling. REQUIRES: mu held. */
+static void memtable_cap_recheck(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (db->reserve_max == 0 || db->mem_cap < db->opt.write_buffer_size)
+        return;
+    if (memtable_memory_usage(db->mem) >= db->mem_cap_checked + db_reserve_memtable_cap(db))
+        db_memtable_cap_update(db);
 }
 
 /* Whether a full memtable could not be switched now for a write (frees: one
@@ -236,7 +269,7 @@ bool lsm_write_may_wait(lsm_db *db)
     mutex_lock(&db->mu);
     bool paced = pace_clock_ahead(&db->pace, db->env);
     /* "Nearly full": one more large write (max_write is 1 MiB) may fill it. */
-    bool filling = memtable_memory_usage(db->mem) + (1u << 20) >= db->opt.write_buffer_size;
+    bool filling = memtable_memory_usage(db->mem) + (1u << 20) >= db->mem_cap;
     bool may = db->bg_error == NULL && (paced || (filling && db_switch_must_wait(db)));
     mutex_unlock(&db->mu);
     return may;
@@ -256,7 +289,7 @@ void db_wal_appended(lsm_db *db, lsm_status *s, uint64_t written)
 /* A writer that frees space (frees) does not give up on a full disk before
  * the background work has tried once more (with the reserve); its leader
  * then tries again by db_reserve.c's rule. */
-lsm_status *db_make_room_for_write(lsm_db *db, bool force, bool frees)
+lsm_status *db_make_room_for_write(lsm_db *db, bool force, bool frees, size_t adding)
 {
     assert(mutex_held(&db->mu) && db->head != NULL);
     uint64_t events = db->nospace_events;
@@ -276,7 +309,11 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force, bool frees)
         db_cut_broken_wal(db);
         if (db->bg_error)
             return status_copy(db->bg_error);
-        bool full = memtable_memory_usage(db->mem) >= db->opt.write_buffer_size;
+        /* Near a full disk a batch that would take the memtable past its
+         * cap goes to the next one, unless it is empty (db_memtable_room). */
+        memtable_cap_recheck(db);
+        bool full = memtable_memory_usage(db->mem) >= db->mem_cap ||
+                    (memtable_entries(db->mem) > 0 && adding > db_memtable_room(db));
         if (!force && !full && !db->wal_broken)
             return NULL;
         if (force && memtable_entries(db->mem) == 0 && !db->wal_broken)

@@ -78,6 +78,9 @@ static struct writer *pick_group(lsm_db *db, bool *need_sync, int *count)
     size_t max = MAX_GROUP_BYTES;
     if (size <= SMALL_BATCH)
         max = size + SMALL_BATCH;
+    size_t room = db_memtable_room(db);
+    if (room < max) /* near a full disk: followers only up to the cap */
+        max = room;
     *need_sync = first->sync;
     *count = 1;
     if (first->defer)
@@ -305,7 +308,7 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
 static lsm_status *flush_deferred_first(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
-    lsm_status *s = db_make_room_for_write(db, true, true); /* their memtable becomes immutable */
+    lsm_status *s = db_make_room_for_write(db, true, true, 0); /* their memtable becomes immutable */
     uint64_t before = db->nospace_events;
     db->flush_asked++; /* a flush waiting to retry does so now */
     /* One failure may be the retry that raced the release. */
@@ -337,7 +340,7 @@ static lsm_status *prepare_group(lsm_db *db, struct writer *w, bool retry)
         db_reserve_release(db);
         s = flush_deferred_first(db);
     }
-    return s != NULL ? s : db_make_room_for_write(db, false, w->frees);
+    return s != NULL ? s : db_make_room_for_write(db, false, w->frees, writer_bytes(w));
 }
 
 /* Prepares and writes the group led by w; a log the write broke is cut

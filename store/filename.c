@@ -62,6 +62,11 @@ char *reserve_file_name(const char *dir)
     return join(dir, "RESERVE");
 }
 
+char *reserve_new_file_name(const char *dir)
+{
+    return join(dir, "RESERVE.new");
+}
+
 /* Parses a decimal number filling all of [s, end); false if it is not below
  * MAX_FILE_NUMBER. */
 static bool parse_number(const char *s, const char *end, uint64_t *out)
@@ -92,7 +97,7 @@ bool parse_file_name(const char *name, uint64_t *number, enum file_type *type)
         *type = FILE_LOCK;
         return true;
     }
-    if (strcmp(name, "RESERVE") == 0) {
+    if (strcmp(name, "RESERVE") == 0 || strcmp(name, "RESERVE.new") == 0) {
         *type = FILE_RESERVE;
         return true;
     }

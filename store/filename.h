@@ -26,7 +26,7 @@ enum file_type {
     FILE_LOCK,
     FILE_TEMP,
     FILE_INFO_LOG,
-    FILE_RESERVE, /* the space reserve (db_reserve.c) */
+    FILE_RESERVE, /* the space reserve, or a larger one being written (db_reserve.c) */
 };
 
 /* A malloc'd path "dir/<name>" (NULL if out of memory). */
@@ -37,6 +37,8 @@ char *temp_file_name(const char *dir, uint64_t number);
 char *current_file_name(const char *dir);
 char *lock_file_name(const char *dir);
 char *reserve_file_name(const char *dir);
+/* A larger reserve being written, renamed over RESERVE once whole. */
+char *reserve_new_file_name(const char *dir);
 
 /* The directory holding path ("dir" of "dir/base", "." of "base", "/" of
  * "/base"), malloc'd (NULL if out of memory). */

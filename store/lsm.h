@@ -147,11 +147,13 @@ typedef struct lsm_options {
      * function of the key. */
     uint64_t (*table_segment)(const void *key, size_t n);
     size_t table_segment_bytes; /* default 1 MiB */
-    /* Bytes of disk held back from ordinary writes in a RESERVE file (at
-     * most an eighth of the disk), for writes with frees_space and the
-     * flushes and compactions after them, so a full store can always be
-     * emptied; removed at open so recovery always has room. 0 (default):
-     * no reserve. */
+    /* The most disk held back from ordinary writes in a RESERVE file, for
+     * writes with frees_space and the flushes and compactions after them,
+     * so a full store can always be emptied; removed at open so recovery
+     * always has room. Its size follows the store's tables (the rule is
+     * store/db_reserve.c's header), at most this and an eighth of the disk;
+     * near a full disk memtables are capped to fit in it. 0 (default): no
+     * reserve. */
     size_t reserve_bytes;
     /* A flush or compaction that found the disk full is retried after this
      * long (microseconds; default 100000), or at once when the store closes

@@ -127,6 +127,8 @@ struct fault_env {
     struct dirlog *dirs;    /* GUARDED_BY(mu) */
     struct fe_handle open;  /* GUARDED_BY(mu): sentinel of the open files */
     struct rule *rules;     /* GUARDED_BY(mu): oldest first */
+    fault_fail_hook fail_hook; /* GUARDED_BY(mu): fault_env_on_fail */
+    void *fail_ctx;            /* GUARDED_BY(mu) */
     uint64_t sync_delay_us; /* GUARDED_BY(mu) */
     bool sync_fails_late;   /* GUARDED_BY(mu) */
     uint64_t max_sleep_us;  /* GUARDED_BY(mu): 0, or sleep_micros' cap */
@@ -263,8 +265,20 @@ static int should_fail(fault_env *fe, unsigned op, const char *path, const char 
         }
         break;
     }
+    fault_fail_hook hook = err != 0 ? fe->fail_hook : NULL;
+    void *ctx = fe->fail_ctx;
     fe_unlock(fe);
+    if (hook != NULL)
+        hook(ctx);
     return err;
+}
+
+void fault_env_on_fail(fault_env *fe, fault_fail_hook hook, void *ctx)
+{
+    fe_lock(fe);
+    fe->fail_hook = hook;
+    fe->fail_ctx = ctx;
+    fe_unlock(fe);
 }
 
 /* Fails a change while the power is off since a cut; NULL otherwise.

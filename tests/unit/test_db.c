@@ -239,6 +239,79 @@ static void test_overwrite_after_flush_and_reopen(void **state)
     assert_null(lsm_close(db));
 }
 
+/* Versions of key i: v<version>-<i>, padded to 100 bytes (random enough
+ * that lz4 does not hide a version written twice). */
+static void version_value(char v[101], int version, int i)
+{
+    uint64_t x = (uint64_t)i * 2654435761u + (uint64_t)version * 40503u + 1;
+    int n = snprintf(v, 101, "v%d-%d-", version, i);
+    for (; n < 100; n++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        v[n] = (char)('a' + x % 26);
+    }
+    v[100] = '\0';
+}
+
+static void put_versions(lsm_db *db, int version, int n)
+{
+    char k[32], v[101];
+    for (int i = 0; i < n; i++) {
+        key_of(k, "k", i);
+        version_value(v, version, i);
+        put(db, k, v, false);
+    }
+}
+
+static void assert_version(lsm_db *db, const lsm_snapshot *snap, int version, int n)
+{
+    char k[32], want[101];
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    ro.snapshot = snap;
+    for (int i = 0; i < n; i++) {
+        key_of(k, "k", i);
+        version_value(want, version, i);
+        char *v = NULL;
+        size_t vn = 0;
+        lsm_status *s = lsm_get(db, &ro, k, strlen(k), &v, &vn);
+        if (s != NULL)
+            fail_msg("%s: %s", k, lsm_status_message(s));
+        assert_int_equal(vn, 100);
+        assert_memory_equal(v, want, 100);
+        free(v);
+    }
+}
+
+/* A flush writes only the newest version of a key its memtable holds
+ * several of, when no snapshot sees an older one (before: every version, 3
+ * times the bytes here: a small file's record is rewritten by each write to
+ * it); one a snapshot sees stays. */
+static void test_flush_drops_shadowed_versions(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    lsm_db *db = tu_open(NULL, 4 << 20);
+    for (int version = 0; version < 3; version++)
+        put_versions(db, version, N);
+    assert_null(lsm_close(db)); /* its memtable flushed */
+    db = tu_open(NULL, 4 << 20);
+    uint64_t bytes = tu_prop(db, "lsm.total-table-bytes");
+    if (bytes > (uint64_t)N * 100 * 3 / 2)
+        fail_msg("the flush wrote %llu bytes for %d keys of 100-byte values",
+                 (unsigned long long)bytes, N);
+    assert_version(db, NULL, 2, N);
+    /* A snapshot of version 3: its values stay through the flush. */
+    put_versions(db, 3, N);
+    const lsm_snapshot *snap = lsm_snapshot_new(db);
+    put_versions(db, 4, N);
+    put_versions(db, 5, N);
+    assert_null(lsm_compact_range(db, NULL, 0, NULL, 0));
+    assert_version(db, snap, 3, N);
+    assert_version(db, NULL, 5, N);
+    lsm_snapshot_release(db, snap);
+    assert_null(lsm_close(db));
+}
+
 static void test_second_open_is_busy(void **state)
 {
     (void)state;
@@ -1005,6 +1078,7 @@ int main(void)
         TU_TEST(test_iterator_both_directions),
         TU_TEST(test_reopen_after_close),
         TU_TEST(test_memtable_switches_by_content),
+        TU_TEST(test_flush_drops_shadowed_versions),
         TU_TEST(test_overwrite_after_flush_and_reopen),
         TU_TEST(test_second_open_is_busy),
         TU_TEST(test_not_a_store),

@@ -9,7 +9,9 @@
 #include "db_recover.h"
 #include "fault_env.h"
 
+#include <pthread.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { VLEN = 16 << 10 };
@@ -667,6 +669,86 @@ static void test_sync_logs_deferred_between_groups(void **state)
     fault_env_free(fe);
 }
 
+/* The hook of test_late_log_raced_by_flush: the late logging's append is
+ * failing for space; first the memtables it carries batches of are
+ * flushed (the failing leader holds no lock meanwhile). */
+struct flush_first {
+    fault_env *fe;
+    lsm_db *db;
+};
+
+static void flush_before_failing(void *arg)
+{
+    struct flush_first *f = arg;
+    fault_env_on_fail(f->fe, NULL, NULL);
+    fault_env_clear_failures(f->fe); /* the tables fit now */
+    wait_flushed(f->db);
+}
+
+struct freeing_delete {
+    lsm_db *db;
+    lsm_status *s;
+};
+
+static void *delete_d0(void *arg)
+{
+    struct freeing_delete *fd = arg;
+    char k[32];
+    key_of(k, "d", 0);
+    lsm_write_options freeing = {.frees_space = true};
+    fd->s = lsm_delete(fd->db, &freeing, k, strlen(k));
+    return NULL;
+}
+
+/* Deferred batches taken out to be logged late whose memtables are
+ * flushed while that append runs, and the append then fails for space: the
+ * list goes back without them (before: they stayed for good, in no memtable
+ * any flush would drop them from, and a freeing write that met a full disk
+ * waited for their flush forever in flush_deferred_first: test_fullfs hung
+ * in an unlink under load). The delete now succeeds and nothing is lost. */
+static void test_late_log_raced_by_flush(void **state)
+{
+    (void)state;
+    enum { N = 40 }; /* 640 KiB deferred: switches at 256 KiB */
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_options o;
+    tu_db_options(&o, fault_env_env(fe), 256 << 10);
+    o.full_disk_retry_us = 10000;
+    lsm_db *db = tu_open_with(&o);
+    fault_env_fail(fe, FAULT_CREATE | FAULT_WRITE, ".ldb", ENOSPC, 0, -1);
+    for (int i = 0; i < N; i++)
+        ASSERT_OK(put_i(db, "d", i, true, false));
+    assert_true(tu_prop(db, "lsm.immutable-memtables") >= 1);
+    /* A logged write takes them all to log late; its append fails once
+     * the flush of the immutable memtables is done. */
+    struct flush_first f = {fe, db};
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, 1);
+    fault_env_on_fail(fe, flush_before_failing, &f);
+    lsm_status *s = put_i(db, "s", 0, false, false);
+    assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
+    lsm_status_free(s);
+    /* A delete whose first append finds the disk full. */
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, 1);
+    struct freeing_delete fd = {db, NULL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, delete_d0, &fd), 0);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 30; /* a hang, not a measurement */
+    if (pthread_timedjoin_np(t, NULL, &deadline) != 0)
+        fail_msg("the freeing delete still waits after 30 s");
+    ASSERT_OK(fd.s);
+    assert_false(has_i(db, "d", 0));
+    assert_null(lsm_sync(db));
+    db = cut_and_reopen(fe, db, 256 << 10);
+    assert_false(has_i(db, "d", 0));
+    for (int i = 1; i < N; i++)
+        if (!has_i(db, "d", i))
+            fail_msg("d%06d is missing", i);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -689,6 +771,7 @@ int main(void)
         TU_TEST(test_lost_deferred_and_epoch),
         TU_TEST(test_deferred_among_sync_writers),
         TU_TEST(test_sync_logs_deferred_between_groups),
+        TU_TEST(test_late_log_raced_by_flush),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

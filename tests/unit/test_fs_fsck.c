@@ -7,6 +7,7 @@
 #include "fsck.h"
 #include "icount.h"
 #include "lsm.h"
+#include "inode_fixed.h"
 #include "schema.h"
 
 #include <dirent.h>
@@ -38,12 +39,12 @@ static void put_inode(fixture *fx, uint64_t ino, uint32_t mode, uint32_t nlink, 
     if (S_ISREG(mode) && payload != NULL)
         r.flags = INODE_F_INLINE;
     size_t plen = payload ? strlen(payload) : 0;
-    char v[INODE_HDR_LEN + 64];
-    inode_encode_hdr(&r, v);
-    memcpy(v + INODE_HDR_LEN, payload ? payload : "", plen);
+    char v[INODE_HDR_MAX + 64];
+    size_t hlen = inode_encode_hdr(&r, v);
+    memcpy(v + hlen, payload ? payload : "", plen);
     schema_key k;
     key_inode(&k, ino);
-    put(fx, &k, v, INODE_HDR_LEN + plen);
+    put(fx, &k, v, hlen + plen);
 }
 
 /* A chunked regular file whose record counts `chunks` chunk keys (version
@@ -52,13 +53,9 @@ static void put_chunked(fixture *fx, uint64_t ino, uint64_t size, uint64_t chunk
 {
     inode_rec r = {
         .mode = S_IFREG | 0644, .nlink = 1, .size = size, .generation = 1, .chunks = chunks};
-    char v[INODE_HDR_LEN];
-    inode_encode_hdr(&r, v);
-    size_t len = sizeof v;
-    if (chunks == INODE_CHUNKS_UNKNOWN) {
-        v[0] = 1;
-        len = INODE_HDR_V1_LEN;
-    }
+    char v[INODE_HDR_MAX];
+    size_t len = chunks == INODE_CHUNKS_UNKNOWN ? inode_encode_fixed(&r, 1, v)
+                                                : inode_encode_hdr(&r, v);
     schema_key k;
     key_inode(&k, ino);
     put(fx, &k, v, len);
@@ -251,6 +248,26 @@ static void test_dangling_entry_dropped(void **state)
     assert_int_equal(lookup(fx, 1, "ghost"), 0);
 }
 
+/* A short record of either form (compact, or fixed as older lsmfs wrote
+ * it) is damage fsck names and deletes, with the entry naming it. */
+static void test_short_records_of_each_version(void **state)
+{
+    fixture *fx = *state;
+    inode_rec r = {.mode = S_IFREG | 0644, .nlink = 1, .size = 0, .generation = 1};
+    char v[INODE_HDR_MAX];
+    for (int form = 0; form < 2; form++) {
+        size_t n = form == 0 ? inode_encode_hdr(&r, v) : inode_encode_fixed(&r, 2, v);
+        schema_key k;
+        key_inode(&k, 9);
+        put(fx, &k, v, n - 1);
+        put_entry(fx, 1, "short", 9, S_IFREG, 5);
+        put_inode(fx, 1, S_IFDIR | 0755, 3, 3, 1, 6, NULL);
+        expect_repaired(fx);
+        assert_false(exists(fx, &k));
+        assert_int_equal(lookup(fx, 1, "short"), 0);
+    }
+}
+
 static void test_unreachable_inode_reconnected(void **state)
 {
     fixture *fx = *state;
@@ -316,11 +333,11 @@ static void test_chunk_count_fixed(void **state)
     put_inode(fx, 2, S_IFREG | 0644, 1, 2, 0, 0, "hi"); /* inline: no chunk */
     inode_rec r = stored_rec(fx, 2);
     r.chunks = 1;
-    char v[INODE_HDR_LEN + 2];
-    inode_encode_hdr(&r, v);
-    memcpy(v + INODE_HDR_LEN, "hi", 2);
+    char v[INODE_HDR_MAX + 2];
+    size_t hlen = inode_encode_hdr(&r, v);
+    memcpy(v + hlen, "hi", 2);
     key_inode(&k, 2);
-    put(fx, &k, v, sizeof v);
+    put(fx, &k, v, hlen + 2);
     expect_repaired(fx);
     assert_int_equal(stored_rec(fx, 2).chunks, 0);
 }
@@ -386,12 +403,12 @@ static void test_unsupported_xattr_deleted(void **state)
                    .size = 2,
                    .generation = 1,
                    .flags = INODE_F_INLINE | INODE_F_XATTR};
-    char v[INODE_HDR_LEN + 2];
-    inode_encode_hdr(&r, v);
-    memcpy(v + INODE_HDR_LEN, "hi", 2);
+    char v[INODE_HDR_MAX + 2];
+    size_t hlen = inode_encode_hdr(&r, v);
+    memcpy(v + hlen, "hi", 2);
     schema_key k;
     key_inode(&k, 2);
-    put(fx, &k, v, sizeof v);
+    put(fx, &k, v, hlen + 2);
     put_xattr(fx, 2, "user.ok", "1");
     assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
     put_xattr(fx, 2, "system.evil", "2");
@@ -442,7 +459,7 @@ static uint32_t stored_format(fixture *fx)
 }
 
 /* fsck -y on a store of format 1 that rewrites an inode record (of version
- * 2) marks the store format 2 in the same repair, as a read-write mount
+ * 3) marks the store format 3 in the same repair, as a read-write mount
  * does (before: the store stayed format 1 with records an older lsmfs
  * reads as damage); a repair that writes no record leaves the format. */
 static void test_repair_marks_format(void **state)
@@ -456,17 +473,18 @@ static void test_repair_marks_format(void **state)
     assert_int_equal(stored_format(fx), 1);
     inode_rec r = {
         .mode = S_IFREG | 0644, .nlink = 5, .size = 2, .generation = 1, .flags = INODE_F_INLINE};
-    char v[INODE_HDR_LEN + 2];
-    inode_encode_hdr(&r, v);
-    v[0] = 1; /* a record of version 1: the header without the chunk count */
+    char v[INODE_HDR_V2_LEN + 2];
+    inode_encode_fixed(&r, 1, v); /* version 1: the header without the chunk count */
     memcpy(v + INODE_HDR_V1_LEN, "hi", 2);
     key_inode(&k, 2);
     put(fx, &k, v, INODE_HDR_V1_LEN + 2);
     char *out = NULL;
     assert_int_equal(run_closed(fx, true, &out, NULL), FSCK_FIXED);
     assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
-    assert_int_equal(stored_format(fx), 2);
-    assert_non_null(strstr(out, "store format 1 marked 2"));
+    assert_int_equal(stored_format(fx), SCHEMA_VERSION);
+    char marked[64];
+    snprintf(marked, sizeof marked, "store format 1 marked %d", SCHEMA_VERSION);
+    assert_non_null(strstr(out, marked));
     free(out);
     assert_int_equal(stored_nlink(fx, 2), 1);
     assert_int_equal(stored_rec(fx, 2).chunks, 0); /* known now: an inline file has none */
@@ -853,6 +871,7 @@ int main(void)
         FSCK_TEST(test_clean),
         FSCK_TEST(test_inode_count_record_checked),
         FSCK_TEST(test_dangling_entry_dropped),
+        FSCK_TEST(test_short_records_of_each_version),
         FSCK_TEST(test_unreachable_inode_reconnected),
         FSCK_TEST(test_wrong_link_count_fixed),
         FSCK_TEST(test_chunk_beyond_size_deleted),

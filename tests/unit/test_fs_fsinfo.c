@@ -25,11 +25,11 @@ static void put(lsm_db *db, const schema_key *k, const void *v, size_t vlen)
 static void put_inode(lsm_db *db, uint64_t ino, uint32_t mode, uint64_t size)
 {
     inode_rec r = {.mode = mode, .nlink = 1, .size = size, .generation = 1};
-    char v[INODE_HDR_LEN];
-    inode_encode_hdr(&r, v);
+    char v[INODE_HDR_MAX];
+    size_t hlen = inode_encode_hdr(&r, v);
     schema_key k;
     key_inode(&k, ino);
-    put(db, &k, v, sizeof v);
+    put(db, &k, v, hlen);
 }
 
 /* A superblock, the root, two files (10 and 5000 bytes), a directory, a

@@ -226,7 +226,7 @@ static void dump_one(const fixture *fx, FILE *f, const char *k, size_t klen, con
     inode_rec r;
     dirent_val d;
     uint8_t type;
-    char hdr[INODE_HDR_LEN];
+    char hdr[INODE_HDR_MAX];
     if (key_parse_ino(k, klen, K_INODE, &ino) && inode_decode(v, vlen, &r, &pl, &plen)) {
         r.atime = r.mtime = r.ctime = (ts){0};
         fputs("I ", f);
@@ -234,9 +234,9 @@ static void dump_one(const fixture *fx, FILE *f, const char *k, size_t klen, con
         fputs(" parent ", f);
         put_ino(fx, f, r.parent);
         r.parent = 0;
-        inode_encode_hdr(&r, hdr);
+        size_t hlen = inode_encode_hdr(&r, hdr);
         fputc(' ', f);
-        put_hex(f, hdr, sizeof hdr);
+        put_hex(f, hdr, hlen);
         fprintf(f, " payload %zu: %.*s", plen, (int)plen, pl);
     } else if (key_parse_ino(k, klen, K_ORPHAN, &ino)) {
         fputs("O ", f);

@@ -2,6 +2,7 @@
  * and rejection of malformed values (data from disk is untrusted). */
 #include "testutil.h"
 
+#include "inode_fixed.h"
 #include "schema.h"
 
 #include <sys/stat.h>
@@ -78,80 +79,204 @@ static void test_dirent_and_cookie_round_trip(void **state)
     assert_false(cookie_decode(cv, COOKIE_VAL_HDR, &ino, &type, &name, &nlen));
 }
 
+static void assert_rec_equal(const inode_rec *a, const inode_rec *b)
+{
+    assert_int_equal(a->mode, b->mode);
+    assert_int_equal(a->uid, b->uid);
+    assert_int_equal(a->gid, b->gid);
+    assert_int_equal(a->flags, b->flags);
+    assert_int_equal(a->nlink, b->nlink);
+    assert_true(a->size == b->size && a->rdev == b->rdev && a->generation == b->generation);
+    assert_true(a->parent == b->parent && a->next_cookie == b->next_cookie);
+    assert_true(a->chunks == b->chunks);
+    const ts *ta[] = {&a->atime, &a->mtime, &a->ctime}, *tb[] = {&b->atime, &b->mtime, &b->ctime};
+    for (int i = 0; i < 3; i++) {
+        assert_true(ta[i]->sec == tb[i]->sec);
+        assert_int_equal(ta[i]->nsec, tb[i]->nsec);
+    }
+}
+
+/* Records that exercise every field's range and every time flag. */
+static const inode_rec sample_recs[] = {
+    {.mode = S_IFREG | 0640,
+     .uid = 1000,
+     .gid = 100,
+     .flags = INODE_F_INLINE,
+     .nlink = 3,
+     .size = 5,
+     .generation = 1,
+     .atime = {-5, 999999999},
+     .mtime = {1 << 30, 1},
+     .ctime = {7, 0}},
+    {.mode = S_IFDIR | 0755,
+     .nlink = 2,
+     .generation = 1,
+     .parent = 1,
+     .next_cookie = 3,
+     .atime = {1764950000, 5},
+     .mtime = {1764950000, 5},
+     .ctime = {1764950000, 5}},
+    {.mode = S_IFREG | 04755,
+     .uid = UINT32_MAX,
+     .gid = UINT32_MAX,
+     .flags = UINT32_MAX,
+     .nlink = UINT32_MAX,
+     .size = UINT64_MAX,
+     .rdev = UINT64_MAX,
+     .generation = UINT64_MAX,
+     .parent = UINT64_MAX,
+     .next_cookie = UINT64_MAX,
+     .chunks = INODE_CHUNKS_UNKNOWN,
+     .atime = {INT64_MIN, 999999999},
+     .mtime = {INT64_MAX, 0},
+     .ctime = {INT64_MIN, 1}},
+    {.mode = S_IFCHR | 0600,
+     .rdev = 0x0103,
+     .nlink = 1,
+     .atime = {0, 0},
+     .mtime = {0, 0},
+     .ctime = {0, 0}},
+};
+#define NSAMPLES (sizeof sample_recs / sizeof *sample_recs)
+
 static void test_inode_round_trip_with_payload(void **state)
 {
     (void)state;
-    inode_rec r = {.mode = S_IFREG | 0640,
-                   .uid = 1000,
-                   .gid = 100,
-                   .flags = INODE_F_INLINE,
-                   .nlink = 3,
-                   .size = 5,
-                   .rdev = 0,
-                   .generation = 1,
-                   .atime = {.sec = -5, .nsec = 999999999},
-                   .mtime = {.sec = 1 << 30, .nsec = 1},
-                   .ctime = {.sec = 7, .nsec = 0},
-                   .parent = 0,
-                   .next_cookie = 0};
-    char v[INODE_HDR_LEN + 5];
-    inode_encode_hdr(&r, v);
-    memcpy(v + INODE_HDR_LEN, "abcde", 5);
-    inode_rec back;
-    const char *p;
-    size_t plen;
-    assert_true(inode_decode(v, sizeof v, &back, &p, &plen));
-    assert_int_equal(plen, 5);
-    assert_memory_equal(p, "abcde", 5);
-    assert_int_equal(back.mode, r.mode);
-    assert_int_equal(back.uid, 1000);
-    assert_int_equal(back.nlink, 3);
-    assert_int_equal(back.atime.sec, -5);
-    assert_int_equal(back.atime.nsec, 999999999);
-    assert_int_equal(back.mtime.sec, 1 << 30);
-    assert_int_equal(back.flags, INODE_F_INLINE);
+    for (size_t i = 0; i < NSAMPLES; i++) {
+        char v[INODE_HDR_MAX + 5];
+        size_t n = inode_encode_hdr(&sample_recs[i], v);
+        assert_true(n <= INODE_HDR_MAX);
+        assert_int_equal(v[0], INODE_REC_VERSION);
+        memcpy(v + n, "abcde", 5);
+        inode_rec back;
+        const char *p;
+        size_t plen;
+        assert_true(inode_decode(v, n + 5, &back, &p, &plen));
+        assert_int_equal(plen, 5);
+        assert_memory_equal(p, "abcde", 5);
+        assert_rec_equal(&back, &sample_recs[i]);
+    }
 }
 
-/* A record of version 2 carries the chunk count; one of version 1 (the
- * header without it, then the payload) reads with the count unknown. */
-static void test_inode_chunk_count_and_version_1(void **state)
+/* A small file's header: ~75 bytes less than the fixed 105. */
+static void test_inode_header_is_compact(void **state)
 {
     (void)state;
-    inode_rec r = {.mode = S_IFREG | 0644, .nlink = 1, .size = 1 << 20, .chunks = 77};
-    char v[INODE_HDR_LEN + 3];
-    inode_encode_hdr(&r, v);
-    inode_rec back;
-    const char *p;
-    size_t plen;
-    assert_true(inode_decode(v, INODE_HDR_LEN, &back, &p, &plen));
-    assert_int_equal(back.chunks, 77);
-    assert_int_equal(plen, 0);
-    /* Version 1: the same fields without the count, then "xyz". */
-    v[0] = 1;
-    memcpy(v + INODE_HDR_V1_LEN, "xyz", 3);
-    assert_true(inode_decode(v, INODE_HDR_V1_LEN + 3, &back, &p, &plen));
-    assert_true(back.chunks == INODE_CHUNKS_UNKNOWN);
-    assert_int_equal(back.size, 1 << 20);
-    assert_int_equal(plen, 3);
-    assert_memory_equal(p, "xyz", 3);
-    assert_false(inode_decode(v, INODE_HDR_V1_LEN - 1, &back, &p, &plen));
+    ts created = {1764950000, 123456789}, written = {1764950001, 987654321};
+    inode_rec r = {.mode = S_IFREG | 0644,
+                   .uid = 1000,
+                   .gid = 1000,
+                   .flags = INODE_F_INLINE,
+                   .nlink = 1,
+                   .size = 1024,
+                   .generation = 1,
+                   .atime = created,
+                   .mtime = written,
+                   .ctime = written};
+    char v[INODE_HDR_MAX];
+    assert_true(inode_encode_hdr(&r, v) <= 34);
+    r.atime = written; /* all three equal: one time stored */
+    assert_true(inode_encode_hdr(&r, v) <= 29);
+}
+
+/* Records of versions 1 and 2 (fixed fields, as older lsmfs wrote them)
+ * read as they are; version 1 has no chunk count. */
+static void test_inode_fixed_versions_read(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NSAMPLES; i++) {
+        char v[INODE_HDR_V2_LEN + 3];
+        size_t n = inode_encode_fixed(&sample_recs[i], 2, v);
+        assert_int_equal(n, INODE_HDR_V2_LEN);
+        memcpy(v + n, "xyz", 3);
+        inode_rec back;
+        const char *p;
+        size_t plen;
+        assert_true(inode_decode(v, n + 3, &back, &p, &plen));
+        assert_rec_equal(&back, &sample_recs[i]);
+        assert_int_equal(plen, 3);
+        n = inode_encode_fixed(&sample_recs[i], 1, v);
+        assert_int_equal(n, INODE_HDR_V1_LEN);
+        memcpy(v + n, "xyz", 3);
+        assert_true(inode_decode(v, n + 3, &back, &p, &plen));
+        assert_true(back.chunks == INODE_CHUNKS_UNKNOWN);
+        assert_true(back.size == sample_recs[i].size);
+        assert_int_equal(plen, 3);
+        assert_memory_equal(p, "xyz", 3);
+        assert_false(inode_decode(v, INODE_HDR_V1_LEN - 1, &back, &p, &plen));
+    }
 }
 
 static void test_inode_decode_rejects_damage(void **state)
 {
     (void)state;
-    inode_rec r = {.mode = S_IFDIR | 0755, .nlink = 2};
-    char v[INODE_HDR_LEN];
-    inode_encode_hdr(&r, v);
+    inode_rec r = sample_recs[0];
+    char v[INODE_HDR_MAX];
     inode_rec back;
     const char *p;
     size_t plen;
-    assert_false(inode_decode(v, INODE_HDR_LEN - 1, &back, &p, &plen)); /* truncated */
-    v[0] = 9;                                                           /* unknown version */
-    assert_false(inode_decode(v, sizeof v, &back, &p, &plen));
+    size_t n = inode_encode_hdr(&r, v);
+    assert_false(inode_decode(v, n - 1, &back, &p, &plen)); /* truncated */
+    assert_false(inode_decode(v, 0, &back, &p, &plen));
+    v[0] = 9; /* unknown version */
+    assert_false(inode_decode(v, n, &back, &p, &plen));
     inode_encode_hdr(&r, v);
+    v[1] |= 0x20; /* unknown time flag */
+    assert_false(inode_decode(v, n, &back, &p, &plen));
+    inode_encode_fixed(&r, 2, v);
     memset(v + 1 + 20 + 24 + 8, 0xff, 4); /* atime nsec out of range */
-    assert_false(inode_decode(v, sizeof v, &back, &p, &plen));
+    assert_false(inode_decode(v, INODE_HDR_V2_LEN, &back, &p, &plen));
+    r.atime.nsec = 1000000000; /* and in the compact form */
+    n = inode_encode_hdr(&r, v);
+    assert_false(inode_decode(v, n, &back, &p, &plen));
+}
+
+/* Each prefix and each single-byte change (every value of the byte) of
+ * records of every version: decoded to a record whose payload lies inside
+ * the value, or refused. Run under ASan (make test SAN=1) an over-read
+ * shows up as an error, so the decoder's bounds are checked too. */
+static void fuzz_one(const char *rec, size_t len)
+{
+    inode_rec back;
+    const char *p;
+    size_t plen;
+    for (size_t cut = 0; cut <= len; cut++) {
+        char *copy = malloc(cut ? cut : 1); /* exact size: ASan sees an over-read */
+        assert_non_null(copy);
+        memcpy(copy, rec, cut);
+        if (inode_decode(copy, cut, &back, &p, &plen))
+            assert_true(p >= copy && p + plen == copy + cut);
+        free(copy);
+    }
+    char *copy = malloc(len);
+    assert_non_null(copy);
+    for (size_t i = 0; i < len; i++) {
+        for (int b = 0; b < 256; b++) {
+            memcpy(copy, rec, len);
+            copy[i] = (char)b;
+            if (inode_decode(copy, len, &back, &p, &plen)) {
+                assert_true(p >= copy && p + plen == copy + len);
+                assert_true(back.atime.nsec < 1000000000u && back.mtime.nsec < 1000000000u &&
+                            back.ctime.nsec < 1000000000u);
+            }
+        }
+    }
+    free(copy);
+}
+
+static void test_inode_decode_fuzz(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NSAMPLES; i++) {
+        char v[INODE_HDR_MAX + 4];
+        size_t n = inode_encode_hdr(&sample_recs[i], v);
+        memcpy(v + n, "data", 4);
+        fuzz_one(v, n + 4);
+        for (int ver = 1; ver <= 2; ver++) {
+            n = inode_encode_fixed(&sample_recs[i], ver, v);
+            fuzz_one(v, n);
+        }
+    }
 }
 
 static void test_superblock_versions(void **state)
@@ -231,7 +356,9 @@ int main(void)
         cmocka_unit_test(test_dirent_and_cookie_round_trip),
         cmocka_unit_test(test_inode_round_trip_with_payload),
         cmocka_unit_test(test_inode_decode_rejects_damage),
-        cmocka_unit_test(test_inode_chunk_count_and_version_1),
+        cmocka_unit_test(test_inode_header_is_compact),
+        cmocka_unit_test(test_inode_fixed_versions_read),
+        cmocka_unit_test(test_inode_decode_fuzz),
         cmocka_unit_test(test_superblock_versions),
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_alloc_record),

@@ -13,6 +13,8 @@
 #              the ceiling for a FUSE filesystem whose fsync is real
 #   loopext4   a journaled ext4 made with mkfs.ext4 on a loop device
 #   looplsmfs  lsmfs with its store on that loop ext4
+#   base       lsmfs as target lsmfs, but the binaries of --base=DIR (say a
+#              build of main): before/after in the same run
 #   loopdurable  nowork-fs in durable mode with its log on that loop ext4
 #   nwuring    nowork-fs over FUSE's io_uring queues (-o uring=on): that
 #              transport's ceiling (needs the fuse module's enable_uring=Y)
@@ -36,6 +38,7 @@ workloads="rtt,maildir,smallfile,space,seq,tar,postmark"
 bindir=${LSMFS_BIN:-$repo/bin}
 work=""
 custom_dir=""
+basedir=""
 keep=0
 drop=1
 repeat=1
@@ -54,6 +57,7 @@ usage: $0 [options]
   --workloads=LIST         rtt,maildir,smallfile,space,seq,tar,postmark (default all)
   --rtt-stats=N            stats per thread of the round-trip workload (threads: --sf-threads)
   --bin=DIR                where lsmfs, mkfs.lsmfs, nowork-fs are (default \$LSMFS_BIN or bin/)
+  --base=DIR               target "base": lsmfs and mkfs.lsmfs of DIR (added to the targets)
   --work=DIR               work directory on the root fs (default a new /tmp/fsbench.XXXX)
   --keep                   keep the work directory (never the mounts)
   --no-drop                do not drop the page cache between runs
@@ -77,6 +81,7 @@ for arg in "$@"; do
     --targets=*) targets=${arg#*=} ;;
     --workloads=*) workloads=${arg#*=} ;;
     --bin=*) bindir=${arg#*=} ;;
+    --base=*) basedir=${arg#*=} ;;
     --work=*) work=${arg#*=} ;;
     --dir=*) custom_dir=${arg#*=} ;;
     --keep) keep=1 ;;
@@ -112,11 +117,15 @@ else
 fi
 
 has() { case ",$1," in *",$2,"*) return 0 ;; *) return 1 ;; esac; }
-all_targets="ext4 lsmfs nowork nwperm durable loopext4 looplsmfs loopdurable nwuring lsuring looplsuring dir"
+all_targets="ext4 lsmfs base nowork nwperm durable loopext4 looplsmfs loopdurable nwuring lsuring looplsuring dir"
 if [ -n "$custom_dir" ]; then
     [ -d "$custom_dir" ] || { echo "fsbench: --dir=$custom_dir is not a directory" >&2; exit 2; }
     custom_dir=$(cd "$custom_dir" && pwd)
     has "$targets" dir || targets="$targets,dir"
+fi
+if [ -n "$basedir" ]; then
+    basedir=$(cd "$basedir" && pwd) || exit 2
+    has "$targets" base || targets="$targets,base"
 fi
 log() { printf '%s\n' "$*" >&2; }
 now() { date +%s.%N; }
@@ -221,13 +230,16 @@ unmount_fuse_entry() { # MNT PID
 # Mounts a fresh lsmfs store at MNT. Prints the daemon pid.
 mount_lsmfs() { # STORE MNT LOG
     rm -rf "$1"
-    if ! "$bindir/mkfs.lsmfs" "$1" >"$3.mkfs" 2>&1; then
+    local b=${lsmbin:-$bindir} # the caller's target's binaries (bin_of)
+    if ! "$b/mkfs.lsmfs" "$1" >"$3.mkfs" 2>&1; then
         log "fsbench: mkfs.lsmfs $1 failed: $(tail -n 3 "$3.mkfs" | tr '\n' ' ')"
         return 1
     fi
     # shellcheck disable=SC2086
-    mount_fuse "$2" "$3" "$bindir/lsmfs" "$1" "$2" -f ${LSMFS_MOUNT_OPTS:-} "${@:4}"
+    mount_fuse "$2" "$3" "$b/lsmfs" "$1" "$2" -f ${LSMFS_MOUNT_OPTS:-} "${@:4}"
 }
+# The lsmfs binaries of target t.
+bin_of() { if [ "$1" = base ]; then echo "$basedir"; else echo "$bindir"; fi; }
 # The lsmfs mount arguments of target t (lsuring: over the io_uring queues).
 lsmfs_args() { case $1 in lsuring | looplsuring) echo "-o uring=on" ;; esac; return 0; }
 
@@ -303,9 +315,10 @@ setup_targets() {
                 { note[$t]="mount failed (see $work/logs/$t.log)"; continue; }
             mounts+=("fuse:$work/mnt/$t:$pid")
             dir_of[$t]=$work/mnt/$t pid_of[$t]=$pid ;;
-        lsmfs | looplsmfs | lsuring | looplsuring)
-            if [ ! -x "$bindir/lsmfs" ] || [ ! -x "$bindir/mkfs.lsmfs" ]; then
-                note[$t]="lsmfs or mkfs.lsmfs not built in $bindir"; continue
+        lsmfs | base | looplsmfs | lsuring | looplsuring)
+            local lsmbin; lsmbin=$(bin_of "$t")
+            if [ ! -x "$lsmbin/lsmfs" ] || [ ! -x "$lsmbin/mkfs.lsmfs" ]; then
+                note[$t]="lsmfs or mkfs.lsmfs not built in $lsmbin"; continue
             fi
             local base=$work
             case $t in looplsmfs | looplsuring) base=$work/mnt/loop ;; esac
@@ -334,7 +347,8 @@ setup_targets() {
 # Every other target keeps its directory (ext4 has no such deferred work).
 refresh_lsmfs() { # TARGET
     local t=$1 pid mnt=${dir_of[$1]}
-    case $t in lsmfs | looplsmfs | lsuring | looplsuring) ;; *) return 0 ;; esac
+    case $t in lsmfs | base | looplsmfs | lsuring | looplsuring) ;; *) return 0 ;; esac
+    local lsmbin; lsmbin=$(bin_of "$t")
     unmount_fuse_entry "$mnt" "${pid_of[$t]}"
     # shellcheck disable=SC2046
     pid=$(mount_lsmfs "${store_of[$t]}" "$mnt" "$work/logs/$t.log" $(lsmfs_args "$t")) ||
@@ -376,13 +390,13 @@ daemon_written() { awk '/^write_bytes/ { print $2 }' "/proc/$1/io"; }
 written_for() {
     case $1 in
     loopext4 | looplsmfs | looplsuring) loop_written ;;
-    lsmfs | lsuring) daemon_written "${pid_of[$1]}" ;;
+    lsmfs | base | lsuring) daemon_written "${pid_of[$1]}" ;;
     *) echo "" ;;
     esac
 }
 
 # The xattr lsmfs reports its counters in, for syncs per delivery.
-stats_path() { case $1 in lsmfs | looplsmfs | lsuring | looplsuring) echo "-x ${dir_of[$1]}" ;; dir) echo "-x $custom_dir" ;; *) echo "" ;; esac; }
+stats_path() { case $1 in lsmfs | base | looplsmfs | lsuring | looplsuring) echo "-x ${dir_of[$1]}" ;; dir) echo "-x $custom_dir" ;; *) echo "" ;; esac; }
 
 run_logged() { # NAME CMD... — runs CMD, keeps its output, prints its RESULT line
     local name=$1 out
@@ -470,9 +484,10 @@ wl_space() {
         sync
         bytes=$(du -sB1 "${dir_of[$t]}/space/sf" | cut -f1)
         rm -rf "${dir_of[$t]}/space" ;;
-    lsmfs | looplsmfs)
+    lsmfs | base | looplsmfs)
         local base=$work; [ "$t" = looplsmfs ] && base=$work/mnt/loop
-        local store=$base/space-store mnt=$work/mnt/space pid
+        local store=$base/space-store mnt=$work/mnt/space pid lsmbin
+        lsmbin=$(bin_of "$t")
         pid=$(mount_lsmfs "$store" "$mnt" "$work/logs/space-$t.log") ||
             { record "space bytes/file" "$t" ERR; return; }
         mounts+=("fuse:$mnt:$pid")
@@ -583,7 +598,7 @@ print_table() {
     local cols=() t m
     for t in $all_targets; do has "$targets" "$t" && cols+=("$t"); done
     local pairs=() p
-    for p in lsmfs/ext4 lsmfs/nowork lsmfs/nwperm nwperm/nowork lsmfs/durable looplsmfs/loopext4 looplsmfs/nowork \
+    for p in lsmfs/ext4 lsmfs/base base/ext4 lsmfs/nowork lsmfs/nwperm nwperm/nowork lsmfs/durable looplsmfs/loopext4 looplsmfs/nowork \
         looplsmfs/loopdurable nowork/ext4 durable/ext4 loopdurable/loopext4 nwuring/nowork \
         lsuring/lsmfs lsuring/nwuring lsuring/ext4 looplsuring/looplsmfs looplsuring/loopext4 \
         dir/ext4 dir/nowork; do
