@@ -185,14 +185,37 @@ static void assert_held(const fault_env *fe)
     (void)fe;
 }
 
+/* The failure hook due on this thread, run once its operation has let go
+ * of `cut` (a hook may wait for the store's threads, which take the store's
+ * locks and then `cut`: run under it, the lock order would invert). */
+static _Thread_local int ops_open;
+static _Thread_local fault_fail_hook hook_due;
+static _Thread_local void *hook_due_ctx;
+
+static void run_hook(fault_fail_hook hook, void *ctx)
+{
+    if (ops_open > 0) {
+        hook_due = hook;
+        hook_due_ctx = ctx;
+    } else {
+        hook(ctx);
+    }
+}
+
 static void op_begin(fault_env *fe)
 {
     pthread_rwlock_rdlock(&fe->cut);
+    ops_open++;
 }
 
 static void op_end(fault_env *fe)
 {
     pthread_rwlock_unlock(&fe->cut);
+    if (--ops_open == 0 && hook_due != NULL) {
+        fault_fail_hook hook = hook_due;
+        hook_due = NULL;
+        hook(hook_due_ctx);
+    }
 }
 
 static lsm_status *oom(const char *what, const char *path)
@@ -269,7 +292,7 @@ static int should_fail(fault_env *fe, unsigned op, const char *path, const char 
     void *ctx = fe->fail_ctx;
     fe_unlock(fe);
     if (hook != NULL)
-        hook(ctx);
+        run_hook(hook, ctx);
     return err;
 }
 

@@ -41,7 +41,8 @@ void fault_env_clear_failures(fault_env *fe);
 /* Called in the failing thread, with no lock of the env held, each time a
  * failure of fault_env_fail strikes, before it is returned: a test orders
  * other work (the store's background threads) before the failure is seen.
- * NULL: none. */
+ * It runs once the failing operation holds none of the env's locks. NULL:
+ * none. */
 typedef void (*fault_fail_hook)(void *ctx);
 void fault_env_on_fail(fault_env *fe, fault_fail_hook hook, void *ctx);
 /* on: a sync that fails loses the data it was to write, as Linux does after
