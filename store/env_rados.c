@@ -171,6 +171,24 @@ void rados_entry_from_value(struct rados_entry *e, const char *val)
     e->oid[at + n] = '\0';
 }
 
+/* e's value in its directory ("f:OID" / "d:ID"; "" when not found). */
+static void entry_value(const struct rados_entry *e, char *val, size_t cap)
+{
+    if (!e->found)
+        val[0] = '\0';
+    else
+        snprintf(val, cap, "%c:%s", e->is_dir ? 'd' : 'f',
+                 e->is_dir ? e->oid + strlen(RADOS_DIR_PREFIX) : e->oid);
+}
+
+void rados_name_unchanged(rados_write_op_t op, const struct rados_entry *e, int *prval)
+{
+    char val[RADOS_OID_MAX + 4];
+    entry_value(e, val, sizeof val);
+    /* A missing key compares as empty. */
+    rados_write_op_omap_cmp(op, e->name, LIBRADOS_CMPXATTR_OP_EQ, val, strlen(val), prval);
+}
+
 /* Next component of *p (skipping slashes and "."), into comp; false at end. */
 static bool next_component(const char **p, char *comp, size_t cap)
 {
@@ -609,22 +627,50 @@ static lsm_status *rados_get_children(lsm_env *env, const char *dir, char ***nam
     return NULL;
 }
 
+#define NAME_RACE_TRIES 16
+
+/* Runs once(re, a, b, &raced) again while it found a name changed between
+ * its lookup and its op (rados_name_unchanged): then it changed nothing. */
+static lsm_status *retry_raced(struct rados_env *re, const char *a, const char *b,
+                               lsm_status *(*once)(struct rados_env *, const char *, const char *,
+                                                   bool *))
+{
+    for (int i = 0; i < NAME_RACE_TRIES; i++) {
+        bool raced = false;
+        lsm_status *s = once(re, a, b, &raced);
+        if (!raced)
+            return s;
+        lsm_status_free(s);
+    }
+    return status_new(LSM_BUSY, "rados %s: its name kept changing under it", a);
+}
+
 /* The name goes by the one rule (rados_name_leaves): a crash before the
  * drop leaves no object a sweep cannot find. */
-static lsm_status *rados_remove_file(lsm_env *env, const char *path)
+static lsm_status *remove_once(struct rados_env *re, const char *path, const char *unused,
+                               bool *raced)
 {
-    struct rados_env *re = rados_env_of(env);
+    (void)unused;
     struct rados_entry e;
     lsm_status *s = resolve_file(re, path, &e);
     if (s != NULL)
         return s;
+    rados_seam(re, "resolved", e.oid);
+    int prval = 0;
     rados_write_op_t op = rados_create_write_op();
+    rados_name_unchanged(op, &e, &prval);
     const char *keys[1] = {e.name};
     rados_write_op_omap_rm_keys(op, keys, 1);
     rados_obj_lock2(re, e.oid, NULL);
     s = rados_name_leaves(re, op, e.dir_oid, e.oid, "remove entry", path);
     rados_obj_unlock2(re, e.oid, NULL);
+    *raced = s != NULL && prval == -ECANCELED;
     return s;
+}
+
+static lsm_status *rados_remove_file(lsm_env *env, const char *path)
+{
+    return retry_raced(rados_env_of(env), path, NULL, remove_once);
 }
 
 /* The file b names, which a rename of a to b replaces; NULL if none. */
@@ -636,11 +682,15 @@ static const char *replaced_file(const struct rados_entry *a, const struct rados
 /* A rename in one directory: one write op (CURRENT's publish), in which
  * the name of the file it replaces leaves by the one rule. */
 static lsm_status *rename_in_dir(struct rados_env *re, const struct rados_entry *a,
-                                 const struct rados_entry *b, const char *val, const char *to)
+                                 const struct rados_entry *b, const char *val, const char *to,
+                                 bool *raced)
 {
     rados_write_op_t op = rados_create_write_op();
     const char *keys[1] = {b->name}, *vals[1] = {val}, *rm[1] = {a->name};
     size_t lens[1] = {strlen(val)};
+    int prval[2] = {0, 0};
+    rados_name_unchanged(op, a, &prval[0]);
+    rados_name_unchanged(op, b, &prval[1]);
     rados_write_op_omap_rm_keys(op, rm, 1);
     rados_write_op_omap_set(op, keys, vals, lens, 1);
     const char *gone = replaced_file(a, b);
@@ -649,6 +699,7 @@ static lsm_status *rename_in_dir(struct rados_env *re, const struct rados_entry 
     lsm_status *s = rados_name_leaves(re, op, a->dir_oid, gone, "rename", to);
     if (gone != NULL)
         rados_obj_unlock2(re, gone, NULL);
+    *raced = s != NULL && (prval[0] == -ECANCELED || prval[1] == -ECANCELED);
     return s;
 }
 
@@ -669,7 +720,8 @@ static lsm_status *move_dir(struct rados_env *re, const struct rados_entry *a,
  * them leaves the record: the sweep drops the raised count.
  * REQUIRES: the objects' locks held. */
 static lsm_status *link_steps(struct rados_env *re, const struct rados_entry *a,
-                              const struct rados_entry *b, uint64_t refs, const char *to)
+                              const struct rados_entry *b, uint64_t refs, const char *to,
+                              bool *raced)
 {
     rados_write_op_t op = rados_create_write_op();
     rados_drop_record(op, a->oid, refs + 1, true);
@@ -687,20 +739,25 @@ static lsm_status *link_steps(struct rados_env *re, const struct rados_entry *a,
     const char *keys[1] = {b->name}, *vals[1] = {val};
     size_t lens[1] = {strlen(val)};
     op = rados_create_write_op();
+    int prval = 0;
+    rados_name_unchanged(op, b, &prval);
     rados_write_op_omap_set(op, keys, vals, lens, 1);
     rados_drop_record(op, a->oid, refs + 1, false);
-    return rados_name_leaves(re, op, b->dir_oid, replaced_file(a, b), "link to", to);
+    s = rados_name_leaves(re, op, b->dir_oid, replaced_file(a, b), "link to", to);
+    *raced = s != NULL && prval == -ECANCELED;
+    return s;
 }
 
 /* Links a to b (b's file, if any, replaced); a's own name stays.
  * REQUIRES: the objects' locks held. */
 static lsm_status *link_locked(struct rados_env *re, const struct rados_entry *a,
-                               const struct rados_entry *b, const char *to)
+                               const struct rados_entry *b, const char *to, bool *raced)
 {
     uint64_t refs = 0;
+    *raced = false;
     lsm_status *s = refs_get(re, a->oid, &refs);
     if (s == NULL)
-        s = link_steps(re, a, b, refs, to);
+        s = link_steps(re, a, b, refs, to, raced);
     if (s != NULL && !rados_dead(re)) /* undone: the count as it was, no record */
         lsm_status_free(rados_drop_finish(re, b->dir_oid, a->oid, refs + 1, to));
     return s;
@@ -711,24 +768,30 @@ static lsm_status *link_locked(struct rados_env *re, const struct rados_entry *a
  * crash between leaves both names, each counted; never a name uncounted
  * nor an object without a name. */
 static lsm_status *move_file(struct rados_env *re, const struct rados_entry *a,
-                             const struct rados_entry *b, const char *from, const char *to)
+                             const struct rados_entry *b, const char *from, const char *to,
+                             bool *raced)
 {
     rados_obj_lock2(re, a->oid, replaced_file(a, b));
-    lsm_status *s = link_locked(re, a, b, to);
+    lsm_status *s = link_locked(re, a, b, to, raced);
+    int prval = 0;
     if (s == NULL) {
         rados_write_op_t op = rados_create_write_op();
+        rados_name_unchanged(op, a, &prval);
         const char *keys[1] = {a->name};
         rados_write_op_omap_rm_keys(op, keys, 1);
         s = rados_name_leaves(re, op, a->dir_oid, a->oid, "rename", from);
     }
     rados_obj_unlock2(re, a->oid, replaced_file(a, b));
+    if (s != NULL && prval == -ECANCELED) { /* the old name went meanwhile: moved */
+        lsm_status_free(s);
+        s = NULL;
+    }
     return s;
 }
 
-/* One write op when both names are in one directory (CURRENT's publish). */
-static lsm_status *rados_rename_file(lsm_env *env, const char *from, const char *to)
+static lsm_status *rename_once(struct rados_env *re, const char *from, const char *to,
+                               bool *raced)
 {
-    struct rados_env *re = rados_env_of(env);
     struct rados_entry a, b;
     lsm_status *s = rados_resolve(re, from, &a);
     if (s == NULL && !a.found)
@@ -740,13 +803,18 @@ static lsm_status *rados_rename_file(lsm_env *env, const char *from, const char 
     if (s)
         return s;
     char val[RADOS_OID_MAX + 4];
-    snprintf(val, sizeof val, "%c:%s", a.is_dir ? 'd' : 'f',
-             a.is_dir ? a.oid + strlen(RADOS_DIR_PREFIX) : a.oid);
+    entry_value(&a, val, sizeof val);
     if (b.found && strcmp(b.oid, a.oid) == 0)
         return NULL; /* two names of one file: nothing to do, as rename(2) */
     if (strcmp(a.dir_oid, b.dir_oid) == 0)
-        return rename_in_dir(re, &a, &b, val, to);
-    return a.is_dir ? move_dir(re, &a, &b, val, from, to) : move_file(re, &a, &b, from, to);
+        return rename_in_dir(re, &a, &b, val, to, raced);
+    return a.is_dir ? move_dir(re, &a, &b, val, from, to) : move_file(re, &a, &b, from, to, raced);
+}
+
+/* One write op when both names are in one directory (CURRENT's publish). */
+static lsm_status *rados_rename_file(lsm_env *env, const char *from, const char *to)
+{
+    return retry_raced(rados_env_of(env), from, to, rename_once);
 }
 
 static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *to)
@@ -760,9 +828,14 @@ static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *t
         s = rados_error(-EEXIST, "link to", to);
     if (s)
         return s;
+    bool raced = false;
     rados_obj_lock2(re, a.oid, NULL); /* b is new: it replaces nothing */
-    s = link_locked(re, &a, &b, to);
+    s = link_locked(re, &a, &b, to, &raced);
     rados_obj_unlock2(re, a.oid, NULL);
+    if (raced) { /* b came meanwhile */
+        lsm_status_free(s);
+        s = rados_error(-EEXIST, "link to", to);
+    }
     return s;
 }
 

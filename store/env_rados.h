@@ -65,9 +65,10 @@ bool env_is_rados(const lsm_env *env);
  * Returning true makes the env act as a process that died there: the call
  * fails, and nothing more that changes the pool is sent (no cleanup, no
  * unlock, no lease renewal). It is also called at "answered" (an append's
- * answer came, before the env takes it, in librados' callback thread):
+ * answer came, before the env takes it, in librados' callback thread) and
+ * at "resolved" (a remove looked its name up and has changed nothing yet):
  * there its return is ignored, and a hook that waits plays an OSD slow to
- * acknowledge. Set before the env is used. */
+ * acknowledge, or lines up two callers. Set before the env is used. */
 typedef bool (*env_rados_crash_fn)(void *arg, const char *point, const char *oid);
 void env_rados_set_crash_hook(lsm_env *env, env_rados_crash_fn fn, void *arg);
 

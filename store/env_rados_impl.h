@@ -109,6 +109,14 @@ struct rados_entry {
 };
 
 lsm_status *rados_resolve(struct rados_env *re, const char *path, struct rados_entry *e);
+/* The one check of every op that changes a name it looked up: adds to op a
+ * comparison that e's name still holds what the lookup found (the same file
+ * or directory, or nothing), so that if another thread or client changed
+ * the name in between, the whole op is refused (*prval = -ECANCELED) and
+ * the caller looks again, instead of acting on what the name no longer
+ * names: two removes of one name would each drop the object's name count
+ * (a checkpoint's linked table then lost its object). */
+void rados_name_unchanged(rados_write_op_t op, const struct rados_entry *e, int *prval);
 /* A directory's object (ENOENT / ENOTDIR as a status). "" is the root. */
 lsm_status *rados_dir_oid(struct rados_env *re, const char *path, char *oid);
 /* Adds the fence guard to op on the object for path (a file, or the

@@ -1223,6 +1223,83 @@ static void test_rename_between_links(void **state)
     ASSERT_OK(env->remove_dir(env, w.dir));
 }
 
+/* Where a remove's lookup is done: both removers wait for each other
+ * there, so both have looked the name up before either changes it. */
+struct both_resolved {
+    atomic_int n;
+};
+
+static bool resolved_hook(void *arg, const char *point, const char *oid)
+{
+    (void)oid;
+    struct both_resolved *b = arg;
+    if (strcmp(point, "resolved") != 0)
+        return false;
+    atomic_fetch_add(&b->n, 1);
+    for (int i = 0; i < 10000 && atomic_load(&b->n) < 2; i++)
+        usleep(1000);
+    return false;
+}
+
+struct remover {
+    lsm_env *env;
+    const char *path;
+    lsm_status *s;
+};
+
+static void *remove_main(void *p)
+{
+    struct remover *r = p;
+    r->s = r->env->remove_file(r->env, r->path);
+    return NULL;
+}
+
+/* Two removes of one name that both looked it up first (the store's two
+ * background threads sweeping the same obsolete table): one removes it, the
+ * other finds it gone (ENOENT, as unlink(2)), and a second name of the file keeps its object
+ * (before: both dropped the name count, the object went with the second
+ * name still in a directory — a checkpoint's linked table lost: "1 names
+ * counted" or "No such file"). */
+static void test_concurrent_removes_of_one_name(void **state)
+{
+    (void)state;
+    struct window w;
+    window_make(&w, "rmtwice");
+    ASSERT_OK(env->link_file(env, w.a, w.b));
+    struct both_resolved br = {0};
+    lsm_env *x = tr_env(0, false);
+    env_rados_set_crash_hook(x, resolved_hook, &br);
+    struct remover r[2] = {{x, w.a, NULL}, {x, w.a, NULL}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, remove_main, &r[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    env_rados_close(x);
+    assert_int_equal(atomic_load(&br.n) >= 2, true);
+    int ok = (r[0].s == NULL) + (r[1].s == NULL);
+    for (int i = 0; i < 2; i++) {
+        if (r[i].s != NULL && strstr(lsm_status_message(r[i].s), "No such file") == NULL)
+            fail_msg("remove %d: %s", i, lsm_status_message(r[i].s));
+        lsm_status_free(r[i].s);
+    }
+    assert_int_equal(ok, 1);
+    assert_false(env->file_exists(env, w.a));
+    struct raw raw;
+    struct raw_dir d;
+    char ob[64];
+    raw_open(&raw);
+    raw_list_dir(&raw, w.dir, &d);
+    raw_oid_of(&d, "b", ob, sizeof ob);
+    if (raw_refs(&raw, ob) != 1)
+        fail_msg("%s: %lld names counted, 1 named", ob, raw_refs(&raw, ob));
+    assert_file(w.b, "data");
+    ASSERT_OK(env->remove_file(env, w.b));
+    assert_int_equal(raw_refs(&raw, ob), -1);
+    raw_close(&raw);
+    ASSERT_OK(env->remove_dir(env, w.dir));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1243,6 +1320,7 @@ int main(void)
         cmocka_unit_test(test_replace_crash_windows),
         cmocka_unit_test(test_rename_across_crash_windows),
         cmocka_unit_test(test_rename_between_links),
+        cmocka_unit_test(test_concurrent_removes_of_one_name),
         cmocka_unit_test(test_slow_fence_keeps_its_lease),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
