@@ -66,7 +66,8 @@ bool env_is_rados(const lsm_env *env);
  * fails, and nothing more that changes the pool is sent (no cleanup, no
  * unlock, no lease renewal). It is also called at "answered" (an append's
  * answer came, before the env takes it, in librados' callback thread) and
- * at "resolved" (a remove looked its name up and has changed nothing yet):
+ * at "resolved" (a remove looked its name up and has changed nothing yet)
+ * and at "send" (an append is about to be sent):
  * there its return is ignored, and a hook that waits plays an OSD slow to
  * acknowledge, or lines up two callers. Set before the env is used. */
 typedef bool (*env_rados_crash_fn)(void *arg, const char *point, const char *oid);

@@ -232,8 +232,9 @@ lsm_status *rados_new_wfile(lsm_env *env, const char *path, lsm_wfile **out);
 /* The one rule for a sync or truncate by path of object oid: every send
  * its open writers have made (what they flushed) is answered first, as
  * fsync(2) by path covers what another descriptor wrote; a send that failed
- * is the answer (the file may hold a hole). Bytes still in a writer's
- * buffer are not sent, as a process's own buffer is not; those that would
+ * is the answer (the file may hold a hole). Bytes a writer flushed but
+ * holds for its sends in flight are sent first; bytes it was not asked to
+ * flush are not sent, as a process's own buffer is not; those that would
  * land at or past cut (a truncate's length; UINT64_MAX: none) are dropped,
  * so the torn record a truncate cuts from a log cannot come back at close.
  * May wait for the OSDs; holds open_mu meanwhile (a new file waits). */

@@ -38,10 +38,14 @@ struct pending {
     struct pending *next;
 };
 
-/* Appends collect in buf and go out as one guarded aio write op at flush
- * (or when buf is full), each at its own offset (the object is new: the
- * file's bytes start at 0); sends are pipelined. A sync sends what is
- * buffered and waits until every send up to its own is acknowledged.
+/* Appends collect in buf and go out as one guarded aio write op, each at
+ * its own offset (the object is new: the file's bytes start at 0); sends
+ * are pipelined. A flush sends at once when nothing is in flight; else its
+ * bytes are held and go, with whatever was flushed after them, as one send
+ * when the sends in flight are answered (the OSD applies one object's
+ * writes in turn, so many small sends queue there: one send a round trip
+ * carries them all). A sync, a close, a sync by path and a full buffer send
+ * at once. A sync waits until every send up to its own is acknowledged.
  * A failed send is sticky: every later append, flush and sync fails. */
 struct rados_wfile {
     lsm_wfile base;
@@ -52,6 +56,8 @@ struct rados_wfile {
     pthread_cond_t cv;
     char *buf;             /* GUARDED_BY(mu) */
     size_t len;            /* GUARDED_BY(mu) */
+    bool held;             /* GUARDED_BY(mu): buf holds flushed bytes that
+                            * go when the sends in flight are answered */
     uint64_t off;          /* GUARDED_BY(mu): where buf goes in the object */
     uint64_t sent;         /* GUARDED_BY(mu): sends made */
     uint64_t acked;        /* GUARDED_BY(mu): every send <= acked is answered */
@@ -62,6 +68,7 @@ struct rados_wfile {
 };
 
 static void send_done(rados_completion_t c, void *arg);
+static lsm_status *send_now(struct rados_wfile *f);
 
 /* Sends p's bytes with op (guarded by the caller, released by it) and
  * flags; 0, or librados' error (nothing sent). */
@@ -115,6 +122,8 @@ static void send_done(rados_completion_t c, void *arg)
     p->done = true;
     for (struct pending *q = f->head; q != NULL && q->done; q = q->next)
         f->acked = q->seq;
+    if (f->held && f->acked == f->sent)
+        lsm_status_free(send_now(f)); /* a failure is sticky in f->err */
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
 }
@@ -139,17 +148,17 @@ static void reap(struct rados_wfile *f)
     }
 }
 
-/* Sends the buffer as one guarded append, once fewer than
- * WFILE_MAX_INFLIGHT sends are unanswered. REQUIRES: f->mu held. */
-static lsm_status *send_buf(struct rados_wfile *f)
+/* Sends the buffer as one guarded append now (never waits: also called
+ * from librados' callback); a failure is also kept in f->err.
+ * REQUIRES: f->mu held. */
+static lsm_status *send_now(struct rados_wfile *f)
 {
-    while (f->len > 0 && f->sent - f->acked >= WFILE_MAX_INFLIGHT)
-        pthread_cond_wait(&f->cv, &f->mu);
-    reap(f);
     if (f->err)
         return status_copy(f->err);
+    f->held = false;
     if (f->len == 0)
         return NULL;
+    rados_seam(f->re, "send", f->oid);
     struct pending *p = lsm_calloc(1, sizeof *p);
     char *next = p != NULL ? lsm_malloc(WFILE_BUF) : NULL; /* p takes buf */
     if (next == NULL) {
@@ -182,6 +191,16 @@ static lsm_status *send_buf(struct rados_wfile *f)
     return NULL;
 }
 
+/* Sends the buffer as one guarded append, once fewer than
+ * WFILE_MAX_INFLIGHT sends are unanswered. REQUIRES: f->mu held. */
+static lsm_status *send_buf(struct rados_wfile *f)
+{
+    while (f->len > 0 && f->sent - f->acked >= WFILE_MAX_INFLIGHT)
+        pthread_cond_wait(&f->cv, &f->mu);
+    reap(f);
+    return send_now(f);
+}
+
 static lsm_status *wfile_append(lsm_wfile *base, const void *data, size_t n)
 {
     struct rados_wfile *f = (struct rados_wfile *)base;
@@ -206,12 +225,19 @@ static lsm_status *wfile_append(lsm_wfile *base, const void *data, size_t n)
     return s;
 }
 
+/* Sends now if nothing is in flight, else holds the bytes for send_done. */
 static lsm_status *wfile_flush(lsm_wfile *base)
 {
     struct rados_wfile *f = (struct rados_wfile *)base;
     pthread_mutex_lock(&f->mu);
     reap(f);
-    lsm_status *s = send_buf(f);
+    lsm_status *s = NULL;
+    if (f->err)
+        s = status_copy(f->err);
+    else if (f->acked == f->sent)
+        s = send_buf(f);
+    else
+        f->held = f->len > 0;
     pthread_mutex_unlock(&f->mu);
     return s;
 }
@@ -286,7 +312,12 @@ lsm_status *rados_settle_writers(struct rados_env *re, const char *oid, uint64_t
         if (strcmp(f->oid, oid) != 0)
             continue;
         pthread_mutex_lock(&f->mu);
-        lsm_status *e = wait_answered(f, f->sent);
+        lsm_status *e = f->held ? send_buf(f) : NULL;
+        lsm_status *w = wait_answered(f, f->sent);
+        if (e == NULL)
+            e = w;
+        else
+            lsm_status_free(w);
         cut_unsent(f, cut);
         pthread_mutex_unlock(&f->mu);
         if (s == NULL)

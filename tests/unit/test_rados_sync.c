@@ -24,29 +24,45 @@ static rados_t admin; /* a client of its own: the cluster's settings, probes */
 /* The held answers: while hold is set, every "answered" point waits. */
 static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
-static bool hold;     /* GUARDED_BY(hold_mu) */
-static int held;      /* GUARDED_BY(hold_mu): answers waiting now */
+static bool hold;       /* GUARDED_BY(hold_mu) */
+static int held;        /* GUARDED_BY(hold_mu): answers waiting now */
+static int let_through; /* GUARDED_BY(hold_mu): answers to pass while hold */
+static atomic_int sends; /* the env's "send" points: appends sent */
 
 static bool slow_osd(void *arg, const char *point, const char *oid)
 {
     (void)arg;
     (void)oid;
+    if (strcmp(point, "send") == 0)
+        atomic_fetch_add(&sends, 1);
     if (strcmp(point, "answered") != 0)
         return false;
     pthread_mutex_lock(&hold_mu);
     held++;
     pthread_cond_broadcast(&hold_cv);
-    while (hold)
+    while (hold && let_through == 0)
         pthread_cond_wait(&hold_cv, &hold_mu);
+    if (hold)
+        let_through--;
     held--;
     pthread_mutex_unlock(&hold_mu);
     return false;
+}
+
+/* While answers are held, lets the next n go. */
+static void let_answers_through(int n)
+{
+    pthread_mutex_lock(&hold_mu);
+    let_through += n;
+    pthread_cond_broadcast(&hold_cv);
+    pthread_mutex_unlock(&hold_mu);
 }
 
 static void set_hold(bool on)
 {
     pthread_mutex_lock(&hold_mu);
     hold = on;
+    let_through = 0;
     pthread_cond_broadcast(&hold_cv);
     pthread_mutex_unlock(&hold_mu);
 }
@@ -249,6 +265,74 @@ static void test_truncate_by_path_cuts_unsent_bytes(void **state)
     ASSERT_OK(env->remove_dir(env, dir));
 }
 
+/* Flushes while a send is in flight go out together, as one send once it
+ * is answered, with no further call (before: a send each, 21 sends: the OSD
+ * applies one object's writes in turn, so a burst of small appends queued
+ * there behind each other). */
+static void test_flushes_behind_a_send_go_as_one(void **state)
+{
+    (void)state;
+    char dir[128], path[256];
+    lsm_wfile *f;
+    open_log(dir, sizeof dir, path, sizeof path, &f); /* 6 bytes */
+    set_hold(true);
+    atomic_store(&sends, 0);
+    ASSERT_OK(f->ops->append(f, "first", 5));
+    ASSERT_OK(f->ops->flush(f));
+    wait_held();
+    for (int i = 0; i < 20; i++) { /* fewer than WFILE_MAX_INFLIGHT */
+        ASSERT_OK(f->ops->append(f, "0123456789", 10));
+        ASSERT_OK(f->ops->flush(f));
+    }
+    int before_answer = atomic_load(&sends);
+    set_hold(false);
+    uint64_t size = 0;
+    for (int i = 0; i < 300 && size != 6 + 5 + 200; i++) {
+        ASSERT_OK(env->file_size(env, path, &size));
+        if (size != 6 + 5 + 200)
+            usleep(100 * 1000);
+    }
+    assert_int_equal(size, 6 + 5 + 200); /* sent without a sync or flush */
+    if (before_answer != 1 || atomic_load(&sends) != 2)
+        fail_msg("21 flushes, the first answered late, made %d sends (%d before its answer), "
+                 "want 2 (1)",
+                 atomic_load(&sends), before_answer);
+    close_and_remove(f, dir, path);
+}
+
+/* A sync by path covers bytes the open file flushed but held behind a send
+ * in flight: it sends them and waits for their answer (without: it returned
+ * once the earlier send was answered, the held bytes unanswered). */
+static void test_sync_by_path_covers_held_flushes(void **state)
+{
+    (void)state;
+    char dir[128], path[256];
+    lsm_wfile *f;
+    open_log(dir, sizeof dir, path, sizeof path, &f); /* 6 bytes */
+    set_hold(true);
+    ASSERT_OK(f->ops->append(f, "in flight", 9));
+    ASSERT_OK(f->ops->flush(f)); /* sent, its answer held */
+    wait_held();
+    ASSERT_OK(f->ops->append(f, "held", 4));
+    ASSERT_OK(f->ops->flush(f)); /* held behind it */
+    struct by_path b = {.path = path};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, call_by_path, &b), 0);
+    usleep(500 * 1000);
+    let_answers_through(1); /* the first send's answer only */
+    usleep(1000 * 1000);
+    bool early = atomic_load(&b.returned);
+    set_hold(false);
+    pthread_join(t, NULL);
+    if (early)
+        fail_msg("sync by path returned while a flushed append was unanswered");
+    ASSERT_OK(b.s);
+    uint64_t size = 0;
+    ASSERT_OK(env->file_size(env, path, &size));
+    assert_int_equal(size, 6 + 9 + 4);
+    close_and_remove(f, dir, path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +340,8 @@ int main(void)
         cmocka_unit_test(test_truncate_by_path_waits_for_open_files_sends),
         cmocka_unit_test(test_sync_by_path_reports_a_failed_send),
         cmocka_unit_test(test_truncate_by_path_cuts_unsent_bytes),
+        cmocka_unit_test(test_flushes_behind_a_send_go_as_one),
+        cmocka_unit_test(test_sync_by_path_covers_held_flushes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
