@@ -16,7 +16,7 @@
  * running compaction's inputs still are — so a flush never places newer
  * data below older data, even data a compaction is moving.
  *
- * Files are deleted by one sweep (db_delete_obsolete_files), and only while
+ * Files are deleted by one sweep at a time (db_delete_obsolete_files), and only while
  * vset_state_known: after a failed MANIFEST write a failed flush or
  * compaction leaves its outputs and inputs alone, since the disk may name
  * either. A full disk is retried (retry_later_if_full), and the retry's new
@@ -815,7 +815,8 @@ static bool keep_file(lsm_db *db, enum file_type type, uint64_t number, const ui
     }
 }
 
-void db_delete_obsolete_files(lsm_db *db)
+/* One pass of the sweep. REQUIRES: mu held (released while removing). */
+static void sweep_once(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     if (!vset_state_known(&db->vs))
@@ -852,6 +853,25 @@ void db_delete_obsolete_files(lsm_db *db)
     mutex_lock(&db->mu);
     free(del);
     env_free_children(names, n);
+}
+
+void db_delete_obsolete_files(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t mine = ++db->sweeps_asked;
+    if (db->sweeping) { /* the running sweep goes again for this call */
+        while (db->sweeps_done < mine)
+            cond_wait(&db->room_cv, &db->mu);
+        return;
+    }
+    db->sweeping = true;
+    while (db->sweeps_done < db->sweeps_asked) {
+        uint64_t serves = db->sweeps_asked; /* it lists after every call so far */
+        sweep_once(db);
+        db->sweeps_done = serves;
+        pthread_cond_broadcast(&db->room_cv);
+    }
+    db->sweeping = false;
 }
 
 /* ------------------------------------------------------------- lifecycle */

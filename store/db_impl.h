@@ -252,6 +252,11 @@ struct lsm_db {
     bool dropping;             /* [mu] lsm_delete_files_in_range's edit is being written:
                                 * no compaction is picked (db_drop_range.c) */
     bool flushing;             /* [mu] the flush thread is flushing (or sweeping) */
+    bool sweeping;             /* [mu] db_delete_obsolete_files runs (mu released
+                                * while it removes) */
+    uint64_t sweeps_asked;     /* [mu] calls of db_delete_obsolete_files so far */
+    uint64_t sweeps_done;      /* [mu] every call up to this one is served: a
+                                * sweep listed the directory after it */
     uint64_t *pending;         /* [mu] numbers of tables being written */
     int npending, cap_pending;
     uint64_t bg_progress;      /* [mu] flushes, compactions and table drops that succeeded */
@@ -516,8 +521,12 @@ lsm_status *db_flush_recovered(lsm_db *db);
 /* Stops the background threads. REQUIRES: mu not held. */
 void db_stop_background(lsm_db *db);
 /* Deletes files no live version, pending output or live log needs; does
- * nothing while the MANIFEST on disk is unknown (vset_state_known).
- * REQUIRES: mu held (released while deleting). */
+ * nothing while the MANIFEST on disk is unknown (vset_state_known). One
+ * sweep runs at a time: a call that finds one running waits until a sweep
+ * that listed the directory after the call has finished (the running one
+ * goes again), so two never remove one file (on RADOS a remove is several
+ * ops) and every file obsolete at the call is gone at its return.
+ * REQUIRES: mu held (released while deleting or waiting). */
 void db_delete_obsolete_files(lsm_db *db);
 /* Switches the memtable if it holds data and waits for the flushes: of
  * every memtable (deferred_upto 0), or only until no deferred batch with a

@@ -129,6 +129,8 @@ struct fault_env {
     struct rule *rules;     /* GUARDED_BY(mu): oldest first */
     fault_fail_hook fail_hook; /* GUARDED_BY(mu): fault_env_on_fail */
     void *fail_ctx;            /* GUARDED_BY(mu) */
+    fault_remove_hook remove_hook; /* GUARDED_BY(mu): fault_env_on_remove */
+    void *remove_ctx;              /* GUARDED_BY(mu) */
     uint64_t sync_delay_us; /* GUARDED_BY(mu) */
     bool sync_fails_late;   /* GUARDED_BY(mu) */
     uint64_t max_sleep_us;  /* GUARDED_BY(mu): 0, or sleep_micros' cap */
@@ -294,6 +296,14 @@ static int should_fail(fault_env *fe, unsigned op, const char *path, const char 
     if (hook != NULL)
         run_hook(hook, ctx);
     return err;
+}
+
+void fault_env_on_remove(fault_env *fe, fault_remove_hook hook, void *ctx)
+{
+    fe_lock(fe);
+    fe->remove_hook = hook;
+    fe->remove_ctx = ctx;
+    fe_unlock(fe);
 }
 
 void fault_env_on_fail(fault_env *fe, fault_fail_hook hook, void *ctx)
@@ -1297,6 +1307,12 @@ static lsm_status *remove_locked(fault_env *fe, const char *path, struct undo *u
 static lsm_status *fe_remove_file(lsm_env *env, const char *path)
 {
     fault_env *fe = fe_of(env);
+    fe_lock(fe);
+    fault_remove_hook hook = fe->remove_hook;
+    void *hook_ctx = fe->remove_ctx;
+    fe_unlock(fe);
+    if (hook != NULL)
+        hook(hook_ctx, path);
     lsm_status *swept = sweep_call(fe, FC_REMOVE, path, NULL);
     if (swept != NULL)
         return swept;

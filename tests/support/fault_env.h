@@ -45,6 +45,11 @@ void fault_env_clear_failures(fault_env *fe);
  * none. */
 typedef void (*fault_fail_hook)(void *ctx);
 void fault_env_on_fail(fault_env *fe, fault_fail_hook hook, void *ctx);
+/* Called at the start of every remove_file, with the path, in the removing
+ * thread and with no lock of the env held (a test holds a remove back or
+ * counts them). NULL: none. */
+typedef void (*fault_remove_hook)(void *ctx, const char *path);
+void fault_env_on_remove(fault_env *fe, fault_remove_hook hook, void *ctx);
 /* on: a sync that fails loses the data it was to write, as Linux does after
  * a writeback error: it stays readable (the page cache), later syncs of the
  * file succeed without writing it, and a power cut truncates the file to
