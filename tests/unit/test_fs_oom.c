@@ -767,6 +767,14 @@ static void do_info(fixture *fx, fuse_req_t req)
     (void)fx;
     ioctl_(req, LSMFS_IOC_INFO, NULL, 0, sizeof(struct lsmfs_info));
 }
+/* A compaction of every key (the template's allocator key, written by each
+ * create, has versions in several tables). */
+static void do_compact(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    struct lsmfs_compact c = {.blen = 0};
+    ioctl_(req, LSMFS_IOC_COMPACT, &c, sizeof c, 0);
+}
 /* The deepest level holding tables. */
 static void prep_table_level(fixture *fx)
 {
@@ -946,6 +954,7 @@ static const op_case cases[] = {
     {.name = "listxattr", .run = do_listxattr},
     {.name = "lseek", .run = do_lseek},
     {.name = "statfs", .run = do_statfs, .stamped = true},
+    {.name = "compact", .run = do_compact},
 };
 
 /* ------------------------------------------------------------ a run */
