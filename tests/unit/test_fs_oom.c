@@ -892,6 +892,23 @@ static void do_forget_orphan(fixture *fx, fuse_req_t req)
     op_forget(req, fx->ino_g, fx->lookups_g);
 }
 
+/* /big grown past ORPHAN_DIRECT_CHUNKS chunks (the reclaimer frees it a
+ * batch at a time, then compacts its range), then unlinked while the
+ * kernel holds it. */
+static void prep_big_orphan(fixture *fx)
+{
+    static char more[3 * 4096];
+    memset(more, 'm', sizeof more);
+    write_(fx, fx->ino_big, more, sizeof more, BIG_LEN);
+    fx->lookups_g = fx->cold ? 1 : 2; /* the walk looked it up once */
+    assert_int_equal(lookup(fx, 1, "big"), fx->ino_big);
+    MUST(fx, op_unlink(req, 1, "big"));
+}
+static void do_forget_big_orphan(fixture *fx, fuse_req_t req)
+{
+    op_forget(req, fx->ino_big, fx->lookups_g);
+}
+
 
 static const op_case cases[] = {
     {.name = "getxattr_stats", .run = do_getxattr_stats, .counters = true},
@@ -918,6 +935,8 @@ static const op_case cases[] = {
      .check = check_sgid_kept, .changes = true},
     {.name = "forget_orphan", .run = do_forget_orphan, .prep = prep_orphan, .changes = true,
      .left_for_mount = true, .hands_on = true},
+    {.name = "forget_big_orphan", .run = do_forget_big_orphan, .prep = prep_big_orphan,
+     .changes = true, .left_for_mount = true, .hands_on = true},
     {.name = "create", .run = do_create, .changes = true},
     {.name = "mkdir", .run = do_mkdir, .changes = true},
     {.name = "mknod", .run = do_mknod, .changes = true},

@@ -696,6 +696,39 @@ static lsm_status *write_round(lsm_db *db, int k)
     return first;
 }
 
+/* A store in a fresh directory (in memory when it can: syncs cost nothing)
+ * holding L0_COMPACTION_TRIGGER - 1 level-0 tables of writes 0..k: the
+ * next round's flush makes a compaction due. */
+static lsm_db *open_near_compaction(char *dir, size_t dirlen, int k)
+{
+    snprintf(dir, dirlen, "%s/lsm-oom-bg-XXXXXX",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    if (mkdtemp(dir) == NULL)
+        fail_msg("mkdtemp %s: %s", dir, strerror(errno));
+    lsm_db *db = tu_open_db(dir, NULL, WBS);
+    /* The same keys each round: once the deeper levels hold a table, each
+     * new one overlaps them and stays at level 0. */
+    for (int round = 0; tu_prop(db, "lsm.num-files-at-level0") < L0_COMPACTION_TRIGGER - 1;
+         round++) {
+        assert_true(round < 2 * NUM_LEVELS);
+        ASSERT_OK(write_round(db, k));
+        wait_idle(db);
+    }
+    return db;
+}
+
+/* Writes round 0..k (the fourth level-0 table, a compaction due) with the
+ * background threads' allocation n failing (every_later: and every later
+ * one), until they are idle. Returns whether allocation n came. */
+static bool background_round(lsm_db *db, int k, uint64_t n, bool every_later)
+{
+    lsm_alloc_hook_arm_from(LSM_ALLOC_OTHER, n, every_later);
+    lsm_status_free(write_round(db, k)); /* may fail once the background has */
+    wait_idle(db);
+    lsm_alloc_hook_disarm();
+    return lsm_alloc_hook_fired();
+}
+
 /* Memory that never comes back to the background threads, from each of
  * their allocations in turn while the fourth level-0 table is flushed and
  * the compaction it makes due starts: the background stops with an error
@@ -707,24 +740,8 @@ static void test_background_out_of_memory_for_good_goes_idle(void **state)
     int k = first_switching_write();
     for (uint64_t n = 1;; n++) {
         char dir[256];
-        snprintf(dir, sizeof(dir), "%s/lsm-oom-forever-XXXXXX",
-                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"); /* syncs cost nothing */
-        if (mkdtemp(dir) == NULL)
-            fail_msg("mkdtemp %s: %s", dir, strerror(errno));
-        lsm_db *db = tu_open_db(dir, NULL, WBS);
-        /* The same keys each round: once the deeper levels hold a table,
-         * each new one overlaps them and stays at level 0. */
-        for (int round = 0; tu_prop(db, "lsm.num-files-at-level0") < L0_COMPACTION_TRIGGER - 1;
-             round++) {
-            assert_true(round < 2 * NUM_LEVELS);
-            ASSERT_OK(write_round(db, k));
-            wait_idle(db);
-        }
-        lsm_alloc_hook_arm_from(LSM_ALLOC_OTHER, n, true);
-        lsm_status_free(write_round(db, k)); /* may fail once the background has */
-        wait_idle(db);
-        lsm_alloc_hook_disarm();
-        bool fired = lsm_alloc_hook_fired();
+        lsm_db *db = open_near_compaction(dir, sizeof dir, k);
+        bool fired = background_round(db, k, n, true);
         lsm_status_free(lsm_close(db));
         db = tu_open_db(dir, NULL, WBS);
         for (int i = 0; i <= k; i++)
@@ -735,6 +752,44 @@ static void test_background_out_of_memory_for_good_goes_idle(void **state)
         if (!fired) {
             printf("background allocations failed for good: %" PRIu64 " starting points\n", n - 1);
             break; /* the flush and the compaction ran with every allocation */
+        }
+    }
+}
+
+/* One allocation of the background threads fails, memory back at once,
+ * from each of their allocations in turn while the fourth level-0 table is
+ * flushed and the compaction it makes due runs: the store is not broken for
+ * good. The writes after it succeed (the failed work is retried, as after a
+ * full disk), its background error stays empty, and nothing is lost. */
+static void test_background_out_of_memory_once_is_not_for_good(void **state)
+{
+    (void)state;
+    int k = first_switching_write();
+    for (uint64_t n = 1;; n++) {
+        char dir[256];
+        lsm_db *db = open_near_compaction(dir, sizeof dir, k);
+        bool fired = background_round(db, k, n, false);
+        for (int round = 0; round < 3; round++) {
+            lsm_status *s = write_round(db, k);
+            if (s != NULL)
+                fail_msg("background allocation %" PRIu64 " failed once: a write round after "
+                         "it: %s",
+                         n, lsm_status_message(s));
+        }
+        wait_idle(db);
+        char *e = lsm_property(db, "lsm.background-error");
+        if (e == NULL || e[0] != '\0')
+            fail_msg("background allocation %" PRIu64 " failed once: background error \"%s\"", n,
+                     e != NULL ? e : "?");
+        free(e);
+        for (int i = 0; i <= k; i++)
+            if (!has_small(db, i))
+                fail_msg("background allocation %" PRIu64 " failed once: write %d is gone", n, i);
+        ASSERT_OK(lsm_close(db));
+        tu_rmtree(dir);
+        if (!fired) {
+            printf("background allocations failed once: %" PRIu64 " points\n", n - 1);
+            break;
         }
     }
 }
@@ -826,6 +881,7 @@ int main(void)
         cmocka_unit_test(test_oom_sweep),
         cmocka_unit_test(test_oom_sweep_for_good),
         cmocka_unit_test(test_compaction_out_of_memory_keeps_key_order),
+        cmocka_unit_test(test_background_out_of_memory_once_is_not_for_good),
     };
     if (getenv("OOM_TEST") != NULL)
         cmocka_set_test_filter(getenv("OOM_TEST"));
