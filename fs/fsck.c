@@ -74,6 +74,7 @@ typedef struct fsck {
     size_t ikeys;   /* inode keys, damaged ones too (what icount.h counts) */
     int unfixed;    /* problems no repair can fix (damaged tables); no repair is written */
     bool op_error;
+    bool no_memory; /* op_error for lack of memory (out_of_memory) */
     /* The progress line: table bytes of the prefixes scanned so far, of
      * all tables, when the check began and when the line was last drawn. */
     uint64_t bytes_before, total_bytes;
@@ -132,11 +133,12 @@ static void unfixable(fsck *f, const char *fmt, ...)
 }
 
 /* Ends the check as an operational error: nothing found wrong, nothing
- * checked from here on. */
+ * checked from here on, no verdict (res->no_memory). */
 static void out_of_memory(fsck *f, const char *what)
 {
     fprintf(stderr, "fsck.lsmfs: %s: out of memory\n", what);
     f->op_error = true;
+    f->no_memory = true;
 }
 
 /* A read of the store that failed: out of memory ends the check as an
@@ -145,8 +147,7 @@ static void out_of_memory(fsck *f, const char *what)
 static void read_failed(fsck *f, const char *what, const lsm_status *s)
 {
     if (lsm_status_code(s) == LSM_NO_MEMORY) {
-        fprintf(stderr, "fsck.lsmfs: %s: %s\n", what, lsm_status_message(s));
-        f->op_error = true;
+        out_of_memory(f, what);
     } else {
         unfixable(f, "%s: %s", what, lsm_status_message(s));
     }
@@ -198,13 +199,13 @@ static void read_opts(const fsck *f, lsm_read_options *ro)
 static void fix_put(fsck *f, const schema_key *k, const void *v, size_t vlen)
 {
     if (f->repair && !lsm_batch_put(f->fix, k->b, k->len, v, vlen))
-        f->op_error = true;
+        out_of_memory(f, "a repair");
 }
 
 static void fix_del(fsck *f, const char *k, size_t klen)
 {
     if (f->repair && !lsm_batch_delete(f->fix, k, klen))
-        f->op_error = true;
+        out_of_memory(f, "a repair");
 }
 
 /* Writes the pending repairs (sync when last). */
@@ -294,7 +295,7 @@ static void check_inode_record(fsck *f, const char *key, size_t klen, const char
     }
     (void)p;
     if (!push_inode(f, ino, &r, plen, cap))
-        f->op_error = true;
+        out_of_memory(f, "the inode table");
 }
 
 static int scan_prefix(fsck *f, char kind,
@@ -362,7 +363,7 @@ static void dirent_cb(fsck *f, const char *k, size_t klen, const char *v, size_t
     }
     entry *n = lsm_grow(f->entries, &f->centries, f->nentries + 1, sizeof *n, 1024);
     if (n == NULL) {
-        f->op_error = true;
+        out_of_memory(f, "the entry table");
         return;
     }
     f->entries = n;
@@ -652,7 +653,7 @@ static void walk(fsck *f, uint64_t start)
     size_t cap = 0, len = 0;
     uint64_t *stack = lsm_grow(NULL, &cap, 1, sizeof *stack, 64);
     if (stack == NULL) {
-        f->op_error = true;
+        out_of_memory(f, "the walk from the root");
         return;
     }
     stack[len++] = start;
@@ -668,7 +669,7 @@ static void walk(fsck *f, uint64_t start)
                 continue;
             uint64_t *n = lsm_grow(stack, &cap, len + 1, sizeof *n, 64);
             if (n == NULL) {
-                f->op_error = true;
+                out_of_memory(f, "the walk from the root");
                 break;
             }
             stack = n;
@@ -732,7 +733,7 @@ static ino_info *lost_found(fsck *f, uint64_t *alloc_next)
                    .ctime = t,
                    .next_cookie = SCHEMA_FIRST_COOKIE};
     if (!push_inode(f, ino, &r, 0, &cap)) {
-        f->op_error = true;
+        out_of_memory(f, "the inode table");
         return NULL;
     }
     root = find_ino(f, SCHEMA_ROOT_INO); /* the array may have moved */
@@ -913,7 +914,7 @@ static void mark_format(fsck *f)
     if (!f->repair || was >= SCHEMA_VERSION)
         return;
     if (!super_batch_upgrade(f->fix, &f->sb))
-        f->op_error = true;
+        out_of_memory(f, "a repair");
     else
         fprintf(f->out, "fixing: store format %u marked %u: repairs write records of format %u\n",
                 was, SCHEMA_VERSION, SCHEMA_VERSION);
@@ -949,7 +950,7 @@ static void write_inode(fsck *f, ino_info *i)
     }
     char *nv = lsm_malloc(INODE_HDR_MAX + plen);
     if (nv == NULL) {
-        f->op_error = true;
+        out_of_memory(f, "a repair");
     } else {
         size_t hlen = inode_encode_hdr(&i->rec, nv);
         if (plen > 0)
@@ -1167,6 +1168,7 @@ static int finish(fsck *f, fsck_result *res)
     res->problems = f->errors;
     res->inodes = f->ninodes;
     res->entries = f->nentries;
+    res->no_memory = f->no_memory;
     if (f->op_error)
         return FSCK_OPERATIONAL;
     if (f->errors == 0)
@@ -1201,7 +1203,7 @@ int fsck_store(const char *dir, const fsck_options *o, fsck_result *res)
     f.started = now_s();
     f.fix = lsm_batch_new();
     if (f.fix == NULL)
-        f.op_error = true;
+        out_of_memory(&f, "the repairs");
     else
         run_checks(&f);
     if (f.drew)
@@ -1221,14 +1223,16 @@ int fsck_live(lsm_db *db, const char *dir, FILE *out, fsck_result *res)
     fsck f = {.db = db, .dir = dir, .out = out, .skip_tables = true};
     memset(res, 0, sizeof *res);
     char err[1024];
-    if (super_read(db, dir, &f.sb, err, sizeof err) != 0) {
+    int e = super_read(db, dir, &f.sb, err, sizeof err);
+    if (e != 0) {
         fprintf(out, "%s\n", err);
+        res->no_memory = e == ENOMEM;
         return FSCK_OPERATIONAL;
     }
     f.snap = lsm_snapshot_new(db);
     f.fix = lsm_batch_new(); /* stays empty: f.repair is false */
     if (f.snap == NULL || f.fix == NULL)
-        f.op_error = true;
+        out_of_memory(&f, "a store snapshot");
     else
         run_checks(&f);
     if (f.snap != NULL)

@@ -42,6 +42,7 @@ typedef struct fsck_options {
 typedef struct fsck_result {
     int problems;
     size_t inodes, entries;
+    bool no_memory; /* FSCK_OPERATIONAL for lack of memory: no verdict, try again */
 } fsck_result;
 
 /* Checks the store in dir; returns one of the FSCK_* codes. */

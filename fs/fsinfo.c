@@ -51,7 +51,7 @@ static int scan_kind(lsm_iter *it, char k, struct lsmfs_info *out, uint64_t *bad
             (*bad)++;
     }
     lsm_status *s = lsm_iter_status(it);
-    int err = s ? EIO : 0;
+    int err = lsm_status_errno(s); /* EIO, or ENOMEM: the next may work */
     lsm_status_free(s);
     return err;
 }

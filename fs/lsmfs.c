@@ -85,6 +85,19 @@ static void init_reserve(lsmfs *fs)
     reserve_init(&fs->reserve, fs->env, fs->path, pct, uid, gid);
 }
 
+/* The store's path with every link resolved (a RADOS one as it is), in
+ * lsm_malloc'd memory; NULL with errno set when it cannot be. */
+static char *store_dir_of(const char *dir)
+{
+    char real[PATH_MAX];
+    if (!store_uri_is_rados(dir) && realpath(dir, real) == NULL)
+        return NULL;
+    char *copy = lsm_strdup(store_uri_is_rados(dir) ? dir : real);
+    if (copy == NULL)
+        errno = ENOMEM;
+    return copy;
+}
+
 int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
 {
     lsmfs *fs = lsm_calloc(1, sizeof *fs);
@@ -94,8 +107,7 @@ int lsmfs_open(const lsmfs_config *cfg, lsmfs **out, char *err, size_t errlen)
     }
     fs->cfg = *cfg;
     store_usage_init(&fs->usage);
-    fs->dir = store_uri_is_rados(cfg->store_dir) ? lsm_strdup(cfg->store_dir)
-                                                 : realpath(cfg->store_dir, NULL);
+    fs->dir = store_dir_of(cfg->store_dir);
     if (fs->dir == NULL) {
         int e = errno;
         snprintf(err, errlen, "%s: %s", cfg->store_dir, strerror(e));

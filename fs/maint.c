@@ -6,6 +6,7 @@
 #include "ops.h"
 #include "super.h"
 #include "lsm_malloc.h"
+#include "textbuf.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -30,7 +31,7 @@ static void compact(fuse_req_t req, lsmfs *fs, const void *in, size_t insz)
                                       c.elen ? c.end : NULL, c.elen);
     if (s != NULL) {
         fuse_log(FUSE_LOG_ERR, "lsmfs: compacting: %s\n", lsm_status_message(s));
-        int e = lsm_status_code(s) == LSM_NO_SPACE ? ENOSPC : EIO;
+        int e = lsm_status_errno(s); /* ENOSPC, ENOMEM: the next may work */
         lsm_status_free(s);
         fuse_reply_err(req, e);
         return;
@@ -67,28 +68,32 @@ static void check_tables(fuse_req_t req, lsmfs *fs, const void *in, size_t insz,
 
 static void check_fs(fuse_req_t req, lsmfs *fs, size_t outsz)
 {
+    if (outsz < sizeof(struct lsmfs_check_fs)) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
     struct lsmfs_check_fs *c = lsm_calloc(1, sizeof *c);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = c != NULL && outsz >= sizeof *c ? open_memstream(&text, &len) : NULL;
+    textbuf report;
+    textbuf_init(&report);
+    FILE *out = c != NULL ? textbuf_stream(&report) : NULL;
     if (out == NULL) {
-        int e = c != NULL && outsz < sizeof *c ? EINVAL : ENOMEM;
         free(c);
-        fuse_reply_err(req, e);
+        fuse_reply_err(req, ENOMEM);
         return;
     }
     fsck_result r;
     c->status = fsck_live(fs->db, fs->dir, out, &r);
-    bool ok = fclose(out) == 0;
+    fclose(out);
+    char *text = textbuf_take(&report); /* NULL: a line of it was lost */
     c->problems = (uint32_t)r.problems;
     c->inodes = r.inodes;
     c->entries = r.entries;
-    snprintf(c->report, sizeof c->report, "%s", ok && text != NULL ? text : "");
-    free(text);
-    if (!ok)
+    snprintf(c->report, sizeof c->report, "%s", text != NULL ? text : "");
+    if (text == NULL || r.no_memory) /* no verdict: lsmctl must not say DAMAGED */
         fuse_reply_err(req, ENOMEM);
     else
         fuse_reply_ioctl(req, 0, c, sizeof *c);
+    free(text);
     free(c);
 }
 

@@ -6,6 +6,7 @@
 #include "acl.h"
 #include "caller.h"
 #include "storeio.h"
+#include "textbuf.h"
 #include "icache.h"
 #include "inode.h"
 #include "ops.h"
@@ -29,23 +30,25 @@ static bool is_stats(fuse_ino_t ino, const char *name)
 }
 
 /* The store's and the fs's stats as one text, with the inode cache's size
- * (the budget: ishrink.h), or their metrics. */
+ * (the budget: ishrink.h), or their metrics; NULL when out of memory. */
 static char *stats_value(lsmfs *fs, const char *name)
 {
-    if (strcmp(name, METRICS_XATTR) == 0) {
-        char *m = lsm_property(fs->db, "lsm.metrics");
-        char *all = m != NULL ? stats_metrics(&fs->stats, m) : NULL;
-        free(m);
-        return all;
+    bool metrics = strcmp(name, METRICS_XATTR) == 0;
+    char *store = lsm_property(fs->db, metrics ? "lsm.metrics" : "lsm.stats");
+    if (store == NULL) /* both are known: out of memory */
+        return NULL;
+    char *text = NULL;
+    if (metrics) {
+        text = stats_metrics(&fs->stats, store);
+    } else {
+        textbuf head;
+        textbuf_init(&head);
+        textbuf_printf(&head, "%sfs inodes cached: %zu\n", store, icache_count(fs->icache));
+        char *h = textbuf_take(&head);
+        text = h != NULL ? stats_text(&fs->stats, h) : NULL;
+        free(h);
     }
-    char *store = lsm_property(fs->db, "lsm.stats");
-    char *head = NULL;
-    if (asprintf(&head, "%sfs inodes cached: %zu\n", store != NULL ? store : "(no store stats)\n",
-                 icache_count(fs->icache)) < 0)
-        head = NULL;
     free(store);
-    char *text = head != NULL ? stats_text(&fs->stats, head) : NULL;
-    free(head);
     return text;
 }
 

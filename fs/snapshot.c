@@ -80,28 +80,39 @@ int snapshot_create(struct lsmfs *fs, struct lsmfs_snap_create *c, char *err, si
     return 0;
 }
 
-/* Removes every file in dir (a snapshot holds files only), LOCK last (a
- * mount that comes meanwhile finds no store: no CURRENT), then lets go of
- * lock and removes dir. 0 or an errno. */
-static int remove_snapshot_files(lsm_env *env, const char *dir, lsm_filelock *lock)
+/* Removes the files `names` of dir (a snapshot holds files only), LOCK
+ * last (a mount that comes meanwhile finds no store: no CURRENT), then lets
+ * go of lock and removes dir. Allocates nothing (a delete past its rename
+ * must not stop for memory). 0 or an errno. */
+static int remove_listed_files(lsm_env *env, const char *dir, char **names, int n,
+                               lsm_filelock *lock)
 {
-    char **names;
-    int n, e = status_errno(env->get_children(env, dir, &names, &n));
     char path[8192 + 512];
+    int e = 0;
     for (int i = 0; e == 0 && i < n; i++) {
         if (strcmp(names[i], "LOCK") == 0)
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         e = status_errno(env->remove_file(env, path));
     }
-    if (e == 0)
-        env_free_children(names, n);
     snprintf(path, sizeof path, "%s/LOCK", dir);
     if (e == 0 && env->file_exists(env, path))
         e = status_errno(env->remove_file(env, path));
     if (lock != NULL)
         lsm_status_free(env->unlock_file(env, lock));
     return e ? e : status_errno(env->remove_dir(env, dir));
+}
+
+/* remove_listed_files of every file dir holds. 0 or an errno. */
+static int remove_snapshot_files(lsm_env *env, const char *dir)
+{
+    char **names;
+    int n, e = status_errno(env->get_children(env, dir, &names, &n));
+    if (e != 0)
+        return e;
+    e = remove_listed_files(env, dir, names, n, NULL);
+    env_free_children(names, n);
+    return e;
 }
 
 int snapshot_delete(struct lsmfs *fs, const char *name, char *err, size_t errlen)
@@ -123,10 +134,19 @@ int snapshot_delete(struct lsmfs *fs, const char *name, char *err, size_t errlen
     lsm_filelock *held = NULL;
     lsm_status *s = env->lock_file(env, lock, &held);
     if (s != NULL) {
-        e = lsm_status_code(s) == LSM_BUSY ? EBUSY : status_errno(s);
-        if (e == EBUSY)
-            lsm_status_free(s);
-        return say(err, errlen, e, "snapshot %s is in use (mounted?)", path);
+        e = lsm_status_code(s) == LSM_BUSY ? EBUSY : lsm_status_errno(s);
+        say(err, errlen, e ? e : EIO, "snapshot %s: %s", path,
+            e == EBUSY ? "in use (mounted?)" : lsm_status_message(s));
+        lsm_status_free(s);
+        return e ? e : EIO;
+    }
+    /* Listed before the rename: once out of view, nothing may fail for memory. */
+    char **names;
+    int n;
+    e = status_errno(env->get_children(env, path, &names, &n));
+    if (e != 0) {
+        lsm_status_free(env->unlock_file(env, held));
+        return say(err, errlen, e, "snapshot %s: listing its files: %s", path, strerror(e));
     }
     snprintf(hidden, sizeof hidden, "%s/.%s.del-%ld-%u", dir, name, (long)getpid(),
              atomic_fetch_add(&counter, 1));
@@ -134,10 +154,12 @@ int snapshot_delete(struct lsmfs *fs, const char *name, char *err, size_t errlen
     if (e == 0)
         e = status_errno(env->sync_dir(env, dir));
     if (e != 0) {
+        env_free_children(names, n);
         lsm_status_free(env->unlock_file(env, held));
         return say(err, errlen, e, "snapshot %s: %s", path, strerror(e));
     }
-    e = remove_snapshot_files(env, hidden, held);
+    e = remove_listed_files(env, hidden, names, n, held);
+    env_free_children(names, n);
     if (e == 0)
         e = status_errno(env->sync_dir(env, dir));
     if (e != 0)
@@ -172,7 +194,7 @@ void snapshot_sweep_leftovers(const struct lsmfs *fs)
         if (!leftover_name(names[i]) ||
             snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path)
             continue;
-        int e = remove_snapshot_files(env, path, NULL);
+        int e = remove_snapshot_files(env, path);
         if (e != 0)
             fprintf(stderr, "lsmfs: removing %s, left by a killed snapshot: %s\n", path,
                     strerror(e));

@@ -58,8 +58,8 @@ static pid_t lock_holder(const char *dir)
 bool store_mounted_at(const char *dir, char *mnt, size_t mntlen, pid_t *pid)
 {
     *pid = 0;
-    char *real = realpath(dir, NULL);
-    FILE *f = real != NULL ? setmntent("/proc/self/mounts", "r") : NULL;
+    char real[PATH_MAX];
+    FILE *f = realpath(dir, real) != NULL ? setmntent("/proc/self/mounts", "r") : NULL;
     bool found = false;
     struct mntent *e;
     while (f != NULL && !found && (e = getmntent(f)) != NULL)
@@ -71,7 +71,6 @@ bool store_mounted_at(const char *dir, char *mnt, size_t mntlen, pid_t *pid)
         endmntent(f);
     if (found)
         *pid = lock_holder(real);
-    free(real);
     return found;
 }
 

@@ -45,12 +45,13 @@ int super_read(lsm_db *db, const char *dir, schema_super *sb, char *err, size_t 
     lsm_status *s = lsm_get(db, &ro, k.b, k.len, &v, &vlen);
     if (s != NULL) {
         int notfound = lsm_status_code(s) == LSM_NOT_FOUND;
+        int e = notfound ? EINVAL : lsm_status_errno(s); /* ENOMEM: no verdict on the store */
         if (notfound)
             snprintf(err, errlen, "%s: not an lsmfs filesystem (store has no superblock)", dir);
         else
             snprintf(err, errlen, "%s: reading the superblock: %s", dir, lsm_status_message(s));
         lsm_status_free(s);
-        return notfound ? EINVAL : EIO;
+        return e;
     }
     enum super_check c = super_decode(v, vlen, sb);
     free(v);

@@ -23,17 +23,22 @@
 #include "alloc_fail.h"
 #include "fake_req.h"
 #include "fsck.h"
+#include "fsinfo.h"
+#include "maint.h"
+#include "snapshot.h"
 #include "lsmfs.h"
 #include "orphan.h"
 #include "ops.h"
 #include "schema.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <linux/fuse.h>
 #include <linux/falloc.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -59,6 +64,10 @@ typedef struct fixture {
     bool cold;        /* runs start with empty caches (else walked once) */
     bool persistent;  /* allocation N and every later one of the op fail */
     bool sync_all;    /* mounted -o sync */
+    int table_level;  /* prep_table_level's */
+    /* whose allocations fail: the op's (LSM_ALLOC_MAIN) or, for the work it
+     * hands to the reclaimer, every other thread's (LSM_ALLOC_OTHER) */
+    enum lsm_alloc_stream stream;
 } fixture;
 
 /* ---------------------------------------------------------- requests */
@@ -272,9 +281,67 @@ static void dump_one(const fixture *fx, FILE *f, const char *k, size_t klen, con
     fputc('\n', f);
 }
 
-/* Every key of the store and its value, in order, as text. The
- * allocator's next number is left out: a failed op may have reserved
- * numbers (never reused: ARCHITECTURE.md invariant 1). */
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The keys of the store in dir opened read-only, or -1 if it does not open. */
+static long count_keys(const char *dir)
+{
+    lsm_options o;
+    lsm_options_init(&o);
+    o.read_only = true;
+    lsm_db *db = NULL;
+    lsm_status *s = lsm_open(&o, dir, &db);
+    if (s != NULL) {
+        lsm_status_free(s);
+        return -1;
+    }
+    lsm_read_options ro;
+    lsm_read_options_init(&ro);
+    lsm_iter *it = lsm_iter_new(db, &ro);
+    assert_non_null(it);
+    long n = 0;
+    for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it))
+        n++;
+    ASSERT_OK(lsm_iter_status(it));
+    lsm_iter_free(it);
+    ASSERT_OK(lsm_close(db));
+    return n;
+}
+
+/* The store's snapshots (snapshot.h), each with its key count, and the
+ * hidden leftovers of one half built or half deleted, by kind. */
+static void dump_snapshots(const fixture *fx, FILE *f)
+{
+    char dir[sizeof fx->dir + 32];
+    snprintf(dir, sizeof dir, "%s/" LSMFS_SNAPSHOT_DIR, fx->dir);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    char *names[64];
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && n < 64)
+            names[n++] = strdup(e->d_name);
+    closedir(d);
+    qsort(names, n, sizeof names[0], cmp_names);
+    for (size_t i = 0; i < n; i++) {
+        char path[sizeof dir + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (names[i][0] == '.')
+            fprintf(f, "snapshot leftover %s\n", strstr(names[i], ".tmp-") ? "tmp" : "del");
+        else
+            fprintf(f, "snapshot %s: %ld keys\n", names[i], count_keys(path));
+        free(names[i]);
+    }
+}
+
+/* Every key of the store and its value, in order, as text, then its
+ * snapshots. The allocator's next number is left out: a failed op may
+ * have reserved numbers (never reused: ARCHITECTURE.md invariant 1); so is
+ * the inode count, which only a clean unmount writes (sweep_handed_on's). */
 static char *store_dump(const fixture *fx)
 {
     char *text = NULL;
@@ -289,11 +356,12 @@ static char *store_dump(const fixture *fx)
         size_t klen, vlen;
         const char *k = lsm_iter_key(it, &klen);
         const char *v = lsm_iter_value(it, &vlen);
-        if (k[0] != K_ALLOC)
+        if (k[0] != K_ALLOC && k[0] != K_ICOUNT)
             dump_one(fx, f, k, klen, v, vlen);
     }
     ASSERT_OK(lsm_iter_status(it));
     lsm_iter_free(it);
+    dump_snapshots(fx, f);
     fclose(f);
     return text;
 }
@@ -419,12 +487,15 @@ typedef struct op_case {
     void (*check)(fixture *fx); /* what the unfailed op must have done (NULL: none) */
     bool changes; /* false: a read, the store must stay as it was */
     bool stamped; /* its reply's bytes hold times: only their length is compared */
+    bool counters; /* its reply is text of counters: compared with every number as '#' */
     /* a listing: a shorter one (not empty: that is the end) is right too,
      * the kernel asks again from its last entry's offset */
     bool partial_ok;
     /* with memory gone for good (persistent), its work may stay undone for
      * the next mount to finish (an orphan's mark: orphan.h) */
     bool left_for_mount;
+    /* hands work to the reclaimer: its allocations are swept too (sweep_handed_on) */
+    bool hands_on;
 } op_case;
 
 static void do_create(fixture *fx, fuse_req_t req)
@@ -640,6 +711,95 @@ static void do_opendir(fixture *fx, fuse_req_t req)
     op_opendir(req, fx->ino_m, &fi);
 }
 
+/* The root's attributes of counters: their text, compared with every number
+ * as '#' (the counters move with every run). */
+static void do_getxattr_stats(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    op_getxattr(req, SCHEMA_ROOT_INO, "user.lsmfs.stats", 1 << 16);
+}
+static void do_getxattr_metrics(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    op_getxattr(req, SCHEMA_ROOT_INO, "user.lsmfs.metrics", 1 << 16);
+}
+
+/* The ioctls on the root (op_ioctl.c), asked by root. */
+static void ioctl_(fuse_req_t req, unsigned int cmd, const void *in, size_t insz, size_t outsz)
+{
+    op_ioctl(req, SCHEMA_ROOT_INO, cmd, NULL, NULL, 0, in, insz, outsz);
+}
+static void snap_create(fuse_req_t req, const char *name)
+{
+    struct lsmfs_snap_create c = {0};
+    snprintf(c.name, sizeof c.name, "%s", name);
+    ioctl_(req, LSMFS_IOC_SNAP_CREATE, &c, sizeof c, sizeof c);
+}
+static void do_snap_create(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    snap_create(req, "s1");
+}
+/* A snapshot s0 of the template. */
+static void prep_snapshot(fixture *fx)
+{
+    MUST(fx, snap_create(req, "s0"));
+}
+static void do_snap_delete(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    struct lsmfs_snap_name n = {.name = "s0"};
+    ioctl_(req, LSMFS_IOC_SNAP_DELETE, &n, sizeof n, 0);
+}
+static void do_snap_next(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    struct lsmfs_snap_entry e = {.name = ""};
+    ioctl_(req, LSMFS_IOC_SNAP_NEXT, &e, sizeof e, sizeof e);
+}
+static void do_snap_dir(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    ioctl_(req, LSMFS_IOC_SNAP_DIR, NULL, 0, sizeof(struct lsmfs_snap_dir));
+}
+static void do_info(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    ioctl_(req, LSMFS_IOC_INFO, NULL, 0, sizeof(struct lsmfs_info));
+}
+/* A compaction of every key (the template's allocator key, written by each
+ * create, has versions in several tables). */
+static void do_compact(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    struct lsmfs_compact c = {.blen = 0};
+    ioctl_(req, LSMFS_IOC_COMPACT, &c, sizeof c, 0);
+}
+/* The deepest level holding tables. */
+static void prep_table_level(fixture *fx)
+{
+    fx->table_level = -1;
+    for (int l = 0; l < LSM_LEVELS; l++) {
+        char name[40];
+        uint64_t n = 0;
+        snprintf(name, sizeof name, "lsm.num-files-at-level%d", l);
+        assert_true(lsm_property_u64(fx->fs->db, name, &n));
+        if (n > 0)
+            fx->table_level = l;
+    }
+    assert_true(fx->table_level >= 0);
+}
+static void do_check_tables(fixture *fx, fuse_req_t req)
+{
+    struct lsmfs_check_tables t = {.level = fx->table_level};
+    ioctl_(req, LSMFS_IOC_CHECK_TABLES, &t, sizeof t, sizeof t);
+}
+static void do_check_fs(fixture *fx, fuse_req_t req)
+{
+    (void)fx;
+    ioctl_(req, LSMFS_IOC_CHECK_FS, NULL, 0, sizeof(struct lsmfs_check_fs));
+}
+
 /* A caller in many groups (the one of /f last) without CAP_FSETID: a
  * process of its own, whose /proc status the daemon reads (caller.h). */
 #define MEMBER_GID 4242
@@ -653,6 +813,10 @@ static void member_main(void)
     struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
     struct __user_cap_data_struct d[2];
     char ok = 1;
+    /* Gone with the test, even one that aborts (its pipe would keep a
+     * caller waiting for its output). */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1)
+        _exit(1);
     if (setgroups(MEMBER_NGROUPS, member_groups) != 0 || syscall(SYS_capget, &h, d) != 0)
         ok = 0;
     d[CAP_TO_INDEX(CAP_FSETID)].effective &= ~CAP_TO_MASK(CAP_FSETID);
@@ -728,7 +892,34 @@ static void do_forget_orphan(fixture *fx, fuse_req_t req)
     op_forget(req, fx->ino_g, fx->lookups_g);
 }
 
+/* /big grown past ORPHAN_DIRECT_CHUNKS chunks (the reclaimer frees it a
+ * batch at a time, then compacts its range), then unlinked while the
+ * kernel holds it. */
+static void prep_big_orphan(fixture *fx)
+{
+    static char more[3 * 4096];
+    memset(more, 'm', sizeof more);
+    write_(fx, fx->ino_big, more, sizeof more, BIG_LEN);
+    fx->lookups_g = fx->cold ? 1 : 2; /* the walk looked it up once */
+    assert_int_equal(lookup(fx, 1, "big"), fx->ino_big);
+    MUST(fx, op_unlink(req, 1, "big"));
+}
+static void do_forget_big_orphan(fixture *fx, fuse_req_t req)
+{
+    op_forget(req, fx->ino_big, fx->lookups_g);
+}
+
+
 static const op_case cases[] = {
+    {.name = "getxattr_stats", .run = do_getxattr_stats, .counters = true},
+    {.name = "getxattr_metrics", .run = do_getxattr_metrics, .counters = true},
+    {.name = "snap_create", .run = do_snap_create, .changes = true, .stamped = true},
+    {.name = "snap_delete", .run = do_snap_delete, .prep = prep_snapshot, .changes = true},
+    {.name = "snap_next", .run = do_snap_next, .prep = prep_snapshot},
+    {.name = "snap_dir", .run = do_snap_dir},
+    {.name = "info", .run = do_info},
+    {.name = "check_tables", .run = do_check_tables, .prep = prep_table_level},
+    {.name = "check_fs", .run = do_check_fs},
     {.name = "create_inherit", .run = do_create_inherit, .changes = true},
     {.name = "create_many", .run = do_create_many, .changes = true},
     {.name = "unlink_many", .run = do_unlink_many, .changes = true},
@@ -742,7 +933,10 @@ static const op_case cases[] = {
     {.name = "opendir", .run = do_opendir},
     {.name = "setfacl_member", .run = do_setfacl_member, .prep = prep_sgid,
      .check = check_sgid_kept, .changes = true},
-    {.name = "forget_orphan", .run = do_forget_orphan, .prep = prep_orphan, .changes = true, .left_for_mount = true},
+    {.name = "forget_orphan", .run = do_forget_orphan, .prep = prep_orphan, .changes = true,
+     .left_for_mount = true, .hands_on = true},
+    {.name = "forget_big_orphan", .run = do_forget_big_orphan, .prep = prep_big_orphan,
+     .changes = true, .left_for_mount = true, .hands_on = true},
     {.name = "create", .run = do_create, .changes = true},
     {.name = "mkdir", .run = do_mkdir, .changes = true},
     {.name = "mknod", .run = do_mknod, .changes = true},
@@ -779,6 +973,7 @@ static const op_case cases[] = {
     {.name = "listxattr", .run = do_listxattr},
     {.name = "lseek", .run = do_lseek},
     {.name = "statfs", .run = do_statfs, .stamped = true},
+    {.name = "compact", .run = do_compact},
 };
 
 /* ------------------------------------------------------------ a run */
@@ -811,8 +1006,10 @@ typedef struct outcome {
 static bool run_op(fixture *fx, const op_case *c, uint64_t n, struct fuse_req *r)
 {
     req_init(fx, r);
-    lsm_alloc_hook_arm_from(LSM_ALLOC_MAIN, n, fx->persistent);
+    lsm_alloc_hook_arm_from(fx->stream, n, fx->persistent);
     c->run(fx, r);
+    if (fx->stream == LSM_ALLOC_OTHER)
+        reclaimer_drain(fx->fs->reclaim); /* what the op handed on runs armed */
     lsm_alloc_hook_disarm();
     reclaimer_drain(fx->fs->reclaim); /* what the op handed on is done */
     if (r->reply.replies != 1)
@@ -858,17 +1055,45 @@ static uint64_t norm_ino(const fixture *fx, uint64_t ino)
     return ino > fx->ino_max ? UINT64_MAX : ino;
 }
 
+/* Whether texts a and b are the same but for the digits of their numbers. */
+static bool same_but_numbers(const char *a, size_t alen, const char *b, size_t blen)
+{
+    size_t i = 0, j = 0;
+    while (i < alen && j < blen) {
+        bool da = a[i] >= '0' && a[i] <= '9', db = b[j] >= '0' && b[j] <= '9';
+        if (da != db || (!da && a[i] != b[j]))
+            return false;
+        for (i++, j++; da && i < alen && a[i] >= '0' && a[i] <= '9'; i++)
+            ;
+        for (; db && j < blen && b[j] >= '0' && b[j] <= '9'; j++)
+            ;
+    }
+    return i == alen && j == blen;
+}
+
+/* Whether a reply's bytes are the unfailed run's, as c compares them. */
+static bool same_bytes(const op_case *c, const fake_reply *got, const outcome *o)
+{
+    if (c->counters)
+        return same_but_numbers(got->buf, got->len, o->reply_buf, o->reply.len);
+    return got->len == o->reply.len &&
+           (got->len == 0 || c->stamped || memcmp(got->buf, o->reply_buf, got->len) == 0);
+}
+
 static void check_reply(const fixture *fx, const op_case *c, uint64_t n, const outcome *o,
                         const fake_reply *got)
 {
-    bool same = got->kind == o->reply.kind && got->len == o->reply.len &&
-                (got->len == 0 || c->stamped || memcmp(got->buf, o->reply_buf, got->len) == 0) &&
+    bool same = got->kind == o->reply.kind && same_bytes(c, got, o) &&
                 got->count == o->reply.count && got->off == o->reply.off &&
                 norm_ino(fx, got->entry.ino) == norm_ino(fx, o->reply.entry.ino) && got->attr.st_ino == o->reply.attr.st_ino &&
                 got->attr.st_size == o->reply.attr.st_size;
     bool prefix = c->partial_ok && got->kind == FAKE_BUF && got->len > 0 &&
                   got->len < o->reply.len &&
                   (c->stamped || memcmp(got->buf, o->reply_buf, got->len) == 0);
+    if (!same && !prefix && c->counters)
+        fail_msg("%s, allocation %llu failing: succeeded with another text:\n%.*s\nunfailed:\n%.*s",
+                 c->name, (unsigned long long)n, (int)got->len, got->buf, (int)o->reply.len,
+                 o->reply_buf);
     if (!same && !prefix)
         fail_msg("%s, allocation %llu failing: succeeded with another reply (kind %d len %zu "
                  "ino %llu size %lld, unfailed: kind %d len %zu ino %llu size %lld)",
@@ -937,6 +1162,35 @@ static bool sweep_one(fixture *fx, const op_case *c, const outcome *o, uint64_t 
     return fired;
 }
 
+/* The reclaimer's allocation n failing (the op's own succeed): the op
+ * succeeds; the store holds the op's whole effect or, its freeing left for
+ * the next mount, what it held before; the next mount finishes it. False
+ * when the reclaimer made fewer than n allocations. */
+static bool sweep_handed_on(fixture *fx, const op_case *c, const outcome *o, uint64_t n)
+{
+    fresh(fx, c);
+    struct fuse_req r;
+    fx->stream = LSM_ALLOC_OTHER;
+    bool fired = run_op(fx, c, n, &r);
+    fx->stream = LSM_ALLOC_MAIN;
+    if (fake_req_errno(&r) != 0)
+        fail_msg("%s, reclaimer allocation %llu failing: the op answered %d", c->name,
+                 (unsigned long long)n, fake_req_errno(&r));
+    fake_req_done(&r);
+    char *now = store_dump(fx);
+    bool left = strcmp(now, o->after) != 0;
+    free(now);
+    if (left)
+        check_dump(fx, c, n, o->before, "as before the op, its freeing left for the next mount");
+    assert_fsck_clean(fx, c->name, n);
+    unmount_fs(fx);
+    mount_fs(fx, fx->dir); /* its scan of the orphan marks frees what was left */
+    reclaimer_drain(fx->fs->reclaim);
+    check_dump(fx, c, n, o->after, "the op's whole effect after a mount");
+    unmount_fs(fx);
+    return fired;
+}
+
 static void sweep_case(fixture *fx, const op_case *c)
 {
     outcome o = {0};
@@ -947,11 +1201,14 @@ static void sweep_case(fixture *fx, const op_case *c)
     if (n <= o.allocs)
         fail_msg("%s: %llu allocations unfailed, but only %llu with one failing", c->name,
                  (unsigned long long)o.allocs, (unsigned long long)n - 1);
+    uint64_t handed = 0;
+    while (c->hands_on && !fx->persistent && sweep_handed_on(fx, c, &o, handed + 1))
+        handed++;
     if (getenv("FS_OOM_VERBOSE") != NULL)
-        print_message("%-18s %s %s%s %3llu allocations, %3llu runs\n", c->name,
-                      fx->cold ? "cold" : "warm", fx->persistent ? "from N on" : "N only",
-                      fx->sync_all ? " -o sync" : "",
-                      (unsigned long long)o.allocs, (unsigned long long)runs);
+        print_message("%-18s %s %s%s %3llu allocations, %3llu runs, %llu of the reclaimer\n",
+                      c->name, fx->cold ? "cold" : "warm", fx->persistent ? "from N on" : "N only",
+                      fx->sync_all ? " -o sync" : "", (unsigned long long)o.allocs,
+                      (unsigned long long)runs, (unsigned long long)handed);
     outcome_free(&o);
 }
 

@@ -21,11 +21,13 @@
  * Environment: OOM_SWEEP=full runs every N (make torture); by default a
  * sample runs (every OOM_SWEEP_STRIDE-th N, default 5, plus the first 20
  * of each stream). OOM_SWEEP_N=n runs one; OOM_SWEEP_ALL=1 goes on after a
- * failure; OOM_SWEEP_VERBOSE=1 says what each call answered.
+ * failure; OOM_SWEEP_VERBOSE=1 says what each call answered; OOM_TEST=name
+ * runs that test only (a cmocka filter: * matches any run of characters).
  *
  * Tests pin the bugs one at a time: a memtable switch out of memory, a
  * write group whose merge runs out of memory, background threads that spun
- * when memory never came back.
+ * when memory never came back, a compaction out of memory that let a key's
+ * older version through with its newest one (out of key order).
  */
 #include "sweep_writes.h"
 
@@ -694,6 +696,39 @@ static lsm_status *write_round(lsm_db *db, int k)
     return first;
 }
 
+/* A store in a fresh directory (in memory when it can: syncs cost nothing)
+ * holding L0_COMPACTION_TRIGGER - 1 level-0 tables of writes 0..k: the
+ * next round's flush makes a compaction due. */
+static lsm_db *open_near_compaction(char *dir, size_t dirlen, int k)
+{
+    snprintf(dir, dirlen, "%s/lsm-oom-bg-XXXXXX",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    if (mkdtemp(dir) == NULL)
+        fail_msg("mkdtemp %s: %s", dir, strerror(errno));
+    lsm_db *db = tu_open_db(dir, NULL, WBS);
+    /* The same keys each round: once the deeper levels hold a table, each
+     * new one overlaps them and stays at level 0. */
+    for (int round = 0; tu_prop(db, "lsm.num-files-at-level0") < L0_COMPACTION_TRIGGER - 1;
+         round++) {
+        assert_true(round < 2 * NUM_LEVELS);
+        ASSERT_OK(write_round(db, k));
+        wait_idle(db);
+    }
+    return db;
+}
+
+/* Writes round 0..k (the fourth level-0 table, a compaction due) with the
+ * background threads' allocation n failing (every_later: and every later
+ * one), until they are idle. Returns whether allocation n came. */
+static bool background_round(lsm_db *db, int k, uint64_t n, bool every_later)
+{
+    lsm_alloc_hook_arm_from(LSM_ALLOC_OTHER, n, every_later);
+    lsm_status_free(write_round(db, k)); /* may fail once the background has */
+    wait_idle(db);
+    lsm_alloc_hook_disarm();
+    return lsm_alloc_hook_fired();
+}
+
 /* Memory that never comes back to the background threads, from each of
  * their allocations in turn while the fourth level-0 table is flushed and
  * the compaction it makes due starts: the background stops with an error
@@ -705,24 +740,8 @@ static void test_background_out_of_memory_for_good_goes_idle(void **state)
     int k = first_switching_write();
     for (uint64_t n = 1;; n++) {
         char dir[256];
-        snprintf(dir, sizeof(dir), "%s/lsm-oom-forever-XXXXXX",
-                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"); /* syncs cost nothing */
-        if (mkdtemp(dir) == NULL)
-            fail_msg("mkdtemp %s: %s", dir, strerror(errno));
-        lsm_db *db = tu_open_db(dir, NULL, WBS);
-        /* The same keys each round: once the deeper levels hold a table,
-         * each new one overlaps them and stays at level 0. */
-        for (int round = 0; tu_prop(db, "lsm.num-files-at-level0") < L0_COMPACTION_TRIGGER - 1;
-             round++) {
-            assert_true(round < 2 * NUM_LEVELS);
-            ASSERT_OK(write_round(db, k));
-            wait_idle(db);
-        }
-        lsm_alloc_hook_arm_from(LSM_ALLOC_OTHER, n, true);
-        lsm_status_free(write_round(db, k)); /* may fail once the background has */
-        wait_idle(db);
-        lsm_alloc_hook_disarm();
-        bool fired = lsm_alloc_hook_fired();
+        lsm_db *db = open_near_compaction(dir, sizeof dir, k);
+        bool fired = background_round(db, k, n, true);
         lsm_status_free(lsm_close(db));
         db = tu_open_db(dir, NULL, WBS);
         for (int i = 0; i <= k; i++)
@@ -737,6 +756,121 @@ static void test_background_out_of_memory_for_good_goes_idle(void **state)
     }
 }
 
+/* One allocation of the background threads fails, memory back at once,
+ * from each of their allocations in turn while the fourth level-0 table is
+ * flushed and the compaction it makes due runs: the store is not broken for
+ * good. The writes after it succeed (the failed work is retried, as after a
+ * full disk), its background error stays empty, and nothing is lost. */
+static void test_background_out_of_memory_once_is_not_for_good(void **state)
+{
+    (void)state;
+    int k = first_switching_write();
+    for (uint64_t n = 1;; n++) {
+        char dir[256];
+        lsm_db *db = open_near_compaction(dir, sizeof dir, k);
+        bool fired = background_round(db, k, n, false);
+        for (int round = 0; round < 3; round++) {
+            lsm_status *s = write_round(db, k);
+            if (s != NULL)
+                fail_msg("background allocation %" PRIu64 " failed once: a write round after "
+                         "it: %s",
+                         n, lsm_status_message(s));
+        }
+        wait_idle(db);
+        char *e = lsm_property(db, "lsm.background-error");
+        if (e == NULL || e[0] != '\0')
+            fail_msg("background allocation %" PRIu64 " failed once: background error \"%s\"", n,
+                     e != NULL ? e : "?");
+        free(e);
+        for (int i = 0; i <= k; i++)
+            if (!has_small(db, i))
+                fail_msg("background allocation %" PRIu64 " failed once: write %d is gone", n, i);
+        ASSERT_OK(lsm_close(db));
+        tu_rmtree(dir);
+        if (!fired) {
+            printf("background allocations failed once: %" PRIu64 " points\n", n - 1);
+            break;
+        }
+    }
+}
+
+/* Writes small writes 0..k-1 with their values for `round` (a round's
+ * values differ from the last's: the same keys, newer versions). */
+static void write_versions(lsm_db *db, int k, int round)
+{
+    char key[16], v[SMALL_VLEN];
+    for (int i = 0; i < k; i++) {
+        key_of(i, key);
+        sweep_value_of(&swrites, i + round * MAX_WRITES, SMALL_VLEN, v);
+        ASSERT_OK(lsm_put(db, NULL, key, strlen(key), v, SMALL_VLEN));
+    }
+}
+
+/* Whether db holds write i of `round` (write_versions) as its value. */
+static bool has_version(lsm_db *db, int i, int round)
+{
+    char key[16], want[SMALL_VLEN];
+    key_of(i, key);
+    sweep_value_of(&swrites, i + round * MAX_WRITES, SMALL_VLEN, want);
+    char *v = NULL;
+    size_t vn = 0;
+    lsm_status *s = lsm_get(db, NULL, key, strlen(key), &v, &vn);
+    bool same = s == NULL && vn == SMALL_VLEN && memcmp(v, want, vn) == 0;
+    lsm_status_free(s);
+    free(v);
+    return same;
+}
+
+/* A compaction merging two versions of every key (the older in a table
+ * below, the newer in the memtable it flushes first), with each of its
+ * allocations failing in turn: it succeeds or answers out of memory; the
+ * newest versions stay, the tables verify (key order), and the compaction
+ * repeated succeeds. The merge keeps a key's newest version only, with its
+ * sequence zeroed (db_compact.c can_zero_seq): out of memory in remembering
+ * the key must not let an older version through. */
+static void test_compaction_out_of_memory_keeps_key_order(void **state)
+{
+    (void)state;
+    enum { K = 40 };
+    for (uint64_t n = 1;; n++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, "%s/lsm-oom-versions-XXXXXX",
+                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"); /* syncs cost nothing */
+        if (mkdtemp(dir) == NULL)
+            fail_msg("mkdtemp %s: %s", dir, strerror(errno));
+        lsm_db *db = tu_open_db(dir, NULL, WBS);
+        write_versions(db, K, 0);
+        ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
+        write_versions(db, K, 1);
+        wait_idle(db);
+        lsm_alloc_hook_arm(LSM_ALLOC_MAIN, n);
+        lsm_status *s = lsm_compact_range(db, NULL, 0, NULL, 0);
+        lsm_alloc_hook_disarm();
+        bool fired = lsm_alloc_hook_fired();
+        if (s != NULL && lsm_status_code(s) != LSM_NO_MEMORY)
+            fail_msg("allocation %" PRIu64 " failing: compaction: %s", n, lsm_status_message(s));
+        lsm_status_free(s);
+        for (int i = 0; i < K; i++)
+            if (!has_version(db, i, 1))
+                fail_msg("allocation %" PRIu64 " failing: key %d lost its newest version", n, i);
+        char first[256] = "";
+        s = lsm_verify(db, verify_report, first);
+        if (s != NULL)
+            fail_msg("allocation %" PRIu64 " failing: lsm_verify: %s (%s)", n,
+                     lsm_status_message(s), first);
+        s = lsm_compact_range(db, NULL, 0, NULL, 0);
+        if (s != NULL)
+            fail_msg("allocation %" PRIu64 " failed: the compaction repeated: %s", n,
+                     lsm_status_message(s));
+        ASSERT_OK(lsm_close(db));
+        tu_rmtree(dir);
+        if (!fired) {
+            printf("compaction of two versions: %" PRIu64 " allocations failed in turn\n", n - 1);
+            break;
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -746,6 +880,10 @@ int main(void)
         cmocka_unit_test(test_background_out_of_memory_for_good_goes_idle),
         cmocka_unit_test(test_oom_sweep),
         cmocka_unit_test(test_oom_sweep_for_good),
+        cmocka_unit_test(test_compaction_out_of_memory_keeps_key_order),
+        cmocka_unit_test(test_background_out_of_memory_once_is_not_for_good),
     };
+    if (getenv("OOM_TEST") != NULL)
+        cmocka_set_test_filter(getenv("OOM_TEST"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
