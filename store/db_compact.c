@@ -475,20 +475,25 @@ static void wait_to_retry(lsm_db *db, bool flusher)
         ;
 }
 
-/* A full disk stops background work but does not break the store: nothing
- * was lost (the WAL and the old tables are intact) and a retry succeeds once
- * space is freed. Records it and waits (wait_to_retry) before the retry.
- * Returns true if s was such an error (it is consumed). REQUIRES: mu held. */
+/* A full disk or out of memory stops background work but does not break the
+ * store: nothing was lost (the WAL and the old tables are intact) and a
+ * retry succeeds once space or memory is back. Records it in db->nospace
+ * (what writers waiting for room get: ENOSPC or ENOMEM; counted in
+ * nospace_events, which those waiters watch) and waits (wait_to_retry)
+ * before the retry; only a full disk gives up the RESERVE. Returns true if
+ * s was such an error (it is consumed). REQUIRES: mu held. */
 static bool retry_later_if_full(lsm_db *db, lsm_status *s, bool flusher)
 {
     assert(mutex_held(&db->mu));
-    if (lsm_status_code(s) != LSM_NO_SPACE)
+    int code = lsm_status_code(s);
+    if (code != LSM_NO_SPACE && code != LSM_NO_MEMORY)
         return false;
     lsm_status_free(db->nospace);
     db->nospace = s;
     db->nospace_events++;
-    db_reserve_serve_background(db);      /* the retry may use it (db_reserve.c) */
-    pthread_cond_broadcast(&db->room_cv); /* waiting writers get ENOSPC now */
+    if (code == LSM_NO_SPACE)
+        db_reserve_serve_background(db);      /* the retry may use it (db_reserve.c) */
+    pthread_cond_broadcast(&db->room_cv); /* waiting writers get the error now */
     wait_to_retry(db, flusher);
     return true;
 }
@@ -578,6 +583,10 @@ static lsm_status *merge_inputs(lsm_db *db, compaction_run *r)
         }
         if (should_drop(r, &pk))
             continue;
+        if (!r->has_user_key) { /* the key not remembered: its older versions would pass */
+            s = status_new(LSM_NO_MEMORY, "out of memory");
+            break;
+        }
         if (can_zero_seq(r, &pk)) {
             /* The only version any reader will ever see: its sequence carries
              * no information, and zeros compress (RocksDB does the same). */
@@ -741,7 +750,9 @@ static void *compact_main(void *arg)
         compaction *c = compaction_pick(&db->vs, db->opt.target_file_size);
         if (c == NULL) { /* due (needs_compaction) but not built: out of memory */
             db->compacting = false;
-            db_set_bg_error(db, status_new(LSM_NO_MEMORY, "compaction: out of memory"));
+            lsm_status *e = status_new(LSM_NO_MEMORY, "compaction: out of memory");
+            if (!retry_later_if_full(db, e, false))
+                db_set_bg_error(db, e);
             pthread_cond_broadcast(&db->room_cv);
             continue;
         }

@@ -203,9 +203,10 @@ struct lsm_db {
 
     /* ---- errors and a full disk (db_error.c; db_compact.c's retries) */
     lsm_status *bg_error;          /* [mu] sticky: once set, every write fails */
-    lsm_status *nospace;           /* [mu] the disk was full for a flush or compaction;
+    lsm_status *nospace;           /* [mu] the disk was full (or memory short) for a flush or compaction;
                                     * not sticky: retried, cleared by the next success */
-    uint64_t nospace_events;       /* [mu] background attempts that found the disk full */
+    uint64_t nospace_events;       /* [mu] background attempts that found the disk full
+                                    * or ran out of memory (retry_later_if_full) */
     uint64_t flush_asked;          /* [mu] callers that began waiting for a flush: a
                                     * full-disk retry wait of the flush thread ends */
     /* ---- compactions held off after one failed for space (db_holdoff.c) */

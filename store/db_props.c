@@ -82,7 +82,7 @@ static uint64_t compaction_written(lsm_db *db)
 static uint64_t background_jobs(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
-    bool due = db->bg_error == NULL;
+    bool due = db->bg_error == NULL && lsm_status_code(db->nospace) != LSM_NO_MEMORY;
     return (uint64_t)(db->flushing || (due && db->nimm > 0)) +
            (uint64_t)(db->compacting || (due && version_needs_compaction(db->vs.current)));
 }
