@@ -11,17 +11,23 @@
  * seconds (wall clock, so a CPU shared with writers and others counts) the
  * compaction thread spends per byte it moves out of that level, over the
  * last ten seconds or so of that level's compactions. A byte written passes
- * through each of those levels in turn, so
+ * through each level down to the deepest holding data (which, as the tree
+ * grows, passes it on too), so
  *
- *     table bytes per second = 1 / (sum of the per-level costs)
+ *     sustainable = 1 / (sum of those levels' costs)  table bytes per second
  *
  * is the ingest rate that keeps the compaction thread just busy. It moves
  * as the costs do — slowly, as the tree grows — and not with the sawtooth.
- * Should the backlog (the bytes in levels 0 and 1, which compaction drains
- * first) grow past a soft limit all the same (the estimate ran ahead, or
- * other work took the CPU), the rate is cut in proportion to the excess.
- * While compaction has nothing to do or the backlog is small, nothing is
- * paced.
+ *
+ * How far compaction is behind is its debt: the seconds it needs, at those
+ * costs, to bring every level within its target (pacer_debt_secs). Writers
+ * go at sustainable * pacer_debt_factor(debt): a factor that falls linearly
+ * with the debt (averaged over a few seconds), through 1 at
+ * PACER_DEBT_SET_SECS, to a floor; where little is owed writes are not
+ * paced. There is no threshold at which pacing turns on at the sustainable
+ * rate (the old rule: on once a level was due and levels 0-1 held four
+ * write buffers): the debt writes leave is paid by every write in
+ * proportion, so late writes do not pay alone for what early ones left.
  *
  * Writers are held to that rate by the pacing clock (pace_clock below).
  *
@@ -36,27 +42,51 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The debt factor (pacer_debt_factor): 1 at PACER_DEBT_SET_SECS of
+ * compaction owed, 1 more or less per PACER_DEBT_SPAN_SECS less or more,
+ * never below PACER_MIN_FACTOR (the level-0 load and the memtables decide
+ * stops); where it would reach PACER_FREE_FACTOR (nothing owed)
+ * writes are not paced (the figures: docs/decisions.md, "Pacing by
+ * compaction debt"). */
+#define PACER_DEBT_SET_SECS 3.0
+#define PACER_DEBT_SPAN_SECS 3.0
+#define PACER_FREE_FACTOR 2.0
+#define PACER_MIN_FACTOR 0.25
+
 typedef struct pacer {
     /* Per source level: seconds spent and bytes moved out by its recent
      * compactions, older ones weighing less the older they are. */
     double secs[NUM_LEVELS], bytes[NUM_LEVELS];
     uint64_t sampled_us[NUM_LEVELS]; /* when the level's last sample came */
-    uint64_t backlog;                /* bytes in levels 0-1 now */
-    double backlog_avg;              /* ... averaged over the last seconds */
-    uint64_t backlog_us;             /* when backlog was last set */
-    uint64_t min_backlog;            /* no pacing at or below this */
+    double debt;      /* compaction owed now, seconds (pacer_debt_secs) */
+    double debt_avg;  /* ... averaged over the last seconds */
+    uint64_t debt_us; /* when debt was last set */
     double rate; /* bytes written per second allowed; 0: unpaced */
 } pacer;
 
-/* No pacing while levels 0-1 hold at most min_backlog bytes. */
-void pacer_init(pacer *p, uint64_t min_backlog);
-/* A background compaction moved `bytes` out of `level` in `micros`. */
+/* The shape of the tree: each level's table bytes and the bytes it may
+ * hold before it is due (level 0's target is not used: every byte there is
+ * owed a move; the last level's neither: nothing leaves it). */
+typedef struct pacer_tree {
+    uint64_t bytes[NUM_LEVELS];
+    uint64_t target[NUM_LEVELS];
+} pacer_tree;
+
+void pacer_init(pacer *p);
+/* A background compaction (a merge or a trivial move) moved `bytes` out of
+ * `level` in `micros`. */
 void pacer_note_compaction(pacer *p, int level, uint64_t bytes, uint64_t micros, uint64_t now_us);
-/* The tree changed: levels 0-1 now hold `backlog` bytes, `behind` says
- * whether any level needs compaction, and a byte written becomes
- * `table_per_write` table bytes. Recomputes p->rate. */
-void pacer_update(pacer *p, uint64_t backlog, bool behind, double table_per_write,
-                  uint64_t now_us);
+/* Seconds the compaction thread needs, at p's measured costs, to bring
+ * every level of t within its target: every level-0 byte moves down, and
+ * what a level holds past its target once the bytes from above arrived
+ * moves on to the next. A level not compacted yet costs what the nearest
+ * measured level above it does. */
+double pacer_debt_secs(const pacer *p, const pacer_tree *t);
+/* The factor on the sustainable rate at `debt_secs` owed; 0: unpaced. */
+double pacer_debt_factor(double debt_secs);
+/* The tree changed to t, and a byte written becomes `table_per_write`
+ * table bytes. Recomputes p->rate. */
+void pacer_update(pacer *p, const pacer_tree *t, double table_per_write, uint64_t now_us);
 
 /* Level-0 load (version.h, l0_load) at which writers are slowed on top of
  * the pacer's rate (pacer_write_rate), and at which they wait for room
