@@ -67,22 +67,31 @@ static double sustainable_rate(const pacer *p, const pacer_tree *t)
     return secs_per_byte > 0 ? 1 / secs_per_byte : 0;
 }
 
-double pacer_debt_secs(const pacer *p, const pacer_tree *t)
+double pacer_debt_bytes(const pacer_tree *t)
 {
-    double moving = 0, owed = 0; /* bytes leaving the level above; seconds */
+    double moving = 0, owed = 0; /* bytes leaving the level above; in all */
     for (int l = 0; l < NUM_LEVELS - 1; l++) {
         double held = (double)t->bytes[l] + moving;
         moving = l == 0 ? held : held > (double)t->target[l] ? held - (double)t->target[l] : 0;
-        owed += moving * level_cost(p, l);
+        owed += moving;
     }
     return owed;
 }
 
-double pacer_debt_factor(double debt_secs)
+double pacer_debt_set_bytes(const pacer_tree *t)
 {
-    double f = 1 + (PACER_DEBT_SET_SECS - debt_secs) / PACER_DEBT_SPAN_SECS;
-    if (f >= PACER_FREE_FACTOR)
+    double tree = 0;
+    for (int l = 0; l < NUM_LEVELS; l++)
+        tree += (double)t->bytes[l];
+    return tree / PACER_DEBT_SET_SHARE > PACER_DEBT_SET_BYTES ? tree / PACER_DEBT_SET_SHARE
+                                                                : PACER_DEBT_SET_BYTES;
+}
+
+double pacer_debt_factor(double debt, double set)
+{
+    if (debt <= 0)
         return 0;
+    double f = set / debt;
     return f < PACER_MIN_FACTOR ? PACER_MIN_FACTOR : f;
 }
 
@@ -91,10 +100,10 @@ void pacer_update(pacer *p, const pacer_tree *t, double table_per_write, uint64_
     /* The average weighs the debt that held since the last change. */
     double keep = p->debt_us ? weight_left(p->debt_us, now_us, DEBT_AGE_SECS) : 0;
     p->debt_avg = keep * p->debt_avg + (1 - keep) * p->debt;
-    p->debt = pacer_debt_secs(p, t);
+    p->debt = pacer_debt_bytes(t);
     p->debt_us = now_us;
     double rate = sustainable_rate(p, t);
-    double f = pacer_debt_factor(p->debt_avg);
+    double f = pacer_debt_factor(p->debt_avg, pacer_debt_set_bytes(t));
     p->rate = rate > 0 && table_per_write > 0 ? f * rate / table_per_write : 0;
 }
 

@@ -12,22 +12,28 @@
  * compaction thread spends per byte it moves out of that level, over the
  * last ten seconds or so of that level's compactions. A byte written passes
  * through each level down to the deepest holding data (which, as the tree
- * grows, passes it on too), so
+ * grows, passes it on too; a level not compacted yet costs what the
+ * nearest measured level above it does), so
  *
  *     sustainable = 1 / (sum of those levels' costs)  table bytes per second
  *
  * is the ingest rate that keeps the compaction thread just busy. It moves
  * as the costs do — slowly, as the tree grows — and not with the sawtooth.
  *
- * How far compaction is behind is its debt: the seconds it needs, at those
- * costs, to bring every level within its target (pacer_debt_secs). Writers
- * go at sustainable * pacer_debt_factor(debt): a factor that falls linearly
- * with the debt (averaged over a few seconds), through 1 at
- * PACER_DEBT_SET_SECS, to a floor; where little is owed writes are not
- * paced. There is no threshold at which pacing turns on at the sustainable
- * rate (the old rule: on once a level was due and levels 0-1 held four
- * write buffers): the debt writes leave is paid by every write in
- * proportion, so late writes do not pay alone for what early ones left.
+ * How far compaction is behind is its debt: the bytes it must move to bring
+ * every level within its target (pacer_debt_bytes). Writers go at
+ * sustainable * pacer_debt_factor(debt), the debt averaged over a few
+ * seconds: each byte written is held in proportion to the debt, its full
+ * cost at compaction's pace once pacer_debt_set_bytes are owed, not at all
+ * when nothing is. There is no threshold at which pacing turns on (the old
+ * rule: the sustainable rate once a level was due and levels 0-1 held four
+ * write buffers, unpaced below): the debt writes leave is paid by every
+ * write in proportion, so late writes do not pay alone for what early ones
+ * left, and the debt settles where the writes match what compaction does —
+ * also where the per-level costs misjudge it (they do: they assume full
+ * levels below). The debt is counted in bytes, not in seconds at those
+ * costs: a CPU taken by others already slows the sustainable rate, and
+ * counting it twice paced by the square of the load.
  *
  * Writers are held to that rate by the pacing clock (pace_clock below).
  *
@@ -42,15 +48,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The debt factor (pacer_debt_factor): 1 at PACER_DEBT_SET_SECS of
- * compaction owed, 1 more or less per PACER_DEBT_SPAN_SECS less or more,
- * never below PACER_MIN_FACTOR (the level-0 load and the memtables decide
- * stops); where it would reach PACER_FREE_FACTOR (nothing owed)
- * writes are not paced (the figures: docs/decisions.md, "Pacing by
- * compaction debt"). */
-#define PACER_DEBT_SET_SECS 3.0
-#define PACER_DEBT_SPAN_SECS 3.0
-#define PACER_FREE_FACTOR 2.0
+/* The debt factor (pacer_debt_factor): set / debt, so the time a written
+ * byte is held is proportional to the debt; never below PACER_MIN_FACTOR
+ * (the level-0 load and the memtables decide stops). The set point is
+ * PACER_DEBT_SET_BYTES, or a PACER_DEBT_SET_SHARE-th of the tree when that
+ * is more (a deep level's excess is many bytes). The figures:
+ * docs/decisions.md, "Pacing by compaction debt". */
+#define PACER_DEBT_SET_BYTES (64.0 * 1024 * 1024)
+#define PACER_DEBT_SET_SHARE 8.0
 #define PACER_MIN_FACTOR 0.25
 
 typedef struct pacer {
@@ -58,7 +63,7 @@ typedef struct pacer {
      * compactions, older ones weighing less the older they are. */
     double secs[NUM_LEVELS], bytes[NUM_LEVELS];
     uint64_t sampled_us[NUM_LEVELS]; /* when the level's last sample came */
-    double debt;      /* compaction owed now, seconds (pacer_debt_secs) */
+    double debt;      /* compaction owed now, bytes (pacer_debt_bytes) */
     double debt_avg;  /* ... averaged over the last seconds */
     uint64_t debt_us; /* when debt was last set */
     double rate; /* bytes written per second allowed; 0: unpaced */
@@ -76,14 +81,15 @@ void pacer_init(pacer *p);
 /* A background compaction (a merge or a trivial move) moved `bytes` out of
  * `level` in `micros`. */
 void pacer_note_compaction(pacer *p, int level, uint64_t bytes, uint64_t micros, uint64_t now_us);
-/* Seconds the compaction thread needs, at p's measured costs, to bring
- * every level of t within its target: every level-0 byte moves down, and
- * what a level holds past its target once the bytes from above arrived
- * moves on to the next. A level not compacted yet costs what the nearest
- * measured level above it does. */
-double pacer_debt_secs(const pacer *p, const pacer_tree *t);
-/* The factor on the sustainable rate at `debt_secs` owed; 0: unpaced. */
-double pacer_debt_factor(double debt_secs);
+/* The bytes compaction must move to bring every level of t within its
+ * target: every level-0 byte, and what a level holds past its target once
+ * the bytes from above arrived, level by level down. */
+double pacer_debt_bytes(const pacer_tree *t);
+/* The debt at which writes go at the sustainable rate, for tree t. */
+double pacer_debt_set_bytes(const pacer_tree *t);
+/* The factor on the sustainable rate at `debt` bytes owed against the set
+ * point `set`; 0 (unpaced) when nothing is owed. */
+double pacer_debt_factor(double debt, double set);
 /* The tree changed to t, and a byte written becomes `table_per_write`
  * table bytes. Recomputes p->rate. */
 void pacer_update(pacer *p, const pacer_tree *t, double table_per_write, uint64_t now_us);

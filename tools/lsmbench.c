@@ -1016,7 +1016,7 @@ static void print_levels(bench_ctx *c)
  * only: LevelDB has none of them). */
 typedef struct window_probe {
     bool have;
-    uint64_t paced_us, stopped_us, compacted, l1_bytes, l0_load, jobs, debt_ms;
+    uint64_t paced_us, stopped_us, compacted, l1_bytes, l0_load, jobs, debt;
 } window_probe;
 
 static window_probe probe_window(bench_ctx *c)
@@ -1028,7 +1028,7 @@ static window_probe probe_window(bench_ctx *c)
              property_u64(c, "bytes-at-level1", &p.l1_bytes) &&
              property_u64(c, "level0-load", &p.l0_load) &&
              property_u64(c, "background-jobs", &p.jobs) &&
-             property_u64(c, "compaction-debt-ms", &p.debt_ms);
+             property_u64(c, "compaction-debt-bytes", &p.debt);
     return p;
 }
 
@@ -1040,10 +1040,10 @@ static void print_probe(const window_probe *a, const window_probe *b)
     if (!a->have || !b->have)
         return;
     printf(" paced %.0f ms stopped %.0f ms compacted %.1f MiB; L0 load %" PRIu64
-           " L1 %.1f MiB jobs %" PRIu64 " debt %.2f s",
+           " L1 %.1f MiB jobs %" PRIu64 " debt %.1f MiB",
            (double)(b->paced_us - a->paced_us) / 1e3, (double)(b->stopped_us - a->stopped_us) / 1e3,
            (double)(b->compacted - a->compacted) / 1048576.0, b->l0_load,
-           (double)b->l1_bytes / 1048576.0, b->jobs, (double)b->debt_ms / 1e3);
+           (double)b->l1_bytes / 1048576.0, b->jobs, (double)b->debt / 1048576.0);
 }
 
 /* One window of the seed-003 experiment: `window` puts of key "%d_%d"
