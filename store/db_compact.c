@@ -147,18 +147,15 @@ static void update_pacing(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     const version *v = db->vs.current;
-    pacer_tree t;
-    for (int l = 0; l < NUM_LEVELS; l++) {
-        t.bytes[l] = version_level_bytes(v, l);
-        t.target[l] = version_max_bytes_for_level(l);
-    }
+    uint64_t backlog = version_level_bytes(v, 0) + version_level_bytes(v, 1);
     /* How many table bytes a byte written becomes (compression, the
      * tables' own overhead); 1 until something was flushed. Counted against
      * the bytes written, not the log's: deferred batches skip the log. */
     double table_per_write = 1;
     if (db->stats.flush_bytes > 0 && db->stats.user_bytes > 0)
         table_per_write = (double)db->stats.flush_bytes / (double)db->stats.user_bytes;
-    pacer_update(&db->pacer, &t, table_per_write, db->env->now_micros(db->env));
+    pacer_update(&db->pacer, backlog, v->compaction_score >= 1, table_per_write,
+                 db->env->now_micros(db->env));
 }
 
 /* ---------------------------------------------------------- table outputs */

@@ -142,7 +142,7 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t, const char *only)
         {"lsm.paced-us", st->slowdown_us},
         {"lsm.stopped-us", st->stop_us},
         {"lsm.paced-rate", (uint64_t)db->pacer.rate},
-        {"lsm.compaction-debt-bytes", (uint64_t)db->pacer.debt},
+        {"lsm.compaction-debt-bytes", version_compaction_debt(db->vs.current)},
         {"lsm.block-cache-hits", hits},
         {"lsm.block-cache-misses", misses},
         {"lsm.user-bytes", st->user_bytes},
@@ -314,7 +314,7 @@ static bool background_text(lsm_db *db, buf *b, uint64_t written)
                                            db->pacer.rate / 1048576.0)
                                 : snprintf(pacing, sizeof(pacing), "not pacing now, ");
     snprintf(pacing + at, sizeof(pacing) - (size_t)at, "compaction owes %.1f MiB",
-             db->pacer.debt / 1048576.0);
+             (double)version_compaction_debt(db->vs.current) / 1048576.0);
     int n = snprintf(
         line, sizeof(line),
         "  flushes %" PRIu64 ", write amplification %.2f (table bytes written / user bytes)\n"

@@ -4,107 +4,74 @@
 #include <assert.h>
 #include <string.h>
 
-/* A cost sample's weight falls as 1 / (1 + age / AGE_SECS): long enough to
- * span several compactions of each level and a few level-0 cycles, short
- * enough to follow the tree as it grows and the CPU as others take it (the
+/* A sample's weight falls as 1 / (1 + age / AGE_SECS): long enough to span
+ * several compactions of each level and a few level-0 cycles, short enough
+ * to follow the tree as it grows and the CPU as others take it (the
  * figures: docs/decisions.md, "Pacing's constants"). */
 #define AGE_SECS 10.0
-/* The debt is averaged as cost samples age, over DEBT_AGE_SECS: a flush's
- * step or a compaction's install moves the rate little. */
-#define DEBT_AGE_SECS 3.0
 
-void pacer_init(pacer *p)
+/* Past BACKLOG_SOFT bytes in levels 0-1 (on average) the rate falls
+ * linearly, all of it over BACKLOG_RANGE more, to a floor of MIN_FACTOR.
+ * Below the soft limit level 0 peaks at 13-17 files under sustained random
+ * writes, short of the slowdown backstop (L0_SLOWDOWN). A
+ * lower limit cuts in sooner and makes writes less even (docs/decisions.md,
+ * "Pacing's constants"). */
+#define BACKLOG_SOFT (96.0 * 1024 * 1024)
+#define BACKLOG_RANGE (64.0 * 1024 * 1024)
+#define MIN_FACTOR 0.1
+
+void pacer_init(pacer *p, uint64_t min_backlog)
 {
     memset(p, 0, sizeof(*p));
+    p->min_backlog = min_backlog;
 }
 
-/* The weight left to what was measured at `then` when it is `now`, for
- * samples that age over age_secs. */
-static double weight_left(uint64_t then, uint64_t now, double age_secs)
+/* The weight left to what was measured at `then` when it is `now`. */
+static double weight_left(uint64_t then, uint64_t now)
 {
     double age = now > then ? (double)(now - then) / 1e6 : 0;
-    return 1 / (1 + age / age_secs);
+    return 1 / (1 + age / AGE_SECS);
 }
 
 void pacer_note_compaction(pacer *p, int level, uint64_t bytes, uint64_t micros, uint64_t now_us)
 {
     assert(level >= 0 && level < NUM_LEVELS);
-    double keep = p->sampled_us[level] ? weight_left(p->sampled_us[level], now_us, AGE_SECS) : 0;
+    double keep = p->sampled_us[level] ? weight_left(p->sampled_us[level], now_us) : 0;
     p->secs[level] = keep * p->secs[level] + (double)micros / 1e6;
     p->bytes[level] = keep * p->bytes[level] + (double)bytes;
     p->sampled_us[level] = now_us;
 }
 
-/* Seconds per byte moved out of `level`: as measured, else (not compacted
- * yet) the nearest measured level's above it — a level past its target owes
- * its moves before its first compaction tells what they cost; 0 if no level
- * at or above it was measured. */
-static double level_cost(const pacer *p, int level)
-{
-    for (int l = level; l >= 0; l--)
-        if (p->bytes[l] > 0)
-            return p->secs[l] / p->bytes[l];
-    return 0;
-}
-
-/* The deepest level a written byte moves out of: the deepest holding bytes
- * (as the tree grows, it too passes them on), or the one above the last. */
-static int deepest_moved(const pacer_tree *t)
-{
-    int d = NUM_LEVELS - 1;
-    while (d > 0 && t->bytes[d] == 0)
-        d--;
-    return d < NUM_LEVELS - 1 ? d : d - 1;
-}
-
-/* Table bytes per second the compaction thread keeps up with (a byte
- * written passes through levels 0 to deepest_moved); 0 if not measured. */
-static double sustainable_rate(const pacer *p, const pacer_tree *t)
+/* Table bytes per second the compaction thread keeps up with; 0 if it has
+ * not been measured yet. */
+static double sustainable_rate(const pacer *p)
 {
     double secs_per_byte = 0;
-    for (int l = 0; l <= deepest_moved(t); l++)
-        secs_per_byte += level_cost(p, l);
+    for (int l = 0; l < NUM_LEVELS; l++)
+        if (p->bytes[l] > 0)
+            secs_per_byte += p->secs[l] / p->bytes[l];
     return secs_per_byte > 0 ? 1 / secs_per_byte : 0;
 }
 
-double pacer_debt_bytes(const pacer_tree *t)
+void pacer_update(pacer *p, uint64_t backlog, bool behind, double table_per_write,
+                  uint64_t now_us)
 {
-    double moving = 0, owed = 0; /* bytes leaving the level above; in all */
-    for (int l = 0; l < NUM_LEVELS - 1; l++) {
-        double held = (double)t->bytes[l] + moving;
-        moving = l == 0 ? held : held > (double)t->target[l] ? held - (double)t->target[l] : 0;
-        owed += moving;
+    /* The average weighs the backlog that held since the last change. */
+    double keep = p->backlog_us ? weight_left(p->backlog_us, now_us) : 0;
+    p->backlog_avg = keep * p->backlog_avg + (1 - keep) * (double)p->backlog;
+    p->backlog = backlog;
+    p->backlog_us = now_us;
+    double rate = sustainable_rate(p);
+    if (!behind || backlog <= p->min_backlog || rate == 0 || table_per_write <= 0) {
+        p->rate = 0;
+        return;
     }
-    return owed;
-}
-
-double pacer_debt_set_bytes(const pacer_tree *t)
-{
-    double tree = 0;
-    for (int l = 0; l < NUM_LEVELS; l++)
-        tree += (double)t->bytes[l];
-    return tree / PACER_DEBT_SET_SHARE > PACER_DEBT_SET_BYTES ? tree / PACER_DEBT_SET_SHARE
-                                                                : PACER_DEBT_SET_BYTES;
-}
-
-double pacer_debt_factor(double debt, double set)
-{
-    if (debt <= 0)
-        return 0;
-    double f = set / debt;
-    return f < PACER_MIN_FACTOR ? PACER_MIN_FACTOR : f;
-}
-
-void pacer_update(pacer *p, const pacer_tree *t, double table_per_write, uint64_t now_us)
-{
-    /* The average weighs the debt that held since the last change. */
-    double keep = p->debt_us ? weight_left(p->debt_us, now_us, DEBT_AGE_SECS) : 0;
-    p->debt_avg = keep * p->debt_avg + (1 - keep) * p->debt;
-    p->debt = pacer_debt_bytes(t);
-    p->debt_us = now_us;
-    double rate = sustainable_rate(p, t);
-    double f = pacer_debt_factor(p->debt_avg, pacer_debt_set_bytes(t));
-    p->rate = rate > 0 && table_per_write > 0 ? f * rate / table_per_write : 0;
+    double factor = 1;
+    if (p->backlog_avg > BACKLOG_SOFT)
+        factor = 1 - (p->backlog_avg - BACKLOG_SOFT) / BACKLOG_RANGE;
+    if (factor < MIN_FACTOR)
+        factor = MIN_FACTOR;
+    p->rate = factor * rate / table_per_write;
 }
 
 /* The pacing clock's bounds (pacing.h): how far it may lag real time, how

@@ -11,29 +11,17 @@
  * seconds (wall clock, so a CPU shared with writers and others counts) the
  * compaction thread spends per byte it moves out of that level, over the
  * last ten seconds or so of that level's compactions. A byte written passes
- * through each level down to the deepest holding data (which, as the tree
- * grows, passes it on too; a level not compacted yet costs what the
- * nearest measured level above it does), so
+ * through each of those levels in turn, so
  *
- *     sustainable = 1 / (sum of those levels' costs)  table bytes per second
+ *     table bytes per second = 1 / (sum of the per-level costs)
  *
  * is the ingest rate that keeps the compaction thread just busy. It moves
  * as the costs do — slowly, as the tree grows — and not with the sawtooth.
- *
- * How far compaction is behind is its debt: the bytes it must move to bring
- * every level within its target (pacer_debt_bytes). Writers go at
- * sustainable * pacer_debt_factor(debt), the debt averaged over a few
- * seconds: each byte written is held in proportion to the debt, its full
- * cost at compaction's pace once pacer_debt_set_bytes are owed, not at all
- * when nothing is. There is no threshold at which pacing turns on (the old
- * rule: the sustainable rate once a level was due and levels 0-1 held four
- * write buffers, unpaced below): the debt writes leave is paid by every
- * write in proportion, so late writes do not pay alone for what early ones
- * left, and the debt settles where the writes match what compaction does —
- * also where the per-level costs misjudge it (they do: they assume full
- * levels below). The debt is counted in bytes, not in seconds at those
- * costs: a CPU taken by others already slows the sustainable rate, and
- * counting it twice paced by the square of the load.
+ * Should the backlog (the bytes in levels 0 and 1, which compaction drains
+ * first) grow past a soft limit all the same (the estimate ran ahead, or
+ * other work took the CPU), the rate is cut in proportion to the excess.
+ * While compaction has nothing to do or the backlog is small, nothing is
+ * paced.
  *
  * Writers are held to that rate by the pacing clock (pace_clock below).
  *
@@ -48,51 +36,27 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The debt factor (pacer_debt_factor): set / debt, so the time a written
- * byte is held is proportional to the debt; never below PACER_MIN_FACTOR
- * (the level-0 load and the memtables decide stops). The set point is
- * PACER_DEBT_SET_BYTES, or a PACER_DEBT_SET_SHARE-th of the tree when that
- * is more (a deep level's excess is many bytes). The figures:
- * docs/decisions.md, "Pacing by compaction debt". */
-#define PACER_DEBT_SET_BYTES (64.0 * 1024 * 1024)
-#define PACER_DEBT_SET_SHARE 8.0
-#define PACER_MIN_FACTOR 0.25
-
 typedef struct pacer {
     /* Per source level: seconds spent and bytes moved out by its recent
      * compactions, older ones weighing less the older they are. */
     double secs[NUM_LEVELS], bytes[NUM_LEVELS];
     uint64_t sampled_us[NUM_LEVELS]; /* when the level's last sample came */
-    double debt;      /* compaction owed now, bytes (pacer_debt_bytes) */
-    double debt_avg;  /* ... averaged over the last seconds */
-    uint64_t debt_us; /* when debt was last set */
+    uint64_t backlog;                /* bytes in levels 0-1 now */
+    double backlog_avg;              /* ... averaged over the last seconds */
+    uint64_t backlog_us;             /* when backlog was last set */
+    uint64_t min_backlog;            /* no pacing at or below this */
     double rate; /* bytes written per second allowed; 0: unpaced */
 } pacer;
 
-/* The shape of the tree: each level's table bytes and the bytes it may
- * hold before it is due (level 0's target is not used: every byte there is
- * owed a move; the last level's neither: nothing leaves it). */
-typedef struct pacer_tree {
-    uint64_t bytes[NUM_LEVELS];
-    uint64_t target[NUM_LEVELS];
-} pacer_tree;
-
-void pacer_init(pacer *p);
-/* A background compaction (a merge or a trivial move) moved `bytes` out of
- * `level` in `micros`. */
+/* No pacing while levels 0-1 hold at most min_backlog bytes. */
+void pacer_init(pacer *p, uint64_t min_backlog);
+/* A background compaction moved `bytes` out of `level` in `micros`. */
 void pacer_note_compaction(pacer *p, int level, uint64_t bytes, uint64_t micros, uint64_t now_us);
-/* The bytes compaction must move to bring every level of t within its
- * target: every level-0 byte, and what a level holds past its target once
- * the bytes from above arrived, level by level down. */
-double pacer_debt_bytes(const pacer_tree *t);
-/* The debt at which writes go at the sustainable rate, for tree t. */
-double pacer_debt_set_bytes(const pacer_tree *t);
-/* The factor on the sustainable rate at `debt` bytes owed against the set
- * point `set`; 0 (unpaced) when nothing is owed. */
-double pacer_debt_factor(double debt, double set);
-/* The tree changed to t, and a byte written becomes `table_per_write`
- * table bytes. Recomputes p->rate. */
-void pacer_update(pacer *p, const pacer_tree *t, double table_per_write, uint64_t now_us);
+/* The tree changed: levels 0-1 now hold `backlog` bytes, `behind` says
+ * whether any level needs compaction, and a byte written becomes
+ * `table_per_write` table bytes. Recomputes p->rate. */
+void pacer_update(pacer *p, uint64_t backlog, bool behind, double table_per_write,
+                  uint64_t now_us);
 
 /* Level-0 load (version.h, l0_load) at which writers are slowed on top of
  * the pacer's rate (pacer_write_rate), and at which they wait for room
