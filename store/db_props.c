@@ -142,6 +142,7 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t, const char *only)
         {"lsm.paced-us", st->slowdown_us},
         {"lsm.stopped-us", st->stop_us},
         {"lsm.paced-rate", (uint64_t)db->pacer.rate},
+        {"lsm.compaction-debt-bytes", version_compaction_debt(db->vs.current)},
         {"lsm.block-cache-hits", hits},
         {"lsm.block-cache-misses", misses},
         {"lsm.user-bytes", st->user_bytes},
@@ -308,9 +309,12 @@ static bool background_text(lsm_db *db, buf *b, uint64_t written)
     char line[512];
     uint64_t hits, misses;
     cache_stats(db->block_cache, &hits, &misses);
-    char pacing[48] = "not pacing now";
-    if (db->pacer.rate > 0)
-        snprintf(pacing, sizeof(pacing), "pacing at %.1f MiB/s now", db->pacer.rate / 1048576.0);
+    char pacing[96];
+    int at = db->pacer.rate > 0 ? snprintf(pacing, sizeof(pacing), "pacing at %.1f MiB/s now, ",
+                                           db->pacer.rate / 1048576.0)
+                                : snprintf(pacing, sizeof(pacing), "not pacing now, ");
+    snprintf(pacing + at, sizeof(pacing) - (size_t)at, "compaction owes %.1f MiB",
+             (double)version_compaction_debt(db->vs.current) / 1048576.0);
     int n = snprintf(
         line, sizeof(line),
         "  flushes %" PRIu64 ", write amplification %.2f (table bytes written / user bytes)\n"

@@ -308,6 +308,9 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *   "lsm.block-cache-hits" / "lsm.block-cache-misses"
  *   "lsm.paced-us" / "lsm.stopped-us"  time writers slept for the pacing clock / waited
  *                                    for room ("lsm.stall-us": both)
+ *   "lsm.paced-rate"                 bytes written per second the pacer allows (0: unpaced)
+ *   "lsm.compaction-debt-bytes"      bytes compaction must move to bring every level within
+ *                                    its target (version.h)
  *   "lsm.background-busy"            1 while a flush or compaction runs or is
  *                                    due, 0 when the background is idle
  *   "lsm.background-jobs"            how many of the two background jobs (flush,

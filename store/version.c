@@ -409,6 +409,18 @@ uint64_t version_max_bytes_for_level(int level)
     return bytes;
 }
 
+uint64_t version_compaction_debt(const version *v)
+{
+    uint64_t moving = 0, owed = 0; /* bytes leaving the level above; in all */
+    for (int l = 0; l < NUM_LEVELS - 1; l++) {
+        uint64_t held = version_level_bytes(v, l) + moving;
+        uint64_t target = l == 0 ? 0 : version_max_bytes_for_level(l);
+        moving = held > target ? held - target : 0;
+        owed += moving;
+    }
+    return owed;
+}
+
 static int user_cmp(const buf *a, const buf *b)
 {
     return bytes_compare(a->data, ikey_user_len(a->len), b->data, ikey_user_len(b->len));

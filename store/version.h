@@ -67,6 +67,11 @@ int version_level_for_flush(const version *v, const char *smallest, size_t slen,
 uint64_t version_level_bytes(const version *v, int level);
 /* The byte size that triggers compaction of `level` (>= 1). */
 uint64_t version_max_bytes_for_level(int level);
+/* The compaction debt: the bytes compaction must move to bring every level
+ * within its target — every level-0 byte, and what a level holds past its
+ * target once the bytes from above arrived, level by level down (a measure,
+ * shown by "lsm.compaction-debt-bytes"; nothing is decided by it). */
+uint64_t version_compaction_debt(const version *v);
 /* Sets v->compaction_level, v->compaction_score (>= 1 means needed), the
  * level-0 load and, when no level is due by size, v->deletion_file: of the
  * tombstone-heavy files above the last level, the one with the largest

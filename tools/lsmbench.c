@@ -1016,7 +1016,7 @@ static void print_levels(bench_ctx *c)
  * only: LevelDB has none of them). */
 typedef struct window_probe {
     bool have;
-    uint64_t paced_us, stopped_us, compacted, l1_bytes, l0_load, jobs;
+    uint64_t paced_us, stopped_us, compacted, l1_bytes, l0_load, jobs, debt;
 } window_probe;
 
 static window_probe probe_window(bench_ctx *c)
@@ -1027,21 +1027,23 @@ static window_probe probe_window(bench_ctx *c)
              property_u64(c, "compaction-bytes-written", &p.compacted) &&
              property_u64(c, "bytes-at-level1", &p.l1_bytes) &&
              property_u64(c, "level0-load", &p.l0_load) &&
-             property_u64(c, "background-jobs", &p.jobs);
+             property_u64(c, "background-jobs", &p.jobs) &&
+             property_u64(c, "compaction-debt-bytes", &p.debt);
     return p;
 }
 
 /* The window's paced and stopped milliseconds, MiB compactions wrote in it,
- * and at its end level 0's load, level 1's MiB and the background jobs. */
+ * and at its end level 0's load, level 1's MiB, the background jobs and the
+ * compaction debt (pacing.h). */
 static void print_probe(const window_probe *a, const window_probe *b)
 {
     if (!a->have || !b->have)
         return;
     printf(" paced %.0f ms stopped %.0f ms compacted %.1f MiB; L0 load %" PRIu64
-           " L1 %.1f MiB jobs %" PRIu64,
+           " L1 %.1f MiB jobs %" PRIu64 " debt %.1f MiB",
            (double)(b->paced_us - a->paced_us) / 1e3, (double)(b->stopped_us - a->stopped_us) / 1e3,
            (double)(b->compacted - a->compacted) / 1048576.0, b->l0_load,
-           (double)b->l1_bytes / 1048576.0, b->jobs);
+           (double)b->l1_bytes / 1048576.0, b->jobs, (double)b->debt / 1048576.0);
 }
 
 /* One window of the seed-003 experiment: `window` puts of key "%d_%d"

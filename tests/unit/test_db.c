@@ -1063,6 +1063,7 @@ static void test_level_bytes_and_stall_props(void **state)
     assert_false(lsm_property_u64(db, "lsm.bytes-at-level1x", &x));
     assert_int_equal(tu_prop(db, "lsm.paced-us") + tu_prop(db, "lsm.stopped-us"),
                      tu_prop(db, "lsm.stall-us"));
+    assert_int_equal(tu_prop(db, "lsm.compaction-debt-bytes"), 0); /* all compacted */
     lsm_status_free(lsm_close(db));
 }
 
