@@ -126,8 +126,7 @@ lsm_status *rados_operate(struct rados_env *re, rados_write_op_t op, const char 
 
 /* ------------------------------------------------------------ directories */
 
-/* The entry `name` of directory object dir: *found, and its value in val. */
-static lsm_status *dir_lookup(struct rados_env *re, const char *dir, const char *name,
+lsm_status *rados_dir_lookup(struct rados_env *re, const char *dir, const char *name,
                               bool *found, char *val, size_t cap)
 {
     rados_read_op_t op = rados_create_read_op();
@@ -207,7 +206,7 @@ lsm_status *rados_resolve(struct rados_env *re, const char *path, struct rados_e
         snprintf(e->dir_oid, sizeof e->dir_oid, "%s", e->oid);
         snprintf(e->name, sizeof e->name, "%s", comp);
         char val[RADOS_OID_MAX + 4];
-        lsm_status *s = dir_lookup(re, e->dir_oid, comp, &e->found, val, sizeof val);
+        lsm_status *s = rados_dir_lookup(re, e->dir_oid, comp, &e->found, val, sizeof val);
         if (s)
             return s;
         if (e->found)
@@ -287,7 +286,7 @@ lsm_status *rados_dir_list(struct rados_env *re, const char *dir, const char *pa
         size_t vlen;
         lsm_status *s = NULL;
         while (s == NULL && rados_omap_get_next(it, &k, &v, &vlen) == 0 && k != NULL) {
-            char val[256]; /* a name, an intent's recorded name */
+            char val[RADOS_VALUE_MAX]; /* a name, or a record's value */
             size_t n = vlen < sizeof val - 1 ? vlen : sizeof val - 1;
             memcpy(val, v, n);
             val[n] = '\0';
@@ -652,16 +651,15 @@ static lsm_status *rename_in_dir(struct rados_env *re, const struct rados_entry 
     return s;
 }
 
-/* A directory's rename to another directory: its new name, then the old
- * one goes (a crash between leaves both). */
-static lsm_status *move_dir(struct rados_env *re, const struct rados_entry *a,
-                            const struct rados_entry *b, const char *val, const char *from,
-                            const char *to)
+/* Whether path to is below path from. */
+static bool inside(const char *from, const char *to)
 {
-    lsm_status *s = rados_dir_set(re, b->dir_oid, b->name, val, to);
-    return s != NULL ? s : rados_dir_set(re, a->dir_oid, a->name, NULL, from);
+    const char *f = plain_path(from), *t = plain_path(to);
+    size_t n = strlen(f);
+    while (n > 0 && f[n - 1] == '/')
+        n--;
+    return strncmp(f, t, n) == 0 && t[n] == '/';
 }
-
 
 /* A link's steps: the record of the drop that would undo it, the count
  * raised from refs, the name with the record's removal (one op, in which
@@ -740,13 +738,17 @@ static lsm_status *rados_rename_file(lsm_env *env, const char *from, const char 
     if (s)
         return s;
     char val[RADOS_OID_MAX + 4];
-    snprintf(val, sizeof val, "%c:%s", a.is_dir ? 'd' : 'f',
-             a.is_dir ? a.oid + strlen(RADOS_DIR_PREFIX) : a.oid);
+    snprintf(val, sizeof val, "f:%s", a.oid);
     if (b.found && strcmp(b.oid, a.oid) == 0)
         return NULL; /* two names of one file: nothing to do, as rename(2) */
+    if (a.is_dir && inside(from, to))
+        return status_new(LSM_INVALID_ARGUMENT, "rados rename %s to %s: a directory into itself",
+                          from, to);
+    if (a.is_dir)
+        return rados_rename_dir(re, &a, &b, to);
     if (strcmp(a.dir_oid, b.dir_oid) == 0)
         return rename_in_dir(re, &a, &b, val, to);
-    return a.is_dir ? move_dir(re, &a, &b, val, from, to) : move_file(re, &a, &b, from, to);
+    return move_file(re, &a, &b, from, to);
 }
 
 static lsm_status *rados_link_file(lsm_env *env, const char *from, const char *to)

@@ -61,7 +61,10 @@ bool env_is_rados(const lsm_env *env);
  * "unnamed" (a name removed or replaced, its drop recorded, the object's
  * name count not yet lowered), "dropped" (lowered, the record kept),
  * "linking" (a link's record written, the count not yet raised) and
- * "linked" (raised, the new name not yet entered).
+ * "linked" (raised, the new name not yet entered), "moving" (a directory's
+ * move to another directory recorded), "moved" (its new name entered, the
+ * old one and the record not yet removed) and "replaced" (the directory a
+ * rename replaced removed, its intent not yet).
  * Returning true makes the env act as a process that died there: the call
  * fails, and nothing more that changes the pool is sent (no cleanup, no
  * unlock, no lease renewal). It is also called at "answered" (an append's

@@ -22,6 +22,11 @@
 /* A directory's omap key recording the drop of a name of object OID:
  * RADOS_DROP_PREFIX OID (env_rados_intent.c). */
 #define RADOS_DROP_PREFIX "/drop/"
+/* A directory's omap key recording the intent of object OID: it goes once
+ * no name of that directory names it (env_rados_intent.c). */
+#define RADOS_INTENT_PREFIX "/new/"
+/* The longest value of a directory's omap key: a name, or a record's. */
+#define RADOS_VALUE_MAX 640
 /* Name counts change under their object's lock, one of RADOS_OBJ_LOCKS
  * picked by a hash of its id: changes to different objects go on at once. */
 #define RADOS_OBJ_LOCKS 64
@@ -144,6 +149,20 @@ lsm_status *rados_dir_list(struct rados_env *re, const char *dir, const char *pa
                            const char *prefix,
                            lsm_status *(*fn)(void *ctx, const char *key, const char *val),
                            void *ctx);
+/* The entry name of directory object dir: *found, and its value in val
+ * (a directory with no object yet has none). */
+lsm_status *rados_dir_lookup(struct rados_env *re, const char *dir, const char *name, bool *found,
+                             char *val, size_t cap);
+/* Renames directory a to b (env_rados_dirmove.c): atomic across a crash
+ * (one op in one directory; else a move record the sweep settles); an
+ * existing b, which must be an empty directory (else ENOTEMPTY), is
+ * removed. */
+lsm_status *rados_rename_dir(struct rados_env *re, const struct rados_entry *a,
+                             const struct rados_entry *b, const char *to);
+/* The sweep's part of it: settles every move record a crash left in
+ * directory object dir_oid (at plain path dir). REQUIRES: as
+ * rados_sweep_tree. */
+lsm_status *rados_settle_moves(struct rados_env *re, const char *dir_oid, const char *dir);
 /* Splits a directory entry's value ("f:OID" / "d:ID") into e's oid, is_dir. */
 void rados_entry_from_value(struct rados_entry *e, const char *val);
 

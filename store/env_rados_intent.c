@@ -34,11 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INTENT_PREFIX "/new/"
-
 static void intent_key(char *key, size_t cap, const char *oid)
 {
-    snprintf(key, cap, "%s%s", INTENT_PREFIX, oid);
+    snprintf(key, cap, "%s%s", RADOS_INTENT_PREFIX, oid);
 }
 
 static void drop_key(char *key, size_t cap, const char *oid)
@@ -189,7 +187,7 @@ lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e
  * record (key), its value, and the object it is of. */
 struct listed {
     char key[256];
-    char val[256];
+    char val[RADOS_VALUE_MAX];
     char oid[RADOS_OID_MAX];
     bool is_dir;
 };
@@ -228,7 +226,7 @@ static lsm_status *add_named(void *ctx, const char *key, const char *val)
 
 static lsm_status *add_intent(void *ctx, const char *key, const char *val)
 {
-    return add_entry(ctx, key, val, key + strlen(INTENT_PREFIX), false);
+    return add_entry(ctx, key, val, key + strlen(RADOS_INTENT_PREFIX), false);
 }
 
 static bool is_named(const struct entry_list *named, const char *oid)
@@ -344,14 +342,16 @@ static lsm_status *finish_drops(struct rados_env *re, const char *dir_oid, const
 static lsm_status *list_for_sweep(struct rados_env *re, const char *dir_oid, const char *dir,
                                   struct entry_list *intents, struct entry_list *named)
 {
-    lsm_status *s = rados_dir_list(re, dir_oid, dir, INTENT_PREFIX, add_intent, intents);
+    lsm_status *s = rados_dir_list(re, dir_oid, dir, RADOS_INTENT_PREFIX, add_intent, intents);
     return s != NULL ? s : rados_dir_list(re, dir_oid, dir, "", add_named, named);
 }
 
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir)
 {
     struct entry_list named = {0}, intents = {0}, drops = {0};
-    lsm_status *s = list_for_sweep(re, dir_oid, dir, &intents, &named);
+    lsm_status *s = rados_settle_moves(re, dir_oid, dir);
+    if (s == NULL)
+        s = list_for_sweep(re, dir_oid, dir, &intents, &named);
     if (s == NULL)
         s = rados_dir_list(re, dir_oid, dir, RADOS_DROP_PREFIX, add_drop, &drops);
     if (s == NULL)

@@ -1223,6 +1223,149 @@ static void test_rename_between_links(void **state)
     ASSERT_OK(env->remove_dir(env, w.dir));
 }
 
+/* A directory to rename: dir holds directory s1 (with file f, "inner")
+ * and, across, directory s2; to is s2/d (across) or d, made (empty) when
+ * over. The objects: s1's, the target's parent's and (over) d's. */
+struct dirmove {
+    struct window w;
+    char s1[300], s2[300], to[320], f[320];
+    char s1_oid[64], parent_oid[128], old_oid[64];
+    bool across;
+};
+
+static void dirmove_make(struct dirmove *m, bool across, bool over)
+{
+    window_make(&m->w, "dirmv");
+    m->across = across;
+    path_of(m->s1, sizeof m->s1, m->w.dir, "s1");
+    path_of(m->s2, sizeof m->s2, m->w.dir, "s2");
+    path_of(m->f, sizeof m->f, m->s1, "f");
+    path_of(m->to, sizeof m->to, across ? m->s2 : m->w.dir, "d");
+    ASSERT_OK(env->create_dir(env, m->s1));
+    write_file(m->f, "inner");
+    if (across)
+        ASSERT_OK(env->create_dir(env, m->s2));
+    if (over)
+        ASSERT_OK(env->create_dir(env, m->to));
+    struct raw r;
+    struct raw_dir top, d2;
+    raw_open(&r);
+    raw_list_dir(&r, m->w.dir, &top);
+    raw_oid_of(&top, "s1", m->s1_oid, sizeof m->s1_oid);
+    if (across)
+        raw_oid_of(&top, "s2", m->parent_oid, sizeof m->parent_oid);
+    else
+        raw_dir_oid(&r, m->w.dir, m->parent_oid, sizeof m->parent_oid);
+    raw_list(&r, m->parent_oid, &d2);
+    raw_oid_of(&d2, "d", m->old_oid, sizeof m->old_oid);
+    raw_close(&r);
+}
+
+/* After a rename of s1 to `to` (done or not, by a sweep or itself): the
+ * moved directory has exactly one name, no record is left, its file is
+ * whole under it, and the directory it replaced is gone iff it moved.
+ * Returns whether it moved; removes everything. */
+static bool dirmove_check(struct dirmove *m, const char *when)
+{
+    struct raw r;
+    struct raw_dir top, d2;
+    raw_open(&r);
+    raw_list_dir(&r, m->w.dir, &top);
+    raw_list(&r, m->parent_oid, &d2);
+    int names = raw_count_names(&top, m->s1_oid) + (m->across ? raw_count_names(&d2, m->s1_oid) : 0);
+    if (names != 1)
+        fail_msg("%s: the moved directory %s has %d names", when, m->s1_oid, names);
+    assert_false(raw_has_intent(&top) || raw_has_intent(&d2));
+    char at_d[64];
+    raw_oid_of(&d2, "d", at_d, sizeof at_d);
+    bool moved = strcmp(at_d, m->s1_oid) == 0;
+    print_message("%s: %s\n", when, moved ? "moved" : "not moved");
+    uint64_t size;
+    time_t mtime;
+    if (m->old_oid[0] != '\0' && moved &&
+        rados_stat(r.io, m->old_oid, &size, &mtime) != -ENOENT)
+        fail_msg("%s: the replaced directory %s is left in the pool", when, m->old_oid);
+    if (m->old_oid[0] != '\0' && !moved)
+        assert_int_equal(rados_stat(r.io, m->old_oid, &size, &mtime), 0);
+    raw_close(&r);
+    const char *at = moved ? m->to : m->s1;
+    char f[400];
+    path_of(f, sizeof f, at, "f");
+    assert_file(f, "inner");
+    ASSERT_OK(env->remove_file(env, f));
+    ASSERT_OK(env->remove_dir(env, at));
+    if (!moved && m->old_oid[0] != '\0')
+        ASSERT_OK(env->remove_dir(env, m->to));
+    if (env->file_exists(env, m->s2))
+        ASSERT_OK(env->remove_dir(env, m->s2));
+    ASSERT_OK(env->remove_file(env, m->w.a));
+    if (env->file_exists(env, m->w.lock)) /* a sweep's lock left it */
+        ASSERT_OK(env->remove_file(env, m->w.lock));
+    ASSERT_OK(env->remove_dir(env, m->w.dir));
+    return moved;
+}
+
+/* A directory renamed over an empty one, in one directory and to another:
+ * the replaced directory's object goes (before: it stayed in the pool with
+ * no name, "the replaced directory ... is left in the pool"); over one that
+ * holds a name: ENOTEMPTY, nothing changed, as rename(2); into itself:
+ * EINVAL. */
+static void test_rename_dir_replaces(void **state)
+{
+    (void)state;
+    for (int across = 0; across < 2; across++) {
+        struct dirmove m;
+        dirmove_make(&m, across, true);
+        ASSERT_OK(env->rename_file(env, m.s1, m.to));
+        assert_true(dirmove_check(&m, across ? "over a directory elsewhere" : "over one here"));
+    }
+    struct dirmove m;
+    dirmove_make(&m, true, true);
+    char held[400], into[400];
+    path_of(held, sizeof held, m.to, "x");
+    write_file(held, "kept");
+    ASSERT_FAILS(env->rename_file(env, m.s1, m.to), LSM_IO_ERROR, "rename over a directory");
+    path_of(into, sizeof into, m.s1, "sub");
+    ASSERT_FAILS(env->rename_file(env, m.s1, into), LSM_INVALID_ARGUMENT, "into itself");
+    assert_file(held, "kept");
+    ASSERT_OK(env->remove_file(env, held));
+    m.old_oid[0] = '\0'; /* not replaced: removed as a directory of its own */
+    ASSERT_OK(env->remove_dir(env, m.to));
+    assert_false(dirmove_check(&m, "over a directory that holds a file"));
+}
+
+/* A writer dies at each step of a directory's rename, to another directory
+ * and in one, over nothing and over an empty directory: the next lock
+ * leaves it with exactly one name, its file whole, and the replaced
+ * directory gone iff the rename landed (before: two ops, so a crash after
+ * the first left both names — removing either would remove the other's
+ * files — "has 2 names"). */
+static void test_rename_dir_crash_windows(void **state)
+{
+    (void)state;
+    const struct {
+        bool across, over;
+        const char *point;
+    } steps[] = {{true, false, "moving"}, {true, false, "moved"},  {true, true, "moving"},
+                 {true, true, "moved"},   {true, true, "replaced"}, {false, true, "replaced"}};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        struct dirmove m;
+        dirmove_make(&m, steps[i].across, steps[i].over);
+        struct crash_at c = {.point = steps[i].point, .at = 1};
+        lsm_env *x = dying_env(&c);
+        ASSERT_FAILS(x->rename_file(x, m.s1, m.to), LSM_IO_ERROR, "crash point");
+        env_rados_close(x);
+        struct raw r;
+        sweep_by_lock(m.w.dir, m.w.lock, &r);
+        raw_close(&r);
+        char when[96];
+        snprintf(when, sizeof when, "%s%s, died at %s", steps[i].across ? "across" : "here",
+                 steps[i].over ? " over a directory" : "", steps[i].point);
+        bool moved = dirmove_check(&m, when);
+        assert_true(moved == (strcmp(steps[i].point, "moving") != 0));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1243,6 +1386,8 @@ int main(void)
         cmocka_unit_test(test_replace_crash_windows),
         cmocka_unit_test(test_rename_across_crash_windows),
         cmocka_unit_test(test_rename_between_links),
+        cmocka_unit_test(test_rename_dir_replaces),
+        cmocka_unit_test(test_rename_dir_crash_windows),
         cmocka_unit_test(test_slow_fence_keeps_its_lease),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
