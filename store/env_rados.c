@@ -696,11 +696,20 @@ static lsm_status *link_locked(struct rados_env *re, const struct rados_entry *a
                                const struct rados_entry *b, const char *to)
 {
     uint64_t refs = 0;
-    lsm_status *s = refs_get(re, a->oid, &refs);
+    struct rados_pending_drop *p = NULL;
+    lsm_status *s = rados_drops_settle(re, a->oid);
+    if (s == NULL && (p = rados_pending_new()) == NULL)
+        s = status_new(LSM_NO_MEMORY, "rados link to %s: out of memory", to);
+    if (s == NULL)
+        s = refs_get(re, a->oid, &refs);
     if (s == NULL)
         s = link_steps(re, a, b, refs, to);
-    if (s != NULL && !rados_dead(re)) /* undone: the count as it was, no record */
-        lsm_status_free(rados_drop_finish(re, b->dir_oid, a->oid, refs + 1, to));
+    if (s == NULL || rados_dead(re) || p == NULL || refs == 0) {
+        free(p);
+        return s;
+    }
+    /* undone: the count as it was, no record (kept if that fails) */
+    lsm_status_free(rados_drop_done(re, p, b->dir_oid, a->oid, refs + 1, to));
     return s;
 }
 
@@ -1103,6 +1112,7 @@ lsm_status *env_rados_open(const env_rados_options *o, lsm_env **out)
     pthread_mutex_init(&re->dir_mu, NULL);
     pthread_mutex_init(&re->space_mu, NULL);
     pthread_mutex_init(&re->open_mu, NULL);
+    pthread_mutex_init(&re->drops_mu, NULL);
     lsm_status *s = connect_cluster(re, o);
     if (s != NULL) {
         env_rados_close(&re->env);
@@ -1127,6 +1137,8 @@ void env_rados_close(lsm_env *env)
     pthread_mutex_destroy(&re->dir_mu);
     pthread_mutex_destroy(&re->space_mu);
     pthread_mutex_destroy(&re->open_mu);
+    rados_drops_forget(re);
+    pthread_mutex_destroy(&re->drops_mu);
     free(re);
 }
 

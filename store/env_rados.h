@@ -77,7 +77,9 @@ void env_rados_set_crash_hook(lsm_env *env, env_rados_crash_fn fn, void *arg);
 /* Test seam: failures. fn(arg, op, oid) is asked before the env sends op
  * on object oid — "intent" (a create's intent record), "list" and "list
  * intents" (a page of a directory's names or intents: the sweep's),
- * "quota" (the mon's quota query), "cluster stat" — and a negative errno
+ * "quota" (the mon's quota query), "cluster stat", "drop" (lowering a
+ * name count after its name went) and "drop record" (removing the drop's
+ * record) — and a negative errno
  * fails that call as if the cluster had answered it. Set before use. */
 typedef int (*env_rados_fault_fn)(void *arg, const char *op, const char *oid);
 void env_rados_set_fault_hook(lsm_env *env, env_rados_fault_fn fn, void *arg);
