@@ -417,8 +417,6 @@ static int create_once(struct rados_env *re, const char *oid, int flags)
     int r = rados_write_op_operate(op, re->io, oid, NULL, flags);
     rados_release_write_op(op);
     rados_space_answered(re, r, flags);
-    if (r >= 0)
-        rados_space_created(re);
     return r;
 }
 
@@ -429,7 +427,7 @@ lsm_status *rados_object_create(struct rados_env *re, const char *oid, const cha
     if (lease_refuses(re, path) || rados_dead(re))
         return status_new(LSM_IO_ERROR, "rados create %s: the writer's lease is lost", path);
     int flags = rados_space_create_flags(re);
-    int r = flags == 0 && rados_space_objects_out(re) ? -EDQUOT : create_once(re, oid, flags);
+    int r = create_once(re, oid, flags);
     if (r == -EDQUOT && flags == 0 && (flags = rados_space_create_flags(re)) != 0)
         r = create_once(re, oid, flags);
     return r < 0 ? rados_error(r, "create", path) : NULL;

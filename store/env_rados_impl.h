@@ -70,11 +70,6 @@ struct rados_env {
     uint64_t space_at_us;  /* GUARDED_BY(space_mu): when asked; 0: never */
     uint64_t space_total;  /* GUARDED_BY(space_mu) */
     uint64_t space_avail;  /* GUARDED_BY(space_mu) */
-    /* The pool's max_objects (0: none) and its objects, as last asked. */
-    uint64_t space_max_objects; /* GUARDED_BY(space_mu) */
-    uint64_t space_objects;     /* GUARDED_BY(space_mu) */
-    /* Objects this env created less those it removed since then. */
-    _Atomic int64_t objects_since_ask;
     /* The pool refused a growing write (EDQUOT) and none since went
      * through unforced; bytes this env freed since, not yet reused. */
     atomic_bool quota_full;
@@ -296,14 +291,6 @@ int rados_space_grow_flags(struct rados_env *re, uint64_t n);
 /* The flags for a create: as a growth of one byte, but under an objects
  * quota FULL_FORCE only while an object this env removed covers it. */
 int rados_space_create_flags(struct rados_env *re);
-/* Whether an unforced create must be refused before it is sent (then the
- * pool counts as full, as after its own refusal): its objects as last
- * counted plus those this env made since reach max_objects. The pool
- * refuses only once the mon has seen it over (seconds late): without this,
- * a store creating fast outgrows it by the creates of those seconds. */
-bool rados_space_objects_out(struct rados_env *re);
-/* A create went through: one more object. */
-void rados_space_created(struct rados_env *re);
 /* A growing op sent with flags was answered r. */
 void rados_space_answered(struct rados_env *re, int r, int flags);
 /* Whether an append of n more bytes must be refused (LSM_NO_SPACE, before

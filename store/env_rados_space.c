@@ -24,13 +24,7 @@
  * refuses growth alike (the OSD flags the pool full, whichever quota), but
  * what the store must free is objects: once it removes one (gives up its
  * reserve), appends are forced (they add no object) and creates reuse the
- * objects it removed, plus OBJECTS_SLACK. The pool refuses only once the
- * mon has seen it over, seconds late, so the env refuses a create itself
- * once the objects last counted plus those it made since reach the quota
- * (rados_space_objects_out): the mon's rule, applied before the mon sees
- * it. A stricter one (an older count plus all creates since) refused the
- * creates the store's freeing needs (a compaction's outputs go before its
- * inputs) and the deletes after a full pool failed.
+ * objects it removed, plus OBJECTS_SLACK.
  */
 #include "env_rados_impl.h"
 
@@ -104,8 +98,7 @@ static void tighter(uint64_t limit_total, uint64_t limit_avail, uint64_t *total,
     }
 }
 
-/* Asks the cluster: the quota's or the cluster's size and free bytes.
- * REQUIRES: space_mu held. */
+/* Asks the cluster: the quota's or the cluster's size and free bytes. */
 static lsm_status *ask_space(struct rados_env *re, const char *path, uint64_t *total,
                              uint64_t *avail)
 {
@@ -120,15 +113,11 @@ static lsm_status *ask_space(struct rados_env *re, const char *path, uint64_t *t
     *avail = known ? cs.kb_avail * 1024 : RADOS_SPACE_UNKNOWN;
     uint64_t max_objects = 0, quota = known ? pool_quota(re, &max_objects) : 0;
     atomic_store(&re->objects_quota, quota == 0 && max_objects > 0);
-    re->space_max_objects = 0;
     if (quota == 0 && max_objects == 0)
         return NULL;
     struct rados_pool_stat_t ps;
     if ((r = rados_ioctx_pool_stat(re->io, &ps)) < 0)
         return rados_error(r, "pool stat for", path);
-    re->space_max_objects = max_objects;
-    re->space_objects = ps.num_objects;
-    atomic_store(&re->objects_since_ask, 0);
     bool room = (quota == 0 || ps.num_bytes < quota) &&
                 (max_objects == 0 || ps.num_objects < max_objects);
     if (room && atomic_load(&re->quota_full))
@@ -202,24 +191,6 @@ int rados_space_create_flags(struct rados_env *re)
     return 0;
 }
 
-bool rados_space_objects_out(struct rados_env *re)
-{
-    uint64_t total, avail; /* the figures, asked again once a TTL */
-    lsm_status_free(rados_disk_free(&re->env, "", &total, &avail));
-    pthread_mutex_lock(&re->space_mu);
-    int64_t max = (int64_t)re->space_max_objects, have = (int64_t)re->space_objects;
-    pthread_mutex_unlock(&re->space_mu);
-    bool out = max != 0 && have + atomic_load(&re->objects_since_ask) >= max;
-    if (out)
-        rados_space_answered(re, -EDQUOT, 0);
-    return out;
-}
-
-void rados_space_created(struct rados_env *re)
-{
-    atomic_fetch_add(&re->objects_since_ask, 1);
-}
-
 void rados_space_answered(struct rados_env *re, int r, int flags)
 {
     if (r == -EDQUOT) {
@@ -253,7 +224,6 @@ bool rados_space_full(struct rados_env *re)
 
 void rados_space_freed(struct rados_env *re, uint64_t n, int objects)
 {
-    atomic_fetch_sub(&re->objects_since_ask, objects);
     if (!atomic_load(&re->quota_full))
         return;
     atomic_fetch_add(&re->freed_while_full, (int64_t)n);
