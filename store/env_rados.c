@@ -126,8 +126,7 @@ lsm_status *rados_operate(struct rados_env *re, rados_write_op_t op, const char 
 
 /* ------------------------------------------------------------ directories */
 
-/* The entry `name` of directory object dir: *found, and its value in val. */
-static lsm_status *dir_lookup(struct rados_env *re, const char *dir, const char *name,
+lsm_status *rados_dir_lookup(struct rados_env *re, const char *dir, const char *name,
                               bool *found, char *val, size_t cap)
 {
     rados_read_op_t op = rados_create_read_op();
@@ -225,7 +224,7 @@ lsm_status *rados_resolve(struct rados_env *re, const char *path, struct rados_e
         snprintf(e->dir_oid, sizeof e->dir_oid, "%s", e->oid);
         snprintf(e->name, sizeof e->name, "%s", comp);
         char val[RADOS_OID_MAX + 4];
-        lsm_status *s = dir_lookup(re, e->dir_oid, comp, &e->found, val, sizeof val);
+        lsm_status *s = rados_dir_lookup(re, e->dir_oid, comp, &e->found, val, sizeof val);
         if (s)
             return s;
         if (e->found)
@@ -305,7 +304,7 @@ lsm_status *rados_dir_list(struct rados_env *re, const char *dir, const char *pa
         size_t vlen;
         lsm_status *s = NULL;
         while (s == NULL && rados_omap_get_next(it, &k, &v, &vlen) == 0 && k != NULL) {
-            char val[256]; /* a name, an intent's recorded name */
+            char val[RADOS_VALUE_MAX]; /* a name, or a record's value */
             size_t n = vlen < sizeof val - 1 ? vlen : sizeof val - 1;
             memcpy(val, v, n);
             val[n] = '\0';
@@ -703,16 +702,15 @@ static lsm_status *rename_in_dir(struct rados_env *re, const struct rados_entry 
     return s;
 }
 
-/* A directory's rename to another directory: its new name, then the old
- * one goes (a crash between leaves both). */
-static lsm_status *move_dir(struct rados_env *re, const struct rados_entry *a,
-                            const struct rados_entry *b, const char *val, const char *from,
-                            const char *to)
+/* Whether path to is below path from. */
+static bool inside(const char *from, const char *to)
 {
-    lsm_status *s = rados_dir_set(re, b->dir_oid, b->name, val, to);
-    return s != NULL ? s : rados_dir_set(re, a->dir_oid, a->name, NULL, from);
+    const char *f = plain_path(from), *t = plain_path(to);
+    size_t n = strlen(f);
+    while (n > 0 && f[n - 1] == '/')
+        n--;
+    return strncmp(f, t, n) == 0 && t[n] == '/';
 }
-
 
 /* A link's steps: the record of the drop that would undo it, the count
  * raised from refs, the name with the record's removal (one op, in which
@@ -755,11 +753,20 @@ static lsm_status *link_locked(struct rados_env *re, const struct rados_entry *a
 {
     uint64_t refs = 0;
     *raced = false;
-    lsm_status *s = refs_get(re, a->oid, &refs);
+    struct rados_pending_drop *p = NULL;
+    lsm_status *s = rados_drops_settle(re, a->oid);
+    if (s == NULL && (p = rados_pending_new()) == NULL)
+        s = status_new(LSM_NO_MEMORY, "rados link to %s: out of memory", to);
+    if (s == NULL)
+        s = refs_get(re, a->oid, &refs);
     if (s == NULL)
         s = link_steps(re, a, b, refs, to, raced);
-    if (s != NULL && !rados_dead(re)) /* undone: the count as it was, no record */
-        lsm_status_free(rados_drop_finish(re, b->dir_oid, a->oid, refs + 1, to));
+    if (s == NULL || rados_dead(re) || p == NULL || refs == 0) {
+        free(p);
+        return s;
+    }
+    /* undone: the count as it was, no record (kept if that fails) */
+    lsm_status_free(rados_drop_done(re, p, b->dir_oid, a->oid, refs + 1, to));
     return s;
 }
 
@@ -806,9 +813,14 @@ static lsm_status *rename_once(struct rados_env *re, const char *from, const cha
     entry_value(&a, val, sizeof val);
     if (b.found && strcmp(b.oid, a.oid) == 0)
         return NULL; /* two names of one file: nothing to do, as rename(2) */
+    if (a.is_dir && inside(from, to))
+        return status_new(LSM_INVALID_ARGUMENT, "rados rename %s to %s: a directory into itself",
+                          from, to);
+    if (a.is_dir)
+        return rados_rename_dir(re, &a, &b, to);
     if (strcmp(a.dir_oid, b.dir_oid) == 0)
         return rename_in_dir(re, &a, &b, val, to, raced);
-    return a.is_dir ? move_dir(re, &a, &b, val, from, to) : move_file(re, &a, &b, from, to, raced);
+    return move_file(re, &a, &b, from, to, raced);
 }
 
 /* One write op when both names are in one directory (CURRENT's publish). */
@@ -1174,6 +1186,7 @@ lsm_status *env_rados_open(const env_rados_options *o, lsm_env **out)
     pthread_mutex_init(&re->dir_mu, NULL);
     pthread_mutex_init(&re->space_mu, NULL);
     pthread_mutex_init(&re->open_mu, NULL);
+    pthread_mutex_init(&re->drops_mu, NULL);
     lsm_status *s = connect_cluster(re, o);
     if (s != NULL) {
         env_rados_close(&re->env);
@@ -1198,6 +1211,8 @@ void env_rados_close(lsm_env *env)
     pthread_mutex_destroy(&re->dir_mu);
     pthread_mutex_destroy(&re->space_mu);
     pthread_mutex_destroy(&re->open_mu);
+    rados_drops_forget(re);
+    pthread_mutex_destroy(&re->drops_mu);
     free(re);
 }
 

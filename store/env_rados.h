@@ -61,7 +61,10 @@ bool env_is_rados(const lsm_env *env);
  * "unnamed" (a name removed or replaced, its drop recorded, the object's
  * name count not yet lowered), "dropped" (lowered, the record kept),
  * "linking" (a link's record written, the count not yet raised) and
- * "linked" (raised, the new name not yet entered).
+ * "linked" (raised, the new name not yet entered), "moving" (a directory's
+ * move to another directory recorded), "moved" (its new name entered, the
+ * old one and the record not yet removed) and "replaced" (the directory a
+ * rename replaced removed, its intent not yet).
  * Returning true makes the env act as a process that died there: the call
  * fails, and nothing more that changes the pool is sent (no cleanup, no
  * unlock, no lease renewal). It is also called at "answered" (an append's
@@ -76,7 +79,9 @@ void env_rados_set_crash_hook(lsm_env *env, env_rados_crash_fn fn, void *arg);
 /* Test seam: failures. fn(arg, op, oid) is asked before the env sends op
  * on object oid — "intent" (a create's intent record), "list" and "list
  * intents" (a page of a directory's names or intents: the sweep's),
- * "quota" (the mon's quota query), "cluster stat" — and a negative errno
+ * "quota" (the mon's quota query), "cluster stat", "drop" (lowering a
+ * name count after its name went) and "drop record" (removing the drop's
+ * record) — and a negative errno
  * fails that call as if the cluster had answered it. Set before use. */
 typedef int (*env_rados_fault_fn)(void *arg, const char *op, const char *oid);
 void env_rados_set_fault_hook(lsm_env *env, env_rados_fault_fn fn, void *arg);

@@ -22,6 +22,11 @@
 /* A directory's omap key recording the drop of a name of object OID:
  * RADOS_DROP_PREFIX OID (env_rados_intent.c). */
 #define RADOS_DROP_PREFIX "/drop/"
+/* A directory's omap key recording the intent of object OID: it goes once
+ * no name of that directory names it (env_rados_intent.c). */
+#define RADOS_INTENT_PREFIX "/new/"
+/* The longest value of a directory's omap key: a name, or a record's. */
+#define RADOS_VALUE_MAX 640
 /* Name counts change under their object's lock, one of RADOS_OBJ_LOCKS
  * picked by a hash of its id: changes to different objects go on at once. */
 #define RADOS_OBJ_LOCKS 64
@@ -83,6 +88,11 @@ struct rados_env {
      * truncate by path first waits for what they have sent. */
     pthread_mutex_t open_mu; /* taken before any file's own mutex */
     struct rados_wfile *open_files; /* GUARDED_BY(open_mu): linked by open_next */
+    /* Drops of a name whose finish failed (the name went, the count or the
+     * record did not): the next change of that object's names finishes
+     * them first (rados_drops_settle). A leaf lock. */
+    pthread_mutex_t drops_mu;
+    struct rados_pending_drop *pending_drops; /* GUARDED_BY(drops_mu) */
     /* The test seam (env_rados_set_crash_hook): set before use, read by all. */
     env_rados_crash_fn crash_fn;
     void *crash_arg;
@@ -152,6 +162,20 @@ lsm_status *rados_dir_list(struct rados_env *re, const char *dir, const char *pa
                            const char *prefix,
                            lsm_status *(*fn)(void *ctx, const char *key, const char *val),
                            void *ctx);
+/* The entry name of directory object dir: *found, and its value in val
+ * (a directory with no object yet has none). */
+lsm_status *rados_dir_lookup(struct rados_env *re, const char *dir, const char *name, bool *found,
+                             char *val, size_t cap);
+/* Renames directory a to b (env_rados_dirmove.c): atomic across a crash
+ * (one op in one directory; else a move record the sweep settles); an
+ * existing b, which must be an empty directory (else ENOTEMPTY), is
+ * removed. */
+lsm_status *rados_rename_dir(struct rados_env *re, const struct rados_entry *a,
+                             const struct rados_entry *b, const char *to);
+/* The sweep's part of it: settles every move record a crash left in
+ * directory object dir_oid (at plain path dir). REQUIRES: as
+ * rados_sweep_tree. */
+lsm_status *rados_settle_moves(struct rados_env *re, const char *dir_oid, const char *dir);
 /* Splits a directory entry's value ("f:OID" / "d:ID") into e's oid, is_dir. */
 void rados_entry_from_value(struct rados_entry *e, const char *val);
 
@@ -207,6 +231,31 @@ lsm_status *rados_name_leaves(struct rados_env *re, rados_write_op_t op, const c
  * it (had: the count it makes) before raising the count, and removes the
  * record in the op that names it. */
 void rados_drop_record(rados_write_op_t op, const char *oid, uint64_t had, bool set);
+/* A drop's record and its count are exact only while no other drop of
+ * its object waits: a later record of it would read the count the waiting
+ * one has yet to lower (and share its key in one directory), so one of
+ * them would be lost (a leak), or a stale record, its count met again by a
+ * later link, applied twice (an object removed while named). So a drop
+ * whose finish failed is kept (rados_drop_done), and every change of an
+ * object's names first finishes those of it (rados_drops_settle), or is
+ * refused. */
+struct rados_pending_drop;
+/* A place to keep a drop whose finish may fail: taken before the name op,
+ * so keeping it cannot fail once the name went. NULL: out of memory. */
+struct rados_pending_drop *rados_pending_new(void);
+/* Finishes the drop of a name of oid whose count was had (recorded in
+ * directory object dir_oid); if that fails but the env lives, keeps it in
+ * p for rados_drops_settle and succeeds. p is taken either way. Only a
+ * crash point fails the call. REQUIRES: oid's lock held. */
+lsm_status *rados_drop_done(struct rados_env *re, struct rados_pending_drop *p,
+                            const char *dir_oid, const char *oid, uint64_t had, const char *path);
+/* Finishes every kept drop of oid; one that fails again fails the call
+ * (nothing changed: the name change waiting for it must not go on).
+ * REQUIRES: oid's lock held. */
+lsm_status *rados_drops_settle(struct rados_env *re, const char *oid);
+/* Frees the drops still kept (at close: the next lease's sweep finishes
+ * their records). */
+void rados_drops_forget(struct rados_env *re);
 /* Drops a name of oid from its count if it still is had, then removes
  * its record from directory object dir_oid. REQUIRES: oid's lock held. */
 lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const char *oid,

@@ -20,7 +20,9 @@
  * record of the drop that would undo it (the count it will make) before
  * raising the count, and removes it with the op that enters the name. The
  * sweep finishes every record it finds, once: a count already lowered (or
- * never raised) differs from the record's.
+ * never raised) differs from the record's. That holds while no other drop
+ * of the object waits, so a live env keeps a drop whose finish failed and
+ * finishes it before the object's next name change (rados_drops_settle).
  */
 #include "env_rados_impl.h"
 
@@ -34,11 +36,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INTENT_PREFIX "/new/"
-
 static void intent_key(char *key, size_t cap, const char *oid)
 {
-    snprintf(key, cap, "%s%s", INTENT_PREFIX, oid);
+    snprintf(key, cap, "%s%s", RADOS_INTENT_PREFIX, oid);
 }
 
 static void drop_key(char *key, size_t cap, const char *oid)
@@ -76,25 +76,127 @@ static lsm_status *drop_begin(struct rados_env *re, rados_write_op_t op, const c
     return s;
 }
 
+/* ------------------------------------------------------- kept drops */
+
+struct rados_pending_drop {
+    char dir_oid[RADOS_OID_MAX];
+    char oid[RADOS_OID_MAX];
+    char path[512];
+    uint64_t had;
+    struct rados_pending_drop *next;
+};
+
+struct rados_pending_drop *rados_pending_new(void)
+{
+    return lsm_calloc(1, sizeof(struct rados_pending_drop));
+}
+
+static void keep(struct rados_env *re, struct rados_pending_drop *p)
+{
+    pthread_mutex_lock(&re->drops_mu);
+    p->next = re->pending_drops;
+    re->pending_drops = p;
+    pthread_mutex_unlock(&re->drops_mu);
+}
+
+lsm_status *rados_drop_done(struct rados_env *re, struct rados_pending_drop *p,
+                            const char *dir_oid, const char *oid, uint64_t had, const char *path)
+{
+    lsm_status *s = rados_drop_finish(re, dir_oid, oid, had, path);
+    if (s == NULL || rados_dead(re)) {
+        free(p);
+        return s;
+    }
+    lsm_status_free(s); /* the name went: finished before oid's next change */
+    snprintf(p->dir_oid, sizeof p->dir_oid, "%s", dir_oid);
+    snprintf(p->oid, sizeof p->oid, "%s", oid);
+    snprintf(p->path, sizeof p->path, "%s", path);
+    p->had = had;
+    keep(re, p);
+    return NULL;
+}
+
+/* Takes the kept drops of oid out of the list. */
+static struct rados_pending_drop *take_kept(struct rados_env *re, const char *oid)
+{
+    struct rados_pending_drop *mine = NULL;
+    pthread_mutex_lock(&re->drops_mu);
+    for (struct rados_pending_drop **pp = &re->pending_drops; *pp != NULL;) {
+        struct rados_pending_drop *p = *pp;
+        if (strcmp(p->oid, oid) == 0) {
+            *pp = p->next;
+            p->next = mine;
+            mine = p;
+        } else {
+            pp = &p->next;
+        }
+    }
+    pthread_mutex_unlock(&re->drops_mu);
+    return mine;
+}
+
+lsm_status *rados_drops_settle(struct rados_env *re, const char *oid)
+{
+    assert(mutex_held(rados_obj_mu(re, oid)));
+    lsm_status *s = NULL;
+    struct rados_pending_drop *p = take_kept(re, oid);
+    while (p != NULL) {
+        struct rados_pending_drop *next = p->next;
+        if (s == NULL)
+            s = rados_drop_finish(re, p->dir_oid, p->oid, p->had, p->path);
+        if (s == NULL) {
+            free(p);
+        } else {
+            keep(re, p);
+        }
+        p = next;
+    }
+    if (s != NULL && !rados_dead(re))
+        s = status_wrap(s, "rados: a name of %s left earlier and its drop is unfinished", oid);
+    return s;
+}
+
+void rados_drops_forget(struct rados_env *re)
+{
+    while (re->pending_drops != NULL) {
+        struct rados_pending_drop *p = re->pending_drops;
+        re->pending_drops = p->next;
+        free(p);
+    }
+}
+
+/* The drop's first steps under oid's lock: the kept drops of oid
+ * finished, a place to keep this one, its record added to op. */
+static lsm_status *drop_prepare(struct rados_env *re, rados_write_op_t op, const char *oid,
+                                struct rados_pending_drop **p, uint64_t *had, bool *found)
+{
+    *p = NULL;
+    lsm_status *s = rados_drops_settle(re, oid);
+    if (s == NULL && (*p = rados_pending_new()) == NULL)
+        s = status_new(LSM_NO_MEMORY, "rados drop a name of %s: out of memory", oid);
+    if (s == NULL)
+        s = drop_begin(re, op, oid, had, found);
+    return s;
+}
+
 lsm_status *rados_name_leaves(struct rados_env *re, rados_write_op_t op, const char *dir_oid,
                               const char *oid, const char *what, const char *path)
 {
     assert(oid == NULL || mutex_held(rados_obj_mu(re, oid)));
     uint64_t had = 0;
     bool found = false;
-    lsm_status *s = oid != NULL ? drop_begin(re, op, oid, &had, &found) : NULL;
+    struct rados_pending_drop *p = NULL;
+    lsm_status *s = oid != NULL ? drop_prepare(re, op, oid, &p, &had, &found) : NULL;
     if (s != NULL) {
+        free(p);
         rados_release_write_op(op);
         return s;
     }
-    if ((s = rados_operate(re, op, dir_oid, what, path)) != NULL || !found)
+    if ((s = rados_operate(re, op, dir_oid, what, path)) != NULL || !found) {
+        free(p);
         return s;
-    s = rados_drop_finish(re, dir_oid, oid, had, path);
-    if (s != NULL && !rados_dead(re)) { /* the name went: the sweep finishes the drop */
-        lsm_status_free(s);
-        s = NULL;
     }
-    return s;
+    return rados_drop_done(re, p, dir_oid, oid, had, path);
 }
 
 lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const char *oid,
@@ -104,10 +206,15 @@ lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const c
     char key[RADOS_OID_MAX + 8];
     drop_key(key, sizeof key, oid);
     lsm_status *s = rados_crash_point(re, "unnamed", oid);
+    int r = s == NULL ? rados_fault(re, "drop", oid) : 0;
+    if (r < 0)
+        s = rados_error(r, "drop a name of", path);
     if (s == NULL)
         s = rados_refs_drop(re, oid, had, path);
     if (s == NULL)
         s = rados_crash_point(re, "dropped", oid);
+    if (s == NULL && (r = rados_fault(re, "drop record", oid)) < 0)
+        s = rados_error(r, "remove the drop record of", path);
     return s != NULL ? s : rados_dir_set(re, dir_oid, key, NULL, path);
 }
 
@@ -189,7 +296,7 @@ lsm_status *rados_create_named(struct rados_env *re, const struct rados_entry *e
  * record (key), its value, and the object it is of. */
 struct listed {
     char key[256];
-    char val[256];
+    char val[RADOS_VALUE_MAX];
     char oid[RADOS_OID_MAX];
     bool is_dir;
 };
@@ -228,7 +335,7 @@ static lsm_status *add_named(void *ctx, const char *key, const char *val)
 
 static lsm_status *add_intent(void *ctx, const char *key, const char *val)
 {
-    return add_entry(ctx, key, val, key + strlen(INTENT_PREFIX), false);
+    return add_entry(ctx, key, val, key + strlen(RADOS_INTENT_PREFIX), false);
 }
 
 static bool is_named(const struct entry_list *named, const char *oid)
@@ -344,14 +451,16 @@ static lsm_status *finish_drops(struct rados_env *re, const char *dir_oid, const
 static lsm_status *list_for_sweep(struct rados_env *re, const char *dir_oid, const char *dir,
                                   struct entry_list *intents, struct entry_list *named)
 {
-    lsm_status *s = rados_dir_list(re, dir_oid, dir, INTENT_PREFIX, add_intent, intents);
+    lsm_status *s = rados_dir_list(re, dir_oid, dir, RADOS_INTENT_PREFIX, add_intent, intents);
     return s != NULL ? s : rados_dir_list(re, dir_oid, dir, "", add_named, named);
 }
 
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir)
 {
     struct entry_list named = {0}, intents = {0}, drops = {0};
-    lsm_status *s = list_for_sweep(re, dir_oid, dir, &intents, &named);
+    lsm_status *s = rados_settle_moves(re, dir_oid, dir);
+    if (s == NULL)
+        s = list_for_sweep(re, dir_oid, dir, &intents, &named);
     if (s == NULL)
         s = rados_dir_list(re, dir_oid, dir, RADOS_DROP_PREFIX, add_drop, &drops);
     if (s == NULL)

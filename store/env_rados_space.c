@@ -16,11 +16,15 @@
  * ioctx is "full try" (env_rados.c): without it librados holds every write
  * to a full pool, deletes included, until the pool has room again.
  *
- * A quota of objects only (max_objects) leaves disk_free the cluster's
- * bytes; a pool out of objects refuses growth alike (the OSD flags the pool
- * full, whichever quota), but what the store must free is objects: once it
- * removes one (gives up its reserve), appends are forced (they add no
- * object) and creates reuse the objects it removed, plus OBJECTS_SLACK.
+ * A quota of objects (max_objects) is a disk too: disk_free says bytes,
+ * each object left counted as OBJECT_BYTES, and the tighter of the two
+ * quotas wins. Bytes, not statfs's f_files: an lsmfs file is keys, not an
+ * object, while df and the store's reserve and memtable caps read bytes,
+ * so both see the pool fill as tables are made. A pool out of objects
+ * refuses growth alike (the OSD flags the pool full, whichever quota), but
+ * what the store must free is objects: once it removes one (gives up its
+ * reserve), appends are forced (they add no object) and creates reuse the
+ * objects it removed, plus OBJECTS_SLACK.
  */
 #include "env_rados_impl.h"
 
@@ -37,6 +41,10 @@
  * by once the store frees (gives up its reserve): a flush makes its log
  * and its table before it removes the old log. */
 #define OBJECTS_SLACK 4
+/* The bytes an object of an objects quota stands for: the store's table
+ * size (lsm.h's target_file_size default), as most of its objects are
+ * tables. */
+#define OBJECT_BYTES (4ull << 20)
 /* What disk_free says when the cluster keeps no statistics (no mgr). */
 #define RADOS_SPACE_UNKNOWN (1ULL << 50)
 
@@ -79,6 +87,17 @@ static uint64_t pool_quota(struct rados_env *re, uint64_t *max_objects)
     return json_number(json, "\"quota_max_bytes\":");
 }
 
+/* A limit of size limit_total with limit_avail left: it becomes the disk
+ * if less is left of it than of the disk so far. */
+static void tighter(uint64_t limit_total, uint64_t limit_avail, uint64_t *total,
+                    uint64_t *avail)
+{
+    if (limit_avail < *avail) {
+        *total = limit_total;
+        *avail = limit_avail;
+    }
+}
+
 /* Asks the cluster: the quota's or the cluster's size and free bytes. */
 static lsm_status *ask_space(struct rados_env *re, const char *path, uint64_t *total,
                              uint64_t *avail)
@@ -99,16 +118,19 @@ static lsm_status *ask_space(struct rados_env *re, const char *path, uint64_t *t
     struct rados_pool_stat_t ps;
     if ((r = rados_ioctx_pool_stat(re->io, &ps)) < 0)
         return rados_error(r, "pool stat for", path);
-    if (quota == 0) { /* objects only: room again once the count is under it */
-        if (ps.num_objects < max_objects && atomic_load(&re->quota_full))
-            atomic_store(&re->probe_due, true);
-        return NULL;
-    }
-    uint64_t left = quota > ps.num_bytes ? quota - ps.num_bytes : 0;
-    if (left > 0 && atomic_load(&re->quota_full))
+    bool room = (quota == 0 || ps.num_bytes < quota) &&
+                (max_objects == 0 || ps.num_objects < max_objects);
+    if (room && atomic_load(&re->quota_full))
         atomic_store(&re->probe_due, true); /* room again: the next growth asks the pool */
-    *total = quota;
-    *avail = left < *avail ? left : *avail;
+    if (quota != 0) { /* the quota is the disk, no more free than the cluster has */
+        uint64_t left = quota > ps.num_bytes ? quota - ps.num_bytes : 0;
+        *total = quota;
+        *avail = left < *avail ? left : *avail;
+    }
+    if (max_objects != 0)
+        tighter(max_objects * OBJECT_BYTES,
+                (max_objects > ps.num_objects ? max_objects - ps.num_objects : 0) * OBJECT_BYTES,
+                total, avail);
     return NULL;
 }
 
@@ -125,7 +147,9 @@ lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total, uin
     *total = s == NULL ? re->space_total : 0;
     *avail = s == NULL ? re->space_avail : 0;
     pthread_mutex_unlock(&re->space_mu);
-    int64_t freed = atomic_load(&re->freed_while_full);
+    int64_t freed = atomic_load(&re->objects_quota)
+                        ? atomic_load(&re->objects_freed_while_full) * (int64_t)OBJECT_BYTES
+                        : atomic_load(&re->freed_while_full);
     if (s == NULL && atomic_load(&re->quota_full) && freed > 0 && (uint64_t)freed > *avail)
         *avail = (uint64_t)freed < *total ? (uint64_t)freed : *total; /* ours now; stats lag */
     return s;

@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -167,10 +169,9 @@ static void read_log(const char *log, struct oids *s)
 }
 
 /* The pool after the runs logged in log on store NAME: whole (its name in
- * the pool's top, every logged object in its tree or gone, fsck clean) or,
- * !whole, nothing of it at all. */
-static void check_pool(const char *name, const char *store, const char *log, bool whole,
-                       const char *where)
+ * the pool's top, every logged object in its tree or gone) or, !whole,
+ * nothing of it at all. */
+static void look_at_pool(const char *name, const char *log, bool whole, const char *where)
 {
     static struct oids logged, tree;
     struct pool p;
@@ -197,12 +198,23 @@ static void check_pool(const char *name, const char *store, const char *log, boo
             fail_msg("%s: %s is left in the pool, outside the store", where, logged.v[i]);
     }
     pool_close(&p);
-    if (whole) {
-        char out[4096];
-        int rc = tm_sh(out, sizeof out, "%s -n %s 2>&1", tm_bin("fsck.lsmfs"), store);
-        if (rc != 0)
-            fail_msg("%s: fsck.lsmfs -n %s: %d: %s", where, store, rc, out);
-    }
+}
+
+/* fsck.lsmfs -n of store: its exit status, its output in out. */
+static int fsck_n(char *out, size_t cap, const char *store)
+{
+    return tm_sh(out, cap, "%s -n %s 2>&1", tm_bin("fsck.lsmfs"), store);
+}
+
+/* As look_at_pool, and whole: fsck clean. */
+static void check_pool(const char *name, const char *store, const char *log, bool whole,
+                       const char *where)
+{
+    look_at_pool(name, log, whole, where);
+    char out[4096];
+    int rc = whole ? fsck_n(out, sizeof out, store) : 0;
+    if (rc != 0)
+        fail_msg("%s: fsck.lsmfs -n %s: %d: %s", where, store, rc, out);
 }
 
 /* rados:lsmfs/NAME for a fresh NAME "t-TAG-PID-NANOS" (into name too). */
@@ -217,6 +229,8 @@ static void fresh_store(char *store, size_t cap, char *name, size_t ncap, const 
 static const char *shim(void)
 {
     static char path[4096];
+    if (path[0] != '\0')
+        return path;
     char exe[4000];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     assert_true(n > 0);
@@ -254,29 +268,22 @@ static int run_past_lease(char *out, size_t cap, const char *cmd, const char *lo
 }
 
 /* The next writer of the store (fsck.lsmfs -y): its lock finishes what a
- * writer that died or failed left (drops of names). */
-static void next_writer(const char *store, const char *where)
+ * writer that died or failed left (drops of names). Its exit status. */
+static int next_writer(char *out, size_t cap, const char *store)
 {
-    char out[4096] = "";
-    int rc = run_past_lease(out, sizeof out, tm_bin("fsck.lsmfs"), NULL, store);
-    if (rc != 0)
-        fail_msg("%s: fsck.lsmfs -y %s: %d: %s", where, store, rc, out);
+    return run_past_lease(out, cap, tm_bin("fsck.lsmfs"), NULL, store);
 }
 
 /* The next mkfs of store after one that died: it may wait for the dead
- * one's lease (1 s) to lapse, then makes the filesystem. */
-static void mkfs_again(const char *store, const char *log, const char *where)
+ * one's lease (1 s) to lapse, then makes the filesystem; one killed once
+ * the filesystem was whole (its mark removed) is refused, and the next
+ * writer's lock finishes it (*was_whole). Its exit status. */
+static int mkfs_again(char *out, size_t cap, const char *store, const char *log,
+                      bool *was_whole)
 {
-    char out[4096] = "";
-    int rc = run_past_lease(out, sizeof out, NULL, log, store);
-    if (rc != 0 && strstr(out, "already holds an lsmfs filesystem") != NULL) {
-        /* killed once the filesystem was whole (its mark removed) */
-        print_message("%s: the filesystem was whole\n", where);
-        next_writer(store, where);
-        rc = 0;
-    }
-    if (rc != 0)
-        fail_msg("%s: the next mkfs: %d: %s", where, rc, out);
+    int rc = run_past_lease(out, cap, NULL, log, store);
+    *was_whole = rc != 0 && strstr(out, "already holds an lsmfs filesystem") != NULL;
+    return *was_whole ? next_writer(out, cap, store) : rc;
 }
 
 /* One cut run of mkfs: a fresh store, its log, the shim's setting
@@ -289,10 +296,99 @@ static void cut_run_init(struct cut_run *r, const char *tag, const char *var, in
                          const char *where)
 {
     fresh_store(r->store, sizeof r->store, r->name, sizeof r->name, tag);
-    snprintf(r->log, sizeof r->log, "/tmp/lsmfs-%s-%d.log", tag, (int)getpid());
+    snprintf(r->log, sizeof r->log, "/tmp/lsmfs-%s-%d-%d.log", tag, (int)getpid(), k);
     unlink(r->log);
     snprintf(r->cut, sizeof r->cut, "%s=%d", var, k);
     snprintf(r->where, sizeof r->where, where, k);
+}
+
+/* Cut runs go BATCH at a time, each in a child of its own (their stores,
+ * logs and leases apart), as the waits for a dead run's lease to lapse
+ * are most of their time; the pool is looked at here once a batch is
+ * done. */
+#define BATCH 8
+
+/* What a cut run's commands answered (written by its child). */
+struct run_result {
+    int rc;         /* the cut mkfs's exit status */
+    int again_rc;   /* after it: the next mkfs's, or the next writer's */
+    bool again;     /* that ran */
+    bool was_whole; /* the next mkfs found the filesystem whole */
+    int fsck_rc;    /* fsck.lsmfs -n, once the filesystem is whole */
+    char out[4096], again_out[4096], fsck_out[4096];
+};
+
+typedef void (*run_fn)(const struct cut_run *r, struct run_result *res);
+
+/* Runs fn for runs[0..n) at once, each in a child process; waits for all.
+ * res: shared with the children. */
+static void run_batch(const struct cut_run *runs, struct run_result *res, int n, run_fn fn)
+{
+    pid_t pid[BATCH];
+    (void)shim(); /* its checks here, not in a child */
+    for (int i = 0; i < n; i++) {
+        memset(&res[i], 0, sizeof res[i]);
+        res[i].fsck_rc = -1;
+        pid[i] = fork();
+        assert_true(pid[i] >= 0);
+        if (pid[i] == 0) {
+            fn(&runs[i], &res[i]);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        int st = 0;
+        assert_int_equal(waitpid(pid[i], &st, 0), pid[i]);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            fail_msg("%s: its child ended %d", runs[i].where, st);
+    }
+}
+
+/* Shared memory for a batch's results. */
+static struct run_result *results_map(void)
+{
+    void *m = mmap(NULL, BATCH * sizeof(struct run_result), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(m != MAP_FAILED);
+    return m;
+}
+
+/* A child's fsck.lsmfs -n of a whole filesystem. */
+static void fsck_whole(const struct cut_run *r, struct run_result *res)
+{
+    res->fsck_rc = fsck_n(res->fsck_out, sizeof res->fsck_out, r->store);
+}
+
+/* A killed run: the cut mkfs, the next one, fsck. */
+static void killed_run(const struct cut_run *r, struct run_result *res)
+{
+    res->rc = mkfs_cut(res->out, sizeof res->out, r->cut, r->log, "-o lease_ms=1000", r->store);
+    if (res->rc == CRASH_EXIT) {
+        res->again = true;
+        res->again_rc =
+            mkfs_again(res->again_out, sizeof res->again_out, r->store, r->log, &res->was_whole);
+    }
+    if (res->rc == 0 || (res->again && res->again_rc == 0))
+        fsck_whole(r, res);
+}
+
+/* The parent's look at a killed run: true once past mkfs's last op. */
+static bool killed_checked(const struct cut_run *r, const struct run_result *res)
+{
+    if (res->rc != 0 && res->rc != CRASH_EXIT)
+        fail_msg("%s: mkfs exited %d: %s", r->where, res->rc, res->out);
+    if (res->again && res->again_rc != 0)
+        fail_msg("%s: the next %s: %d: %s", r->where,
+                 res->was_whole ? "writer (fsck.lsmfs -y)" : "mkfs", res->again_rc,
+                 res->again_out);
+    if (res->was_whole)
+        print_message("%s: the filesystem was whole\n", r->where);
+    const char *where = res->rc == 0 ? "not killed" : r->where;
+    look_at_pool(r->name, r->log, true, where);
+    if (res->fsck_rc != 0)
+        fail_msg("%s: fsck.lsmfs -n %s: %d: %s", where, r->store, res->fsck_rc, res->fsck_out);
+    unlink(r->log);
+    return res->rc == 0;
 }
 
 /* Killed right after its k-th RADOS op, at every k: the next mkfs of the
@@ -304,25 +400,21 @@ static void test_mkfs_killed_at_each_op(void **state)
 {
     (void)state;
     tm_watchdog(600, "test_mkfs_killed_at_each_op");
-    int k;
-    for (k = 1;; k++) {
-        struct cut_run r;
-        char out[4096];
-        cut_run_init(&r, "mkkill", "LSMFS_RADOS_CRASH_AFTER", k, "killed after op %d");
-        int rc = mkfs_cut(out, sizeof out, r.cut, r.log, "-o lease_ms=1000", r.store);
-        if (rc == 0) { /* past its last op */
-            check_pool(r.name, r.store, r.log, true, "not killed");
-            unlink(r.log);
-            break;
-        }
-        if (rc != CRASH_EXIT)
-            fail_msg("%s: mkfs exited %d: %s", r.where, rc, out);
-        mkfs_again(r.store, r.log, r.where);
-        check_pool(r.name, r.store, r.log, true, r.where);
-        unlink(r.log);
+    struct run_result *res = results_map();
+    int last = 0; /* the first k past mkfs's last op */
+    for (int base = 1; last == 0; base += BATCH) {
+        struct cut_run r[BATCH];
+        for (int i = 0; i < BATCH; i++)
+            cut_run_init(&r[i], "mkkill", "LSMFS_RADOS_CRASH_AFTER", base + i,
+                         "killed after op %d");
+        run_batch(r, res, BATCH, killed_run);
+        for (int i = 0; i < BATCH; i++)
+            if (killed_checked(&r[i], &res[i]) && last == 0)
+                last = base + i;
     }
-    print_message("mkfs.lsmfs killed after each of its %d RADOS ops\n", k - 1);
-    assert_true(k > 20);
+    munmap(res, BATCH * sizeof *res);
+    print_message("mkfs.lsmfs killed after each of its %d RADOS ops\n", last - 1);
+    assert_true(last > 20);
 }
 
 /* Lines in file. */
@@ -352,6 +444,36 @@ static int mkfs_ops(void)
     return n;
 }
 
+/* A failing run: the mkfs whose op fails; if it succeeded, the next
+ * writer, then fsck. */
+static void failing_run(const struct cut_run *r, struct run_result *res)
+{
+    res->rc = mkfs_cut(res->out, sizeof res->out, r->cut, r->log, "", r->store);
+    if (res->rc == 0) { /* a drop that failed after its name went: the next lock's */
+        res->again = true;
+        res->again_rc = next_writer(res->again_out, sizeof res->again_out, r->store);
+        fsck_whole(r, res);
+    }
+}
+
+/* The parent's look at a failing run: true if mkfs failed. */
+static bool failing_checked(const struct cut_run *r, const struct run_result *res)
+{
+    if (res->rc != 0 && (res->rc != 1 || strncmp(res->out, "mkfs.lsmfs: ", 12) != 0))
+        fail_msg("%s: want exit 1 and its error, got %d: %s", r->where, res->rc, res->out);
+    if (res->rc != 0)
+        print_message("%s: %s", r->where, res->out);
+    if (res->again && res->again_rc != 0)
+        fail_msg("%s: fsck.lsmfs -y %s: %d: %s", r->where, r->store, res->again_rc,
+                 res->again_out);
+    look_at_pool(r->name, r->log, res->rc == 0, r->where);
+    if (res->rc == 0 && res->fsck_rc != 0)
+        fail_msg("%s: fsck.lsmfs -n %s: %d: %s", r->where, r->store, res->fsck_rc,
+                 res->fsck_out);
+    unlink(r->log);
+    return res->rc != 0;
+}
+
 /* Its k-th RADOS op fails, at each k of a whole mkfs's: mkfs says so on
  * stderr, exits 1 and leaves nothing of the store (or, where the failure
  * needed no undoing, succeeds with the filesystem whole, a drop of a name
@@ -360,22 +482,18 @@ static void test_mkfs_failing_at_each_op(void **state)
 {
     (void)state;
     tm_watchdog(600, "test_mkfs_failing_at_each_op");
+    struct run_result *res = results_map();
     int ops = mkfs_ops(), failed = 0;
-    for (int k = 1; k <= ops; k++) {
-        struct cut_run r;
-        char out[4096];
-        cut_run_init(&r, "mkfail", "LSMFS_RADOS_FAIL_AT", k, "op %d failed");
-        int rc = mkfs_cut(out, sizeof out, r.cut, r.log, "", r.store);
-        if (rc != 0 && (rc != 1 || strncmp(out, "mkfs.lsmfs: ", 12) != 0))
-            fail_msg("%s: want exit 1 and its error, got %d: %s", r.where, rc, out);
-        if (rc != 0)
-            print_message("%s: %s", r.where, out);
-        if (rc == 0) /* a drop that failed after its r.name went: the next lock's */
-            next_writer(r.store, r.where);
-        failed += rc != 0;
-        check_pool(r.name, r.store, r.log, rc == 0, r.where);
-        unlink(r.log);
+    for (int base = 1; base <= ops; base += BATCH) {
+        int n = ops - base + 1 < BATCH ? ops - base + 1 : BATCH;
+        struct cut_run r[BATCH];
+        for (int i = 0; i < n; i++)
+            cut_run_init(&r[i], "mkfail", "LSMFS_RADOS_FAIL_AT", base + i, "op %d failed");
+        run_batch(r, res, n, failing_run);
+        for (int i = 0; i < n; i++)
+            failed += failing_checked(&r[i], &res[i]);
     }
+    munmap(res, BATCH * sizeof *res);
     print_message("mkfs.lsmfs failed cleanly at %d of its %d RADOS ops\n", failed, ops);
     assert_true(failed > ops / 2);
 }
@@ -399,7 +517,10 @@ static void test_mkfs_sweep_failing(void **state)
         if (rc != 1 || strncmp(out, "mkfs.lsmfs: ", 12) != 0)
             fail_msg("%s: want exit 1 and its error, got %d: %s", r.where, rc, out);
         print_message("%s: %s", r.where, out);
-        mkfs_again(r.store, r.log, r.where);
+        bool was_whole;
+        rc = mkfs_again(out, sizeof out, r.store, r.log, &was_whole);
+        if (rc != 0)
+            fail_msg("%s: the next mkfs: %d: %s", r.where, rc, out);
         check_pool(r.name, r.store, r.log, true, r.where);
         unlink(r.log);
     }

@@ -964,6 +964,24 @@ static void window_remove(const struct window *w)
     ASSERT_OK(env->remove_dir(env, w->dir));
 }
 
+/* w's subdirectories s1 and s2 (paths of cap bytes), made. */
+static void window_subdirs(const struct window *w, char *s1, char *s2, size_t cap)
+{
+    path_of(s1, cap, w->dir, "s1");
+    path_of(s2, cap, w->dir, "s2");
+    ASSERT_OK(env->create_dir(env, s1));
+    ASSERT_OK(env->create_dir(env, s2));
+}
+
+/* Removes w with its (empty) subdirectories s1 and s2 and its file a. */
+static void window_remove_all(const struct window *w, const char *s1, const char *s2)
+{
+    ASSERT_OK(env->remove_dir(env, s1));
+    ASSERT_OK(env->remove_dir(env, s2));
+    ASSERT_OK(env->remove_file(env, w->a));
+    window_remove(w);
+}
+
 /* A new env that dies at the first pass of point c (armed). */
 static lsm_env *dying_env(struct crash_at *c)
 {
@@ -1149,12 +1167,9 @@ static void test_rename_across_crash_windows(void **state)
         struct window w;
         char s1[300], s2[300], a[320], b[320], s1_oid[64], s2_oid[64], oa[64], ob[64];
         window_make(&w, "mvcrash");
-        path_of(s1, sizeof s1, w.dir, "s1");
-        path_of(s2, sizeof s2, w.dir, "s2");
+        window_subdirs(&w, s1, s2, sizeof s1);
         path_of(a, sizeof a, s1, "a");
         path_of(b, sizeof b, s2, "b");
-        ASSERT_OK(env->create_dir(env, s1));
-        ASSERT_OK(env->create_dir(env, s2));
         write_file(a, "moved");
         write_file(b, "old");
         struct raw r;
@@ -1191,10 +1206,7 @@ static void test_rename_across_crash_windows(void **state)
         assert_int_equal(raw_refs(&r, oa), -1);
         assert_int_equal(raw_refs(&r, ob), -1);
         raw_close(&r);
-        ASSERT_OK(env->remove_dir(env, s1));
-        ASSERT_OK(env->remove_dir(env, s2));
-        ASSERT_OK(env->remove_file(env, w.a));
-        window_remove(&w);
+        window_remove_all(&w, s1, s2);
     }
 }
 
@@ -1300,6 +1312,274 @@ static void test_concurrent_removes_of_one_name(void **state)
     ASSERT_OK(env->remove_dir(env, w.dir));
 }
 
+/* A directory to rename: dir holds directory s1 (with file f, "inner")
+ * and, across, directory s2; to is s2/d (across) or d, made (empty) when
+ * over. The objects: s1's, the target's parent's and (over) d's. */
+struct dirmove {
+    struct window w;
+    char s1[300], s2[300], to[320], f[320];
+    char s1_oid[64], parent_oid[128], old_oid[64];
+    bool across;
+};
+
+static void dirmove_make(struct dirmove *m, bool across, bool over)
+{
+    window_make(&m->w, "dirmv");
+    m->across = across;
+    path_of(m->s1, sizeof m->s1, m->w.dir, "s1");
+    path_of(m->s2, sizeof m->s2, m->w.dir, "s2");
+    path_of(m->f, sizeof m->f, m->s1, "f");
+    path_of(m->to, sizeof m->to, across ? m->s2 : m->w.dir, "d");
+    ASSERT_OK(env->create_dir(env, m->s1));
+    write_file(m->f, "inner");
+    if (across)
+        ASSERT_OK(env->create_dir(env, m->s2));
+    if (over)
+        ASSERT_OK(env->create_dir(env, m->to));
+    struct raw r;
+    struct raw_dir top, d2;
+    raw_open(&r);
+    raw_list_dir(&r, m->w.dir, &top);
+    raw_oid_of(&top, "s1", m->s1_oid, sizeof m->s1_oid);
+    if (across)
+        raw_oid_of(&top, "s2", m->parent_oid, sizeof m->parent_oid);
+    else
+        raw_dir_oid(&r, m->w.dir, m->parent_oid, sizeof m->parent_oid);
+    raw_list(&r, m->parent_oid, &d2);
+    raw_oid_of(&d2, "d", m->old_oid, sizeof m->old_oid);
+    raw_close(&r);
+}
+
+/* After a rename of s1 to `to` (done or not, by a sweep or itself): the
+ * moved directory has exactly one name, no record is left, its file is
+ * whole under it, and the directory it replaced is gone iff it moved.
+ * Returns whether it moved; removes everything. */
+static bool dirmove_check(struct dirmove *m, const char *when)
+{
+    struct raw r;
+    struct raw_dir top, d2;
+    raw_open(&r);
+    raw_list_dir(&r, m->w.dir, &top);
+    raw_list(&r, m->parent_oid, &d2);
+    int names = raw_count_names(&top, m->s1_oid) + (m->across ? raw_count_names(&d2, m->s1_oid) : 0);
+    if (names != 1)
+        fail_msg("%s: the moved directory %s has %d names", when, m->s1_oid, names);
+    assert_false(raw_has_intent(&top) || raw_has_intent(&d2));
+    char at_d[64];
+    raw_oid_of(&d2, "d", at_d, sizeof at_d);
+    bool moved = strcmp(at_d, m->s1_oid) == 0;
+    print_message("%s: %s\n", when, moved ? "moved" : "not moved");
+    uint64_t size;
+    time_t mtime;
+    if (m->old_oid[0] != '\0' && moved &&
+        rados_stat(r.io, m->old_oid, &size, &mtime) != -ENOENT)
+        fail_msg("%s: the replaced directory %s is left in the pool", when, m->old_oid);
+    if (m->old_oid[0] != '\0' && !moved)
+        assert_int_equal(rados_stat(r.io, m->old_oid, &size, &mtime), 0);
+    raw_close(&r);
+    const char *at = moved ? m->to : m->s1;
+    char f[400];
+    path_of(f, sizeof f, at, "f");
+    assert_file(f, "inner");
+    ASSERT_OK(env->remove_file(env, f));
+    ASSERT_OK(env->remove_dir(env, at));
+    if (!moved && m->old_oid[0] != '\0')
+        ASSERT_OK(env->remove_dir(env, m->to));
+    if (env->file_exists(env, m->s2))
+        ASSERT_OK(env->remove_dir(env, m->s2));
+    ASSERT_OK(env->remove_file(env, m->w.a));
+    if (env->file_exists(env, m->w.lock)) /* a sweep's lock left it */
+        ASSERT_OK(env->remove_file(env, m->w.lock));
+    ASSERT_OK(env->remove_dir(env, m->w.dir));
+    return moved;
+}
+
+/* A directory renamed over an empty one, in one directory and to another:
+ * the replaced directory's object goes (before: it stayed in the pool with
+ * no name, "the replaced directory ... is left in the pool"); over one that
+ * holds a name: ENOTEMPTY, nothing changed, as rename(2); into itself:
+ * EINVAL. */
+static void test_rename_dir_replaces(void **state)
+{
+    (void)state;
+    for (int across = 0; across < 2; across++) {
+        struct dirmove m;
+        dirmove_make(&m, across, true);
+        ASSERT_OK(env->rename_file(env, m.s1, m.to));
+        assert_true(dirmove_check(&m, across ? "over a directory elsewhere" : "over one here"));
+    }
+    struct dirmove m;
+    dirmove_make(&m, true, true);
+    char held[400], into[400];
+    path_of(held, sizeof held, m.to, "x");
+    write_file(held, "kept");
+    ASSERT_FAILS(env->rename_file(env, m.s1, m.to), LSM_IO_ERROR, "rename over a directory");
+    path_of(into, sizeof into, m.s1, "sub");
+    ASSERT_FAILS(env->rename_file(env, m.s1, into), LSM_INVALID_ARGUMENT, "into itself");
+    assert_file(held, "kept");
+    ASSERT_OK(env->remove_file(env, held));
+    m.old_oid[0] = '\0'; /* not replaced: removed as a directory of its own */
+    ASSERT_OK(env->remove_dir(env, m.to));
+    assert_false(dirmove_check(&m, "over a directory that holds a file"));
+}
+
+/* A writer dies at each step of a directory's rename, to another directory
+ * and in one, over nothing and over an empty directory: the next lock
+ * leaves it with exactly one name, its file whole, and the replaced
+ * directory gone iff the rename landed (before: two ops, so a crash after
+ * the first left both names — removing either would remove the other's
+ * files — "has 2 names"). */
+static void test_rename_dir_crash_windows(void **state)
+{
+    (void)state;
+    const struct {
+        bool across, over;
+        const char *point;
+    } steps[] = {{true, false, "moving"}, {true, false, "moved"},  {true, true, "moving"},
+                 {true, true, "moved"},   {true, true, "replaced"}, {false, true, "replaced"}};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        struct dirmove m;
+        dirmove_make(&m, steps[i].across, steps[i].over);
+        struct crash_at c = {.point = steps[i].point, .at = 1};
+        lsm_env *x = dying_env(&c);
+        ASSERT_FAILS(x->rename_file(x, m.s1, m.to), LSM_IO_ERROR, "crash point");
+        env_rados_close(x);
+        struct raw r;
+        sweep_by_lock(m.w.dir, m.w.lock, &r);
+        raw_close(&r);
+        char when[96];
+        snprintf(when, sizeof when, "%s%s, died at %s", steps[i].across ? "across" : "here",
+                 steps[i].over ? " over a directory" : "", steps[i].point);
+        bool moved = dirmove_check(&m, when);
+        assert_true(moved == (strcmp(steps[i].point, "moving") != 0));
+    }
+}
+
+/* The object dir's name `name` points at (dir a store directory or, sub
+ * not NULL, its subdirectory sub). */
+static void raw_file_oid(const char *dir, const char *sub, const char *name, char *oid, size_t cap)
+{
+    struct raw r;
+    struct raw_dir d;
+    raw_open(&r);
+    raw_list_dir(&r, dir, &d);
+    if (sub != NULL) {
+        char sub_oid[64];
+        raw_oid_of(&d, sub, sub_oid, sizeof sub_oid);
+        raw_list(&r, sub_oid, &d);
+    }
+    raw_oid_of(&d, name, oid, cap);
+    raw_close(&r);
+    assert_true(oid[0] != '\0');
+}
+
+/* Removes path with the env failing its drop's step op (then disarmed):
+ * the name goes, the call succeeds (the drop is finished later). */
+static void remove_failing(const char *path, const char *op)
+{
+    struct tr_fault f = {.op = op, .err = -EIO};
+    env_rados_set_fault_hook(env, tr_fault_hook, &f);
+    atomic_store(&f.armed, true);
+    ASSERT_OK(env->remove_file(env, path));
+    atomic_store(&f.armed, false);
+    env_rados_set_fault_hook(env, NULL, NULL);
+    assert_int_equal(atomic_load(&f.seen), 1);
+    assert_false(env->file_exists(env, path));
+}
+
+/* A drop whose count failed to go down (not a crash: the name went, the
+ * call succeeded), then a link of the same file in the same directory:
+ * every name removed, the object goes (before: the link's record took the
+ * waiting one's key and went with its name, so the drop was lost — "1
+ * names counted, 0 named", an object left in the pool for good). */
+static void test_failed_drop_then_link(void **state)
+{
+    (void)state;
+    struct window w;
+    char c[300], oid[64];
+    window_make(&w, "dropkey");
+    path_of(c, sizeof c, w.dir, "c");
+    raw_file_oid(w.dir, NULL, "a", oid, sizeof oid);
+    ASSERT_OK(env->link_file(env, w.a, w.b));
+    remove_failing(w.b, "drop");
+    ASSERT_OK(env->link_file(env, w.a, c));
+    assert_file(c, "data");
+    ASSERT_OK(env->remove_file(env, w.a));
+    ASSERT_OK(env->remove_file(env, c));
+    struct raw r;
+    sweep_by_lock(w.dir, w.lock, &r);
+    if (raw_refs(&r, oid) != -1)
+        fail_msg("%s: %lld names counted, 0 named", oid, raw_refs(&r, oid));
+    raw_close(&r);
+    window_remove(&w);
+}
+
+/* A drop done but its record left (its removal failed), then a link of
+ * the file into another directory, then a crash's sweep: both names are
+ * counted and the file stays whole under each (before: the sweep met the
+ * stale record's count again and dropped it a second time, "1 names
+ * counted, 2 named": removing one name would remove the object the other
+ * still names). */
+static void test_stale_drop_record_then_link(void **state)
+{
+    (void)state;
+    struct window w;
+    char s1[300], s2[300], a[320], b[320], c[320], oid[64];
+    window_make(&w, "dropstale");
+    window_subdirs(&w, s1, s2, sizeof s1);
+    path_of(a, sizeof a, s1, "a");
+    path_of(b, sizeof b, s1, "b");
+    path_of(c, sizeof c, s2, "c");
+    write_file(a, "whole");
+    raw_file_oid(w.dir, "s1", "a", oid, sizeof oid);
+    ASSERT_OK(env->link_file(env, a, b));
+    remove_failing(b, "drop record");
+    ASSERT_OK(env->link_file(env, a, c));
+    struct raw r;
+    sweep_by_lock(w.dir, w.lock, &r);
+    if (raw_refs(&r, oid) != 2)
+        fail_msg("%s: %lld names counted, 2 named", oid, raw_refs(&r, oid));
+    ASSERT_OK(env->remove_file(env, a));
+    assert_file(c, "whole");
+    ASSERT_OK(env->remove_file(env, c));
+    assert_int_equal(raw_refs(&r, oid), -1);
+    raw_close(&r);
+    window_remove_all(&w, s1, s2);
+}
+
+/* A drop that failed and fails again when the file's next name change
+ * finishes it first: that change is refused in one line, nothing changed;
+ * once the cluster answers, it goes through and the counts are exact. */
+static void test_unfinished_drop_refuses_next_change(void **state)
+{
+    (void)state;
+    struct window w;
+    char c[300], oid[64];
+    window_make(&w, "dropagain");
+    path_of(c, sizeof c, w.dir, "c");
+    raw_file_oid(w.dir, NULL, "a", oid, sizeof oid);
+    ASSERT_OK(env->link_file(env, w.a, w.b));
+    struct tr_fault f = {.op = "drop", .err = -EIO};
+    env_rados_set_fault_hook(env, tr_fault_hook, &f);
+    atomic_store(&f.armed, true);
+    ASSERT_OK(env->remove_file(env, w.b));
+    ASSERT_FAILS(env->link_file(env, w.a, c), LSM_IO_ERROR, "its drop is unfinished");
+    ASSERT_FAILS(env->remove_file(env, w.a), LSM_IO_ERROR, "its drop is unfinished");
+    atomic_store(&f.armed, false);
+    env_rados_set_fault_hook(env, NULL, NULL);
+    assert_false(env->file_exists(env, c));
+    assert_file(w.a, "data");
+    ASSERT_OK(env->link_file(env, w.a, c));
+    struct raw r;
+    raw_open(&r);
+    assert_int_equal(raw_refs(&r, oid), 2);
+    ASSERT_OK(env->remove_file(env, w.a));
+    ASSERT_OK(env->remove_file(env, c));
+    assert_int_equal(raw_refs(&r, oid), -1);
+    raw_close(&r);
+    ASSERT_OK(env->remove_dir(env, w.dir));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1321,6 +1601,11 @@ int main(void)
         cmocka_unit_test(test_rename_across_crash_windows),
         cmocka_unit_test(test_rename_between_links),
         cmocka_unit_test(test_concurrent_removes_of_one_name),
+        cmocka_unit_test(test_rename_dir_replaces),
+        cmocka_unit_test(test_rename_dir_crash_windows),
+        cmocka_unit_test(test_failed_drop_then_link),
+        cmocka_unit_test(test_stale_drop_record_then_link),
+        cmocka_unit_test(test_unfinished_drop_refuses_next_change),
         cmocka_unit_test(test_slow_fence_keeps_its_lease),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -80,6 +80,71 @@ static void test_disk_free_is_the_quota(void **state)
     env_rados_close(env);
 }
 
+/* The store's disk on pool name with quota field = val (another quota
+ * field2 = val2 too, unless field2 is NULL): disk_free's figures. */
+static lsm_env *env_on_quota_pool(const char *name, const char *field, unsigned long long val,
+                                  const char *field2, unsigned long long val2)
+{
+    assert_int_equal(make_pool(name, field, val), 0);
+    if (field2 != NULL) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd,
+                 "{\"prefix\": \"osd pool set-quota\", \"pool\": \"%s\", \"field\": \"%s\", "
+                 "\"val\": \"%llu\"}",
+                 name, field2, val2);
+        assert_true(tr_mon_command(admin, cmd) >= 0);
+    }
+    return tr_env_in(name, 0, false);
+}
+
+/* A quota of objects is the store's disk as bytes, each object left
+ * counted as a 4 MiB table: df and the store's reserve see the pool fill
+ * (before: the cluster's 4 GiB whatever the objects left); with a bytes
+ * quota too, the tighter one. */
+static void test_disk_free_counts_objects(void **state)
+{
+    (void)state;
+    enum { MAX_OBJECTS = 20, FILES = 6 };
+    const uint64_t per = 4ull << 20;
+    char opool[64];
+    snprintf(opool, sizeof opool, "lsmfs-objdf-%d", (int)getpid());
+    lsm_env *env = env_on_quota_pool(opool, "max_objects", MAX_OBJECTS, NULL, 0);
+    uint64_t total = 0, avail = 0;
+    ASSERT_OK(env->disk_free(env, "", &total, &avail));
+    assert_int_equal(total, MAX_OBJECTS * per);
+    assert_int_equal(avail, MAX_OBJECTS * per);
+    for (int i = 0; i < FILES; i++) { /* and the pool's top directory: one more */
+        char name[16];
+        snprintf(name, sizeof name, "f%d", i);
+        ASSERT_OK(env_write_file_sync(env, name, "x", 1));
+    }
+    uint64_t want = (MAX_OBJECTS - FILES - 1) * per;
+    for (int tries = 0; tries < 300 && avail != want; tries++) { /* the mgr counts late */
+        usleep(100 * 1000);
+        ASSERT_OK(env->disk_free(env, "", &total, &avail));
+    }
+    if (avail != want)
+        fail_msg("%d of %d objects used: %llu MiB free, want %llu", FILES + 1, MAX_OBJECTS,
+                 (unsigned long long)avail >> 20, (unsigned long long)want >> 20);
+    assert_int_equal(total, MAX_OBJECTS * per);
+    env_rados_close(env);
+    rados_pool_delete(admin, opool);
+
+    snprintf(opool, sizeof opool, "lsmfs-objdf2-%d", (int)getpid());
+    env = env_on_quota_pool(opool, "max_objects", MAX_OBJECTS, "max_bytes", 1ull << 30);
+    ASSERT_OK(env->disk_free(env, "", &total, &avail));
+    assert_int_equal(total, MAX_OBJECTS * per); /* 80 MiB of objects under 1 GiB */
+    env_rados_close(env);
+    rados_pool_delete(admin, opool);
+
+    snprintf(opool, sizeof opool, "lsmfs-objdf3-%d", (int)getpid());
+    env = env_on_quota_pool(opool, "max_objects", 1000, "max_bytes", QUOTA);
+    ASSERT_OK(env->disk_free(env, "", &total, &avail));
+    assert_int_equal(total, QUOTA); /* 48 MiB under 1,000 objects' 4,000 MiB */
+    env_rados_close(env);
+    rados_pool_delete(admin, opool);
+}
+
 /* Incompressible bytes (lz4 keeps them whole): each value its own. */
 static void fill_value(char *v, size_t n, uint64_t seed)
 {
@@ -334,6 +399,7 @@ int main(void)
     alarm(600); /* a write held by a full pool fails the test, never hangs it */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_disk_free_is_the_quota),
+        cmocka_unit_test(test_disk_free_counts_objects),
         cmocka_unit_test(test_space_queries_fail),
         cmocka_unit_test(test_full_pool_deletes_and_space_comes_back),
         cmocka_unit_test(test_object_quota_is_a_full_disk),
