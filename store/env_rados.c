@@ -733,7 +733,7 @@ static lsm_status *link_steps(struct rados_env *re, const struct rados_entry *a,
     if (s != NULL)
         return s;
     char val[RADOS_OID_MAX + 4];
-    snprintf(val, sizeof val, "f:%s", a->oid);
+    entry_value(a, val, sizeof val);
     const char *keys[1] = {b->name}, *vals[1] = {val};
     size_t lens[1] = {strlen(val)};
     op = rados_create_write_op();

@@ -238,11 +238,8 @@ static void abandon(struct rados_env *re, const struct rados_entry *e, const cha
 static void enter_checks(rados_write_op_t op, const struct rados_entry *e, const char *key,
                          int prval[2])
 {
-    char was[RADOS_OID_MAX + 4] = "";
-    if (e->found)
-        snprintf(was, sizeof was, "f:%s", e->oid);
     rados_write_op_omap_cmp(op, key, LIBRADOS_CMPXATTR_OP_EQ, e->name, strlen(e->name), &prval[0]);
-    rados_write_op_omap_cmp(op, e->name, LIBRADOS_CMPXATTR_OP_EQ, was, strlen(was), &prval[1]);
+    rados_name_unchanged(op, e, &prval[1]);
 }
 
 /* The naming op of a create: the name set, the intent removed, the file it
