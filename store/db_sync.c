@@ -260,7 +260,8 @@ uint64_t db_hold_wal(lsm_db *db)
     }
     if (want != db->wal_held) {
         db->wal_held = want;
-        wal_hold_for_sync(db->wal, want);
+        if (db->wal != NULL) /* a closed log sent what it held */
+            wal_hold_for_sync(db->wal, want);
         if (want) /* the flush thread ends the hold (db_idle_look) */
             pthread_cond_broadcast(&db->work_cv);
     }
