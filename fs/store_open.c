@@ -222,7 +222,8 @@ static int open_db(const where *w, int flags, void (*report)(void *, const char 
     o.table_segment = schema_table_segment;
     /* No gather before a sync: the store overlaps syncs instead, and an
      * fsyncdir waits holding the kernel's directory lock, so a sync that
-     * waited for company would hold up every rename into the directory. */
+     * waited for company would hold up every rename into the directory.
+     * (Slow syncs, one at a time as on RADOS, gather anyway: db_sync.c.) */
     o.group_commit_delay_us = 0;
     /* The most the reserve may be: room to flush a memtable and write a
      * table of compaction after the deletes that empty a full disk. The

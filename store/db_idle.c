@@ -89,6 +89,8 @@ uint64_t db_idle_look(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     uint64_t a = retire_old_deferred(db), b = flush_idle_deletions(db);
-    return a == 0 || (b != 0 && b < a) ? b : a;
+    uint64_t c = db_hold_wal(db); /* ends a hold no sync follows */
+    uint64_t ab = a == 0 || (b != 0 && b < a) ? b : a;
+    return ab == 0 || (c != 0 && c < ab) ? c : ab;
 }
 

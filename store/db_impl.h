@@ -105,6 +105,7 @@ struct db_stats {
     uint64_t wal_bytes;
     uint64_t followers[FOLLOWER_BUCKETS];
     _Atomic uint64_t queue_wait_us; /* total time writers waited (updated without mu) */
+    uint64_t sync_us;               /* total time WAL syncs took */
     uint64_t gather_wait_us;        /* total time leaders waited for a group */
     uint64_t rotations;             /* memtable switches / new logs */
     uint64_t recovered_records;
@@ -151,6 +152,9 @@ struct lsm_db {
      * group that a running sync does not cover starts the next at once. */
     int syncs_running;        /* [mu] WAL syncs in flight (or gathering) */
     int sync_max;             /* [mu] syncs that may overlap (learn_sync_time) */
+    bool wal_held;            /* [mu] wal's flushes keep their bytes for a
+                               * coming sync (db_hold_wal) */
+    uint64_t sync_end_us;     /* [mu] when the last WAL sync ended */
     uint64_t sync_us_avg;     /* [mu] moving average of a WAL sync's time */
     uint64_t sync_running_upto[SYNC_MAX]; /* [mu] what each running sync covers
                                          * (last_seq at its start; 0: none) */
@@ -392,6 +396,14 @@ lsm_status *db_wait_durable(lsm_db *db, struct writer *g, struct writer *last, u
 void db_finish_synced(lsm_db *db, lsm_status *s, struct writer *self, struct wakeups *wk);
 /* Tells the first waiting group no running sync covers to run the next
  * sync, if one may start. REQUIRES: mu held. */
+/* Slow syncs (a RADOS round trip): while a sync waits, runs or ended less
+ * than a few syncs' time ago, the WAL's flushes keep their bytes for the
+ * next sync (env.h's hold_for_sync), so a sync's waiters share one round
+ * trip instead of queueing behind a send of their own at the OSD; past that
+ * the hold ends and a write goes out at once. Returns the µs after which
+ * to call it again to end the hold (0: not held). Lock order: db->mu, then
+ * the WAL file's own lock. REQUIRES: mu held. */
+uint64_t db_hold_wal(lsm_db *db);
 void db_hand_off_sync(lsm_db *db, struct wakeups *wk);
 
 /* db_rotate.c: memtable and WAL rotation (see there). Every function but

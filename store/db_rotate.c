@@ -111,6 +111,8 @@ static lsm_status *leave_wal(lsm_db *db)
     if (synced > db->durable_seq)
         db->durable_seq = synced;
     db->wal = neu;
+    db->wal_held = false; /* the old log's hold ended with its close */
+    (void)db_hold_wal(db);
     db->wal_number = number;
     db->wal_written = db->wal_synced = 0;
     db->wal_broken = db->wal_cut = false;
@@ -153,6 +155,7 @@ void db_cut_broken_wal(lsm_db *db)
     pthread_cond_broadcast(&db->sync_cv);
     db_finish_synced(db, db->bg_error, NULL, NULL);
     db_hand_off_sync(db, NULL);
+    (void)db_hold_wal(db);
 }
 
 /* Switches to a new memtable and a new WAL; the old memtable becomes
@@ -172,6 +175,7 @@ lsm_status *db_switch_memtable(lsm_db *db)
      * to its end) or failed with it; the rest get a sync of their own. */
     db_finish_synced(db, db->bg_error, NULL, NULL);
     db_hand_off_sync(db, NULL);
+    (void)db_hold_wal(db);
     if (s == NULL) {
         db_memtable_cap_update(db);
         pthread_cond_broadcast(&db->work_cv);

@@ -43,6 +43,15 @@
  * the usual crowd to append, so one fdatasync serves all of them instead of
  * splitting them into a small sync and a large one (PostgreSQL's
  * commit_delay idea, self-tuned: one writer alone never waits).
+ *
+ * Slow syncs (a RADOS round trip, SYNC_MAX_SLOW): one sync runs at a time,
+ * so writers that arrive while it runs wait for it and then for the next;
+ * left alone they settle into two crowds taking turns, each paying two
+ * syncs per fsync. Three rules make them one crowd that pays one: the crowd
+ * a sync learns counts the writers that arrived while it ran; the gather
+ * waits up to half a sync for the writers a sync released to come back;
+ * and the WAL's flushes keep their bytes for the coming sync (db_hold_wal)
+ * instead of sending them alone ahead of it.
  */
 #include "db_impl.h"
 #include "status.h"
@@ -87,12 +96,34 @@ void db_gather_signal(lsm_db *db)
         pthread_cond_broadcast(&db->gather_cv);
 }
 
-/* Waits (at most group_commit_delay_us) for the usual crowd of sync writers
+/* Whether syncs are slow enough to run one at a time (learn_sync_time).
+ * REQUIRES: mu held. */
+static bool syncs_slow(const lsm_db *db)
+{
+    return db->sync_max == SYNC_MAX_SLOW;
+}
+
+/* The longest a slow sync's gather waits: a writer a sync released comes
+ * back within milliseconds or not soon. */
+#define SLOW_GATHER_MAX_US 10000
+
+/* The longest a gather waits: group_commit_delay_us, or half a sync (at
+ * most SLOW_GATHER_MAX_US) once syncs are slow (see the file comment).
+ * REQUIRES: mu held. */
+static uint64_t gather_delay_us(const lsm_db *db)
+{
+    uint64_t delay = db->opt.group_commit_delay_us;
+    uint64_t slow = db->sync_us_avg / 2 < SLOW_GATHER_MAX_US ? db->sync_us_avg / 2
+                                                             : SLOW_GATHER_MAX_US;
+    return syncs_slow(db) && slow > delay ? slow : delay;
+}
+
+/* Waits (at most gather_delay_us) for the usual crowd of sync writers
  * to arrive (see the file comment). REQUIRES: mu held. */
 void db_gather(lsm_db *db, bool at_head)
 {
     assert(mutex_held(&db->mu));
-    uint32_t delay = db->opt.group_commit_delay_us;
+    uint64_t delay = gather_delay_us(db);
     if (delay == 0 || gathered(db, at_head) >= db->expected_group)
         return;
     uint64_t t0 = db->env->now_micros(db->env);
@@ -105,10 +136,13 @@ void db_gather(lsm_db *db, bool at_head)
     db->stats.gather_wait_us += db->env->now_micros(db->env) - t0;
 }
 
-/* After a sync that covered n writers: expect as many next time, forgetting
- * slowly (one per sync) so a crowd that thinned is not waited for long. */
-static void learn_group_size(lsm_db *db, int n)
+/* After a sync that covered `covered` writers while `arrived` more came to
+ * wait: expect as many next time (with slow syncs, the arrivals too: see the
+ * file comment), forgetting slowly (one per sync) so a crowd that thinned is
+ * not waited for long. REQUIRES: mu held. */
+static void learn_group_size(lsm_db *db, int covered, int arrived)
 {
+    int n = covered + (syncs_slow(db) ? arrived : 0);
     if (n >= db->expected_group)
         db->expected_group = n;
     else if (db->expected_group > 1)
@@ -203,6 +237,37 @@ void db_finish_synced(lsm_db *db, lsm_status *s, struct writer *self, struct wak
     db->sync_tail = prev;
 }
 
+/* Bounds on how long after a sync the WAL stays held for the next one
+ * (db_hold_wal): two syncs' time, within these. */
+#define HOLD_MIN_US 2000
+#define HOLD_MAX_US 50000
+
+uint64_t db_hold_wal(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t span = 2 * db->sync_us_avg, left = 0;
+    span = span < HOLD_MIN_US ? HOLD_MIN_US : span > HOLD_MAX_US ? HOLD_MAX_US : span;
+    bool want = false;
+    if (syncs_slow(db) && db->wal != NULL && db->bg_error == NULL) {
+        if (db->sync_head != NULL || db->syncs_running > 0) {
+            want = true;
+            left = span; /* a sync is coming: look again after it */
+        } else {
+            uint64_t now = db->env->now_micros(db->env), until = db->sync_end_us + span;
+            want = now < until;
+            left = want ? until - now : 0;
+        }
+    }
+    if (want != db->wal_held) {
+        db->wal_held = want;
+        if (db->wal != NULL) /* a closed log sent what it held */
+            wal_hold_for_sync(db->wal, want);
+        if (want) /* the flush thread ends the hold (db_idle_look) */
+            pthread_cond_broadcast(&db->work_cv);
+    }
+    return left;
+}
+
 /* Tells the first group that no running sync covers to run the next one,
  * if one may start. REQUIRES: mu held. */
 void db_hand_off_sync(lsm_db *db, struct wakeups *wk)
@@ -255,19 +320,21 @@ static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk,
         db_wakeups_flush(wk); /* the next head (pop_group) need not wait for the disk */
         uint64_t t0 = db->env->now_micros(db->env);
         s = wal_sync(wal);
-        uint64_t took = db->env->now_micros(db->env) - t0;
+        uint64_t end = db->env->now_micros(db->env), took = end - t0;
         mutex_lock(&db->mu);
         if (s == NULL) {
             if (off > db->wal_synced)
                 db->wal_synced = off;
             db->stats.syncs++;
+            db->stats.sync_us += took;
+            db->sync_end_us = end;
             learn_sync_time(db, took);
         }
     }
     if (s == NULL) {
         if (upto > db->durable_seq)
             db->durable_seq = upto;
-        learn_group_size(db, covered);
+        learn_group_size(db, covered, db->sync_waiters - covered + db->queue_len);
     } else {
         s = status_wrap(s, "write-ahead log %06llu", (unsigned long long)db->wal_number);
         db_set_bg_error(db, status_copy(s));
@@ -279,6 +346,7 @@ static lsm_status *run_sync(lsm_db *db, struct writer *self, struct wakeups *wk,
     bool was_done = atomic_load_explicit(&self->state, memory_order_relaxed) == WRITER_DONE;
     db_finish_synced(db, s, self, wk);
     db_hand_off_sync(db, wk);
+    (void)db_hold_wal(db);
     *finished = true;
     if (was_done) { /* an overlapping sync covered self: its verdict stands */
         lsm_status_free(s);
@@ -319,6 +387,7 @@ lsm_status *db_wait_durable(lsm_db *db, struct writer *g, struct writer *last, u
     db->sync_waiters += n;
     atomic_store_explicit(&g->state, WRITER_WAITING, memory_order_relaxed);
     db_gather_signal(db);
+    (void)db_hold_wal(db);
     for (;;) {
         if (may_start_sync(db, target)) {
             bool finished;

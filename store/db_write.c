@@ -398,6 +398,8 @@ static lsm_status *lead(lsm_db *db, struct writer *w, struct wakeups *wk, uint64
         db_reserve_serve_background(db); /* now that it is in the log */
     *seq = db->last_seq;
     pop_group(db, last, wk);
+    if (!need_sync && db->wal_held)
+        (void)db_hold_wal(db); /* ends a hold no sync follows */
     if (s != NULL || !need_sync) {
         db_finish_group(w, last, s, *seq, wk);
         return s;

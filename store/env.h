@@ -42,6 +42,11 @@ struct lsm_wfile_ops {
     lsm_status *(*preallocate)(lsm_wfile *f, uint64_t len, enum wfile_space mode);
     /* flush and close (no sync); frees f in every case. */
     lsm_status *(*close)(lsm_wfile *f);
+    /* Optional (NULL: flush never keeps bytes back). on: a sync of f is
+     * coming, so flushes may keep their bytes back for it (the sync sends
+     * them with its own, one round trip for all); off: whatever was kept
+     * back goes now. A caller that turns it on must sync f or turn it off. */
+    void (*hold_for_sync)(lsm_wfile *f, bool on);
 };
 struct lsm_wfile {
     const struct lsm_wfile_ops *ops;

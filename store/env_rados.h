@@ -9,7 +9,8 @@
  * (xattr lsmfs.refs), so link_file is copy-free and remove_file drops the
  * object with its last name. Appends are buffered and sent with
  * rados_aio_write_op_operate, pipelined (a bounded number in flight per
- * file); a sync waits for the OSDs'
+ * file); while the store says a sync is coming (hold_for_sync), a flush
+ * keeps its bytes for that sync's send; a sync waits for the OSDs'
  * acknowledgement of everything appended before it (an OSD acknowledges
  * once every replica has the write), so sync_dir has nothing left to do
  * and sync_file (and truncate_file) only waits for the answers to what the

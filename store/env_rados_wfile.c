@@ -58,6 +58,8 @@ struct rados_wfile {
     size_t len;            /* GUARDED_BY(mu) */
     bool held;             /* GUARDED_BY(mu): buf holds flushed bytes that
                             * go when the sends in flight are answered */
+    bool hold;             /* GUARDED_BY(mu): a sync is coming: flushed bytes
+                            * wait for it (hold_for_sync) */
     uint64_t off;          /* GUARDED_BY(mu): where buf goes in the object */
     uint64_t sent;         /* GUARDED_BY(mu): sends made */
     uint64_t acked;        /* GUARDED_BY(mu): every send <= acked is answered */
@@ -122,7 +124,7 @@ static void send_done(rados_completion_t c, void *arg)
     p->done = true;
     for (struct pending *q = f->head; q != NULL && q->done; q = q->next)
         f->acked = q->seq;
-    if (f->held && f->acked == f->sent)
+    if (f->held && !f->hold && f->acked == f->sent)
         lsm_status_free(send_now(f)); /* a failure is sticky in f->err */
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
@@ -234,7 +236,7 @@ static lsm_status *wfile_flush(lsm_wfile *base)
     lsm_status *s = NULL;
     if (f->err)
         s = status_copy(f->err);
-    else if (f->acked == f->sent)
+    else if (f->acked == f->sent && !f->hold)
         s = send_buf(f);
     else
         f->held = f->len > 0;
@@ -262,6 +264,18 @@ static lsm_status *wfile_sync(lsm_wfile *base)
         s = wait_answered(f, f->sent);
     pthread_mutex_unlock(&f->mu);
     return s;
+}
+
+/* While on, flushes keep their bytes for the coming sync; off sends what
+ * was kept if nothing is in flight (else send_done does). */
+static void wfile_hold_for_sync(lsm_wfile *base, bool on)
+{
+    struct rados_wfile *f = (struct rados_wfile *)base;
+    pthread_mutex_lock(&f->mu);
+    f->hold = on;
+    if (!on && f->held && f->acked == f->sent)
+        lsm_status_free(send_now(f)); /* a failure is sticky in f->err */
+    pthread_mutex_unlock(&f->mu);
 }
 
 /* Room ahead is nothing to RADOS: appends go out as they come. */
@@ -356,6 +370,7 @@ static const struct lsm_wfile_ops rados_wfile_ops = {
     .sync = wfile_sync,
     .preallocate = wfile_preallocate,
     .close = wfile_close,
+    .hold_for_sync = wfile_hold_for_sync,
 };
 
 /* A fresh object under path's name; a file that had the name loses it. */

@@ -13,7 +13,8 @@
  * Durability: a write with sync=true returns only after it, and every write
  * acknowledged before it, is on stable storage. A write without sync is in the
  * operating system (it survives a crash of the process, not a power cut) once
- * it returns. A failed WAL write or sync puts the store into a sticky error
+ * it returns; on RADOS it reaches the cluster at once, or, while syncs come
+ * every few milliseconds, with the next sync (at most 50 ms after the last). A failed WAL write or sync puts the store into a sticky error
  * state: every later write fails with LSM_IO_ERROR; reads keep working.
  */
 #ifndef LSM_H
@@ -112,7 +113,9 @@ typedef struct lsm_options {
     bool mapped_reads;
     /* Group commit: how long a leader whose group needs a sync may wait for
      * more writers to join before it writes (microseconds; 0 disables). The
-     * wait ends early once no new writer arrived for a short while. */
+     * wait ends early once the usual crowd is there. Syncs that take over a
+     * millisecond run one at a time and wait up to half a sync (at most
+     * 10 ms) whatever this says. */
     uint32_t group_commit_delay_us; /* default 40 */
     /* A batch written with defer_log waits at most about this long in the
      * memtable outside the log while the store is idle: then its memtable

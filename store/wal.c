@@ -143,6 +143,12 @@ lsm_status *wal_sync(wal_writer *w)
     return w->f->ops->sync(w->f);
 }
 
+void wal_hold_for_sync(wal_writer *w, bool on)
+{
+    if (w->f->ops->hold_for_sync != NULL)
+        w->f->ops->hold_for_sync(w->f, on);
+}
+
 uint64_t wal_offset(const wal_writer *w)
 {
     return w->offset;

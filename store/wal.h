@@ -33,6 +33,8 @@ wal_writer *wal_writer_new(lsm_wfile *f, uint64_t offset);
 lsm_status *wal_add_record(wal_writer *w, const void *data, size_t n);
 lsm_status *wal_flush(wal_writer *w);
 lsm_status *wal_sync(wal_writer *w);
+/* env.h's hold_for_sync for the log's file (nothing where the env has none). */
+void wal_hold_for_sync(wal_writer *w, bool on);
 uint64_t wal_offset(const wal_writer *w); /* bytes of log written so far */
 /* Closes the file (no sync) and frees w. */
 lsm_status *wal_writer_close(wal_writer *w);

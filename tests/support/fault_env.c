@@ -132,6 +132,8 @@ struct fault_env {
     fault_remove_hook remove_hook; /* GUARDED_BY(mu): fault_env_on_remove */
     void *remove_ctx;              /* GUARDED_BY(mu) */
     uint64_t sync_delay_us; /* GUARDED_BY(mu) */
+    int last_hold;          /* GUARDED_BY(mu): the last hold_for_sync, -1 none */
+    uint64_t holds;         /* GUARDED_BY(mu): hold_for_sync calls that held */
     bool sync_fails_late;   /* GUARDED_BY(mu) */
     uint64_t max_sleep_us;  /* GUARDED_BY(mu): 0, or sleep_micros' cap */
     bool lost_writeback;    /* GUARDED_BY(mu): fault_env_set_lost_writeback */
@@ -394,6 +396,16 @@ void fault_env_set_sync_fails_late(fault_env *fe, bool on)
     fe_lock(fe);
     fe->sync_fails_late = on;
     fe_unlock(fe);
+}
+
+int fault_env_last_hold(fault_env *fe, uint64_t *holds)
+{
+    fe_lock(fe);
+    int on = fe->last_hold;
+    if (holds != NULL)
+        *holds = fe->holds;
+    fe_unlock(fe);
+    return on;
 }
 
 void fault_env_set_sync_delay_us(fault_env *fe, uint64_t us)
@@ -975,12 +987,25 @@ static lsm_status *fw_close(lsm_wfile *wf)
     return s;
 }
 
+/* A hint, not an I/O call: passed to the file below (never fails). */
+static void fw_hold_for_sync(lsm_wfile *wf, bool on)
+{
+    struct fe_wfile *f = (struct fe_wfile *)wf;
+    fe_lock(f->fe);
+    f->fe->last_hold = on;
+    f->fe->holds += on;
+    fe_unlock(f->fe);
+    if (f->file->ops->hold_for_sync != NULL)
+        f->file->ops->hold_for_sync(f->file, on);
+}
+
 static const struct lsm_wfile_ops fw_ops = {
     .append = fw_append,
     .flush = fw_flush,
     .sync = fw_sync,
     .preallocate = fw_preallocate,
     .close = fw_close,
+    .hold_for_sync = fw_hold_for_sync,
 };
 
 /* Creates or resets the node of a file just opened for writing (empty,
@@ -1856,6 +1881,7 @@ fault_env *fault_env_new(lsm_env *base)
     fault_env *fe = calloc(1, sizeof(*fe));
     if (fe == NULL)
         return NULL;
+    fe->last_hold = -1;
     pthread_rwlockattr_t attr;
     pthread_rwlockattr_init(&attr);
     /* A power cut must not wait forever behind a stream of operations. */

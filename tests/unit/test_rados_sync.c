@@ -333,6 +333,51 @@ static void test_sync_by_path_covers_held_flushes(void **state)
     close_and_remove(f, dir, path);
 }
 
+/* While held for a sync (hold_for_sync), flushes send nothing; the sync
+ * sends them all as one (before: the first flush went alone and the sync
+ * sent the rest behind it, two round trips); a sync by path covers what was
+ * kept back; and ending the hold sends what it kept at once. */
+static void test_held_flushes_go_with_the_sync(void **state)
+{
+    (void)state;
+    char dir[128], path[256];
+    lsm_wfile *f;
+    open_log(dir, sizeof dir, path, sizeof path, &f); /* 6 bytes */
+    assert_non_null(f->ops->hold_for_sync);
+    f->ops->hold_for_sync(f, true);
+    atomic_store(&sends, 0);
+    for (int i = 0; i < 5; i++) {
+        ASSERT_OK(f->ops->append(f, "0123456789", 10));
+        ASSERT_OK(f->ops->flush(f));
+    }
+    assert_int_equal(atomic_load(&sends), 0);
+    ASSERT_OK(f->ops->sync(f));
+    assert_int_equal(atomic_load(&sends), 1);
+    uint64_t size = 0;
+    ASSERT_OK(env->file_size(env, path, &size));
+    assert_int_equal(size, 6 + 50);
+
+    ASSERT_OK(f->ops->append(f, "by path", 7));
+    ASSERT_OK(f->ops->flush(f)); /* kept back */
+    assert_int_equal(atomic_load(&sends), 1);
+    ASSERT_OK(env->sync_file(env, path));
+    ASSERT_OK(env->file_size(env, path, &size));
+    assert_int_equal(size, 6 + 50 + 7);
+
+    ASSERT_OK(f->ops->append(f, "kept", 4));
+    ASSERT_OK(f->ops->flush(f));
+    int before_end = atomic_load(&sends);
+    f->ops->hold_for_sync(f, false); /* sends what it kept, no sync asked */
+    for (int i = 0; i < 300 && size != 6 + 50 + 7 + 4; i++) {
+        ASSERT_OK(env->file_size(env, path, &size));
+        if (size != 6 + 50 + 7 + 4)
+            usleep(100 * 1000);
+    }
+    assert_int_equal(size, 6 + 50 + 7 + 4);
+    assert_int_equal(before_end, 2);
+    close_and_remove(f, dir, path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -342,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_truncate_by_path_cuts_unsent_bytes),
         cmocka_unit_test(test_flushes_behind_a_send_go_as_one),
         cmocka_unit_test(test_sync_by_path_covers_held_flushes),
+        cmocka_unit_test(test_held_flushes_go_with_the_sync),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
