@@ -170,8 +170,7 @@ void rados_entry_from_value(struct rados_entry *e, const char *val)
     e->oid[at + n] = '\0';
 }
 
-/* e's value in its directory ("f:OID" / "d:ID"; "" when not found). */
-static void entry_value(const struct rados_entry *e, char *val, size_t cap)
+void rados_entry_value(const struct rados_entry *e, char *val, size_t cap)
 {
     if (!e->found)
         val[0] = '\0';
@@ -183,7 +182,7 @@ static void entry_value(const struct rados_entry *e, char *val, size_t cap)
 void rados_name_unchanged(rados_write_op_t op, const struct rados_entry *e, int *prval)
 {
     char val[RADOS_OID_MAX + 4];
-    entry_value(e, val, sizeof val);
+    rados_entry_value(e, val, sizeof val);
     /* A missing key compares as empty. */
     rados_write_op_omap_cmp(op, e->name, LIBRADOS_CMPXATTR_OP_EQ, val, strlen(val), prval);
 }
@@ -733,7 +732,7 @@ static lsm_status *link_steps(struct rados_env *re, const struct rados_entry *a,
     if (s != NULL)
         return s;
     char val[RADOS_OID_MAX + 4];
-    entry_value(a, val, sizeof val);
+    rados_entry_value(a, val, sizeof val);
     const char *keys[1] = {b->name}, *vals[1] = {val};
     size_t lens[1] = {strlen(val)};
     op = rados_create_write_op();
@@ -809,15 +808,16 @@ static lsm_status *rename_once(struct rados_env *re, const char *from, const cha
         s = rados_error(a.is_dir ? -ENOTDIR : -EISDIR, "rename to", to);
     if (s)
         return s;
+    rados_seam(re, "resolved", a.oid);
     char val[RADOS_OID_MAX + 4];
-    entry_value(&a, val, sizeof val);
+    rados_entry_value(&a, val, sizeof val);
     if (b.found && strcmp(b.oid, a.oid) == 0)
         return NULL; /* two names of one file: nothing to do, as rename(2) */
     if (a.is_dir && inside(from, to))
         return status_new(LSM_INVALID_ARGUMENT, "rados rename %s to %s: a directory into itself",
                           from, to);
     if (a.is_dir)
-        return rados_rename_dir(re, &a, &b, to);
+        return rados_rename_dir(re, &a, &b, to, raced);
     if (strcmp(a.dir_oid, b.dir_oid) == 0)
         return rename_in_dir(re, &a, &b, val, to, raced);
     return move_file(re, &a, &b, from, to, raced);
@@ -865,11 +865,12 @@ static lsm_status *make_dir(lsm_env *env, const char *path, bool must_be_new)
     if (s == NULL && !e.found)
         s = rados_sweep_name(re, e.dir_oid, path, e.name);
     if (s == NULL && !e.found) {
-        char id[24], val[32], oid[RADOS_OID_MAX];
+        char id[24], val[RADOS_OID_MAX + 4];
+        struct rados_entry made = {.found = true, .is_dir = true};
         rados_new_id(id, sizeof id);
-        snprintf(val, sizeof val, "d:%s", id);
-        snprintf(oid, sizeof oid, "%s%s", RADOS_DIR_PREFIX, id);
-        s = rados_create_named(re, &e, oid, val, path);
+        snprintf(made.oid, sizeof made.oid, "%s%s", RADOS_DIR_PREFIX, id);
+        rados_entry_value(&made, val, sizeof val);
+        s = rados_create_named(re, &e, made.oid, val, path);
     }
     pthread_mutex_unlock(&re->dir_mu);
     return s;
@@ -917,28 +918,31 @@ static lsm_status *not_empty(void *ctx, const char *name, const char *val)
     return rados_error(-ENOTEMPTY, "rmdir: holds", name);
 }
 
-/* An empty directory's intents go first, with their unnamed objects: no
- * sweep would find them once the directory is gone. */
+/* One try at rmdir: an empty directory's intents go first, with their
+ * unnamed objects (no sweep would find them once the directory is gone),
+ * then its name and object by the intent rule (rados_dir_leaves). */
+static lsm_status *rmdir_once(struct rados_env *re, const char *path, const char *unused,
+                              bool *raced)
+{
+    (void)unused;
+    struct rados_entry e;
+    lsm_status *s = rados_resolve(re, path, &e);
+    if (s == NULL && !e.found)
+        s = rados_error(-ENOENT, "rmdir", path);
+    else if (s == NULL && !e.is_dir)
+        s = rados_error(-ENOTDIR, "rmdir", path);
+    else if (s == NULL && e.name[0] == '\0')
+        s = rados_error(-EBUSY, "rmdir the pool's top", path);
+    if (s == NULL)
+        s = rados_dir_list(re, e.oid, path, "", not_empty, NULL);
+    if (s == NULL)
+        s = rados_sweep_tree(re, e.oid, plain_path(path));
+    return s != NULL ? s : rados_dir_leaves(re, &e, path, raced);
+}
+
 static lsm_status *rados_remove_dir(lsm_env *env, const char *path)
 {
-    struct rados_env *re = rados_env_of(env);
-    char oid[RADOS_OID_MAX];
-    struct rados_entry e;
-    lsm_status *s = rados_dir_oid(re, path, oid);
-    if (s == NULL)
-        s = rados_dir_list(re, oid, path, "", not_empty, NULL);
-    if (s == NULL)
-        s = rados_sweep_tree(re, oid, plain_path(path));
-    if (s == NULL)
-        s = rados_resolve(re, path, &e);
-    if (s == NULL)
-        s = rados_dir_set(re, e.dir_oid, e.name, NULL, path);
-    if (s == NULL) {
-        rados_write_op_t op = rados_create_write_op();
-        rados_write_op_remove(op);
-        lsm_status_free(rados_operate(re, op, oid, "rmdir", path));
-    }
-    return s;
+    return retry_raced(rados_env_of(env), path, NULL, rmdir_once);
 }
 
 static lsm_status *rados_file_size(lsm_env *env, const char *path, uint64_t *size)

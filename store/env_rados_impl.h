@@ -127,6 +127,10 @@ lsm_status *rados_resolve(struct rados_env *re, const char *path, struct rados_e
  * names: two removes of one name would each drop the object's name count
  * (a checkpoint's linked table then lost its object). */
 void rados_name_unchanged(rados_write_op_t op, const struct rados_entry *e, int *prval);
+/* e's value in its directory, the one spelling of an entry ("f:OID" /
+ * "d:ID"; "" when not found: a missing key compares as empty). cap: at
+ * least RADOS_OID_MAX + 4. */
+void rados_entry_value(const struct rados_entry *e, char *val, size_t cap);
 /* A directory's object (ENOENT / ENOTDIR as a status). "" is the root. */
 lsm_status *rados_dir_oid(struct rados_env *re, const char *path, char *oid);
 /* Adds the fence guard to op on the object for path (a file, or the
@@ -169,9 +173,10 @@ lsm_status *rados_dir_lookup(struct rados_env *re, const char *dir, const char *
 /* Renames directory a to b (env_rados_dirmove.c): atomic across a crash
  * (one op in one directory; else a move record the sweep settles); an
  * existing b, which must be an empty directory (else ENOTEMPTY), is
- * removed. */
+ * removed. *raced: a name changed since a or b was looked up (the rule of
+ * rados_name_unchanged): nothing changed, the caller looks again. */
 lsm_status *rados_rename_dir(struct rados_env *re, const struct rados_entry *a,
-                             const struct rados_entry *b, const char *to);
+                             const struct rados_entry *b, const char *to, bool *raced);
 /* The sweep's part of it: settles every move record a crash left in
  * directory object dir_oid (at plain path dir). REQUIRES: as
  * rados_sweep_tree. */
@@ -266,6 +271,25 @@ lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const c
  * REQUIRES: no other process creates in the tree: the store's lease held
  * (epoch set), or (rmdir) the directory is empty and being removed. */
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir);
+
+/* Adds to op, the op of directory object e->dir_oid that removes or
+ * replaces directory e's name, e's intent: a crash after it leaves the
+ * intent, and the sweep removes the unnamed object once. */
+void rados_dir_intent(rados_write_op_t op, const struct rados_entry *e);
+/* Removes directory object e->oid, whose name left with its intent
+ * (rados_dir_intent), passes crash point point, then removes the intent.
+ * The object's removal failing is the call's error (the intent kept, the
+ * name not back: the caller's choice); the intent's removal failing is not
+ * (the sweep finds it and no object). */
+lsm_status *rados_dir_object_remove(struct rados_env *re, const struct rados_entry *e,
+                                    const char *point, const char *path);
+/* rmdir's ops on directory e (found, empty, its intents swept): its name
+ * out with its intent (compared unchanged: else *raced, nothing changed),
+ * the object, the intent. A failed removal of the object is reported and
+ * the name put back (if that fails too, the intent stays for the sweep):
+ * never a name without its object, never an object no sweep finds. */
+lsm_status *rados_dir_leaves(struct rados_env *re, const struct rados_entry *e, const char *path,
+                             bool *raced);
 
 /* Settles the intents of directory object dir_oid (at plain path dir)
  * that creates of name left (a crash, or a failure to take them back), and
