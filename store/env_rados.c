@@ -437,6 +437,19 @@ static int create_once(struct rados_env *re, const char *oid, int flags)
     return r;
 }
 
+/* create_once, unless an objects quota's count refuses it (-EDQUOT,
+ * *counted set). */
+static int create_counted(struct rados_env *re, const char *oid, int flags, bool *counted)
+{
+    int r = rados_space_create_take(re, flags);
+    *counted = r < 0;
+    if (r == 0) {
+        r = create_once(re, oid, flags);
+        rados_space_created(re, r);
+    }
+    return r;
+}
+
 /* Creates object oid with one name (and the fence epoch, if any); a full
  * pool's refusal is tried again forced when space this env freed covers it. */
 lsm_status *rados_object_create(struct rados_env *re, const char *oid, const char *path)
@@ -444,9 +457,13 @@ lsm_status *rados_object_create(struct rados_env *re, const char *oid, const cha
     if (lease_refuses(re, path) || rados_dead(re))
         return status_new(LSM_IO_ERROR, "rados create %s: the writer's lease is lost", path);
     int flags = rados_space_create_flags(re);
-    int r = create_once(re, oid, flags);
+    bool counted = false;
+    int r = create_counted(re, oid, flags, &counted);
     if (r == -EDQUOT && flags == 0 && (flags = rados_space_create_flags(re)) != 0)
-        r = create_once(re, oid, flags);
+        r = create_counted(re, oid, flags, &counted);
+    if (r == -EDQUOT && counted)
+        return status_new(LSM_NO_SPACE, "rados create %s: the pool is out of objects (its "
+                          "max_objects quota, counted by this client)", path);
     return r < 0 ? rados_error(r, "create", path) : NULL;
 }
 
@@ -1171,6 +1188,9 @@ static lsm_status *connect_cluster(struct rados_env *re, const env_rados_options
      * grow it and takes one that frees space; without this librados would
      * hold every write, deletes too, until the pool had room. */
     rados_set_pool_full_try(re->io);
+    if ((r = rados_ioctx_create(re->cluster, o->pool, &re->count_io)) < 0)
+        return rados_error(r, "open the pool", o->pool);
+    rados_ioctx_set_namespace(re->count_io, LIBRADOS_ALL_NSPACES);
     return NULL;
 }
 
@@ -1189,6 +1209,7 @@ lsm_status *env_rados_open(const env_rados_options *o, lsm_env **out)
         mutex_init(&re->obj_mu[i]);
     pthread_mutex_init(&re->dir_mu, NULL);
     pthread_mutex_init(&re->space_mu, NULL);
+    pthread_mutex_init(&re->count_mu, NULL);
     pthread_mutex_init(&re->open_mu, NULL);
     pthread_mutex_init(&re->drops_mu, NULL);
     lsm_status *s = connect_cluster(re, o);
@@ -1207,6 +1228,8 @@ void env_rados_close(lsm_env *env)
     struct rados_env *re = rados_env_of(env);
     if (re->io)
         rados_ioctx_destroy(re->io);
+    if (re->count_io)
+        rados_ioctx_destroy(re->count_io);
     if (re->cluster)
         rados_shutdown(re->cluster);
     pthread_mutex_destroy(&re->mu);
@@ -1214,6 +1237,7 @@ void env_rados_close(lsm_env *env)
         mutex_destroy(&re->obj_mu[i]);
     pthread_mutex_destroy(&re->dir_mu);
     pthread_mutex_destroy(&re->space_mu);
+    pthread_mutex_destroy(&re->count_mu);
     pthread_mutex_destroy(&re->open_mu);
     rados_drops_forget(re);
     pthread_mutex_destroy(&re->drops_mu);

@@ -70,6 +70,18 @@ struct rados_env {
     uint64_t space_at_us;  /* GUARDED_BY(space_mu): when asked; 0: never */
     uint64_t space_total;  /* GUARDED_BY(space_mu) */
     uint64_t space_avail;  /* GUARDED_BY(space_mu) */
+    /* The statistics' count of the pool's objects and its max_objects (0:
+     * none), as last asked. */
+    uint64_t space_objects;     /* GUARDED_BY(space_mu) */
+    uint64_t space_max_objects; /* GUARDED_BY(space_mu) */
+    /* An objects quota's own count (env_rados_space.c): the pool listed
+     * under count_mu (it nests no lock of ours; librados's under it). */
+    pthread_mutex_t count_mu;
+    rados_ioctx_t count_io; /* const after open: the pool, every namespace */
+    uint64_t count_at_us;   /* GUARDED_BY(count_mu): when listed; 0: never */
+    int64_t count_listed;   /* GUARDED_BY(count_mu): the objects listed then */
+    int64_t count_since;    /* GUARDED_BY(count_mu): creates sent since, less removes */
+    int64_t count_flying;   /* GUARDED_BY(count_mu): creates sent, not answered */
     /* The pool refused a growing write (EDQUOT) and none since went
      * through unforced; bytes this env freed since, not yet reused. */
     atomic_bool quota_full;
@@ -324,6 +336,14 @@ int rados_space_grow_flags(struct rados_env *re, uint64_t n);
 /* The flags for a create: as a growth of one byte, but under an objects
  * quota FULL_FORCE only while an object this env removed covers it. */
 int rados_space_create_flags(struct rados_env *re);
+/* Counts a create about to be sent (unforced: flags 0) under an objects
+ * quota: 0, or -EDQUOT (the pool then counts as full, as after its own
+ * refusal) when the objects counted reach max_objects + OBJECTS_SLACK. A
+ * forced create is counted, never refused here. Each 0 is answered by
+ * rados_space_created. */
+int rados_space_create_take(struct rados_env *re, int flags);
+/* A create counted by rados_space_create_take was answered r. */
+void rados_space_created(struct rados_env *re, int r);
 /* A growing op sent with flags was answered r. */
 void rados_space_answered(struct rados_env *re, int r, int flags);
 /* Whether an append of n more bytes must be refused (LSM_NO_SPACE, before
