@@ -353,7 +353,8 @@ bool rados_space_refuses(struct rados_env *re, uint64_t n);
 /* Whether the pool was found full (then freed bytes are counted). */
 bool rados_space_full(struct rados_env *re);
 /* n bytes and objects of the pool freed by this env (an object removed,
- * a truncate). */
+ * a truncate); objects removed where the count is at the quota find the
+ * pool full (rados_space_full), so what they free is reused. */
 void rados_space_freed(struct rados_env *re, uint64_t n, int objects);
 
 lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out);

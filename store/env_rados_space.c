@@ -32,13 +32,14 @@
  * pool's objects itself (rados_space_create_take): listed (every client's,
  * exact then) at most once per COUNT_TTL_US, plus the creates it sent
  * since, in flight ones included, less the objects it removed; an unforced
- * create is refused once that reaches max_objects + OBJECTS_SLACK (at
- * max_objects exactly a store that filled the pool could not make the
- * outputs of the compaction that frees it, which go before its inputs; the
- * pool refuses past max_objects itself once the mon has seen it). The pool
- * then holds at most max_objects + OBJECTS_SLACK, plus OBJECTS_SLACK forced
- * once the store frees, plus what other clients create between two
- * listings.
+ * create is refused once that reaches max_objects + OBJECTS_SLACK (a store
+ * must still open, flush and compact there: each makes objects before it
+ * removes others; past max_objects the pool refuses for itself once the
+ * mon has seen it). An object removed where the count is at the quota is a
+ * removal while full (the store giving up its reserve: its flush and
+ * compaction then reuse what it frees, plus OBJECTS_SLACK, whoever found
+ * the pool full first). The pool then holds at most max_objects + 2 x
+ * OBJECTS_SLACK, plus what other clients create between two listings.
  */
 #include "env_rados_impl.h"
 
@@ -310,11 +311,25 @@ bool rados_space_full(struct rados_env *re)
     return atomic_load(&re->quota_full);
 }
 
+/* Whether the count says the pool is at its objects quota (max: 0, none).
+ * REQUIRES: count_mu held. */
+static bool count_at_quota(const struct rados_env *re, uint64_t max)
+{
+    return max != 0 && re->count_at_us != 0 &&
+           re->count_listed + re->count_since >= (int64_t)max;
+}
+
 void rados_space_freed(struct rados_env *re, uint64_t n, int objects)
 {
+    pthread_mutex_lock(&re->space_mu);
+    uint64_t max = re->space_max_objects;
+    pthread_mutex_unlock(&re->space_mu);
     pthread_mutex_lock(&re->count_mu);
+    bool at_quota = objects > 0 && count_at_quota(re, max);
     re->count_since -= objects;
     pthread_mutex_unlock(&re->count_mu);
+    if (at_quota) /* full by the count, or the store's own view: freeing */
+        atomic_store(&re->quota_full, true);
     if (!atomic_load(&re->quota_full))
         return;
     atomic_fetch_add(&re->freed_while_full, (int64_t)n);

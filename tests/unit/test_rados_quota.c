@@ -325,8 +325,8 @@ static void test_space_queries_fail(void **state)
     env_rados_close(env);
 }
 
-/* env_rados_space.c's: the objects past an objects quota the env lets the
- * store make, for the compaction that frees the pool. */
+/* env_rados_space.c's: the objects past an objects quota the env lets a
+ * store make (it opens, flushes and compacts by making objects first). */
 #define OBJECTS_SLACK 4
 
 /* The objects pool name holds now (listed, not the lagging statistics). */
