@@ -845,6 +845,24 @@ static void test_intent_write_fails(void **state)
     env_rados_close(e);
 }
 
+/* Opens the store in dir on a new env (takeover as asked) whose op fails
+ * with EIO: the open fails with LSM_IO_ERROR mentioning want; how many
+ * times op failed. */
+static int open_failing(const char *dir, bool takeover, const char *op, const char *want)
+{
+    lsm_env *e = tr_env(0, takeover);
+    struct tr_fault f = {.op = op, .err = -EIO};
+    atomic_store(&f.armed, true);
+    env_rados_set_fault_hook(e, tr_fault_hook, &f);
+    lsm_options o;
+    tu_db_options(&o, e, 0);
+    lsm_db *db = NULL;
+    ASSERT_FAILS(lsm_open(&o, dir, &db), LSM_IO_ERROR, want);
+    assert_null(db);
+    env_rados_close(e);
+    return atomic_load(&f.seen);
+}
+
 /* The sweep's listing of intents fails as a writer locks the store (at a
  * plain open, and at a takeover from a live writer): the open fails with
  * the listing's error, the lease goes with it (the next open is not told
@@ -862,17 +880,7 @@ static void test_sweep_listing_fails(void **state)
             a_env = tr_env(0, false);
             a = tu_open_db(dir, a_env, 0);
         }
-        lsm_env *b_env = tr_env(0, takeover);
-        struct tr_fault f = {.op = "list intents", .err = -EIO};
-        atomic_store(&f.armed, true);
-        env_rados_set_fault_hook(b_env, tr_fault_hook, &f);
-        lsm_options o;
-        tu_db_options(&o, b_env, 0);
-        lsm_db *b = NULL;
-        ASSERT_FAILS(lsm_open(&o, dir, &b), LSM_IO_ERROR, "rados list");
-        assert_null(b);
-        assert_true(atomic_load(&f.seen) > 0);
-        env_rados_close(b_env);
+        assert_true(open_failing(dir, takeover, "list intents", "rados list") > 0);
         lsm_env *c_env = tr_env(0, takeover);
         lsm_db *c = tu_open_db(dir, c_env, 0);
         tu_assert_value(c, "k", "v");
@@ -891,6 +899,31 @@ static void test_sweep_listing_fails(void **state)
     raw_list_dir(&r, dir, &d);
     assert_names_whole(&r, &d);
     raw_close(&r);
+    tr_destroy(dir, env);
+}
+
+/* A takeover whose breaking of the live writer's lease fails: the open
+ * fails naming the break and its error (before: "the store is in use
+ * (lease held)", the failure ignored), the writer keeps its lease and
+ * writes on, and the next takeover wins. */
+static void test_takeover_break_fails(void **state)
+{
+    (void)state;
+    char dir[128];
+    tr_name(dir, sizeof dir, "breakfail");
+    make_small_store(dir);
+    lsm_env *a_env = tr_env(0, false);
+    lsm_db *a = tu_open_db(dir, a_env, 0);
+    assert_int_equal(open_failing(dir, true, "break lock", "cannot break the lease held by"), 1);
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(a, &wo, "still", 5, "a", 1));
+    lsm_env *c_env = tr_env(0, true);
+    lsm_db *c = tu_open_db(dir, c_env, 0);
+    tu_assert_value(c, "still", "a");
+    ASSERT_OK(lsm_close(c));
+    env_rados_close(c_env);
+    lsm_status_free(lsm_close(a)); /* fenced: its close may fail */
+    env_rados_close(a_env);
     tr_destroy(dir, env);
 }
 
@@ -1782,6 +1815,7 @@ int main(void)
         cmocka_unit_test(test_orphan_swept_at_takeover),
         cmocka_unit_test(test_intent_write_fails),
         cmocka_unit_test(test_sweep_listing_fails),
+        cmocka_unit_test(test_takeover_break_fails),
         cmocka_unit_test(test_rmdir_sweeps_intents),
         cmocka_unit_test(test_remove_crash_windows),
         cmocka_unit_test(test_link_crash_windows),
