@@ -31,15 +31,18 @@
  * a pool of 10 objects to 47-55. So near that quota the env counts the
  * pool's objects itself (rados_space_create_take): listed (every client's,
  * exact then) at most once per COUNT_TTL_US, plus the creates it sent
- * since, in flight ones included, less the objects it removed; an unforced
- * create is refused once that reaches max_objects + OBJECTS_SLACK (a store
- * must still open, flush and compact there: each makes objects before it
- * removes others; past max_objects the pool refuses for itself once the
- * mon has seen it). An object removed where the count is at the quota is a
- * removal while full (the store giving up its reserve: its flush and
- * compaction then reuse what it frees, plus OBJECTS_SLACK, whoever found
- * the pool full first). The pool then holds at most max_objects + 2 x
- * OBJECTS_SLACK, plus what other clients create between two listings.
+ * since, in flight ones included, less the objects it removed; until the
+ * pool is found full, an unforced create is refused once that reaches
+ * max_objects + OBJECTS_SLACK (a store must still open, flush and compact
+ * there: each makes objects before it removes others). An object removed
+ * where the count is at the quota is a removal while full (the store
+ * giving up its reserve: its flush and compaction then reuse what it
+ * frees, plus OBJECTS_SLACK, whoever found the pool full first). Once found
+ * full the pool's own answers rule, as without the count: counting then
+ * too refused, for good, the compaction that would free the pool. The pool
+ * holds at most max_objects + 2 x OBJECTS_SLACK, plus a create in flight
+ * when it has room again and what other clients create between two
+ * listings.
  */
 #include "env_rados_impl.h"
 
@@ -258,7 +261,7 @@ int rados_space_create_take(struct rados_env *re, int flags)
     uint64_t max = re->space_max_objects, stats = re->space_objects;
     pthread_mutex_unlock(&re->space_mu);
     uint64_t near = max / 8 > COUNT_NEAR ? max / 8 : COUNT_NEAR;
-    bool check = flags == 0 && max != 0 && stats + near >= max;
+    bool check = flags == 0 && !atomic_load(&re->quota_full) && max != 0 && stats + near >= max;
     pthread_mutex_lock(&re->count_mu);
     bool out = check && count_refuses(re, max + OBJECTS_SLACK);
     if (!out) {
