@@ -161,6 +161,21 @@ static lsm_status *ask_space(struct rados_env *re, const char *path, uint64_t *t
     return NULL;
 }
 
+/* avail, or less where the env's count of an objects quota of max (0:
+ * none) leaves less: fresher than the statistics, so the store keeps its
+ * reserve's room (for deletes, flushes, compactions) before the count's
+ * refusal past the quota (rados_space_create_take). */
+static uint64_t count_avail(struct rados_env *re, uint64_t max, uint64_t avail)
+{
+    pthread_mutex_lock(&re->count_mu);
+    int64_t have = re->count_at_us != 0 ? re->count_listed + re->count_since : -1;
+    pthread_mutex_unlock(&re->count_mu);
+    if (max == 0 || have < 0)
+        return avail;
+    uint64_t left = (uint64_t)have < max ? (max - (uint64_t)have) * OBJECT_BYTES : 0;
+    return left < avail ? left : avail;
+}
+
 lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail)
 {
     struct rados_env *re = rados_env_of(env);
@@ -173,7 +188,10 @@ lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total, uin
     }
     *total = s == NULL ? re->space_total : 0;
     *avail = s == NULL ? re->space_avail : 0;
+    uint64_t max = re->space_max_objects;
     pthread_mutex_unlock(&re->space_mu);
+    if (s == NULL)
+        *avail = count_avail(re, max, *avail);
     int64_t freed = atomic_load(&re->objects_quota)
                         ? atomic_load(&re->objects_freed_while_full) * (int64_t)OBJECT_BYTES
                         : atomic_load(&re->freed_while_full);
