@@ -170,8 +170,7 @@ void rados_entry_from_value(struct rados_entry *e, const char *val)
     e->oid[at + n] = '\0';
 }
 
-/* e's value in its directory ("f:OID" / "d:ID"; "" when not found). */
-static void entry_value(const struct rados_entry *e, char *val, size_t cap)
+void rados_entry_value(const struct rados_entry *e, char *val, size_t cap)
 {
     if (!e->found)
         val[0] = '\0';
@@ -183,7 +182,7 @@ static void entry_value(const struct rados_entry *e, char *val, size_t cap)
 void rados_name_unchanged(rados_write_op_t op, const struct rados_entry *e, int *prval)
 {
     char val[RADOS_OID_MAX + 4];
-    entry_value(e, val, sizeof val);
+    rados_entry_value(e, val, sizeof val);
     /* A missing key compares as empty. */
     rados_write_op_omap_cmp(op, e->name, LIBRADOS_CMPXATTR_OP_EQ, val, strlen(val), prval);
 }
@@ -438,6 +437,19 @@ static int create_once(struct rados_env *re, const char *oid, int flags)
     return r;
 }
 
+/* create_once, unless an objects quota's count refuses it (-EDQUOT,
+ * *counted set). */
+static int create_counted(struct rados_env *re, const char *oid, int flags, bool *counted)
+{
+    int r = rados_space_create_take(re, flags);
+    *counted = r < 0;
+    if (r == 0) {
+        r = create_once(re, oid, flags);
+        rados_space_created(re, r);
+    }
+    return r;
+}
+
 /* Creates object oid with one name (and the fence epoch, if any); a full
  * pool's refusal is tried again forced when space this env freed covers it. */
 lsm_status *rados_object_create(struct rados_env *re, const char *oid, const char *path)
@@ -445,9 +457,13 @@ lsm_status *rados_object_create(struct rados_env *re, const char *oid, const cha
     if (lease_refuses(re, path) || rados_dead(re))
         return status_new(LSM_IO_ERROR, "rados create %s: the writer's lease is lost", path);
     int flags = rados_space_create_flags(re);
-    int r = create_once(re, oid, flags);
+    bool counted = false;
+    int r = create_counted(re, oid, flags, &counted);
     if (r == -EDQUOT && flags == 0 && (flags = rados_space_create_flags(re)) != 0)
-        r = create_once(re, oid, flags);
+        r = create_counted(re, oid, flags, &counted);
+    if (r == -EDQUOT && counted)
+        return status_new(LSM_NO_SPACE, "rados create %s: the pool is out of objects (its "
+                          "max_objects quota, counted by this client)", path);
     return r < 0 ? rados_error(r, "create", path) : NULL;
 }
 
@@ -733,7 +749,7 @@ static lsm_status *link_steps(struct rados_env *re, const struct rados_entry *a,
     if (s != NULL)
         return s;
     char val[RADOS_OID_MAX + 4];
-    entry_value(a, val, sizeof val);
+    rados_entry_value(a, val, sizeof val);
     const char *keys[1] = {b->name}, *vals[1] = {val};
     size_t lens[1] = {strlen(val)};
     op = rados_create_write_op();
@@ -809,15 +825,16 @@ static lsm_status *rename_once(struct rados_env *re, const char *from, const cha
         s = rados_error(a.is_dir ? -ENOTDIR : -EISDIR, "rename to", to);
     if (s)
         return s;
+    rados_seam(re, "resolved", a.oid);
     char val[RADOS_OID_MAX + 4];
-    entry_value(&a, val, sizeof val);
+    rados_entry_value(&a, val, sizeof val);
     if (b.found && strcmp(b.oid, a.oid) == 0)
         return NULL; /* two names of one file: nothing to do, as rename(2) */
     if (a.is_dir && inside(from, to))
         return status_new(LSM_INVALID_ARGUMENT, "rados rename %s to %s: a directory into itself",
                           from, to);
     if (a.is_dir)
-        return rados_rename_dir(re, &a, &b, to);
+        return rados_rename_dir(re, &a, &b, to, raced);
     if (strcmp(a.dir_oid, b.dir_oid) == 0)
         return rename_in_dir(re, &a, &b, val, to, raced);
     return move_file(re, &a, &b, from, to, raced);
@@ -865,11 +882,12 @@ static lsm_status *make_dir(lsm_env *env, const char *path, bool must_be_new)
     if (s == NULL && !e.found)
         s = rados_sweep_name(re, e.dir_oid, path, e.name);
     if (s == NULL && !e.found) {
-        char id[24], val[32], oid[RADOS_OID_MAX];
+        char id[24], val[RADOS_OID_MAX + 4];
+        struct rados_entry made = {.found = true, .is_dir = true};
         rados_new_id(id, sizeof id);
-        snprintf(val, sizeof val, "d:%s", id);
-        snprintf(oid, sizeof oid, "%s%s", RADOS_DIR_PREFIX, id);
-        s = rados_create_named(re, &e, oid, val, path);
+        snprintf(made.oid, sizeof made.oid, "%s%s", RADOS_DIR_PREFIX, id);
+        rados_entry_value(&made, val, sizeof val);
+        s = rados_create_named(re, &e, made.oid, val, path);
     }
     pthread_mutex_unlock(&re->dir_mu);
     return s;
@@ -917,28 +935,31 @@ static lsm_status *not_empty(void *ctx, const char *name, const char *val)
     return rados_error(-ENOTEMPTY, "rmdir: holds", name);
 }
 
-/* An empty directory's intents go first, with their unnamed objects: no
- * sweep would find them once the directory is gone. */
+/* One try at rmdir: an empty directory's intents go first, with their
+ * unnamed objects (no sweep would find them once the directory is gone),
+ * then its name and object by the intent rule (rados_dir_leaves). */
+static lsm_status *rmdir_once(struct rados_env *re, const char *path, const char *unused,
+                              bool *raced)
+{
+    (void)unused;
+    struct rados_entry e;
+    lsm_status *s = rados_resolve(re, path, &e);
+    if (s == NULL && !e.found)
+        s = rados_error(-ENOENT, "rmdir", path);
+    else if (s == NULL && !e.is_dir)
+        s = rados_error(-ENOTDIR, "rmdir", path);
+    else if (s == NULL && e.name[0] == '\0')
+        s = rados_error(-EBUSY, "rmdir the pool's top", path);
+    if (s == NULL)
+        s = rados_dir_list(re, e.oid, path, "", not_empty, NULL);
+    if (s == NULL)
+        s = rados_sweep_tree(re, e.oid, plain_path(path));
+    return s != NULL ? s : rados_dir_leaves(re, &e, path, raced);
+}
+
 static lsm_status *rados_remove_dir(lsm_env *env, const char *path)
 {
-    struct rados_env *re = rados_env_of(env);
-    char oid[RADOS_OID_MAX];
-    struct rados_entry e;
-    lsm_status *s = rados_dir_oid(re, path, oid);
-    if (s == NULL)
-        s = rados_dir_list(re, oid, path, "", not_empty, NULL);
-    if (s == NULL)
-        s = rados_sweep_tree(re, oid, plain_path(path));
-    if (s == NULL)
-        s = rados_resolve(re, path, &e);
-    if (s == NULL)
-        s = rados_dir_set(re, e.dir_oid, e.name, NULL, path);
-    if (s == NULL) {
-        rados_write_op_t op = rados_create_write_op();
-        rados_write_op_remove(op);
-        lsm_status_free(rados_operate(re, op, oid, "rmdir", path));
-    }
-    return s;
+    return retry_raced(rados_env_of(env), path, NULL, rmdir_once);
 }
 
 static lsm_status *rados_file_size(lsm_env *env, const char *path, uint64_t *size)
@@ -1167,6 +1188,9 @@ static lsm_status *connect_cluster(struct rados_env *re, const env_rados_options
      * grow it and takes one that frees space; without this librados would
      * hold every write, deletes too, until the pool had room. */
     rados_set_pool_full_try(re->io);
+    if ((r = rados_ioctx_create(re->cluster, o->pool, &re->count_io)) < 0)
+        return rados_error(r, "open the pool", o->pool);
+    rados_ioctx_set_namespace(re->count_io, LIBRADOS_ALL_NSPACES);
     return NULL;
 }
 
@@ -1185,6 +1209,7 @@ lsm_status *env_rados_open(const env_rados_options *o, lsm_env **out)
         mutex_init(&re->obj_mu[i]);
     pthread_mutex_init(&re->dir_mu, NULL);
     pthread_mutex_init(&re->space_mu, NULL);
+    pthread_mutex_init(&re->count_mu, NULL);
     pthread_mutex_init(&re->open_mu, NULL);
     pthread_mutex_init(&re->drops_mu, NULL);
     lsm_status *s = connect_cluster(re, o);
@@ -1203,6 +1228,8 @@ void env_rados_close(lsm_env *env)
     struct rados_env *re = rados_env_of(env);
     if (re->io)
         rados_ioctx_destroy(re->io);
+    if (re->count_io)
+        rados_ioctx_destroy(re->count_io);
     if (re->cluster)
         rados_shutdown(re->cluster);
     pthread_mutex_destroy(&re->mu);
@@ -1210,6 +1237,7 @@ void env_rados_close(lsm_env *env)
         mutex_destroy(&re->obj_mu[i]);
     pthread_mutex_destroy(&re->dir_mu);
     pthread_mutex_destroy(&re->space_mu);
+    pthread_mutex_destroy(&re->count_mu);
     pthread_mutex_destroy(&re->open_mu);
     rados_drops_forget(re);
     pthread_mutex_destroy(&re->drops_mu);

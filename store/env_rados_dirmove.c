@@ -29,43 +29,43 @@
 #define MOVE_PREFIX "/move/"
 #define MOVE_REC_MAX 600
 
-/* One directory op: keys compared (a missing key reads as ""), then keys
- * set, then keys removed. */
+/* One directory op: names checked unchanged since their lookup (the one
+ * rule, rados_name_unchanged), then keys set, then keys removed, and
+ * the intent of a directory whose name it replaces (rados_dir_intent). */
 struct dir_change {
-    const char *cmp_key[2], *cmp_val[2];
+    const struct rados_entry *same[2];
+    const struct rados_entry *leaving; /* a directory whose name c replaces */
     const char *set_key[2], *set_val[2];
     const char *rm_key[2];
-    int ncmp, nset, nrm;
+    int nsame, nset, nrm;
 };
 
-/* Runs c on directory object dir_oid (guarded); a failed compare is
- * LSM_BUSY: the directory changed since it was read. */
+/* Runs c on directory object dir_oid (guarded). *raced: a name checked
+ * had changed, so nothing did (the caller looks again). */
 static lsm_status *dir_change_run(struct rados_env *re, const char *dir_oid,
-                                  const struct dir_change *c, const char *what, const char *path)
+                                  const struct dir_change *c, const char *what, const char *path,
+                                  bool *raced)
 {
     rados_write_op_t op = rados_create_write_op();
     int prval[2] = {0, 0};
-    for (int i = 0; i < c->ncmp; i++)
-        rados_write_op_omap_cmp(op, c->cmp_key[i], LIBRADOS_CMPXATTR_OP_EQ, c->cmp_val[i],
-                                strlen(c->cmp_val[i]), &prval[i]);
+    for (int i = 0; i < c->nsame; i++)
+        rados_name_unchanged(op, c->same[i], &prval[i]);
     for (int i = 0; i < c->nset; i++) {
         size_t len = strlen(c->set_val[i]);
         rados_write_op_omap_set(op, &c->set_key[i], &c->set_val[i], &len, 1);
     }
     if (c->nrm > 0)
         rados_write_op_omap_rm_keys(op, c->rm_key, (size_t)c->nrm);
+    if (c->leaving != NULL)
+        rados_dir_intent(op, c->leaving);
     lsm_status *s = rados_operate(re, op, dir_oid, what, path);
-    if (s != NULL && (prval[0] == -ECANCELED || prval[1] == -ECANCELED)) {
-        lsm_status_free(s);
-        s = status_new(LSM_BUSY, "rados %s %s: the directory changed meanwhile", what, path);
-    }
+    *raced = s != NULL && (prval[0] == -ECANCELED || prval[1] == -ECANCELED);
     return s;
 }
 
-static void add_cmp(struct dir_change *c, const char *key, const char *val)
+static void add_same(struct dir_change *c, const struct rados_entry *e)
 {
-    c->cmp_key[c->ncmp] = key;
-    c->cmp_val[c->ncmp++] = val;
+    c->same[c->nsame++] = e;
 }
 
 static void add_set(struct dir_change *c, const char *key, const char *val)
@@ -77,12 +77,6 @@ static void add_set(struct dir_change *c, const char *key, const char *val)
 static void add_rm(struct dir_change *c, const char *key)
 {
     c->rm_key[c->nrm++] = key;
-}
-
-/* A directory entry's value for directory object oid ("d:ID"). */
-static void dir_value(char *out, size_t cap, const char *oid)
-{
-    snprintf(out, cap, "d:%s", oid + strlen(RADOS_DIR_PREFIX));
 }
 
 static lsm_status *refuse_names(void *ctx, const char *name, const char *val)
@@ -100,20 +94,12 @@ static lsm_status *replaceable(struct rados_env *re, const struct rados_entry *b
     return s != NULL ? s : rados_sweep_tree(re, b->oid, to);
 }
 
-/* Removes replaced directory object b->oid, then the intent its rename
- * wrote: a failure leaves the intent, and the next sweep the object; only
- * a crash point fails the call. */
+/* Removes replaced directory b (its intent written by the renaming op): a
+ * failure leaves the intent, and the next sweep the object; only a crash
+ * point fails the call. */
 static lsm_status *replaced_finish(struct rados_env *re, const struct rados_entry *b, const char *to)
 {
-    char key[RADOS_OID_MAX + 8];
-    snprintf(key, sizeof key, "%s%s", RADOS_INTENT_PREFIX, b->oid);
-    rados_write_op_t op = rados_create_write_op();
-    rados_write_op_remove(op);
-    lsm_status *s = rados_operate(re, op, b->oid, "remove the replaced directory", to);
-    if (s == NULL)
-        s = rados_crash_point(re, "replaced", b->oid);
-    if (s == NULL)
-        s = rados_dir_set(re, b->dir_oid, key, NULL, to);
+    lsm_status *s = rados_dir_object_remove(re, b, "replaced", to);
     if (s != NULL && !rados_dead(re)) {
         lsm_status_free(s);
         s = NULL;
@@ -121,53 +107,67 @@ static lsm_status *replaced_finish(struct rados_env *re, const struct rados_entr
     return s;
 }
 
-/* Adds to c the new name b->name = val, checked to name what it did, and
- * the intent of the directory it replaces (key: its buffer). */
-static void enter_new_name(struct dir_change *c, const struct rados_entry *b, const char *val,
-                           char *was, char *key)
+/* Adds to c the new name b->name = val, checked unchanged, and the intent
+ * of the directory it replaces. */
+static void enter_new_name(struct dir_change *c, const struct rados_entry *b, const char *val)
 {
-    was[0] = '\0';
-    if (b->found) {
-        dir_value(was, RADOS_OID_MAX + 4, b->oid);
-        snprintf(key, RADOS_OID_MAX + 8, "%s%s", RADOS_INTENT_PREFIX, b->oid);
-        add_set(c, key, b->name);
-    }
-    add_cmp(c, b->name, was);
+    add_same(c, b);
+    if (b->found)
+        c->leaving = b;
     add_set(c, b->name, val);
 }
 
 /* In one directory: one op. */
 static lsm_status *rename_here(struct rados_env *re, const struct rados_entry *a,
-                               const struct rados_entry *b, const char *val, const char *to)
+                               const struct rados_entry *b, const char *val, const char *to,
+                               bool *raced)
 {
     struct dir_change c = {0};
-    char was[RADOS_OID_MAX + 4], key[RADOS_OID_MAX + 8];
-    add_cmp(&c, a->name, val);
-    enter_new_name(&c, b, val, was, key);
+    add_same(&c, a);
+    enter_new_name(&c, b, val);
     add_rm(&c, a->name);
-    return dir_change_run(re, a->dir_oid, &c, "rename", to);
+    return dir_change_run(re, a->dir_oid, &c, "rename", to, raced);
+}
+
+/* The last step of a move: the old name and the record out, while the old
+ * name still names the directory; else (it changed meanwhile) the record
+ * alone. */
+static lsm_status *move_finish(struct rados_env *re, const struct rados_entry *a, const char *key,
+                               const char *to)
+{
+    struct dir_change c = {0};
+    bool raced = false;
+    add_same(&c, a);
+    add_rm(&c, a->name);
+    add_rm(&c, key);
+    lsm_status *s = dir_change_run(re, a->dir_oid, &c, "rename (the old name of)", to, &raced);
+    if (raced) {
+        lsm_status_free(s);
+        s = rados_dir_set(re, a->dir_oid, key, NULL, to);
+    }
+    return s;
 }
 
 /* To another directory: the record, the new name, the old name and the
  * record out. Once the new name is in, only a crash point fails the call
- * (a failure after is left to the sweep, as rados_name_leaves does). */
+ * (else the sweep settles the record, as rados_name_leaves leaves a drop). */
 static lsm_status *move_across(struct rados_env *re, const struct rados_entry *a,
-                               const struct rados_entry *b, const char *val, const char *to)
+                               const struct rados_entry *b, const char *val, const char *to,
+                               bool *raced)
 {
     char key[RADOS_OID_MAX + 8], rec[MOVE_REC_MAX];
     snprintf(key, sizeof key, "%s%s", MOVE_PREFIX, a->oid);
     snprintf(rec, sizeof rec, "%s/%s/%s", a->name, b->dir_oid, b->name);
-    struct dir_change c1 = {0}, c2 = {0}, c3 = {0};
-    add_cmp(&c1, a->name, val);
+    struct dir_change c1 = {0}, c2 = {0};
+    add_same(&c1, a);
     add_set(&c1, key, rec);
-    lsm_status *s = dir_change_run(re, a->dir_oid, &c1, "rename (record the move of)", to);
+    lsm_status *s = dir_change_run(re, a->dir_oid, &c1, "rename (record the move of)", to, raced);
     if (s == NULL)
         s = rados_crash_point(re, "moving", a->oid);
     if (s != NULL)
         return s;
-    char was[RADOS_OID_MAX + 4], ikey[RADOS_OID_MAX + 8];
-    enter_new_name(&c2, b, val, was, ikey);
-    s = dir_change_run(re, b->dir_oid, &c2, "rename to", to);
+    enter_new_name(&c2, b, val);
+    s = dir_change_run(re, b->dir_oid, &c2, "rename to", to, raced);
     if (s != NULL) {
         if (!rados_dead(re)) /* undone: no record */
             lsm_status_free(rados_dir_set(re, a->dir_oid, key, NULL, to));
@@ -175,10 +175,8 @@ static lsm_status *move_across(struct rados_env *re, const struct rados_entry *a
     }
     if ((s = rados_crash_point(re, "moved", a->oid)) != NULL)
         return s;
-    add_rm(&c3, a->name);
-    add_rm(&c3, key);
-    s = dir_change_run(re, a->dir_oid, &c3, "rename (the old name of)", to);
-    if (s != NULL && !rados_dead(re)) { /* the sweep settles the record */
+    s = move_finish(re, a, key, to);
+    if (s != NULL && !rados_dead(re)) {
         lsm_status_free(s);
         s = NULL;
     }
@@ -186,16 +184,17 @@ static lsm_status *move_across(struct rados_env *re, const struct rados_entry *a
 }
 
 lsm_status *rados_rename_dir(struct rados_env *re, const struct rados_entry *a,
-                             const struct rados_entry *b, const char *to)
+                             const struct rados_entry *b, const char *to, bool *raced)
 {
     char val[RADOS_OID_MAX + 4];
-    dir_value(val, sizeof val, a->oid);
+    rados_entry_value(a, val, sizeof val);
+    *raced = false;
     pthread_mutex_lock(&re->dir_mu);
     lsm_status *s = b->found ? replaceable(re, b, to) : NULL;
     if (s == NULL && strcmp(a->dir_oid, b->dir_oid) == 0)
-        s = rename_here(re, a, b, val, to);
+        s = rename_here(re, a, b, val, to, raced);
     else if (s == NULL)
-        s = move_across(re, a, b, val, to);
+        s = move_across(re, a, b, val, to, raced);
     if (s == NULL && b->found)
         s = replaced_finish(re, b, to);
     pthread_mutex_unlock(&re->dir_mu);
@@ -204,41 +203,27 @@ lsm_status *rados_rename_dir(struct rados_env *re, const struct rados_entry *a,
 
 /* ------------------------------------------------------------ the sweep */
 
-/* The value of name in directory object dir ("" if none). */
-static lsm_status *entry_value(struct rados_env *re, const char *dir, const char *name,
-                               char *val, size_t cap)
-{
-    bool found = false;
-    lsm_status *s = rados_dir_lookup(re, dir, name, &found, val, cap);
-    if (s == NULL && !found)
-        val[0] = '\0';
-    return s;
-}
-
 /* Settles move record key = rec of directory object dir_oid: if its new
  * name names the directory, the old name goes (if it still names it); the
  * record goes either way. */
 static lsm_status *settle_move(struct rados_env *re, const char *dir_oid, const char *key,
                                const char *rec, const char *path)
 {
-    char a_name[256], b_dir[RADOS_OID_MAX], b_name[256], oid[RADOS_OID_MAX];
-    char val[RADOS_OID_MAX + 4], now[RADOS_OID_MAX + 4];
-    snprintf(oid, sizeof oid, "%s", key + strlen(MOVE_PREFIX));
-    dir_value(val, sizeof val, oid);
-    if (sscanf(rec, "%255[^/]/%63[^/]/%255[^/]", a_name, b_dir, b_name) != 3)
+    struct rados_entry old = {.found = true, .is_dir = true}, now = old;
+    char val[RADOS_OID_MAX + 4], at[RADOS_OID_MAX + 4];
+    snprintf(old.oid, sizeof old.oid, "%s", key + strlen(MOVE_PREFIX));
+    snprintf(old.dir_oid, sizeof old.dir_oid, "%s", dir_oid);
+    if (sscanf(rec, "%255[^/]/%63[^/]/%255[^/]", old.name, now.dir_oid, now.name) != 3)
         return status_new(LSM_CORRUPTION, "rados sweep %s: move record %s = \"%s\" is malformed",
                           path, key, rec);
-    lsm_status *s = entry_value(re, b_dir, b_name, now, sizeof now);
-    bool landed = s == NULL && strcmp(now, val) == 0;
-    if (s == NULL && landed)
-        s = entry_value(re, dir_oid, a_name, now, sizeof now);
+    rados_entry_value(&old, val, sizeof val);
+    bool landed = false;
+    lsm_status *s = rados_dir_lookup(re, now.dir_oid, now.name, &landed, at, sizeof at);
     if (s != NULL)
         return s;
-    struct dir_change c = {0};
-    if (landed && strcmp(now, val) == 0)
-        add_rm(&c, a_name);
-    add_rm(&c, key);
-    return dir_change_run(re, dir_oid, &c, "settle the move record of", path);
+    if (landed && strcmp(at, val) == 0)
+        return move_finish(re, &old, key, path);
+    return rados_dir_set(re, dir_oid, key, NULL, path);
 }
 
 struct moves_ctx {

@@ -70,6 +70,18 @@ struct rados_env {
     uint64_t space_at_us;  /* GUARDED_BY(space_mu): when asked; 0: never */
     uint64_t space_total;  /* GUARDED_BY(space_mu) */
     uint64_t space_avail;  /* GUARDED_BY(space_mu) */
+    /* The statistics' count of the pool's objects and its max_objects (0:
+     * none), as last asked. */
+    uint64_t space_objects;     /* GUARDED_BY(space_mu) */
+    uint64_t space_max_objects; /* GUARDED_BY(space_mu) */
+    /* An objects quota's own count (env_rados_space.c): the pool listed
+     * under count_mu (it nests no lock of ours; librados's under it). */
+    pthread_mutex_t count_mu;
+    rados_ioctx_t count_io; /* const after open: the pool, every namespace */
+    uint64_t count_at_us;   /* GUARDED_BY(count_mu): when listed; 0: never */
+    int64_t count_listed;   /* GUARDED_BY(count_mu): the objects listed then */
+    int64_t count_since;    /* GUARDED_BY(count_mu): creates sent since, less removes */
+    int64_t count_flying;   /* GUARDED_BY(count_mu): creates sent, not answered */
     /* The pool refused a growing write (EDQUOT) and none since went
      * through unforced; bytes this env freed since, not yet reused. */
     atomic_bool quota_full;
@@ -127,6 +139,10 @@ lsm_status *rados_resolve(struct rados_env *re, const char *path, struct rados_e
  * names: two removes of one name would each drop the object's name count
  * (a checkpoint's linked table then lost its object). */
 void rados_name_unchanged(rados_write_op_t op, const struct rados_entry *e, int *prval);
+/* e's value in its directory, the one spelling of an entry ("f:OID" /
+ * "d:ID"; "" when not found: a missing key compares as empty). cap: at
+ * least RADOS_OID_MAX + 4. */
+void rados_entry_value(const struct rados_entry *e, char *val, size_t cap);
 /* A directory's object (ENOENT / ENOTDIR as a status). "" is the root. */
 lsm_status *rados_dir_oid(struct rados_env *re, const char *path, char *oid);
 /* Adds the fence guard to op on the object for path (a file, or the
@@ -169,9 +185,10 @@ lsm_status *rados_dir_lookup(struct rados_env *re, const char *dir, const char *
 /* Renames directory a to b (env_rados_dirmove.c): atomic across a crash
  * (one op in one directory; else a move record the sweep settles); an
  * existing b, which must be an empty directory (else ENOTEMPTY), is
- * removed. */
+ * removed. *raced: a name changed since a or b was looked up (the rule of
+ * rados_name_unchanged): nothing changed, the caller looks again. */
 lsm_status *rados_rename_dir(struct rados_env *re, const struct rados_entry *a,
-                             const struct rados_entry *b, const char *to);
+                             const struct rados_entry *b, const char *to, bool *raced);
 /* The sweep's part of it: settles every move record a crash left in
  * directory object dir_oid (at plain path dir). REQUIRES: as
  * rados_sweep_tree. */
@@ -267,6 +284,25 @@ lsm_status *rados_drop_finish(struct rados_env *re, const char *dir_oid, const c
  * (epoch set), or (rmdir) the directory is empty and being removed. */
 lsm_status *rados_sweep_tree(struct rados_env *re, const char *dir_oid, const char *dir);
 
+/* Adds to op, the op of directory object e->dir_oid that removes or
+ * replaces directory e's name, e's intent: a crash after it leaves the
+ * intent, and the sweep removes the unnamed object once. */
+void rados_dir_intent(rados_write_op_t op, const struct rados_entry *e);
+/* Removes directory object e->oid, whose name left with its intent
+ * (rados_dir_intent), passes crash point point, then removes the intent.
+ * The object's removal failing is the call's error (the intent kept, the
+ * name not back: the caller's choice); the intent's removal failing is not
+ * (the sweep finds it and no object). */
+lsm_status *rados_dir_object_remove(struct rados_env *re, const struct rados_entry *e,
+                                    const char *point, const char *path);
+/* rmdir's ops on directory e (found, empty, its intents swept): its name
+ * out with its intent (compared unchanged: else *raced, nothing changed),
+ * the object, the intent. A failed removal of the object is reported and
+ * the name put back (if that fails too, the intent stays for the sweep):
+ * never a name without its object, never an object no sweep finds. */
+lsm_status *rados_dir_leaves(struct rados_env *re, const struct rados_entry *e, const char *path,
+                             bool *raced);
+
 /* Settles the intents of directory object dir_oid (at plain path dir)
  * that creates of name left (a crash, or a failure to take them back), and
  * the claimed ones: the next create of a name in a directory no lease
@@ -300,6 +336,14 @@ int rados_space_grow_flags(struct rados_env *re, uint64_t n);
 /* The flags for a create: as a growth of one byte, but under an objects
  * quota FULL_FORCE only while an object this env removed covers it. */
 int rados_space_create_flags(struct rados_env *re);
+/* Counts a create about to be sent (unforced: flags 0) under an objects
+ * quota: 0, or, while the pool is not found full, -EDQUOT (the pool then
+ * counts as full, as after its own refusal) when the objects counted reach
+ * max_objects + OBJECTS_SLACK. A forced create is counted, never refused
+ * here. Each 0 is answered by rados_space_created. */
+int rados_space_create_take(struct rados_env *re, int flags);
+/* A create counted by rados_space_create_take was answered r. */
+void rados_space_created(struct rados_env *re, int r);
 /* A growing op sent with flags was answered r. */
 void rados_space_answered(struct rados_env *re, int r, int flags);
 /* Whether an append of n more bytes must be refused (LSM_NO_SPACE, before
@@ -309,7 +353,8 @@ bool rados_space_refuses(struct rados_env *re, uint64_t n);
 /* Whether the pool was found full (then freed bytes are counted). */
 bool rados_space_full(struct rados_env *re);
 /* n bytes and objects of the pool freed by this env (an object removed,
- * a truncate). */
+ * a truncate); objects removed where the count is at the quota find the
+ * pool full (rados_space_full), so what they free is reused. */
 void rados_space_freed(struct rados_env *re, uint64_t n, int objects);
 
 lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out);

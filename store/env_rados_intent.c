@@ -23,6 +23,10 @@
  * never raised) differs from the record's. That holds while no other drop
  * of the object waits, so a live env keeps a drop whose finish failed and
  * finishes it before the object's next name change (rados_drops_settle).
+ *
+ * A directory's object leaves by the intent rule too (an rmdir, a rename
+ * over it): the op that removes or replaces its name writes its intent, so
+ * a crash or failure before the object's removal leaves it to the sweep.
  */
 #include "env_rados_impl.h"
 
@@ -479,5 +483,82 @@ lsm_status *rados_sweep_name(struct rados_env *re, const char *dir_oid, const ch
         s = settle_intents(re, dir_oid, dir, &named, &intents, name);
     free(named.v);
     free(intents.v);
+    return s;
+}
+
+/* ------------------------------------------- a directory's object leaves */
+
+void rados_dir_intent(rados_write_op_t op, const struct rados_entry *e)
+{
+    char key[RADOS_OID_MAX + 8];
+    intent_key(key, sizeof key, e->oid);
+    const char *keys[1] = {key}, *vals[1] = {e->name};
+    size_t lens[1] = {strlen(e->name)};
+    rados_write_op_omap_set(op, keys, vals, lens, 1);
+}
+
+lsm_status *rados_dir_object_remove(struct rados_env *re, const struct rados_entry *e,
+                                    const char *point, const char *path)
+{
+    char key[RADOS_OID_MAX + 8];
+    intent_key(key, sizeof key, e->oid);
+    int r = rados_fault(re, "remove dir", e->oid);
+    rados_write_op_t op = rados_create_write_op();
+    rados_write_op_remove(op);
+    lsm_status *s = r < 0 ? rados_error(r, "remove the directory object of", path)
+                          : rados_operate(re, op, e->oid, "remove the directory object of", path);
+    if (r < 0)
+        rados_release_write_op(op);
+    if (s != NULL || (s = rados_crash_point(re, point, e->oid)) != NULL)
+        return s;
+    r = rados_fault(re, "dir intent", e->oid);
+    s = r < 0 ? rados_error(r, "remove the intent of", path)
+              : rados_dir_set(re, e->dir_oid, key, NULL, path);
+    if (s != NULL && !rados_dead(re)) { /* the sweep finds it, and no object */
+        lsm_status_free(s);
+        s = NULL;
+    }
+    return s;
+}
+
+/* rmdir's object removal failed: its name back, its intent out, while the
+ * intent is unclaimed and the name free (enter). false: the intent stays
+ * for the next sweep, which removes the object. */
+static bool dir_name_back(struct rados_env *re, const struct rados_entry *e, const char *path)
+{
+    struct rados_entry free_name = *e;
+    free_name.found = false;
+    char key[RADOS_OID_MAX + 8], val[RADOS_OID_MAX + 4];
+    intent_key(key, sizeof key, e->oid);
+    rados_entry_value(e, val, sizeof val);
+    int r = rados_fault(re, "dir name back", e->oid);
+    lsm_status *s = r < 0 ? rados_error(r, "put back the name of", path)
+                          : enter(re, &free_name, key, val, path);
+    bool back = s == NULL;
+    lsm_status_free(s);
+    return back;
+}
+
+lsm_status *rados_dir_leaves(struct rados_env *re, const struct rados_entry *e, const char *path,
+                             bool *raced)
+{
+    int prval = 0, r = rados_fault(re, "rmdir", e->oid);
+    rados_write_op_t op = rados_create_write_op();
+    rados_name_unchanged(op, e, &prval);
+    const char *keys[1] = {e->name};
+    rados_write_op_omap_rm_keys(op, keys, 1);
+    rados_dir_intent(op, e);
+    lsm_status *s = r < 0 ? rados_error(r, "rmdir", path)
+                          : rados_operate(re, op, e->dir_oid, "rmdir", path);
+    if (r < 0)
+        rados_release_write_op(op);
+    *raced = s != NULL && prval == -ECANCELED;
+    if (s != NULL || (s = rados_crash_point(re, "dir unnamed", e->oid)) != NULL)
+        return s;
+    s = rados_dir_object_remove(re, e, "dir removed", path);
+    if (s == NULL || rados_dead(re))
+        return s;
+    if (!dir_name_back(re, e, path))
+        s = status_wrap(s, "rados rmdir %s: its name is gone, the next sweep removes it", path);
     return s;
 }

@@ -101,7 +101,12 @@ static lsm_status *acquire(struct rados_env *re, struct lsm_filelock *l, const c
         if (!re->takeover)
             return status_new(LSM_BUSY, "lock %s: the store is in use: its lease is held by %s",
                               path, who);
-        rados_break_lock(re->io, l->oid, LOCK_NAME, client, cookie);
+        int b = rados_fault(re, "break lock", l->oid);
+        if (b == 0)
+            b = rados_break_lock(re->io, l->oid, LOCK_NAME, client, cookie);
+        if (b < 0 && b != -ENOENT) /* ENOENT: let go meanwhile */
+            return status_new(LSM_IO_ERROR, "lock %s: cannot break the lease held by %s: %s",
+                              path, who, strerror(-b));
         r = lock_once(re, l, 0);
     }
     if (r == -EBUSY || r == -EEXIST)

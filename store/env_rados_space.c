@@ -25,6 +25,24 @@
  * what the store must free is objects: once it removes one (gives up its
  * reserve), appends are forced (they add no object) and creates reuse the
  * objects it removed, plus OBJECTS_SLACK.
+ *
+ * The pool refuses a create only once the mon has seen it over its objects
+ * quota, seconds late (the statistics' lag): a store creating fast outgrew
+ * a pool of 10 objects to 47-55. So near that quota the env counts the
+ * pool's objects itself (rados_space_create_take): listed (every client's,
+ * exact then) at most once per COUNT_TTL_US, plus the creates it sent
+ * since, in flight ones included, less the objects it removed; until the
+ * pool is found full, an unforced create is refused once that reaches
+ * max_objects + OBJECTS_SLACK (a store must still open, flush and compact
+ * there: each makes objects before it removes others). An object removed
+ * where the count is at the quota is a removal while full (the store
+ * giving up its reserve: its flush and compaction then reuse what it
+ * frees, plus OBJECTS_SLACK, whoever found the pool full first). Once found
+ * full the pool's own answers rule, as without the count: counting then
+ * too refused, for good, the compaction that would free the pool. The pool
+ * holds at most max_objects + 2 x OBJECTS_SLACK, plus a create in flight
+ * when it has room again and what other clients create between two
+ * listings.
  */
 #include "env_rados_impl.h"
 
@@ -45,6 +63,11 @@
  * size (lsm.h's target_file_size default), as most of its objects are
  * tables. */
 #define OBJECT_BYTES (4ull << 20)
+/* The count of an objects quota is listed again after this long. */
+#define COUNT_TTL_US 1000000
+/* Near the quota: the statistics' count within this many objects of it
+ * (or an eighth of it), more than the creates of their lag. */
+#define COUNT_NEAR 256
 /* What disk_free says when the cluster keeps no statistics (no mgr). */
 #define RADOS_SPACE_UNKNOWN (1ULL << 50)
 
@@ -98,7 +121,8 @@ static void tighter(uint64_t limit_total, uint64_t limit_avail, uint64_t *total,
     }
 }
 
-/* Asks the cluster: the quota's or the cluster's size and free bytes. */
+/* Asks the cluster: the quota's or the cluster's size and free bytes.
+ * REQUIRES: space_mu held. */
 static lsm_status *ask_space(struct rados_env *re, const char *path, uint64_t *total,
                              uint64_t *avail)
 {
@@ -113,11 +137,14 @@ static lsm_status *ask_space(struct rados_env *re, const char *path, uint64_t *t
     *avail = known ? cs.kb_avail * 1024 : RADOS_SPACE_UNKNOWN;
     uint64_t max_objects = 0, quota = known ? pool_quota(re, &max_objects) : 0;
     atomic_store(&re->objects_quota, quota == 0 && max_objects > 0);
+    re->space_max_objects = 0;
     if (quota == 0 && max_objects == 0)
         return NULL;
     struct rados_pool_stat_t ps;
     if ((r = rados_ioctx_pool_stat(re->io, &ps)) < 0)
         return rados_error(r, "pool stat for", path);
+    re->space_max_objects = max_objects;
+    re->space_objects = ps.num_objects;
     bool room = (quota == 0 || ps.num_bytes < quota) &&
                 (max_objects == 0 || ps.num_objects < max_objects);
     if (room && atomic_load(&re->quota_full))
@@ -134,6 +161,21 @@ static lsm_status *ask_space(struct rados_env *re, const char *path, uint64_t *t
     return NULL;
 }
 
+/* avail, or less where the env's count of an objects quota of max (0:
+ * none) leaves less: fresher than the statistics, so the store keeps its
+ * reserve's room (for deletes, flushes, compactions) before the count's
+ * refusal past the quota (rados_space_create_take). */
+static uint64_t count_avail(struct rados_env *re, uint64_t max, uint64_t avail)
+{
+    pthread_mutex_lock(&re->count_mu);
+    int64_t have = re->count_at_us != 0 ? re->count_listed + re->count_since : -1;
+    pthread_mutex_unlock(&re->count_mu);
+    if (max == 0 || have < 0)
+        return avail;
+    uint64_t left = (uint64_t)have < max ? (max - (uint64_t)have) * OBJECT_BYTES : 0;
+    return left < avail ? left : avail;
+}
+
 lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total, uint64_t *avail)
 {
     struct rados_env *re = rados_env_of(env);
@@ -146,7 +188,10 @@ lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total, uin
     }
     *total = s == NULL ? re->space_total : 0;
     *avail = s == NULL ? re->space_avail : 0;
+    uint64_t max = re->space_max_objects;
     pthread_mutex_unlock(&re->space_mu);
+    if (s == NULL)
+        *avail = count_avail(re, max, *avail);
     int64_t freed = atomic_load(&re->objects_quota)
                         ? atomic_load(&re->objects_freed_while_full) * (int64_t)OBJECT_BYTES
                         : atomic_load(&re->freed_while_full);
@@ -191,6 +236,71 @@ int rados_space_create_flags(struct rados_env *re)
     return 0;
 }
 
+/* ------------------------------------------- the count of an objects quota */
+
+/* Lists the pool: its objects in *n; 0, or a librados error. */
+static int list_objects(struct rados_env *re, int64_t *n)
+{
+    rados_list_ctx_t ls;
+    int r = rados_fault(re, "count objects", re->pool);
+    if (r == 0)
+        r = rados_nobjects_list_open(re->count_io, &ls);
+    if (r < 0)
+        return r;
+    const char *entry;
+    int64_t k = 0;
+    while ((r = rados_nobjects_list_next(ls, &entry, NULL, NULL)) == 0)
+        k++;
+    rados_nobjects_list_close(ls);
+    *n = k;
+    return r == -ENOENT ? 0 : r; /* ENOENT: the end */
+}
+
+/* Whether an unforced create is refused: the count (listed again once a
+ * TTL) reaches limit. A failed listing refuses nothing (the pool refuses
+ * itself, late). REQUIRES: count_mu held. */
+static bool count_refuses(struct rados_env *re, uint64_t limit)
+{
+    uint64_t now = mono_us();
+    if (re->count_at_us == 0 || now - re->count_at_us >= COUNT_TTL_US) {
+        int64_t n = 0;
+        if (list_objects(re, &n) < 0)
+            return false;
+        re->count_listed = n;
+        re->count_since = re->count_flying; /* may be listed too: counted twice, never missed */
+        re->count_at_us = now;
+    }
+    return re->count_listed + re->count_since >= (int64_t)limit;
+}
+
+int rados_space_create_take(struct rados_env *re, int flags)
+{
+    pthread_mutex_lock(&re->space_mu);
+    uint64_t max = re->space_max_objects, stats = re->space_objects;
+    pthread_mutex_unlock(&re->space_mu);
+    uint64_t near = max / 8 > COUNT_NEAR ? max / 8 : COUNT_NEAR;
+    bool check = flags == 0 && !atomic_load(&re->quota_full) && max != 0 && stats + near >= max;
+    pthread_mutex_lock(&re->count_mu);
+    bool out = check && count_refuses(re, max + OBJECTS_SLACK);
+    if (!out) {
+        re->count_since++;
+        re->count_flying++;
+    }
+    pthread_mutex_unlock(&re->count_mu);
+    if (out)
+        rados_space_answered(re, -EDQUOT, 0);
+    return out ? -EDQUOT : 0;
+}
+
+void rados_space_created(struct rados_env *re, int r)
+{
+    pthread_mutex_lock(&re->count_mu);
+    re->count_flying--;
+    if (r < 0)
+        re->count_since--;
+    pthread_mutex_unlock(&re->count_mu);
+}
+
 void rados_space_answered(struct rados_env *re, int r, int flags)
 {
     if (r == -EDQUOT) {
@@ -222,8 +332,25 @@ bool rados_space_full(struct rados_env *re)
     return atomic_load(&re->quota_full);
 }
 
+/* Whether the count says the pool is at its objects quota (max: 0, none).
+ * REQUIRES: count_mu held. */
+static bool count_at_quota(const struct rados_env *re, uint64_t max)
+{
+    return max != 0 && re->count_at_us != 0 &&
+           re->count_listed + re->count_since >= (int64_t)max;
+}
+
 void rados_space_freed(struct rados_env *re, uint64_t n, int objects)
 {
+    pthread_mutex_lock(&re->space_mu);
+    uint64_t max = re->space_max_objects;
+    pthread_mutex_unlock(&re->space_mu);
+    pthread_mutex_lock(&re->count_mu);
+    bool at_quota = objects > 0 && count_at_quota(re, max);
+    re->count_since -= objects;
+    pthread_mutex_unlock(&re->count_mu);
+    if (at_quota) /* full by the count, or the store's own view: freeing */
+        atomic_store(&re->quota_full, true);
     if (!atomic_load(&re->quota_full))
         return;
     atomic_fetch_add(&re->freed_while_full, (int64_t)n);

@@ -845,6 +845,24 @@ static void test_intent_write_fails(void **state)
     env_rados_close(e);
 }
 
+/* Opens the store in dir on a new env (takeover as asked) whose op fails
+ * with EIO: the open fails with LSM_IO_ERROR mentioning want; how many
+ * times op failed. */
+static int open_failing(const char *dir, bool takeover, const char *op, const char *want)
+{
+    lsm_env *e = tr_env(0, takeover);
+    struct tr_fault f = {.op = op, .err = -EIO};
+    atomic_store(&f.armed, true);
+    env_rados_set_fault_hook(e, tr_fault_hook, &f);
+    lsm_options o;
+    tu_db_options(&o, e, 0);
+    lsm_db *db = NULL;
+    ASSERT_FAILS(lsm_open(&o, dir, &db), LSM_IO_ERROR, want);
+    assert_null(db);
+    env_rados_close(e);
+    return atomic_load(&f.seen);
+}
+
 /* The sweep's listing of intents fails as a writer locks the store (at a
  * plain open, and at a takeover from a live writer): the open fails with
  * the listing's error, the lease goes with it (the next open is not told
@@ -862,17 +880,7 @@ static void test_sweep_listing_fails(void **state)
             a_env = tr_env(0, false);
             a = tu_open_db(dir, a_env, 0);
         }
-        lsm_env *b_env = tr_env(0, takeover);
-        struct tr_fault f = {.op = "list intents", .err = -EIO};
-        atomic_store(&f.armed, true);
-        env_rados_set_fault_hook(b_env, tr_fault_hook, &f);
-        lsm_options o;
-        tu_db_options(&o, b_env, 0);
-        lsm_db *b = NULL;
-        ASSERT_FAILS(lsm_open(&o, dir, &b), LSM_IO_ERROR, "rados list");
-        assert_null(b);
-        assert_true(atomic_load(&f.seen) > 0);
-        env_rados_close(b_env);
+        assert_true(open_failing(dir, takeover, "list intents", "rados list") > 0);
         lsm_env *c_env = tr_env(0, takeover);
         lsm_db *c = tu_open_db(dir, c_env, 0);
         tu_assert_value(c, "k", "v");
@@ -891,6 +899,31 @@ static void test_sweep_listing_fails(void **state)
     raw_list_dir(&r, dir, &d);
     assert_names_whole(&r, &d);
     raw_close(&r);
+    tr_destroy(dir, env);
+}
+
+/* A takeover whose breaking of the live writer's lease fails: the open
+ * fails naming the break and its error (before: "the store is in use
+ * (lease held)", the failure ignored), the writer keeps its lease and
+ * writes on, and the next takeover wins. */
+static void test_takeover_break_fails(void **state)
+{
+    (void)state;
+    char dir[128];
+    tr_name(dir, sizeof dir, "breakfail");
+    make_small_store(dir);
+    lsm_env *a_env = tr_env(0, false);
+    lsm_db *a = tu_open_db(dir, a_env, 0);
+    assert_int_equal(open_failing(dir, true, "break lock", "cannot break the lease held by"), 1);
+    lsm_write_options wo = {.sync = true};
+    ASSERT_OK(lsm_put(a, &wo, "still", 5, "a", 1));
+    lsm_env *c_env = tr_env(0, true);
+    lsm_db *c = tu_open_db(dir, c_env, 0);
+    tu_assert_value(c, "still", "a");
+    ASSERT_OK(lsm_close(c));
+    env_rados_close(c_env);
+    lsm_status_free(lsm_close(a)); /* fenced: its close may fail */
+    env_rados_close(a_env);
     tr_destroy(dir, env);
 }
 
@@ -1580,6 +1613,194 @@ static void test_unfinished_drop_refuses_next_change(void **state)
     ASSERT_OK(env->remove_dir(env, w.dir));
 }
 
+struct renamer {
+    lsm_env *env;
+    const char *from, *to;
+    lsm_status *s;
+};
+
+static void *rename_main(void *p)
+{
+    struct renamer *r = p;
+    r->s = r->env->rename_file(r->env, r->from, r->to);
+    return NULL;
+}
+
+/* Two renames of one directory (to two new names) that both looked it up
+ * first: one moves it, the other looks again and finds it gone (ENOENT, as
+ * rename(2)), by the one rule every name change keeps; the directory has
+ * one name, its file whole (before: the directory's rename kept its own
+ * compare and answered "the directory changed meanwhile", LSM_BUSY). */
+static void test_concurrent_renames_of_one_dir(void **state)
+{
+    (void)state;
+    struct window w;
+    char s1[300], d1[300], d2[300], f[400];
+    window_make(&w, "mvdirtwice");
+    path_of(s1, sizeof s1, w.dir, "s1");
+    path_of(d1, sizeof d1, w.dir, "d1");
+    path_of(d2, sizeof d2, w.dir, "d2");
+    path_of(f, sizeof f, s1, "f");
+    ASSERT_OK(env->create_dir(env, s1));
+    write_file(f, "inner");
+    struct both_resolved br = {0};
+    lsm_env *x = tr_env(0, false);
+    env_rados_set_crash_hook(x, resolved_hook, &br);
+    struct renamer r[2] = {{x, s1, d1, NULL}, {x, s1, d2, NULL}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, rename_main, &r[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    env_rados_close(x);
+    assert_true(atomic_load(&br.n) >= 2);
+    int ok = -1;
+    for (int i = 0; i < 2; i++) {
+        if (r[i].s == NULL)
+            ok = ok == -1 ? i : 2;
+        else if (strstr(lsm_status_message(r[i].s), "No such file") == NULL)
+            fail_msg("rename %d: %s", i, lsm_status_message(r[i].s));
+        lsm_status_free(r[i].s);
+    }
+    if (ok < 0 || ok > 1)
+        fail_msg("%s of the two renames went through", ok < 0 ? "none" : "both");
+    assert_false(env->file_exists(env, s1));
+    assert_false(env->file_exists(env, ok == 0 ? d2 : d1));
+    const char *at = ok == 0 ? d1 : d2;
+    path_of(f, sizeof f, at, "f");
+    assert_file(f, "inner");
+    ASSERT_OK(env->remove_file(env, f));
+    ASSERT_OK(env->remove_dir(env, at));
+    ASSERT_OK(env->remove_file(env, w.a));
+    ASSERT_OK(env->remove_dir(env, w.dir));
+}
+
+/* A failure for env_rados_set_fault_hook: every op named ops[0] or ops[1]
+ * fails with EIO; seen counts them. */
+struct faults {
+    const char *ops[2];
+    atomic_int seen;
+};
+
+static int faults_hook(void *arg, const char *op, const char *oid)
+{
+    struct faults *f = arg;
+    (void)oid;
+    for (int i = 0; i < 2; i++)
+        if (f->ops[i] != NULL && strcmp(op, f->ops[i]) == 0) {
+            atomic_fetch_add(&f->seen, 1);
+            return -EIO;
+        }
+    return 0;
+}
+
+/* w's subdirectory "sub", made: its path and its object. */
+static void window_subdir(const struct window *w, char *sub, size_t cap, char *oid, size_t ocap)
+{
+    path_of(sub, cap, w->dir, "sub");
+    ASSERT_OK(env->create_dir(env, sub));
+    struct raw r;
+    struct raw_dir d;
+    raw_open(&r);
+    raw_list_dir(&r, w->dir, &d);
+    raw_oid_of(&d, "sub", oid, ocap);
+    raw_close(&r);
+    assert_true(oid[0] != '\0');
+}
+
+/* Whether object oid is in the pool. */
+static bool raw_exists(const char *oid)
+{
+    struct raw r;
+    uint64_t size;
+    time_t mtime;
+    raw_open(&r);
+    int got = rados_stat(r.io, oid, &size, &mtime);
+    raw_close(&r);
+    return got == 0;
+}
+
+/* rmdir of w's "sub" with ops failing (EIO): want_ok, the call's answer;
+ * then the directory is there iff kept, with its object; none left without
+ * a name after the next lock's sweep, and no intent. */
+static void rmdir_failing(const char *op1, const char *op2, bool want_ok, bool kept)
+{
+    struct window w;
+    char sub[300], oid[64];
+    window_make(&w, "rmdirfail");
+    window_subdir(&w, sub, sizeof sub, oid, sizeof oid);
+    struct faults f = {.ops = {op1, op2}};
+    env_rados_set_fault_hook(env, faults_hook, &f);
+    lsm_status *s = env->remove_dir(env, sub);
+    env_rados_set_fault_hook(env, NULL, NULL);
+    char when[96];
+    snprintf(when, sizeof when, "rmdir, %s%s%s failing", op1, op2 ? " and " : "", op2 ? op2 : "");
+    print_message("%s: %s\n", when, s ? lsm_status_message(s) : "ok");
+    assert_true(atomic_load(&f.seen) >= 1);
+    if (want_ok && s != NULL)
+        fail_msg("%s: %s", when, lsm_status_message(s));
+    if (!want_ok && s == NULL)
+        fail_msg("%s: succeeded", when);
+    lsm_status_free(s);
+    if (env->file_exists(env, sub) != kept)
+        fail_msg("%s: the directory is %s", when, kept ? "gone" : "still named");
+    if (kept && !raw_exists(oid))
+        fail_msg("%s: its name is kept, its object %s is gone", when, oid);
+    struct raw r;
+    sweep_by_lock(w.dir, w.lock, &r);
+    raw_close(&r);
+    if (!kept && raw_exists(oid))
+        fail_msg("%s: the directory's object %s is left in the pool", when, oid);
+    if (kept) {
+        ASSERT_OK(env->remove_dir(env, sub));
+        assert_false(raw_exists(oid));
+    }
+    ASSERT_OK(env->remove_file(env, w.a));
+    window_remove(&w);
+}
+
+/* rmdir's each op failing: the name's removal (nothing changed), the
+ * object's (reported, the name put back: before, the failure was ignored,
+ * rmdir said done and the object stayed in the pool for good), that and
+ * putting the name back (reported; the next lock's sweep removes the object
+ * once), the intent's (done; the sweep removes the intent). */
+static void test_rmdir_failures(void **state)
+{
+    (void)state;
+    rmdir_failing("remove dir", NULL, false, true);
+    rmdir_failing("rmdir", NULL, false, true);
+    rmdir_failing("remove dir", "dir name back", false, false);
+    rmdir_failing("dir intent", NULL, true, false);
+}
+
+/* A writer dies in an rmdir after the name went ("dir unnamed") or after
+ * the object ("dir removed"): the next lock removes the object and the
+ * intent once (before: a crash after the name left the object with no
+ * name and no intent in the pool for good). */
+static void test_rmdir_crash_windows(void **state)
+{
+    (void)state;
+    const char *points[2] = {"dir unnamed", "dir removed"};
+    for (int p = 0; p < 2; p++) {
+        struct window w;
+        char sub[300], oid[64];
+        window_make(&w, "rmdircrash");
+        window_subdir(&w, sub, sizeof sub, oid, sizeof oid);
+        struct crash_at c = {.point = points[p], .at = 1};
+        lsm_env *x = dying_env(&c);
+        ASSERT_FAILS(x->remove_dir(x, sub), LSM_IO_ERROR, "crash point");
+        env_rados_close(x);
+        assert_false(env->file_exists(env, sub));
+        struct raw r;
+        sweep_by_lock(w.dir, w.lock, &r);
+        raw_close(&r);
+        if (raw_exists(oid))
+            fail_msg("died at %s: the directory's object %s is left in the pool", points[p], oid);
+        ASSERT_OK(env->remove_file(env, w.a));
+        window_remove(&w);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1594,6 +1815,7 @@ int main(void)
         cmocka_unit_test(test_orphan_swept_at_takeover),
         cmocka_unit_test(test_intent_write_fails),
         cmocka_unit_test(test_sweep_listing_fails),
+        cmocka_unit_test(test_takeover_break_fails),
         cmocka_unit_test(test_rmdir_sweeps_intents),
         cmocka_unit_test(test_remove_crash_windows),
         cmocka_unit_test(test_link_crash_windows),
@@ -1607,6 +1829,9 @@ int main(void)
         cmocka_unit_test(test_stale_drop_record_then_link),
         cmocka_unit_test(test_unfinished_drop_refuses_next_change),
         cmocka_unit_test(test_slow_fence_keeps_its_lease),
+        cmocka_unit_test(test_concurrent_renames_of_one_dir),
+        cmocka_unit_test(test_rmdir_failures),
+        cmocka_unit_test(test_rmdir_crash_windows),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

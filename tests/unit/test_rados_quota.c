@@ -325,11 +325,34 @@ static void test_space_queries_fail(void **state)
     env_rados_close(env);
 }
 
+/* env_rados_space.c's: the objects past an objects quota the env lets a
+ * store make (it opens, flushes and compacts by making objects first). */
+#define OBJECTS_SLACK 4
+
+/* The objects pool name holds now (listed, not the lagging statistics). */
+static int pool_objects(const char *name)
+{
+    rados_ioctx_t io;
+    assert_int_equal(rados_ioctx_create(admin, name, &io), 0);
+    rados_ioctx_set_namespace(io, LIBRADOS_ALL_NSPACES);
+    rados_list_ctx_t ls;
+    assert_int_equal(rados_nobjects_list_open(io, &ls), 0);
+    int n = 0;
+    const char *entry;
+    while (rados_nobjects_list_next(ls, &entry, NULL, NULL) == 0)
+        n++;
+    rados_nobjects_list_close(ls);
+    rados_ioctx_destroy(io);
+    return n;
+}
+
 /* A store on a pool whose quota is a number of objects runs out of them
  * as of a full disk: the writer gets LSM_NO_SPACE (never EIO, never a
- * hang), every delete goes through, once they are compacted writes go on,
- * and after a reopen every acknowledged write that was not deleted is
- * there. */
+ * hang) with the pool over by at most OBJECTS_SLACK (before: the
+ * store made objects until the mon flagged the pool, seconds late: 47-55
+ * in a pool of 10), every delete goes through, once they are compacted
+ * writes go on, and after a reopen every acknowledged write that was not
+ * deleted is there. */
 static void test_object_quota_is_a_full_disk(void **state)
 {
     (void)state;
@@ -355,10 +378,13 @@ static void test_object_quota_is_a_full_disk(void **state)
     }
     if (s == NULL)
         fail_msg("%d values into a pool of %d objects, never full", n, MAX_OBJECTS);
-    int acked = n - 1;
-    print_message("out of objects after %d values: %s\n", acked, lsm_status_message(s));
+    int acked = n - 1, held = pool_objects(opool);
+    print_message("out of objects after %d values, %d objects in the pool: %s\n", acked, held,
+                  lsm_status_message(s));
     assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
     lsm_status_free(s);
+    if (held > MAX_OBJECTS + OBJECTS_SLACK + 1) /* + a remove in flight at a count */
+        fail_msg("%d objects in a pool of %d", held, MAX_OBJECTS);
     for (int i = 0; i < acked; i += 2) { /* the even ones go */
         snprintf(k, sizeof k, "k%06d", i);
         lsm_write_options wo = {.sync = true, .frees_space = true};
@@ -389,7 +415,35 @@ static void test_object_quota_is_a_full_disk(void **state)
     tu_assert_value(db, "new0015", "after");
     tu_verify_clean(db);
     ASSERT_OK(lsm_close(db));
+    print_message("%d objects in the pool at the end\n", pool_objects(opool));
     tr_destroy(dir, env);
+    env_rados_close(env);
+    rados_pool_delete(admin, opool);
+}
+
+/* The env's own count of an objects quota cannot list the pool: creates go
+ * on (the pool refuses for itself, late), no error of the listing's. */
+static void test_objects_count_fails(void **state)
+{
+    (void)state;
+    enum { MAX_OBJECTS = 40, FILES = 5 };
+    char opool[64];
+    snprintf(opool, sizeof opool, "lsmfs-objcnt-%d", (int)getpid());
+    lsm_env *env = env_on_quota_pool(opool, "max_objects", MAX_OBJECTS, NULL, 0);
+    uint64_t total = 0, avail = 0;
+    ASSERT_OK(env->disk_free(env, "", &total, &avail)); /* the quota known */
+    struct tr_fault f = {.op = "count objects", .err = -EIO};
+    env_rados_set_fault_hook(env, tr_fault_hook, &f);
+    atomic_store(&f.armed, true);
+    for (int i = 0; i < FILES; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "f%d", i);
+        ASSERT_OK(env_write_file_sync(env, name, "x", 1));
+    }
+    assert_true(atomic_load(&f.seen) >= 1);
+    atomic_store(&f.armed, false);
+    env_rados_set_fault_hook(env, NULL, NULL);
+    assert_int_equal(pool_objects(opool), FILES + 1);
     env_rados_close(env);
     rados_pool_delete(admin, opool);
 }
@@ -403,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_space_queries_fail),
         cmocka_unit_test(test_full_pool_deletes_and_space_comes_back),
         cmocka_unit_test(test_object_quota_is_a_full_disk),
+        cmocka_unit_test(test_objects_count_fails),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
