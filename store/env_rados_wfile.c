@@ -389,7 +389,9 @@ lsm_status *rados_new_wfile(lsm_env *env, const char *path, lsm_wfile **out)
     char id[24], oid[RADOS_OID_MAX], val[RADOS_OID_MAX + 4];
     rados_new_id(id, sizeof id);
     snprintf(oid, sizeof oid, "lsmfs.f.%s", id);
-    snprintf(val, sizeof val, "f:%s", oid);
+    struct rados_entry made = {.found = true, .is_dir = false};
+    snprintf(made.oid, sizeof made.oid, "%s", oid);
+    rados_entry_value(&made, val, sizeof val);
     if (s == NULL)
         s = rados_create_named(re, &e, oid, val, path); /* the old file's name leaves */
     if (s != NULL) {
