@@ -184,8 +184,8 @@ $(BUILD)/tests/test_rados_mkfs: $(BUILD)/tests/libradoscrash.so
 # filesystems and must not fight over the two CPUs), each under a timeout.
 # The integration tests run once per transport the kernel offers (/dev/fuse,
 # and io_uring when the fuse module's enable_uring is Y), saying which.
-# fs/ allocates only through lsm_malloc.h (the seam test_fs_oom fails).
-ALLOC_GUARD := tests/alloc_guard.sh $(FS_OBJ) $(BUILD)/fs/main.o
+# store/ and fs/ allocate only through lsm_malloc.h (the seam the OOM tests fail).
+ALLOC_GUARD := tests/alloc_guard.sh $(STORE_OBJ) $(FS_OBJ) $(BUILD)/fs/main.o
 test: all $(UNIT_TESTS) $(INTEG_TESTS) $(RADOS_TESTS)
 	@$(ALLOC_GUARD)
 	@tests/run.sh $(UNIT_TESTS)
@@ -193,7 +193,7 @@ test: all $(UNIT_TESTS) $(INTEG_TESTS) $(RADOS_TESTS)
 	@LSMFS_BIN=$(abspath $(BIN)) tests/ceph/run.sh $(RADOS_TESTS) -- $(RADOS_ALSO)
 rados-test: all $(RADOS_TESTS) $(RADOS_ALSO)
 	@LSMFS_BIN=$(abspath $(BIN)) tests/ceph/run.sh $(RADOS_TESTS) -- $(RADOS_ALSO)
-unit-test: $(UNIT_TESTS) $(FS_OBJ) $(BUILD)/fs/main.o
+unit-test: $(UNIT_TESTS) $(STORE_OBJ) $(FS_OBJ) $(BUILD)/fs/main.o
 	@$(ALLOC_GUARD)
 	@tests/run.sh $(UNIT_TESTS)
 integration-test: all $(INTEG_TESTS)

@@ -19,11 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static lsm_status *oom(void)
-{
-    return status_new(LSM_NO_MEMORY, "out of memory");
-}
-
 static lsm_env *env_of(const lsm_backup_options *o)
 {
     return o && o->env ? o->env : lsm_env_default();
@@ -36,7 +31,7 @@ static lsm_status *check_backup_dir(lsm_env *env, const char *dir)
     char *name = backup_path(dir, "LOCK", NULL);
     lsm_status *s = NULL;
     if (name == NULL)
-        s = oom();
+        s = status_no_memory();
     else if (!env->file_exists(env, name))
         s = status_new(LSM_INVALID_ARGUMENT, "%s: not a backup directory", dir);
     free(name);
@@ -55,7 +50,7 @@ static lsm_status *lock_dir(lsm_env *env, const char *dir, bool shared, lsm_file
     lsm_status *s = check_backup_dir(env, dir);
     char *name = s == NULL ? backup_path(dir, "LOCK", NULL) : NULL;
     if (s == NULL && name == NULL)
-        s = oom();
+        s = status_no_memory();
     else if (s == NULL)
         s = shared ? env->lock_file_shared(env, name, lock) : env->lock_file(env, name, lock);
     free(name);
@@ -93,7 +88,7 @@ lsm_status *lsm_backup_list(const char *backup_dir, const lsm_backup_options *o,
     if (s == NULL)
         s = backup_ids(env, backup_dir, "meta", &ids, &nid);
     if (s == NULL && nid > 0 && (*out = lsm_calloc(nid, sizeof(**out))) == NULL)
-        s = oom();
+        s = status_no_memory();
     for (size_t i = 0; s == NULL && i < nid; i++) {
         backup_meta m;
         s = backup_meta_read(env, backup_dir, ids[i], &m);
@@ -163,12 +158,10 @@ static lsm_status *compare_file(lsm_env *env, const char *path, const backup_fil
 
 static lsm_status *verify_file(lsm_env *env, const char *dir, uint64_t id, const backup_file *f)
 {
-    char *rel = backup_file_rel(f, id), *path = NULL;
-    if (rel == NULL || asprintf(&path, "%s/%s", dir, rel) < 0) {
-        free(rel);
-        return oom();
-    }
+    char *rel = backup_file_rel(f, id), *path = rel ? path_join(dir, rel) : NULL;
     free(rel);
+    if (path == NULL)
+        return status_no_memory();
     uint64_t size = 0;
     lsm_status *s = NULL;
     if (!env->file_exists(env, path))
@@ -280,7 +273,7 @@ static lsm_status *referenced(lsm_env *env, const char *dir, const uint64_t *ids
         s = backup_meta_read(env, dir, ids[i], &m);
         for (size_t k = 0; s == NULL && k < m.nfiles; k++)
             if (m.files[k].shared && !names_add(ns, backup_file_rel(&m.files[k], ids[i])))
-                s = oom();
+                s = status_no_memory();
         backup_meta_free(&m);
     }
     if (s == NULL && ns->n > 0)
@@ -294,16 +287,16 @@ static lsm_status *sweep_shared(lsm_env *env, const char *dir, const struct name
     char *sdir = backup_path(dir, "shared", NULL);
     char **names = NULL;
     int n = 0;
-    lsm_status *s = sdir ? env->get_children(env, sdir, &names, &n) : oom();
+    lsm_status *s = sdir ? env->get_children(env, sdir, &names, &n) : status_no_memory();
     for (int i = 0; s == NULL && i < n; i++) {
-        char *rel = NULL;
-        if (asprintf(&rel, "shared/%s", names[i]) < 0) {
-            s = oom();
+        char *rel = path_join("shared", names[i]);
+        if (rel == NULL) {
+            s = status_no_memory();
             break;
         }
         if (bsearch(&rel, keep->v, keep->n, sizeof(*keep->v), cmp_str) == NULL) {
             char *p = backup_path(dir, rel, NULL);
-            s = p ? env->remove_file(env, p) : oom();
+            s = p ? env->remove_file(env, p) : status_no_memory();
             free(p);
         }
         free(rel);
@@ -321,13 +314,13 @@ static lsm_status *sweep_meta_tmp(lsm_env *env, const char *dir)
     char *mdir = backup_path(dir, "meta", NULL);
     char **names = NULL;
     int n = 0;
-    lsm_status *s = mdir ? env->get_children(env, mdir, &names, &n) : oom();
+    lsm_status *s = mdir ? env->get_children(env, mdir, &names, &n) : status_no_memory();
     bool removed = false;
     for (int i = 0; s == NULL && i < n; i++) {
         if (strncmp(names[i], ".tmp-", 5) != 0)
             continue;
         char *p = backup_path(dir, "meta", names[i]);
-        s = p ? env->remove_file(env, p) : oom();
+        s = p ? env->remove_file(env, p) : status_no_memory();
         removed = true;
         free(p);
     }
@@ -353,7 +346,7 @@ static lsm_status *sweep_private(lsm_env *env, const char *dir, const uint64_t *
         snprintf(name, sizeof name, "private/%" PRIu64, ids[i]);
         char *p = backup_path(dir, name, NULL);
         if (p == NULL)
-            s = oom();
+            s = status_no_memory();
         else
             env_remove_tree(env, p);
         free(p);
@@ -361,7 +354,7 @@ static lsm_status *sweep_private(lsm_env *env, const char *dir, const uint64_t *
     free(ids);
     char *pdir = backup_path(dir, "private", NULL);
     if (s == NULL)
-        s = pdir ? env->sync_dir(env, pdir) : oom();
+        s = pdir ? env->sync_dir(env, pdir) : status_no_memory();
     free(pdir);
     return s;
 }
@@ -374,12 +367,12 @@ static lsm_status *remove_lists(lsm_env *env, const char *dir, const uint64_t *i
         char name[40];
         snprintf(name, sizeof name, "meta/%" PRIu64, ids[i]);
         char *p = backup_path(dir, name, NULL);
-        s = p ? env->remove_file(env, p) : oom();
+        s = p ? env->remove_file(env, p) : status_no_memory();
         free(p);
     }
     char *mdir = backup_path(dir, "meta", NULL);
     if (s == NULL)
-        s = mdir ? env->sync_dir(env, mdir) : oom();
+        s = mdir ? env->sync_dir(env, mdir) : status_no_memory();
     free(mdir);
     return s;
 }
@@ -447,11 +440,9 @@ static void restore_step(void *ctx, uint64_t bytes)
 /* Copies f into tmp, checked against its checksum. */
 static lsm_status *restore_file(struct restore *r, const backup_file *f, const char *tmp)
 {
-    char *rel = backup_file_rel(f, r->m->id), *src = NULL, *dst = NULL;
-    lsm_status *s = NULL;
-    if (rel == NULL || asprintf(&src, "%s/%s", r->dir, rel) < 0 ||
-        asprintf(&dst, "%s/%s", tmp, f->name) < 0)
-        s = oom();
+    char *rel = backup_file_rel(f, r->m->id);
+    char *src = rel ? path_join(r->dir, rel) : NULL, *dst = path_join(tmp, f->name);
+    lsm_status *s = src && dst ? NULL : status_no_memory();
     uint32_t crc = 0;
     env_copy_progress p = {restore_step, r};
     if (s == NULL)
@@ -475,7 +466,7 @@ static lsm_status *restore_into(struct restore *r, const char *tmp)
         s = restore_file(r, &r->m->files[i], tmp);
     char *lock = s ? NULL : lock_file_name(tmp);
     if (s == NULL)
-        s = lock ? env_write_file_sync(r->to, lock, "", 0) : oom();
+        s = lock ? env_write_file_sync(r->to, lock, "", 0) : status_no_memory();
     free(lock);
     return s ? s : r->to->sync_dir(r->to, tmp);
 }

@@ -213,22 +213,16 @@ lsm_status *backup_meta_read(lsm_env *env, const char *dir, uint64_t id, backup_
 
 char *backup_path(const char *dir, const char *sub, const char *name)
 {
-    char *p = NULL;
-    int r = name ? asprintf(&p, "%s/%s/%s", dir, sub, name) : asprintf(&p, "%s/%s", dir, sub);
-    return r < 0 ? NULL : p;
+    return name ? lsm_asprintf("%s/%s/%s", dir, sub, name) : path_join(dir, sub);
 }
 
 char *backup_file_rel(const backup_file *f, uint64_t id)
 {
-    char *p = NULL;
     uint64_t number = 0;
     enum file_type type;
-    int r;
     if (f->shared && parse_file_name(f->name, &number, &type))
-        r = asprintf(&p, "shared/%06" PRIu64 "_%08x_%" PRIu64 ".ldb", number, f->crc, f->size);
-    else
-        r = asprintf(&p, "private/%" PRIu64 "/%s", id, f->name);
-    return r < 0 ? NULL : p;
+        return lsm_asprintf("shared/%06" PRIu64 "_%08x_%" PRIu64 ".ldb", number, f->crc, f->size);
+    return lsm_asprintf("private/%" PRIu64 "/%s", id, f->name);
 }
 
 static int cmp_u64(const void *a, const void *b)

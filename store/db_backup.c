@@ -63,11 +63,6 @@ static void run_free(struct run *r)
     backup_meta_free(&r->m);
 }
 
-static lsm_status *oom(void)
-{
-    return status_new(LSM_NO_MEMORY, "out of memory");
-}
-
 /* ------------------------------------------------------------- sources */
 
 /* Checksums src (size bytes) and adds it to the list as name. */
@@ -76,16 +71,16 @@ static lsm_status *add_source(struct run *r, char *src, const char *name, bool s
 {
     uint32_t crc, *chunk;
     size_t n;
-    lsm_status *s = src ? backup_hash_file(r->src_env, src, size, &crc, &chunk, &n) : oom();
+    lsm_status *s = src ? backup_hash_file(r->src_env, src, size, &crc, &chunk, &n) : status_no_memory();
     char **p = s ? NULL : lsm_realloc(r->src, (r->m.nfiles + 1) * sizeof(*p));
     if (s == NULL && p == NULL) {
         free(chunk);
-        s = oom();
+        s = status_no_memory();
     }
     if (s == NULL) {
         r->src = p;
         if (!backup_meta_add(&r->m, name, shared, size, crc, chunk, n))
-            s = oom();
+            s = status_no_memory();
     }
     if (s != NULL) {
         free(src);
@@ -100,7 +95,7 @@ static lsm_status *add_other(struct run *r, const char *store, const char *name)
 {
     char *src = backup_path(store, name, NULL);
     uint64_t size = 0;
-    lsm_status *s = src ? r->src_env->file_size(r->src_env, src, &size) : oom();
+    lsm_status *s = src ? r->src_env->file_size(r->src_env, src, &size) : status_no_memory();
     if (s != NULL) {
         free(src);
         return s;
@@ -189,13 +184,13 @@ static lsm_status *copy_checked(struct run *r, size_t i, const char *dst)
 /* A new shared table: copied to a hidden name, renamed to dst. */
 static lsm_status *copy_shared(struct run *r, size_t i, const char *dst)
 {
-    char *tmp = NULL;
     char **p = lsm_realloc(r->created, (r->ncreated + 1) * sizeof(*p));
     if (p == NULL)
-        return oom();
+        return status_no_memory();
     r->created = p;
-    if (asprintf(&tmp, "%s/shared/.tmp-%s", r->dir, r->m.files[i].name) < 0)
-        return oom();
+    char *tmp = lsm_asprintf("%s/shared/.tmp-%s", r->dir, r->m.files[i].name);
+    if (tmp == NULL)
+        return status_no_memory();
     lsm_status *s = copy_checked(r, i, tmp);
     if (s == NULL)
         s = r->env->rename_file(r->env, tmp, dst);
@@ -210,9 +205,8 @@ static lsm_status *copy_shared(struct run *r, size_t i, const char *dst)
 /* The path of file i in the backup directory (malloc'd). */
 static char *dest_of(struct run *r, size_t i)
 {
-    char *rel = backup_file_rel(&r->m.files[i], r->m.id), *p = NULL;
-    if (rel != NULL && asprintf(&p, "%s/%s", r->dir, rel) < 0)
-        p = NULL;
+    char *rel = backup_file_rel(&r->m.files[i], r->m.id);
+    char *p = rel ? path_join(r->dir, rel) : NULL;
     free(rel);
     return p;
 }
@@ -228,10 +222,10 @@ static lsm_status *copy_all(struct run *r)
     size_t n = r->m.nfiles;
     char **dst = lsm_calloc(n ? n : 1, sizeof(*dst));
     bool *copy = lsm_calloc(n ? n : 1, sizeof(*copy));
-    lsm_status *s = dst && copy ? NULL : oom();
+    lsm_status *s = dst && copy ? NULL : status_no_memory();
     for (size_t i = 0; s == NULL && i < n; i++) {
         if ((dst[i] = dest_of(r, i)) == NULL)
-            s = oom();
+            s = status_no_memory();
         else if ((copy[i] = needs_copy(r, i, dst[i])))
             r->total += r->m.files[i].size;
     }
@@ -256,7 +250,7 @@ static lsm_status *own_dir(lsm_env *env, const char *dir)
 {
     char *self = backup_path(dir, ".", NULL);
     lsm_path_info pi;
-    lsm_status *s = self ? env->path_info(env, self, &pi) : oom();
+    lsm_status *s = self ? env->path_info(env, self, &pi) : status_no_memory();
     if (s == NULL && pi.kind != LSM_PATH_DIR)
         s = status_new(LSM_INVALID_ARGUMENT, "%s: not a directory", dir);
     else if (s == NULL && !pi.mine)
@@ -284,7 +278,7 @@ static lsm_status *make_dirs(lsm_env *env, const char *dir)
     const char *subs[] = {"shared", "private", "meta"};
     for (int i = 0; s == NULL && i < 3; i++) {
         char *p = backup_path(dir, subs[i], NULL);
-        s = p ? env->create_dir(env, p) : oom();
+        s = p ? env->create_dir(env, p) : status_no_memory();
         free(p);
     }
     return s ? s : env->sync_dir(env, dir);
@@ -310,7 +304,7 @@ static lsm_status *next_id(lsm_env *env, const char *dir, uint64_t *id)
 static lsm_status *sync_sub(lsm_env *env, const char *dir, const char *sub)
 {
     char *p = backup_path(dir, sub, NULL);
-    lsm_status *s = p ? env->sync_dir(env, p) : oom();
+    lsm_status *s = p ? env->sync_dir(env, p) : status_no_memory();
     free(p);
     return s;
 }
@@ -320,12 +314,11 @@ static lsm_status *write_meta(struct run *r)
 {
     buf b;
     buf_init(&b);
-    char *tmp = NULL, *dst = NULL;
+    char *tmp = lsm_asprintf("%s/meta/.tmp-%" PRIu64, r->dir, r->m.id);
+    char *dst = lsm_asprintf("%s/meta/%" PRIu64, r->dir, r->m.id);
     lsm_status *s = NULL;
-    if (!backup_meta_encode(&r->m, &b) ||
-        asprintf(&tmp, "%s/meta/.tmp-%" PRIu64, r->dir, r->m.id) < 0 ||
-        asprintf(&dst, "%s/meta/%" PRIu64, r->dir, r->m.id) < 0)
-        s = oom();
+    if (tmp == NULL || dst == NULL || !backup_meta_encode(&r->m, &b))
+        s = status_no_memory();
     if (s == NULL)
         s = env_write_file_sync(r->env, tmp, b.data, b.len);
     if (s == NULL)
@@ -372,7 +365,7 @@ static lsm_status *take(struct run *r, lsm_db *db)
     if (s == NULL && priv != NULL && r->env->file_exists(r->env, priv))
         s = status_new(LSM_IO_ERROR, "%s exists", priv); /* another writer of the directory */
     if (s == NULL)
-        s = priv ? r->env->create_dir(r->env, priv) : oom();
+        s = priv ? r->env->create_dir(r->env, priv) : status_no_memory();
     r->made_private = s == NULL;
     free(priv);
     if (s == NULL)
@@ -418,7 +411,7 @@ static lsm_status *backup_read_only(lsm_db *db, lsm_env *env, const char *dir,
     lsm_status *s = make_dirs(env, dir);
     if (s == NULL)
         s = (lockname = backup_path(dir, "LOCK", NULL)) ? env->lock_file(env, lockname, &lock)
-                                                        : oom();
+                                                        : status_no_memory();
     if (s == NULL) /* LOCK's entry: verify and restore want it before any list */
         s = env->sync_dir(env, dir);
     if (s == NULL)
@@ -489,10 +482,10 @@ lsm_status *lsm_backup(lsm_db *db, const char *backup_dir, const lsm_backup_opti
     if (db->opt.read_only)
         return backup_read_only(db, db->env, backup_dir, o, info);
     static atomic_uint counter;
-    char *ckpt = NULL;
-    if (asprintf(&ckpt, "%s/" CKPT_PREFIX "%ld-%u", db->dir, (long)getpid(),
-                 atomic_fetch_add(&counter, 1)) < 0)
-        return oom();
+    char *ckpt = lsm_asprintf("%s/" CKPT_PREFIX "%ld-%u", db->dir, (long)getpid(),
+                              atomic_fetch_add(&counter, 1));
+    if (ckpt == NULL)
+        return status_no_memory();
     remove_stale(db);
     lsm_status *s = lsm_checkpoint(db, ckpt);
     lsm_db *copy = NULL;

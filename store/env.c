@@ -154,8 +154,8 @@ void env_remove_tree(lsm_env *env, const char *dir)
     int n = 0;
     lsm_status *s = env->get_children(env, dir, &names, &n);
     for (int i = 0; s == NULL && i < n; i++) {
-        char *p = NULL;
-        if (asprintf(&p, "%s/%s", dir, names[i]) >= 0) {
+        char *p = path_join(dir, names[i]);
+        if (p != NULL) {
             lsm_status_free(env->remove_file(env, p));
             free(p);
         }

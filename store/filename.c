@@ -11,20 +11,16 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-static char *join(const char *dir, const char *name)
+char *path_join(const char *dir, const char *name)
 {
-    size_t n = strlen(dir) + 1 + strlen(name) + 1;
-    char *p = lsm_malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
-    return p;
+    return lsm_asprintf("%s/%s", dir, name);
 }
 
 static char *make_name(const char *dir, const char *fmt, uint64_t number)
 {
     char name[64];
     snprintf(name, sizeof(name), fmt, number);
-    return join(dir, name);
+    return path_join(dir, name);
 }
 
 char *log_file_name(const char *dir, uint64_t number)
@@ -49,22 +45,22 @@ char *temp_file_name(const char *dir, uint64_t number)
 
 char *current_file_name(const char *dir)
 {
-    return join(dir, "CURRENT");
+    return path_join(dir, "CURRENT");
 }
 
 char *lock_file_name(const char *dir)
 {
-    return join(dir, "LOCK");
+    return path_join(dir, "LOCK");
 }
 
 char *reserve_file_name(const char *dir)
 {
-    return join(dir, "RESERVE");
+    return path_join(dir, "RESERVE");
 }
 
 char *reserve_new_file_name(const char *dir)
 {
-    return join(dir, "RESERVE.new");
+    return path_join(dir, "RESERVE.new");
 }
 
 /* Parses a decimal number filling all of [s, end); false if it is not below
