@@ -201,9 +201,9 @@ integration-test: all $(INTEG_TESTS)
 # The full sweeps: every env call of its workload failed in every fault
 # kind, every allocation of its workload failed (make test runs samples).
 torture: $(BUILD)/tests/test_io_sweep $(BUILD)/tests/test_oom_sweep $(BUILD)/tests/test_fs_oom \
-         $(BUILD)/tests/test_fullfs all
+         $(BUILD)/tests/test_oom_manage $(BUILD)/tests/test_fullfs all
 	@IO_SWEEP=full OOM_SWEEP=full TEST_TIMEOUT=3600 tests/run.sh $(BUILD)/tests/test_io_sweep \
-	  $(BUILD)/tests/test_oom_sweep $(BUILD)/tests/test_fs_oom
+	  $(BUILD)/tests/test_oom_sweep $(BUILD)/tests/test_fs_oom $(BUILD)/tests/test_oom_manage
 	@FULLFS_ROUNDS=50 FULLFS_HOGS=2 TEST_TIMEOUT=1800 LSMFS_BIN=$(abspath $(BIN)) tests/run.sh $(BUILD)/tests/test_fullfs
 
 STORE_DIR ?= lsmfs-data

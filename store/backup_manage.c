@@ -121,16 +121,28 @@ struct reporter {
     void (*report)(void *ctx, const char *msg);
     void *ctx;
     lsm_status *first;
+    lsm_status *stop; /* out of memory: not a problem of the backup; the check stops there */
 };
 
+/* A problem found (reported), or out of memory (not reported: it stops
+ * the check, which then answers that, incomplete, whatever it found). */
 static void problem(struct reporter *r, lsm_status *s)
 {
-    if (r->report)
+    if (status_is(s, LSM_NO_MEMORY))
+        status_keep_first(&r->stop, s);
+    else if (r->report)
         r->report(r->ctx, lsm_status_message(s));
-    if (r->first == NULL)
-        r->first = s;
-    else
-        lsm_status_free(s);
+    if (!status_is(s, LSM_NO_MEMORY))
+        status_keep_first(&r->first, s);
+}
+
+/* The check's answer: out of memory if it stopped for it, else its first problem. */
+static lsm_status *verdict(struct reporter *r)
+{
+    if (r->stop == NULL)
+        return r->first;
+    lsm_status_free(r->first);
+    return r->stop;
 }
 
 /* The first chunk of path whose checksum is not f's (size checked before). */
@@ -184,7 +196,7 @@ static void verify_one(lsm_env *env, const char *dir, uint64_t id, struct report
         problem(r, s);
         return;
     }
-    for (size_t i = 0; i < m.nfiles; i++)
+    for (size_t i = 0; i < m.nfiles && r->stop == NULL; i++)
         if ((s = verify_file(env, dir, id, &m.files[i])) != NULL)
             problem(r, status_wrap(s, "backup %" PRIu64, id));
     backup_meta_free(&m);
@@ -194,7 +206,7 @@ static void verify_one(lsm_env *env, const char *dir, uint64_t id, struct report
 static lsm_status *verify_locked(lsm_env *env, const char *backup_dir, uint64_t id,
                                  void (*report)(void *ctx, const char *msg), void *ctx)
 {
-    struct reporter r = {report, ctx, NULL};
+    struct reporter r = {report, ctx, NULL, NULL};
     if (id != 0) {
         char name[40];
         snprintf(name, sizeof name, "meta/%" PRIu64, id);
@@ -204,17 +216,17 @@ static lsm_status *verify_locked(lsm_env *env, const char *backup_dir, uint64_t 
         if (!there)
             return status_new(LSM_NOT_FOUND, "%s: no backup %" PRIu64, backup_dir, id);
         verify_one(env, backup_dir, id, &r);
-        return r.first;
+        return verdict(&r);
     }
     uint64_t *ids = NULL;
     size_t n = 0;
     lsm_status *s = backup_ids(env, backup_dir, "meta", &ids, &n);
     if (s != NULL)
         return s;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n && r.stop == NULL; i++)
         verify_one(env, backup_dir, ids[i], &r);
     free(ids);
-    return r.first;
+    return verdict(&r);
 }
 
 lsm_status *lsm_backup_verify(const char *backup_dir, uint64_t id, const lsm_backup_options *o,

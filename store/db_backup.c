@@ -23,7 +23,6 @@
 #include "status.h"
 
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -447,27 +446,35 @@ lsm_status *lsm_backup_store(const char *store_dir, const char *backup_dir,
     return s;
 }
 
-/* Whether name is a backup's checkpoint (or its hidden half) of another
- * process than this one: left by a crash. */
-static bool stale_checkpoint(const char *name)
+/* Whether name is a backup's checkpoint (or its hidden half) left behind:
+ * of another process (cut off by a crash), or of this one numbered below
+ * `below` (its removal failed, e.g. out of memory; below is 0 unless no
+ * other backup of this store runs in this process: one_backup_begins). */
+static bool stale_checkpoint(const char *name, unsigned below)
 {
     const char *p = name;
     if (strncmp(p, "." CKPT_PREFIX, strlen(CKPT_PREFIX) + 1) == 0)
         p++;
     if (strncmp(p, CKPT_PREFIX, strlen(CKPT_PREFIX)) != 0)
         return false;
-    long pid = strtol(p + strlen(CKPT_PREFIX), NULL, 10);
-    return pid > 0 && pid != (long)getpid();
+    char *end = NULL;
+    long pid = strtol(p + strlen(CKPT_PREFIX), &end, 10);
+    if (pid <= 0)
+        return false;
+    if (pid != (long)getpid())
+        return true;
+    return *end == '-' && strtoul(end + 1, NULL, 10) < below;
 }
 
-/* Best effort: removes checkpoints of backups a crash cut off. */
-static void remove_stale(lsm_db *db)
+/* Best effort: removes the checkpoints of backups that could not remove
+ * them (below: stale_checkpoint's). */
+static void remove_stale(lsm_db *db, unsigned below)
 {
     char **names = NULL;
     int n = 0;
     lsm_status *s = db->env->get_children(db->env, db->dir, &names, &n);
     for (int i = 0; s == NULL && i < n; i++) {
-        char *p = stale_checkpoint(names[i]) ? backup_path(db->dir, names[i], NULL) : NULL;
+        char *p = stale_checkpoint(names[i], below) ? path_join(db->dir, names[i]) : NULL;
         if (p != NULL)
             env_remove_tree(db->env, p);
         free(p);
@@ -476,18 +483,36 @@ static void remove_stale(lsm_db *db)
     env_free_children(names, n);
 }
 
+/* A backup of db begins: its checkpoint's number, and in *below the number
+ * under which this process's checkpoints are leftovers (0 while another
+ * backup runs: one begun later numbers above, so only a backup that ran
+ * alone when it began may take what this process left). */
+static unsigned one_backup_begins(lsm_db *db, unsigned *below)
+{
+    mutex_lock(&db->mu);
+    unsigned number = db->backup_next++;
+    *below = db->backups_running++ == 0 ? number : 0;
+    mutex_unlock(&db->mu);
+    return number;
+}
+
+static void one_backup_ends(lsm_db *db)
+{
+    mutex_lock(&db->mu);
+    db->backups_running--;
+    mutex_unlock(&db->mu);
+}
+
 lsm_status *lsm_backup(lsm_db *db, const char *backup_dir, const lsm_backup_options *o,
                        lsm_backup_info *info)
 {
     if (db->opt.read_only)
         return backup_read_only(db, db->env, backup_dir, o, info);
-    static atomic_uint counter;
-    char *ckpt = lsm_asprintf("%s/" CKPT_PREFIX "%ld-%u", db->dir, (long)getpid(),
-                              atomic_fetch_add(&counter, 1));
-    if (ckpt == NULL)
-        return status_no_memory();
-    remove_stale(db);
-    lsm_status *s = lsm_checkpoint(db, ckpt);
+    unsigned below;
+    unsigned number = one_backup_begins(db, &below);
+    remove_stale(db, below);
+    char *ckpt = lsm_asprintf("%s/" CKPT_PREFIX "%ld-%u", db->dir, (long)getpid(), number);
+    lsm_status *s = ckpt ? lsm_checkpoint(db, ckpt) : status_no_memory();
     lsm_db *copy = NULL;
     if (s == NULL)
         s = open_read_only(db->env, ckpt, &copy);
@@ -495,7 +520,10 @@ lsm_status *lsm_backup(lsm_db *db, const char *backup_dir, const lsm_backup_opti
         s = backup_read_only(copy, db->env, backup_dir, o, info);
     if (copy != NULL)
         status_keep_first(&s, lsm_close(copy));
-    env_remove_tree(db->env, ckpt);
+    /* what it cannot remove the next backup does (remove_stale) */
+    if (ckpt != NULL)
+        env_remove_tree(db->env, ckpt);
     free(ckpt);
+    one_backup_ends(db);
     return s;
 }
