@@ -125,7 +125,7 @@ struct reporter {
 };
 
 /* A problem found (reported), or out of memory (not reported: it stops
- * the check, which then answers that, incomplete, whatever it found). */
+ * the check, incomplete). */
 static void problem(struct reporter *r, lsm_status *s)
 {
     if (status_is(s, LSM_NO_MEMORY))
@@ -136,13 +136,14 @@ static void problem(struct reporter *r, lsm_status *s)
         status_keep_first(&r->first, s);
 }
 
-/* The check's answer: out of memory if it stopped for it, else its first problem. */
+/* The check's answer: its first problem (damage found is damage, even in a
+ * check out of memory later), else out of memory if it stopped for it. */
 static lsm_status *verdict(struct reporter *r)
 {
-    if (r->stop == NULL)
-        return r->first;
-    lsm_status_free(r->first);
-    return r->stop;
+    if (r->first == NULL)
+        return r->stop;
+    lsm_status_free(r->stop);
+    return r->first;
 }
 
 /* The first chunk of path whose checksum is not f's (size checked before). */

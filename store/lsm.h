@@ -449,8 +449,9 @@ lsm_status *lsm_backup_list(const char *backup_dir, const lsm_backup_options *o,
  * checksums. Each problem (a damaged or missing file, the file and the
  * offset of its first damaged 64 KiB) goes to report (may be NULL);
  * returns the first (LSM_CORRUPTION for damage), NULL when all is sound.
- * Out of memory is no problem of the backup: the check stops, incomplete,
- * and returns LSM_NO_MEMORY (not reported). */
+ * Out of memory is no problem of the backup: it is not reported, the check
+ * stops, incomplete, and returns the first problem found before, else
+ * LSM_NO_MEMORY. */
 lsm_status *lsm_backup_verify(const char *backup_dir, uint64_t id, const lsm_backup_options *o,
                               void (*report)(void *ctx, const char *msg), void *ctx);
 /* Removes all but the newest keep backups (*removed of them, may be NULL):
