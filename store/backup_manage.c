@@ -128,12 +128,13 @@ struct reporter {
  * the check, incomplete). */
 static void problem(struct reporter *r, lsm_status *s)
 {
-    if (status_is(s, LSM_NO_MEMORY))
+    if (status_is(s, LSM_NO_MEMORY)) {
         status_keep_first(&r->stop, s);
-    else if (r->report)
+        return;
+    }
+    if (r->report)
         r->report(r->ctx, lsm_status_message(s));
-    if (!status_is(s, LSM_NO_MEMORY))
-        status_keep_first(&r->first, s);
+    status_keep_first(&r->first, s);
 }
 
 /* The check's answer: its first problem (damage found is damage, even in a

@@ -23,6 +23,7 @@
 #include "status.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -483,14 +484,17 @@ static void remove_stale(lsm_db *db, unsigned below)
     env_free_children(names, n);
 }
 
-/* A backup of db begins: its checkpoint's number, and in *below the number
- * under which this process's checkpoints are leftovers (0 while another
- * backup runs: one begun later numbers above, so only a backup that ran
- * alone when it began may take what this process left). */
+/* A backup of db begins: its checkpoint's number (unique in the process:
+ * a leftover of an earlier handle of the store never takes its name), and
+ * in *below the number under which this process's checkpoints in the store
+ * are leftovers: 0 while another backup of db runs (one begun later takes
+ * its number later, under the same mutex, so a backup that began alone may
+ * take every lower one). */
 static unsigned one_backup_begins(lsm_db *db, unsigned *below)
 {
+    static atomic_uint counter;
     mutex_lock(&db->mu);
-    unsigned number = db->backup_next++;
+    unsigned number = atomic_fetch_add(&counter, 1);
     *below = db->backups_running++ == 0 ? number : 0;
     mutex_unlock(&db->mu);
     return number;
