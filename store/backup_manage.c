@@ -485,6 +485,16 @@ static lsm_status *restore_into(struct restore *r, const char *tmp)
     return s ? s : r->to->sync_dir(r->to, tmp);
 }
 
+/* Removes what restore_into made in tmp by name first (env_remove_tree
+ * lists tmp, which out of memory cannot), then the rest and tmp. */
+static void unmake_restore(struct restore *r, const char *tmp)
+{
+    for (size_t i = 0; i < r->m->nfiles; i++)
+        env_remove_in(r->to, tmp, r->m->files[i].name);
+    env_remove_in(r->to, tmp, "LOCK");
+    env_remove_tree(r->to, tmp);
+}
+
 static lsm_status *restore_meta(struct restore *r, const char *dest, const char *tmp,
                                 const char *parent)
 {
@@ -497,7 +507,7 @@ static lsm_status *restore_meta(struct restore *r, const char *dest, const char 
         s = restore_into(r, tmp);
     if (s == NULL)
         return env_publish_dir(env, tmp, dest, parent);
-    env_remove_tree(env, tmp);
+    unmake_restore(r, tmp);
     return s;
 }
 

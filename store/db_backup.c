@@ -309,15 +309,17 @@ static lsm_status *sync_sub(lsm_env *env, const char *dir, const char *sub)
     return s;
 }
 
-/* meta/ID: written hidden, synced, renamed, meta/ synced. */
+/* meta/ID: written hidden, synced, renamed, meta/ synced. Every name is
+ * made first: once listed, nothing is left to allocate (but the env's). */
 static lsm_status *write_meta(struct run *r)
 {
     buf b;
     buf_init(&b);
+    char *mdir = backup_path(r->dir, "meta", NULL);
     char *tmp = lsm_asprintf("%s/meta/.tmp-%" PRIu64, r->dir, r->m.id);
     char *dst = lsm_asprintf("%s/meta/%" PRIu64, r->dir, r->m.id);
     lsm_status *s = NULL;
-    if (tmp == NULL || dst == NULL || !backup_meta_encode(&r->m, &b))
+    if (mdir == NULL || tmp == NULL || dst == NULL || !backup_meta_encode(&r->m, &b))
         s = status_no_memory();
     if (s == NULL)
         s = env_write_file_sync(r->env, tmp, b.data, b.len);
@@ -328,10 +330,11 @@ static lsm_status *write_meta(struct run *r)
     r->listed = s == NULL;
     /* Listed from here on, every file synced: a failed sync leaves it (as
      * it is, or unlisted again after a crash), and says so. */
-    if (s == NULL && (s = sync_sub(r->env, r->dir, "meta")) != NULL)
+    if (s == NULL && (s = r->env->sync_dir(r->env, mdir)) != NULL)
         s = status_wrap(s, "backup %" PRIu64 " complete and listed, but the list may not be durable",
                         r->m.id);
     buf_free(&b);
+    free(mdir);
     free(tmp);
     free(dst);
     return s;

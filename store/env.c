@@ -8,6 +8,7 @@
 #include "status.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -163,6 +164,13 @@ void env_remove_tree(lsm_env *env, const char *dir)
     lsm_status_free(s);
     env_free_children(names, n);
     lsm_status_free(env->remove_dir(env, dir));
+}
+
+void env_remove_in(lsm_env *env, const char *dir, const char *name)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path)
+        lsm_status_free(env->remove_file(env, path));
 }
 
 lsm_status *env_publish_dir(lsm_env *env, const char *tmp, const char *dest, const char *parent)

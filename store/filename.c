@@ -16,31 +16,40 @@ char *path_join(const char *dir, const char *name)
     return lsm_asprintf("%s/%s", dir, name);
 }
 
-static char *make_name(const char *dir, const char *fmt, uint64_t number)
+void numbered_file_name(enum file_type type, uint64_t number, char out[FILE_NAME_MAX])
 {
-    char name[64];
-    snprintf(name, sizeof(name), fmt, number);
+    const char *fmt = type == FILE_LOG        ? "%06" PRIu64 ".log"
+                      : type == FILE_TABLE    ? "%06" PRIu64 ".ldb"
+                      : type == FILE_MANIFEST ? "MANIFEST-%06" PRIu64
+                                              : "%06" PRIu64 ".dbtmp";
+    snprintf(out, FILE_NAME_MAX, fmt, number);
+}
+
+static char *make_name(const char *dir, enum file_type type, uint64_t number)
+{
+    char name[FILE_NAME_MAX];
+    numbered_file_name(type, number, name);
     return path_join(dir, name);
 }
 
 char *log_file_name(const char *dir, uint64_t number)
 {
-    return make_name(dir, "%06" PRIu64 ".log", number);
+    return make_name(dir, FILE_LOG, number);
 }
 
 char *table_file_name(const char *dir, uint64_t number)
 {
-    return make_name(dir, "%06" PRIu64 ".ldb", number);
+    return make_name(dir, FILE_TABLE, number);
 }
 
 char *manifest_file_name(const char *dir, uint64_t number)
 {
-    return make_name(dir, "MANIFEST-%06" PRIu64, number);
+    return make_name(dir, FILE_MANIFEST, number);
 }
 
 char *temp_file_name(const char *dir, uint64_t number)
 {
-    return make_name(dir, "%06" PRIu64 ".dbtmp", number);
+    return make_name(dir, FILE_TEMP, number);
 }
 
 char *current_file_name(const char *dir)

@@ -14,8 +14,9 @@
  *
  * Every run starts from a copy of one template (a store and a backup
  * directory holding backups 1 and 2), in memory (/dev/shm) when it can.
- * Environment: OOM_SWEEP=full fails every N (make torture); by default the
- * first 20 and every 5th. OOM_MANAGE_CASE=name runs one case;
+ * Environment: OOM_SWEEP=full fails every N, then again N and every later
+ * allocation (memory gone until the call returns; make torture); by
+ * default the first 20 and every 5th, N only. OOM_MANAGE_CASE=name runs one case;
  * OOM_MANAGE_VERBOSE=1 prints each run and each case's allocation count.
  */
 #include "fixture.h"
@@ -322,6 +323,10 @@ static const mcase cases[] = {
 
 /* ---------------------------------------------------------------- sweep */
 
+/* Allocation N and every later one of its stream fail (memory gone until
+ * the call returns), not only N. */
+static bool for_good;
+
 /* One run of c with allocation n of stream failing (0: none); false when
  * the call made fewer than n allocations (nothing failed). */
 static bool run_one(const mcase *c, enum lsm_alloc_stream stream, uint64_t n, uint64_t *count)
@@ -335,7 +340,7 @@ static bool run_one(const mcase *c, enum lsm_alloc_stream stream, uint64_t n, ui
         ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
         put_keys(db, NKEYS / 2, NKEYS, 2); /* as they are: the store holds want2 still */
     }
-    lsm_alloc_hook_arm(stream, n);
+    lsm_alloc_hook_arm_from(stream, n, for_good);
     lsm_status *s = c->run();
     lsm_alloc_hook_disarm();
     bool fired = lsm_alloc_hook_fired();
@@ -374,24 +379,28 @@ static void sweep(const mcase *c, enum lsm_alloc_stream stream)
         ran++;
     }
     if (getenv("OOM_MANAGE_VERBOSE") != NULL)
-        print_message("%-14s stream %d: %" PRIu64 " allocations, %" PRIu64 " failed in turn\n",
-                      c->name, (int)stream, unfailed, ran);
+        print_message("%-14s stream %d%s: %" PRIu64 " allocations, %" PRIu64 " failed in turn\n",
+                      c->name, (int)stream, for_good ? " (for good)" : "", unfailed, ran);
 }
 
 static void test_every_call_out_of_memory(void **state)
 {
     (void)state;
     make_template();
-    const char *only = getenv("OOM_MANAGE_CASE");
+    const char *only = getenv("OOM_MANAGE_CASE"), *mode = getenv("OOM_SWEEP");
     int ran = 0;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (only != NULL && strcmp(only, cases[i].name) != 0)
-            continue;
-        sweep(&cases[i], LSM_ALLOC_MAIN);
-        if (cases[i].background)
-            sweep(&cases[i], LSM_ALLOC_OTHER);
-        ran++;
-    }
+    /* memory gone for good: make torture's */
+    int modes = mode != NULL && strcmp(mode, "full") == 0 ? 2 : 1;
+    for (int m = 0; m < modes; m++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            if (only != NULL && strcmp(only, cases[i].name) != 0)
+                continue;
+            for_good = m == 1;
+            sweep(&cases[i], LSM_ALLOC_MAIN);
+            if (cases[i].background)
+                sweep(&cases[i], LSM_ALLOC_OTHER);
+            ran++;
+        }
     assert_true(ran > 0);
     free(want1);
     free(want2);
