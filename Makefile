@@ -184,8 +184,8 @@ $(BUILD)/tests/test_rados_mkfs: $(BUILD)/tests/libradoscrash.so
 # filesystems and must not fight over the two CPUs), each under a timeout.
 # The integration tests run once per transport the kernel offers (/dev/fuse,
 # and io_uring when the fuse module's enable_uring is Y), saying which.
-# fs/ allocates only through lsm_malloc.h (the seam test_fs_oom fails).
-ALLOC_GUARD := tests/alloc_guard.sh $(FS_OBJ) $(BUILD)/fs/main.o
+# store/ and fs/ allocate only through lsm_malloc.h (the seam the OOM tests fail).
+ALLOC_GUARD := tests/alloc_guard.sh $(STORE_OBJ) $(FS_OBJ) $(BUILD)/fs/main.o
 test: all $(UNIT_TESTS) $(INTEG_TESTS) $(RADOS_TESTS)
 	@$(ALLOC_GUARD)
 	@tests/run.sh $(UNIT_TESTS)
@@ -193,7 +193,7 @@ test: all $(UNIT_TESTS) $(INTEG_TESTS) $(RADOS_TESTS)
 	@LSMFS_BIN=$(abspath $(BIN)) tests/ceph/run.sh $(RADOS_TESTS) -- $(RADOS_ALSO)
 rados-test: all $(RADOS_TESTS) $(RADOS_ALSO)
 	@LSMFS_BIN=$(abspath $(BIN)) tests/ceph/run.sh $(RADOS_TESTS) -- $(RADOS_ALSO)
-unit-test: $(UNIT_TESTS) $(FS_OBJ) $(BUILD)/fs/main.o
+unit-test: $(UNIT_TESTS) $(STORE_OBJ) $(FS_OBJ) $(BUILD)/fs/main.o
 	@$(ALLOC_GUARD)
 	@tests/run.sh $(UNIT_TESTS)
 integration-test: all $(INTEG_TESTS)
@@ -201,9 +201,9 @@ integration-test: all $(INTEG_TESTS)
 # The full sweeps: every env call of its workload failed in every fault
 # kind, every allocation of its workload failed (make test runs samples).
 torture: $(BUILD)/tests/test_io_sweep $(BUILD)/tests/test_oom_sweep $(BUILD)/tests/test_fs_oom \
-         $(BUILD)/tests/test_fullfs all
+         $(BUILD)/tests/test_oom_manage $(BUILD)/tests/test_fullfs all
 	@IO_SWEEP=full OOM_SWEEP=full TEST_TIMEOUT=3600 tests/run.sh $(BUILD)/tests/test_io_sweep \
-	  $(BUILD)/tests/test_oom_sweep $(BUILD)/tests/test_fs_oom
+	  $(BUILD)/tests/test_oom_sweep $(BUILD)/tests/test_fs_oom $(BUILD)/tests/test_oom_manage
 	@FULLFS_ROUNDS=50 FULLFS_HOGS=2 TEST_TIMEOUT=1800 LSMFS_BIN=$(abspath $(BIN)) tests/run.sh $(BUILD)/tests/test_fullfs
 
 STORE_DIR ?= lsmfs-data

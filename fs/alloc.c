@@ -31,7 +31,7 @@ int alloc_highest_inode(lsm_db *db, uint64_t *ino)
             *ino = v;
     }
     lsm_status *s = lsm_iter_status(it);
-    int err = s ? EIO : 0;
+    int err = lsm_status_errno(s); /* EIO, or ENOMEM out of memory */
     lsm_status_free(s);
     lsm_iter_free(it);
     return err;

@@ -11,12 +11,15 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-static lsm_iter *new_iter(lsm_db *db)
+/* An iterator over db as of snap (NULL: now); NULL out of memory. */
+static lsm_iter *new_iter(lsm_db *db, const lsm_snapshot *snap)
 {
     lsm_read_options ro;
     lsm_read_options_init(&ro);
     ro.fill_cache = false;
+    ro.snapshot = snap;
     return lsm_iter_new(db, &ro);
 }
 
@@ -37,7 +40,7 @@ static int count_on(lsm_iter *it, int64_t *count, uint64_t limit, const _Atomic 
         }
     }
     lsm_status *s = lsm_iter_status(it);
-    int err = s ? EIO : 0;
+    int err = lsm_status_errno(s); /* EIO, ENOMEM out of memory (count_again) */
     lsm_status_free(s);
     return err;
 }
@@ -50,7 +53,7 @@ static void seek_inodes(lsm_iter *it)
 
 int icount_scan(lsm_db *db, int64_t *count)
 {
-    lsm_iter *it = new_iter(db);
+    lsm_iter *it = new_iter(db, NULL);
     if (it == NULL)
         return ENOMEM;
     seek_inodes(it);
@@ -64,20 +67,67 @@ int icount_scan(lsm_db *db, int64_t *count)
  * exact when the mount is (about 10 MB of records at most). */
 #define SYNC_KEYS 4096
 
+/* A count that ran out of memory starts again, at the same snapshot, after
+ * a pause: the first this long, each next one twice the last, up to
+ * RETRY_MAX_MS (memory short for long costs a recount a few seconds). */
+#define RETRY_FIRST_MS 50
+#define RETRY_MAX_MS 5000
+
 struct icount_job {
-    lsm_iter *it; /* [the thread] the store as of icount_start */
-    int64_t n;    /* [the thread] counted so far */
+    lsm_db *db;                 /* [const] */
+    const lsm_snapshot *snap; /* [the thread] the store as of icount_start, until counted */
+    lsm_iter *it;             /* [the thread] over snap */
+    int64_t n;                /* [the thread] counted so far */
+    int pause_ms;             /* [the thread] before the next count_again */
     _Atomic int64_t *total;
     _Atomic bool *known;
     _Atomic bool stop;
     pthread_t thread;
 };
 
+/* Waits the next pause or until stopped; false once stopped. */
+static bool pause_unless_stopped(icount_job *j)
+{
+    j->pause_ms = j->pause_ms == 0 ? RETRY_FIRST_MS : j->pause_ms * 2;
+    if (j->pause_ms > RETRY_MAX_MS)
+        j->pause_ms = RETRY_MAX_MS;
+    for (int ms = 0; ms < j->pause_ms && !atomic_load(&j->stop); ms += 10)
+        usleep(10000);
+    return !atomic_load(&j->stop);
+}
+
+/* Out of memory: the count so far dropped, a new iterator at the same
+ * snapshot from the first inode key, once memory is back. ECANCELED once
+ * stopped. */
+static int count_again(icount_job *j)
+{
+    lsm_iter_free(j->it);
+    j->it = NULL;
+    j->n = 0;
+    while (pause_unless_stopped(j))
+        if ((j->it = new_iter(j->db, j->snap)) != NULL) {
+            seek_inodes(j->it);
+            return 0;
+        }
+    return ECANCELED;
+}
+
 static void *job_main(void *arg)
 {
     icount_job *j = arg;
     (void)pthread_setname_np(pthread_self(), "lsmfs-icount");
     int err = count_on(j->it, &j->n, UINT64_MAX, &j->stop);
+    bool said = false;
+    while (err == ENOMEM) {
+        if (!said)
+            fuse_log(FUSE_LOG_WARNING, "lsmfs: counting inodes ran out of memory: counting "
+                                       "again once memory is back (statfs shows fewer until "
+                                       "then)\n");
+        said = true;
+        err = count_again(j);
+        if (err == 0)
+            err = count_on(j->it, &j->n, UINT64_MAX, &j->stop);
+    }
     if (err == 0) {
         atomic_fetch_add(j->total, j->n);
         atomic_store(j->known, true);
@@ -85,15 +135,27 @@ static void *job_main(void *arg)
         fuse_log(FUSE_LOG_ERR, "lsmfs: counting inodes failed (%s): statfs shows fewer\n",
                  strerror(err));
     }
+    lsm_snapshot_release(j->db, j->snap); /* counted: compactions may drop what it kept */
+    j->snap = NULL;
     return NULL;
+}
+
+static void job_free(icount_job *j)
+{
+    lsm_iter_free(j->it);
+    lsm_snapshot_release(j->db, j->snap);
+    free(j);
 }
 
 int icount_start(lsm_db *db, _Atomic int64_t *total, _Atomic bool *known, icount_job **out)
 {
     *out = NULL;
     icount_job *j = lsm_calloc(1, sizeof *j);
-    if (j == NULL || (j->it = new_iter(db)) == NULL) {
-        free(j);
+    if (j == NULL)
+        return ENOMEM;
+    j->db = db;
+    if ((j->snap = lsm_snapshot_new(db)) == NULL || (j->it = new_iter(db, j->snap)) == NULL) {
+        job_free(j);
         return ENOMEM;
     }
     seek_inodes(j->it);
@@ -103,8 +165,7 @@ int icount_start(lsm_db *db, _Atomic int64_t *total, _Atomic bool *known, icount
             atomic_fetch_add(total, j->n);
             atomic_store(known, true);
         }
-        lsm_iter_free(j->it);
-        free(j);
+        job_free(j);
         return err;
     }
     j->total = total;
@@ -112,8 +173,7 @@ int icount_start(lsm_db *db, _Atomic int64_t *total, _Atomic bool *known, icount
     atomic_init(&j->stop, false);
     err = pthread_create(&j->thread, NULL, job_main, j);
     if (err != 0) {
-        lsm_iter_free(j->it);
-        free(j);
+        job_free(j);
         return err;
     }
     *out = j;
@@ -126,8 +186,7 @@ void icount_stop(icount_job *j)
         return;
     atomic_store(&j->stop, true);
     pthread_join(j->thread, NULL);
-    lsm_iter_free(j->it);
-    free(j);
+    job_free(j);
 }
 
 int icount_current(lsm_db *db, bool *current, uint64_t *count)

@@ -19,9 +19,12 @@
 #include <stdint.h>
 
 /* A scan in the background, for a mount whose record is stale (after a
- * crash): it counts what the store holds when it starts, while the mount's
- * own creates and deletes go to the same total from 0, so the total is
- * exact once the scan has added its count (then *known turns true). */
+ * crash): it counts what the store holds when it starts (a snapshot, kept
+ * until counted), while the mount's own creates and deletes go to the same
+ * total from 0, so the total is exact once the scan has added its count
+ * (then *known turns true). A scan out of memory counts again from the
+ * start of the snapshot, after a growing pause; other errors end it
+ * (*known stays false: statfs shows fewer). */
 typedef struct icount_job icount_job;
 /* Takes the store's state now (before the mount writes) and counts its
  * first few thousand inode keys at once: a store with no more is counted

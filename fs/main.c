@@ -194,9 +194,14 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     case KEY_ATIME:
         snprintf(o->atime, sizeof o->atime, "%s", arg);
         return 0;
-    case KEY_URI:
-        store_uri_option(arg);
-        return 0;
+    case KEY_URI: {
+        bool ours;
+        lsm_status *s = store_uri_option(arg, &ours);
+        if (s != NULL)
+            fprintf(stderr, "lsmfs: %s\n", lsm_status_message(s));
+        lsm_status_free(s);
+        return s != NULL ? -1 : 0;
+    }
     case KEY_RO: /* noted, and kept: the kernel refuses changes too */
         o->read_only = true;
         return 1;

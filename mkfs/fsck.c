@@ -71,10 +71,10 @@ int main(int argc, char **argv)
             o.verbose = true;
             break;
         case 'o': {
-            char *bad = store_uri_options(optarg);
+            lsm_status *bad = store_uri_options(optarg);
             if (bad != NULL) {
-                fprintf(stderr, "fsck.lsmfs: unknown option -o %s\n", bad);
-                free(bad);
+                fprintf(stderr, "fsck.lsmfs: %s\n", lsm_status_message(bad));
+                lsm_status_free(bad);
                 return FSCK_OPERATIONAL;
             }
             break;

@@ -112,11 +112,11 @@ static int take_option(struct mkfs_opts *o, int c, const char *arg)
         ok = parse_id(arg, &o->gid);
         break;
     case 'o': {
-        char *bad = store_uri_options(arg);
+        lsm_status *bad = store_uri_options(arg);
         if (bad != NULL)
-            fprintf(stderr, "mkfs.lsmfs: unknown option -o %s\n", bad);
+            fprintf(stderr, "mkfs.lsmfs: %s\n", lsm_status_message(bad));
         ok = bad == NULL;
-        free(bad);
+        lsm_status_free(bad);
         if (!ok)
             return 1;
         break;

@@ -19,11 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static lsm_status *oom(void)
-{
-    return status_new(LSM_NO_MEMORY, "out of memory");
-}
-
 static lsm_env *env_of(const lsm_backup_options *o)
 {
     return o && o->env ? o->env : lsm_env_default();
@@ -36,7 +31,7 @@ static lsm_status *check_backup_dir(lsm_env *env, const char *dir)
     char *name = backup_path(dir, "LOCK", NULL);
     lsm_status *s = NULL;
     if (name == NULL)
-        s = oom();
+        s = status_no_memory();
     else if (!env->file_exists(env, name))
         s = status_new(LSM_INVALID_ARGUMENT, "%s: not a backup directory", dir);
     free(name);
@@ -55,7 +50,7 @@ static lsm_status *lock_dir(lsm_env *env, const char *dir, bool shared, lsm_file
     lsm_status *s = check_backup_dir(env, dir);
     char *name = s == NULL ? backup_path(dir, "LOCK", NULL) : NULL;
     if (s == NULL && name == NULL)
-        s = oom();
+        s = status_no_memory();
     else if (s == NULL)
         s = shared ? env->lock_file_shared(env, name, lock) : env->lock_file(env, name, lock);
     free(name);
@@ -93,7 +88,7 @@ lsm_status *lsm_backup_list(const char *backup_dir, const lsm_backup_options *o,
     if (s == NULL)
         s = backup_ids(env, backup_dir, "meta", &ids, &nid);
     if (s == NULL && nid > 0 && (*out = lsm_calloc(nid, sizeof(**out))) == NULL)
-        s = oom();
+        s = status_no_memory();
     for (size_t i = 0; s == NULL && i < nid; i++) {
         backup_meta m;
         s = backup_meta_read(env, backup_dir, ids[i], &m);
@@ -126,16 +121,30 @@ struct reporter {
     void (*report)(void *ctx, const char *msg);
     void *ctx;
     lsm_status *first;
+    lsm_status *stop; /* out of memory: not a problem of the backup; the check stops there */
 };
 
+/* A problem found (reported), or out of memory (not reported: it stops
+ * the check, incomplete). */
 static void problem(struct reporter *r, lsm_status *s)
 {
+    if (status_is(s, LSM_NO_MEMORY)) {
+        status_keep_first(&r->stop, s);
+        return;
+    }
     if (r->report)
         r->report(r->ctx, lsm_status_message(s));
+    status_keep_first(&r->first, s);
+}
+
+/* The check's answer: its first problem (damage found is damage, even in a
+ * check out of memory later), else out of memory if it stopped for it. */
+static lsm_status *verdict(struct reporter *r)
+{
     if (r->first == NULL)
-        r->first = s;
-    else
-        lsm_status_free(s);
+        return r->stop;
+    lsm_status_free(r->stop);
+    return r->first;
 }
 
 /* The first chunk of path whose checksum is not f's (size checked before). */
@@ -163,12 +172,10 @@ static lsm_status *compare_file(lsm_env *env, const char *path, const backup_fil
 
 static lsm_status *verify_file(lsm_env *env, const char *dir, uint64_t id, const backup_file *f)
 {
-    char *rel = backup_file_rel(f, id), *path = NULL;
-    if (rel == NULL || asprintf(&path, "%s/%s", dir, rel) < 0) {
-        free(rel);
-        return oom();
-    }
+    char *rel = backup_file_rel(f, id), *path = rel ? path_join(dir, rel) : NULL;
     free(rel);
+    if (path == NULL)
+        return status_no_memory();
     uint64_t size = 0;
     lsm_status *s = NULL;
     if (!env->file_exists(env, path))
@@ -191,7 +198,7 @@ static void verify_one(lsm_env *env, const char *dir, uint64_t id, struct report
         problem(r, s);
         return;
     }
-    for (size_t i = 0; i < m.nfiles; i++)
+    for (size_t i = 0; i < m.nfiles && r->stop == NULL; i++)
         if ((s = verify_file(env, dir, id, &m.files[i])) != NULL)
             problem(r, status_wrap(s, "backup %" PRIu64, id));
     backup_meta_free(&m);
@@ -201,7 +208,7 @@ static void verify_one(lsm_env *env, const char *dir, uint64_t id, struct report
 static lsm_status *verify_locked(lsm_env *env, const char *backup_dir, uint64_t id,
                                  void (*report)(void *ctx, const char *msg), void *ctx)
 {
-    struct reporter r = {report, ctx, NULL};
+    struct reporter r = {report, ctx, NULL, NULL};
     if (id != 0) {
         char name[40];
         snprintf(name, sizeof name, "meta/%" PRIu64, id);
@@ -211,17 +218,17 @@ static lsm_status *verify_locked(lsm_env *env, const char *backup_dir, uint64_t 
         if (!there)
             return status_new(LSM_NOT_FOUND, "%s: no backup %" PRIu64, backup_dir, id);
         verify_one(env, backup_dir, id, &r);
-        return r.first;
+        return verdict(&r);
     }
     uint64_t *ids = NULL;
     size_t n = 0;
     lsm_status *s = backup_ids(env, backup_dir, "meta", &ids, &n);
     if (s != NULL)
         return s;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n && r.stop == NULL; i++)
         verify_one(env, backup_dir, ids[i], &r);
     free(ids);
-    return r.first;
+    return verdict(&r);
 }
 
 lsm_status *lsm_backup_verify(const char *backup_dir, uint64_t id, const lsm_backup_options *o,
@@ -280,7 +287,7 @@ static lsm_status *referenced(lsm_env *env, const char *dir, const uint64_t *ids
         s = backup_meta_read(env, dir, ids[i], &m);
         for (size_t k = 0; s == NULL && k < m.nfiles; k++)
             if (m.files[k].shared && !names_add(ns, backup_file_rel(&m.files[k], ids[i])))
-                s = oom();
+                s = status_no_memory();
         backup_meta_free(&m);
     }
     if (s == NULL && ns->n > 0)
@@ -294,16 +301,16 @@ static lsm_status *sweep_shared(lsm_env *env, const char *dir, const struct name
     char *sdir = backup_path(dir, "shared", NULL);
     char **names = NULL;
     int n = 0;
-    lsm_status *s = sdir ? env->get_children(env, sdir, &names, &n) : oom();
+    lsm_status *s = sdir ? env->get_children(env, sdir, &names, &n) : status_no_memory();
     for (int i = 0; s == NULL && i < n; i++) {
-        char *rel = NULL;
-        if (asprintf(&rel, "shared/%s", names[i]) < 0) {
-            s = oom();
+        char *rel = path_join("shared", names[i]);
+        if (rel == NULL) {
+            s = status_no_memory();
             break;
         }
         if (bsearch(&rel, keep->v, keep->n, sizeof(*keep->v), cmp_str) == NULL) {
             char *p = backup_path(dir, rel, NULL);
-            s = p ? env->remove_file(env, p) : oom();
+            s = p ? env->remove_file(env, p) : status_no_memory();
             free(p);
         }
         free(rel);
@@ -321,13 +328,13 @@ static lsm_status *sweep_meta_tmp(lsm_env *env, const char *dir)
     char *mdir = backup_path(dir, "meta", NULL);
     char **names = NULL;
     int n = 0;
-    lsm_status *s = mdir ? env->get_children(env, mdir, &names, &n) : oom();
+    lsm_status *s = mdir ? env->get_children(env, mdir, &names, &n) : status_no_memory();
     bool removed = false;
     for (int i = 0; s == NULL && i < n; i++) {
         if (strncmp(names[i], ".tmp-", 5) != 0)
             continue;
         char *p = backup_path(dir, "meta", names[i]);
-        s = p ? env->remove_file(env, p) : oom();
+        s = p ? env->remove_file(env, p) : status_no_memory();
         removed = true;
         free(p);
     }
@@ -353,7 +360,7 @@ static lsm_status *sweep_private(lsm_env *env, const char *dir, const uint64_t *
         snprintf(name, sizeof name, "private/%" PRIu64, ids[i]);
         char *p = backup_path(dir, name, NULL);
         if (p == NULL)
-            s = oom();
+            s = status_no_memory();
         else
             env_remove_tree(env, p);
         free(p);
@@ -361,7 +368,7 @@ static lsm_status *sweep_private(lsm_env *env, const char *dir, const uint64_t *
     free(ids);
     char *pdir = backup_path(dir, "private", NULL);
     if (s == NULL)
-        s = pdir ? env->sync_dir(env, pdir) : oom();
+        s = pdir ? env->sync_dir(env, pdir) : status_no_memory();
     free(pdir);
     return s;
 }
@@ -374,12 +381,12 @@ static lsm_status *remove_lists(lsm_env *env, const char *dir, const uint64_t *i
         char name[40];
         snprintf(name, sizeof name, "meta/%" PRIu64, ids[i]);
         char *p = backup_path(dir, name, NULL);
-        s = p ? env->remove_file(env, p) : oom();
+        s = p ? env->remove_file(env, p) : status_no_memory();
         free(p);
     }
     char *mdir = backup_path(dir, "meta", NULL);
     if (s == NULL)
-        s = mdir ? env->sync_dir(env, mdir) : oom();
+        s = mdir ? env->sync_dir(env, mdir) : status_no_memory();
     free(mdir);
     return s;
 }
@@ -447,11 +454,9 @@ static void restore_step(void *ctx, uint64_t bytes)
 /* Copies f into tmp, checked against its checksum. */
 static lsm_status *restore_file(struct restore *r, const backup_file *f, const char *tmp)
 {
-    char *rel = backup_file_rel(f, r->m->id), *src = NULL, *dst = NULL;
-    lsm_status *s = NULL;
-    if (rel == NULL || asprintf(&src, "%s/%s", r->dir, rel) < 0 ||
-        asprintf(&dst, "%s/%s", tmp, f->name) < 0)
-        s = oom();
+    char *rel = backup_file_rel(f, r->m->id);
+    char *src = rel ? path_join(r->dir, rel) : NULL, *dst = path_join(tmp, f->name);
+    lsm_status *s = src && dst ? NULL : status_no_memory();
     uint32_t crc = 0;
     env_copy_progress p = {restore_step, r};
     if (s == NULL)
@@ -475,9 +480,19 @@ static lsm_status *restore_into(struct restore *r, const char *tmp)
         s = restore_file(r, &r->m->files[i], tmp);
     char *lock = s ? NULL : lock_file_name(tmp);
     if (s == NULL)
-        s = lock ? env_write_file_sync(r->to, lock, "", 0) : oom();
+        s = lock ? env_write_file_sync(r->to, lock, "", 0) : status_no_memory();
     free(lock);
     return s ? s : r->to->sync_dir(r->to, tmp);
+}
+
+/* Removes what restore_into made in tmp by name first (env_remove_tree
+ * lists tmp, which out of memory cannot), then the rest and tmp. */
+static void unmake_restore(struct restore *r, const char *tmp)
+{
+    for (size_t i = 0; i < r->m->nfiles; i++)
+        env_remove_in(r->to, tmp, r->m->files[i].name);
+    env_remove_in(r->to, tmp, "LOCK");
+    env_remove_tree(r->to, tmp);
 }
 
 static lsm_status *restore_meta(struct restore *r, const char *dest, const char *tmp,
@@ -492,7 +507,7 @@ static lsm_status *restore_meta(struct restore *r, const char *dest, const char 
         s = restore_into(r, tmp);
     if (s == NULL)
         return env_publish_dir(env, tmp, dest, parent);
-    env_remove_tree(env, tmp);
+    unmake_restore(r, tmp);
     return s;
 }
 

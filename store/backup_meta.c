@@ -103,8 +103,11 @@ static bool parse_crc(const char *tok, uint32_t *crc)
     return true;
 }
 
+/* What a list's parse found: out of memory is not damage. */
+enum parsed { PARSED, DAMAGED, NO_MEMORY };
+
 /* "S|P NAME SIZE CRC CHUNKS..." (after "file "), tokens cut at spaces. */
-static bool parse_file_line(char *rest, backup_meta *m)
+static enum parsed parse_file_line(char *rest, backup_meta *m)
 {
     char *save = NULL;
     char *kind = strtok_r(rest, " ", &save), *name = strtok_r(NULL, " ", &save);
@@ -114,47 +117,47 @@ static bool parse_file_line(char *rest, backup_meta *m)
         !parse_u64(strtok_r(NULL, " ", &save), 10, &size) ||
         !parse_crc(strtok_r(NULL, " ", &save), &crc) || strchr(name, '/') != NULL ||
         name[0] == '.')
-        return false;
+        return DAMAGED;
     uint64_t number;
     enum file_type type;
     bool table = parse_file_name(name, &number, &type) && type == FILE_TABLE;
     if (table != (*kind == 'S'))
-        return false;
+        return DAMAGED;
     uint64_t want64 = (size + BACKUP_CHUNK - 1) / BACKUP_CHUNK;
     /* Each chunk CRC takes 9 bytes of the line: no allocation for more. */
     if (save == NULL || want64 > strlen(save) / 9 + 1)
-        return false;
+        return DAMAGED;
     size_t want = (size_t)want64;
     uint32_t *chunk = lsm_malloc((want ? want : 1) * sizeof(*chunk));
     if (chunk == NULL)
-        return false;
+        return NO_MEMORY;
     size_t n = 0;
     for (char *t; (t = strtok_r(NULL, " ", &save)) != NULL; n++)
         if (n >= want || !parse_crc(t, &chunk[n])) {
             free(chunk);
-            return false;
+            return DAMAGED;
         }
     if (n != want) {
         free(chunk);
-        return false;
+        return DAMAGED;
     }
-    return backup_meta_add(m, name, *kind == 'S', size, crc, chunk, n);
+    return backup_meta_add(m, name, *kind == 'S', size, crc, chunk, n) ? PARSED : NO_MEMORY;
 }
 
-static bool parse_line(char *line, backup_meta *m)
+static enum parsed parse_line(char *line, backup_meta *m)
 {
     uint64_t v;
     if (strncmp(line, "file ", 5) == 0)
         return parse_file_line(line + 5, m);
     if (strncmp(line, "id ", 3) == 0 && parse_u64(line + 3, 10, &v))
-        return m->id = v, true;
+        return m->id = v, PARSED;
     if (strncmp(line, "seq ", 4) == 0 && parse_u64(line + 4, 10, &v))
-        return m->seq = v, true;
+        return m->seq = v, PARSED;
     if (strncmp(line, "copied ", 7) == 0 && parse_u64(line + 7, 10, &v))
-        return m->copied = v, true;
+        return m->copied = v, PARSED;
     if (strncmp(line, "time ", 5) == 0 && parse_u64(line + 5, 10, &v) && v <= INT64_MAX)
-        return m->time = (int64_t)v, true;
-    return false;
+        return m->time = (int64_t)v, PARSED;
+    return DAMAGED;
 }
 
 /* The text up to "end CRC\n" is whole (its CRC matches) and nothing follows. */
@@ -174,18 +177,18 @@ static bool text_whole(char *data, size_t n, size_t *body)
     return true;
 }
 
-static bool parse_meta(char *data, size_t n, backup_meta *m)
+static enum parsed parse_meta(char *data, size_t n, backup_meta *m)
 {
     size_t body;
     if (memchr(data, '\0', n) != NULL || !text_whole(data, n, &body))
-        return false;
+        return DAMAGED;
     data[body] = '\0';
     char *save = NULL;
     char *line = strtok_r(data + strlen(META_HEADER), "\n", &save);
-    for (; line != NULL; line = strtok_r(NULL, "\n", &save))
-        if (!parse_line(line, m))
-            return false;
-    return true;
+    enum parsed p = PARSED;
+    for (; p == PARSED && line != NULL; line = strtok_r(NULL, "\n", &save))
+        p = parse_line(line, m);
+    return p;
 }
 
 lsm_status *backup_meta_read(lsm_env *env, const char *dir, uint64_t id, backup_meta *m)
@@ -199,11 +202,16 @@ lsm_status *backup_meta_read(lsm_env *env, const char *dir, uint64_t id, backup_
     char *data = NULL;
     size_t n = 0;
     lsm_status *s = env_read_file(env, path, &data, &n);
-    if (s == NULL && (!parse_meta(data, n, m) || m->id != id)) {
+    enum parsed p = s == NULL ? parse_meta(data, n, m) : PARSED;
+    if (s == NULL && p == PARSED && m->id != id)
+        p = DAMAGED;
+    if (p != PARSED)
         backup_meta_free(m);
+    if (p == NO_MEMORY)
+        s = status_new(LSM_NO_MEMORY, "reading %s: out of memory", path);
+    else if (p == DAMAGED)
         s = status_new(LSM_CORRUPTION, "%s: damaged (not a whole list of backup %" PRIu64 ")",
                        path, id);
-    }
     free(data);
     free(path);
     return s;
@@ -213,22 +221,16 @@ lsm_status *backup_meta_read(lsm_env *env, const char *dir, uint64_t id, backup_
 
 char *backup_path(const char *dir, const char *sub, const char *name)
 {
-    char *p = NULL;
-    int r = name ? asprintf(&p, "%s/%s/%s", dir, sub, name) : asprintf(&p, "%s/%s", dir, sub);
-    return r < 0 ? NULL : p;
+    return name ? lsm_asprintf("%s/%s/%s", dir, sub, name) : path_join(dir, sub);
 }
 
 char *backup_file_rel(const backup_file *f, uint64_t id)
 {
-    char *p = NULL;
     uint64_t number = 0;
     enum file_type type;
-    int r;
     if (f->shared && parse_file_name(f->name, &number, &type))
-        r = asprintf(&p, "shared/%06" PRIu64 "_%08x_%" PRIu64 ".ldb", number, f->crc, f->size);
-    else
-        r = asprintf(&p, "private/%" PRIu64 "/%s", id, f->name);
-    return r < 0 ? NULL : p;
+        return lsm_asprintf("shared/%06" PRIu64 "_%08x_%" PRIu64 ".ldb", number, f->crc, f->size);
+    return lsm_asprintf("private/%" PRIu64 "/%s", id, f->name);
 }
 
 static int cmp_u64(const void *a, const void *b)

@@ -63,11 +63,6 @@ static void run_free(struct run *r)
     backup_meta_free(&r->m);
 }
 
-static lsm_status *oom(void)
-{
-    return status_new(LSM_NO_MEMORY, "out of memory");
-}
-
 /* ------------------------------------------------------------- sources */
 
 /* Checksums src (size bytes) and adds it to the list as name. */
@@ -76,16 +71,16 @@ static lsm_status *add_source(struct run *r, char *src, const char *name, bool s
 {
     uint32_t crc, *chunk;
     size_t n;
-    lsm_status *s = src ? backup_hash_file(r->src_env, src, size, &crc, &chunk, &n) : oom();
+    lsm_status *s = src ? backup_hash_file(r->src_env, src, size, &crc, &chunk, &n) : status_no_memory();
     char **p = s ? NULL : lsm_realloc(r->src, (r->m.nfiles + 1) * sizeof(*p));
     if (s == NULL && p == NULL) {
         free(chunk);
-        s = oom();
+        s = status_no_memory();
     }
     if (s == NULL) {
         r->src = p;
         if (!backup_meta_add(&r->m, name, shared, size, crc, chunk, n))
-            s = oom();
+            s = status_no_memory();
     }
     if (s != NULL) {
         free(src);
@@ -100,7 +95,7 @@ static lsm_status *add_other(struct run *r, const char *store, const char *name)
 {
     char *src = backup_path(store, name, NULL);
     uint64_t size = 0;
-    lsm_status *s = src ? r->src_env->file_size(r->src_env, src, &size) : oom();
+    lsm_status *s = src ? r->src_env->file_size(r->src_env, src, &size) : status_no_memory();
     if (s != NULL) {
         free(src);
         return s;
@@ -189,13 +184,13 @@ static lsm_status *copy_checked(struct run *r, size_t i, const char *dst)
 /* A new shared table: copied to a hidden name, renamed to dst. */
 static lsm_status *copy_shared(struct run *r, size_t i, const char *dst)
 {
-    char *tmp = NULL;
     char **p = lsm_realloc(r->created, (r->ncreated + 1) * sizeof(*p));
     if (p == NULL)
-        return oom();
+        return status_no_memory();
     r->created = p;
-    if (asprintf(&tmp, "%s/shared/.tmp-%s", r->dir, r->m.files[i].name) < 0)
-        return oom();
+    char *tmp = lsm_asprintf("%s/shared/.tmp-%s", r->dir, r->m.files[i].name);
+    if (tmp == NULL)
+        return status_no_memory();
     lsm_status *s = copy_checked(r, i, tmp);
     if (s == NULL)
         s = r->env->rename_file(r->env, tmp, dst);
@@ -210,9 +205,8 @@ static lsm_status *copy_shared(struct run *r, size_t i, const char *dst)
 /* The path of file i in the backup directory (malloc'd). */
 static char *dest_of(struct run *r, size_t i)
 {
-    char *rel = backup_file_rel(&r->m.files[i], r->m.id), *p = NULL;
-    if (rel != NULL && asprintf(&p, "%s/%s", r->dir, rel) < 0)
-        p = NULL;
+    char *rel = backup_file_rel(&r->m.files[i], r->m.id);
+    char *p = rel ? path_join(r->dir, rel) : NULL;
     free(rel);
     return p;
 }
@@ -228,10 +222,10 @@ static lsm_status *copy_all(struct run *r)
     size_t n = r->m.nfiles;
     char **dst = lsm_calloc(n ? n : 1, sizeof(*dst));
     bool *copy = lsm_calloc(n ? n : 1, sizeof(*copy));
-    lsm_status *s = dst && copy ? NULL : oom();
+    lsm_status *s = dst && copy ? NULL : status_no_memory();
     for (size_t i = 0; s == NULL && i < n; i++) {
         if ((dst[i] = dest_of(r, i)) == NULL)
-            s = oom();
+            s = status_no_memory();
         else if ((copy[i] = needs_copy(r, i, dst[i])))
             r->total += r->m.files[i].size;
     }
@@ -256,7 +250,7 @@ static lsm_status *own_dir(lsm_env *env, const char *dir)
 {
     char *self = backup_path(dir, ".", NULL);
     lsm_path_info pi;
-    lsm_status *s = self ? env->path_info(env, self, &pi) : oom();
+    lsm_status *s = self ? env->path_info(env, self, &pi) : status_no_memory();
     if (s == NULL && pi.kind != LSM_PATH_DIR)
         s = status_new(LSM_INVALID_ARGUMENT, "%s: not a directory", dir);
     else if (s == NULL && !pi.mine)
@@ -284,7 +278,7 @@ static lsm_status *make_dirs(lsm_env *env, const char *dir)
     const char *subs[] = {"shared", "private", "meta"};
     for (int i = 0; s == NULL && i < 3; i++) {
         char *p = backup_path(dir, subs[i], NULL);
-        s = p ? env->create_dir(env, p) : oom();
+        s = p ? env->create_dir(env, p) : status_no_memory();
         free(p);
     }
     return s ? s : env->sync_dir(env, dir);
@@ -310,22 +304,23 @@ static lsm_status *next_id(lsm_env *env, const char *dir, uint64_t *id)
 static lsm_status *sync_sub(lsm_env *env, const char *dir, const char *sub)
 {
     char *p = backup_path(dir, sub, NULL);
-    lsm_status *s = p ? env->sync_dir(env, p) : oom();
+    lsm_status *s = p ? env->sync_dir(env, p) : status_no_memory();
     free(p);
     return s;
 }
 
-/* meta/ID: written hidden, synced, renamed, meta/ synced. */
+/* meta/ID: written hidden, synced, renamed, meta/ synced. Every name is
+ * made first: once listed, nothing is left to allocate (but the env's). */
 static lsm_status *write_meta(struct run *r)
 {
     buf b;
     buf_init(&b);
-    char *tmp = NULL, *dst = NULL;
+    char *mdir = backup_path(r->dir, "meta", NULL);
+    char *tmp = lsm_asprintf("%s/meta/.tmp-%" PRIu64, r->dir, r->m.id);
+    char *dst = lsm_asprintf("%s/meta/%" PRIu64, r->dir, r->m.id);
     lsm_status *s = NULL;
-    if (!backup_meta_encode(&r->m, &b) ||
-        asprintf(&tmp, "%s/meta/.tmp-%" PRIu64, r->dir, r->m.id) < 0 ||
-        asprintf(&dst, "%s/meta/%" PRIu64, r->dir, r->m.id) < 0)
-        s = oom();
+    if (mdir == NULL || tmp == NULL || dst == NULL || !backup_meta_encode(&r->m, &b))
+        s = status_no_memory();
     if (s == NULL)
         s = env_write_file_sync(r->env, tmp, b.data, b.len);
     if (s == NULL)
@@ -335,10 +330,11 @@ static lsm_status *write_meta(struct run *r)
     r->listed = s == NULL;
     /* Listed from here on, every file synced: a failed sync leaves it (as
      * it is, or unlisted again after a crash), and says so. */
-    if (s == NULL && (s = sync_sub(r->env, r->dir, "meta")) != NULL)
+    if (s == NULL && (s = r->env->sync_dir(r->env, mdir)) != NULL)
         s = status_wrap(s, "backup %" PRIu64 " complete and listed, but the list may not be durable",
                         r->m.id);
     buf_free(&b);
+    free(mdir);
     free(tmp);
     free(dst);
     return s;
@@ -372,7 +368,7 @@ static lsm_status *take(struct run *r, lsm_db *db)
     if (s == NULL && priv != NULL && r->env->file_exists(r->env, priv))
         s = status_new(LSM_IO_ERROR, "%s exists", priv); /* another writer of the directory */
     if (s == NULL)
-        s = priv ? r->env->create_dir(r->env, priv) : oom();
+        s = priv ? r->env->create_dir(r->env, priv) : status_no_memory();
     r->made_private = s == NULL;
     free(priv);
     if (s == NULL)
@@ -418,7 +414,7 @@ static lsm_status *backup_read_only(lsm_db *db, lsm_env *env, const char *dir,
     lsm_status *s = make_dirs(env, dir);
     if (s == NULL)
         s = (lockname = backup_path(dir, "LOCK", NULL)) ? env->lock_file(env, lockname, &lock)
-                                                        : oom();
+                                                        : status_no_memory();
     if (s == NULL) /* LOCK's entry: verify and restore want it before any list */
         s = env->sync_dir(env, dir);
     if (s == NULL)
@@ -454,27 +450,35 @@ lsm_status *lsm_backup_store(const char *store_dir, const char *backup_dir,
     return s;
 }
 
-/* Whether name is a backup's checkpoint (or its hidden half) of another
- * process than this one: left by a crash. */
-static bool stale_checkpoint(const char *name)
+/* Whether name is a backup's checkpoint (or its hidden half) left behind:
+ * of another process (cut off by a crash), or of this one numbered below
+ * `below` (its removal failed, e.g. out of memory; below is 0 unless no
+ * other backup of this store runs in this process: one_backup_begins). */
+static bool stale_checkpoint(const char *name, unsigned below)
 {
     const char *p = name;
     if (strncmp(p, "." CKPT_PREFIX, strlen(CKPT_PREFIX) + 1) == 0)
         p++;
     if (strncmp(p, CKPT_PREFIX, strlen(CKPT_PREFIX)) != 0)
         return false;
-    long pid = strtol(p + strlen(CKPT_PREFIX), NULL, 10);
-    return pid > 0 && pid != (long)getpid();
+    char *end = NULL;
+    long pid = strtol(p + strlen(CKPT_PREFIX), &end, 10);
+    if (pid <= 0)
+        return false;
+    if (pid != (long)getpid())
+        return true;
+    return *end == '-' && strtoul(end + 1, NULL, 10) < below;
 }
 
-/* Best effort: removes checkpoints of backups a crash cut off. */
-static void remove_stale(lsm_db *db)
+/* Best effort: removes the checkpoints of backups that could not remove
+ * them (below: stale_checkpoint's). */
+static void remove_stale(lsm_db *db, unsigned below)
 {
     char **names = NULL;
     int n = 0;
     lsm_status *s = db->env->get_children(db->env, db->dir, &names, &n);
     for (int i = 0; s == NULL && i < n; i++) {
-        char *p = stale_checkpoint(names[i]) ? backup_path(db->dir, names[i], NULL) : NULL;
+        char *p = stale_checkpoint(names[i], below) ? path_join(db->dir, names[i]) : NULL;
         if (p != NULL)
             env_remove_tree(db->env, p);
         free(p);
@@ -483,18 +487,39 @@ static void remove_stale(lsm_db *db)
     env_free_children(names, n);
 }
 
+/* A backup of db begins: its checkpoint's number (unique in the process:
+ * a leftover of an earlier handle of the store never takes its name), and
+ * in *below the number under which this process's checkpoints in the store
+ * are leftovers: 0 while another backup of db runs (one begun later takes
+ * its number later, under the same mutex, so a backup that began alone may
+ * take every lower one). */
+static unsigned one_backup_begins(lsm_db *db, unsigned *below)
+{
+    static atomic_uint counter;
+    mutex_lock(&db->mu);
+    unsigned number = atomic_fetch_add(&counter, 1);
+    *below = db->backups_running++ == 0 ? number : 0;
+    mutex_unlock(&db->mu);
+    return number;
+}
+
+static void one_backup_ends(lsm_db *db)
+{
+    mutex_lock(&db->mu);
+    db->backups_running--;
+    mutex_unlock(&db->mu);
+}
+
 lsm_status *lsm_backup(lsm_db *db, const char *backup_dir, const lsm_backup_options *o,
                        lsm_backup_info *info)
 {
     if (db->opt.read_only)
         return backup_read_only(db, db->env, backup_dir, o, info);
-    static atomic_uint counter;
-    char *ckpt = NULL;
-    if (asprintf(&ckpt, "%s/" CKPT_PREFIX "%ld-%u", db->dir, (long)getpid(),
-                 atomic_fetch_add(&counter, 1)) < 0)
-        return oom();
-    remove_stale(db);
-    lsm_status *s = lsm_checkpoint(db, ckpt);
+    unsigned below;
+    unsigned number = one_backup_begins(db, &below);
+    remove_stale(db, below);
+    char *ckpt = lsm_asprintf("%s/" CKPT_PREFIX "%ld-%u", db->dir, (long)getpid(), number);
+    lsm_status *s = ckpt ? lsm_checkpoint(db, ckpt) : status_no_memory();
     lsm_db *copy = NULL;
     if (s == NULL)
         s = open_read_only(db->env, ckpt, &copy);
@@ -502,7 +527,10 @@ lsm_status *lsm_backup(lsm_db *db, const char *backup_dir, const lsm_backup_opti
         s = backup_read_only(copy, db->env, backup_dir, o, info);
     if (copy != NULL)
         status_keep_first(&s, lsm_close(copy));
-    env_remove_tree(db->env, ckpt);
+    /* what it cannot remove the next backup does (remove_stale) */
+    if (ckpt != NULL)
+        env_remove_tree(db->env, ckpt);
     free(ckpt);
+    one_backup_ends(db);
     return s;
 }

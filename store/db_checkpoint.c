@@ -177,6 +177,26 @@ static lsm_status *build_copy(lsm_db *db, const version *v, const version_edit *
     return s;
 }
 
+/* Removes what build_copy made in tmp by name first (env_remove_tree
+ * lists tmp, which out of memory cannot), then the rest and tmp. */
+static void unmake_copy(lsm_env *env, const version *v, uint64_t number, const char *tmp)
+{
+    char name[FILE_NAME_MAX];
+    for (int l = 0; l < NUM_LEVELS; l++)
+        for (int i = 0; i < v->nfiles[l]; i++) {
+            numbered_file_name(FILE_TABLE, v->files[l][i]->number, name);
+            env_remove_in(env, tmp, name);
+        }
+    const enum file_type made[] = {FILE_MANIFEST, FILE_TEMP};
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) {
+        numbered_file_name(made[i], number, name);
+        env_remove_in(env, tmp, name);
+    }
+    env_remove_in(env, tmp, "CURRENT");
+    env_remove_in(env, tmp, "LOCK");
+    env_remove_tree(env, tmp);
+}
+
 /* Everything after the cut: the copy in tmp, renamed to dest, synced. */
 static lsm_status *write_checkpoint(lsm_db *db, const char *dest, const char *tmp,
                                     const char *parent, const version *v,
@@ -192,7 +212,7 @@ static lsm_status *write_checkpoint(lsm_db *db, const char *dest, const char *tm
     if (s == NULL)
         s = build_copy(db, v, e, number, tmp, o, info);
     if (s != NULL) {
-        env_remove_tree(env, tmp);
+        unmake_copy(env, v, number, tmp);
         return status_wrap(s, "checkpoint %s", dest);
     }
     /* dest is complete once renamed: a failed sync after leaves it

@@ -278,6 +278,8 @@ struct lsm_db {
     bool ckpt_waiting;     /* [mu] */
     uint64_t ckpt_mem_id;  /* [mu] */
     version *ckpt_version; /* [mu] */
+    /* ---- lsm_backup (db_backup.c) */
+    unsigned backups_running; /* [mu] backups of this store under way */
 
     /* ---- pacing (pacing.h: the pacer is fed by db_compact.c, the clock
      * charged by db_write.c, read by db_rotate.c) */

@@ -8,6 +8,7 @@
 #include "status.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -154,8 +155,8 @@ void env_remove_tree(lsm_env *env, const char *dir)
     int n = 0;
     lsm_status *s = env->get_children(env, dir, &names, &n);
     for (int i = 0; s == NULL && i < n; i++) {
-        char *p = NULL;
-        if (asprintf(&p, "%s/%s", dir, names[i]) >= 0) {
+        char *p = path_join(dir, names[i]);
+        if (p != NULL) {
             lsm_status_free(env->remove_file(env, p));
             free(p);
         }
@@ -163,6 +164,13 @@ void env_remove_tree(lsm_env *env, const char *dir)
     lsm_status_free(s);
     env_free_children(names, n);
     lsm_status_free(env->remove_dir(env, dir));
+}
+
+void env_remove_in(lsm_env *env, const char *dir, const char *name)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path)
+        lsm_status_free(env->remove_file(env, path));
 }
 
 lsm_status *env_publish_dir(lsm_env *env, const char *tmp, const char *dest, const char *parent)

@@ -217,5 +217,9 @@ lsm_status *env_publish_dir(lsm_env *env, const char *tmp, const char *dest, con
 lsm_status *env_create_dir_durable(lsm_env *env, const char *path);
 /* Best effort: removes the files in dir, then dir (no subdirectories). */
 void env_remove_tree(lsm_env *env, const char *dir);
+/* Best effort: removes dir/name, allocating nothing (but what the env
+ * does): for undoing what a call made out of memory, when a listing
+ * (env_remove_tree's) cannot be had. */
+void env_remove_in(lsm_env *env, const char *dir, const char *name);
 
 #endif

@@ -11,60 +11,65 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-static char *join(const char *dir, const char *name)
+char *path_join(const char *dir, const char *name)
 {
-    size_t n = strlen(dir) + 1 + strlen(name) + 1;
-    char *p = lsm_malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
-    return p;
+    return lsm_asprintf("%s/%s", dir, name);
 }
 
-static char *make_name(const char *dir, const char *fmt, uint64_t number)
+void numbered_file_name(enum file_type type, uint64_t number, char out[FILE_NAME_MAX])
 {
-    char name[64];
-    snprintf(name, sizeof(name), fmt, number);
-    return join(dir, name);
+    const char *fmt = type == FILE_LOG        ? "%06" PRIu64 ".log"
+                      : type == FILE_TABLE    ? "%06" PRIu64 ".ldb"
+                      : type == FILE_MANIFEST ? "MANIFEST-%06" PRIu64
+                                              : "%06" PRIu64 ".dbtmp";
+    snprintf(out, FILE_NAME_MAX, fmt, number);
+}
+
+static char *make_name(const char *dir, enum file_type type, uint64_t number)
+{
+    char name[FILE_NAME_MAX];
+    numbered_file_name(type, number, name);
+    return path_join(dir, name);
 }
 
 char *log_file_name(const char *dir, uint64_t number)
 {
-    return make_name(dir, "%06" PRIu64 ".log", number);
+    return make_name(dir, FILE_LOG, number);
 }
 
 char *table_file_name(const char *dir, uint64_t number)
 {
-    return make_name(dir, "%06" PRIu64 ".ldb", number);
+    return make_name(dir, FILE_TABLE, number);
 }
 
 char *manifest_file_name(const char *dir, uint64_t number)
 {
-    return make_name(dir, "MANIFEST-%06" PRIu64, number);
+    return make_name(dir, FILE_MANIFEST, number);
 }
 
 char *temp_file_name(const char *dir, uint64_t number)
 {
-    return make_name(dir, "%06" PRIu64 ".dbtmp", number);
+    return make_name(dir, FILE_TEMP, number);
 }
 
 char *current_file_name(const char *dir)
 {
-    return join(dir, "CURRENT");
+    return path_join(dir, "CURRENT");
 }
 
 char *lock_file_name(const char *dir)
 {
-    return join(dir, "LOCK");
+    return path_join(dir, "LOCK");
 }
 
 char *reserve_file_name(const char *dir)
 {
-    return join(dir, "RESERVE");
+    return path_join(dir, "RESERVE");
 }
 
 char *reserve_new_file_name(const char *dir)
 {
-    return join(dir, "RESERVE.new");
+    return path_join(dir, "RESERVE.new");
 }
 
 /* Parses a decimal number filling all of [s, end); false if it is not below

@@ -29,6 +29,15 @@ enum file_type {
     FILE_RESERVE, /* the space reserve, or a larger one being written (db_reserve.c) */
 };
 
+/* "dir/name", malloc'd through lsm_malloc.h (NULL if out of memory): the
+ * one way the store joins a directory and a name. */
+char *path_join(const char *dir, const char *name);
+
+/* The bare name of numbered file `number` of type (FILE_LOG, FILE_TABLE,
+ * FILE_MANIFEST, FILE_TEMP) into out: no allocation. */
+#define FILE_NAME_MAX 40
+void numbered_file_name(enum file_type type, uint64_t number, char out[FILE_NAME_MAX]);
+
 /* A malloc'd path "dir/<name>" (NULL if out of memory). */
 char *log_file_name(const char *dir, uint64_t number);
 char *table_file_name(const char *dir, uint64_t number);

@@ -434,7 +434,8 @@ typedef struct lsm_backup_info {
 
 /* Backs up the open store db into backup_dir (created if missing): a
  * writable db through a checkpoint (lsm_checkpoint, hard links) in a
- * hidden directory of its own that is removed afterwards; a read_only one
+ * hidden directory of its own that is removed afterwards (if that fails,
+ * e.g. out of memory, by the next backup of the store); a read_only one
  * (which no one else can be writing) from its files as they are. The
  * store's env is used for everything (o->env is ignored). info may be NULL. */
 lsm_status *lsm_backup(lsm_db *db, const char *backup_dir, const lsm_backup_options *o,
@@ -450,7 +451,10 @@ lsm_status *lsm_backup_list(const char *backup_dir, const lsm_backup_options *o,
 /* Reads every byte of backup id (0: of every backup) against its
  * checksums. Each problem (a damaged or missing file, the file and the
  * offset of its first damaged 64 KiB) goes to report (may be NULL);
- * returns the first (LSM_CORRUPTION for damage), NULL when all is sound. */
+ * returns the first (LSM_CORRUPTION for damage), NULL when all is sound.
+ * Out of memory is no problem of the backup: it is not reported, the check
+ * stops, incomplete, and returns the first problem found before, else
+ * LSM_NO_MEMORY. */
 lsm_status *lsm_backup_verify(const char *backup_dir, uint64_t id, const lsm_backup_options *o,
                               void (*report)(void *ctx, const char *msg), void *ctx);
 /* Removes all but the newest keep backups (*removed of them, may be NULL):

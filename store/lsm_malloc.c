@@ -2,6 +2,7 @@
 #include "lsm_malloc.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,32 @@ void *lsm_realloc(void *p, size_t n)
 char *lsm_strdup(const char *s)
 {
     return fails() ? NULL : strdup(s);
+}
+
+char *lsm_strndup(const char *s, size_t n)
+{
+    return fails() ? NULL : strndup(s, n);
+}
+
+char *lsm_vasprintf(const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *p = n < 0 ? NULL : lsm_malloc((size_t)n + 1);
+    if (p != NULL)
+        vsnprintf(p, (size_t)n + 1, fmt, again);
+    va_end(again);
+    return p;
+}
+
+char *lsm_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *p = lsm_vasprintf(fmt, ap);
+    va_end(ap);
+    return p;
 }
 
 void *lsm_aligned_alloc(size_t align, size_t n)

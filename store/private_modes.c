@@ -5,6 +5,7 @@
  * nothing, and its target is not the store's).
  */
 #include "env.h"
+#include "filename.h"
 #include "status.h"
 
 #include <stdio.h>
@@ -38,20 +39,17 @@ lsm_status *lsm_private_modes(lsm_env *env, const char *dir, bool fix,
                               void *ctx, int *loose)
 {
     struct walk w = {env ? env : lsm_env_default(), fix, report, ctx, 0};
-    char **names = NULL, *self = NULL;
+    char **names = NULL;
     int n = 0;
     /* "dir/.": the directory a link given as dir leads to */
-    lsm_status *s = asprintf(&self, "%s/.", dir) < 0 ? status_new(LSM_NO_MEMORY, "out of memory")
-                                                      : check_one(&w, self, dir);
+    char *self = path_join(dir, ".");
+    lsm_status *s = self ? check_one(&w, self, dir) : status_no_memory();
     free(self);
     if (s == NULL)
         s = w.env->get_children(w.env, dir, &names, &n);
     for (int i = 0; s == NULL && i < n; i++) {
-        char *p = NULL;
-        if (asprintf(&p, "%s/%s", dir, names[i]) < 0)
-            s = status_new(LSM_NO_MEMORY, "out of memory");
-        else
-            s = check_one(&w, p, p);
+        char *p = path_join(dir, names[i]);
+        s = p ? check_one(&w, p, p) : status_no_memory();
         free(p);
     }
     env_free_children(names, n);

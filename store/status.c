@@ -78,6 +78,11 @@ lsm_status *status_not_found(void)
     return (lsm_status *)&st_not_found;
 }
 
+lsm_status *status_no_memory(void)
+{
+    return (lsm_status *)&st_oom_generic;
+}
+
 lsm_status *status_copy(const lsm_status *s)
 {
     if (s == NULL)

@@ -20,6 +20,8 @@ lsm_status *status_new(int code, const char *fmt, ...) __attribute__((format(pri
 lsm_status *status_from_errno(int err, const char *what);
 /* The shared, never-freed NOT_FOUND status (lookups miss often; no malloc). */
 lsm_status *status_not_found(void);
+/* The shared, never-freed NO_MEMORY status ("out of memory"; no malloc). */
+lsm_status *status_no_memory(void);
 /* A copy of s (NULL for NULL). */
 lsm_status *status_copy(const lsm_status *s);
 /* Keeps the first error of a sequence of steps: *first becomes s if it is

@@ -27,42 +27,54 @@ bool store_uri_is_rados(const char *loc)
     return loc != NULL && strncmp(loc, STORE_URI_RADOS, strlen(STORE_URI_RADOS)) == 0;
 }
 
-static bool take_string(const char *opt, const char *key, char **dst)
+/* Whether opt is "key=VALUE"; if so *dst becomes a copy of VALUE (kept as
+ * it was, and *oom set, when out of memory). */
+static bool take_string(const char *opt, const char *key, char **dst, bool *oom)
 {
     size_t n = strlen(key);
     if (strncmp(opt, key, n) != 0 || opt[n] != '=')
         return false;
+    char *v = lsm_strdup(opt + n + 1);
+    if (v == NULL) {
+        *oom = true;
+        return true;
+    }
     free(*dst);
-    *dst = strdup(opt + n + 1);
+    *dst = v;
     return true;
 }
 
-bool store_uri_option(const char *opt)
+lsm_status *store_uri_option(const char *opt, bool *ours)
 {
+    bool oom = false;
     pthread_mutex_lock(&uri.mu);
-    bool ours = take_string(opt, "ceph_conf", &uri.ceph_conf) ||
-                take_string(opt, "ceph_id", &uri.ceph_id);
-    if (!ours && strcmp(opt, "takeover") == 0)
-        ours = uri.takeover = true;
-    if (!ours && strncmp(opt, "lease_ms=", 9) == 0) {
+    *ours = take_string(opt, "ceph_conf", &uri.ceph_conf, &oom) ||
+            take_string(opt, "ceph_id", &uri.ceph_id, &oom);
+    if (!*ours && strcmp(opt, "takeover") == 0)
+        *ours = uri.takeover = true;
+    if (!*ours && strncmp(opt, "lease_ms=", 9) == 0) {
         uri.lease_ms = (uint32_t)strtoul(opt + 9, NULL, 10);
-        ours = true;
+        *ours = true;
     }
     pthread_mutex_unlock(&uri.mu);
-    return ours;
+    return oom ? status_new(LSM_NO_MEMORY, "-o %s: out of memory", opt) : NULL;
 }
 
-char *store_uri_options(const char *list)
+lsm_status *store_uri_options(const char *list)
 {
-    char *copy = strdup(list), *save = NULL, *bad = NULL;
+    char *copy = lsm_strdup(list), *save = NULL;
     if (copy == NULL)
-        return strdup("(out of memory)");
-    for (char *t = strtok_r(copy, ",", &save); t != NULL && bad == NULL;
-         t = strtok_r(NULL, ",", &save))
-        if (!store_uri_option(t))
-            bad = strdup(t);
+        return status_new(LSM_NO_MEMORY, "-o %s: out of memory", list);
+    lsm_status *s = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t != NULL && s == NULL;
+         t = strtok_r(NULL, ",", &save)) {
+        bool ours = false;
+        s = store_uri_option(t, &ours);
+        if (s == NULL && !ours)
+            s = status_new(LSM_INVALID_ARGUMENT, "unknown option -o %s", t);
+    }
     free(copy);
-    return bad;
+    return s;
 }
 
 /* The env of pool, connected on first use. REQUIRES: uri.mu held. */
@@ -85,7 +97,7 @@ static lsm_status *pool_env(const char *pool, lsm_env **env)
     lsm_status *s = env_rados_open(&o, env);
     if (s != NULL)
         return s;
-    if ((uri.pool[uri.n] = strdup(pool)) == NULL) {
+    if ((uri.pool[uri.n] = lsm_strdup(pool)) == NULL) {
         env_rados_close(*env);
         return status_new(LSM_NO_MEMORY, "ceph: out of memory");
     }
@@ -107,7 +119,7 @@ lsm_status *store_uri_resolve(const char *loc, lsm_env **env, char **path)
     if (slash == NULL || slash == p || slash[1] == '\0')
         return status_new(LSM_INVALID_ARGUMENT, "%s: not a store location (rados:POOL/NAME)",
                           loc);
-    char *pool = strndup(p, (size_t)(slash - p));
+    char *pool = lsm_strndup(p, (size_t)(slash - p));
     if (pool == NULL || (*path = lsm_strdup(slash + 1)) == NULL) {
         free(pool);
         return status_new(LSM_NO_MEMORY, "out of memory");

@@ -18,12 +18,14 @@
 
 bool store_uri_is_rados(const char *loc);
 /* Takes one -o option if it is a store location's ("ceph_conf=PATH",
- * "ceph_id=NAME", "takeover", "lease_ms=N"): true if it was one. Before
- * any store_uri_resolve. */
-bool store_uri_option(const char *opt);
-/* store_uri_option for each of a comma-separated list: NULL, or (malloc'd)
- * the first option that is not one. */
-char *store_uri_options(const char *list);
+ * "ceph_id=NAME", "takeover", "lease_ms=N"): *ours says whether it was one.
+ * LSM_NO_MEMORY if it was but could not be kept (the option is then as it
+ * was before: never silently dropped). Before any store_uri_resolve. */
+lsm_status *store_uri_option(const char *opt, bool *ours);
+/* store_uri_option for each of a comma-separated list: NULL when every one
+ * was taken; else LSM_INVALID_ARGUMENT "unknown option -o OPT" for the
+ * first that is not one, or LSM_NO_MEMORY. */
+lsm_status *store_uri_options(const char *list);
 /* The env holding loc and loc's path in it (malloc'd): for a local path
  * lsm_env_default() and the path itself; for rados:POOL/NAME the pool's
  * env (connected on first use: a clear one-line error if it cannot be)

@@ -338,10 +338,10 @@ static int run(int argc, char **argv)
 {
     /* -o ceph_conf=PATH,ceph_id=NAME first: for stores on RADOS. */
     for (; argc >= 3 && !strcmp(argv[1], "-o"); argc -= 2, argv += 2) {
-        char *bad = store_uri_options(argv[2]);
+        lsm_status *bad = store_uri_options(argv[2]);
         if (bad != NULL) {
-            fprintf(stderr, "lsmctl: unknown option -o %s\n", bad);
-            free(bad);
+            fprintf(stderr, "lsmctl: %s\n", lsm_status_message(bad));
+            lsm_status_free(bad);
             return 2;
         }
     }

@@ -78,36 +78,6 @@ static void put_range(lsm_db *db, int from, int to, int gen)
     }
 }
 
-static bool put_hex(buf *b, const char *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        char h[3];
-        snprintf(h, sizeof h, "%02x", (unsigned char)p[i]);
-        if (!buf_append(b, h, 2))
-            return false;
-    }
-    return true;
-}
-
-/* Everything db holds, as one string "key=value\n..." in hex (malloc'd). */
-static char *dump(lsm_db *db)
-{
-    buf b;
-    buf_init(&b);
-    lsm_iter *it = lsm_iter_new(db, NULL);
-    assert_non_null(it);
-    for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it)) {
-        size_t kn, vn;
-        const char *k = lsm_iter_key(it, &kn), *v = lsm_iter_value(it, &vn);
-        assert_true(put_hex(&b, k, kn) && buf_append(&b, "=", 1) && put_hex(&b, v, vn) &&
-                    buf_append(&b, "\n", 1));
-    }
-    ASSERT_OK(lsm_iter_status(it));
-    lsm_iter_free(it);
-    assert_true(buf_append(&b, "", 1));
-    return b.data;
-}
-
 struct progress {
     uint64_t calls, done, total;
 };
@@ -135,7 +105,7 @@ static void check_restore(uint64_t id, const char *want)
     assert_true(p.calls > 0 && p.done == p.total);
     ASSERT_FAILS(lsm_backup_restore(bdir, id, dest, bo()), LSM_INVALID_ARGUMENT, "exists");
     lsm_db *db = tu_open_existing(dest, false);
-    char *got = dump(db);
+    char *got = tu_dump_db(db);
     if (strcmp(got, want) != 0)
         fail_msg("backup %llu restored: %zu bytes of keys and values, %zu expected",
                  (unsigned long long)id, strlen(got), strlen(want));
@@ -167,7 +137,7 @@ static void test_backup_chain(void **state)
     for (int b = 1; b <= CHAIN; b++) {
         if (b > 1)
             change(db, b);
-        want[b] = dump(db);
+        want[b] = tu_dump_db(db);
         struct progress p = {0};
         lsm_backup_options o;
         lsm_backup_options_init(&o);
@@ -362,7 +332,7 @@ static char *closed_store(void)
 {
     lsm_db *db = tu_open_db(live, NULL, 64 << 10);
     put_range(db, 0, 500, 0);
-    char *want = dump(db);
+    char *want = tu_dump_db(db);
     ASSERT_OK(lsm_close(db));
     return want;
 }
@@ -444,7 +414,7 @@ static void test_backup_two_envs(void **state)
     fault_env_free(fs);
     fault_env_free(fb);
     db = tu_open_existing(dest, false);
-    char *got = dump(db);
+    char *got = tu_dump_db(db);
     assert_string_equal(got, want);
     free(got);
     free(want);
@@ -536,7 +506,7 @@ static bool sweep_one(int stream, uint64_t index, enum fault_kind k, void *ctx)
     ASSERT_OK(lsm_backup(db, bdir, NULL, NULL));
     put_range(db, 0, SWEEP_KEYS / 10, 1);
     ASSERT_OK(lsm_sync(db));
-    char *want2 = dump(db);
+    char *want2 = tu_dump_db(db);
     tu_faulted f;
     tu_fault_run(fe, stream, index, k, backup_op, db, &f);
     tu_fault_not_claimed(&f, k, "backups", "the backup");
@@ -563,7 +533,7 @@ static bool sweep_one(int stream, uint64_t index, enum fault_kind k, void *ctx)
         check_restore(2, want2);
     /* The live store holds what it held (a power cut keeps what was synced). */
     db = tu_open_existing(live, false);
-    char *got = dump(db);
+    char *got = tu_dump_db(db);
     assert_string_equal(got, want2);
     free(got);
     tu_verify_clean(db);
@@ -580,7 +550,7 @@ static void test_backup_fault_sweep(void **state)
     /* What backup 1 holds, from a run without faults. */
     lsm_db *db = tu_open_db(live, NULL, 64 << 10);
     put_range(db, 0, SWEEP_KEYS, 0);
-    char *want1 = dump(db);
+    char *want1 = tu_dump_db(db);
     ASSERT_OK(lsm_close(db));
     const enum fault_kind kinds[] = {FAULT_EIO, FAULT_POWER_CUT, FAULT_ENOSPC};
     /* The flush of the checkpoint's cut runs on the background thread. */
@@ -598,7 +568,7 @@ static void three_backups(char *want[4])
     for (int b = 1; b <= 3; b++) {
         put_range(db, (b - 1) * 100, (b - 1) * 100 + 200, b);
         ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
-        want[b] = dump(db);
+        want[b] = tu_dump_db(db);
         ASSERT_OK(lsm_backup(db, bdir, NULL, NULL));
     }
     ASSERT_OK(lsm_close(db));
@@ -684,7 +654,7 @@ static bool restore_one(uint64_t index, enum fault_kind k, const char *want)
     lsm_status_free(s);
     if (tu_env()->file_exists(tu_env(), dest)) {
         lsm_db *db = tu_open_existing(dest, true);
-        char *got = dump(db);
+        char *got = tu_dump_db(db);
         assert_string_equal(got, want);
         free(got);
         ASSERT_OK(lsm_close(db));

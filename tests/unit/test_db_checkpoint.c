@@ -18,6 +18,55 @@ enum { NKEYS = 300 };
 
 static char live[300], dest[300];
 
+/* Every store a test has open, and the writers of
+ * test_checkpoint_while_writers_run: a check that fails leaves the test at
+ * once, and the teardown then stops the writers and closes the stores
+ * before it removes their files (threads running on removed files would
+ * crash the program and hide the failure). */
+static lsm_db *open_dbs[4];
+static struct {
+    atomic_bool stop;
+    bool running;
+    pthread_t thread;
+} writers;
+
+/* db, now closed by the teardown unless the test closes it (close_held). */
+static lsm_db *held(lsm_db *db)
+{
+    for (size_t i = 0; i < sizeof open_dbs / sizeof open_dbs[0]; i++)
+        if (open_dbs[i] == NULL) {
+            open_dbs[i] = db;
+            return db;
+        }
+    fail_msg("more stores open than open_dbs holds");
+    return db;
+}
+
+static lsm_status *close_held(lsm_db *db)
+{
+    for (size_t i = 0; i < sizeof open_dbs / sizeof open_dbs[0]; i++)
+        if (open_dbs[i] == db)
+            open_dbs[i] = NULL;
+    return lsm_close(db);
+}
+
+static void stop_writers(void)
+{
+    atomic_store(&writers.stop, true);
+    if (writers.running)
+        pthread_join(writers.thread, NULL);
+    writers.running = false;
+}
+
+static int teardown(void **state)
+{
+    stop_writers();
+    for (size_t i = sizeof open_dbs / sizeof open_dbs[0]; i-- > 0;)
+        if (open_dbs[i] != NULL)
+            lsm_status_free(close_held(open_dbs[i]));
+    return tu_teardown(state);
+}
+
 static int setup(void **state)
 {
     tu_setup(state);
@@ -70,7 +119,7 @@ static void assert_absent(lsm_db *db, int i)
  * and the memtable. */
 static lsm_db *open_filled(lsm_env *env)
 {
-    lsm_db *db = tu_open_db(live, env, 1 << 20);
+    lsm_db *db = held(tu_open_db(live, env, 1 << 20));
     put_range(db, 0, NKEYS / 3, false);
     ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
     put_range(db, NKEYS / 3, 2 * NKEYS / 3, false);
@@ -88,11 +137,11 @@ static void fill_rest(lsm_db *db)
 
 static void check_copy(const char *d, int nkeys)
 {
-    lsm_db *db = tu_open_existing(d, true);
+    lsm_db *db = held(tu_open_existing(d, true));
     check_range(db, 0, nkeys);
     assert_absent(db, nkeys);
     tu_verify_clean(db);
-    ASSERT_OK(lsm_close(db));
+    ASSERT_OK(close_held(db));
 }
 
 static nlink_t links_of_a_table(const char *d)
@@ -147,12 +196,12 @@ static void test_checkpoint_links_tables(void **state)
     if (!tu_on_rados()) /* RADOS counts names in an xattr (test_rados_env) */
         assert_true(links_of_a_table(dest) >= 2);
     check_copy(dest, NKEYS);
-    lsm_db *c = tu_open_db(dest, NULL, 0);
+    lsm_db *c = held(tu_open_db(dest, NULL, 0));
     put_range(c, NKEYS + 20, NKEYS + 21, false);
-    ASSERT_OK(lsm_close(c));
+    ASSERT_OK(close_held(c));
     assert_absent(db, NKEYS + 20);
     ASSERT_FAILS(lsm_checkpoint(db, dest), LSM_INVALID_ARGUMENT, "exists");
-    ASSERT_OK(lsm_close(db));
+    ASSERT_OK(close_held(db));
     assert_root_holds(true);
 }
 
@@ -170,7 +219,7 @@ static void test_checkpoint_copies_tables(void **state)
     assert_true(info.copied_bytes > 0);
     if (!tu_on_rados())
         assert_int_equal(links_of_a_table(dest), 1);
-    ASSERT_OK(lsm_close(db));
+    ASSERT_OK(close_held(db));
     check_copy(dest, NKEYS);
 }
 
@@ -181,7 +230,7 @@ static void test_checkpoint_of_flushed_store(void **state)
     lsm_db *db = open_filled(NULL);
     ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0));
     ASSERT_OK(lsm_checkpoint(db, dest));
-    ASSERT_OK(lsm_close(db));
+    ASSERT_OK(close_held(db));
     check_copy(dest, 2 * NKEYS / 3);
 }
 
@@ -189,10 +238,10 @@ static void test_checkpoint_of_flushed_store(void **state)
 static void test_checkpoint_of_first_memtable(void **state)
 {
     (void)state;
-    lsm_db *db = tu_open_db(live, NULL, 1 << 20);
+    lsm_db *db = held(tu_open_db(live, NULL, 1 << 20));
     put_range(db, 0, 10, false);
     ASSERT_OK(lsm_checkpoint(db, dest));
-    ASSERT_OK(lsm_close(db));
+    ASSERT_OK(close_held(db));
     check_copy(dest, 10);
 }
 
@@ -211,11 +260,11 @@ static void test_checkpoint_refusals(void **state)
     assert_int_equal(lsm_status_code(s), LSM_IO_ERROR);
     lsm_status_free(s);
     assert_root_holds(false);
-    lsm_status_free(lsm_close(db));
+    lsm_status_free(close_held(db));
     fault_env_free(fe);
-    lsm_db *ro = tu_open_existing(live, true);
+    lsm_db *ro = held(tu_open_existing(live, true));
     ASSERT_FAILS(lsm_checkpoint(ro, dest), LSM_READ_ONLY, NULL);
-    ASSERT_OK(lsm_close(ro));
+    ASSERT_OK(close_held(ro));
     assert_root_holds(false);
 }
 
@@ -287,46 +336,48 @@ static void *run_writers(void *p)
     return NULL;
 }
 
+/* The writers' state: static, as they may outlive a failed test's frame
+ * until the teardown stops them. */
+static struct writer_arg writer_args[WRITERS];
+
 static void test_checkpoint_while_writers_run(void **state)
 {
     (void)state;
-    lsm_db *db = tu_open_db(live, NULL, 256 << 10); /* flushes and compactions run */
-    atomic_bool stop = false;
-    struct writer_arg w[WRITERS];
+    lsm_db *db = held(tu_open_db(live, NULL, 256 << 10)); /* flushes and compactions run */
+    atomic_store(&writers.stop, false);
     for (int i = 0; i < WRITERS; i++)
-        w[i] = (struct writer_arg){.db = db, .id = i, .stop = &stop};
-    pthread_t all;
-    assert_int_equal(pthread_create(&all, NULL, run_writers, w), 0);
+        writer_args[i] = (struct writer_arg){.db = db, .id = i, .stop = &writers.stop};
+    assert_int_equal(pthread_create(&writers.thread, NULL, run_writers, writer_args), 0);
+    writers.running = true;
     int before[CHECKPOINTS][WRITERS];
     char names[CHECKPOINTS][320];
     for (int c = 0; c < CHECKPOINTS; c++) {
         usleep(100000);
         for (int i = 0; i < WRITERS; i++)
-            before[c][i] = atomic_load(&w[i].acked);
+            before[c][i] = atomic_load(&writer_args[i].acked);
         snprintf(names[c], sizeof names[c], "%s/copy%d", tu_dir, c);
         ASSERT_OK(lsm_checkpoint(db, names[c]));
     }
     usleep(50000);
-    atomic_store(&stop, true);
-    pthread_join(all, NULL);
+    stop_writers();
     for (int i = 0; i < WRITERS; i++)
-        ASSERT_OK(w[i].err);
+        ASSERT_OK(writer_args[i].err);
     int total = 0;
     for (int c = 0; c < CHECKPOINTS; c++) {
-        lsm_db *cp = tu_open_existing(names[c], true);
+        lsm_db *cp = held(tu_open_existing(names[c], true));
         for (int i = 0; i < WRITERS; i++) {
             int n = writer_prefix(cp, i);
             if (n < before[c][i])
                 fail_msg("copy %d: writer %d has %d keys, %d were acknowledged before", c, i, n,
                          before[c][i]);
-            assert_true(n <= atomic_load(&w[i].acked));
+            assert_true(n <= atomic_load(&writer_args[i].acked));
             total += n - before[c][i];
         }
         tu_verify_clean(cp);
-        ASSERT_OK(lsm_close(cp));
+        ASSERT_OK(close_held(cp));
     }
     assert_true(before[CHECKPOINTS - 1][0] > before[0][0]); /* the writers ran */
-    ASSERT_OK(lsm_close(db));
+    ASSERT_OK(close_held(db));
     print_message("checkpoints during writes: %d keys written between reading the counts and "
                   "the cut\n",
                   total);
@@ -392,16 +443,16 @@ static bool sweep_one(int stream, uint64_t index, enum fault_kind k, void *copy)
      * a power cut now keeps it. */
     if (f.done && !f.cut)
         ASSERT_OK(fault_env_power_cut(fe));
-    lsm_status_free(lsm_close(db));
+    lsm_status_free(close_held(db));
     fault_env_free(fe);
     if (f.done && !f.cut)
         assert_true(tu_env()->file_exists(tu_env(), dest));
     check_dest_if_any();
     assert_no_stray(f.cut);
-    lsm_db *again = tu_open_existing(live, false);
+    lsm_db *again = held(tu_open_existing(live, false));
     check_range(again, 0, NKEYS);
     tu_verify_clean(again);
-    ASSERT_OK(lsm_close(again));
+    ASSERT_OK(close_held(again));
     return f.fired || stream == FAULT_STREAM_OTHER;
 }
 
@@ -434,14 +485,14 @@ int main(void)
      * hundreds of stores would take minutes of round trips there. */
     size_t on_rados = 6;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_checkpoint_links_tables, setup, tu_teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_copies_tables, setup, tu_teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_of_flushed_store, setup, tu_teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_of_first_memtable, setup, tu_teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_refusals, setup, tu_teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_while_writers_run, setup, tu_teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_fault_sweep_link, setup, tu_teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_fault_sweep_copy, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_links_tables, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_copies_tables, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_of_flushed_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_of_first_memtable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_while_writers_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_fault_sweep_link, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_fault_sweep_copy, setup, teardown),
     };
     if (tu_on_rados()) {
         printf("over RADOS: the fault sweeps run over POSIX only\n");

@@ -16,14 +16,21 @@
  * op itself).
  * Every N runs (each run takes milliseconds: the stores are in memory).
  * Environment: FS_OOM_OP=name runs one op; FS_OOM_VERBOSE=1 prints each
- * op's allocation count (unfailed) and the runs made. */
+ * op's allocation count (unfailed) and the runs made; FS_OOM_TEST=name runs
+ * that test only (a cmocka filter).
+ *
+ * test_inode_scans_out_of_memory: the mount's scans of the store (the
+ * highest inode number, the inode count and its background thread), each
+ * allocation failing in turn. */
 #include "fixture.h"
 
 #include "acl.h"
+#include "alloc.h"
 #include "alloc_fail.h"
 #include "fake_req.h"
 #include "fsck.h"
 #include "fsinfo.h"
+#include "icount.h"
 #include "maint.h"
 #include "snapshot.h"
 #include "lsmfs.h"
@@ -34,6 +41,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <linux/capability.h>
 #include <linux/fuse.h>
 #include <linux/falloc.h>
@@ -1261,10 +1269,122 @@ static void test_every_op_out_of_memory(void **state)
     assert_true(ran > 0);
 }
 
+/* ------------------------------------------- the store's inode scans */
+
+/* More inode keys than icount_start counts before it returns: its thread
+ * counts the rest. Keys only (the scans read no record). */
+enum { SCAN_INODES = 6000, SCAN_FIRST = 1000 };
+
+static lsm_db *open_scan_store(const char *dir)
+{
+    lsm_db *db = tu_open_db(dir, NULL, 64 << 10);
+    for (uint64_t ino = SCAN_FIRST; ino < SCAN_FIRST + SCAN_INODES; ino++) {
+        schema_key k;
+        key_inode(&k, ino);
+        ASSERT_OK(lsm_put(db, NULL, k.b, k.len, "rec", 3));
+    }
+    ASSERT_OK(lsm_compact_range(db, NULL, 0, NULL, 0)); /* in tables: reads allocate */
+    return db;
+}
+
+/* The count icount_start gives with allocation n of stream failing (0:
+ * none), the background part waited for; *e its answer. Returns whether
+ * allocation n came. */
+static bool start_count(lsm_db *db, enum lsm_alloc_stream stream, uint64_t n, int *e,
+                        int64_t *total, bool *known)
+{
+    _Atomic int64_t t = 0;
+    _Atomic bool k = false;
+    icount_job *j = NULL;
+    lsm_alloc_hook_arm(stream, n);
+    *e = icount_start(db, &t, &k, &j);
+    for (int i = 0; i < 1000 && j != NULL && !atomic_load(&k); i++)
+        usleep(10000); /* (a recount after out of memory pauses first) */
+    lsm_alloc_hook_disarm();
+    icount_stop(j);
+    *total = atomic_load(&t);
+    *known = atomic_load(&k);
+    return lsm_alloc_hook_fired();
+}
+
+/* A scan of the store: its answer (an errno), its result in *got. */
+typedef int (*scan_fn)(lsm_db *db, uint64_t *got);
+
+static int highest(lsm_db *db, uint64_t *got)
+{
+    return alloc_highest_inode(db, got);
+}
+
+static int scan_count(lsm_db *db, uint64_t *got)
+{
+    int64_t count = 0;
+    int e = icount_scan(db, &count);
+    *got = (uint64_t)count;
+    return e;
+}
+
+/* fn with each of its allocations failing in turn: want or ENOMEM. */
+static void sweep_scan(lsm_db *db, const char *what, scan_fn fn, uint64_t want)
+{
+    uint64_t n = 1;
+    for (;; n++) {
+        uint64_t got = 0;
+        lsm_alloc_hook_arm(LSM_ALLOC_MAIN, n);
+        int e = fn(db, &got);
+        lsm_alloc_hook_disarm();
+        if (e != 0 && e != ENOMEM)
+            fail_msg("%s, allocation %" PRIu64 " failing: error %d", what, n, e);
+        if (e == 0 && got != want)
+            fail_msg("%s, allocation %" PRIu64 " failing: %" PRIu64 ", not %" PRIu64, what, n,
+                     got, want);
+        if (!lsm_alloc_hook_fired())
+            break;
+    }
+    assert_true(n > 1); /* it allocates */
+}
+
+/* The highest inode (alloc.c, at mount: no number is reused) and the inode
+ * count (icount.c: statfs's files) over a store iterator out of memory,
+ * each allocation failing in turn: the right answer or ENOMEM, never a
+ * wrong one. The count's background thread out of memory counts again
+ * (a count that stayed unknown showed statfs fewer files for the mount). */
+static void test_inode_scans_out_of_memory(void **state)
+{
+    (void)state;
+    char dir[sizeof base + 16];
+    snprintf(dir, sizeof dir, "%s/scan", base);
+    lsm_db *db = open_scan_store(dir);
+    sweep_scan(db, "highest inode", highest, SCAN_FIRST + SCAN_INODES - 1);
+    sweep_scan(db, "inode scan", scan_count, SCAN_INODES);
+    uint64_t n;
+    int e = 0;
+    int64_t count = 0;
+    for (int stream = LSM_ALLOC_MAIN; stream <= LSM_ALLOC_OTHER; stream++)
+        for (n = 1;; n++) {
+            bool known;
+            bool fired = start_count(db, (enum lsm_alloc_stream)stream, n, &e, &count, &known);
+            if (e != 0 && (e != ENOMEM || stream == LSM_ALLOC_OTHER))
+                fail_msg("count, allocation %" PRIu64 " of stream %d failing: error %d", n,
+                         stream, e);
+            if (e == 0 && !known)
+                fail_msg("count, allocation %" PRIu64 " of stream %d failing: never known", n,
+                         stream);
+            if (e == 0 && count != SCAN_INODES)
+                fail_msg("count, allocation %" PRIu64 " of stream %d failing: %" PRId64, n,
+                         stream, count);
+            if (!fired)
+                break;
+        }
+    ASSERT_OK(lsm_close(db));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_every_op_out_of_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inode_scans_out_of_memory, setup, teardown),
     };
+    if (getenv("FS_OOM_TEST") != NULL)
+        cmocka_set_test_filter(getenv("FS_OOM_TEST"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -500,6 +500,36 @@ static inline void tu_assert_value(lsm_db *db, const char *k, const char *v)
     free(got);
 }
 
+static inline bool tu_put_hex(buf *b, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char h[3];
+        snprintf(h, sizeof h, "%02x", (unsigned char)p[i]);
+        if (!buf_append(b, h, 2))
+            return false;
+    }
+    return true;
+}
+
+/* Everything db holds, as one string "key=value\n..." in hex (malloc'd). */
+static inline char *tu_dump_db(lsm_db *db)
+{
+    buf b;
+    buf_init(&b);
+    lsm_iter *it = lsm_iter_new(db, NULL);
+    assert_non_null(it);
+    for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it)) {
+        size_t kn, vn;
+        const char *k = lsm_iter_key(it, &kn), *v = lsm_iter_value(it, &vn);
+        assert_true(tu_put_hex(&b, k, kn) && buf_append(&b, "=", 1) && tu_put_hex(&b, v, vn) &&
+                    buf_append(&b, "\n", 1));
+    }
+    ASSERT_OK(lsm_iter_status(it));
+    lsm_iter_free(it);
+    assert_true(buf_append(&b, "", 1));
+    return b.data;
+}
+
 /* A numeric property of an open store (it must exist). */
 static inline uint64_t tu_prop(lsm_db *db, const char *name)
 {
