@@ -491,6 +491,7 @@ static bool retry_later_if_full(lsm_db *db, lsm_status *s, bool flusher)
     lsm_status_free(db->nospace);
     db->nospace = s;
     db->nospace_events++;
+    db->oom_retries += code == LSM_NO_MEMORY;
     if (code == LSM_NO_SPACE)
         db_reserve_serve_background(db);      /* the retry may use it (db_reserve.c) */
     pthread_cond_broadcast(&db->room_cv); /* waiting writers get the error now */

@@ -209,8 +209,12 @@ struct lsm_db {
     lsm_status *bg_error;          /* [mu] sticky: once set, every write fails */
     lsm_status *nospace;           /* [mu] the disk was full (or memory short) for a flush or compaction;
                                     * not sticky: retried, cleared by the next success */
-    uint64_t nospace_events;       /* [mu] background attempts that found the disk full
-                                    * or ran out of memory (retry_later_if_full) */
+    uint64_t nospace_events;       /* [mu] background attempts retried later, the disk full
+                                    * or memory short (retry_later_if_full): one count for
+                                    * both, as the writers waiting for room watch it for
+                                    * any retry (each gives them nospace) */
+    uint64_t oom_retries;          /* [mu] of those, the ones out of memory
+                                    * ("lsm.oom-retries"; the rest "lsm.full-disk-events") */
     uint64_t flush_asked;          /* [mu] callers that began waiting for a flush: a
                                     * full-disk retry wait of the flush thread ends */
     /* ---- compactions held off after one failed for space (db_holdoff.c) */

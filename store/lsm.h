@@ -300,6 +300,7 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *   "lsm.sequence"                   last sequence number
  *   "lsm.background-error"           "" or the sticky error's message
  *   "lsm.full-disk-events"           flushes and compactions that found the disk full
+ *   "lsm.oom-retries"                flushes and compactions out of memory (retried)
  *   "lsm.tables-dropped"             tables lsm_delete_files_in_range dropped
  *   "lsm.mem-usage"                  bytes in memtables
  *   "lsm.tables"                     one line per table: level, number, size, key range

@@ -570,7 +570,8 @@ static void test_switch_out_of_memory_keeps_reads(void **state)
 }
 
 /* The flush thread's first allocation fails (its memtable iterator):
- * the memtable stays, readable, and what was synced survives a reopen. */
+ * the memtable stays, readable, and what was synced survives a reopen; the
+ * retry counts as one out of memory, not as a full disk. */
 static void test_flush_out_of_memory_keeps_memtable(void **state)
 {
     (void)state;
@@ -595,6 +596,9 @@ static void test_flush_out_of_memory_keeps_memtable(void **state)
     }
     lsm_alloc_hook_disarm();
     assert_true(lsm_alloc_hook_fired());
+    /* retried for memory, counted apart from a full disk */
+    assert_int_equal(tu_prop(db, "lsm.oom-retries"), 1);
+    assert_int_equal(tu_prop(db, "lsm.full-disk-events"), 0);
     lsm_status_free(lsm_close(db));
     db = tu_open_db(dir, NULL, WBS);
     for (int i = 0; i <= synced_upto; i++)
