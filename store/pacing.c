@@ -43,31 +43,18 @@ void pacer_note_compaction(pacer *p, int level, uint64_t bytes, uint64_t micros,
     p->sampled_us[level] = now_us;
 }
 
-/* Table bytes per second the compaction threads keep up with; 0 if nothing
- * has been measured yet. A byte passes through every level's compaction.
- * Those of one lane run one after another, and so do those touching one
- * level (compaction_levels: never two at once), so each lane's and each
- * level's summed seconds per byte must fit in a second; the largest sets
- * the rate. */
+/* Table bytes per second the compaction threads keep up with: each lane's
+ * thread must pass a byte through its levels, the lanes run side by side,
+ * so the busier lane sets it; 0 if nothing has been measured yet. */
 static double sustainable_rate(const pacer *p)
 {
-    double lane_secs[COMPACTION_LANES] = {0}, level_secs[NUM_LEVELS] = {0};
-    for (int l = 0; l + 1 < NUM_LEVELS; l++) {
-        if (p->bytes[l] <= 0)
-            continue;
-        double cost = p->secs[l] / p->bytes[l];
-        lane_secs[compaction_lane(l)] += cost;
-        for (int touched = 0; touched < NUM_LEVELS; touched++)
-            if (compaction_levels(l) & (1u << touched))
-                level_secs[touched] += cost;
-    }
-    double secs_per_byte = 0;
+    double lane_secs[COMPACTION_LANES] = {0}, secs_per_byte = 0;
+    for (int l = 0; l < NUM_LEVELS; l++)
+        if (p->bytes[l] > 0)
+            lane_secs[compaction_lane(l)] += p->secs[l] / p->bytes[l];
     for (int lane = 0; lane < COMPACTION_LANES; lane++)
         if (lane_secs[lane] > secs_per_byte)
             secs_per_byte = lane_secs[lane];
-    for (int l = 0; l < NUM_LEVELS; l++)
-        if (level_secs[l] > secs_per_byte)
-            secs_per_byte = level_secs[l];
     return secs_per_byte > 0 ? 1 / secs_per_byte : 0;
 }
 

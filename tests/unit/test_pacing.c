@@ -28,32 +28,28 @@ static void test_unmeasured_is_unpaced(void **state)
     assert_true(p.rate == 0);
 }
 
-static void test_rate_fits_each_lane_and_each_level(void **state)
+static void test_rate_is_inverse_of_the_busier_lanes_costs(void **state)
 {
     (void)state;
     pacer p;
     pacer_init(&p, MIN_BACKLOG);
-    /* Seconds per MiB moved out of level 0: 0.05 (lane 0); of level 1: 0.2
-     * and of level 2: 0.2 (lane 1, one after another: 0.4). Level 2 is
-     * touched by both lane-1 levels' compactions (0.4), level 1 by those
-     * of levels 0 and 1 (0.25). */
+    /* Lane 0 (level 0): 0.5 s for 10 MiB moved; lane 1 (levels 1 and 2,
+     * summed: a byte passes both): 1 s for 5 MiB and 1 s for 20 MiB. */
     pacer_note_compaction(&p, 0, 10 * 1024 * 1024, SEC / 2, 1 * SEC);
     pacer_note_compaction(&p, 1, 5 * 1024 * 1024, SEC, 2 * SEC);
-    pacer_note_compaction(&p, 2, 10 * 1024 * 1024, 2 * SEC, 2 * SEC);
+    pacer_note_compaction(&p, 2, 20 * 1024 * 1024, SEC, 2 * SEC);
     pacer_update(&p, BACKLOG, true, 1, 2 * SEC);
-    double secs_per_byte = 0.4 / MB;
+    double secs_per_byte = 1.0 / (5 * MB) + 1.0 / (20 * MB);
     assert_near(p.rate, 1 / secs_per_byte);
     /* A written byte that becomes half a table byte may come twice as
      * fast. */
     pacer_update(&p, BACKLOG, true, 0.5, 2 * SEC);
     assert_near(p.rate, 2 / secs_per_byte);
-    /* Level 0 costing more: level 1, shared by the compactions of levels 0
-     * and 1 (never two at once), sets it, not lane 0 alone. */
+    /* Level 0 costing more than levels 1-2 together: lane 0 sets it. */
     pacer_note_compaction(&p, 0, 1024 * 1024, 10 * SEC, 2 * SEC);
     pacer_update(&p, BACKLOG, true, 1, 2 * SEC);
     double keep = 1 / (1 + 0.1); /* the first sample, 1 s old */
-    double level0 = (keep * 0.5 + 10) / (keep * 10 * MB + MB);
-    assert_near(p.rate, 1 / (level0 + 0.2 / MB));
+    assert_near(p.rate, (keep * 10 * MB + MB) / (keep * 0.5 + 10));
 }
 
 static void test_older_samples_weigh_less(void **state)
@@ -121,7 +117,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unmeasured_is_unpaced),
-        cmocka_unit_test(test_rate_fits_each_lane_and_each_level),
+        cmocka_unit_test(test_rate_is_inverse_of_the_busier_lanes_costs),
         cmocka_unit_test(test_older_samples_weigh_less),
         cmocka_unit_test(test_unpaced_when_not_behind_or_small),
         cmocka_unit_test(test_backlog_past_soft_limit_cuts_rate),
