@@ -122,11 +122,24 @@ static bool lane_may(const version *v, int lane, unsigned busy, int level)
            (busy & compaction_levels(level)) == 0 && v->nfiles[level] > 0;
 }
 
+/* Whether a level of another lane that needs compaction more than `level`
+ * shares a level with it and could start now: it goes first, as with one
+ * thread (the lanes race for mu). */
+static bool yields(const version *v, int lane, unsigned busy, int level)
+{
+    for (int m = 0; m < NUM_LEVELS - 1; m++)
+        if (compaction_lane(m) != lane && v->level_score[m] > v->level_score[level] &&
+            (compaction_levels(m) & compaction_levels(level)) != 0 &&
+            lane_may(v, compaction_lane(m), busy, m))
+            return true;
+    return false;
+}
+
 int compaction_choose(const version *v, int lane, unsigned busy, enum compaction_why *why)
 {
     int best = -1;
     for (int l = 0; l < NUM_LEVELS - 1; l++)
-        if (v->level_score[l] >= 1 && lane_may(v, lane, busy, l) &&
+        if (v->level_score[l] >= 1 && lane_may(v, lane, busy, l) && !yields(v, lane, busy, l) &&
             (best < 0 || v->level_score[l] > v->level_score[best]))
             best = l;
     *why = best >= 0 ? PICK_SIZE : PICK_NONE;

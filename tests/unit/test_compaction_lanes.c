@@ -82,23 +82,38 @@ static void test_each_level_has_one_lane(void **state)
         assert_int_equal(compaction_levels(l), (1u << l) | (1u << (l + 1)));
 }
 
-/* Level 0 due (8 tables: score 2), levels 1 (30 MiB: 3) and 2 (250 MiB:
- * 2.5) too. */
+/* Level 0 due (12 tables: score 3), levels 1 (20 MiB: 2) and 2 (150 MiB:
+ * 1.5) too. */
 static void test_deep_level_drains_while_level0_compacts(void **state)
 {
     (void)state;
-    uint64_t mib[NUM_LEVELS] = {0, 30, 250, 500};
+    uint64_t mib[NUM_LEVELS] = {0, 20, 150, 500};
     tree t;
-    tree_init(&t, 8, mib);
+    tree_init(&t, 12, mib);
     assert_int_equal(choose(&t, 0, 0), 0);
-    /* Nothing running: lane 1 takes its most needed level. */
-    assert_int_equal(choose(&t, 1, 0), 1);
+    /* Nothing running: level 1 shares level 1 with the more needed level
+     * 0, which goes first (as with one thread); lane 1 drains level 2. */
+    assert_int_equal(choose(&t, 1, 0), 2);
     /* Level 0 -> 1 running: level 1 is taken, lane 1 drains level 2. */
     assert_int_equal(choose(&t, 1, compaction_levels(0)), 2);
     /* Level 1 -> 2 running: level 0 waits (its output level is taken). */
     assert_int_equal(choose(&t, 0, compaction_levels(1)), -1);
     /* Level 2 -> 3 running: level 0 goes on. */
     assert_int_equal(choose(&t, 0, compaction_levels(2)), 0);
+    tree_free(&t);
+}
+
+/* Level 1 more needed (30 MiB: 3) than level 0 (8 tables: 2): level 0
+ * yields it level 1, as one thread would. */
+static void test_the_more_needed_of_two_sharing_a_level_goes_first(void **state)
+{
+    (void)state;
+    uint64_t mib[NUM_LEVELS] = {0, 30, 50, 0};
+    tree t;
+    tree_init(&t, 8, mib);
+    assert_int_equal(choose(&t, 1, 0), 1);
+    assert_int_equal(choose(&t, 0, 0), -1);
+    assert_int_equal(choose(&t, 0, compaction_levels(1)), -1);
     tree_free(&t);
 }
 
@@ -124,10 +139,29 @@ static void test_seek_and_deletion_picks_keep_the_rule(void **state)
     tree_free(&t);
 }
 
+/* Whether level l is due, holds tables and touches no busy level. */
+static bool may(const tree *t, int l, unsigned busy)
+{
+    return t->v.level_score[l] >= 1 && t->v.nfiles[l] > 0 && (compaction_levels(l) & busy) == 0;
+}
+
+/* Whether a level of the other lane that could start, more needed than l,
+ * shares a level with it. */
+static bool more_needed_shares(const tree *t, int l, unsigned busy)
+{
+    for (int m = 0; m < NUM_LEVELS - 1; m++)
+        if (compaction_lane(m) != compaction_lane(l) && may(t, m, busy) &&
+            t->v.level_score[m] > t->v.level_score[l] &&
+            (compaction_levels(m) & compaction_levels(l)) != 0)
+            return true;
+    return false;
+}
+
 /* Over many trees and every compaction that may be running on the other
  * lane, a lane's choice is of its own lane, due, and touches no level the
  * running one touches; and a lane finds work whenever a due level of its
- * own is free. */
+ * own is free and no more needed one of the other lane that shares a level
+ * with it could start. */
 static void test_no_two_compactions_share_a_level(void **state)
 {
     (void)state;
@@ -150,9 +184,8 @@ static void test_no_two_compactions_share_a_level(void **state)
                                 int got = choose(&t, lane, busy);
                                 bool free_due = false;
                                 for (int l = 0; l < NUM_LEVELS - 1; l++)
-                                    free_due |= compaction_lane(l) == lane &&
-                                                t.v.level_score[l] >= 1 && t.v.nfiles[l] > 0 &&
-                                                (compaction_levels(l) & busy) == 0;
+                                    free_due |= compaction_lane(l) == lane && may(&t, l, busy) &&
+                                                !more_needed_shares(&t, l, busy);
                                 assert_int_equal(got >= 0, free_due);
                                 if (got < 0)
                                     continue;
@@ -244,6 +277,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_level_has_one_lane),
         cmocka_unit_test(test_deep_level_drains_while_level0_compacts),
+        cmocka_unit_test(test_the_more_needed_of_two_sharing_a_level_goes_first),
         cmocka_unit_test(test_seek_and_deletion_picks_keep_the_rule),
         cmocka_unit_test(test_no_two_compactions_share_a_level),
         TU_TEST(test_side_by_side_compactions_keep_every_key),
