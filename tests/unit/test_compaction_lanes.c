@@ -56,6 +56,13 @@ static void tree_init(tree *t, int l0, const uint64_t mib[NUM_LEVELS])
     version_compute_score(&t->v, L0_TRIGGER, UNIT, VERSION_LEVEL1_BYTES);
 }
 
+/* tree_init with levels 1-3 of l1, l2, l3 MiB. */
+static void tree_of(tree *t, int l0, uint64_t l1, uint64_t l2, uint64_t l3)
+{
+    uint64_t mib[NUM_LEVELS] = {0, l1, l2, l3};
+    tree_init(t, l0, mib);
+}
+
 static void tree_free(tree *t)
 {
     for (int l = 0; l < NUM_LEVELS; l++)
@@ -87,9 +94,8 @@ static void test_each_level_has_one_lane(void **state)
 static void test_deep_level_drains_while_level0_compacts(void **state)
 {
     (void)state;
-    uint64_t mib[NUM_LEVELS] = {0, 20, 150, 500};
     tree t;
-    tree_init(&t, 12, mib);
+    tree_of(&t, 12, 20, 150, 500);
     assert_int_equal(choose(&t, 0, 0), 0);
     /* Nothing running: level 1 shares level 1 with the more needed level
      * 0, which goes first (as with one thread); lane 1 drains level 2. */
@@ -108,9 +114,8 @@ static void test_deep_level_drains_while_level0_compacts(void **state)
 static void test_the_more_needed_of_two_sharing_a_level_goes_first(void **state)
 {
     (void)state;
-    uint64_t mib[NUM_LEVELS] = {0, 30, 50, 0};
     tree t;
-    tree_init(&t, 8, mib);
+    tree_of(&t, 8, 30, 50, 0);
     assert_int_equal(choose(&t, 1, 0), 1);
     assert_int_equal(choose(&t, 0, 0), -1);
     assert_int_equal(choose(&t, 0, compaction_levels(1)), -1);
@@ -121,9 +126,8 @@ static void test_the_more_needed_of_two_sharing_a_level_goes_first(void **state)
 static void test_seek_and_deletion_picks_keep_the_rule(void **state)
 {
     (void)state;
-    uint64_t mib[NUM_LEVELS] = {0, 5, 50, 500};
     tree t;
-    tree_init(&t, 1, mib); /* nothing due by size */
+    tree_of(&t, 1, 5, 50, 500); /* nothing due by size */
     atomic_store(&t.v.seek_file, t.f[1][0]);
     t.v.seek_level = 1;
     assert_int_equal(choose(&t, 0, 0), -1);
