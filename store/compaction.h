@@ -52,7 +52,9 @@ unsigned compaction_levels(int level);
 enum compaction_why { PICK_NONE, PICK_SIZE, PICK_SEEKS, PICK_DELETIONS };
 /* The level `lane` should compact in v while the levels in `busy`
  * (compaction_levels of the running ones) are taken: its most needed level
- * by size whose levels are free; else, while no level of v is due by size,
+ * by size whose levels are free, unless a more needed level of the other
+ * lane that shares a level with it could start (that one goes first, as
+ * with one thread); else, while no level of v is due by size,
  * v's seek_file, else its deletion_file, if in the lane and free. Returns
  * the level (-1 and PICK_NONE: nothing). */
 int compaction_choose(const version *v, int lane, unsigned busy, enum compaction_why *why);
