@@ -104,15 +104,68 @@ static file_meta *next_file_after_pointer(version_set *vs, int level)
     return v->files[level][0];
 }
 
-compaction *compaction_pick(version_set *vs, uint64_t target_file_size)
+int compaction_lane(int level)
+{
+    return level == 0 ? 0 : 1;
+}
+
+unsigned compaction_levels(int level)
+{
+    assert(level >= 0 && level + 1 < NUM_LEVELS);
+    return 3u << level;
+}
+
+/* Whether `lane` may compact `level` now (busy: the levels taken). */
+static bool lane_may(const version *v, int lane, unsigned busy, int level)
+{
+    return level >= 0 && level + 1 < NUM_LEVELS && compaction_lane(level) == lane &&
+           (busy & compaction_levels(level)) == 0 && v->nfiles[level] > 0;
+}
+
+/* Whether a level of another lane that needs compaction more than `level`
+ * shares a level with it and could start now: it goes first, as with one
+ * thread (the lanes race for mu). */
+static bool yields(const version *v, int lane, unsigned busy, int level)
+{
+    for (int m = 0; m < NUM_LEVELS - 1; m++)
+        if (compaction_lane(m) != lane && v->level_score[m] > v->level_score[level] &&
+            (compaction_levels(m) & compaction_levels(level)) != 0 &&
+            lane_may(v, compaction_lane(m), busy, m))
+            return true;
+    return false;
+}
+
+int compaction_choose(const version *v, int lane, unsigned busy, enum compaction_why *why)
+{
+    int best = -1;
+    for (int l = 0; l < NUM_LEVELS - 1; l++)
+        if (v->level_score[l] >= 1 && lane_may(v, lane, busy, l) && !yields(v, lane, busy, l) &&
+            (best < 0 || v->level_score[l] > v->level_score[best]))
+            best = l;
+    *why = best >= 0 ? PICK_SIZE : PICK_NONE;
+    if (best >= 0 || v->compaction_score >= 1) /* size first */
+        return best;
+    file_meta *seek = atomic_load(&((version *)v)->seek_file);
+    if (seek != NULL && lane_may(v, lane, busy, v->seek_level)) {
+        *why = PICK_SEEKS;
+        return v->seek_level;
+    }
+    if (v->deletion_file != NULL && lane_may(v, lane, busy, v->deletion_level)) {
+        *why = PICK_DELETIONS;
+        return v->deletion_level;
+    }
+    return -1;
+}
+
+compaction *compaction_pick(version_set *vs, uint64_t target_file_size, int lane, unsigned busy)
 {
     assert(mutex_held(vs->mu));
     const version *v = vs->current;
-    bool by_size = v->compaction_score >= 1 && v->nfiles[v->compaction_level] > 0;
-    bool by_seeks = !by_size && v->seek_file != NULL;
-    if (!by_size && !by_seeks && v->deletion_file == NULL)
+    enum compaction_why why;
+    int level = compaction_choose(v, lane, busy, &why);
+    if (level < 0)
         return NULL;
-    int level = by_size ? v->compaction_level : by_seeks ? v->seek_level : v->deletion_level;
+    bool by_size = why == PICK_SIZE, by_seeks = why == PICK_SEEKS;
     compaction *c = compaction_new(vs, level, target_file_size);
     if (c == NULL)
         return NULL;

@@ -3,12 +3,23 @@
  * compacting (LevelDB's leveled scheme).
  *
  * Level 0 is compacted when it holds l0_compaction_trigger files, deeper
- * levels when their bytes exceed 10 MiB * 10^(level-1). A compaction of
+ * levels when their bytes exceed level1_bytes * 10^(level-1). A compaction of
  * level L takes one file of L (the one after the level's compact pointer, so
  * successive compactions rotate through the key space) — for level 0 every
  * file overlapping it — plus the overlapping files of L+1, and writes new
  * files into L+1, split at the target file size and wherever an output would
  * overlap too much of L+2 (so the next compaction stays small).
+ *
+ * Two compactions may run at once, one per lane (db_compact.c runs a thread
+ * per lane): level-0 compactions on lane 0, every deeper one on lane 1, so
+ * level 1 keeps draining while a deep compaction runs and level 0 never waits
+ * behind a deep compaction. The rule that makes it safe: no two running
+ * compactions touch one level (compaction_levels). compaction_choose keeps
+ * it, so does a manual compaction (it runs alone), and run_compaction
+ * asserts it. With it a compaction's inputs, outputs and the levels its
+ * deletions are judged against (below its output level, read in its own
+ * pinned version) change under it only by moves further down, and a key's
+ * versions keep their order by level.
  */
 #ifndef LSM_COMPACTION_H
 #define LSM_COMPACTION_H
@@ -31,9 +42,26 @@ typedef struct compaction {
     version_edit edit;          /* what the compaction does, filled as it runs */
 } compaction;
 
-/* The compaction the current version most needs (by size, else of its
- * seek_file, else of its deletion_file), or NULL. REQUIRES: mu. */
-compaction *compaction_pick(version_set *vs, uint64_t target_file_size);
+#define COMPACTION_LANES 2
+/* The lane that compacts `level`. */
+int compaction_lane(int level);
+/* The levels a compaction of `level` reads and writes, bit l for level l. */
+unsigned compaction_levels(int level);
+
+/* Why a compaction is picked. */
+enum compaction_why { PICK_NONE, PICK_SIZE, PICK_SEEKS, PICK_DELETIONS };
+/* The level `lane` should compact in v while the levels in `busy`
+ * (compaction_levels of the running ones) are taken: its most needed level
+ * by size whose levels are free, unless a more needed level of the other
+ * lane that shares a level with it could start (that one goes first, as
+ * with one thread); else, while no level of v is due by size,
+ * v's seek_file, else its deletion_file, if in the lane and free. Returns
+ * the level (-1 and PICK_NONE: nothing). */
+int compaction_choose(const version *v, int lane, unsigned busy, enum compaction_why *why);
+/* The compaction lane `lane` should run in the current version while the
+ * levels in `busy` are taken (compaction_choose), or NULL (none due, or out
+ * of memory). REQUIRES: mu. */
+compaction *compaction_pick(version_set *vs, uint64_t target_file_size, int lane, unsigned busy);
 /* A compaction of `level` restricted to user keys [begin, end] (NULL:
  * unbounded), or NULL if nothing there. REQUIRES: mu. */
 compaction *compaction_pick_range(version_set *vs, int level, const char *begin, size_t blen,

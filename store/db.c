@@ -139,6 +139,8 @@ static lsm_db *db_alloc(const lsm_options *o, const char *dir)
     }
     db->vs.l0_compaction_trigger = L0_COMPACTION_TRIGGER;
     db->vs.l0_unit_bytes = o->write_buffer_size;
+    if (o->level1_bytes > 0)
+        db->vs.level1_bytes = o->level1_bytes;
     return db;
 }
 

@@ -2,12 +2,15 @@
  * db_compact.c — background work: flushing immutable memtables to level-0
  * tables, leveled compaction, deleting obsolete files, manual compaction.
  *
- * Two threads: the flush thread turns the oldest immutable memtable into a
- * table as soon as there is one; the compaction thread runs whatever
- * compaction the current version most needs. Keeping them apart means a
- * long level-0 -> level-1 compaction never delays a flush, so writers wait
- * for memory only when the disk truly cannot keep up (and the pacing in
- * db_rotate.c slows them gradually well before that).
+ * Three threads: the flush thread turns the oldest immutable memtable into a
+ * table as soon as there is one; a compaction thread per lane (compaction.h:
+ * level 0 on one, deeper levels on the other) runs whatever compaction of
+ * its lane the current version most needs among those whose levels no
+ * running compaction touches. Keeping them apart means a long level-0 ->
+ * level-1 compaction never delays a flush, nor a deep compaction the
+ * level-0 one, so writers wait for memory only when the disk truly cannot
+ * keep up (and the pacing in db_rotate.c slows them gradually well before
+ * that).
  *
  * Both threads do their I/O with mu released and take it to install the
  * result (vset_log_and_apply serialises MANIFEST writes). A flush writes to
@@ -664,7 +667,7 @@ static lsm_status *merge_compaction(lsm_db *db, compaction *c)
     ls->micros += db->env->now_micros(db->env) - t0;
     /* The inputs stay alive while the compaction pins its version: let go
      * first, so the sweep can delete them (no longer in use: db->running). */
-    db->running = NULL;
+    db->running[compaction_lane(c->level)] = NULL;
     version_unref(c->input_version);
     c->input_version = NULL;
     db_delete_obsolete_files(db);
@@ -673,15 +676,31 @@ static lsm_status *merge_compaction(lsm_db *db, compaction *c)
     return s;
 }
 
+/* The levels the running compactions touch (compaction_levels). REQUIRES:
+ * mu held. */
+static unsigned busy_levels(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    unsigned busy = 0;
+    for (int lane = 0; lane < COMPACTION_LANES; lane++)
+        if (db->running[lane])
+            busy |= compaction_levels(db->running[lane]->level);
+    return busy;
+}
+
 /* Runs compaction c, its inputs marked in use meanwhile (db->running).
- * REQUIRES: mu held (released while merging); no table drop being written. */
+ * REQUIRES: mu held (released while merging); no table drop being written;
+ * no running compaction touches c's levels (compaction.h). */
 static lsm_status *run_compaction(lsm_db *db, compaction *c)
 {
-    assert(mutex_held(&db->mu) && !db->dropping && db->running == NULL);
+    int lane = compaction_lane(c->level);
+    assert(mutex_held(&db->mu) && !db->dropping && db->running[lane] == NULL);
+    assert((busy_levels(db) & compaction_levels(c->level)) == 0);
     uint64_t input_bytes = compaction_input_bytes(c); /* (gone after it ran) */
-    db->running = c;
+    db->stats.side_by_side += busy_levels(db) != 0;
+    db->running[lane] = c;
     lsm_status *s = compaction_is_trivial_move(c) ? trivial_move(db, c) : merge_compaction(db, c);
-    db->running = NULL;
+    db->running[lane] = NULL;
     if (s == NULL)
         db_holdoff_clear(db);
     else if (lsm_status_code(s) == LSM_NO_SPACE)
@@ -712,11 +731,6 @@ void db_charge_seek(lsm_db *db, version *v, const seek_charge *charge)
     mutex_unlock(&db->mu);
 }
 
-static bool needs_compaction(lsm_db *db)
-{
-    return version_needs_compaction(db->vs.current);
-}
-
 /* Compaction yields the CPU to foreground threads (writers, readers, FUSE
  * workers): with two cores, a compaction at equal priority takes the
  * writer's time whenever a flush runs too, and that is what makes latency
@@ -727,30 +741,33 @@ static void lower_priority(int nice)
     (void)setpriority(PRIO_PROCESS, (id_t)port_thread_id(), nice);
 }
 
-/* Whether the compaction thread may pick a compaction now. REQUIRES: mu. */
-static bool may_pick(lsm_db *db)
+/* Whether lane's thread may pick a compaction now. REQUIRES: mu. */
+static bool may_pick(lsm_db *db, int lane)
 {
     assert(mutex_held(&db->mu));
+    enum compaction_why why;
     /* A freeing write waiting for room comes first (db_reserve.c). */
-    return !(db->bg_error || db->compacting || db->frees_holding || db->dropping ||
-             !needs_compaction(db));
+    return !(db->bg_error || db->compact_manual || db->frees_holding || db->dropping ||
+             compaction_choose(db->vs.current, lane, busy_levels(db), &why) < 0);
 }
 
 static void *compact_main(void *arg)
 {
-    lsm_db *db = arg;
-    port_thread_name("lsm-compact");
+    struct compact_lane *me = arg;
+    lsm_db *db = me->db;
+    port_thread_name(me->lane == 0 ? "lsm-compact0" : "lsm-compact1");
     lower_priority(4);
     mutex_lock(&db->mu);
     for (;;) {
-        while (!db->shutting_down && !may_pick(db))
+        while (!db->shutting_down && !may_pick(db, me->lane))
             cond_wait(&db->work_cv, &db->mu);
         if (db->shutting_down)
             break;
-        db->compacting = true;
-        compaction *c = compaction_pick(&db->vs, db->opt.target_file_size);
-        if (c == NULL) { /* due (needs_compaction) but not built: out of memory */
-            db->compacting = false;
+        db->compacting++;
+        compaction *c =
+            compaction_pick(&db->vs, db->opt.target_file_size, me->lane, busy_levels(db));
+        if (c == NULL) { /* due (may_pick) but not built: out of memory */
+            db->compacting--;
             lsm_status *e = status_new(LSM_NO_MEMORY, "compaction: out of memory");
             if (!retry_later_if_full(db, e, false))
                 db_set_bg_error(db, e);
@@ -760,7 +777,7 @@ static void *compact_main(void *arg)
         uint64_t held_us = db_holdoff_left_us(db, compaction_input_bytes(c));
         if (held_us > 0) { /* as big as one that failed for space: later */
             compaction_free(c);
-            db->compacting = false;
+            db->compacting--;
             wait_micros(db, held_us);
             continue;
         }
@@ -777,7 +794,7 @@ static void *compact_main(void *arg)
             pacer_note_compaction(&db->pacer, level, moved, now - t0, now);
         }
         compaction_free(c);
-        db->compacting = false;
+        db->compacting--;
         if (s == NULL)
             db->bg_progress++;
         if (s && db->shutting_down) /* (a success cleared nospace: run_compaction) */
@@ -888,17 +905,31 @@ void db_delete_obsolete_files(lsm_db *db)
 
 /* ------------------------------------------------------------- lifecycle */
 
+/* Stops the flush thread and the first n compaction threads. */
+static void stop_threads(lsm_db *db, int n)
+{
+    mutex_lock(&db->mu);
+    db->shutting_down = true;
+    pthread_cond_broadcast(&db->work_cv);
+    pthread_cond_broadcast(&db->room_cv);
+    mutex_unlock(&db->mu);
+    pthread_join(db->flush_thread, NULL);
+    for (int lane = 0; lane < n; lane++)
+        pthread_join(db->lanes[lane].thread, NULL);
+}
+
 lsm_status *db_start_background(lsm_db *db)
 {
     if (pthread_create(&db->flush_thread, NULL, flush_main, db) != 0)
         return status_new(LSM_IO_ERROR, "cannot start the flush thread");
-    if (pthread_create(&db->compact_thread, NULL, compact_main, db) != 0) {
-        mutex_lock(&db->mu);
-        db->shutting_down = true;
-        pthread_cond_broadcast(&db->work_cv);
-        mutex_unlock(&db->mu);
-        pthread_join(db->flush_thread, NULL);
-        return status_new(LSM_IO_ERROR, "cannot start the compaction thread");
+    for (int lane = 0; lane < COMPACTION_LANES; lane++) {
+        struct compact_lane *l = &db->lanes[lane];
+        l->db = db;
+        l->lane = lane;
+        if (pthread_create(&l->thread, NULL, compact_main, l) != 0) {
+            stop_threads(db, lane);
+            return status_new(LSM_IO_ERROR, "cannot start a compaction thread");
+        }
     }
     db->threads_started = true;
     mutex_lock(&db->mu);
@@ -911,13 +942,7 @@ void db_stop_background(lsm_db *db)
 {
     if (!db->threads_started)
         return;
-    mutex_lock(&db->mu);
-    db->shutting_down = true;
-    pthread_cond_broadcast(&db->work_cv);
-    pthread_cond_broadcast(&db->room_cv);
-    mutex_unlock(&db->mu);
-    pthread_join(db->flush_thread, NULL);
-    pthread_join(db->compact_thread, NULL);
+    stop_threads(db, COMPACTION_LANES);
     db->threads_started = false;
 }
 
@@ -961,7 +986,8 @@ lsm_status *db_flush_memtables(lsm_db *db, uint64_t deferred_upto)
 }
 
 /* Compacts [begin, end] at `level` until nothing there is left to move.
- * REQUIRES: mu held; db->compacting owned by the caller. */
+ * REQUIRES: mu held; db->compact_manual owned by the caller, no other
+ * compaction running. */
 static lsm_status *compact_level_range(lsm_db *db, int level, const char *begin, size_t blen,
                                        const char *end, size_t elen)
 {
@@ -993,16 +1019,20 @@ lsm_status *lsm_compact_range(lsm_db *db, const void *begin, size_t blen, const 
     if (s)
         return s;
     mutex_lock(&db->mu);
+    while (db->compact_manual) /* one manual compaction at a time */
+        cond_wait(&db->room_cv, &db->mu);
+    db->compact_manual = true; /* no lane picks one now */
     while (db->compacting)
         cond_wait(&db->room_cv, &db->mu);
-    db->compacting = true;
+    db->compacting++;
     int max_level = 1;
     for (int l = 1; l < NUM_LEVELS; l++)
         if (version_overlaps_level(db->vs.current, l, begin, blen, end, elen))
             max_level = l;
     for (int l = 0; s == NULL && l < max_level; l++)
         s = compact_level_range(db, l, begin, blen, end, elen);
-    db->compacting = false;
+    db->compacting--;
+    db->compact_manual = false;
     if (s == NULL)
         db->bg_progress++;
     pthread_cond_broadcast(&db->work_cv);

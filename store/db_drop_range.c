@@ -3,7 +3,7 @@
  * key range leave the version in one edit (contract in lsm.h).
  *
  * A table is dropped when its smallest and largest user keys both lie in
- * [begin, end), it is not an input of the running compaction (db->running:
+ * [begin, end), it is not an input of a running compaction (db->running:
  * that compaction's outputs would carry its keys back), and no older table
  * that stays overlaps it (its tombstones and newer values hide theirs: a
  * deleted key never shows again, so the call is safe at any time). While
@@ -35,15 +35,17 @@ static bool table_inside(const file_meta *f, const char *begin, size_t blen, con
            key_inside(f->largest.data, ikey_user_len(f->largest.len), begin, blen, end, elen);
 }
 
-/* Whether f is an input of the running compaction. REQUIRES: mu held. */
+/* Whether f is an input of a running compaction. REQUIRES: mu held. */
 static bool in_use(lsm_db *db, const file_meta *f)
 {
     assert(mutex_held(&db->mu));
-    const compaction *c = db->running;
-    for (int w = 0; c != NULL && w < 2; w++)
-        for (int i = 0; i < c->ninputs[w]; i++)
-            if (c->inputs[w][i] == f)
-                return true;
+    for (int lane = 0; lane < COMPACTION_LANES; lane++) {
+        const compaction *c = db->running[lane];
+        for (int w = 0; c != NULL && w < 2; w++)
+            for (int i = 0; i < c->ninputs[w]; i++)
+                if (c->inputs[w][i] == f)
+                    return true;
+    }
     return false;
 }
 

@@ -19,6 +19,7 @@
 
 #include "batch.h"
 #include "cache.h"
+#include "compaction.h"
 #include "table_cache.h"
 #include "env.h"
 #include "memtable.h"
@@ -125,6 +126,7 @@ struct db_stats {
     uint64_t stop_us;     /* time writers waited for room */
     uint64_t stops;
     uint64_t tables_dropped; /* by lsm_delete_files_in_range */
+    uint64_t side_by_side;   /* compactions begun while another lane's ran */
     struct level_stats levels[NUM_LEVELS];
 };
 
@@ -246,18 +248,27 @@ struct lsm_db {
     struct db_stats stats;         /* [mu] */
 
     /* ---- background work (db_compact.c): one thread flushes immutable
-     * memtables, another compacts, so a flush never waits behind a long
-     * compaction. */
+     * memtables, one per compaction lane compacts (compaction.h), so a
+     * flush never waits behind a long compaction, nor level 0 behind a
+     * deep one. */
     cache *block_cache;  /* [const] thread-safe */
     table_cache *tables; /* [const] thread-safe */
-    pthread_t flush_thread, compact_thread;
+    pthread_t flush_thread;
+    struct compact_lane {
+        lsm_db *db;       /* [const after open] */
+        int lane;         /* [const after open] */
+        pthread_t thread; /* [const after open] */
+    } lanes[COMPACTION_LANES];
     bool threads_started;      /* [const after open] */
     atomic_bool shutting_down; /* written under mu; merge_inputs polls it unlocked */
     pthread_cond_t work_cv;    /* background threads wait for work [mu] */
     pthread_cond_t room_cv;    /* writers wait for a flush/compaction [mu] */
-    bool compacting;           /* [mu] a compaction (background or manual) runs */
-    struct compaction *running; /* [mu] the one whose inputs are in use (NULL: none):
-                                 * lsm_delete_files_in_range leaves them */
+    int compacting;            /* [mu] compactions running (background or manual) */
+    bool compact_manual;       /* [mu] lsm_compact_range runs or waits for the lanes to
+                                * end theirs: no compaction is picked */
+    struct compaction *running[COMPACTION_LANES]; /* [mu] per lane, the one whose inputs
+                                * are in use (NULL: none): lsm_delete_files_in_range
+                                * leaves them; no two touch one level (compaction.h) */
     bool dropping;             /* [mu] lsm_delete_files_in_range's edit is being written:
                                 * no compaction is picked (db_drop_range.c) */
     bool flushing;             /* [mu] the flush thread is flushing (or sweeping) */

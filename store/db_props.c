@@ -75,16 +75,17 @@ static uint64_t compaction_written(lsm_db *db)
     return sum;
 }
 
-/* The background jobs running or due: the flush (a flush runs, or a
- * memtable waits for one) and the compaction (one runs, or a level needs
- * one), each 0 or 1; a sticky error makes nothing due. A retry after a full
+/* The background jobs running or due: the flush (0 or 1: a flush runs, or
+ * a memtable waits for one) and the compactions (those running, else 1 if a
+ * level needs one); a sticky error makes nothing due. A retry after a full
  * disk is due. REQUIRES: mu held. */
 static uint64_t background_jobs(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     bool due = db->bg_error == NULL && lsm_status_code(db->nospace) != LSM_NO_MEMORY;
-    return (uint64_t)(db->flushing || (due && db->nimm > 0)) +
-           (uint64_t)(db->compacting || (due && version_needs_compaction(db->vs.current)));
+    uint64_t compactions = db->compacting > 0 ? (uint64_t)db->compacting
+                           : (uint64_t)(due && version_needs_compaction(db->vs.current));
+    return (uint64_t)(db->flushing || (due && db->nimm > 0)) + compactions;
 }
 
 struct u64_prop {
@@ -140,6 +141,7 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t, const char *only)
         {"lsm.flushes", st->flushes},
         {"lsm.level0-load", (uint64_t)db->vs.current->l0_load},
         {"lsm.compaction-bytes-written", compaction_written(db)},
+        {"lsm.compactions-side-by-side", st->side_by_side},
         {"lsm.stall-us", st->stop_us + st->slowdown_us},
         {"lsm.paced-us", st->slowdown_us},
         {"lsm.stopped-us", st->stop_us},

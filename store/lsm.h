@@ -104,6 +104,9 @@ typedef struct lsm_options {
     int bloom_bits_per_key;  /* default 10; 0 disables */
     bool compression;        /* lz4; default true */
     size_t target_file_size; /* default 4 MiB */
+    /* Level 1 is compacted past this many bytes, each level below at ten
+     * times the one above. Default 10 MiB (LevelDB's). */
+    size_t level1_bytes;
     int max_open_files;      /* table cache capacity; default 1000 */
     /* Point reads of a table (a get's data block, its index and filter at
      * open) copy from a read-only mapping instead of a pread each; a disk
@@ -317,8 +320,10 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *                                    its target (version.h)
  *   "lsm.background-busy"            1 while a flush or compaction runs or is
  *                                    due, 0 when the background is idle
- *   "lsm.background-jobs"            how many of the two background jobs (flush,
- *                                    compaction) run or are due: 0, 1 or 2
+ *   "lsm.compactions-side-by-side"   compactions that began while another lane's ran
+ *   "lsm.background-jobs"            the background jobs running or due: the flush
+ *                                    (0 or 1) and the compactions (one per lane
+ *                                    running, else 1 if due): 0 to 3
  * Returns a malloc'd string, or NULL for an unknown name. */
 char *lsm_property(lsm_db *db, const char *name);
 /* Numeric form; false if the name is unknown or not numeric. */

@@ -13,6 +13,7 @@ void lsm_options_init(lsm_options *o)
     o->bloom_bits_per_key = 10;
     o->compression = true;
     o->target_file_size = 4u << 20;
+    o->level1_bytes = 10u << 20;
     o->max_open_files = 1000;
     o->mapped_reads = true;
     o->group_commit_delay_us = 40;

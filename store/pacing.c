@@ -1,5 +1,6 @@
 /* pacing.c — the write rate compaction can sustain; see pacing.h. */
 #include "pacing.h"
+#include "compaction.h"
 
 #include <assert.h>
 #include <string.h>
@@ -42,14 +43,18 @@ void pacer_note_compaction(pacer *p, int level, uint64_t bytes, uint64_t micros,
     p->sampled_us[level] = now_us;
 }
 
-/* Table bytes per second the compaction thread keeps up with; 0 if it has
- * not been measured yet. */
+/* Table bytes per second the compaction threads keep up with: each lane's
+ * thread must pass a byte through its levels, the lanes run side by side,
+ * so the busier lane sets it; 0 if nothing has been measured yet. */
 static double sustainable_rate(const pacer *p)
 {
-    double secs_per_byte = 0;
+    double lane_secs[COMPACTION_LANES] = {0}, secs_per_byte = 0;
     for (int l = 0; l < NUM_LEVELS; l++)
         if (p->bytes[l] > 0)
-            secs_per_byte += p->secs[l] / p->bytes[l];
+            lane_secs[compaction_lane(l)] += p->secs[l] / p->bytes[l];
+    for (int lane = 0; lane < COMPACTION_LANES; lane++)
+        if (lane_secs[lane] > secs_per_byte)
+            secs_per_byte = lane_secs[lane];
     return secs_per_byte > 0 ? 1 / secs_per_byte : 0;
 }
 

@@ -11,11 +11,12 @@
  * seconds (wall clock, so a CPU shared with writers and others counts) the
  * compaction thread spends per byte it moves out of that level, over the
  * last ten seconds or so of that level's compactions. A byte written passes
- * through each of those levels in turn, so
+ * through each of those levels in turn, each lane's thread (compaction.h)
+ * through its own levels, the lanes side by side, so
  *
- *     table bytes per second = 1 / (sum of the per-level costs)
+ *     table bytes per second = 1 / max over lanes (sum of its levels' costs)
  *
- * is the ingest rate that keeps the compaction thread just busy. It moves
+ * is the ingest rate that keeps the busier compaction thread just busy. It moves
  * as the costs do — slowly, as the tree grows — and not with the sawtooth.
  * Should the backlog (the bytes in levels 0 and 1, which compaction drains
  * first) grow past a soft limit all the same (the estimate ran ahead, or

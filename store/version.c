@@ -400,10 +400,10 @@ int version_level_for_flush(const version *v, const char *smallest, size_t slen,
     return level;
 }
 
-uint64_t version_max_bytes_for_level(int level)
+uint64_t version_max_bytes_for_level(uint64_t level1_bytes, int level)
 {
-    /* 10 MiB at level 1, ten times more per level below (LevelDB's shape). */
-    uint64_t bytes = UINT64_C(10) << 20;
+    /* level1_bytes at level 1, ten times more per level below (LevelDB's shape). */
+    uint64_t bytes = level1_bytes;
     for (int l = 1; l < level; l++)
         bytes *= 10;
     return bytes;
@@ -414,7 +414,7 @@ uint64_t version_compaction_debt(const version *v)
     uint64_t moving = 0, owed = 0; /* bytes leaving the level above; in all */
     for (int l = 0; l < NUM_LEVELS - 1; l++) {
         uint64_t held = version_level_bytes(v, l) + moving;
-        uint64_t target = l == 0 ? 0 : version_max_bytes_for_level(l);
+        uint64_t target = l == 0 ? 0 : version_max_bytes_for_level(v->level1_bytes, l);
         moving = held > target ? held - target : 0;
         owed += moving;
     }
@@ -485,16 +485,21 @@ static void pick_deletion_file(version *v)
     }
 }
 
-void version_compute_score(version *v, int l0_trigger, uint64_t l0_unit_bytes)
+void version_compute_score(version *v, int l0_trigger, uint64_t l0_unit_bytes,
+                           uint64_t level1_bytes)
 {
-    assert(l0_unit_bytes > 0);
+    assert(l0_unit_bytes > 0 && level1_bytes > 0);
+    v->level1_bytes = level1_bytes;
     compute_l0_load(v, l0_unit_bytes);
     int best_level = -1;
     double best = -1;
+    v->level_score[NUM_LEVELS - 1] = 0;
     for (int l = 0; l < NUM_LEVELS - 1; l++) {
         double score =
             (l == 0) ? (double)v->l0_load / l0_trigger
-                     : (double)version_level_bytes(v, l) / (double)version_max_bytes_for_level(l);
+                     : (double)version_level_bytes(v, l) /
+                           (double)version_max_bytes_for_level(level1_bytes, l);
+        v->level_score[l] = score;
         if (score > best) {
             best = score;
             best_level = l;

@@ -65,21 +65,25 @@ int version_level_for_flush(const version *v, const char *smallest, size_t slen,
 
 /* Bytes of the tables in `level`. */
 uint64_t version_level_bytes(const version *v, int level);
-/* The byte size that triggers compaction of `level` (>= 1). */
-uint64_t version_max_bytes_for_level(int level);
-/* The compaction debt: the bytes compaction must move to bring every level
+/* The byte size that triggers compaction of `level` (>= 1), level 1's
+ * being level1_bytes. */
+uint64_t version_max_bytes_for_level(uint64_t level1_bytes, int level);
+#define VERSION_LEVEL1_BYTES (10u << 20) /* the default level1_bytes */
+/* The compaction debt (level targets as v was scored with): the bytes compaction must move to bring every level
  * within its target — every level-0 byte, and what a level holds past its
  * target once the bytes from above arrived, level by level down (a measure,
  * shown by "lsm.compaction-debt-bytes"; nothing is decided by it). */
 uint64_t version_compaction_debt(const version *v);
-/* Sets v->compaction_level, v->compaction_score (>= 1 means needed), the
+/* Sets v->level_score (>= 1: the level needs compaction), the most needed
+ * level in v->compaction_level and its v->compaction_score, the
  * level-0 load and, when no level is due by size, v->deletion_file: of the
  * tombstone-heavy files above the last level, the one with the largest
  * share of deletions (the shallower on a tie). Compacting it down drops its
  * deletions with what they shadow, or carries them one level closer to it;
  * at the last level nothing is left below them (RocksDB's deletion-triggered
  * compaction, CompactOnDeletionCollector). */
-void version_compute_score(version *v, int l0_trigger, uint64_t l0_unit_bytes);
+void version_compute_score(version *v, int l0_trigger, uint64_t l0_unit_bytes,
+                           uint64_t level1_bytes);
 
 /* Whether f is tombstone-heavy: at least half of its keys are deleted (a
  * level whose deleted keys outweigh its live ones always holds such a

@@ -56,6 +56,7 @@ lsm_status *vset_init(version_set *vs, lsm_env *env, const char *dir, mutex *mu)
     vs->live.prev = vs->live.next = &vs->live;
     vs->l0_compaction_trigger = 4;
     vs->l0_unit_bytes = 8u << 20;
+    vs->level1_bytes = VERSION_LEVEL1_BYTES;
     if (pthread_cond_init(&vs->cv, NULL) != 0)
         return status_new(LSM_IO_ERROR, "pthread_cond_init failed");
     vs->current = version_new(vs);
@@ -174,7 +175,7 @@ static lsm_status *apply_edit(version_set *vs, const version_edit *e, version **
 
 static void install_version(version_set *vs, version *v)
 {
-    version_compute_score(v, vs->l0_compaction_trigger, vs->l0_unit_bytes);
+    version_compute_score(v, vs->l0_compaction_trigger, vs->l0_unit_bytes, vs->level1_bytes);
     v->next = &vs->live; /* join the list of live versions */
     v->prev = vs->live.prev;
     v->prev->next = v;

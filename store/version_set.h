@@ -36,6 +36,8 @@ typedef struct version {
      * computed when the version is built (version.h). */
     int compaction_level;
     double compaction_score;
+    double level_score[NUM_LEVELS]; /* each level's (the last: 0) */
+    uint64_t level1_bytes;          /* level 1's target when scored */
     /* When no level is due by size: the tombstone-heavy file to compact down
      * (NULL: none) and its level; computed with the score (version.h). */
     file_meta *deletion_file;
@@ -74,6 +76,7 @@ struct version_set {
     version live;              /* dummy head of the list of live versions */
     int l0_compaction_trigger; /* for version scores */
     uint64_t l0_unit_bytes;    /* a flushed memtable's size (write_buffer_size) */
+    uint64_t level1_bytes;     /* level 1's target (lsm_options.level1_bytes) */
     buf compact_pointer[NUM_LEVELS];
 };
 

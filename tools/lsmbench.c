@@ -1046,6 +1046,42 @@ static void print_probe(const window_probe *a, const window_probe *b)
            (double)b->l1_bytes / 1048576.0, b->jobs, (double)b->debt / 1048576.0);
 }
 
+/* Where the writer's time goes, for either engine: its thread's CPU and
+ * its wait for a CPU (the kernel's schedstat: on-CPU and run-queue ns),
+ * and the whole process's CPU (the writer's and the background threads'). */
+typedef struct cpu_probe {
+    bool have;
+    uint64_t run_ns, queued_ns, process_ns;
+} cpu_probe;
+
+static cpu_probe probe_cpu(void)
+{
+    cpu_probe p = {0};
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    if (f != NULL) {
+        p.have = fscanf(f, "%" SCNu64 " %" SCNu64, &p.run_ns, &p.queued_ns) == 2;
+        fclose(f);
+    }
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        p.process_ns = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000u +
+                       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000u;
+    else
+        p.have = false;
+    return p;
+}
+
+/* The window's writer CPU, its wait for a CPU and the CPU of the other
+ * threads (background work), in ms. */
+static void print_cpu(const cpu_probe *a, const cpu_probe *b)
+{
+    if (!a->have || !b->have)
+        return;
+    uint64_t run = b->run_ns - a->run_ns, all = b->process_ns - a->process_ns;
+    printf(" writer cpu %.0f ms runq %.0f ms, others cpu %.0f ms;", (double)run / 1e6,
+           (double)(b->queued_ns - a->queued_ns) / 1e6, all > run ? (double)(all - run) / 1e6 : 0);
+}
+
 /* One window of the seed-003 experiment: `window` puts of key "%d_%d"
  * (index in window, random) and value "%d" (random). */
 static char *stall_window(bench_ctx *c, bench_batch *b, uint64_t *rng, long long window)
@@ -1084,11 +1120,15 @@ static bool bench_stallwatch(bench_ctx *c)
     char *err = NULL;
     long long w;
     window_probe probe = probe_window(c);
+    cpu_probe cpu = probe_cpu();
     for (w = 0; w < nwin && err == NULL; w++) {
         uint64_t t0 = now_ns();
         err = stall_window(c, b, &rng, window);
         secs[w] = (double)(now_ns() - t0) / 1e9;
+        cpu_probe cpu_next = probe_cpu();
         printf("window %5lld: %9.6f s;", w, secs[w]);
+        print_cpu(&cpu, &cpu_next);
+        cpu = cpu_next;
         print_levels(c);
         window_probe next = probe_window(c);
         print_probe(&probe, &next);

@@ -59,7 +59,8 @@ static void test_threads_are_named(void **state)
     assert_true(has_thread(m->daemon, ring ? "lsmfs-uqueue" : "lsmfs-fuse"));
     assert_true(has_thread(m->daemon, "lsmfs-watch") || ring);
     assert_true(has_thread(m->daemon, "lsm-flush"));
-    assert_true(has_thread(m->daemon, "lsm-compact"));
+    assert_true(has_thread(m->daemon, "lsm-compact0")); /* a thread per compaction lane */
+    assert_true(has_thread(m->daemon, "lsm-compact1"));
 }
 
 int main(void)

@@ -20,6 +20,7 @@ typedef struct tree {
 static void tree_init(tree *t, const uint64_t mib[NUM_LEVELS])
 {
     memset(t, 0, sizeof(*t));
+    t->v.level1_bytes = VERSION_LEVEL1_BYTES;
     for (int l = 0; l < NUM_LEVELS; l++) {
         if (mib[l] == 0)
             continue;

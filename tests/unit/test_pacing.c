@@ -1,4 +1,5 @@
-/* test_pacing.c — the pacer's rate: what compaction costs per level, how
+/* test_pacing.c — the pacer's rate: what compaction costs per level and
+ * lane, how
  * samples age, when pacing is off, and the cut past the backlog's soft
  * limit. */
 #include "testutil.h"
@@ -27,21 +28,28 @@ static void test_unmeasured_is_unpaced(void **state)
     assert_true(p.rate == 0);
 }
 
-static void test_rate_is_inverse_of_summed_costs(void **state)
+static void test_rate_is_inverse_of_the_busier_lanes_costs(void **state)
 {
     (void)state;
     pacer p;
     pacer_init(&p, MIN_BACKLOG);
-    /* Level 0: 0.5 s for 10 MiB moved; level 1: 1 s for 5 MiB. */
+    /* Lane 0 (level 0): 0.5 s for 10 MiB moved; lane 1 (levels 1 and 2,
+     * summed: a byte passes both): 1 s for 5 MiB and 1 s for 20 MiB. */
     pacer_note_compaction(&p, 0, 10 * 1024 * 1024, SEC / 2, 1 * SEC);
     pacer_note_compaction(&p, 1, 5 * 1024 * 1024, SEC, 2 * SEC);
+    pacer_note_compaction(&p, 2, 20 * 1024 * 1024, SEC, 2 * SEC);
     pacer_update(&p, BACKLOG, true, 1, 2 * SEC);
-    double secs_per_byte = 0.5 / (10 * MB) + 1.0 / (5 * MB);
+    double secs_per_byte = 1.0 / (5 * MB) + 1.0 / (20 * MB);
     assert_near(p.rate, 1 / secs_per_byte);
     /* A written byte that becomes half a table byte may come twice as
      * fast. */
     pacer_update(&p, BACKLOG, true, 0.5, 2 * SEC);
     assert_near(p.rate, 2 / secs_per_byte);
+    /* Level 0 costing more than levels 1-2 together: lane 0 sets it. */
+    pacer_note_compaction(&p, 0, 1024 * 1024, 10 * SEC, 2 * SEC);
+    pacer_update(&p, BACKLOG, true, 1, 2 * SEC);
+    double keep = 1 / (1 + 0.1); /* the first sample, 1 s old */
+    assert_near(p.rate, (keep * 10 * MB + MB) / (keep * 0.5 + 10));
 }
 
 static void test_older_samples_weigh_less(void **state)
@@ -55,9 +63,9 @@ static void test_older_samples_weigh_less(void **state)
     pacer_update(&p, BACKLOG, true, 1, 20 * SEC);
     double secs_per_mb = (0.5 * 1 + 3) / (0.5 * 1 + 1);
     assert_near(p.rate, MB / secs_per_mb);
-    /* Each level ages on its own clock: a sample of level 0 leaves
+    /* Each level ages on its own clock: a sample of level 2 leaves
      * level 1's history as it was. */
-    pacer_note_compaction(&p, 0, 1024 * 1024, SEC, 100 * SEC);
+    pacer_note_compaction(&p, 2, 1024 * 1024, SEC, 100 * SEC);
     pacer_update(&p, BACKLOG, true, 1, 100 * SEC);
     assert_near(p.rate, MB / (secs_per_mb + 1));
 }
@@ -109,7 +117,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unmeasured_is_unpaced),
-        cmocka_unit_test(test_rate_is_inverse_of_summed_costs),
+        cmocka_unit_test(test_rate_is_inverse_of_the_busier_lanes_costs),
         cmocka_unit_test(test_older_samples_weigh_less),
         cmocka_unit_test(test_unpaced_when_not_behind_or_small),
         cmocka_unit_test(test_backlog_past_soft_limit_cuts_rate),
