@@ -396,7 +396,10 @@ static void test_object_quota_is_a_full_disk(void **state)
                   lsm_status_message(s));
     assert_int_equal(lsm_status_code(s), LSM_NO_SPACE);
     lsm_status_free(s);
-    if (held > MAX_OBJECTS + OBJECTS_SLACK + 1) /* + a remove in flight at a count */
+    /* The documented bound (README, ARCHITECTURE.md): 2 × OBJECTS_SLACK past the
+     * quota once the pool was found full, + a remove in flight at a count (17
+     * of 10 seen in a clean clone's make test; main: 76). */
+    if (held > MAX_OBJECTS + 2 * OBJECTS_SLACK + 1)
         fail_msg("%d objects in a pool of %d", held, MAX_OBJECTS);
     for (int i = 0; i < acked; i += 2) { /* the even ones go */
         snprintf(k, sizeof k, "k%06d", i);
