@@ -265,6 +265,19 @@ static void test_truncate_by_path_cuts_unsent_bytes(void **state)
     ASSERT_OK(env->remove_dir(env, dir));
 }
 
+/* The size of the object at path once it is want, or after 30 s. */
+static uint64_t size_within_30s(const char *path, uint64_t want)
+{
+    uint64_t size = 0;
+    for (int i = 0; i < 300; i++) {
+        ASSERT_OK(env->file_size(env, path, &size));
+        if (size == want)
+            break;
+        usleep(100 * 1000);
+    }
+    return size;
+}
+
 /* Flushes while a send is in flight go out together, as one send once it
  * is answered, with no further call (before: a send each, 21 sends: the OSD
  * applies one object's writes in turn, so a burst of small appends queued
@@ -286,13 +299,7 @@ static void test_flushes_behind_a_send_go_as_one(void **state)
     }
     int before_answer = atomic_load(&sends);
     set_hold(false);
-    uint64_t size = 0;
-    for (int i = 0; i < 300 && size != 6 + 5 + 200; i++) {
-        ASSERT_OK(env->file_size(env, path, &size));
-        if (size != 6 + 5 + 200)
-            usleep(100 * 1000);
-    }
-    assert_int_equal(size, 6 + 5 + 200); /* sent without a sync or flush */
+    assert_int_equal(size_within_30s(path, 6 + 5 + 200), 6 + 5 + 200); /* no sync, no flush */
     if (before_answer != 1 || atomic_load(&sends) != 2)
         fail_msg("21 flushes, the first answered late, made %d sends (%d before its answer), "
                  "want 2 (1)",
@@ -368,12 +375,7 @@ static void test_held_flushes_go_with_the_sync(void **state)
     ASSERT_OK(f->ops->flush(f));
     int before_end = atomic_load(&sends);
     f->ops->hold_for_sync(f, false); /* sends what it kept, no sync asked */
-    for (int i = 0; i < 300 && size != 6 + 50 + 7 + 4; i++) {
-        ASSERT_OK(env->file_size(env, path, &size));
-        if (size != 6 + 50 + 7 + 4)
-            usleep(100 * 1000);
-    }
-    assert_int_equal(size, 6 + 50 + 7 + 4);
+    assert_int_equal(size_within_30s(path, 6 + 50 + 7 + 4), 6 + 50 + 7 + 4);
     assert_int_equal(before_end, 2);
     close_and_remove(f, dir, path);
 }
