@@ -85,12 +85,17 @@ static uint64_t flush_idle_deletions(lsm_db *db)
     return 0;
 }
 
+/* The sooner of two waits in µs, 0 meaning none. */
+static uint64_t sooner(uint64_t a, uint64_t b)
+{
+    return a == 0 || (b != 0 && b < a) ? b : a;
+}
+
 uint64_t db_idle_look(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
     uint64_t a = retire_old_deferred(db), b = flush_idle_deletions(db);
     uint64_t c = db_hold_wal(db); /* ends a hold no sync follows */
-    uint64_t ab = a == 0 || (b != 0 && b < a) ? b : a;
-    return ab == 0 || (c != 0 && c < ab) ? c : ab;
+    return sooner(sooner(a, b), c);
 }
 
