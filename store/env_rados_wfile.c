@@ -44,8 +44,8 @@ struct pending {
  * bytes are held and go, with whatever was flushed after them, as one send
  * when the sends in flight are answered (the OSD applies one object's
  * writes in turn, so many small sends queue there: one send a round trip
- * carries them all). A sync, a close, a sync by path and a full buffer send
- * at once. A sync waits until every send up to its own is acknowledged.
+ * carries them all); while a sync is coming (hold_for_sync) they wait for
+ * it. A sync, a close, a sync by path and a full buffer send at once. A sync waits until every send up to its own is acknowledged.
  * A failed send is sticky: every later append, flush and sync fails. */
 struct rados_wfile {
     lsm_wfile base;
@@ -70,6 +70,14 @@ struct rados_wfile {
 };
 
 static void send_done(rados_completion_t c, void *arg);
+
+/* Whether flushed bytes go now: nothing is in flight and no sync is coming
+ * to carry them (else send_done, the sync or the hold's end sends them).
+ * REQUIRES: f->mu held. */
+static bool may_send_flushed(const struct rados_wfile *f)
+{
+    return f->acked == f->sent && !f->hold;
+}
 static lsm_status *send_now(struct rados_wfile *f);
 
 /* Sends p's bytes with op (guarded by the caller, released by it) and
@@ -124,7 +132,7 @@ static void send_done(rados_completion_t c, void *arg)
     p->done = true;
     for (struct pending *q = f->head; q != NULL && q->done; q = q->next)
         f->acked = q->seq;
-    if (f->held && !f->hold && f->acked == f->sent)
+    if (f->held && may_send_flushed(f))
         lsm_status_free(send_now(f)); /* a failure is sticky in f->err */
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
@@ -236,7 +244,7 @@ static lsm_status *wfile_flush(lsm_wfile *base)
     lsm_status *s = NULL;
     if (f->err)
         s = status_copy(f->err);
-    else if (f->acked == f->sent && !f->hold)
+    else if (may_send_flushed(f))
         s = send_buf(f);
     else
         f->held = f->len > 0;
@@ -273,7 +281,7 @@ static void wfile_hold_for_sync(lsm_wfile *base, bool on)
     struct rados_wfile *f = (struct rados_wfile *)base;
     pthread_mutex_lock(&f->mu);
     f->hold = on;
-    if (!on && f->held && f->acked == f->sent)
+    if (f->held && may_send_flushed(f))
         lsm_status_free(send_now(f)); /* a failure is sticky in f->err */
     pthread_mutex_unlock(&f->mu);
 }
