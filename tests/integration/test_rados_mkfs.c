@@ -255,8 +255,8 @@ static const char *shim(void)
 static int mkfs_cut(char *out, size_t cap, const char *cut, const char *log, const char *opts,
                     const char *store)
 {
-    return tm_sh(out, cap, "LD_PRELOAD=%s %s LSMFS_RADOS_LOG=%s %s -q %s %s 2>&1", shim(), cut,
-                 log, tm_bin("mkfs.lsmfs"), opts, store);
+    return tm_sh(out, cap, "ASAN_OPTIONS='%s' LD_PRELOAD=%s %s LSMFS_RADOS_LOG=%s %s -q %s %s 2>&1",
+                 tm_preload_asan_options(), shim(), cut, log, tm_bin("mkfs.lsmfs"), opts, store);
 }
 
 /* Runs cmd (on store) until it is not refused for a lease still held (a
