@@ -510,6 +510,15 @@ static const char *shim_path(const char *lib, char *path, size_t len)
     return path;
 }
 
+const char *tm_preload_asan_options(void)
+{
+    static char opts[512];
+    const char *asan = getenv("ASAN_OPTIONS");
+    snprintf(opts, sizeof opts, "%s%sverify_asan_link_order=0", asan ? asan : "",
+             asan && *asan ? ":" : "");
+    return opts;
+}
+
 int tm_mount_with_shim(struct tmount *m, const char *lib, const char *name, const char *value)
 {
     char path[PATH_MAX];
@@ -517,11 +526,7 @@ int tm_mount_with_shim(struct tmount *m, const char *lib, const char *name, cons
         return -1;
     const char *asan = getenv("ASAN_OPTIONS");
     char *saved = asan ? strdup(asan) : NULL;
-    char opts[512];
-    /* An ASan daemon wants its runtime first among the preloads. */
-    snprintf(opts, sizeof(opts), "%s%sverify_asan_link_order=0", asan ? asan : "",
-             asan && *asan ? ":" : "");
-    setenv("ASAN_OPTIONS", opts, 1);
+    setenv("ASAN_OPTIONS", tm_preload_asan_options(), 1);
     setenv("LD_PRELOAD", path, 1);
     setenv(name, value, 1);
     int r = tm_mount(m);

@@ -92,6 +92,10 @@ int tm_free(struct tmount *m);
  * 0 on success, -1 (after printing the daemon's log) on failure. */
 int tm_mount(struct tmount *m);
 
+/* ASAN_OPTIONS for a program run under an LD_PRELOAD shim: the caller's,
+ * plus verify_asan_link_order=0, as an ASan program wants its runtime first
+ * among the preloads (static buffer). */
+const char *tm_preload_asan_options(void);
 /* tm_mount with the LD_PRELOAD shim `lib` (a file next to the test
  * program, as make builds it: libfailsync.so, ...) in the daemon only, and
  * `name`=`value` in its environment. 0 or -1 (after saying why). */

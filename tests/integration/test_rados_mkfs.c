@@ -28,6 +28,15 @@
 #define POOL "lsmfs"
 #define CRASH_EXIT 86 /* radoscrash.c's */
 #define MAX_OBJS 512
+/* The killed runs' lease: short, as the next mkfs waits for it to lapse;
+ * but its renewal (every quarter lease, refused writes once two round
+ * trips take half of it) must keep up with a ThreadSanitizer-built mkfs,
+ * eight at once beside the cluster: at 1 s one lost its lease at load 8. */
+#ifdef __SANITIZE_THREAD__
+#define KILLED_LEASE "lease_ms=5000"
+#else
+#define KILLED_LEASE "lease_ms=1000"
+#endif
 
 struct pool {
     rados_t c;
@@ -246,8 +255,8 @@ static const char *shim(void)
 static int mkfs_cut(char *out, size_t cap, const char *cut, const char *log, const char *opts,
                     const char *store)
 {
-    return tm_sh(out, cap, "LD_PRELOAD=%s %s LSMFS_RADOS_LOG=%s %s -q %s %s 2>&1", shim(), cut,
-                 log, tm_bin("mkfs.lsmfs"), opts, store);
+    return tm_sh(out, cap, "ASAN_OPTIONS='%s' LD_PRELOAD=%s %s LSMFS_RADOS_LOG=%s %s -q %s %s 2>&1",
+                 tm_preload_asan_options(), shim(), cut, log, tm_bin("mkfs.lsmfs"), opts, store);
 }
 
 /* Runs cmd (on store) until it is not refused for a lease still held (a
@@ -275,7 +284,7 @@ static int next_writer(char *out, size_t cap, const char *store)
 }
 
 /* The next mkfs of store after one that died: it may wait for the dead
- * one's lease (1 s) to lapse, then makes the filesystem; one killed once
+ * one's lease (KILLED_LEASE) to lapse, then makes the filesystem; one killed once
  * the filesystem was whole (its mark removed) is refused, and the next
  * writer's lock finishes it (*was_whole). Its exit status. */
 static int mkfs_again(char *out, size_t cap, const char *store, const char *log,
@@ -362,7 +371,7 @@ static void fsck_whole(const struct cut_run *r, struct run_result *res)
 /* A killed run: the cut mkfs, the next one, fsck. */
 static void killed_run(const struct cut_run *r, struct run_result *res)
 {
-    res->rc = mkfs_cut(res->out, sizeof res->out, r->cut, r->log, "-o lease_ms=1000", r->store);
+    res->rc = mkfs_cut(res->out, sizeof res->out, r->cut, r->log, "-o " KILLED_LEASE, r->store);
     if (res->rc == CRASH_EXIT) {
         res->again = true;
         res->again_rc =
