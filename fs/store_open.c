@@ -109,7 +109,7 @@ static int open_failed(const where *w, const lsm_status *s, char *err, size_t er
     switch (lsm_status_code(s)) {
     case LSM_BUSY:
         if (w->rados) { /* the env's message names the lease's holder */
-            snprintf(err, errlen, "%s: the store is in use: %s", dir, lsm_status_message(s));
+            snprintf(err, errlen, "%s: %s", dir, lsm_status_message(s));
             return EBUSY;
         }
         return in_use(dir, err, errlen);

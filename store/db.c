@@ -41,10 +41,7 @@ static lsm_status *lock_store(lsm_db *db)
     else if (db->env->lock_file_shared != NULL)
         s = db->env->lock_file_shared(db->env, name, &db->lock);
     free(name);
-    if (s && lsm_status_code(s) == LSM_BUSY) /* the env's reason names the holder */
-        s = status_wrap(s, "%s: the store is in use by another process (or is mounted)",
-                        db->dir);
-    return s;
+    return s; /* LSM_BUSY: the env's reason names the lock and its holder */
 }
 
 static void free_memtables(lsm_db *db)

@@ -1129,7 +1129,7 @@ static lsm_status *lock_locked(int fd, const char *path, const struct stat *st, 
         r = flock(fd, op | LOCK_NB);
     } while (r < 0 && errno == EINTR);
     if (r < 0)
-        return errno == EWOULDBLOCK ? busy(path, "locked by another process")
+        return errno == EWOULDBLOCK ? busy(path, "locked by another process: is it mounted?")
                                     : posix_error(errno, "flock", path);
     struct lsm_filelock *l = lsm_malloc(sizeof(*l));
     char *p = lsm_strdup(path);
