@@ -1173,8 +1173,11 @@ static lsm_status *connect_cluster(struct rados_env *re, const env_rados_options
         return status_new(LSM_IO_ERROR, "ceph: cannot read ceph.conf %s: %s", conf, strerror(-r));
     char t[16];
     snprintf(t, sizeof t, "%u", o->connect_timeout_s ? o->connect_timeout_s : 10);
-    rados_conf_set(re->cluster, "client_mount_timeout", t);
-    rados_conf_set(re->cluster, "rados_mon_op_timeout", t);
+    static const char *const timeouts[] = {"client_mount_timeout", "rados_mon_op_timeout"};
+    for (size_t i = 0; i < sizeof timeouts / sizeof *timeouts; i++)
+        if ((r = rados_conf_set(re->cluster, timeouts[i], t)) < 0)
+            return status_new(LSM_IO_ERROR, "ceph: cannot set %s to %s s: %s", timeouts[i], t,
+                              strerror(-r));
     if ((r = rados_connect(re->cluster)) < 0)
         return status_new(LSM_IO_ERROR,
                           "ceph: cannot connect as client.%s with %s: %s (cluster down, wrong "
