@@ -67,6 +67,15 @@ void lsm_batch_clear(lsm_batch *b)
     b->rep.len = BATCH_HEADER;
 }
 
+void batch_give(lsm_batch *b, buf *into)
+{
+    assert(into->cap >= BATCH_HEADER);
+    buf mine = b->rep;
+    b->rep = *into;
+    *into = mine;
+    lsm_batch_clear(b);
+}
+
 uint32_t lsm_batch_count(const lsm_batch *b)
 {
     return decode_fixed32(b->rep.data + 8);

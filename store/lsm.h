@@ -246,7 +246,10 @@ lsm_status *lsm_put(lsm_db *db, const lsm_write_options *wo, const void *key, si
                     const void *val, size_t vlen);
 lsm_status *lsm_delete(lsm_db *db, const lsm_write_options *wo, const void *key, size_t klen);
 /* Applies the batch atomically. A NULL or empty batch is a barrier: with
- * sync=true it returns once every write acknowledged before it is durable. */
+ * sync=true it returns once every write acknowledged before it is durable.
+ * With defer_log the store may take the batch's bytes instead of copying
+ * them: after a successful write the batch may be empty (as after
+ * lsm_batch_clear); after a failed one it is as it was. */
 lsm_status *lsm_write(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch);
 /* Everything acknowledged so far is made durable (a sync barrier). */
 lsm_status *lsm_sync(lsm_db *db);
