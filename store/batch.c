@@ -76,6 +76,11 @@ void batch_give(lsm_batch *b, buf *into)
     lsm_batch_clear(b);
 }
 
+bool lsm_batch_reserve(lsm_batch *b, size_t bytes)
+{
+    return buf_reserve(&b->rep, bytes);
+}
+
 uint32_t lsm_batch_count(const lsm_batch *b)
 {
     return decode_fixed32(b->rep.data + 8);

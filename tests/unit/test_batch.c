@@ -87,6 +87,40 @@ static void test_long_lengths_use_multibyte_varints(void **state)
     lsm_batch_free(b);
 }
 
+/* Counts puts only (values too long for a logger's text). */
+static void count_put(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)key, (void)klen, (void)val, (void)vlen;
+    ((logger *)ctx)->calls++;
+}
+
+/* After lsm_batch_reserve(n), records up to n bytes fill the room made
+ * once: the buffer is not moved (grown and copied) as the batch fills, and
+ * the records read back. */
+static void test_reserve_makes_room_once(void **state)
+{
+    (void)state;
+    enum { N = 64, VLEN = 4096 };
+    lsm_batch *b = lsm_batch_new();
+    assert_true(lsm_batch_put(b, "h", 1, "x", 1));
+    assert_true(lsm_batch_reserve(b, N * (VLEN + 16)));
+    const char *room = b->rep.data;
+    char k[8], v[VLEN];
+    for (int i = 0; i < N; i++) {
+        snprintf(k, sizeof k, "k%03d", i);
+        memset(v, 'a' + i % 26, VLEN);
+        assert_true(lsm_batch_put(b, k, strlen(k), v, VLEN));
+    }
+    assert_ptr_equal(b->rep.data, room);
+    assert_int_equal(lsm_batch_count(b), N + 1);
+    logger l;
+    memset(&l, 0, sizeof l);
+    lsm_batch_handler h = {&l, count_put, log_del};
+    assert_null(lsm_batch_iterate(b, &h));
+    assert_int_equal(l.calls, N + 1);
+    lsm_batch_free(b);
+}
+
 static void test_empty_and_clear(void **state)
 {
     (void)state;
@@ -449,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_layout_bytes_exact),
         cmocka_unit_test(test_long_lengths_use_multibyte_varints),
         cmocka_unit_test(test_empty_and_clear),
+        cmocka_unit_test(test_reserve_makes_room_once),
         cmocka_unit_test(test_iterate_in_order),
         cmocka_unit_test(test_append),
         cmocka_unit_test(test_append_count_overflow_refused),
