@@ -1,6 +1,7 @@
 /* batch.c — WriteBatch encoding, parsing and memtable insertion; see
  * batch.h for the format. */
 #include "batch.h"
+#include "bufpool.h"
 #include "lsm_malloc.h"
 
 #include "status.h"
@@ -24,7 +25,7 @@ bool batch_init(lsm_batch *b)
 
 void batch_destroy(lsm_batch *b)
 {
-    buf_free(&b->rep);
+    bufpool_release(&b->rep);
 }
 
 uint64_t batch_sequence(const lsm_batch *b)
@@ -78,7 +79,7 @@ void batch_give(lsm_batch *b, buf *into)
 
 bool lsm_batch_reserve(lsm_batch *b, size_t bytes)
 {
-    return buf_reserve(&b->rep, bytes);
+    return bufpool_reserve(&b->rep, bytes);
 }
 
 uint32_t lsm_batch_count(const lsm_batch *b)

@@ -18,6 +18,7 @@
  * is logged (db_sync_ceiling).
  */
 #include "db_impl.h"
+#include "bufpool.h"
 #include "lsm_malloc.h"
 
 #include "status.h"
@@ -50,7 +51,7 @@ void deferred_free(struct deferred *d)
 {
     if (d == NULL)
         return;
-    buf_free(&d->rep);
+    bufpool_release(&d->rep); /* for the next big batch (bufpool.h) */
     free(d);
 }
 

@@ -217,7 +217,8 @@ uint32_t lsm_batch_count(const lsm_batch *b);
 size_t lsm_batch_size(const lsm_batch *b); /* encoded bytes */
 /* Makes room for `bytes` more encoded bytes (a record takes its key and
  * value and a few bytes more), so a big batch is not grown, and copied,
- * step by step as it fills. false if out of memory (b unchanged). */
+ * step by step as it fills; the room may be memory a big batch freed
+ * before. false if out of memory (b unchanged). */
 bool lsm_batch_reserve(lsm_batch *b, size_t bytes);
 
 typedef struct lsm_batch_handler {
