@@ -490,6 +490,21 @@ static int list_stored(lsmfs *fs, uint64_t ino, chunk_write *w)
     return err;
 }
 
+/* A chunk's record in a batch: its value plus at most this much (type,
+ * key, two varints). */
+#define CHUNK_RECORD_EXTRA 32
+
+/* Room in b for chunks first..last at once: a big write's batch is then
+ * allocated once instead of doubled (and copied) as it fills. Returns 0 or
+ * ENOMEM. */
+static int reserve_chunks(lsm_batch *b, uint64_t first, uint64_t last, uint64_t cs)
+{
+    uint64_t n = last - first + 1;
+    if (n > SIZE_MAX / (cs + CHUNK_RECORD_EXTRA))
+        return ENOMEM;
+    return lsm_batch_reserve(b, (size_t)(n * (cs + CHUNK_RECORD_EXTRA))) ? 0 : ENOMEM;
+}
+
 uint64_t data_max_size(const lsmfs *fs)
 {
     return fs->cfg.writeback ? DATA_MAX_SIZE_KERNEL : DATA_MAX_SIZE;
@@ -522,7 +537,9 @@ int data_write(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, payload *pl, con
     }
     uint64_t cs = fs->sb.chunk_size;
     w.dense = !w.have_base0 && r->chunks >= (w.old_size + cs - 1) / cs;
-    int err = list_stored(fs, n->ino, &w);
+    int err = reserve_chunks(b, off / cs, (end - 1) / cs, cs);
+    if (err == 0)
+        err = list_stored(fs, n->ino, &w);
     for (uint64_t idx = off / cs; idx <= (end - 1) / cs && err == 0; idx++)
         err = write_chunk(fs, b, n->ino, idx, &w);
     free(w.stored.idx);

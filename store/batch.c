@@ -1,6 +1,7 @@
 /* batch.c — WriteBatch encoding, parsing and memtable insertion; see
  * batch.h for the format. */
 #include "batch.h"
+#include "bufpool.h"
 #include "lsm_malloc.h"
 
 #include "status.h"
@@ -24,7 +25,7 @@ bool batch_init(lsm_batch *b)
 
 void batch_destroy(lsm_batch *b)
 {
-    buf_free(&b->rep);
+    bufpool_release(&b->rep);
 }
 
 uint64_t batch_sequence(const lsm_batch *b)
@@ -65,6 +66,20 @@ void lsm_batch_clear(lsm_batch *b)
 {
     memset(b->rep.data, 0, BATCH_HEADER);
     b->rep.len = BATCH_HEADER;
+}
+
+void batch_give(lsm_batch *b, buf *into)
+{
+    assert(into->cap >= BATCH_HEADER);
+    buf mine = b->rep;
+    b->rep = *into;
+    *into = mine;
+    lsm_batch_clear(b);
+}
+
+bool lsm_batch_reserve(lsm_batch *b, size_t bytes)
+{
+    return bufpool_reserve(&b->rep, bytes);
 }
 
 uint32_t lsm_batch_count(const lsm_batch *b)

@@ -39,6 +39,10 @@ void batch_destroy(lsm_batch *b);
 uint64_t batch_sequence(const lsm_batch *b);
 void batch_set_sequence(lsm_batch *b, uint64_t seq);
 void batch_set_count(lsm_batch *b, uint32_t n);
+/* The one way a batch's bytes change owner (a deferred batch, db_defer.c):
+ * b's bytes go to *into, and b, given into's old buffer (room for at least
+ * BATCH_HEADER bytes), is left empty as after lsm_batch_clear. Cannot fail. */
+void batch_give(lsm_batch *b, buf *into);
 static inline const char *batch_contents(const lsm_batch *b, size_t *n)
 {
     *n = b->rep.len;

@@ -3,8 +3,9 @@
  *
  * A large batch written without sync need not cost its bytes twice (WAL,
  * then table). With defer_log, the leader puts only a WAL_DEFERRED marker
- * in the log, inserts the batch into the memtable and keeps a copy here.
- * The copy is then either
+ * in the log, inserts the batch into the memtable and keeps the batch here,
+ * its bytes taken from the writer's lsm_batch rather than copied (a big
+ * write's bytes are copied once less). It is then either
  *  - dropped when its memtable is written to a table (the common case for a
  *    large file written in one go: its bytes reach the disk once), or
  *  - logged late, whole, by the next leader of a logged batch, before that
@@ -17,6 +18,7 @@
  * is logged (db_sync_ceiling).
  */
 #include "db_impl.h"
+#include "bufpool.h"
 #include "lsm_malloc.h"
 
 #include "status.h"
@@ -25,24 +27,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct deferred *deferred_copy(const lsm_batch *b, uint64_t mem)
+struct deferred *deferred_new(uint64_t mem)
 {
-    size_t n;
-    const char *rep = batch_contents(b, &n);
-    struct deferred *d = lsm_malloc(sizeof(*d) + n);
+    struct deferred *d = lsm_malloc(sizeof(*d));
     if (d == NULL)
         return NULL;
     d->next = NULL;
     d->mem = mem;
-    d->len = n;
-    memcpy(d->rep, rep, n);
+    buf_init(&d->rep);
+    if (!buf_reserve(&d->rep, BATCH_HEADER)) { /* what the batch gets back */
+        free(d);
+        return NULL;
+    }
     return d;
+}
+
+void deferred_take(struct deferred *d, lsm_batch *b)
+{
+    batch_give(b, &d->rep);
+}
+
+void deferred_free(struct deferred *d)
+{
+    if (d == NULL)
+        return;
+    bufpool_release(&d->rep); /* for the next big batch (bufpool.h) */
+    free(d);
 }
 
 /* The first sequence of a deferred batch, from its header. */
 static uint64_t first_seq(const struct deferred *d)
 {
-    return decode_fixed64(d->rep);
+    return decode_fixed64(d->rep.data);
 }
 
 void db_keep_deferred(lsm_db *db, struct deferred *d)
@@ -53,7 +69,7 @@ void db_keep_deferred(lsm_db *db, struct deferred *d)
         pthread_cond_broadcast(&db->work_cv);
     d->at_us = db->env->now_micros(db->env);
     db->stats.deferred++;
-    db->stats.deferred_bytes += d->len;
+    db->stats.deferred_bytes += d->rep.len;
     if (db->deferred_tail)
         db->deferred_tail->next = d;
     else
@@ -75,10 +91,10 @@ lsm_status *deferred_log_late(wal_writer *wal, const struct deferred *list, uint
 {
     *bytes = 0;
     for (const struct deferred *d = list; d != NULL; d = d->next) {
-        lsm_status *s = wal_add_record(wal, d->rep, d->len);
+        lsm_status *s = wal_add_record(wal, d->rep.data, d->rep.len);
         if (s != NULL)
             return s;
-        *bytes += d->len;
+        *bytes += d->rep.len;
     }
     return NULL;
 }
@@ -87,7 +103,7 @@ static void free_list(struct deferred *d)
 {
     while (d != NULL) {
         struct deferred *next = d->next;
-        free(d);
+        deferred_free(d);
         d = next;
     }
 }
@@ -116,7 +132,7 @@ static void restore(lsm_db *db, struct deferred *list)
         list = d->next;
         d->next = NULL;
         if (mem_flushed(db, d->mem))
-            free(d);
+            deferred_free(d);
         else if (last == NULL)
             keep = last = d;
         else
@@ -157,7 +173,7 @@ void db_drop_deferred(lsm_db *db, uint64_t mem)
             continue;
         }
         *pp = d->next;
-        free(d);
+        deferred_free(d);
     }
     db->deferred_tail = prev;
 }
@@ -196,6 +212,6 @@ uint64_t db_deferred_bytes_upto(lsm_db *db, uint64_t seq)
     uint64_t bytes = 0;
     for (const struct deferred *d = db->deferred_head; d != NULL && first_seq(d) <= seq;
          d = d->next)
-        bytes += d->len;
+        bytes += d->rep.len;
     return bytes;
 }

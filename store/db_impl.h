@@ -51,9 +51,9 @@ struct deferred {
     struct deferred *next;
     uint64_t mem;   /* the id of its memtable (mem_id when written) */
     uint64_t at_us; /* when it was written (env->now_micros) */
-    size_t len;
-    char rep[];     /* the batch, sequence set (batch.h: its header says
-                     * its first sequence and its count) */
+    buf rep;        /* the batch, sequence set (batch.h: its header says
+                     * its first sequence and its count), taken from the
+                     * writer's lsm_batch (batch_give), not copied */
 };
 
 /* What a reader needs, pinned as a unit ("super version"): the memtables and
@@ -352,9 +352,15 @@ bool db_queue_empty(lsm_db *db);
 lsm_status *db_write(lsm_db *db, lsm_batch *batch, const lsm_write_options *wo, uint64_t *seq);
 
 /* db_defer.c: deferred logging (see there). */
-/* A copy of b (sequence set) for the memtable with id `mem`; NULL if out
+/* A deferred batch for the memtable with id `mem`, still empty: made before
+ * the write so that nothing can fail after it (deferred_take). NULL if out
  * of memory. No lock needed. */
-struct deferred *deferred_copy(const lsm_batch *b, uint64_t mem);
+struct deferred *deferred_new(uint64_t mem);
+/* d takes b's bytes (sequence set): b is left empty, the caller's batch
+ * with it (lsm.h, defer_log). No lock needed. */
+void deferred_take(struct deferred *d, lsm_batch *b);
+/* Frees d (not linked in a list). */
+void deferred_free(struct deferred *d);
 /* Adds d, the newest deferred batch (timed from now, counted in the
  * stats). REQUIRES: mu held. */
 void db_keep_deferred(lsm_db *db, struct deferred *d);

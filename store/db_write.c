@@ -137,8 +137,8 @@ static lsm_status *build_group(lsm_db *db, struct writer *first, struct writer *
 }
 
 /* Appends the group to the WAL and inserts it into mem; *written gets the
- * WAL's size after it. For a deferred group (*keep != NULL, its copy) the
- * log gets only a marker. The deferred batches in `late` are logged first.
+ * WAL's size after it. For a deferred group (keep != NULL, to take its
+ * bytes) the log gets only a marker. The deferred batches in `late` are logged first.
  * Runs with mu released. [leader] */
 static lsm_status *commit_group(lsm_db *db, lsm_batch *group, wal_writer *wal, memtable *mem,
                                 const struct deferred *late, const struct deferred *keep,
@@ -273,7 +273,7 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     mutex_unlock(&db->mu);
     struct deferred *keep = NULL;
     bool wrote = false; /* whether the log or mem may have changed */
-    if (defer && (keep = deferred_copy(group, mem_id)) == NULL) {
+    if (defer && (keep = deferred_new(mem_id)) == NULL) {
         s = status_new(LSM_NO_MEMORY, "out of memory deferring a write");
     } else {
         s = commit_group(db, group, wal, mem, late, keep, &bytes, &late_bytes, &written);
@@ -285,7 +285,7 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
      * batches it carried go back, to be logged in the next log. */
     db_end_late_log(db, late, s, late_bytes);
     if (s != NULL)
-        free(keep);
+        deferred_free(keep);
     if (wrote && (s != NULL || group || late))
         db_wal_appended(db, s, written);
     if (s == NULL && group && !db->idle_watch && memtable_deletions(mem) > 0)
@@ -293,8 +293,11 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     if (s == NULL && group) {
         db->last_seq = seq + lsm_batch_count(group) - 1;
         account_write(db, bytes);
-        if (keep)
+        if (keep) {
+            assert(group == w->batch); /* a deferred group is its leader alone */
+            deferred_take(keep, group);
             db_keep_deferred(db, keep);
+        }
     }
     count_group(db, *count, wal_bytes, bytes);
     return s;

@@ -215,6 +215,11 @@ bool lsm_batch_delete(lsm_batch *b, const void *key, size_t klen);
 bool lsm_batch_append(lsm_batch *dst, const lsm_batch *src);
 uint32_t lsm_batch_count(const lsm_batch *b);
 size_t lsm_batch_size(const lsm_batch *b); /* encoded bytes */
+/* Makes room for `bytes` more encoded bytes (a record takes its key and
+ * value and a few bytes more), so a big batch is not grown, and copied,
+ * step by step as it fills; the room may be memory a big batch freed
+ * before. false if out of memory (b unchanged). */
+bool lsm_batch_reserve(lsm_batch *b, size_t bytes);
 
 typedef struct lsm_batch_handler {
     void *ctx;
@@ -246,7 +251,10 @@ lsm_status *lsm_put(lsm_db *db, const lsm_write_options *wo, const void *key, si
                     const void *val, size_t vlen);
 lsm_status *lsm_delete(lsm_db *db, const lsm_write_options *wo, const void *key, size_t klen);
 /* Applies the batch atomically. A NULL or empty batch is a barrier: with
- * sync=true it returns once every write acknowledged before it is durable. */
+ * sync=true it returns once every write acknowledged before it is durable.
+ * With defer_log the store may take the batch's bytes instead of copying
+ * them: after a successful write the batch may be empty (as after
+ * lsm_batch_clear); after a failed one it is as it was. */
 lsm_status *lsm_write(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch);
 /* Everything acknowledged so far is made durable (a sync barrier). */
 lsm_status *lsm_sync(lsm_db *db);

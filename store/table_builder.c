@@ -35,12 +35,18 @@ struct table_builder {
     uint64_t entries;
     uint64_t keys;      /* distinct user keys */
     uint64_t deletions; /* user keys whose newest entry is a deletion */
-    /* Data blocks in a row that lz4 could not shrink by 1/8, and blocks
-     * since then not tried (see want_compress). */
-    unsigned incompressible, untried;
+    /* Data blocks in a row that lz4 could not shrink by 1/8, blocks since
+     * the last one tried, and every how many blocks one is tried (see
+     * want_compress). */
+    unsigned incompressible, untried, probe_every;
     lsm_status *status; /* first error; sticky */
     bool finished;
 };
+
+/* lz4 on incompressible data: see want_compress. */
+#define COMPRESS_GIVE_UP 8
+#define COMPRESS_PROBE_FIRST 16
+#define COMPRESS_PROBE_MAX 256
 
 table_builder *table_builder_new(const table_options *o, lsm_wfile *file)
 {
@@ -51,6 +57,7 @@ table_builder *table_builder_new(const table_options *o, lsm_wfile *file)
     if (b->opt.block_size == 0)
         b->opt.block_size = 1;
     b->file = file;
+    b->probe_every = COMPRESS_PROBE_FIRST;
     block_builder_init(&b->data, BLOCK_RESTART_INTERVAL);
     block_builder_init(&b->index, 1); /* every entry a restart: pure binary search */
     b->use_filter = o->bloom_bits_per_key > 0;
@@ -125,22 +132,33 @@ static bool try_compress(table_builder *b, const char *raw, size_t n)
 }
 
 /* Whether to try lz4 on the next data block. Data that does not compress
- * (compressed files, media, random bytes) is tried only every
- * COMPRESS_PROBE_EVERY blocks once COMPRESS_GIVE_UP blocks in a row failed
- * (docs/decisions.md, "lz4 sampling"). The probes find where the data
- * becomes compressible again. */
-#define COMPRESS_GIVE_UP 8
-#define COMPRESS_PROBE_EVERY 16
+ * (compressed files, media, random bytes) is tried only every probe_every
+ * blocks once COMPRESS_GIVE_UP blocks in a row failed: every
+ * COMPRESS_PROBE_FIRST blocks, twice as far apart after each failed probe,
+ * up to COMPRESS_PROBE_MAX (docs/decisions.md, "lz4 sampling"). The probes
+ * find where the data becomes compressible again. */
 static bool want_compress(table_builder *b)
 {
     if (!b->opt.compression)
         return false;
     if (b->incompressible < COMPRESS_GIVE_UP)
         return true;
-    if (++b->untried < COMPRESS_PROBE_EVERY)
+    if (++b->untried < b->probe_every)
         return false;
     b->untried = 0;
     return true;
+}
+
+/* After a block was tried: packed says whether lz4 shrank it. */
+static void compress_tried(table_builder *b, bool packed)
+{
+    if (packed) {
+        b->incompressible = 0;
+        b->probe_every = COMPRESS_PROBE_FIRST;
+        return;
+    }
+    if (++b->incompressible > COMPRESS_GIVE_UP && b->probe_every < COMPRESS_PROBE_MAX)
+        b->probe_every *= 2; /* a probe failed */
 }
 
 /* Appends a block and its trailer; *offset and *size form its handle.
@@ -188,7 +206,7 @@ static lsm_status *flush_data_block(table_builder *b)
     if (st != NULL)
         return st;
     if (tried)
-        b->incompressible = packed ? 0 : b->incompressible + 1;
+        compress_tried(b, packed);
     block_builder_reset(&b->data);
     b->pending_index = true;
     return NULL;

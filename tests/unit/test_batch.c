@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include "batch.h"
+#include "bufpool.h"
 #include "status.h"
 
 /* A handler that logs records as "P key=val" / "D key" lines. */
@@ -85,6 +86,69 @@ static void test_long_lengths_use_multibyte_varints(void **state)
     assert_int_equal(p[15 + 200], 0xac); /* 300 = 0x2c | 0x80, then 0x02 */
     assert_int_equal(p[16 + 200], 0x02);
     lsm_batch_free(b);
+}
+
+/* Counts puts only (values too long for a logger's text). */
+static void count_put(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)key, (void)klen, (void)val, (void)vlen;
+    ((logger *)ctx)->calls++;
+}
+
+/* After lsm_batch_reserve(n), records up to n bytes fill the room made
+ * once: the buffer is not moved (grown and copied) as the batch fills, and
+ * the records read back. */
+static void test_reserve_makes_room_once(void **state)
+{
+    (void)state;
+    enum { N = 64, VLEN = 4096 };
+    lsm_batch *b = lsm_batch_new();
+    assert_true(lsm_batch_put(b, "h", 1, "x", 1));
+    assert_true(lsm_batch_reserve(b, N * (VLEN + 16)));
+    const char *room = b->rep.data;
+    char k[8], v[VLEN];
+    for (int i = 0; i < N; i++) {
+        snprintf(k, sizeof k, "k%03d", i);
+        memset(v, 'a' + i % 26, VLEN);
+        assert_true(lsm_batch_put(b, k, strlen(k), v, VLEN));
+    }
+    assert_ptr_equal(b->rep.data, room);
+    assert_int_equal(lsm_batch_count(b), N + 1);
+    logger l;
+    memset(&l, 0, sizeof l);
+    lsm_batch_handler h = {&l, count_put, log_del};
+    assert_null(lsm_batch_iterate(b, &h));
+    assert_int_equal(l.calls, N + 1);
+    lsm_batch_free(b);
+}
+
+/* A big batch's memory, once the batch is freed, is kept (bufpool.h) and
+ * is what the next big batch's reserve gets: no fresh pages to fault in. */
+static void test_big_batch_memory_reused(void **state)
+{
+    (void)state;
+    enum { BIG = 1 << 20 };
+    lsm_batch *a = lsm_batch_new();
+    assert_true(lsm_batch_reserve(a, BIG));
+    const char *mem = a->rep.data;
+    size_t cap = a->rep.cap, kept = bufpool_bytes();
+    lsm_batch_free(a);
+    assert_int_equal(bufpool_bytes(), kept + cap);
+    lsm_batch *b = lsm_batch_new();
+    assert_true(lsm_batch_put(b, "k", 1, "v", 1));
+    assert_true(lsm_batch_reserve(b, BIG / 2));
+    assert_ptr_equal(b->rep.data, mem);
+    assert_int_equal(bufpool_bytes(), kept);
+    logger l;
+    assert_null(log_batch(b, &l));
+    assert_string_equal(l.text, "P k=v\n"); /* its bytes moved along */
+    lsm_batch_free(b);
+    lsm_batch *small = lsm_batch_new(); /* a small one keeps nothing */
+    kept = bufpool_bytes();
+    lsm_batch_free(small);
+    assert_int_equal(bufpool_bytes(), kept);
+    bufpool_drain(); /* as a closed store does */
+    assert_int_equal(bufpool_bytes(), 0);
 }
 
 static void test_empty_and_clear(void **state)
@@ -449,6 +513,8 @@ int main(void)
         cmocka_unit_test(test_layout_bytes_exact),
         cmocka_unit_test(test_long_lengths_use_multibyte_varints),
         cmocka_unit_test(test_empty_and_clear),
+        cmocka_unit_test(test_reserve_makes_room_once),
+        cmocka_unit_test(test_big_batch_memory_reused),
         cmocka_unit_test(test_iterate_in_order),
         cmocka_unit_test(test_append),
         cmocka_unit_test(test_append_count_overflow_refused),

@@ -5,6 +5,7 @@
  * it; recovery's filter and epoch keep that so across repeated crashes. */
 #include "fixture.h"
 
+#include "alloc_fail.h"
 #include "db_impl.h"
 #include "db_recover.h"
 #include "fault_env.h"
@@ -210,6 +211,57 @@ static void test_deferred_logged_by_sync(void **state)
     assert_null(lsm_sync(db));
     assert_true(tu_prop(db, "lsm.late-logged-bytes") >= N * VLEN);
     ASSERT_OK(put_i(db, "x", 0, true, false)); /* not synced: may go */
+    db = cut_and_reopen(fe, db, 4 << 20);
+    assert_all(db, "d", N);
+    assert_null(lsm_close(db));
+    fault_env_free(fe);
+}
+
+/* A batch of N keys i with value i (prefix p); NULL if out of memory. */
+static lsm_batch *batch_of(const char *p, int n)
+{
+    lsm_batch *b = lsm_batch_new();
+    char k[32], v[VLEN];
+    for (int i = 0; i < n && b != NULL; i++) {
+        key_of(k, p, i);
+        value_of(v, i);
+        if (!lsm_batch_put(b, k, strlen(k), v, VLEN)) {
+            lsm_batch_free(b);
+            b = NULL;
+        }
+    }
+    return b;
+}
+
+/* A deferred write takes its batch's bytes rather than copy them (lsm.h):
+ * the caller's batch comes back empty, and the bytes taken are what a sync
+ * logs late and a power cut keeps. One that fails (its deferred batch out
+ * of memory) leaves the batch as it was, to be written again. */
+static void test_deferred_takes_the_batch(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    fault_env *fe = fault_env_new(lsm_env_default());
+    lsm_db *db = tu_open_db(tu_dir, fault_env_env(fe), 4 << 20);
+    lsm_write_options dw = {.defer_log = true};
+    lsm_batch *b = batch_of("d", N);
+    assert_non_null(b);
+    size_t size = lsm_batch_size(b);
+    lsm_alloc_hook_arm(LSM_ALLOC_MAIN, 1);
+    lsm_status *s = lsm_write(db, &dw, b);
+    bool fired = lsm_alloc_hook_fired();
+    lsm_alloc_hook_disarm();
+    assert_true(fired);
+    ASSERT_FAILS(s, LSM_NO_MEMORY, NULL);
+    assert_int_equal(lsm_batch_count(b), N);
+    assert_int_equal(lsm_batch_size(b), size);
+    ASSERT_OK(lsm_write(db, &dw, b));
+    assert_int_equal(lsm_batch_count(b), 0);
+    assert_int_equal(lsm_batch_size(b), BATCH_HEADER);
+    lsm_batch_free(b);
+    assert_all(db, "d", N);
+    assert_null(lsm_sync(db));
+    assert_true(tu_prop(db, "lsm.late-logged-bytes") >= N * VLEN);
     db = cut_and_reopen(fe, db, 4 << 20);
     assert_all(db, "d", N);
     assert_null(lsm_close(db));
@@ -756,6 +808,7 @@ int main(void)
         cmocka_unit_test(test_replay_filter_older_late_copies),
         TU_TEST(test_deferred_reach_tables_once),
         TU_TEST(test_deferred_logged_by_sync),
+        TU_TEST(test_deferred_takes_the_batch),
         TU_TEST(test_sync_flushes_many_deferred),
         TU_TEST(test_sync_logs_deferred_among_much_else),
         TU_TEST(test_sync_logs_deferred_when_flush_fails),
