@@ -43,6 +43,11 @@ void key_orphan(schema_key *k, uint64_t ino)
     key_ino(k, K_ORPHAN, ino);
 }
 
+void key_inline(schema_key *k, uint64_t ino)
+{
+    key_ino(k, K_INLINE, ino);
+}
+
 void key_dirent(schema_key *k, uint64_t parent, const char *name, size_t nlen)
 {
     assert(nlen <= SCHEMA_NAME_MAX);
