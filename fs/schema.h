@@ -140,8 +140,10 @@ bool key_parse_chunk(const char *k, size_t klen, uint64_t *ino, uint64_t *index)
 bool key_parse_xattr(const char *k, size_t klen, uint64_t *ino, const char **name, size_t *nlen);
 
 /* The store's table partition of a key (lsm_options.table_partition): 1 for
- * file chunks, 0 for everything else, so chunk tables hold no inode
- * records (which every data write rewrites). */
+ * file chunks, 2 for inline files' bytes, 0 for everything else, so their
+ * tables hold no inode records (which every data write rewrites): bytes
+ * written in inode order make tables that overlap no other (moved down,
+ * not rewritten), and the records stay dense. */
 uint32_t schema_table_partition(const void *key, size_t n);
 
 /* The store's table segment of a key (lsm_options.table_segment): a file

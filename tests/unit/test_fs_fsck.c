@@ -560,9 +560,11 @@ static uint32_t stored_format(fixture *fx)
 }
 
 /* fsck -y on a store of format 1 that rewrites an inode record (of version
- * 3) marks the store format 3 in the same repair, as a read-write mount
- * does (before: the store stayed format 1 with records an older lsmfs
- * reads as damage); a repair that writes no record leaves the format. */
+ * 3) marks the store current (SCHEMA_VERSION) in the same repair, as a
+ * read-write mount does (before: the store stayed format 1 with records an
+ * older lsmfs reads as damage); a repair that writes no record leaves the
+ * format. The rewritten record keeps its inline bytes where they were (in
+ * it: schema.h's inode_bytes_apart). */
 static void test_repair_marks_format(void **state)
 {
     fixture *fx = *state;

@@ -209,7 +209,7 @@ static void test_inode_fixed_versions_read(void **state)
 
 /* Where an inline file's bytes are (schema.h's one rule): a record
  * written now puts an inline file's apart ('L' ino, a key of its own
- * between the records and the rest, partition 0, segment 0), every
+ * after the records, in tables of their own: partition 2), every
  * other inode's nowhere new; a record of any version without the flag
  * (format 1-3 stores) holds them; the key exists while the size is not 0. */
 static void test_inline_bytes_apart_rule(void **state)
@@ -258,7 +258,9 @@ static void test_inline_bytes_apart_rule(void **state)
     key_inline(&bytes, 42);
     uint64_t ino;
     assert_true(key_parse_ino(bytes.b, bytes.len, K_INLINE, &ino) && ino == 42);
-    assert_int_equal(schema_table_partition(bytes.b, bytes.len), 0);
+    assert_int_equal(schema_table_partition(bytes.b, bytes.len), 2);
+    assert_int_equal(schema_table_partition(rec.b, rec.len), 0);
+    assert_int_equal(schema_table_partition(next.b, next.len), 0);
     assert_int_equal(schema_table_segment(bytes.b, bytes.len), 0);
 }
 
