@@ -1,14 +1,14 @@
 /*
- * data.h — file contents. A regular file is either INLINE (its bytes are
- * the payload of its inode record, at most the superblock's inline limit)
- * or chunked: chunk i holds bytes [i*chunk, (i+1)*chunk) under key
+ * data.h — file contents. A regular file is either INLINE (its bytes,
+ * at most the superblock's inline limit, are one value: schema.h's
+ * inode_bytes_apart says which) or chunked: chunk i holds bytes [i*chunk, (i+1)*chunk) under key
  * 'F' ino i. Missing chunks are holes; bytes past the end of a stored
  * chunk or payload read as zeros. Invariant: no stored byte lies at or
  * beyond the file size (truncate trims), so growing a file exposes zeros.
  *
  * The write-side functions add their changes to a batch and update the
  * caller's copy `r` of the record (size, INLINE flag); `pl` says what the
- * record's payload becomes. The caller finishes with inode_batch_finish and
+ * inline bytes become. The caller finishes with inode_batch_finish and
  * one fs_commit. All REQUIRE n->lock held for writing (reads: held at
  * least for reading).
  */

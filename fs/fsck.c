@@ -45,7 +45,8 @@ typedef struct ino_info {
     uint64_t entries; /* directories: entries */
     uint64_t max_cookie;
     uint64_t named_by; /* directories: the first parent whose entry names it */
-    size_t plen;       /* payload bytes */
+    size_t plen;       /* the record's payload bytes */
+    bool inline_key;   /* an 'L' key exists (kept by a repair) */
     uint64_t chunks;   /* chunk keys kept (not deleted by a repair) */
 } ino_info;
 
@@ -542,6 +543,43 @@ static void chunk_cb(fsck *f, const char *k, size_t klen, const char *v, size_t 
     }
 }
 
+/* The inline bytes a file of record r may keep: up to its size, at most
+ * the inline limit. */
+static size_t inline_limit_of(const fsck *f, const inode_rec *r)
+{
+    return (size_t)(r->size < f->sb.inline_limit ? r->size : f->sb.inline_limit);
+}
+
+/* An 'L' key: the bytes of an inline file whose record says they are
+ * apart (schema.h's inode_bytes_apart), within its size. */
+static void inline_cb(fsck *f, const char *k, size_t klen, const char *v, size_t vlen, void *ctx)
+{
+    (void)ctx;
+    uint64_t ino;
+    if (!key_parse_ino(k, klen, K_INLINE, &ino)) {
+        problem(f, "malformed inline data key: deleting it");
+        fix_del(f, k, klen);
+        return;
+    }
+    ino_info *i = find_ino(f, ino);
+    if (i == NULL || !inode_has_inline_key(&i->rec)) {
+        problem(f, "stray inline data of inode %" PRIu64 " (%s): deleting it", ino,
+                i == NULL                       ? "no such inode"
+                : inode_bytes_apart(&i->rec) ? "an empty file"
+                                                : "not a file with its inline data apart");
+        fix_del(f, k, klen);
+        return;
+    }
+    i->inline_key = true;
+    size_t lim = inline_limit_of(f, &i->rec);
+    if (vlen > lim) {
+        problem(f, "inline data of inode %" PRIu64 " runs past the file size: trimming it", ino);
+        schema_key key;
+        key_inline(&key, ino);
+        fix_put(f, &key, v, lim);
+    }
+}
+
 static void xattr_cb(fsck *f, const char *k, size_t klen, const char *v, size_t vlen, void *ctx)
 {
     (void)ctx;
@@ -594,7 +632,7 @@ static int check_unknown_kinds(fsck *f)
         return ENOMEM;
     }
     static const char known[] = {K_ALLOC,  K_COOKIE, K_DIRENT, K_CHUNK, K_INODE,
-                                 K_ICOUNT, K_ORPHAN, K_SUPER,  K_XATTR};
+                                 K_INLINE, K_ICOUNT, K_ORPHAN, K_SUPER, K_XATTR};
     lsm_iter_seek_first(it);
     while (lsm_iter_valid(it)) {
         size_t klen;
@@ -880,15 +918,13 @@ static void check_chunk_count(fsck *f, ino_info *i)
     }
 }
 
-/* The payload an inode may keep. */
+/* The payload an inode's record may keep (schema.h). */
 static size_t payload_limit(const fsck *f, const inode_rec *r)
 {
     if (S_ISLNK(r->mode))
         return SCHEMA_SYMLINK_MAX;
-    if (S_ISREG(r->mode) && (r->flags & INODE_F_INLINE)) {
-        uint64_t lim = r->size < f->sb.inline_limit ? r->size : f->sb.inline_limit;
-        return (size_t)lim;
-    }
+    if (S_ISREG(r->mode) && (r->flags & INODE_F_INLINE) && !inode_bytes_apart(r))
+        return inline_limit_of(f, r);
     return 0;
 }
 
@@ -897,6 +933,14 @@ static void check_payload(fsck *f, ino_info *i)
     if (i->plen > payload_limit(f, &i->rec)) {
         problem(f, "inode %" PRIu64 ": inline data longer than allowed: trimming it", i->ino);
         i->dirty = true;
+    }
+    if (inode_has_inline_key(&i->rec) && !i->inline_key) {
+        problem(f, "inode %" PRIu64 ": inline data missing (reads as zeros): adding it empty",
+                i->ino);
+        schema_key k;
+        key_inline(&k, i->ino);
+        fix_put(f, &k, "", 0);
+        i->inline_key = true;
     }
     if (S_ISLNK(i->rec.mode) && (i->plen == 0 || i->rec.size != i->plen)) {
         problem(f, "symlink %" PRIu64 ": size does not match its target: fixing it", i->ino);
@@ -1064,6 +1108,7 @@ static void run_checks(fsck *f)
     check_cookie_clashes(f);
     if (scan_prefix(f, K_COOKIE, cookie_cb, NULL) != 0 ||
         scan_prefix(f, K_CHUNK, chunk_cb, NULL) != 0 ||
+        scan_prefix(f, K_INLINE, inline_cb, NULL) != 0 ||
         scan_prefix(f, K_XATTR, xattr_cb, NULL) != 0 ||
         scan_prefix(f, K_ORPHAN, orphan_cb, NULL) != 0 || check_unknown_kinds(f) != 0)
         return;
@@ -1107,6 +1152,7 @@ static bool owner_inode(const char *k, size_t klen, uint64_t *ino)
         return false;
     switch (k[0]) {
     case K_INODE:
+    case K_INLINE:
     case K_ORPHAN:
         return key_parse_ino(k, klen, k[0], ino);
     case K_DIRENT:

@@ -222,10 +222,12 @@ static inode *pin(icache *c, uint64_t ino)
     return n;
 }
 
-/* Loads n's record, keeping a regular file's payload (a symlink's target
- * is read at readlink). Out of memory fails the load, as any error: the
- * store's read of the record may be what failed. REQUIRES: n->lock held
- * for writing. */
+/* Loads n's record, keeping an inline file's bytes when the record holds
+ * them (a store before format 4); bytes apart are read when first needed
+ * (inode_payload), so loading attributes reads no file data, and a
+ * symlink's target at readlink. Out of memory fails the load, as any
+ * error: the store's read of the record may be what failed. REQUIRES:
+ * n->lock held for writing. */
 static int load(lsmfs *fs, inode *n)
 {
     char *p;
@@ -233,7 +235,7 @@ static int load(lsmfs *fs, inode *n)
     int err = inode_load(fs, n->ino, &n->rec, &p, &len);
     if (err != 0)
         return err;
-    if (S_ISREG(n->rec.mode))
+    if (S_ISREG(n->rec.mode) && (n->rec.flags & INODE_F_INLINE) && !inode_bytes_apart(&n->rec))
         icache_payload_keep(fs->icache, n, p, len);
     else
         free(p);

@@ -75,8 +75,9 @@ typedef struct inode {
      * when none: set and cleared by that thread, read by assertions. */
     _Atomic uintptr_t writer;
     inode_rec rec; /* [lock] */
-    /* [lock] A regular inline file's payload as the store holds it, when
-     * pay_kept (icache_payload_keep); pay is NULL when it is empty. */
+    /* [lock] A regular inline file's bytes as the store holds them (in its
+     * 'L' key or its record), when pay_kept (icache_payload_keep); pay is
+     * NULL when they are empty. */
     char *pay;
     size_t pay_len;
     bool pay_kept;
@@ -153,12 +154,13 @@ size_t icache_victims(icache *c, icache_victim *out, size_t max, size_t scan);
 void icache_dcache_charge(icache *c, int64_t delta);
 int64_t icache_dcache_bytes(icache *c);
 
-/* Inline payloads kept with their cached records, so that reading,
- * writing or updating the record of a small file costs no store get for
- * its bytes. Kept when a regular file's record is loaded (icache_get) and
- * replaced by the one commit that changes a payload (ops.h
- * op_commit_one_as); all inodes' together at most ICACHE_PAYLOAD_BUDGET
- * bytes: past it a payload is not kept, and is read from the store. */
+/* Inline payloads kept with their cached records, so that reading or
+ * writing a small file costs no store get for its bytes. Kept when a
+ * record holding them is loaded (icache_get; stores before format 4:
+ * schema.h's inode_bytes_apart) and replaced by the one commit that
+ * changes a payload (ops.h op_commit_one_as); all inodes' together at most
+ * ICACHE_PAYLOAD_BUDGET bytes: past it a payload is not kept, and is read
+ * from the store (inode_payload). */
 #define ICACHE_PAYLOAD_BUDGET ((int64_t)16 << 20)
 /* Makes p (malloc'd, taken; NULL when len is 0) n's kept payload if it
  * fits the budget, else frees it and n keeps none.

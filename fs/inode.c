@@ -48,7 +48,9 @@ int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **pay, size_t *plen)
     return err;
 }
 
-int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *data, size_t plen)
+/* Adds a put of the record r with `data` (plen bytes) as its payload. */
+static int put_record(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *data,
+                      size_t plen)
 {
     char stackbuf[INODE_HDR_MAX + 512];
     char *v = stackbuf;
@@ -68,11 +70,49 @@ int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *
     return ok ? 0 : ENOMEM;
 }
 
-bool inode_has_payload(const inode_rec *r)
+int inode_batch_put(lsm_batch *b, uint64_t ino, inode_rec *r, const char *target, size_t tlen)
+{
+    assert(tlen == 0 || S_ISLNK(r->mode));
+    inode_rec_place(r);
+    return put_record(b, ino, r, target, tlen);
+}
+
+/* Does the stored record r carry a payload (schema.h)? */
+static bool record_has_payload(const inode_rec *r)
 {
     if (S_ISLNK(r->mode))
         return true;
-    return S_ISREG(r->mode) && (r->flags & INODE_F_INLINE) && r->size > 0;
+    return S_ISREG(r->mode) && (r->flags & INODE_F_INLINE) && !inode_bytes_apart(r) &&
+           r->size > 0;
+}
+
+/* The bytes of ino (record r, bytes apart) from its 'L' key, malloc'd
+ * (NULL when empty). Missing while the size is not 0, or longer than the
+ * size or the inline limit, is damage: EIO. */
+static int inline_load(lsmfs *fs, uint64_t ino, const inode_rec *r, char **p, size_t *plen)
+{
+    *p = NULL;
+    *plen = 0;
+    if (!inode_has_inline_key(r))
+        return 0;
+    schema_key k;
+    key_inline(&k, ino);
+    lsm_status *s = fs_get(fs, &k, p, plen);
+    int err = fs_read_errno(fs, s, "inline data");
+    const char *damage = err == ENOENT ? "missing" : NULL;
+    if (err == 0 && (*plen > r->size || *plen > fs->sb.inline_limit))
+        damage = "longer than the file";
+    if (damage != NULL) {
+        fuse_log(FUSE_LOG_ERR, "lsmfs: inode %llu: inline data %s\n", (unsigned long long)ino,
+                 damage);
+        err = EIO;
+    }
+    if (err != 0 || *plen == 0) {
+        free(*p);
+        *p = NULL;
+        *plen = 0;
+    }
+    return err;
 }
 
 int inode_payload(lsmfs *fs, inode *n, char **p, size_t *plen)
@@ -86,32 +126,57 @@ int inode_payload(lsmfs *fs, inode *n, char **p, size_t *plen)
             memcpy(*p, n->pay, n->pay_len);
         return 0;
     }
+    if (inode_bytes_apart(&n->rec))
+        return inline_load(fs, n->ino, &n->rec, p, plen);
     inode_rec old;
     int err = inode_load(fs, n->ino, &old, p, plen);
     return err == ENOENT ? EIO : err;
 }
 
-int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r)
+/* Adds to b what n's 'L' key becomes with its new record r (placed): put
+ * (pl's bytes, or the old record's moving apart), deleted, or left. */
+static int batch_bytes(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl)
 {
-    assert(inode_wrheld(n));
-    if (!inode_has_payload(&n->rec))
-        return inode_batch_put(b, n->ino, r, NULL, 0);
-    char *data;
-    size_t plen;
-    int err = inode_payload(fs, n, &data, &plen);
-    if (err != 0)
-        return err;
-    err = inode_batch_put(b, n->ino, r, data, plen);
+    schema_key k;
+    key_inline(&k, n->ino);
+    bool had = inode_has_inline_key(&n->rec), has = inode_has_inline_key(r);
+    if (!has)
+        return had && !lsm_batch_delete(b, k.b, k.len) ? ENOMEM : 0;
+    if (pl != NULL && pl->replace)
+        return lsm_batch_put(b, k.b, k.len, pl->len > 0 ? pl->data : "", pl->len) ? 0 : ENOMEM;
+    if (had)
+        return 0;
+    /* Its first key: the bytes an older record held, else none (a file
+     * grown from empty without a write). */
+    char *data = NULL;
+    size_t len = 0;
+    int err = record_has_payload(&n->rec) ? inode_payload(fs, n, &data, &len) : 0;
+    if (err == 0 && !lsm_batch_put(b, k.b, k.len, len > 0 ? data : "", len))
+        err = ENOMEM;
     free(data);
     return err;
 }
 
-int inode_batch_finish(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl)
+int inode_batch_finish(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, const payload *pl)
 {
     assert(inode_wrheld(n));
-    if (pl != NULL && pl->replace)
-        return inode_batch_put(b, n->ino, r, pl->data, pl->len);
-    return inode_batch_update(fs, b, n, r);
+    inode_rec_place(r);
+    if (!S_ISLNK(r->mode)) {
+        int err = S_ISREG(r->mode) ? batch_bytes(fs, b, n, r, pl) : 0;
+        return err != 0 ? err : put_record(b, n->ino, r, NULL, 0);
+    }
+    char *target; /* a symlink's stays in its record */
+    size_t tlen;
+    int err = inode_payload(fs, n, &target, &tlen);
+    if (err == 0)
+        err = put_record(b, n->ino, r, target, tlen);
+    free(target);
+    return err;
+}
+
+int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r)
+{
+    return inode_batch_finish(fs, b, n, r, NULL);
 }
 
 void inode_init(inode_rec *r, uint32_t mode, uint32_t uid, uint32_t gid, uint64_t rdev,

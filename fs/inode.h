@@ -22,23 +22,26 @@ static inline ts ts_from_timespec(struct timespec t)
     return (ts){.sec = t.tv_sec, .nsec = (uint32_t)t.tv_nsec};
 }
 
-/* Reads an inode record from the store. When payload is non-NULL it gets a
- * malloc'd copy of the payload (NULL when empty). Returns 0, ENOENT, EIO or
- * ENOMEM (the copy failed; *r is read). */
+/* Reads an inode record from the store. When pay is non-NULL it gets a
+ * malloc'd copy of the record's payload (NULL when empty): a symlink's
+ * target, or the bytes of an inline file whose record holds them
+ * (schema.h's inode_bytes_apart). Returns 0, ENOENT, EIO or ENOMEM (the
+ * copy failed; *r is read). */
 int inode_load(lsmfs *fs, uint64_t ino, inode_rec *r, char **pay, size_t *plen);
 
-/* n's stored payload, malloc'd (NULL when empty): the kept one
- * (icache_payload_keep), else read from the store. REQUIRES: n->lock held.
- * Returns 0, EIO (no record: a cached inode must have one) or ENOMEM. */
+/* n's inline bytes or symlink target, malloc'd (NULL when empty): the kept
+ * ones (icache_payload_keep), else read from the store: one get of its 'L'
+ * key when they are apart, else of its record. REQUIRES: n->lock held.
+ * Returns 0, EIO (no record, or bytes missing or too long: damage) or
+ * ENOMEM. */
 int inode_payload(lsmfs *fs, inode *n, char **p, size_t *plen);
 
-/* Adds a put of the record (header + payload) to b. Returns 0 or ENOMEM. */
-int inode_batch_put(lsm_batch *b, uint64_t ino, const inode_rec *r, const char *data, size_t plen);
-/* Adds a put of `r` as n's new record, keeping the payload now in the store.
- * REQUIRES: n->lock held for writing. Returns 0, ENOMEM or EIO. */
-int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r);
-/* What a data operation decided about an inline record's payload: keep
- * the stored one, or replace it (data is malloc'd; NULL when len is 0). */
+/* Adds a put of a new inode's record r, placed (inode_rec_place), with a
+ * symlink's target (NULL and 0 for any other: a new file has no bytes).
+ * Returns 0 or ENOMEM. */
+int inode_batch_put(lsm_batch *b, uint64_t ino, inode_rec *r, const char *target, size_t tlen);
+/* What a data operation decided about an inline file's bytes: keep the
+ * stored ones, or replace them (data is malloc'd; NULL when len is 0). */
 typedef struct payload {
     bool replace;
     char *data;
@@ -53,12 +56,14 @@ static inline void payload_free(payload *p)
     p->replace = false;
 }
 
-/* Adds the put of n's new record `r` with the payload decision pl.
- * REQUIRES: n->lock held for writing. */
-int inode_batch_finish(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl);
-
-/* Does the record carry a payload that an update must preserve? */
-bool inode_has_payload(const inode_rec *r);
+/* Adds the put of n's new record r, placed (inode_rec_place: the caller
+ * caches r as changed), and of its bytes by the decision pl (NULL: keep
+ * the stored ones): an 'L' key put, or deleted when the file is emptied or
+ * leaves inline; an older record's bytes move apart. REQUIRES: n->lock held
+ * for writing. Returns 0, ENOMEM or EIO. */
+int inode_batch_finish(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, const payload *pl);
+/* inode_batch_finish keeping the stored bytes. */
+int inode_batch_update(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r);
 
 /* A new inode's record: owner from the caller, setgid-directory
  * inheritance from the parent, all times now. */

@@ -55,13 +55,13 @@ bool op_get_rec(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, inode_rec *r)
     return true;
 }
 
-int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl)
+int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, const payload *pl)
 {
     assert(inode_wrheld(n));
     return op_commit_one_as(fs, b, n, r, pl, false);
 }
 
-int op_commit_one_as(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl,
+int op_commit_one_as(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, const payload *pl,
                      unsigned flags)
 {
     assert(inode_wrheld(n));

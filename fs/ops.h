@@ -89,9 +89,9 @@ bool op_get_rec(fuse_req_t req, lsmfs *fs, fuse_ino_t ino, inode_rec *r);
  * the cached record and a replaced payload the kept one (icache.h): the
  * only commit that changes an existing inode's payload.
  * REQUIRES: n->lock held for writing. */
-int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl);
+int op_commit_one(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, const payload *pl);
 /* op_commit_one with fs_commit_as's COMMIT_* flags. */
-int op_commit_one_as(lsmfs *fs, lsm_batch *b, inode *n, const inode_rec *r, const payload *pl,
+int op_commit_one_as(lsmfs *fs, lsm_batch *b, inode *n, inode_rec *r, const payload *pl,
                      unsigned flags);
 /* Drops the last link of child (whose new record r has nlink 0) inside the
  * batch: deletes it now (with its chunks, if it has few), or marks it an

@@ -92,6 +92,9 @@ int orphan_batch_destroy(lsmfs *fs, lsm_batch *b, uint64_t ino, const inode_rec 
             return err;
     }
     schema_key k;
+    key_inline(&k, ino);
+    if (inode_has_inline_key(r) && !lsm_batch_delete(b, k.b, k.len))
+        return ENOMEM;
     key_inode(&k, ino);
     if (!lsm_batch_delete(b, k.b, k.len))
         return ENOMEM;

@@ -72,8 +72,9 @@ void reclaimer_stop(reclaimer *r);
  * background (more than ORPHAN_DIRECT_CHUNKS chunks), or can its keys go in
  * one batch? */
 bool orphan_needs_reclaim(const lsmfs *fs, const inode_rec *r);
-/* Adds to b the deletes of ino's record, its xattrs, its orphan record and,
- * unless it needs the reclaimer (which deletes those first), its chunks.
+/* Adds to b the deletes of ino's record, its inline bytes ('L'), its
+ * xattrs, its orphan record and, unless it needs the reclaimer (which
+ * deletes those first), its chunks.
  * REQUIRES: r is its true record, nlink 0 (asserted; see orphan_nlink). */
 int orphan_batch_destroy(lsmfs *fs, lsm_batch *b, uint64_t ino, const inode_rec *r);
 

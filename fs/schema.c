@@ -43,6 +43,11 @@ void key_orphan(schema_key *k, uint64_t ino)
     key_ino(k, K_ORPHAN, ino);
 }
 
+void key_inline(schema_key *k, uint64_t ino)
+{
+    key_ino(k, K_INLINE, ino);
+}
+
 void key_dirent(schema_key *k, uint64_t parent, const char *name, size_t nlen)
 {
     assert(nlen <= SCHEMA_NAME_MAX);
@@ -258,7 +263,8 @@ bool cookie_decode(const char *v, size_t len, uint64_t *ino, uint8_t *type, cons
 
 uint32_t schema_table_partition(const void *key, size_t n)
 {
-    return n > 0 && *(const char *)key == K_CHUNK;
+    char kind = n > 0 ? *(const char *)key : 0;
+    return kind == K_CHUNK ? 1 : kind == K_INLINE ? 2 : 0;
 }
 
 uint64_t schema_table_segment(const void *key, size_t n)

@@ -9,7 +9,9 @@
  *
  *   'S'                         superblock
  *   'A'                         inode allocator high-water mark
- *   'I' ino                     inode record (+ inline data / symlink target)
+ *   'I' ino                     inode record (+ symlink target; + inline data
+ *                               in a record without INODE_F_APART)
+ *   'L' ino                     an inline file's bytes (records with INODE_F_APART)
  *   'D' parent name             directory entry, by name (lookup)
  *   'C' parent cookie           directory entry, by cookie (readdir order)
  *   'F' ino index               file data chunk
@@ -28,10 +30,12 @@
 #include <stdint.h>
 
 /* 2: inode records carry the chunk count (record version 2). 3: inode
- * records are written compact (INODE_REC_VERSION 3). An older store is read
- * as is and marked 3 when mounted read-write (super.c), so an lsmfs that
- * cannot read compact records refuses it rather than meet them. */
-#define SCHEMA_VERSION 3
+ * records are written compact (INODE_REC_VERSION 3). 4: an inline file's
+ * bytes are kept apart from its record ('L' ino, INODE_F_APART). An older
+ * store is read as is and marked 4 when mounted read-write (super.c), so an
+ * lsmfs that cannot read what this one writes refuses it rather than meet
+ * it. */
+#define SCHEMA_VERSION 4
 #define SCHEMA_MAGIC "LSMFS\0fs"
 #define SCHEMA_MAGIC_LEN 8
 #define SCHEMA_ROOT_INO 1ULL
@@ -55,6 +59,7 @@ enum schema_kind {
     K_SUPER = 'S',
     K_ALLOC = 'A',
     K_INODE = 'I',
+    K_INLINE = 'L',
     K_DIRENT = 'D',
     K_COOKIE = 'C',
     K_CHUNK = 'F',
@@ -115,6 +120,7 @@ void key_alloc(schema_key *k);
 void key_icount(schema_key *k);
 void key_inode(schema_key *k, uint64_t ino);
 void key_orphan(schema_key *k, uint64_t ino);
+void key_inline(schema_key *k, uint64_t ino);
 /* REQUIRES: nlen <= SCHEMA_NAME_MAX */
 void key_dirent(schema_key *k, uint64_t parent, const char *name, size_t nlen);
 void key_cookie(schema_key *k, uint64_t parent, uint64_t cookie);
@@ -134,8 +140,10 @@ bool key_parse_chunk(const char *k, size_t klen, uint64_t *ino, uint64_t *index)
 bool key_parse_xattr(const char *k, size_t klen, uint64_t *ino, const char **name, size_t *nlen);
 
 /* The store's table partition of a key (lsm_options.table_partition): 1 for
- * file chunks, 0 for everything else, so chunk tables hold no inode
- * records (which every data write rewrites). */
+ * file chunks, 2 for inline files' bytes, 0 for everything else, so their
+ * tables hold no inode records (which every data write rewrites): bytes
+ * written in inode order make tables that overlap no other (moved down,
+ * not rewritten), and the records stay dense. */
 uint32_t schema_table_partition(const void *key, size_t n);
 
 /* The store's table segment of a key (lsm_options.table_segment): a file
@@ -188,17 +196,18 @@ bool icount_decode(const char *v, size_t len, uint64_t *count, uint64_t *seq);
 /* ---------------------------------------------------------------- inode */
 
 /* Inode flags. */
-#define INODE_F_INLINE 0x1u /* regular file data lives in the record payload */
+#define INODE_F_INLINE 0x1u /* a regular file's data is inline (not chunks) */
 #define INODE_F_XATTR 0x2u  /* the inode may have xattr keys */
+#define INODE_F_APART 0x4u  /* an INLINE file's bytes are under 'L' ino */
 
 typedef struct ts {
     int64_t sec;
     uint32_t nsec;
 } ts;
 
-/* The fixed part of an inode record. The payload after it is the inline
- * data of an INLINE regular file (bytes past its end up to `size` read as
- * zeros) or a symlink's target; other inodes have none. */
+/* The fixed part of an inode record. The payload after it is a symlink's
+ * target, or the inline data of an INLINE regular file without
+ * INODE_F_APART (stores before format 4); other inodes have none. */
 typedef struct inode_rec {
     uint32_t mode;
     uint32_t uid;
@@ -231,6 +240,24 @@ typedef struct inode_rec {
 /* The longest compact header: version and time flags, 5 varint32s, 6
  * varint64s, 3 zigzag varint64 seconds, 3 u32 nsec. */
 #define INODE_HDR_MAX (2 + 5 * 5 + 6 * 10 + 3 * 10 + 3 * 4)
+
+/* Where an INLINE regular file's bytes are (the one rule; bytes past their
+ * end up to `size` read as zeros):
+ *   - with INODE_F_APART (every record format 4 writes): the value of key
+ *     'L' ino, which exists exactly when the size is not 0 (missing: damage;
+ *     never longer than the size nor the inline limit). The record has no
+ *     payload, so loading attributes (a listing's) reads no file data.
+ *   - without it (records of stores before format 4): the record's payload.
+ *     The record's next update moves them apart (inode_rec_place).
+ * A symlink's target stays the record's payload: short, and read with its
+ * record by readlink only. */
+bool inode_bytes_apart(const inode_rec *r);
+/* Does ino have an 'L' key? (inode_bytes_apart and a size not 0) */
+bool inode_has_inline_key(const inode_rec *r);
+/* Sets INODE_F_APART on r as a record written now carries it: on an INLINE
+ * regular file, off on every other inode. Whoever writes a record calls it
+ * on the copy it then caches, so the cached record equals the stored. */
+void inode_rec_place(inode_rec *r);
 
 /* Writes r's header (version 3) to out; returns its length. */
 size_t inode_encode_hdr(const inode_rec *r, char out[INODE_HDR_MAX]);

@@ -1,6 +1,6 @@
 /*
  * schema_inode.c — the inode record's header: written compact (version 3),
- * read in every version (schema.h).
+ * read in every version (schema.h); where an inline file's bytes are.
  *
  * Version 3, after its version byte:
  *   u8 tflags (T_*)
@@ -21,6 +21,7 @@
 
 #include <assert.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define T_CTIME_NSEC 0x01u
 #define T_MTIME_IS_CTIME 0x02u
@@ -188,4 +189,22 @@ bool inode_decode(const char *v, size_t len, inode_rec *r, const char **payload,
     *payload = v + hdr;
     *plen = len - hdr;
     return true;
+}
+
+bool inode_bytes_apart(const inode_rec *r)
+{
+    return S_ISREG(r->mode) && (r->flags & INODE_F_INLINE) && (r->flags & INODE_F_APART);
+}
+
+bool inode_has_inline_key(const inode_rec *r)
+{
+    return inode_bytes_apart(r) && r->size > 0;
+}
+
+void inode_rec_place(inode_rec *r)
+{
+    if (S_ISREG(r->mode) && (r->flags & INODE_F_INLINE))
+        r->flags |= INODE_F_APART;
+    else
+        r->flags &= ~INODE_F_APART;
 }

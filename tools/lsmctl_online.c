@@ -24,8 +24,8 @@ static const struct {
     const char *what;
 } kinds[] = {
     {K_ALLOC, "allocator"},      {K_COOKIE, "readdir index"}, {K_DIRENT, "directory entries"},
-    {K_CHUNK, "file data"},      {K_INODE, "inodes"},         {K_ORPHAN, "orphan marks"},
-    {K_SUPER, "superblock"},     {K_XATTR, "xattrs"},
+    {K_CHUNK, "file data"},      {K_INODE, "inodes"},         {K_INLINE, "inline file data"},
+    {K_ORPHAN, "orphan marks"},  {K_SUPER, "superblock"},     {K_XATTR, "xattrs"},
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 

@@ -1,11 +1,14 @@
 /*
- * test_old_store — a store made and written by the lsmfs before compact
- * inode records (format 2: tests/data/format2_store.tar.gz, made by
- * tests/data/make_format2_store.sh with that lsmfs's mkfs and daemon)
- * passes fsck, mounts and reads back as it was written: every file's type,
- * mode, owner, size, link count, mtime, bytes, xattr and symlink target.
- * Files changed then get compact records, the others keep theirs: fsck
- * takes both, and a remount reads both back.
+ * test_old_store — stores made and written by older lsmfs versions
+ * (tests/data/make_old_store.sh with that lsmfs's mkfs and daemon): format 2
+ * (fixed-size inode records) and format 3 (compact records, an inline
+ * file's bytes in its record). Each passes fsck, reads back as it was
+ * written through a read-only mount that changes no byte of the store
+ * (nor does fsck -n), then mounts read-write: every file's type, mode,
+ * owner, size, link count, mtime, bytes, xattr and symlink target. Files
+ * changed then get records of format 4, an inline file's bytes moved apart
+ * ('L' key) in the same batch; the others keep theirs: fsck takes both, and
+ * a remount reads both back.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -93,8 +96,9 @@ static void check_all(const struct tmount *m)
     assert_string_equal(target, "small");
 }
 
-/* The store's copy in a temp dir of its own (removed by the caller). */
-static void unpack(char *dir, char *store)
+/* The store of tarball (tests/data/) in a temp dir of its own (removed by
+ * the caller). */
+static void unpack(const char *tarball, char *dir, char *store)
 {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -104,9 +108,8 @@ static void unpack(char *dir, char *store)
     char *repo = dirname(dirname(dirname(exe)));
     assert_int_equal(tm_mkdtemp(dir, "oldstore"), 0);
     char out[4096];
-    if (tm_sh(out, sizeof out, "tar -C '%s' -xzf '%s/tests/data/format2_store.tar.gz'", dir,
-              repo) != 0)
-        fail_msg("unpacking the format 2 store: %s", out);
+    if (tm_sh(out, sizeof out, "tar -C '%s' -xzf '%s/tests/data/%s'", dir, repo, tarball) != 0)
+        fail_msg("unpacking %s: %s", tarball, out);
     if (snprintf(store, PATH_MAX, "%.*s/store", PATH_MAX - 16, dir) >= PATH_MAX)
         fail_msg("path too long");
 }
@@ -117,24 +120,50 @@ static void expect_fsck_clean(struct tmount *m, const char *when)
         fail_msg("fsck.lsmfs -n %s found problems", when);
 }
 
-static void test_format2_store_reads_back(void **state)
+/* A checksum of every file of the store (names and bytes) into sum. */
+static void store_sum(const char *store, char *sum, size_t cap)
 {
-    (void)state;
-    char dir[PATH_MAX], store[PATH_MAX];
-    unpack(dir, store);
+    if (tm_sh(sum, cap, "cd '%s' && find . -type f | sort | xargs sha256sum | sha256sum", store) !=
+        0)
+        fail_msg("checksumming the store: %s", sum);
+}
+
+/* How many 'L' keys (inline bytes apart) the unmounted store holds. */
+static int inline_keys(const char *store)
+{
     char out[4096];
+    if (tm_sh(out, sizeof out, "'%s' dump '%s' L M | wc -l", tm_bin("lsmctl"), store) != 0)
+        fail_msg("lsmctl dump: %s", out);
+    return atoi(out);
+}
+
+static void old_store_reads_back(const char *tarball)
+{
+    char dir[PATH_MAX], store[PATH_MAX], out[4096], before[256], after[256];
+    unpack(tarball, dir, store);
+    store_sum(store, before, sizeof before);
     if (tm_sh(out, sizeof out, "'%s' -n '%s' 2>&1", tm_bin("fsck.lsmfs"), store) != 0)
-        fail_msg("fsck.lsmfs -n of the format 2 store: %s", out);
-    struct tmount *m = tm_new_at(NULL, store, false);
+        fail_msg("fsck.lsmfs -n of %s: %s", tarball, out);
+    struct tmount *m = tm_new_at("ro", store, false);
     if (m == NULL)
-        fail_msg("the format 2 store did not mount");
+        fail_msg("%s did not mount read-only", tarball);
     check_all(m);
-    /* Changed: new records, compact; the rest keep their old ones. */
+    assert_int_equal(tm_unmount(m), 0);
+    store_sum(store, after, sizeof after);
+    if (strcmp(before, after) != 0)
+        fail_msg("fsck -n or a read-only mount changed %s", tarball);
+    snprintf(m->opts, sizeof m->opts, "%s", "");
+    assert_int_equal(tm_mount(m), 0);
+    check_all(m);
+    /* Changed: new records; dir/inner's bytes leave its record (an xattr
+     * changes no byte); the rest keep their old ones. */
     const struct timespec t[2] = {{.tv_nsec = UTIME_OMIT}, {1700000000, 42}};
     assert_int_equal(utimensat(AT_FDCWD, tm_path(m, "empty"), t, 0), 0);
     assert_int_equal(chmod(tm_path(m, "big"), 0700), 0);
+    assert_int_equal(setxattr(tm_path(m, "dir/inner"), "user.moved", "1", 1, 0), 0);
     assert_int_equal(tm_unmount(m), 0);
     expect_fsck_clean(m, "after changes");
+    assert_int_equal(inline_keys(store), 1); /* inner's; small's stay in its record */
     assert_int_equal(tm_mount(m), 0);
     struct stat st;
     assert_int_equal(stat(tm_path(m, "empty"), &st), 0);
@@ -146,10 +175,22 @@ static void test_format2_store_reads_back(void **state)
             check_one(m, &expect[i]);
     if (tm_lsmctl(out, sizeof out, "info %s", m->mnt) != 0)
         fail_msg("lsmctl info: %s", out);
-    if (strstr(out, "Format version:      3") == NULL)
-        fail_msg("a read-write mount did not mark the store format 3:\n%s", out);
+    if (strstr(out, "Format version:      4") == NULL)
+        fail_msg("a read-write mount did not mark the store format 4:\n%s", out);
     assert_int_equal(tm_free(m), 0);
     assert_int_equal(tm_rmtree(dir), 0);
+}
+
+static void test_format2_store_reads_back(void **state)
+{
+    (void)state;
+    old_store_reads_back("format2_store.tar.gz");
+}
+
+static void test_format3_store_reads_back(void **state)
+{
+    (void)state;
+    old_store_reads_back("format3_store.tar.gz");
 }
 
 int main(void)
@@ -158,6 +199,7 @@ int main(void)
     tm_watchdog(TEST_TIMEOUT_S, "test_old_store");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_format2_store_reads_back),
+        cmocka_unit_test(test_format3_store_reads_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,18 @@ static void put(fixture *fx, const schema_key *k, const void *v, size_t vlen)
     assert_null(s);
 }
 
+/* Inode ino's record r, with payload (a string, NULL: none) in it. */
+static void put_rec(fixture *fx, uint64_t ino, const inode_rec *r, const char *payload)
+{
+    size_t plen = payload ? strlen(payload) : 0;
+    char v[INODE_HDR_MAX + 64];
+    size_t hlen = inode_encode_hdr(r, v);
+    memcpy(v + hlen, payload ? payload : "", plen);
+    schema_key k;
+    key_inode(&k, ino);
+    put(fx, &k, v, hlen + plen);
+}
+
 static void put_inode(fixture *fx, uint64_t ino, uint32_t mode, uint32_t nlink, uint64_t size,
                       uint64_t parent, uint64_t next_cookie, const char *payload)
 {
@@ -38,13 +50,7 @@ static void put_inode(fixture *fx, uint64_t ino, uint32_t mode, uint32_t nlink, 
                    .next_cookie = next_cookie};
     if (S_ISREG(mode) && payload != NULL)
         r.flags = INODE_F_INLINE;
-    size_t plen = payload ? strlen(payload) : 0;
-    char v[INODE_HDR_MAX + 64];
-    size_t hlen = inode_encode_hdr(&r, v);
-    memcpy(v + hlen, payload ? payload : "", plen);
-    schema_key k;
-    key_inode(&k, ino);
-    put(fx, &k, v, hlen + plen);
+    put_rec(fx, ino, &r, payload);
 }
 
 /* A chunked regular file whose record counts `chunks` chunk keys (version
@@ -333,13 +339,112 @@ static void test_chunk_count_fixed(void **state)
     put_inode(fx, 2, S_IFREG | 0644, 1, 2, 0, 0, "hi"); /* inline: no chunk */
     inode_rec r = stored_rec(fx, 2);
     r.chunks = 1;
-    char v[INODE_HDR_MAX + 2];
-    size_t hlen = inode_encode_hdr(&r, v);
-    memcpy(v + hlen, "hi", 2);
-    key_inode(&k, 2);
-    put(fx, &k, v, hlen + 2);
+    put_rec(fx, 2, &r, "hi");
     expect_repaired(fx);
     assert_int_equal(stored_rec(fx, 2).chunks, 0);
+}
+
+/* A regular inline file of format 4: its bytes apart under 'L' ino
+ * (schema.h's inode_bytes_apart), none when bytes is NULL. */
+static void put_apart(fixture *fx, uint64_t ino, uint64_t size, const char *bytes)
+{
+    inode_rec r = {.mode = S_IFREG | 0644, .nlink = 1, .size = size, .generation = 1,
+                   .flags = INODE_F_INLINE};
+    inode_rec_place(&r);
+    char v[INODE_HDR_MAX];
+    schema_key k;
+    key_inode(&k, ino);
+    put(fx, &k, v, inode_encode_hdr(&r, v));
+    key_inline(&k, ino);
+    if (bytes != NULL)
+        put(fx, &k, bytes, strlen(bytes));
+}
+
+/* fsck's report of a check-only run, malloc'd; the store is open again. */
+static char *report(fixture *fx)
+{
+    char *out = NULL;
+    assert_int_equal(run_closed(fx, false, &out, NULL), FSCK_UNFIXED);
+    lsm_options lo;
+    lsm_options_init(&lo);
+    assert_null(lsm_open(&lo, tu_dir, &fx->db));
+    return out;
+}
+
+static void expect_reported(fixture *fx, const char *what)
+{
+    char *out = report(fx);
+    if (strstr(out, what) == NULL)
+        fail_msg("'%s' not reported:\n%.600s", what, out);
+    free(out);
+    expect_repaired(fx);
+}
+
+/* The 'L' key of a file whose bytes are apart: found clean; one of no
+ * inode, of an empty file or of a file whose record holds its bytes is
+ * stray and deleted; one longer than the file is trimmed; one missing is
+ * damage, repaired as an empty one (the file reads as zeros). Before:
+ * fsck knew no 'L' key (deleted it as of an unknown kind) and took a
+ * record missing it as clean. */
+static void test_inline_data_apart_checked(void **state)
+{
+    fixture *fx = *state;
+    put_apart(fx, 2, 5, "hello");
+    assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    schema_key k;
+    key_inline(&k, 2);
+    put(fx, &k, "hello, world", 12);
+    expect_reported(fx, "inline data of inode 2 runs past the file size");
+    char *v = NULL;
+    size_t vlen;
+    ASSERT_OK(lsm_get(fx->db, NULL, k.b, k.len, &v, &vlen));
+    assert_true(vlen == 5 && memcmp(v, "hello", 5) == 0);
+    free(v);
+
+    key_inline(&k, 77);
+    put(fx, &k, "x", 1);
+    expect_reported(fx, "stray inline data of inode 77 (no such inode)");
+    assert_false(exists(fx, &k));
+
+    put_apart(fx, 2, 0, NULL);
+    key_inline(&k, 2);
+    put(fx, &k, "", 0);
+    expect_reported(fx, "stray inline data of inode 2 (an empty file)");
+    assert_false(exists(fx, &k));
+
+    put_inode(fx, 2, S_IFREG | 0644, 1, 2, 0, 0, "hi"); /* bytes in the record */
+    put(fx, &k, "hi", 2);
+    expect_reported(fx, "stray inline data of inode 2 (not a file with its inline data apart)");
+    assert_false(exists(fx, &k));
+    char *payload = NULL;
+    stored_rec_payload(fx, 2, &payload);
+    assert_string_equal(payload, "hi");
+    free(payload);
+
+    put_apart(fx, 2, 5, NULL);
+    expect_reported(fx, "inode 2: inline data missing (reads as zeros)");
+    ASSERT_OK(lsm_get(fx->db, NULL, k.b, k.len, &v, &vlen));
+    assert_int_equal(vlen, 0);
+    free(v);
+}
+
+/* A record whose bytes are apart keeps no payload: one found in it is
+ * dropped by the rewrite, the 'L' key left. */
+static void test_apart_record_keeps_no_payload(void **state)
+{
+    fixture *fx = *state;
+    put_apart(fx, 2, 2, "hi");
+    inode_rec r = stored_rec(fx, 2);
+    put_rec(fx, 2, &r, "hi");
+    expect_reported(fx, "inode 2: inline data longer than allowed");
+    char *payload = NULL;
+    r = stored_rec_payload(fx, 2, &payload);
+    assert_string_equal(payload, "");
+    free(payload);
+    assert_true(inode_bytes_apart(&r));
+    schema_key k;
+    key_inline(&k, 2);
+    assert_true(exists(fx, &k));
 }
 
 static void test_unlinked_inode_gets_orphan_mark(void **state)
@@ -403,12 +508,7 @@ static void test_unsupported_xattr_deleted(void **state)
                    .size = 2,
                    .generation = 1,
                    .flags = INODE_F_INLINE | INODE_F_XATTR};
-    char v[INODE_HDR_MAX + 2];
-    size_t hlen = inode_encode_hdr(&r, v);
-    memcpy(v + hlen, "hi", 2);
-    schema_key k;
-    key_inode(&k, 2);
-    put(fx, &k, v, hlen + 2);
+    put_rec(fx, 2, &r, "hi");
     put_xattr(fx, 2, "user.ok", "1");
     assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
     put_xattr(fx, 2, "system.evil", "2");
@@ -427,6 +527,7 @@ static void test_unsupported_xattr_deleted(void **state)
     free(out);
     assert_int_equal(run_closed(fx, true, NULL, NULL), FSCK_FIXED);
     assert_int_equal(run(fx, false, NULL), FSCK_CLEAN);
+    schema_key k;
     key_xattr(&k, 2, "system.evil", strlen("system.evil"));
     assert_false(exists(fx, &k));
     key_xattr(&k, 2, "lsmfs.old", strlen("lsmfs.old"));
@@ -459,9 +560,11 @@ static uint32_t stored_format(fixture *fx)
 }
 
 /* fsck -y on a store of format 1 that rewrites an inode record (of version
- * 3) marks the store format 3 in the same repair, as a read-write mount
- * does (before: the store stayed format 1 with records an older lsmfs
- * reads as damage); a repair that writes no record leaves the format. */
+ * 3) marks the store current (SCHEMA_VERSION) in the same repair, as a
+ * read-write mount does (before: the store stayed format 1 with records an
+ * older lsmfs reads as damage); a repair that writes no record leaves the
+ * format. The rewritten record keeps its inline bytes where they were (in
+ * it: schema.h's inode_bytes_apart). */
 static void test_repair_marks_format(void **state)
 {
     fixture *fx = *state;
@@ -876,6 +979,8 @@ int main(void)
         FSCK_TEST(test_wrong_link_count_fixed),
         FSCK_TEST(test_chunk_beyond_size_deleted),
         FSCK_TEST(test_chunk_count_fixed),
+        FSCK_TEST(test_inline_data_apart_checked),
+        FSCK_TEST(test_apart_record_keeps_no_payload),
         FSCK_TEST(test_unlinked_inode_gets_orphan_mark),
         FSCK_TEST(test_orphan_mark_decides_over_link_count),
         FSCK_TEST(test_missing_readdir_index_added),

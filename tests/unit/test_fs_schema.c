@@ -207,6 +207,63 @@ static void test_inode_fixed_versions_read(void **state)
     }
 }
 
+/* Where an inline file's bytes are (schema.h's one rule): a record
+ * written now puts an inline file's apart ('L' ino, a key of its own
+ * after the records, in tables of their own: partition 2), every
+ * other inode's nowhere new; a record of any version without the flag
+ * (format 1-3 stores) holds them; the key exists while the size is not 0. */
+static void test_inline_bytes_apart_rule(void **state)
+{
+    (void)state;
+    inode_rec r = {.mode = S_IFREG | 0644, .flags = INODE_F_INLINE | INODE_F_XATTR, .size = 3};
+    assert_false(inode_bytes_apart(&r)); /* as read from an older store */
+    char v[INODE_HDR_V2_LEN + 3];
+    for (int version = 1; version <= 2; version++) {
+        size_t n = inode_encode_fixed(&r, version, v);
+        memcpy(v + n, "abc", 3);
+        inode_rec back;
+        const char *p;
+        size_t plen;
+        assert_true(inode_decode(v, n + 3, &back, &p, &plen));
+        assert_false(inode_bytes_apart(&back));
+        assert_true(plen == 3 && memcmp(p, "abc", 3) == 0);
+    }
+    inode_rec_place(&r);
+    assert_int_equal(r.flags, INODE_F_INLINE | INODE_F_XATTR | INODE_F_APART);
+    assert_true(inode_bytes_apart(&r) && inode_has_inline_key(&r));
+    char h[INODE_HDR_MAX];
+    inode_rec back;
+    const char *p;
+    size_t plen;
+    assert_true(inode_decode(h, inode_encode_hdr(&r, h), &back, &p, &plen));
+    assert_true(inode_bytes_apart(&back) && plen == 0);
+    r.size = 0;
+    assert_true(inode_bytes_apart(&r));
+    assert_false(inode_has_inline_key(&r));
+    r.flags &= ~INODE_F_INLINE; /* un-inlined to chunk 0 */
+    inode_rec_place(&r);
+    assert_int_equal(r.flags, INODE_F_XATTR);
+    inode_rec other[] = {{.mode = S_IFLNK | 0777, .flags = INODE_F_APART | INODE_F_INLINE},
+                         {.mode = S_IFDIR | 0755, .flags = INODE_F_APART}};
+    for (size_t i = 0; i < 2; i++) {
+        inode_rec_place(&other[i]);
+        assert_false(other[i].flags & INODE_F_APART);
+        assert_false(inode_bytes_apart(&other[i]));
+    }
+    schema_key rec, bytes, next;
+    key_inode(&rec, UINT64_MAX);
+    key_inline(&bytes, 0);
+    key_orphan(&next, 0);
+    assert_true(keycmp(&rec, &bytes) < 0 && keycmp(&bytes, &next) < 0);
+    key_inline(&bytes, 42);
+    uint64_t ino;
+    assert_true(key_parse_ino(bytes.b, bytes.len, K_INLINE, &ino) && ino == 42);
+    assert_int_equal(schema_table_partition(bytes.b, bytes.len), 2);
+    assert_int_equal(schema_table_partition(rec.b, rec.len), 0);
+    assert_int_equal(schema_table_partition(next.b, next.len), 0);
+    assert_int_equal(schema_table_segment(bytes.b, bytes.len), 0);
+}
+
 static void test_inode_decode_rejects_damage(void **state)
 {
     (void)state;
@@ -358,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_inode_decode_rejects_damage),
         cmocka_unit_test(test_inode_header_is_compact),
         cmocka_unit_test(test_inode_fixed_versions_read),
+        cmocka_unit_test(test_inline_bytes_apart_rule),
         cmocka_unit_test(test_inode_decode_fuzz),
         cmocka_unit_test(test_superblock_versions),
         cmocka_unit_test(test_params),

@@ -3,14 +3,16 @@
 # beside ext4's in the same run: for each file count N (1–4 KiB files in
 # min(1000, N/10) directories) the cold mount time (clean unmount before,
 # and after a kill -9), a cold `find`, the daemon's resident memory after
-# it, and the unmount time; then the growth exponent of each between
-# successive N (1.0: linear, 0: constant).
+# it, the unmount time and a cold `ls -lR`; then the growth exponent of each
+# between successive N (1.0: linear, 0: constant).
 #
 # Targets: ext4 (a directory on the root fs: no mount, mount time 0),
 # "before" (--base=DIR: another build's bin/, e.g. main's) and "after"
-# (--bin=DIR, default bin/). before and after mount the same store, which
-# after's mkfs.lsmfs made and filled. Needs root (drop_caches). Every mount
-# is unmounted on exit. See tools/bench/README.md.
+# (--bin=DIR, default bin/). Each lsmfs target makes and fills a store of
+# its own with its own mkfs.lsmfs and daemon (a store in the format it
+# writes; a newer store is not one an older lsmfs mounts). Needs root
+# (drop_caches). Every mount is unmounted on exit. See
+# tools/bench/README.md.
 set -u -o pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -99,6 +101,14 @@ cold_find() { # DIR — seconds for a cold find
     echo " $n" >>"$work/find.count"
 }
 
+cold_lslr() { # DIR — seconds for a cold ls -lR
+    drop_caches
+    local t0
+    t0=$(now)
+    ls -lR "$1" >/dev/null
+    since "$t0"
+}
+
 # The daemon's own memory: anonymous pages only. VmRSS also counts the table
 # pages its mapped reads touched, which are page cache the kernel can drop.
 rss_kib() { awk '/^RssAnon/ { print $2 }' "/proc/$pid/status"; }
@@ -115,17 +125,18 @@ for n in "${ns[@]}"; do
     t0=$(now); populate "$d" "$n"; record create ext4 "$n" "$(since "$t0")"
     record mount ext4 "$n" 0
     record find ext4 "$n" "$(cold_find "$d")"
+    record lslr ext4 "$n" "$(cold_lslr "$d")"
     rm -rf "$d"
-    # lsmfs: after fills the store, before and after mount it
-    store=$work/store-$n
-    "$bindir/mkfs.lsmfs" "$store" >/dev/null
-    mount_store "$bindir" "$store"
-    t0=$(now); populate "$mnt" "$n"; record create after "$n" "$(since "$t0")"
-    unmount
+    # lsmfs: each target fills a store of its own, then mounts it
     targets="after"
     [ -n "$basedir" ] && targets="before after"
     for t in $targets; do
         b=$bindir; [ "$t" = before ] && b=$basedir
+        store=$work/store-$t-$n
+        "$b/mkfs.lsmfs" "$store" >/dev/null
+        mount_store "$b" "$store"
+        t0=$(now); populate "$mnt" "$n"; record create "$t" "$n" "$(since "$t0")"
+        unmount
         drop_caches
         mount_store "$b" "$store"; record mount "$t" "$n" "$mtime"
         record find "$t" "$n" "$(cold_find "$mnt")"
@@ -139,8 +150,12 @@ for n in "${ns[@]}"; do
         mount_store "$b" "$store"; record crashmount "$t" "$n" "$mtime"
         rm -f "$mnt/d0000/killed-$t"
         unmount
+        drop_caches
+        mount_store "$b" "$store"
+        record lslr "$t" "$n" "$(cold_lslr "$mnt")"
+        unmount
+        rm -rf "$store"
     done
-    rm -rf "$store"
 done
 
 targets="ext4 after"
@@ -148,13 +163,13 @@ targets="ext4 after"
 printf '\n%-26s' "metric"
 for n in "${ns[@]}"; do for t in $targets; do printf '%14s' "$t@$n"; done; done
 printf '\n'
-for m in create mount crashmount find rss umount; do
+for m in create mount crashmount find rss umount lslr; do
     printf '%-26s' "$m"
     for n in "${ns[@]}"; do for t in $targets; do printf '%14s' "${R["$m $t $n"]:--}"; done; done
     printf '\n'
 done
 printf '\ngrowth exponents log(v2/v1)/log(N2/N1), successive N\n'
-for m in mount crashmount find rss umount; do
+for m in mount crashmount find rss umount lslr; do
     for t in $targets; do
         line=""
         for ((i = 1; i < ${#ns[@]}; i++)); do

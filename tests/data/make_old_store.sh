@@ -1,9 +1,10 @@
 #!/bin/bash
-# Makes tests/data/format2_store.tar.gz, the store test_old_store mounts: a
-# store of format 2 (fixed-size inode records) made by mkfs.lsmfs and
-# written by the lsmfs daemon of the lsmfs before compact records (main at
-# 7b1e30c). Usage: make_format2_store.sh OLD_BIN_DIR OUT.tar.gz (as root).
-# What it holds is what test_old_store.c's table `expect` says.
+# Makes a store test_old_store mounts, made by mkfs.lsmfs and written by the
+# lsmfs daemon of an older lsmfs: tests/data/format2_store.tar.gz (format 2,
+# fixed-size inode records: main at 7b1e30c), tests/data/format3_store.tar.gz
+# (format 3, compact records holding inline files' bytes: main at b787cbb).
+# Usage: make_old_store.sh OLD_BIN_DIR OUT.tar.gz (as root). What it holds
+# is what test_old_store.c's table `expect` says.
 set -eu
 BIN=$1 OUT=$2
 T=$(mktemp -d)
