@@ -268,6 +268,21 @@ int icache_get(lsmfs *fs, uint64_t ino, inode **out)
     return 0;
 }
 
+inode *icache_get_cached(icache *c, uint64_t ino)
+{
+    shard *s = shard_of(c, ino);
+    mutex_lock(&s->mu);
+    inode *n = find(s, ino);
+    if (n != NULL && atomic_load_explicit(&n->loaded, memory_order_acquire)) {
+        n->refs++;
+        n->referenced = true;
+    } else {
+        n = NULL;
+    }
+    mutex_unlock(&s->mu);
+    return n;
+}
+
 int icache_reserve(icache *c, uint64_t ino, inode **out)
 {
     *out = pin(c, ino);

@@ -100,6 +100,8 @@ void icache_free(icache *c);
 /* Pins the inode, loading its record from the store if it is not cached.
  * Returns 0, ENOENT (no such inode) or EIO. */
 int icache_get(lsmfs *fs, uint64_t ino, inode **out);
+/* Pins the inode only if its record is cached (no store read): NULL if not. */
+inode *icache_get_cached(icache *c, uint64_t ino);
 /* Pins an entry for a new inode number before its record is committed
  * (ENOMEM), so that nothing can fail after the commit (ops.h); must be
  * paired with icache_fill once committed, or icache_put if not. */

@@ -37,6 +37,35 @@ static bool listed_unchanged(inode *d)
     return listed != 0 && listed == seq;
 }
 
+/* The listing-attributes rule, all of it here. A READDIRPLUS entry for an
+ * inode the kernel does not hold goes with its attributes (its record
+ * loaded, if not cached) only while st->list_attrs, a credit of entries,
+ * lasts; else it goes plain if the record is not cached (node id 0: the
+ * kernel looks the name up if it wants it). A LOOKUP of a file that is not
+ * a directory refills the credit: ls -l, du, rsync and tar stat every file
+ * they list, and get attributes with the listing again after one plain
+ * stretch; find, wanting names and descending by d_type, looks up
+ * directories only, and its listings read no file's record. A mount starts
+ * without credit. */
+#define LIST_ATTRS_CREDIT 65536u
+
+void op_listing_wants_attrs(ops_state *st)
+{
+    if (atomic_load_explicit(&st->list_attrs, memory_order_relaxed) < LIST_ATTRS_CREDIT / 2)
+        atomic_store_explicit(&st->list_attrs, LIST_ATTRS_CREDIT, memory_order_relaxed);
+}
+
+/* Takes one entry's credit; false when none is left. */
+static bool take_attrs_credit(ops_state *st)
+{
+    uint64_t c = atomic_load_explicit(&st->list_attrs, memory_order_relaxed);
+    while (c > 0 && !atomic_compare_exchange_weak_explicit(&st->list_attrs, &c, c - 1,
+                                                           memory_order_relaxed,
+                                                           memory_order_relaxed))
+        ;
+    return c > 0;
+}
+
 /* Handles carry no state (offsets are cookies). What opendir decides is
  * whether the kernel keeps the listing in its page cache: filling that
  * cache slows the first listing (docs/decisions.md, "Listing cache"), which
@@ -59,6 +88,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 typedef struct listing {
     fuse_req_t req;
+    ops_state *st;
     lsmfs *fs;
     uint64_t dir; /* the directory listed */
     bool plus;
@@ -124,7 +154,8 @@ static int visit(void *ctx, uint64_t cookie, uint64_t ino, uint8_t type, const c
     /* The plain entry for an inode the kernel holds costs it no dentry and
      * inode work and hands out no reference (dir.h's told rule). */
     inode *n = NULL;
-    if (l->plus && !dir_kernel_holds(l->fs, ino, hint)) {
+    if (l->plus && !dir_kernel_holds(l->fs, ino, hint) &&
+        (n = icache_get_cached(l->fs->icache, ino)) == NULL && take_attrs_credit(l->st)) {
         int err = icache_get(l->fs, ino, &n);
         if (err == ENOENT)
             err = missing_inode(l, cname, ino);
@@ -150,7 +181,8 @@ static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool pl
     int err = 0;
     inode_rec r;
     op_read_rec(d, &r);
-    listing l = {.req = req, .fs = fs, .dir = ino, .plus = plus, .size = size};
+    listing l = {.req = req, .st = op_state(req), .fs = fs, .dir = ino, .plus = plus,
+                 .size = size};
     if (!S_ISDIR(r.mode) || (l.buf = lsm_malloc(size)) == NULL) {
         fuse_reply_err(req, S_ISDIR(r.mode) ? ENOMEM : ENOTDIR);
         icache_put(fs->icache, d);

@@ -39,6 +39,8 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     inode_rec r;
     op_read_rec(n, &r);
+    if (!S_ISDIR(r.mode))
+        op_listing_wants_attrs(op_state(req));
     op_reply_entry(req, fs, n, &r, parent, name);
     icache_put(fs->icache, n);
 }

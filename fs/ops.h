@@ -36,6 +36,9 @@ typedef struct ops_state {
      * op_reply_undurable; NULL: none are sent */
     struct fuse_session *se;
     _Atomic int notifying; /* op_reply_undurable threads still running */
+    /* Listing entries that may still load their inode's record (op_dir.c's
+     * listing-attributes rule); atomic, no lock. */
+    _Atomic uint64_t list_attrs;
 } ops_state;
 
 const struct fuse_lowlevel_ops *lsmfs_ops(void);
@@ -155,6 +158,9 @@ void op_file_opened(lsmfs *fs, inode *n, struct fuse_file_info *fi);
 
 /* op_dir.c */
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* A LOOKUP found a file that is not a directory: the caller wants files'
+ * attributes, so listings load them again for a while (op_dir.c). */
+void op_listing_wants_attrs(ops_state *st);
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
 void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi);
