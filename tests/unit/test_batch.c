@@ -106,7 +106,7 @@ static void test_reserve_makes_room_once(void **state)
     assert_true(lsm_batch_put(b, "h", 1, "x", 1));
     assert_true(lsm_batch_reserve(b, N * (VLEN + 16)));
     const char *room = b->rep.data;
-    char k[8], v[VLEN];
+    char k[16], v[VLEN];
     for (int i = 0; i < N; i++) {
         snprintf(k, sizeof k, "k%03d", i);
         memset(v, 'a' + i % 26, VLEN);
