@@ -543,13 +543,6 @@ static void chunk_cb(fsck *f, const char *k, size_t klen, const char *v, size_t 
     }
 }
 
-/* The inline bytes a file of record r may keep: up to its size, at most
- * the inline limit. */
-static size_t inline_limit_of(const fsck *f, const inode_rec *r)
-{
-    return (size_t)(r->size < f->sb.inline_limit ? r->size : f->sb.inline_limit);
-}
-
 /* An 'L' key: the bytes of an inline file whose record says they are
  * apart (schema.h's inode_bytes_apart), within its size. */
 static void inline_cb(fsck *f, const char *k, size_t klen, const char *v, size_t vlen, void *ctx)
@@ -571,7 +564,7 @@ static void inline_cb(fsck *f, const char *k, size_t klen, const char *v, size_t
         return;
     }
     i->inline_key = true;
-    size_t lim = inline_limit_of(f, &i->rec);
+    size_t lim = inode_inline_max(&i->rec, f->sb.inline_limit);
     if (vlen > lim) {
         problem(f, "inline data of inode %" PRIu64 " runs past the file size: trimming it", ino);
         schema_key key;
@@ -924,7 +917,7 @@ static size_t payload_limit(const fsck *f, const inode_rec *r)
     if (S_ISLNK(r->mode))
         return SCHEMA_SYMLINK_MAX;
     if (S_ISREG(r->mode) && (r->flags & INODE_F_INLINE) && !inode_bytes_apart(r))
-        return inline_limit_of(f, r);
+        return inode_inline_max(r, f->sb.inline_limit);
     return 0;
 }
 

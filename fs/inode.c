@@ -100,7 +100,7 @@ static int inline_load(lsmfs *fs, uint64_t ino, const inode_rec *r, char **p, si
     lsm_status *s = fs_get(fs, &k, p, plen);
     int err = fs_read_errno(fs, s, "inline data");
     const char *damage = err == ENOENT ? "missing" : NULL;
-    if (err == 0 && (*plen > r->size || *plen > fs->sb.inline_limit))
+    if (err == 0 && *plen > inode_inline_max(r, fs->sb.inline_limit))
         damage = "longer than the file";
     if (damage != NULL) {
         fuse_log(FUSE_LOG_ERR, "lsmfs: inode %llu: inline data %s\n", (unsigned long long)ino,

@@ -252,6 +252,9 @@ typedef struct inode_rec {
  * A symlink's target stays the record's payload: short, and read with its
  * record by readlink only. */
 bool inode_bytes_apart(const inode_rec *r);
+/* The most inline bytes a file of record r may keep, wherever they are:
+ * its size, at most the store's inline limit. */
+size_t inode_inline_max(const inode_rec *r, uint32_t inline_limit);
 /* Does ino have an 'L' key? (inode_bytes_apart and a size not 0) */
 bool inode_has_inline_key(const inode_rec *r);
 /* Sets INODE_F_APART on r as a record written now carries it: on an INLINE

@@ -196,6 +196,11 @@ bool inode_bytes_apart(const inode_rec *r)
     return S_ISREG(r->mode) && (r->flags & INODE_F_INLINE) && (r->flags & INODE_F_APART);
 }
 
+size_t inode_inline_max(const inode_rec *r, uint32_t inline_limit)
+{
+    return (size_t)(r->size < inline_limit ? r->size : inline_limit);
+}
+
 bool inode_has_inline_key(const inode_rec *r)
 {
     return inode_bytes_apart(r) && r->size > 0;
