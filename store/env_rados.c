@@ -15,6 +15,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1157,6 +1158,37 @@ bool env_is_rados(const lsm_env *env)
     return env != NULL && env->new_wfile == rados_new_wfile;
 }
 
+/* librados writes with plain write(2) to sockets and pipes whose far end may
+ * be gone: its admin socket answers a client that hung up, and a new client
+ * pings the socket path an older one left. With SIGPIPE at its default that
+ * kills the process (a tool run by a script, a mount during start-up), so
+ * SIGPIPE is blocked in the calling thread around the calls that start
+ * librados' threads (they inherit the mask) and stop them: those writes get
+ * EPIPE instead. The process's own disposition is left as it is.
+ * sigpipe_hold returns the mask to give back to sigpipe_release, which drops
+ * a SIGPIPE raised meanwhile before the old mask could deliver it. */
+static sigset_t sigpipe_hold(void)
+{
+    sigset_t pipe_only, old;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    return old;
+}
+
+static void sigpipe_release(const sigset_t *old)
+{
+    if (!sigismember(old, SIGPIPE)) {
+        sigset_t pipe_only;
+        sigemptyset(&pipe_only);
+        sigaddset(&pipe_only, SIGPIPE);
+        const struct timespec now = {0, 0};
+        while (sigtimedwait(&pipe_only, NULL, &now) == SIGPIPE)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
 /* Reads the conf and connects; a one-line status naming what failed. */
 static lsm_status *connect_cluster(struct rados_env *re, const env_rados_options *o)
 {
@@ -1215,7 +1247,9 @@ lsm_status *env_rados_open(const env_rados_options *o, lsm_env **out)
     pthread_mutex_init(&re->count_mu, NULL);
     pthread_mutex_init(&re->open_mu, NULL);
     pthread_mutex_init(&re->drops_mu, NULL);
+    sigset_t mask = sigpipe_hold();
     lsm_status *s = connect_cluster(re, o);
+    sigpipe_release(&mask);
     if (s != NULL) {
         env_rados_close(&re->env);
         return s;
@@ -1233,8 +1267,11 @@ void env_rados_close(lsm_env *env)
         rados_ioctx_destroy(re->io);
     if (re->count_io)
         rados_ioctx_destroy(re->count_io);
-    if (re->cluster)
+    if (re->cluster) {
+        sigset_t mask = sigpipe_hold();
         rados_shutdown(re->cluster);
+        sigpipe_release(&mask);
+    }
     pthread_mutex_destroy(&re->mu);
     for (int i = 0; i < RADOS_OBJ_LOCKS; i++)
         mutex_destroy(&re->obj_mu[i]);

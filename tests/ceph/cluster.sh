@@ -10,7 +10,9 @@
 #   tests/ceph/cluster.sh stop DIR    stops its daemons by pid, removes DIR
 #   tests/ceph/cluster.sh kill-osd DIR / start-osd DIR   (kill -9, restart)
 #
-# Clients: client.admin and client.lsmfs2 (a second host), keys in DIR/keyring.
+# Clients: client.admin and client.lsmfs2 (a second host), keys in DIR/keyring;
+# each client process has an admin socket of its own ($name.$pid.asok): clients
+# sharing one path unlink and ping each other's sockets.
 # start fails (exit 1, one line on stderr, nothing left behind) when the cluster
 # cannot come up in time. CEPH_PORT picks the mon's port; by default each
 # cluster takes a block of 256 ports below the ephemeral range that no other
@@ -153,6 +155,8 @@ osd_memory_target = 536870912
 osd_op_num_shards = 1
 osd_op_num_threads_per_shard = 2
 osd_crush_update_on_start = true
+[client]
+admin_socket = $dir/\$name.\$pid.asok
 CONF
     c="-c $dir/ceph.conf"
     step "keyring" ceph-authtool --create-keyring "$dir/keyring" --gen-key -n mon. --cap mon 'allow *'

@@ -7,7 +7,11 @@
 
 #include <rados/librados.h>
 
+#include <signal.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 static lsm_env *env;
 
@@ -1801,6 +1805,54 @@ static void test_rmdir_crash_windows(void **state)
     }
 }
 
+/* A conf file: the test cluster's, with client.admin's admin socket at asok. */
+static void conf_with_asok(char *conf, size_t cap, const char *asok)
+{
+    char *base;
+    size_t n;
+    lsm_env *posix = lsm_env_default();
+    ASSERT_OK(env_read_file(posix, getenv("LSM_CEPH_CONF"), &base, &n));
+    snprintf(conf, cap, "/tmp/lsmfs-asok-conf-%d", (int)getpid());
+    FILE *f = fopen(conf, "w");
+    assert_non_null(f);
+    fwrite(base, 1, n, f);
+    fprintf(f, "\n[client.admin]\nadmin_socket = %s\n", asok);
+    assert_int_equal(fclose(f), 0);
+    free(base);
+}
+
+/* librados writes to pipes and sockets whose peer may be gone (its admin
+ * socket answers a client that hung up): a process with the env open is
+ * never killed by SIGPIPE, whatever its own disposition (the default here). */
+static void test_admin_socket_peer_gone(void **state)
+{
+    (void)state;
+    char asok[108], conf[64];
+    snprintf(asok, sizeof asok, "/tmp/lsmfs-asok-%d.asok", (int)getpid());
+    conf_with_asok(conf, sizeof conf, asok);
+    assert_true(signal(SIGPIPE, SIG_DFL) != SIG_ERR);
+    env_rados_options o;
+    env_rados_options_init(&o);
+    o.pool = TR_POOL;
+    o.ceph_conf = conf;
+    lsm_env *e = NULL;
+    ASSERT_OK(env_rados_open(&o, &e));
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", asok);
+    static const char ask[] = "{\"prefix\": \"config show\"}";
+    for (int i = 0; i < 20; i++) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+        assert_int_equal(write(fd, ask, sizeof ask), (ssize_t)sizeof ask);
+        close(fd); /* before the answer: the env's process writes to a closed peer */
+        usleep(20 * 1000);
+    }
+    usleep(200 * 1000);
+    env_rados_close(e);
+    unlink(conf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1832,6 +1884,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_renames_of_one_dir),
         cmocka_unit_test(test_rmdir_failures),
         cmocka_unit_test(test_rmdir_crash_windows),
+        cmocka_unit_test(test_admin_socket_peer_gone),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
