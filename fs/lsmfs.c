@@ -82,7 +82,7 @@ static void init_reserve(lsmfs *fs)
     uint32_t pct = c->reserve_pct >= 0 ? (uint32_t)c->reserve_pct : fs->sb.reserve_pct;
     uid_t uid = c->resuid >= 0 ? (uid_t)c->resuid : fs->sb.resuid;
     gid_t gid = c->resgid >= 0 ? (gid_t)c->resgid : fs->sb.resgid;
-    reserve_init(&fs->reserve, fs->env, fs->path, pct, uid, gid);
+    reserve_init(&fs->reserve, fs->db, fs->env, fs->path, pct, uid, gid);
 }
 
 /* The store's path with every link resolved (a RADOS one as it is), in

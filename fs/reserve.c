@@ -12,10 +12,13 @@
 #define REFRESH_MS 100
 /* Below this many bytes above the reserve, every change looks again. */
 #define NEAR_BYTES (64ll << 20)
+/* How long a refusal waits at most for running flushes and compactions. */
+#define SETTLE_MS 2000
 
-void reserve_init(root_reserve *r, lsm_env *env, const char *path, uint32_t pct, uid_t uid,
-                  gid_t gid)
+void reserve_init(root_reserve *r, lsm_db *db, lsm_env *env, const char *path, uint32_t pct,
+                  uid_t uid, gid_t gid)
 {
+    r->db = db;
     r->pct = pct;
     r->uid = uid;
     r->gid = gid;
@@ -54,8 +57,21 @@ static bool look(root_reserve *r, int64_t *left)
     return true;
 }
 
+/* Waits until no flush or compaction runs (at most SETTLE_MS): whatever
+ * space their inputs hold is then given back. */
+static void settle(const root_reserve *r)
+{
+    uint64_t running = 0;
+    for (int ms = 0; ms < SETTLE_MS && r->db != NULL &&
+                     lsm_property_u64(r->db, "lsm.background-running", &running) && running > 0;
+         ms += 2)
+        r->env->sleep_micros(r->env, 2000);
+}
+
 static bool privileged(fuse_req_t req, const root_reserve *r)
 {
+    if (req == NULL)
+        return false;
     const struct fuse_ctx *c = fuse_req_ctx(req);
     return c->uid == r->uid || (r->gid != 0 && caller_in_group(req, r->gid)) ||
            caller_capable(req, CAP_SYS_RESOURCE);
@@ -72,8 +88,11 @@ int reserve_admit(root_reserve *r, fuse_req_t req, uint64_t bytes)
         return 0;
     if (!look(r, &left))
         return 0;
-    if (left < want && !privileged(req, r))
-        return ENOSPC;
+    if (left < want && !privileged(req, r)) {
+        settle(r);
+        if (look(r, &left) && left < want)
+            return ENOSPC;
+    }
     atomic_fetch_sub(&r->left, want);
     return 0;
 }

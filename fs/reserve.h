@@ -14,12 +14,16 @@
  *
  * Free space is looked up (disk_free) at most every REFRESH_MS while it is
  * far above the reserve, less what was let in since; near it, at every
- * change. Deletes and truncates are never refused.
+ * change. Deletes and truncates are never refused. A flush or compaction
+ * holds its output beside its inputs until it ends, so before refusing, the
+ * reserve waits (up to SETTLE_MS) for those running to end and looks again,
+ * as ext4 commits its journal and retries before an ENOSPC.
  */
 #ifndef FS_RESERVE_H
 #define FS_RESERVE_H
 
 #include "env.h"
+#include "lsm.h"
 #include "fuse_api.h"
 
 #include <stdatomic.h>
@@ -32,19 +36,22 @@ typedef struct root_reserve {
     gid_t gid;        /* [const] resgid; 0: no group */
     lsm_env *env;     /* [const] the env holding the store (disk_free) */
     const char *path; /* [const] the store's path in env */
+    lsm_db *db;       /* [const] the store (its background work); NULL: none */
     /* Bytes free above the reserve at the last look, less those let in
      * since, and when that look was (monotonic ns). Atomics. */
     _Atomic int64_t left;
     _Atomic uint64_t looked_ns;
 } root_reserve;
 
-/* Sets up r for the store at path in env (kept, not copied). */
-void reserve_init(root_reserve *r, lsm_env *env, const char *path, uint32_t pct, uid_t uid,
-                  gid_t gid);
+/* Sets up r for the store db at path in env (kept, not copied; db may be
+ * NULL: no background work is waited for). */
+void reserve_init(root_reserve *r, lsm_db *db, lsm_env *env, const char *path, uint32_t pct,
+                  uid_t uid, gid_t gid);
 
 /* May req's caller add about `bytes` to the store? 0, or ENOSPC when that
  * would reach into the reserve and the caller is not privileged (a failed
- * disk_free lets the change through: the store reports a full disk itself). */
+ * disk_free lets the change through: the store reports a full disk itself).
+ * req NULL: a caller without privilege (tests). */
 int reserve_admit(root_reserve *r, fuse_req_t req, uint64_t bytes);
 
 /* The reserve in blocks of bsize of a disk of `blocks` such blocks. */

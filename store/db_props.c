@@ -92,7 +92,7 @@ struct u64_prop {
     const char *name;
     uint64_t value;
 };
-#define U64_PROPS_MAX 48
+#define U64_PROPS_MAX 56
 
 /* Every numeric property but the per-level ones into t (U64_PROPS_MAX
  * entries); returns how many. The block cache's counters lock every shard:
@@ -152,6 +152,7 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t, const char *only)
         {"lsm.user-bytes", st->user_bytes},
         {"lsm.background-busy", background_jobs(db) > 0},
         {"lsm.background-jobs", background_jobs(db)},
+        {"lsm.background-running", (uint64_t)db->flushing + (uint64_t)db->compacting},
     };
     size_t n = sizeof(all) / sizeof(all[0]);
     _Static_assert(sizeof(all) / sizeof(all[0]) <= U64_PROPS_MAX, "raise U64_PROPS_MAX");

@@ -332,6 +332,9 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *   "lsm.background-jobs"            the background jobs running or due: the flush
  *                                    (0 or 1) and the compactions (one per lane
  *                                    running, else 1 if due): 0 to 3
+ *   "lsm.background-running"         the flush and compactions running now (not those
+ *                                    only due): 0 to 3. A running one's output is on
+ *                                    disk beside its inputs until it ends
  * Returns a malloc'd string, or NULL for an unknown name. */
 char *lsm_property(lsm_db *db, const char *name);
 /* Numeric form; false if the name is unknown or not numeric. */
