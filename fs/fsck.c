@@ -557,9 +557,9 @@ static void inline_cb(fsck *f, const char *k, size_t klen, const char *v, size_t
     ino_info *i = find_ino(f, ino);
     if (i == NULL || !inode_has_inline_key(&i->rec)) {
         problem(f, "stray inline data of inode %" PRIu64 " (%s): deleting it", ino,
-                i == NULL                       ? "no such inode"
+                i == NULL                    ? "no such inode"
                 : inode_bytes_apart(&i->rec) ? "an empty file"
-                                                : "not a file with its inline data apart");
+                                             : "not a file with its inline data apart");
         fix_del(f, k, klen);
         return;
     }
@@ -624,14 +624,12 @@ static int check_unknown_kinds(fsck *f)
         out_of_memory(f, "reading the store");
         return ENOMEM;
     }
-    static const char known[] = {K_ALLOC,  K_COOKIE, K_DIRENT, K_CHUNK, K_INODE,
-                                 K_INLINE, K_ICOUNT, K_ORPHAN, K_SUPER, K_XATTR};
     lsm_iter_seek_first(it);
     while (lsm_iter_valid(it)) {
         size_t klen;
         const char *k = lsm_iter_key(it, &klen);
         char kind = klen ? k[0] : 0;
-        if (klen == 0 || memchr(known, kind, sizeof known) == NULL) {
+        if (klen == 0 || !schema_kind_known(kind)) {
             problem(f, "key of unknown kind 0x%02x: deleting it", (unsigned char)kind);
             fix_del(f, k, klen);
             lsm_iter_next(it);

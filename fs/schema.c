@@ -6,6 +6,24 @@
 #include <assert.h>
 #include <string.h>
 
+/* ------------------------------------------------------------------ kinds */
+
+const schema_kind_info schema_kinds[] = {
+    {K_ALLOC, "allocator"},    {K_COOKIE, "readdir index"}, {K_DIRENT, "directory entries"},
+    {K_CHUNK, "file data"},    {K_INODE, "inodes"},         {K_INLINE, "inline file data"},
+    {K_ICOUNT, "inode count"}, {K_ORPHAN, "orphan marks"},  {K_SUPER, "superblock"},
+    {K_XATTR, "xattrs"},
+};
+const size_t schema_nkinds = sizeof schema_kinds / sizeof schema_kinds[0];
+
+bool schema_kind_known(char kind)
+{
+    for (size_t i = 0; i < schema_nkinds; i++)
+        if (schema_kinds[i].kind == kind)
+            return true;
+    return false;
+}
+
 /* ------------------------------------------------------------------ keys */
 
 static void key_ino(schema_key *k, char kind, uint64_t ino)

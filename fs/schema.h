@@ -68,6 +68,17 @@ enum schema_kind {
     K_ICOUNT = 'N',
 };
 
+/* Every kind lsmfs writes, in key order, with what its keys hold (for the
+ * tools). A new kind goes here too: fsck deletes keys of a kind not listed. */
+typedef struct schema_kind_info {
+    char kind;
+    const char *what;
+} schema_kind_info;
+extern const schema_kind_info schema_kinds[];
+extern const size_t schema_nkinds;
+/* Whether lsmfs writes keys of this kind. */
+bool schema_kind_known(char kind);
+
 /* Longest key: prefix + ino + a 255-byte name. */
 #define SCHEMA_KEY_MAX (1 + 8 + 255)
 

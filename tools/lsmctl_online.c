@@ -18,17 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The key kinds in key order (fs/schema.h), each compacted on its own. */
-static const struct {
-    char kind;
-    const char *what;
-} kinds[] = {
-    {K_ALLOC, "allocator"},      {K_COOKIE, "readdir index"}, {K_DIRENT, "directory entries"},
-    {K_CHUNK, "file data"},      {K_INODE, "inodes"},         {K_INLINE, "inline file data"},
-    {K_ORPHAN, "orphan marks"},  {K_SUPER, "superblock"},     {K_XATTR, "xattrs"},
-};
-#define NKINDS (sizeof kinds / sizeof kinds[0])
-
 static double now(void)
 {
     struct timespec t;
@@ -58,17 +47,18 @@ int lsmctl_online_compact(const char *mnt)
     if (!metric(mnt, "store_total_table_bytes", &before))
         return 1;
     double t0 = now();
-    for (size_t i = 0; i < NKINDS; i++) {
+    for (size_t i = 0; i < schema_nkinds; i++) { /* each key kind on its own */
         struct lsmfs_compact c;
         memset(&c, 0, sizeof c);
         /* [this kind, the next kind]: the whole of this kind's keys */
-        c.begin[0] = (uint8_t)kinds[i].kind;
+        c.begin[0] = (uint8_t)schema_kinds[i].kind;
         c.blen = i == 0 ? 0 : 1;
-        c.end[0] = i + 1 < NKINDS ? (uint8_t)kinds[i + 1].kind : 0;
-        c.elen = i + 1 < NKINDS ? 1 : 0;
+        c.end[0] = i + 1 < schema_nkinds ? (uint8_t)schema_kinds[i + 1].kind : 0;
+        c.elen = i + 1 < schema_nkinds ? 1 : 0;
         if (lsmctl_root_ioctl(mnt, LSMFS_IOC_COMPACT, &c, "compact it") != 0)
             return 1;
-        printf("compact: %zu/%zu %s done (%.1f s)\n", i + 1, NKINDS, kinds[i].what, now() - t0);
+        printf("compact: %zu/%zu %s done (%.1f s)\n", i + 1, schema_nkinds, schema_kinds[i].what,
+               now() - t0);
         fflush(stdout);
     }
     if (!metric(mnt, "store_total_table_bytes", &after))
@@ -89,8 +79,8 @@ static bool check_level(const char *mnt, int l, int *problems)
     t.first[sizeof t.first - 1] = '\0';
     if (t.tables > 0 || t.problems > 0)
         printf("check: level %d: %" PRIu64 " table%s, %.1f MiB: %s%s\n", l, t.tables,
-               t.tables == 1 ? "" : "s", t.bytes / 1048576.0,
-               t.problems ? "problem: " : "ok", t.first);
+               t.tables == 1 ? "" : "s", t.bytes / 1048576.0, t.problems ? "problem: " : "ok",
+               t.first);
     fflush(stdout);
     *problems += (int)t.problems;
     return true;
@@ -108,7 +98,10 @@ static bool check_fs(const char *mnt, int *problems)
     fputs(c->report, stdout);
     bool ok = c->status != 8; /* FSCK_OPERATIONAL: the check could not run */
     printf("check: filesystem: %" PRIu64 " inodes, %" PRIu64 " entries: %s\n", c->inodes,
-           c->entries, !ok ? "could not be checked" : c->problems ? "problems above" : "ok");
+           c->entries,
+           !ok           ? "could not be checked"
+           : c->problems ? "problems above"
+                         : "ok");
     *problems += (int)c->problems + !ok;
     free(c);
     return true;

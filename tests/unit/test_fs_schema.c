@@ -405,9 +405,26 @@ static void test_alloc_record(void **state)
     assert_false(alloc_decode(v, sizeof v, &n)); /* below the first inode */
 }
 
+/* The kinds' table is in key order (lsmctl compacts [kind, next kind)),
+ * holds every kind once, and nothing else is known. */
+static void test_kinds_listed_in_key_order(void **state)
+{
+    (void)state;
+    for (size_t i = 1; i < schema_nkinds; i++)
+        assert_true((unsigned char)schema_kinds[i - 1].kind < (unsigned char)schema_kinds[i].kind);
+    static const char every[] = {K_SUPER,  K_ALLOC, K_INODE, K_INLINE, K_DIRENT,
+                                 K_COOKIE, K_CHUNK, K_XATTR, K_ORPHAN, K_ICOUNT};
+    assert_int_equal(schema_nkinds, sizeof every);
+    for (size_t i = 0; i < sizeof every; i++)
+        assert_true(schema_kind_known(every[i]));
+    assert_false(schema_kind_known('Z'));
+    assert_false(schema_kind_known(0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kinds_listed_in_key_order),
         cmocka_unit_test(test_chunk_keys_sort_numerically),
         cmocka_unit_test(test_range_covers_only_one_inode),
         cmocka_unit_test(test_dirent_and_cookie_round_trip),
