@@ -79,7 +79,7 @@ STORE_OBJ := $(STORE_SRC:%.c=$(BUILD)/%.o)
 FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
 LIBSTORE  := $(BUILD)/libstore.a
 LIBFS     := $(BUILD)/libfs.a
-STORE_LIBS := $(LIBSTORE) $(LZ4_LIB) $(RADOS_LIB)
+STORE_LIBS := $(LIBSTORE) $(LZ4_LIB) $(URING_LIB) $(RADOS_LIB)
 # What only tests use (the fault env, the allocation-failure hook, fixtures):
 # never in libstore; the tests (and bench-syncwake's slow disk) link it.
 TESTSUP_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))

@@ -1,5 +1,6 @@
 /* bufpool.c — big buffers kept for reuse; see bufpool.h. */
 #include "bufpool.h"
+#include "lsm_malloc.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,6 +13,8 @@ static struct {
     buf kept[POOL_SLOTS]; /* [mu] the first n */
     int n;                /* [mu] */
     size_t bytes;         /* [mu] their capacities added up */
+    char *aligned[BUFPOOL_ALIGNED_KEPT]; /* [mu] the first naligned */
+    int naligned;                        /* [mu] */
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void bufpool_release(buf *b)
@@ -63,17 +66,45 @@ bool bufpool_reserve(buf *b, size_t extra)
     return buf_reserve(b, extra);
 }
 
+char *bufpool_aligned_get(void)
+{
+    char *b = NULL;
+    pthread_mutex_lock(&pool.mu);
+    if (pool.naligned > 0)
+        b = pool.aligned[--pool.naligned];
+    pthread_mutex_unlock(&pool.mu);
+    return b != NULL ? b : lsm_aligned_alloc(4096, BUFPOOL_ALIGNED);
+}
+
+void bufpool_aligned_put(char *b)
+{
+    if (b == NULL)
+        return;
+    pthread_mutex_lock(&pool.mu);
+    bool keep = pool.naligned < BUFPOOL_ALIGNED_KEPT;
+    if (keep)
+        pool.aligned[pool.naligned++] = b;
+    pthread_mutex_unlock(&pool.mu);
+    if (!keep)
+        free(b);
+}
+
 void bufpool_drain(void)
 {
     pthread_mutex_lock(&pool.mu);
-    int n = pool.n;
+    int n = pool.n, na = pool.naligned;
     buf kept[POOL_SLOTS];
+    char *aligned[BUFPOOL_ALIGNED_KEPT];
     memcpy(kept, pool.kept, sizeof(buf) * (size_t)n);
+    memcpy(aligned, pool.aligned, sizeof(char *) * (size_t)na);
     pool.n = 0;
     pool.bytes = 0;
+    pool.naligned = 0;
     pthread_mutex_unlock(&pool.mu);
     for (int i = 0; i < n; i++)
         buf_free(&kept[i]);
+    for (int i = 0; i < na; i++)
+        free(aligned[i]);
 }
 
 size_t bufpool_bytes(void)

@@ -28,6 +28,13 @@ void bufpool_release(buf *b);
  * (b's bytes are copied into it, b's old memory freed). false if out of
  * memory (b unchanged). */
 bool bufpool_reserve(buf *b, size_t extra);
+/* Aligned buffers of BUFPOOL_ALIGNED bytes for direct writes
+ * (wfile_direct.c), kept the same way, at most BUFPOOL_ALIGNED_KEPT.
+ * get: NULL if out of memory; put: NULL is ignored. */
+#define BUFPOOL_ALIGNED (1u << 20)
+#define BUFPOOL_ALIGNED_KEPT 8
+char *bufpool_aligned_get(void);
+void bufpool_aligned_put(char *b);
 /* Frees every kept buffer: a closed store leaves none behind (db_free),
  * and each open starts from an empty pool, allocating the same. */
 void bufpool_drain(void);

@@ -90,6 +90,8 @@ static lsm_status *output_open(lsm_db *db, output *o)
     lsm_status *s = db->env->new_wfile(db->env, o->path, &o->file);
     if (s)
         return s;
+    if (db->opt.direct_table_writes && o->file->ops->write_through != NULL)
+        o->file->ops->write_through(o->file);
     table_options to;
     table_options_from(&to, &db->opt);
     if ((o->builder = table_builder_new(&to, o->file)) == NULL)

@@ -47,6 +47,12 @@ struct lsm_wfile_ops {
      * them with its own, one round trip for all); off: whatever was kept
      * back goes now. A caller that turns it on must sync f or turn it off. */
     void (*hold_for_sync)(lsm_wfile *f, bool on);
+    /* Optional (NULL: none). Before the first append of a file that will
+     * be appended front to back, synced and closed, and read only then (a
+     * table): the env may write it around the page cache (the POSIX env
+     * with O_DIRECT where the filesystem has it), as nothing reads it
+     * while it is written. flush, sync and close keep their contracts. */
+    void (*write_through)(lsm_wfile *f);
 };
 struct lsm_wfile {
     const struct lsm_wfile_ops *ops;

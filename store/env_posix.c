@@ -19,6 +19,7 @@
 #include "env_posix_hook.h"
 #include "mapguard.h"
 #include "wal_prefill.h"
+#include "wfile_direct.h"
 
 #include "status.h"
 
@@ -139,6 +140,7 @@ struct posix_wfile {
     uint32_t win_appends;         /* appends in this window [appender] */
     _Atomic uint32_t win_syncs;   /* syncs in this window (any thread) */
     struct sync_slots *slots; /* NULL until preallocate (then syncs may overlap) */
+    wfile_direct *dio;        /* NULL unless write_through, until the first flush */
     char buf[WFILE_BUF_SIZE];
 };
 
@@ -206,9 +208,40 @@ static lsm_status *wfile_flush_buf(struct posix_wfile *f)
     return wfile_write(f, f->buf, n);
 }
 
+static void fail_file(struct posix_wfile *f, int err);
 static lsm_status *map_append(struct posix_wfile *f, const void *data, size_t n);
 static lsm_status *zero_append(struct posix_wfile *f, const void *data, size_t n);
 static void auto_tick(struct posix_wfile *f);
+
+/* write_through (env.h): the file's appends go out directly (wfile_direct.h)
+ * until the first flush, sync or close, which writes them all and leaves
+ * the file buffered. Only before the first append, on a file in write mode. */
+static void wfile_write_through(lsm_wfile *base)
+{
+    struct posix_wfile *f = (struct posix_wfile *)base;
+    assert(f->len == 0 && f->map == NULL && f->zf == NULL && f->dio == NULL);
+    f->dio = wfile_direct_start(f->fd); /* NULL: buffered, as before */
+}
+
+static lsm_status *direct_append(struct posix_wfile *f, const void *data, size_t n)
+{
+    int err = wfile_direct_append(f->dio, data, n);
+    if (err == 0)
+        return NULL;
+    fail_file(f, err);
+    return posix_error(err, "write", f->path);
+}
+
+/* Writes what direct_append kept and ends direct writes. */
+static lsm_status *direct_end(struct posix_wfile *f)
+{
+    int err = wfile_direct_finish(f->dio);
+    f->dio = NULL;
+    if (err == 0)
+        return NULL;
+    fail_file(f, err);
+    return posix_error(err, "write", f->path);
+}
 
 static lsm_status *wfile_append(lsm_wfile *base, const void *data, size_t n)
 {
@@ -221,6 +254,8 @@ static lsm_status *wfile_append(lsm_wfile *base, const void *data, size_t n)
         return map_append(f, data, n);
     if (f->zf)
         return zero_append(f, data, n);
+    if (f->dio)
+        return direct_append(f, data, n);
     const char *p = data;
     if (n <= WFILE_BUF_SIZE - f->len) {
         memcpy(f->buf + f->len, p, n);
@@ -250,6 +285,8 @@ static lsm_status *wfile_flush(lsm_wfile *base)
     struct posix_wfile *f = (struct posix_wfile *)base;
     if (f->err)
         return wfile_failed(f);
+    if (f->dio)
+        return direct_end(f);
     return wfile_flush_buf(f);
 }
 
@@ -516,6 +553,10 @@ static lsm_status *wfile_close(lsm_wfile *base)
 {
     struct posix_wfile *f = (struct posix_wfile *)base;
     lsm_status *s = wfile_flush(base);
+    if (f->dio != NULL) { /* the file failed before: what it kept is dropped */
+        wfile_direct_drop(f->dio);
+        f->dio = NULL;
+    }
     uint64_t made = 0;
     if (f->zf) {
         made = wal_prefill_free(f->zf);
@@ -541,6 +582,7 @@ static const struct lsm_wfile_ops posix_wfile_ops = {
     .sync = wfile_sync,
     .preallocate = wfile_preallocate,
     .close = wfile_close,
+    .write_through = wfile_write_through,
 };
 
 static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **out)
@@ -577,6 +619,7 @@ static lsm_status *posix_new_wfile(lsm_env *env, const char *path, lsm_wfile **o
     f->win_appends = 0;
     atomic_init(&f->win_syncs, 0);
     f->slots = NULL;
+    f->dio = NULL;
     *out = &f->base;
     return NULL;
 }

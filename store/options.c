@@ -16,6 +16,7 @@ void lsm_options_init(lsm_options *o)
     o->level1_bytes = 10u << 20;
     o->max_open_files = 1000;
     o->mapped_reads = true;
+    o->direct_table_writes = true;
     o->group_commit_delay_us = 40;
     o->deferred_max_age_ms = 5000;
     o->full_disk_retry_us = 100000;

@@ -999,6 +999,14 @@ static void fw_hold_for_sync(lsm_wfile *wf, bool on)
         f->file->ops->hold_for_sync(f->file, on);
 }
 
+/* A hint, not an I/O call: passed to the file below. */
+static void fw_write_through(lsm_wfile *wf)
+{
+    struct fe_wfile *f = (struct fe_wfile *)wf;
+    if (f->file->ops->write_through != NULL)
+        f->file->ops->write_through(f->file);
+}
+
 static const struct lsm_wfile_ops fw_ops = {
     .append = fw_append,
     .flush = fw_flush,
@@ -1006,6 +1014,7 @@ static const struct lsm_wfile_ops fw_ops = {
     .preallocate = fw_preallocate,
     .close = fw_close,
     .hold_for_sync = fw_hold_for_sync,
+    .write_through = fw_write_through,
 };
 
 /* Creates or resets the node of a file just opened for writing (empty,

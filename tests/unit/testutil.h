@@ -629,7 +629,7 @@ static inline lsm_status *tu_wfile_close(lsm_wfile *f)
 static inline tu_wfile *tu_wfile_new(buf *out)
 {
     static const struct lsm_wfile_ops ops = {tu_wfile_append, tu_wfile_flush, tu_wfile_sync,
-                                             tu_wfile_preallocate, tu_wfile_close, NULL};
+                                             tu_wfile_preallocate, tu_wfile_close, NULL, NULL};
     tu_wfile *w = calloc(1, sizeof(*w));
     assert_non_null(w);
     w->base.ops = &ops;
