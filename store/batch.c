@@ -68,15 +68,6 @@ void lsm_batch_clear(lsm_batch *b)
     b->rep.len = BATCH_HEADER;
 }
 
-void batch_give(lsm_batch *b, buf *into)
-{
-    assert(into->cap >= BATCH_HEADER);
-    buf mine = b->rep;
-    b->rep = *into;
-    *into = mine;
-    lsm_batch_clear(b);
-}
-
 bool lsm_batch_reserve(lsm_batch *b, size_t bytes)
 {
     return bufpool_reserve(&b->rep, bytes);
@@ -227,6 +218,25 @@ lsm_status *lsm_batch_iterate(const lsm_batch *b, const lsm_batch_handler *h)
     return NULL;
 }
 
+/* Inserts the records of a validated batch's bytes into m, sequences from
+ * the header's. Out of arena memory part-way leaves a prefix inserted. */
+static lsm_status *insert_records(const char *data, size_t len, memtable *m)
+{
+    uint64_t seq = decode_fixed64(data);
+    uint32_t count = decode_fixed32(data + 8);
+    if (count > 0 && (seq > MAX_SEQUENCE || count - 1 > MAX_SEQUENCE - seq))
+        return status_new(LSM_CORRUPTION, "batch sequence %" PRIu64 " + %u records overflows", seq,
+                          count);
+    const char *p = data + BATCH_HEADER, *limit = data + len;
+    record r;
+    while (p < limit && parse_record(&p, limit, &r)) {
+        if (!memtable_add(m, seq, r.type, r.key, r.klen, r.val, r.vlen))
+            return status_new(LSM_NO_MEMORY, "out of memory inserting sequence %" PRIu64, seq);
+        seq++;
+    }
+    return NULL;
+}
+
 /* A malformed batch (bad record, count mismatch, sequences past
  * MAX_SEQUENCE) is rejected whole, before anything is inserted. Running out
  * of arena memory part-way leaves a prefix of the batch inserted and
@@ -236,21 +246,39 @@ lsm_status *lsm_batch_iterate(const lsm_batch *b, const lsm_batch_handler *h)
 lsm_status *batch_insert_into(const lsm_batch *b, memtable *m)
 {
     lsm_status *s = batch_validate(b);
+    return s != NULL ? s : insert_records(b->rep.data, b->rep.len, m);
+}
+
+lsm_status *batch_give(lsm_batch *b, memtable *m, buf *spare)
+{
+    assert(spare->cap >= BATCH_HEADER);
+    lsm_status *s = batch_validate(b);
     if (s != NULL)
         return s;
-    uint64_t seq = batch_sequence(b);
-    uint32_t count = lsm_batch_count(b);
-    if (count > 0 && (seq > MAX_SEQUENCE || count - 1 > MAX_SEQUENCE - seq))
-        return status_new(LSM_CORRUPTION, "batch sequence %" PRIu64 " + %u records overflows", seq,
-                          count);
-    const char *p = b->rep.data + BATCH_HEADER, *limit = b->rep.data + b->rep.len;
-    record r;
-    while (p < limit && parse_record(&p, limit, &r)) {
-        if (!memtable_add(m, seq, r.type, r.key, r.klen, r.val, r.vlen))
-            return status_new(LSM_NO_MEMORY, "out of memory inserting sequence %" PRIu64, seq);
-        seq++;
-    }
+    if (!memtable_keep(m, &b->rep))
+        return status_new(LSM_NO_MEMORY, "out of memory deferring a write");
+    b->rep = *spare;
+    buf_init(spare);
+    lsm_batch_clear(b);
     return NULL;
+}
+
+void batch_take_back(lsm_batch *b, memtable *m, buf *spare, const char *data, size_t len,
+                     bool inserted)
+{
+    if (!inserted) {
+        *spare = b->rep;
+        memtable_unkeep(m, &b->rep);
+        return;
+    }
+    b->rep.len = 0;
+    if (!buf_append(&b->rep, data, len))
+        lsm_batch_clear(b);
+}
+
+lsm_status *batch_insert_kept(const char *data, size_t len, memtable *m)
+{
+    return insert_records(data, len, m);
 }
 
 /* Tag bytes: no record type (TYPE_DELETION, TYPE_VALUE) is either. */

@@ -39,10 +39,6 @@ void batch_destroy(lsm_batch *b);
 uint64_t batch_sequence(const lsm_batch *b);
 void batch_set_sequence(lsm_batch *b, uint64_t seq);
 void batch_set_count(lsm_batch *b, uint32_t n);
-/* The one way a batch's bytes change owner (a deferred batch, db_defer.c):
- * b's bytes go to *into, and b, given into's old buffer (room for at least
- * BATCH_HEADER bytes), is left empty as after lsm_batch_clear. Cannot fail. */
-void batch_give(lsm_batch *b, buf *into);
 static inline const char *batch_contents(const lsm_batch *b, size_t *n)
 {
     *n = b->rep.len;
@@ -55,6 +51,22 @@ lsm_status *batch_set_contents(lsm_batch *b, const char *data, size_t n);
  * REQUIRES: the memtable's writer serialisation. LSM_CORRUPTION if a record
  * is malformed or the count does not match. */
 lsm_status *batch_insert_into(const lsm_batch *b, memtable *m);
+/* The one way a batch's bytes change owner (a deferred batch, db_defer.c):
+ * m keeps b's bytes (memtable_keep) and b, given *spare (room for
+ * BATCH_HEADER bytes or more), is left empty as after lsm_batch_clear;
+ * *spare is left empty. LSM_CORRUPTION (a malformed batch, as
+ * batch_insert_into's) or LSM_NO_MEMORY: nothing changed. */
+lsm_status *batch_give(lsm_batch *b, memtable *m, buf *spare);
+/* Inserts the bytes (data, len) of a batch given to m (so checked), as
+ * batch_insert_into: m's entries point at their big values (memtable.h). */
+lsm_status *batch_insert_kept(const char *data, size_t len, memtable *m);
+/* After batch_give of b's bytes (data, len) to m, the write failed: b is
+ * as it was. Before batch_insert_kept (!inserted) b gets its own buffer back
+ * and *spare its spare (memtable_unkeep); after an insert out of memory
+ * part-way, a copy (b is left empty if there is no memory for it either:
+ * the store's error is then sticky). */
+void batch_take_back(lsm_batch *b, memtable *m, buf *spare, const char *data, size_t len,
+                     bool inserted);
 
 /* Encodes a WAL_DEFERRED or WAL_EPOCH record into out. */
 void wal_marker_encode(char out[WAL_MARKER_LEN], enum wal_record_kind kind, uint64_t seq,

@@ -1,8 +1,8 @@
 /*
  * bufpool.h — big buffers kept for reuse.
  *
- * A big write's batch (1 MiB of file data and more) lives until its
- * memtable is flushed (a deferred batch, db_defer.c), then goes; the next
+ * A big write's batch (1 MiB of file data and more) lives as long as its
+ * memtable (a deferred batch, db_defer.c; memtable_keep), then goes; the next
  * big batch would take fresh memory, a page fault for every page it fills.
  * Instead the buffer is kept here, BUFPOOL_MAX_BYTES at most (a memtable's
  * worth of big batches), and the next big batch fills pages already

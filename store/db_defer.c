@@ -4,8 +4,12 @@
  * A large batch written without sync need not cost its bytes twice (WAL,
  * then table). With defer_log, the leader puts only a WAL_DEFERRED marker
  * in the log, inserts the batch into the memtable and keeps the batch here,
- * its bytes taken from the writer's lsm_batch rather than copied (a big
- * write's bytes are copied once less). It is then either
+ * its bytes taken from the writer's lsm_batch by the memtable rather than
+ * copied, the memtable's entries pointing at its big values (memtable.h's
+ * memtable_keep: a big write's bytes are copied twice less). The bytes
+ * live as long as the memtable; a deferred batch holds a reference to it,
+ * so they outlive both the batch's entry here and every reader. It is then
+ * either
  *  - dropped when its memtable is written to a table (the common case for a
  *    large file written in one go: its bytes reach the disk once), or
  *  - logged late, whole, by the next leader of a logged batch, before that
@@ -18,7 +22,6 @@
  * is logged (db_sync_ceiling).
  */
 #include "db_impl.h"
-#include "bufpool.h"
 #include "lsm_malloc.h"
 
 #include "status.h"
@@ -32,44 +35,76 @@ struct deferred *deferred_new(uint64_t mem)
     struct deferred *d = lsm_malloc(sizeof(*d));
     if (d == NULL)
         return NULL;
-    d->next = NULL;
-    d->mem = mem;
-    buf_init(&d->rep);
-    if (!buf_reserve(&d->rep, BATCH_HEADER)) { /* what the batch gets back */
+    *d = (struct deferred){.mem = mem};
+    buf_init(&d->spare);
+    if (!buf_reserve(&d->spare, BATCH_HEADER)) { /* what the batch gets back */
         free(d);
         return NULL;
     }
     return d;
 }
 
-void deferred_take(struct deferred *d, lsm_batch *b)
+lsm_status *deferred_take(struct deferred *d, lsm_batch *b, memtable *mem)
 {
-    batch_give(b, &d->rep);
+    assert(d->owner == NULL);
+    size_t len;
+    const char *data = batch_contents(b, &len);
+    lsm_status *s = batch_give(b, mem, &d->spare);
+    if (s != NULL)
+        return s;
+    memtable_ref(mem); /* the bytes live as long as mem (memtable.h) */
+    d->owner = mem;
+    d->data = data;
+    d->len = len;
+    return NULL;
+}
+
+void deferred_marker(const struct deferred *d, char out[WAL_MARKER_LEN])
+{
+    wal_marker_encode(out, WAL_DEFERRED, decode_fixed64(d->data), decode_fixed32(d->data + 8));
+}
+
+lsm_status *deferred_insert(struct deferred *d, lsm_batch *b)
+{
+    lsm_status *s = batch_insert_kept(d->data, d->len, d->owner);
+    if (s != NULL)
+        batch_take_back(b, d->owner, &d->spare, d->data, d->len, true);
+    return s;
+}
+
+void deferred_give_back(struct deferred *d, lsm_batch *b)
+{
+    batch_take_back(b, d->owner, &d->spare, d->data, d->len, false);
+    memtable_unref(d->owner);
+    d->owner = NULL;
+    d->data = NULL;
+    d->len = 0;
 }
 
 void deferred_free(struct deferred *d)
 {
     if (d == NULL)
         return;
-    bufpool_release(&d->rep); /* for the next big batch (bufpool.h) */
+    memtable_unref(d->owner);
+    buf_free(&d->spare);
     free(d);
 }
 
 /* The first sequence of a deferred batch, from its header. */
 static uint64_t first_seq(const struct deferred *d)
 {
-    return decode_fixed64(d->rep.data);
+    return decode_fixed64(d->data);
 }
 
 void db_keep_deferred(lsm_db *db, struct deferred *d)
 {
-    assert(mutex_held(&db->mu) && d->next == NULL);
+    assert(mutex_held(&db->mu) && d->next == NULL && d->owner != NULL);
     assert(db->deferred_tail == NULL || first_seq(db->deferred_tail) < first_seq(d));
     if (db->deferred_head == NULL) /* the flush thread times them */
         pthread_cond_broadcast(&db->work_cv);
     d->at_us = db->env->now_micros(db->env);
     db->stats.deferred++;
-    db->stats.deferred_bytes += d->rep.len;
+    db->stats.deferred_bytes += d->len;
     if (db->deferred_tail)
         db->deferred_tail->next = d;
     else
@@ -91,10 +126,10 @@ lsm_status *deferred_log_late(wal_writer *wal, const struct deferred *list, uint
 {
     *bytes = 0;
     for (const struct deferred *d = list; d != NULL; d = d->next) {
-        lsm_status *s = wal_add_record(wal, d->rep.data, d->rep.len);
+        lsm_status *s = wal_add_record(wal, d->data, d->len);
         if (s != NULL)
             return s;
-        *bytes += d->rep.len;
+        *bytes += d->len;
     }
     return NULL;
 }
@@ -212,6 +247,6 @@ uint64_t db_deferred_bytes_upto(lsm_db *db, uint64_t seq)
     uint64_t bytes = 0;
     for (const struct deferred *d = db->deferred_head; d != NULL && first_seq(d) <= seq;
          d = d->next)
-        bytes += d->rep.len;
+        bytes += d->len;
     return bytes;
 }

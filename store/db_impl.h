@@ -49,11 +49,15 @@
  * with mem_id and db_idle.c's retire_old_deferred looks for mem_id. */
 struct deferred {
     struct deferred *next;
-    uint64_t mem;   /* the id of its memtable (mem_id when written) */
-    uint64_t at_us; /* when it was written (env->now_micros) */
-    buf rep;        /* the batch, sequence set (batch.h: its header says
-                     * its first sequence and its count), taken from the
-                     * writer's lsm_batch (batch_give), not copied */
+    uint64_t mem;    /* the id of its memtable (mem_id when written) */
+    uint64_t at_us;  /* when it was written (env->now_micros) */
+    memtable *owner; /* a reference to that memtable, which keeps the bytes */
+    const char *data; /* the batch, sequence set (batch.h: its header says
+                      * its first sequence and its count), taken from the
+                      * writer's lsm_batch by its memtable (batch_give), not
+                      * copied; valid while owner is */
+    size_t len;
+    buf spare; /* what the writer's batch gets instead (until deferred_take) */
 };
 
 /* What a reader needs, pinned as a unit ("super version"): the memtables and
@@ -353,13 +357,24 @@ lsm_status *db_write(lsm_db *db, lsm_batch *batch, const lsm_write_options *wo, 
 
 /* db_defer.c: deferred logging (see there). */
 /* A deferred batch for the memtable with id `mem`, still empty: made before
- * the write so that nothing can fail after it (deferred_take). NULL if out
- * of memory. No lock needed. */
+ * the write. NULL if out of memory. No lock needed. */
 struct deferred *deferred_new(uint64_t mem);
-/* d takes b's bytes (sequence set): b is left empty, the caller's batch
- * with it (lsm.h, defer_log). No lock needed. */
-void deferred_take(struct deferred *d, lsm_batch *b);
-/* Frees d (not linked in a list). */
+/* mem (whose id d was made for) takes b's bytes (batch_give; b is left
+ * empty: lsm.h, defer_log) and d refers to them, holding a reference to
+ * mem. LSM_NO_MEMORY, LSM_CORRUPTION (batch_give): nothing changed.
+ * [leader], before the WAL append. */
+lsm_status *deferred_take(struct deferred *d, lsm_batch *b, memtable *mem);
+/* The WAL_DEFERRED marker of d's batch, what the log gets instead. */
+void deferred_marker(const struct deferred *d, char out[WAL_MARKER_LEN]);
+/* Inserts d's batch into its memtable, pointing at its big values
+ * (batch_insert_kept). On failure b, from which d took them, gets them
+ * back (batch_take_back) [leader]. */
+lsm_status *deferred_insert(struct deferred *d, lsm_batch *b);
+/* The WAL append failed: b gets its bytes back, d is as deferred_new made
+ * it. [leader] */
+void deferred_give_back(struct deferred *d, lsm_batch *b);
+/* Frees d (not linked in a list; NULL: nothing), dropping its memtable
+ * reference: the memtable, not d, frees the bytes. */
 void deferred_free(struct deferred *d);
 /* Adds d, the newest deferred batch (timed from now, counted in the
  * stats). REQUIRES: mu held. */

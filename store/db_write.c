@@ -137,11 +137,11 @@ static lsm_status *build_group(lsm_db *db, struct writer *first, struct writer *
 }
 
 /* Appends the group to the WAL and inserts it into mem; *written gets the
- * WAL's size after it. For a deferred group (keep != NULL, to take its
- * bytes) the log gets only a marker. The deferred batches in `late` are logged first.
- * Runs with mu released. [leader] */
+ * WAL's size after it. For a deferred group (keep != NULL, which took its
+ * bytes: deferred_take) the log gets only a marker. The deferred batches
+ * in `late` are logged first. Runs with mu released. [leader] */
 static lsm_status *commit_group(lsm_db *db, lsm_batch *group, wal_writer *wal, memtable *mem,
-                                const struct deferred *late, const struct deferred *keep,
+                                const struct deferred *late, struct deferred *keep,
                                 uint64_t *bytes, uint64_t *late_bytes, uint64_t *written)
 {
     lsm_status *s = NULL;
@@ -154,9 +154,9 @@ static lsm_status *commit_group(lsm_db *db, lsm_batch *group, wal_writer *wal, m
         const char *data = batch_contents(group, &n);
         char marker[WAL_MARKER_LEN];
         if (keep) {
-            wal_marker_encode(marker, WAL_DEFERRED, batch_sequence(group),
-                              lsm_batch_count(group));
+            deferred_marker(keep, marker);
             s = wal_add_record(wal, marker, sizeof(marker));
+            n = keep->len;
         } else {
             s = wal_add_record(wal, data, n);
         }
@@ -165,10 +165,13 @@ static lsm_status *commit_group(lsm_db *db, lsm_batch *group, wal_writer *wal, m
     if ((group || late) && s == NULL)
         s = wal_flush(wal);
     *written = wal_offset(wal);
-    if (s != NULL)
+    if (s != NULL) {
+        if (keep)
+            deferred_give_back(keep, group);
         return status_wrap(s, "write-ahead log %06llu", (unsigned long long)db->wal_number);
+    }
     if (group)
-        s = batch_insert_into(group, mem);
+        s = keep ? deferred_insert(keep, group) : batch_insert_into(group, mem);
     return s;
 }
 
@@ -263,6 +266,7 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     if (s != NULL) /* out of memory, nothing written or taken: not sticky */
         return s;
     bool defer = w->defer && group != NULL;
+    uint32_t nrec = group ? lsm_batch_count(group) : 0; /* a deferred group's bytes go */
     /* Nothing logged may follow a deferred batch that is in no log yet. A
      * deferred group takes none (so an error copying it loses none). */
     struct deferred *late = defer ? NULL : db_take_deferred(db);
@@ -275,6 +279,8 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     bool wrote = false; /* whether the log or mem may have changed */
     if (defer && (keep = deferred_new(mem_id)) == NULL) {
         s = status_new(LSM_NO_MEMORY, "out of memory deferring a write");
+    } else if (keep && (s = deferred_take(keep, group, mem)) != NULL) {
+        /* nothing written nor taken: not sticky */
     } else {
         s = commit_group(db, group, wal, mem, late, keep, &bytes, &late_bytes, &written);
         wrote = true;
@@ -291,11 +297,10 @@ static lsm_status *write_group(lsm_db *db, struct writer *w, struct writer **las
     if (s == NULL && group && !db->idle_watch && memtable_deletions(mem) > 0)
         pthread_cond_broadcast(&db->work_cv); /* flush_idle_deletions looks */
     if (s == NULL && group) {
-        db->last_seq = seq + lsm_batch_count(group) - 1;
+        db->last_seq = seq + nrec - 1;
         account_write(db, bytes);
         if (keep) {
             assert(group == w->batch); /* a deferred group is its leader alone */
-            deferred_take(keep, group);
             db_keep_deferred(db, keep);
         }
     }

@@ -259,7 +259,9 @@ lsm_status *lsm_delete(lsm_db *db, const lsm_write_options *wo, const void *key,
  * sync=true it returns once every write acknowledged before it is durable.
  * With defer_log the store may take the batch's bytes instead of copying
  * them: after a successful write the batch may be empty (as after
- * lsm_batch_clear); after a failed one it is as it was. */
+ * lsm_batch_clear); after a failed one it is as it was (but empty when the
+ * store ran out of memory inserting it and again copying it back: that
+ * error is sticky). */
 lsm_status *lsm_write(lsm_db *db, const lsm_write_options *wo, lsm_batch *batch);
 /* Everything acknowledged so far is made durable (a sync barrier). */
 lsm_status *lsm_sync(lsm_db *db);

@@ -1,7 +1,9 @@
 /* memtable.c — internal keys in an arena skiplist; see memtable.h.
  *
  * Entry format (one arena allocation together with its skiplist node):
- *   varint32 ikey_len | internal key | varint32 vlen | value
+ *   varint32 ikey_len | internal key | varint64 (vlen << 1 | kept) | value
+ * where, if `kept`, the value is not there but 8 bytes pointing at it in a
+ * buffer the memtable keeps (memtable_keep; the rule is `refers`).
  *
  * A get may have to look in several memtables (the active one and those
  * waiting to be flushed), and a skiplist search is some twenty comparisons
@@ -15,15 +17,27 @@
 #include "lsm_malloc.h"
 
 #include "arena.h"
+#include "bufpool.h"
 #include "keycmp.h"
 #include "skiplist.h"
 #include "status.h"
 
+#include <assert.h>
+#include <stdalign.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define FILTER_LINES 2048 /* 128 KiB: ~18 bits a key in 8 MiB of 150-byte entries */
 #define FILTER_PROBES 4
+
+/* A buffer of batch bytes the memtable keeps (memtable_keep), in its arena. */
+struct kept {
+    struct kept *next;
+    buf bytes;
+    uint64_t entries; /* the memtable's when it was kept (memtable_unkeep) */
+};
 
 struct memtable {
     arena arena;              /* allocation: writer only; usage: read by anyone */
@@ -31,6 +45,8 @@ struct memtable {
     _Atomic uint64_t entries;   /* written by the writer, read by anyone */
     _Atomic uint64_t deletions; /* entries that are deletions; as entries */
     atomic_int refs;
+    struct kept *kept;        /* newest first; writer only, freed with m */
+    _Atomic size_t kept_len;  /* their bytes; written by the writer, read by anyone */
     /* Bloom filter of the user keys: bits are only ever set, by the writer,
      * before the entry is linked into the list (relaxed: readers that may
      * see the entry are ordered after it by the list's release store or by
@@ -120,6 +136,8 @@ static memtable *make(bool pooled)
     atomic_init(&m->entries, 0);
     atomic_init(&m->deletions, 0);
     atomic_init(&m->refs, 1);
+    m->kept = NULL;
+    atomic_init(&m->kept_len, 0);
     return m;
 }
 
@@ -145,9 +163,55 @@ void memtable_unref(memtable *m)
     int old = atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel);
     assert(old > 0);
     if (old == 1) {
+        /* No entry outlives this: the kept bytes go with the arena. */
+        for (struct kept *k = m->kept; k != NULL; k = k->next)
+            bufpool_release(&k->bytes);
         arena_destroy(&m->arena);
         free(m);
     }
+}
+
+/* Kept bytes counted in the usage. [writer] */
+static void add_kept_len(memtable *m, ptrdiff_t n)
+{
+    size_t len = atomic_load_explicit(&m->kept_len, memory_order_relaxed);
+    atomic_store_explicit(&m->kept_len, len + (size_t)n, memory_order_relaxed);
+}
+
+bool memtable_keep(memtable *m, buf *bytes)
+{
+    struct kept *k = arena_alloc_aligned(&m->arena, sizeof(*k), alignof(struct kept));
+    if (k == NULL)
+        return false;
+    k->bytes = *bytes;
+    k->entries = memtable_entries(m);
+    buf_init(bytes);
+    k->next = m->kept;
+    m->kept = k;
+    add_kept_len(m, (ptrdiff_t)k->bytes.len);
+    return true;
+}
+
+void memtable_unkeep(memtable *m, buf *bytes)
+{
+    struct kept *k = m->kept;
+    assert(k != NULL && k->entries == memtable_entries(m)); /* none points into it */
+    *bytes = k->bytes;
+    m->kept = k->next; /* its node stays in the arena */
+    add_kept_len(m, -(ptrdiff_t)bytes->len);
+}
+
+/* The one rule of references: an entry points at its value instead of
+ * holding a copy when the value is MEMTABLE_REF_MIN bytes or more and lies
+ * in the newest buffer m keeps. Those bytes are freed only with m
+ * (memtable_unref), so they outlive every entry, iterator and get. */
+static bool refers(const memtable *m, const void *val, size_t vlen)
+{
+    if (vlen < MEMTABLE_REF_MIN || m->kept == NULL)
+        return false;
+    uintptr_t lo = (uintptr_t)m->kept->bytes.data, v = (uintptr_t)val;
+    size_t len = m->kept->bytes.len;
+    return v >= lo && v - lo <= len && vlen <= len - (v - lo);
 }
 
 bool memtable_add(memtable *m, uint64_t seq, enum value_type type, const void *key, size_t klen,
@@ -157,8 +221,11 @@ bool memtable_add(memtable *m, uint64_t seq, enum value_type type, const void *k
      * (batches never produce them). */
     if (klen > UINT32_MAX - IKEY_TRAILER || vlen > UINT32_MAX)
         return false;
+    bool ref = refers(m, val, vlen);
     uint32_t ilen = (uint32_t)klen + IKEY_TRAILER;
-    size_t n = (size_t)varint_length(ilen) + ilen + (size_t)varint_length(vlen) + vlen;
+    uint64_t vtag = (uint64_t)vlen << 1 | ref;
+    size_t stored = ref ? sizeof(const char *) : vlen;
+    size_t n = (size_t)varint_length(ilen) + ilen + (size_t)varint_length(vtag) + stored;
     char *e = skiplist_alloc(&m->list, n);
     if (e == NULL)
         return false;
@@ -166,8 +233,10 @@ bool memtable_add(memtable *m, uint64_t seq, enum value_type type, const void *k
     if (klen)
         memcpy(p, key, klen);
     encode_fixed64(p + klen, pack_seq_type(seq, type));
-    p = encode_varint32(p + ilen, (uint32_t)vlen);
-    if (vlen)
+    p = encode_varint64(p + ilen, vtag);
+    if (ref)
+        memcpy(p, &val, sizeof(val));
+    else if (vlen)
         memcpy(p, val, vlen);
     filter_add(m, key, klen);
     skiplist_insert(&m->list, e);
@@ -184,11 +253,15 @@ bool memtable_add(memtable *m, uint64_t seq, enum value_type type, const void *k
 static const char *entry_value(const char *ikey, size_t ilen, size_t *vlen)
 {
     const char *p = ikey + ilen;
-    uint32_t n;
-    p = decode_varint32(p, p + VARINT32_MAX, &n);
+    uint64_t vtag;
+    p = decode_varint64(p, p + VARINT64_MAX, &vtag);
     assert(p != NULL); /* we wrote it */
-    *vlen = n;
-    return p;
+    *vlen = (size_t)(vtag >> 1);
+    if (!(vtag & 1))
+        return p;
+    const char *kept;
+    memcpy(&kept, p, sizeof(kept));
+    return kept;
 }
 
 /* Lookup keys up to this size are built on the stack: no malloc per get. */
@@ -237,7 +310,7 @@ enum memtable_get_result memtable_get(memtable *m, const void *key, size_t klen,
 
 size_t memtable_memory_usage(const memtable *m)
 {
-    return arena_memory_usage(&m->arena);
+    return arena_memory_usage(&m->arena) + atomic_load_explicit(&m->kept_len, memory_order_relaxed);
 }
 
 uint64_t memtable_deletions(const memtable *m)

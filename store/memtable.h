@@ -6,11 +6,13 @@
  * locks — a reader never sees a half-linked node (nodes are published with
  * release stores and read with acquire loads). Reference counting is atomic.
  * Memory comes from an arena: no malloc per insert; it is freed all at once
- * when the last reference goes.
+ * when the last reference goes, with the batch buffers it keeps
+ * (memtable_keep), whose big values its entries point at.
  */
 #ifndef LSM_MEMTABLE_H
 #define LSM_MEMTABLE_H
 
+#include "coding.h"
 #include "dbformat.h"
 #include "iter.h"
 
@@ -22,6 +24,19 @@ memtable *memtable_new(void); /* refcount 1; NULL if out of memory */
 memtable *memtable_new_pooled(void);
 void memtable_ref(memtable *m);
 void memtable_unref(memtable *m);
+
+/* Takes *bytes (a batch's, batch_insert_kept) to keep until m is freed;
+ * *bytes is left empty. While it is the newest kept buffer, memtable_add
+ * points at values of MEMTABLE_REF_MIN bytes or more lying in it instead of
+ * copying them (memtable.c's `refers`: the one rule). Its length counts
+ * in memtable_memory_usage. false if out of memory (nothing taken).
+ * REQUIRES: the writer serialisation of memtable_add. */
+#define MEMTABLE_REF_MIN 1024 /* a pointer and a cache miss cost less than the copy */
+bool memtable_keep(memtable *m, buf *bytes);
+/* Gives the newest kept buffer back into *bytes (a write that failed before
+ * its insert). REQUIRES: no entry added since memtable_keep; the writer
+ * serialisation. */
+void memtable_unkeep(memtable *m, buf *bytes);
 
 /* Inserts (user key, seq, type) -> value. REQUIRES: external serialisation
  * of writers; seq not already present for this key. Returns false only if
@@ -39,7 +54,7 @@ enum memtable_get_result {
 enum memtable_get_result memtable_get(memtable *m, const void *key, size_t klen, uint64_t seq,
                                       char **val, size_t *vlen);
 
-/* Bytes of arena in use (what write_buffer_size is compared against). */
+/* Bytes of arena in use and kept (what write_buffer_size is compared against). */
 size_t memtable_memory_usage(const memtable *m);
 uint64_t memtable_entries(const memtable *m);
 uint64_t memtable_deletions(const memtable *m); /* entries that are deletions */

@@ -217,6 +217,40 @@ static void test_deferred_logged_by_sync(void **state)
     fault_env_free(fe);
 }
 
+/* A deferred batch's bytes are its memtable's (memtable_keep), whose
+ * entries point into them: an iterator opened over them reads them after
+ * the batches were logged late (the sync frees them), their memtables
+ * flushed (the flush drops them) and later deferred batches took the
+ * buffers freed meanwhile (bufpool.h). */
+static void test_deferred_bytes_outlive_their_batch(void **state)
+{
+    (void)state;
+    enum { N = 24, LATER = 96 };
+    lsm_db *db = tu_open_db(tu_dir, NULL, 256 << 10);
+    for (int i = 0; i < N; i++)
+        ASSERT_OK(put_i(db, "d", i, true, false));
+    lsm_iter *it = lsm_iter_new(db, NULL);
+    assert_non_null(it);
+    assert_null(lsm_sync(db));
+    for (int i = 0; i < LATER; i++)
+        ASSERT_OK(put_i(db, "e", 1000 + i, true, false));
+    wait_flushed(db);
+    assert_true(tu_prop(db, "lsm.flushes") >= 2);
+    char want[VLEN];
+    int i = 0;
+    for (lsm_iter_seek_first(it); lsm_iter_valid(it); lsm_iter_next(it), i++) {
+        size_t n;
+        const char *v = lsm_iter_value(it, &n);
+        value_of(want, i);
+        assert_int_equal(n, VLEN);
+        assert_memory_equal(v, want, VLEN);
+    }
+    assert_int_equal(i, N); /* its view: no "e" */
+    lsm_iter_free(it);
+    assert_all(db, "d", N);
+    assert_null(lsm_close(db));
+}
+
 /* A batch of N keys i with value i (prefix p); NULL if out of memory. */
 static lsm_batch *batch_of(const char *p, int n)
 {
@@ -253,6 +287,11 @@ static void test_deferred_takes_the_batch(void **state)
     lsm_alloc_hook_disarm();
     assert_true(fired);
     ASSERT_FAILS(s, LSM_NO_MEMORY, NULL);
+    assert_int_equal(lsm_batch_count(b), N);
+    assert_int_equal(lsm_batch_size(b), size);
+    /* Its memtable took the bytes, then the log's append failed: back. */
+    fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, 1);
+    ASSERT_FAILS(lsm_write(db, &dw, b), LSM_NO_SPACE, NULL);
     assert_int_equal(lsm_batch_count(b), N);
     assert_int_equal(lsm_batch_size(b), size);
     ASSERT_OK(lsm_write(db, &dw, b));
@@ -809,6 +848,7 @@ int main(void)
         TU_TEST(test_deferred_reach_tables_once),
         TU_TEST(test_deferred_logged_by_sync),
         TU_TEST(test_deferred_takes_the_batch),
+        TU_TEST(test_deferred_bytes_outlive_their_batch),
         TU_TEST(test_sync_flushes_many_deferred),
         TU_TEST(test_sync_logs_deferred_among_much_else),
         TU_TEST(test_sync_logs_deferred_when_flush_fails),

@@ -461,6 +461,55 @@ static void test_memtable_usage_and_entries(void **state)
     memtable_unref(m);
 }
 
+/* Values of MEMTABLE_REF_MIN bytes or more lying in the buffer a memtable
+ * keeps (memtable_keep) are not copied: its entries point at them, its
+ * usage counts the buffer once, and the buffer lives until the memtable's
+ * last reference (here an iterator's) goes. Small values, and values
+ * elsewhere, are copied. */
+static void test_memtable_kept_values_not_copied(void **state)
+{
+    (void)state;
+    enum { BIG = MEMTABLE_REF_MIN, N = 8 };
+    memtable *m = memtable_new();
+    buf kept;
+    buf_init(&kept);
+    assert_true(buf_reserve(&kept, N * BIG));
+    for (int i = 0; i < N; i++)
+        memset(kept.data + (size_t)i * BIG, 'a' + i, BIG);
+    kept.len = N * BIG;
+    const char *bytes = kept.data;
+    size_t u0 = memtable_memory_usage(m);
+    assert_true(memtable_keep(m, &kept));
+    assert_null(kept.data); /* taken */
+    assert_int_equal(memtable_memory_usage(m), u0 + N * BIG);
+    static char outside[BIG];
+    memset(outside, 'z', sizeof(outside));
+    for (int i = 0; i < N; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof(k), "k%d", i);
+        size_t vlen = i == 0 ? BIG - 1 : BIG; /* k0: too small to point at */
+        const char *v = i == N - 1 ? outside : bytes + (size_t)i * BIG;
+        assert_true(memtable_add(m, (uint64_t)i + 1, TYPE_VALUE, k, (size_t)n, v, vlen));
+    }
+    /* Entries, not values: well under one value's size each. */
+    assert_true(memtable_memory_usage(m) < u0 + N * BIG + 3 * BIG);
+    iter *it = memtable_iter_new(m);
+    memtable_unref(m); /* the iterator's reference keeps entries and bytes */
+    int i = 0;
+    for (it->ops->seek_first(it); it->ops->valid(it); it->ops->next(it), i++) {
+        size_t vn;
+        const char *v = it->ops->value(it, &vn);
+        const char *at = bytes + (size_t)i * BIG;
+        bool pointed = i > 0 && i < N - 1;
+        assert_int_equal(vn, i == 0 ? BIG - 1 : BIG);
+        assert_true(pointed ? v == at : v != at && v != outside);
+        for (size_t j = 0; j < vn; j++)
+            assert_int_equal(v[j], i == N - 1 ? 'z' : 'a' + i);
+    }
+    assert_int_equal(i, N);
+    it->ops->free(it);
+}
+
 /* A freed memtable's blocks go to the pool. */
 static void test_memtable_blocks_pooled(void **state)
 {
@@ -680,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_memtable_long_keys),
         cmocka_unit_test(test_memtable_iterator),
         cmocka_unit_test(test_memtable_usage_and_entries),
+        cmocka_unit_test(test_memtable_kept_values_not_copied),
         cmocka_unit_test(test_memtable_concurrent_readers),
         cmocka_unit_test(test_memtable_blocks_pooled),
         cmocka_unit_test(test_arena_pool_reuses_blocks),
