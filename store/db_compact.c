@@ -80,8 +80,9 @@ typedef struct output {
     table_builder *builder;
 } output;
 
-/* REQUIRES: mu held (to allocate the number). */
-static lsm_status *output_open(lsm_db *db, output *o)
+/* direct: written around the page cache (flush_direct).
+ * REQUIRES: mu held (to allocate the number). */
+static lsm_status *output_open(lsm_db *db, output *o, bool direct)
 {
     memset(o, 0, sizeof(*o));
     o->number = vset_new_file_number(&db->vs);
@@ -90,7 +91,7 @@ static lsm_status *output_open(lsm_db *db, output *o)
     lsm_status *s = db->env->new_wfile(db->env, o->path, &o->file);
     if (s)
         return s;
-    if (db->opt.direct_table_writes && o->file->ops->write_through != NULL)
+    if (direct && o->file->ops->write_through != NULL)
         o->file->ops->write_through(o->file);
     table_options to;
     table_options_from(&to, &db->opt);
@@ -183,6 +184,7 @@ typedef struct compaction_run {
     bool close_wanted; /* the output is full: cut it at the next user key */
     uint64_t written;
     iter *ahead;  /* a flush's memtable, read ahead at segment starts (NULL: not read ahead) */
+    bool direct;  /* outputs written around the page cache (flush_direct) */
     buf seek_key; /* scratch: where `ahead` seeks */
 } compaction_run;
 
@@ -296,7 +298,7 @@ static lsm_status *add_entry(lsm_db *db, compaction_run *r, const char *k, size_
         s = close_output(db, r);
     if (s == NULL && !r->out_open) {
         mutex_lock(&db->mu);
-        s = output_open(db, &r->out);
+        s = output_open(db, &r->out, r->direct);
         mutex_unlock(&db->mu);
         r->out_open = true;
         r->close_wanted = false;
@@ -414,6 +416,14 @@ static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, com
     return s;
 }
 
+/* Whether the flush of m writes its tables around the page cache: the
+ * direct_table_writes rule (lsm.h), when at least half of m's bytes are
+ * big defer_log writes kept whole (memtable_keep). */
+static bool flush_direct(const lsm_db *db, const memtable *m)
+{
+    return db->opt.direct_table_writes && 2 * memtable_kept_bytes(m) >= memtable_memory_usage(m);
+}
+
 /* Flushes the oldest immutable memtable. REQUIRES: mu held. */
 static lsm_status *flush_one(lsm_db *db)
 {
@@ -422,7 +432,9 @@ static lsm_status *flush_one(lsm_db *db)
     memtable_ref(m);
     version_edit edit;
     version_edit_init(&edit);
-    compaction_run r = {.c = NULL, .smallest_snapshot = db_smallest_snapshot(db)};
+    compaction_run r = {.c = NULL,
+                        .smallest_snapshot = db_smallest_snapshot(db),
+                        .direct = flush_direct(db, m)};
     lsm_status *s = write_level0(db, m, &edit, &r);
     if (s == NULL) {
         /* Logs before the next memtable's first log are no longer needed. */

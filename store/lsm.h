@@ -114,10 +114,13 @@ typedef struct lsm_options {
      * (the env's guard). Scans read ahead with pread either way. Default
      * true; false: every read is a pread. */
     bool mapped_reads;
-    /* Tables (flush and compaction outputs) are written around the page
-     * cache where the env can (env.h write_through: O_DIRECT): their bytes
-     * are not copied into it nor written back from it, and a new table's
-     * first reads come from the disk. Default true. */
+    /* The flush of a memtable that is mostly big defer_log writes (at least
+     * half its bytes: a big file's data, seldom read back at once) writes
+     * its tables around the page cache where the env can (env.h
+     * write_through: O_DIRECT): their bytes are neither copied into the
+     * page cache nor written back from it, and their first reads come from
+     * the disk. Other tables are written through the page cache, so what
+     * was just written reads back from memory. Default true. */
     bool direct_table_writes;
     /* Group commit: how long a leader whose group needs a sync may wait for
      * more writers to join before it writes (microseconds; 0 disables). The

@@ -313,6 +313,11 @@ size_t memtable_memory_usage(const memtable *m)
     return arena_memory_usage(&m->arena) + atomic_load_explicit(&m->kept_len, memory_order_relaxed);
 }
 
+size_t memtable_kept_bytes(const memtable *m)
+{
+    return atomic_load_explicit(&m->kept_len, memory_order_relaxed);
+}
+
 uint64_t memtable_deletions(const memtable *m)
 {
     return atomic_load_explicit(&m->deletions, memory_order_relaxed);

@@ -56,6 +56,8 @@ enum memtable_get_result memtable_get(memtable *m, const void *key, size_t klen,
 
 /* Bytes of arena in use and kept (what write_buffer_size is compared against). */
 size_t memtable_memory_usage(const memtable *m);
+/* Bytes of the batch buffers it keeps (memtable_keep): big writes' data. */
+size_t memtable_kept_bytes(const memtable *m);
 uint64_t memtable_entries(const memtable *m);
 uint64_t memtable_deletions(const memtable *m); /* entries that are deletions */
 
