@@ -141,8 +141,8 @@ static lsm_status *build_group(lsm_db *db, struct writer *first, struct writer *
  * bytes: deferred_take) the log gets only a marker. The deferred batches
  * in `late` are logged first. Runs with mu released. [leader] */
 static lsm_status *commit_group(lsm_db *db, lsm_batch *group, wal_writer *wal, memtable *mem,
-                                const struct deferred *late, struct deferred *keep,
-                                uint64_t *bytes, uint64_t *late_bytes, uint64_t *written)
+                                const struct deferred *late, struct deferred *keep, uint64_t *bytes,
+                                uint64_t *late_bytes, uint64_t *written)
 {
     lsm_status *s = NULL;
     *bytes = 0;

@@ -40,13 +40,13 @@ struct kept {
 };
 
 struct memtable {
-    arena arena;              /* allocation: writer only; usage: read by anyone */
-    skiplist list;            /* one writer (caller-serialised), lock-free readers */
+    arena arena;                /* allocation: writer only; usage: read by anyone */
+    skiplist list;              /* one writer (caller-serialised), lock-free readers */
     _Atomic uint64_t entries;   /* written by the writer, read by anyone */
     _Atomic uint64_t deletions; /* entries that are deletions; as entries */
     atomic_int refs;
-    struct kept *kept;        /* newest first; writer only, freed with m */
-    _Atomic size_t kept_len;  /* their bytes; written by the writer, read by anyone */
+    struct kept *kept;       /* newest first; writer only, freed with m */
+    _Atomic size_t kept_len; /* their bytes; written by the writer, read by anyone */
     /* Bloom filter of the user keys: bits are only ever set, by the writer,
      * before the entry is linked into the list (relaxed: readers that may
      * see the entry are ordered after it by the list's release store or by

@@ -307,6 +307,54 @@ static void test_deferred_takes_the_batch(void **state)
     fault_env_free(fe);
 }
 
+/* A deferred batch whose insert runs out of memory part-way, its memtable
+ * holding its bytes and entries pointing at them (batch_take_back): the
+ * caller's batch is as it was (a copy), none of it is visible, and the
+ * write failed. Every allocation of the write is failed in turn until one
+ * falls inside the insert. */
+static void test_deferred_insert_out_of_memory_gives_the_batch_back(void **state)
+{
+    (void)state;
+    enum { SMALL = 64, SLEN = 200 };
+    lsm_write_options dw = {.defer_log = true};
+    bool seen = false;
+    for (uint64_t n = 1; n < 200 && !seen; n++) {
+        tu_dir_empty();
+        lsm_db *db = tu_open_db(tu_dir, NULL, 1 << 20); /* an arena of 4 KiB blocks */
+        lsm_batch *b = lsm_batch_new();
+        char v[2 * MEMTABLE_REF_MIN], k[16];
+        memset(v, 'k', sizeof(v));
+        assert_true(lsm_batch_put(b, "big", 3, v, sizeof(v))); /* pointed at */
+        for (int i = 0; i < SMALL; i++) {                      /* copied */
+            snprintf(k, sizeof(k), "s%03d", i);
+            memset(v, 'a' + i % 26, SLEN);
+            assert_true(lsm_batch_put(b, k, strlen(k), v, SLEN));
+        }
+        size_t size;
+        const char *was = batch_contents(b, &size);
+        char *copy = malloc(size);
+        memcpy(copy, was, size);
+        lsm_alloc_hook_arm(LSM_ALLOC_MAIN, n);
+        lsm_status *s = lsm_write(db, &dw, b);
+        lsm_alloc_hook_disarm();
+        if (s != NULL && tu_mentions(s, "inserting")) {
+            seen = true;
+            size_t now;
+            const char *is = batch_contents(b, &now);
+            assert_int_equal(now, size); /* all but the sequence the store set */
+            assert_memory_equal(is + 8, copy + 8, size - 8);
+            char *got = NULL;
+            size_t gn;
+            ASSERT_FAILS(lsm_get(db, NULL, "big", 3, &got, &gn), LSM_NOT_FOUND, NULL);
+        }
+        lsm_status_free(s);
+        free(copy);
+        lsm_batch_free(b);
+        lsm_status_free(lsm_close(db));
+    }
+    assert_true(seen);
+}
+
 /* A sync of many deferred bytes (a quarter of a memtable or more) flushes
  * the memtables instead of logging them: they reach the disk once, and
  * survive a power cut. */
@@ -849,6 +897,7 @@ int main(void)
         TU_TEST(test_deferred_logged_by_sync),
         TU_TEST(test_deferred_takes_the_batch),
         TU_TEST(test_deferred_bytes_outlive_their_batch),
+        TU_TEST(test_deferred_insert_out_of_memory_gives_the_batch_back),
         TU_TEST(test_sync_flushes_many_deferred),
         TU_TEST(test_sync_logs_deferred_among_much_else),
         TU_TEST(test_sync_logs_deferred_when_flush_fails),
