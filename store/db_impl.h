@@ -234,7 +234,8 @@ struct lsm_db {
     uint64_t reserve_max;      /* [const after open] the most it may be; 0: none */
     uint64_t reserve_bytes;    /* [mu] its size (db_reserve_size when last made) */
     size_t mem_cap;            /* [mu] the active memtable is full at this many bytes:
-                                * write_buffer_size, less near a full disk */
+                                * write_buffer_size, less near a full disk (twice it
+                                * for big writes: db_rotate.c memtable_full_at) */
     size_t mem_cap_checked;    /* [mu] the active memtable's bytes when mem_cap was set */
     bool reserve_held;         /* [mu] the RESERVE file is there, full size */
     uint64_t reserve_tried_us; /* [mu] when making it was last tried */

@@ -229,6 +229,20 @@ size_t db_memtable_room(lsm_db *db)
     return used < db->mem_cap ? db->mem_cap - used : 0;
 }
 
+/* Where the active memtable is full: its cap, or twice the write buffer
+ * for a memtable that is mostly big defer_log writes (at least half its
+ * bytes kept whole, memtable_keep) while the cap is the write buffer (the
+ * disk not low): a big file's data then reaches the disk in half as many
+ * memtable switches, flushes and table syncs. REQUIRES: mu held. */
+static size_t memtable_full_at(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    size_t used = memtable_memory_usage(db->mem);
+    bool bulk = used > 0 && 2 * memtable_kept_bytes(db->mem) >= used;
+    return bulk && db->mem_cap >= db->opt.write_buffer_size ? 2 * db->opt.write_buffer_size
+                                                             : db->mem_cap;
+}
+
 /* Looks at the disk again each time the active memtable grew by a low cap
  * since the last look (at most one disk_free per that many bytes): a disk
  * filled by others, or by compactions, lowers the cap of the memtable
@@ -273,7 +287,7 @@ bool lsm_write_may_wait(lsm_db *db)
     mutex_lock(&db->mu);
     bool paced = pace_clock_ahead(&db->pace, db->env);
     /* "Nearly full": one more large write (max_write is 1 MiB) may fill it. */
-    bool filling = memtable_memory_usage(db->mem) + (1u << 20) >= db->mem_cap;
+    bool filling = memtable_memory_usage(db->mem) + (1u << 20) >= memtable_full_at(db);
     bool may = db->bg_error == NULL && (paced || (filling && db_switch_must_wait(db)));
     mutex_unlock(&db->mu);
     return may;
@@ -316,7 +330,7 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force, bool frees, size_t ad
         /* Near a full disk a batch that would take the memtable past its
          * cap goes to the next one, unless it is empty (db_memtable_room). */
         memtable_cap_recheck(db);
-        bool full = memtable_memory_usage(db->mem) >= db->mem_cap ||
+        bool full = memtable_memory_usage(db->mem) >= memtable_full_at(db) ||
                     (memtable_entries(db->mem) > 0 && adding > db_memtable_room(db));
         if (!force && !full && !db->wal_broken)
             return NULL;

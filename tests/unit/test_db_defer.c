@@ -5,6 +5,8 @@
  * it; recovery's filter and epoch keep that so across repeated crashes. */
 #include "fixture.h"
 
+#include <inttypes.h>
+
 #include "alloc_fail.h"
 #include "db_impl.h"
 #include "db_recover.h"
@@ -175,11 +177,12 @@ static void wait_flushed(lsm_db *db)
     assert_int_equal(tu_prop(db, "lsm.immutable-memtables"), 0);
 }
 
-/* Deferred batches whose memtables are flushed never enter the log. */
+/* Deferred batches whose memtables are flushed never enter the log. (2 MiB:
+ * memtables of big deferred writes are full at twice the 256 KiB buffer.) */
 static void test_deferred_reach_tables_once(void **state)
 {
     (void)state;
-    enum { N = 64 };
+    enum { N = 128 };
     lsm_db *db = tu_open_db(tu_dir, NULL, 256 << 10);
     for (int i = 0; i < N; i++)
         ASSERT_OK(put_i(db, "d", i, true, false));
@@ -888,6 +891,42 @@ static void test_late_log_raced_by_flush(void **state)
     fault_env_free(fe);
 }
 
+/* Memtables of big deferred writes are full at twice the write buffer
+ * (db_rotate.c memtable_full_at): 1.5 buffers of 64 KiB deferred batches of
+ * 4 KiB values stay in one memtable, unflushed; the same as plain writes
+ * switch it and are flushed. */
+static void test_bulk_memtable_full_at_twice_the_buffer(void **state)
+{
+    (void)state;
+    for (int deferred = 1; deferred >= 0; deferred--) {
+        tu_dir_empty();
+        lsm_db *db = tu_open(NULL, 1 << 20);
+        lsm_batch *b = lsm_batch_new();
+        assert_non_null(b);
+        char k[32], v[4096];
+        memset(v, 'v', sizeof v);
+        lsm_write_options wo = {.defer_log = deferred};
+        for (int i = 0; i < 384; i++) { /* 1.5 MiB */
+            snprintf(k, sizeof k, "k%06d", i);
+            assert_true(lsm_batch_put(b, k, strlen(k), v, sizeof v));
+            if (i % 16 == 15) {
+                ASSERT_OK(lsm_write(db, &wo, b));
+                lsm_batch_clear(b);
+            }
+        }
+        lsm_batch_free(b);
+        for (int t = 0; t < 3000 && tu_prop(db, "lsm.background-busy") > 0; t++)
+            usleep(1000);
+        uint64_t flushes = tu_prop(db, "lsm.flushes");
+        if (deferred && flushes != 0)
+            fail_msg("big deferred writes of 1.5 write buffers were flushed %" PRIu64 " times",
+                     flushes);
+        if (!deferred && flushes == 0)
+            fail_msg("plain writes of 1.5 write buffers were never flushed");
+        lsm_status_free(lsm_close(db));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -914,6 +953,7 @@ int main(void)
         TU_TEST(test_deferred_among_sync_writers),
         TU_TEST(test_sync_logs_deferred_between_groups),
         TU_TEST(test_late_log_raced_by_flush),
+        TU_TEST(test_bulk_memtable_full_at_twice_the_buffer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
