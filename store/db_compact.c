@@ -417,11 +417,17 @@ static lsm_status *write_level0(lsm_db *db, memtable *m, version_edit *edit, com
 }
 
 /* Whether the flush of m writes its tables around the page cache: the
- * direct_table_writes rule (lsm.h), when at least half of m's bytes are
- * big defer_log writes kept whole (memtable_keep). */
+ * direct_table_writes rule (lsm.h), in a bulk stream (db_impl.h) for a
+ * memtable that is mostly big defer_log writes. REQUIRES: mu held. */
 static bool flush_direct(const lsm_db *db, const memtable *m)
 {
-    return db->opt.direct_table_writes && 2 * memtable_kept_bytes(m) >= memtable_memory_usage(m);
+    return db->opt.direct_table_writes && db_bulk_stream(db) && memtable_mostly_kept(m);
+}
+
+/* Counts m, just flushed, into the bulk stream, or ends it. REQUIRES: mu. */
+static void bulk_run_add(lsm_db *db, const memtable *m)
+{
+    db->bulk_run = memtable_mostly_kept(m) ? db->bulk_run + memtable_memory_usage(m) : 0;
 }
 
 /* Flushes the oldest immutable memtable. REQUIRES: mu held. */
@@ -454,6 +460,7 @@ static lsm_status *flush_one(lsm_db *db)
     }
     db_checkpoint_flushed(db, db->imm_id[0]);
     db_drop_deferred(db, db->imm_id[0]); /* in a table now */
+    bulk_run_add(db, db->imm[0]);
     memtable_unref(db->imm[0]);
     memmove(db->imm, db->imm + 1, (size_t)(db->nimm - 1) * sizeof(*db->imm));
     memmove(db->imm_log, db->imm_log + 1, (size_t)(db->nimm - 1) * sizeof(*db->imm_log));

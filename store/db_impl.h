@@ -235,7 +235,9 @@ struct lsm_db {
     uint64_t reserve_bytes;    /* [mu] its size (db_reserve_size when last made) */
     size_t mem_cap;            /* [mu] the active memtable is full at this many bytes:
                                 * write_buffer_size, less near a full disk (twice it
-                                * for big writes: db_rotate.c memtable_full_at) */
+                                * in a bulk stream: db_rotate.c memtable_full_at) */
+    uint64_t bulk_run;         /* [mu] bytes of the memtables flushed in a row that were
+                                * mostly big writes (memtable_mostly_kept) */
     size_t mem_cap_checked;    /* [mu] the active memtable's bytes when mem_cap was set */
     bool reserve_held;         /* [mu] the RESERVE file is there, full size */
     uint64_t reserve_tried_us; /* [mu] when making it was last tried */
@@ -463,6 +465,15 @@ lsm_status *db_make_room_for_write(lsm_db *db, bool force, bool frees, size_t ad
 /* Bytes the active memtable may still take while the disk is low (its cap
  * lowered, db_memtable_cap_update); SIZE_MAX otherwise. REQUIRES: mu held. */
 size_t db_memtable_room(lsm_db *db);
+/* Whether the store is in a bulk stream: a big file written for a long
+ * while, BULK_STREAM_BUFFERS write buffers of big writes flushed in a row
+ * (bulk_run). Then, and only then, memtables of big writes are full at
+ * twice the write buffer (db_rotate.c) and their flushes write around the
+ * page cache (direct_table_writes, db_compact.c): a shorter write is served
+ * faster by the page cache. REQUIRES: mu held. */
+#define BULK_STREAM_BUFFERS 128
+bool db_bulk_stream(const lsm_db *db);
+
 /* Sets mem_cap for a new active memtable: write_buffer_size, or while the
  * disk is low db_reserve_memtable_cap, so what sits unflushed near a full
  * disk fits in the reserve. REQUIRES: mu held. */

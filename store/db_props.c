@@ -139,6 +139,7 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t, const char *only)
         {"lsm.total-table-bytes", db_table_bytes(db)},
         {"lsm.table-deletions", table_deletions(db)},
         {"lsm.flushes", st->flushes},
+        {"lsm.bulk-run-bytes", db->bulk_run},
         {"lsm.level0-load", (uint64_t)db->vs.current->l0_load},
         {"lsm.compaction-bytes-written", compaction_written(db)},
         {"lsm.compactions-side-by-side", st->side_by_side},

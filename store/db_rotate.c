@@ -229,18 +229,24 @@ size_t db_memtable_room(lsm_db *db)
     return used < db->mem_cap ? db->mem_cap - used : 0;
 }
 
+bool db_bulk_stream(const lsm_db *db)
+{
+    assert(mutex_held(&((lsm_db *)db)->mu));
+    return db->bulk_run >= (uint64_t)BULK_STREAM_BUFFERS * db->opt.write_buffer_size;
+}
+
 /* Where the active memtable is full: its cap, or twice the write buffer
- * for a memtable that is mostly big defer_log writes (at least half its
- * bytes kept whole, memtable_keep) while the cap is the write buffer (the
- * disk not low): a big file's data then reaches the disk in half as many
- * memtable switches, flushes and table syncs. REQUIRES: mu held. */
+ * in a bulk stream (db_impl.h) for a memtable that is mostly big defer_log
+ * writes while the cap is the write buffer (the disk not low): a big file's
+ * data then reaches the disk in half as many memtable switches (a new WAL
+ * and the old one's fdatasync on the writer's thread), flushes and table
+ * syncs. REQUIRES: mu held. */
 static size_t memtable_full_at(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
-    size_t used = memtable_memory_usage(db->mem);
-    bool bulk = used > 0 && 2 * memtable_kept_bytes(db->mem) >= used;
-    return bulk && db->mem_cap >= db->opt.write_buffer_size ? 2 * db->opt.write_buffer_size
-                                                             : db->mem_cap;
+    bool big = db_bulk_stream(db) && memtable_mostly_kept(db->mem);
+    return big && db->mem_cap >= db->opt.write_buffer_size ? 2 * db->opt.write_buffer_size
+                                                            : db->mem_cap;
 }
 
 /* Looks at the disk again each time the active memtable grew by a low cap

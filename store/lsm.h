@@ -114,13 +114,14 @@ typedef struct lsm_options {
      * (the env's guard). Scans read ahead with pread either way. Default
      * true; false: every read is a pread. */
     bool mapped_reads;
-    /* The flush of a memtable that is mostly big defer_log writes (at least
-     * half its bytes: a big file's data, seldom read back at once) writes
-     * its tables around the page cache where the env can (env.h
-     * write_through: O_DIRECT): their bytes are neither copied into the
-     * page cache nor written back from it, and their first reads come from
-     * the disk. Other tables are written through the page cache, so what
-     * was just written reads back from memory. Default true. */
+    /* In a bulk stream (a big file written for a long while: 128 write
+     * buffers of big defer_log writes flushed in a row, db_impl.h), the
+     * flush of a memtable that is mostly such writes writes its tables
+     * around the page cache where the env can (env.h write_through:
+     * O_DIRECT): their bytes are neither copied into the page cache nor
+     * written back from it, and their first reads come from the disk.
+     * Other tables, and a shorter write's, go through the page cache, which
+     * serves them faster. Default true. */
     bool direct_table_writes;
     /* Group commit: how long a leader whose group needs a sync may wait for
      * more writers to join before it writes (microseconds; 0 disables). The
@@ -342,6 +343,8 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *   "lsm.background-jobs"            the background jobs running or due: the flush
  *                                    (0 or 1) and the compactions (one per lane
  *                                    running, else 1 if due): 0 to 3
+ *   "lsm.bulk-run-bytes"             bytes of memtables of big writes flushed in a row
+ *                                    (a bulk stream from 128 write buffers, db_impl.h)
  *   "lsm.background-running"         the flush and compactions running now (not those
  *                                    only due): 0 to 3. A running one's output is on
  *                                    disk beside its inputs until it ends

@@ -318,6 +318,12 @@ size_t memtable_kept_bytes(const memtable *m)
     return atomic_load_explicit(&m->kept_len, memory_order_relaxed);
 }
 
+bool memtable_mostly_kept(const memtable *m)
+{
+    size_t used = memtable_memory_usage(m);
+    return used > 0 && 2 * memtable_kept_bytes(m) >= used;
+}
+
 uint64_t memtable_deletions(const memtable *m)
 {
     return atomic_load_explicit(&m->deletions, memory_order_relaxed);

@@ -58,6 +58,8 @@ enum memtable_get_result memtable_get(memtable *m, const void *key, size_t klen,
 size_t memtable_memory_usage(const memtable *m);
 /* Bytes of the batch buffers it keeps (memtable_keep): big writes' data. */
 size_t memtable_kept_bytes(const memtable *m);
+/* Whether at least half of m's bytes are kept buffers: a big file's data. */
+bool memtable_mostly_kept(const memtable *m);
 uint64_t memtable_entries(const memtable *m);
 uint64_t memtable_deletions(const memtable *m); /* entries that are deletions */
 
