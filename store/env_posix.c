@@ -163,7 +163,7 @@ struct sync_slots {
 /* Writes all n bytes across EINTR and short writes: at the file offset
  * when off >= 0 (pwrite), else at the fd's position (write). Returns 0 or
  * an errno. */
-static int write_all_at(int fd, const char *p, size_t n, off_t off)
+int posix_write_all_at(int fd, const char *p, size_t n, off_t off)
 {
     while (n > 0) {
         ssize_t w = off >= 0 ? pwrite(fd, p, n, off) : write(fd, p, n);
@@ -192,7 +192,7 @@ static lsm_status *wfile_failed(struct posix_wfile *f)
 /* Writes n bytes to the fd, making the file fail for good on error. */
 static lsm_status *wfile_write(struct posix_wfile *f, const char *p, size_t n)
 {
-    int err = write_all_at(f->fd, p, n, -1);
+    int err = posix_write_all_at(f->fd, p, n, -1);
     if (err == 0)
         return NULL;
     f->err = err;
@@ -446,7 +446,7 @@ static lsm_status *zero_append(struct posix_wfile *f, const void *data, size_t n
 
 static int prefill_write(void *ctx, const void *p, size_t n, uint64_t off)
 {
-    return write_all_at(((struct posix_wfile *)ctx)->fd, p, n, (off_t)off);
+    return posix_write_all_at(((struct posix_wfile *)ctx)->fd, p, n, (off_t)off);
 }
 
 static int prefill_sync(void *ctx)

@@ -97,17 +97,7 @@ static int write_buffered(wfile_direct *d, const char *p, size_t n, uint64_t off
         if (e != 0)
             return e;
     }
-    while (n > 0) {
-        ssize_t w = pwrite(d->fd, p, n, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? errno : EIO;
-        p += w;
-        n -= (size_t)w;
-        off += (uint64_t)w;
-    }
-    return 0;
+    return posix_write_all_at(d->fd, p, n, (off_t)off);
 }
 
 /* The end of slot i's write, res as io_uring reports it: a refused or

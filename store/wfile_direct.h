@@ -10,6 +10,7 @@
 #define LSM_WFILE_DIRECT_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 typedef struct wfile_direct wfile_direct;
 
@@ -27,6 +28,10 @@ int wfile_direct_append(wfile_direct *d, const void *p, size_t n);
  * page cache), leaves fd buffered with its offset at the file's end, and
  * frees d, in every case. 0, or an errno. */
 int wfile_direct_finish(wfile_direct *d);
+
+/* env_posix.c's: writes all n bytes across EINTR and short writes, at off
+ * when off >= 0 (pwrite), else at the fd's position. 0 or an errno. */
+int posix_write_all_at(int fd, const char *p, size_t n, off_t off);
 
 /* Frees d without writing what it kept (the file failed). */
 void wfile_direct_drop(wfile_direct *d);
