@@ -21,10 +21,11 @@
 #define BACKLOG_RANGE (64.0 * 1024 * 1024)
 #define MIN_FACTOR 0.1
 
-void pacer_init(pacer *p, uint64_t min_backlog)
+void pacer_init(pacer *p, uint64_t min_backlog, uint64_t min_sample)
 {
     memset(p, 0, sizeof(*p));
     p->min_backlog = min_backlog;
+    p->min_sample = min_sample;
 }
 
 /* The weight left to what was measured at `then` when it is `now`. */
@@ -37,6 +38,8 @@ static double weight_left(uint64_t then, uint64_t now)
 void pacer_note_compaction(pacer *p, int level, uint64_t bytes, uint64_t micros, uint64_t now_us)
 {
     assert(level >= 0 && level < NUM_LEVELS);
+    if (bytes < p->min_sample)
+        return;
     double keep = p->sampled_us[level] ? weight_left(p->sampled_us[level], now_us) : 0;
     p->secs[level] = keep * p->secs[level] + (double)micros / 1e6;
     p->bytes[level] = keep * p->bytes[level] + (double)bytes;
