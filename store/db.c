@@ -107,7 +107,7 @@ static lsm_db *db_alloc(const lsm_options *o, const char *dir)
     db->expected_group = 1;
     db->sync_max = SYNC_MAX;
     db->next_mem_id = 1; /* db->mem is memtable 0 */
-    /* A compaction moving under an eighth of a flushed memtable is leftovers. */
+    /* A level's cost is known once a compaction moved an eighth of a flushed memtable. */
     pacer_init(&db->pacer, 4 * (uint64_t)o->write_buffer_size, o->write_buffer_size / 8);
     db->mem_cap = o->write_buffer_size;
     db->snapshots.next = db->snapshots.prev = &db->snapshots;

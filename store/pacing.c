@@ -38,8 +38,7 @@ static double weight_left(uint64_t then, uint64_t now)
 void pacer_note_compaction(pacer *p, int level, uint64_t bytes, uint64_t micros, uint64_t now_us)
 {
     assert(level >= 0 && level < NUM_LEVELS);
-    if (bytes < p->min_sample)
-        return;
+    p->sized[level] |= bytes >= p->min_sample;
     double keep = p->sampled_us[level] ? weight_left(p->sampled_us[level], now_us) : 0;
     p->secs[level] = keep * p->secs[level] + (double)micros / 1e6;
     p->bytes[level] = keep * p->bytes[level] + (double)bytes;
@@ -53,7 +52,7 @@ static double sustainable_rate(const pacer *p)
 {
     double lane_secs[COMPACTION_LANES] = {0}, secs_per_byte = 0;
     for (int l = 0; l < NUM_LEVELS; l++)
-        if (p->bytes[l] > 0)
+        if (p->sized[l] && p->bytes[l] > 0)
             lane_secs[compaction_lane(l)] += p->secs[l] / p->bytes[l];
     for (int lane = 0; lane < COMPACTION_LANES; lane++)
         if (lane_secs[lane] > secs_per_byte)

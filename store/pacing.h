@@ -42,20 +42,21 @@ typedef struct pacer {
      * compactions, older ones weighing less the older they are. */
     double secs[NUM_LEVELS], bytes[NUM_LEVELS];
     uint64_t sampled_us[NUM_LEVELS]; /* when the level's last sample came */
+    bool sized[NUM_LEVELS];          /* a sample of min_sample bytes or more came */
     uint64_t backlog;                /* bytes in levels 0-1 now */
     double backlog_avg;              /* ... averaged over the last seconds */
     uint64_t backlog_us;             /* when backlog was last set */
     uint64_t min_backlog;            /* no pacing at or below this */
-    uint64_t min_sample;             /* compactions moving fewer bytes are not sampled */
+    uint64_t min_sample;             /* see pacer_init */
     double rate; /* bytes written per second allowed; 0: unpaced */
 } pacer;
 
-/* No pacing while levels 0-1 hold at most min_backlog bytes. A compaction
- * that moves fewer than min_sample bytes is not a sample: its time is its
- * fixed costs (a new table, its sync, the MANIFEST), not what a byte costs. */
+/* No pacing while levels 0-1 hold at most min_backlog bytes. A level's
+ * cost counts once one of its compactions moved min_sample bytes or more:
+ * a smaller one's time is mostly fixed costs (a new table, its sync, the
+ * MANIFEST), and alone it would make every byte look dear. */
 void pacer_init(pacer *p, uint64_t min_backlog, uint64_t min_sample);
-/* A background compaction moved `bytes` out of `level` in `micros`
- * (ignored below p->min_sample bytes). */
+/* A background compaction moved `bytes` out of `level` in `micros`. */
 void pacer_note_compaction(pacer *p, int level, uint64_t bytes, uint64_t micros, uint64_t now_us);
 /* The tree changed: levels 0-1 now hold `backlog` bytes, `behind` says
  * whether any level needs compaction, and a byte written becomes

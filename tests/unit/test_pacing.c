@@ -55,8 +55,10 @@ static void test_rate_is_inverse_of_the_busier_lanes_costs(void **state)
 
 /* A compaction of a few bytes measures its fixed costs (a table made and
  * synced, the MANIFEST), not a byte's: seen as the only sample of level 1
- * (222 bytes in 16.7 ms), it paced a 1 GiB write to 13 KB/s for a second. */
-static void test_tiny_compaction_is_no_sample(void **state)
+ * (222 bytes in 16.7 ms), it paced a 1 GiB write to 13 KB/s for a second.
+ * A level counts once a compaction there moved MIN_SAMPLE bytes; then
+ * every sample does. */
+static void test_level_counts_after_a_sized_sample(void **state)
 {
     (void)state;
     pacer p;
@@ -67,10 +69,14 @@ static void test_tiny_compaction_is_no_sample(void **state)
     pacer_note_compaction(&p, 1, MIN_SAMPLE - 1, SEC, SEC);
     pacer_update(&p, BACKLOG, true, 1, SEC);
     assert_true(p.rate == 0);
-    /* The next real one alone sets the rate. */
-    pacer_note_compaction(&p, 1, 8 * 1024 * 1024, 56000, 2 * SEC);
-    pacer_update(&p, BACKLOG, true, 1, 2 * SEC);
-    assert_near(p.rate, 8 * MB / 0.056);
+    /* A sized one (same moment: no ageing): the level's whole history. */
+    pacer_note_compaction(&p, 1, 8 * 1024 * 1024, 56000, SEC);
+    pacer_update(&p, BACKLOG, true, 1, SEC);
+    assert_near(p.rate, (222 + MB - 1 + 8 * MB) / (0.0167 + 1 + 0.056));
+    /* Another level still unsized adds nothing to its lane. */
+    pacer_note_compaction(&p, 2, 100, SEC, SEC);
+    pacer_update(&p, BACKLOG, true, 1, SEC);
+    assert_near(p.rate, (222 + MB - 1 + 8 * MB) / (0.0167 + 1 + 0.056));
 }
 
 static void test_older_samples_weigh_less(void **state)
@@ -139,7 +145,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unmeasured_is_unpaced),
         cmocka_unit_test(test_rate_is_inverse_of_the_busier_lanes_costs),
-        cmocka_unit_test(test_tiny_compaction_is_no_sample),
+        cmocka_unit_test(test_level_counts_after_a_sized_sample),
         cmocka_unit_test(test_older_samples_weigh_less),
         cmocka_unit_test(test_unpaced_when_not_behind_or_small),
         cmocka_unit_test(test_backlog_past_soft_limit_cuts_rate),
