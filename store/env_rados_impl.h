@@ -339,8 +339,8 @@ int rados_space_create_flags(struct rados_env *re);
 /* Counts a create about to be sent (unforced: flags 0) under an objects
  * quota: 0, or, while the pool is not found full, -EDQUOT (the pool then
  * counts as full, as after its own refusal) when the objects counted reach
- * max_objects + OBJECTS_SLACK. A forced create is counted, never refused
- * here. Each 0 is answered by rados_space_created. */
+ * max_objects + ENV_RADOS_OBJECTS_SLACK. A forced create is counted, never
+ * refused here. Each 0 is answered by rados_space_created. */
 int rados_space_create_take(struct rados_env *re, int flags);
 /* A create counted by rados_space_create_take was answered r. */
 void rados_space_created(struct rados_env *re, int r);

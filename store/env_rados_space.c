@@ -24,7 +24,7 @@
  * refuses growth alike (the OSD flags the pool full, whichever quota), but
  * what the store must free is objects: once it removes one (gives up its
  * reserve), appends are forced (they add no object) and creates reuse the
- * objects it removed, plus OBJECTS_SLACK.
+ * objects it removed, plus ENV_RADOS_OBJECTS_SLACK.
  *
  * The pool refuses a create only once the mon has seen it over its objects
  * quota, seconds late (the statistics' lag): a store creating fast outgrew
@@ -33,16 +33,16 @@
  * exact then) at most once per COUNT_TTL_US, plus the creates it sent
  * since, in flight ones included, less the objects it removed; until the
  * pool is found full, an unforced create is refused once that reaches
- * max_objects + OBJECTS_SLACK (a store must still open, flush and compact
- * there: each makes objects before it removes others). An object removed
- * where the count is at the quota is a removal while full (the store
- * giving up its reserve: its flush and compaction then reuse what it
- * frees, plus OBJECTS_SLACK, whoever found the pool full first). Once found
- * full the pool's own answers rule, as without the count: counting then
- * too refused, for good, the compaction that would free the pool. The pool
- * holds at most max_objects + 2 x OBJECTS_SLACK, plus a create in flight
- * when it has room again and what other clients create between two
- * listings.
+ * max_objects + ENV_RADOS_OBJECTS_SLACK (a store must still open, flush and
+ * compact there: each makes objects before it removes others). An object
+ * removed where the count is at the quota is a removal while full (the
+ * store giving up its reserve: its flush and compaction then reuse what it
+ * frees, plus ENV_RADOS_OBJECTS_SLACK, whoever found the pool full first).
+ * Once found full the pool's own answers rule, as without the count:
+ * counting then too refused, for good, the compaction that would free the
+ * pool. The pool holds at most max_objects + 2 x ENV_RADOS_OBJECTS_SLACK,
+ * plus a create in flight when it has room again and what other clients
+ * create between two listings (env_rados_objects_bound, env_rados.h).
  */
 #include "env_rados_impl.h"
 
@@ -55,10 +55,6 @@
 #include <time.h>
 
 #define SPACE_TTL_US 1000000
-/* Under a quota of objects, the objects a pool found full may outgrow it
- * by once the store frees (gives up its reserve): a flush makes its log
- * and its table before it removes the old log. */
-#define OBJECTS_SLACK 4
 /* The bytes an object of an objects quota stands for: the store's table
  * size (lsm.h's target_file_size default), as most of its objects are
  * tables. */
@@ -281,7 +277,7 @@ int rados_space_create_take(struct rados_env *re, int flags)
     uint64_t near = max / 8 > COUNT_NEAR ? max / 8 : COUNT_NEAR;
     bool check = flags == 0 && !atomic_load(&re->quota_full) && max != 0 && stats + near >= max;
     pthread_mutex_lock(&re->count_mu);
-    bool out = check && count_refuses(re, max + OBJECTS_SLACK);
+    bool out = check && count_refuses(re, max + ENV_RADOS_OBJECTS_SLACK);
     if (!out) {
         re->count_since++;
         re->count_flying++;
@@ -355,5 +351,6 @@ void rados_space_freed(struct rados_env *re, uint64_t n, int objects)
         return;
     atomic_fetch_add(&re->freed_while_full, (int64_t)n);
     bool first = objects > 0 && !atomic_exchange(&re->objects_freeing, true);
-    atomic_fetch_add(&re->objects_freed_while_full, objects + (first ? OBJECTS_SLACK : 0));
+    int64_t slack = first ? ENV_RADOS_OBJECTS_SLACK : 0;
+    atomic_fetch_add(&re->objects_freed_while_full, objects + slack);
 }
