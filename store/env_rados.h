@@ -93,12 +93,9 @@ void env_rados_set_fault_hook(lsm_env *env, env_rados_fault_fn fn, void *arg);
  * and as many again once the store frees (gives up its reserve):
  * env_rados_space.c. */
 #define ENV_RADOS_OBJECTS_SLACK 4
-/* The most objects the env's count lets a pool of objects quota
- * max_objects reach while one env writes to it alone: 2 x
- * ENV_RADOS_OBJECTS_SLACK past the quota, plus one a remove in flight as
- * the env lists the pool leaves uncounted. Not a promise while the mon has
- * not flagged the pool yet: once found full the pool's own answers rule
- * (docs/decisions.md). */
+/* The most objects a pool of objects quota max_objects holds while one
+ * env writes to it alone: 2 x ENV_RADOS_OBJECTS_SLACK past the quota, plus
+ * one a remove in flight as the env lists the pool leaves uncounted. */
 static inline uint64_t env_rados_objects_bound(uint64_t max_objects)
 {
     return max_objects + 2 * ENV_RADOS_OBJECTS_SLACK + 1;
