@@ -8,6 +8,7 @@
  * store's lease removes it (env_rados_intent.c).
  */
 #include "env_rados_impl.h"
+#include "filename.h"
 
 #include "lsm_malloc.h"
 #include "status.h"
@@ -359,6 +360,18 @@ void rados_obj_unlock2(struct rados_env *re, const char *a, const char *b)
         mutex_unlock(y);
 }
 
+/* Whether path names a store's space reserve (db_reserve.c's RESERVE, or
+ * a larger one being made): removing it is the store giving up its
+ * reserve to free space (rados_space_freed). */
+static bool is_reserve(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    uint64_t number;
+    enum file_type type;
+    return parse_file_name(base != NULL ? base + 1 : path, &number, &type) &&
+           type == FILE_RESERVE;
+}
+
 /* Adds delta (+1/-1) to oid's name count, which was refs; the object goes
  * with its last name. REQUIRES: oid's lock held. */
 static lsm_status *refs_set(struct rados_env *re, const char *oid, uint64_t refs, int delta,
@@ -382,7 +395,7 @@ static lsm_status *refs_set(struct rados_env *re, const char *oid, uint64_t refs
     lsm_status *s =
         rados_operate(re, op, oid, delta < 0 ? "drop a name of" : "add a name to", path);
     if (s == NULL && removes)
-        rados_space_freed(re, size, 1);
+        rados_space_freed(re, size, 1, is_reserve(path));
     return s;
 }
 
@@ -1010,7 +1023,7 @@ static lsm_status *rados_truncate_file(lsm_env *env, const char *path, uint64_t 
     rados_write_op_truncate(op, len);
     s = rados_operate(re, op, e.oid, "truncate", path);
     if (s == NULL)
-        rados_space_freed(re, size - len, 0);
+        rados_space_freed(re, size - len, 0, false);
     return s;
 }
 

@@ -87,6 +87,20 @@ void env_rados_set_crash_hook(lsm_env *env, env_rados_crash_fn fn, void *arg);
 typedef int (*env_rados_fault_fn)(void *arg, const char *op, const char *oid);
 void env_rados_set_fault_hook(lsm_env *env, env_rados_fault_fn fn, void *arg);
 
+/* A pool with a quota of objects (max_objects) is outgrown by this env by
+ * at most ENV_RADOS_OBJECTS_SLACK objects before it is found full (a store
+ * opens, flushes and compacts by making objects before it removes others)
+ * and as many again once the store frees (gives up its reserve):
+ * env_rados_space.c. */
+#define ENV_RADOS_OBJECTS_SLACK 4
+/* The most objects a pool of objects quota max_objects holds while one
+ * env writes to it alone: 2 x ENV_RADOS_OBJECTS_SLACK past the quota, plus
+ * one a remove in flight as the env lists the pool leaves uncounted. */
+static inline uint64_t env_rados_objects_bound(uint64_t max_objects)
+{
+    return max_objects + 2 * ENV_RADOS_OBJECTS_SLACK + 1;
+}
+
 /* Measurements for benchmarks and tests. */
 /* Microseconds the last takeover took (lock won to fence raised), 0 if none. */
 uint64_t env_rados_takeover_us(lsm_env *env);

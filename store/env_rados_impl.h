@@ -82,6 +82,10 @@ struct rados_env {
     int64_t count_listed;   /* GUARDED_BY(count_mu): the objects listed then */
     int64_t count_since;    /* GUARDED_BY(count_mu): creates sent since, less removes */
     int64_t count_flying;   /* GUARDED_BY(count_mu): creates sent, not answered */
+    /* The count says the pool holds max_objects or more: a write the pool
+     * takes is then no room again (it flags itself seconds late). Written
+     * under count_mu, read without it (librados' callback thread). */
+    atomic_bool count_full;
     /* The pool refused a growing write (EDQUOT) and none since went
      * through unforced; bytes this env freed since, not yet reused. */
     atomic_bool quota_full;
@@ -93,6 +97,9 @@ struct rados_env {
     atomic_bool objects_quota;
     _Atomic int64_t objects_freed_while_full;
     atomic_bool objects_freeing;
+    /* ENV_RADOS_OBJECTS_SLACK was added to objects_freed_while_full (the
+     * store gave up its reserve) since the pool was found full. */
+    atomic_bool objects_slack_given;
     /* The statistics show room while quota_full: the next growing write
      * goes unforced, to see whether the pool takes it. */
     atomic_bool probe_due;
@@ -337,14 +344,16 @@ int rados_space_grow_flags(struct rados_env *re, uint64_t n);
  * quota FULL_FORCE only while an object this env removed covers it. */
 int rados_space_create_flags(struct rados_env *re);
 /* Counts a create about to be sent (unforced: flags 0) under an objects
- * quota: 0, or, while the pool is not found full, -EDQUOT (the pool then
- * counts as full, as after its own refusal) when the objects counted reach
- * max_objects + OBJECTS_SLACK. A forced create is counted, never refused
- * here. Each 0 is answered by rados_space_created. */
+ * quota: 0, or -EDQUOT (the pool then counts as full, as after its own
+ * refusal) when the objects counted reach max_objects +
+ * ENV_RADOS_OBJECTS_SLACK, the pool found full or not. A forced create is
+ * counted, never refused here. Each 0 is answered by rados_space_created. */
 int rados_space_create_take(struct rados_env *re, int flags);
 /* A create counted by rados_space_create_take was answered r. */
 void rados_space_created(struct rados_env *re, int r);
-/* A growing op sent with flags was answered r. */
+/* A growing op sent with flags was answered r: EDQUOT finds the pool
+ * full; an unforced write taken is room again, unless the count says the
+ * pool is at its objects quota. */
 void rados_space_answered(struct rados_env *re, int r, int flags);
 /* Whether an append of n more bytes must be refused (LSM_NO_SPACE, before
  * anything is sent): the pool is full and what this env freed does not
@@ -353,9 +362,11 @@ bool rados_space_refuses(struct rados_env *re, uint64_t n);
 /* Whether the pool was found full (then freed bytes are counted). */
 bool rados_space_full(struct rados_env *re);
 /* n bytes and objects of the pool freed by this env (an object removed,
- * a truncate); objects removed where the count is at the quota find the
- * pool full (rados_space_full), so what they free is reused. */
-void rados_space_freed(struct rados_env *re, uint64_t n, int objects);
+ * a truncate; reserve: the object was the store's RESERVE). While the pool
+ * is full what they free is reused; the reserve given up where the pool is
+ * full or the count at the quota finds it full (rados_space_full) and adds
+ * ENV_RADOS_OBJECTS_SLACK, once until the pool has room again. */
+void rados_space_freed(struct rados_env *re, uint64_t n, int objects, bool reserve);
 
 lsm_status *rados_lock_file(lsm_env *env, const char *path, lsm_filelock **out);
 lsm_status *rados_lock_file_shared(lsm_env *env, const char *path, lsm_filelock **out);

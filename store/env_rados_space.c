@@ -22,27 +22,31 @@
  * object, while df and the store's reserve and memtable caps read bytes,
  * so both see the pool fill as tables are made. A pool out of objects
  * refuses growth alike (the OSD flags the pool full, whichever quota), but
- * what the store must free is objects: once it removes one (gives up its
- * reserve), appends are forced (they add no object) and creates reuse the
- * objects it removed, plus OBJECTS_SLACK.
+ * what the store must free is objects: once it removes one while full,
+ * appends are forced (they add no object) and creates reuse the objects it
+ * removed, plus ENV_RADOS_OBJECTS_SLACK once it gives up its reserve (its
+ * RESERVE's object: the store then frees, and its flush and compaction
+ * make objects before they remove others).
  *
  * The pool refuses a create only once the mon has seen it over its objects
  * quota, seconds late (the statistics' lag): a store creating fast outgrew
  * a pool of 10 objects to 47-55. So near that quota the env counts the
  * pool's objects itself (rados_space_create_take): listed (every client's,
  * exact then) at most once per COUNT_TTL_US, plus the creates it sent
- * since, in flight ones included, less the objects it removed; until the
- * pool is found full, an unforced create is refused once that reaches
- * max_objects + OBJECTS_SLACK (a store must still open, flush and compact
- * there: each makes objects before it removes others). An object removed
- * where the count is at the quota is a removal while full (the store
- * giving up its reserve: its flush and compaction then reuse what it
- * frees, plus OBJECTS_SLACK, whoever found the pool full first). Once found
- * full the pool's own answers rule, as without the count: counting then
- * too refused, for good, the compaction that would free the pool. The pool
- * holds at most max_objects + 2 x OBJECTS_SLACK, plus a create in flight
- * when it has room again and what other clients create between two
- * listings.
+ * since, in flight ones included, less the objects it removed; disk_free
+ * says what that leaves (fresher than the statistics), and an unforced
+ * create is refused once it reaches max_objects + ENV_RADOS_OBJECTS_SLACK,
+ * the pool found full or not (a store must still open, flush and compact
+ * there). The slack is given once, when the store gives up its reserve
+ * where the pool is full or the count at the quota, not at any removal
+ * there: a flush removes its old log as it fills the pool, and that slack
+ * went to more of the fill (disk_free showed it free), leaving none for
+ * the deletes. While the count says the pool is at its quota (count_full)
+ * an unforced write the pool takes is no room again: the pool takes them
+ * until the mon flags it, and each such "room again" gave the slack anew
+ * (23 objects in a pool of 10 under ThreadSanitizer). So the pool holds
+ * at most env_rados_objects_bound (env_rados.h), plus what other clients
+ * create between two listings.
  */
 #include "env_rados_impl.h"
 
@@ -55,10 +59,6 @@
 #include <time.h>
 
 #define SPACE_TTL_US 1000000
-/* Under a quota of objects, the objects a pool found full may outgrow it
- * by once the store frees (gives up its reserve): a flush makes its log
- * and its table before it removes the old log. */
-#define OBJECTS_SLACK 4
 /* The bytes an object of an objects quota stands for: the store's table
  * size (lsm.h's target_file_size default), as most of its objects are
  * tables. */
@@ -192,9 +192,7 @@ lsm_status *rados_disk_free(lsm_env *env, const char *path, uint64_t *total, uin
     pthread_mutex_unlock(&re->space_mu);
     if (s == NULL)
         *avail = count_avail(re, max, *avail);
-    int64_t freed = atomic_load(&re->objects_quota)
-                        ? atomic_load(&re->objects_freed_while_full) * (int64_t)OBJECT_BYTES
-                        : atomic_load(&re->freed_while_full);
+    int64_t freed = atomic_load(&re->objects_quota) ? 0 : atomic_load(&re->freed_while_full);
     if (s == NULL && atomic_load(&re->quota_full) && freed > 0 && (uint64_t)freed > *avail)
         *avail = (uint64_t)freed < *total ? (uint64_t)freed : *total; /* ours now; stats lag */
     return s;
@@ -256,21 +254,21 @@ static int list_objects(struct rados_env *re, int64_t *n)
     return r == -ENOENT ? 0 : r; /* ENOENT: the end */
 }
 
-/* Whether an unforced create is refused: the count (listed again once a
- * TTL) reaches limit. A failed listing refuses nothing (the pool refuses
- * itself, late). REQUIRES: count_mu held. */
-static bool count_refuses(struct rados_env *re, uint64_t limit)
+/* The objects the count says the pool holds (listed again once a TTL), or
+ * -1 when the pool cannot be listed: then the count refuses nothing (the
+ * pool refuses itself, late). REQUIRES: count_mu held. */
+static int64_t count_now(struct rados_env *re)
 {
     uint64_t now = mono_us();
     if (re->count_at_us == 0 || now - re->count_at_us >= COUNT_TTL_US) {
         int64_t n = 0;
         if (list_objects(re, &n) < 0)
-            return false;
+            return -1;
         re->count_listed = n;
         re->count_since = re->count_flying; /* may be listed too: counted twice, never missed */
         re->count_at_us = now;
     }
-    return re->count_listed + re->count_since >= (int64_t)limit;
+    return re->count_listed + re->count_since;
 }
 
 int rados_space_create_take(struct rados_env *re, int flags)
@@ -279,9 +277,12 @@ int rados_space_create_take(struct rados_env *re, int flags)
     uint64_t max = re->space_max_objects, stats = re->space_objects;
     pthread_mutex_unlock(&re->space_mu);
     uint64_t near = max / 8 > COUNT_NEAR ? max / 8 : COUNT_NEAR;
-    bool check = flags == 0 && !atomic_load(&re->quota_full) && max != 0 && stats + near >= max;
+    bool check = flags == 0 && max != 0 && stats + near >= max;
     pthread_mutex_lock(&re->count_mu);
-    bool out = check && count_refuses(re, max + OBJECTS_SLACK);
+    int64_t have = check ? count_now(re) : -1;
+    bool out = have >= (int64_t)(max + ENV_RADOS_OBJECTS_SLACK);
+    if (flags == 0) /* a forced create leaves the count's word as it was */
+        atomic_store(&re->count_full, have >= (int64_t)max);
     if (!out) {
         re->count_since++;
         re->count_flying++;
@@ -305,11 +306,13 @@ void rados_space_answered(struct rados_env *re, int r, int flags)
 {
     if (r == -EDQUOT) {
         atomic_store(&re->quota_full, true);
-    } else if (r >= 0 && flags == 0 && atomic_load(&re->quota_full)) {
+    } else if (r >= 0 && flags == 0 && atomic_load(&re->quota_full) &&
+               !atomic_load(&re->count_full)) {
         atomic_store(&re->quota_full, false); /* the pool took a write: room again */
         atomic_store(&re->freed_while_full, 0);
         atomic_store(&re->objects_freed_while_full, 0);
         atomic_store(&re->objects_freeing, false);
+        atomic_store(&re->objects_slack_given, false);
         atomic_store(&re->probe_due, false);
     }
 }
@@ -340,20 +343,25 @@ static bool count_at_quota(const struct rados_env *re, uint64_t max)
            re->count_listed + re->count_since >= (int64_t)max;
 }
 
-void rados_space_freed(struct rados_env *re, uint64_t n, int objects)
+void rados_space_freed(struct rados_env *re, uint64_t n, int objects, bool reserve)
 {
     pthread_mutex_lock(&re->space_mu);
     uint64_t max = re->space_max_objects;
     pthread_mutex_unlock(&re->space_mu);
     pthread_mutex_lock(&re->count_mu);
-    bool at_quota = objects > 0 && count_at_quota(re, max);
+    bool at_quota = reserve && count_at_quota(re, max);
     re->count_since -= objects;
+    if (objects > 0)
+        atomic_store(&re->count_full, count_at_quota(re, max));
     pthread_mutex_unlock(&re->count_mu);
-    if (at_quota) /* full by the count, or the store's own view: freeing */
+    if (at_quota) /* the store gives up its reserve where the count is full */
         atomic_store(&re->quota_full, true);
     if (!atomic_load(&re->quota_full))
         return;
     atomic_fetch_add(&re->freed_while_full, (int64_t)n);
-    bool first = objects > 0 && !atomic_exchange(&re->objects_freeing, true);
-    atomic_fetch_add(&re->objects_freed_while_full, objects + (first ? OBJECTS_SLACK : 0));
+    if (objects > 0)
+        atomic_store(&re->objects_freeing, true);
+    bool first = reserve && !atomic_exchange(&re->objects_slack_given, true);
+    int64_t slack = first ? ENV_RADOS_OBJECTS_SLACK : 0;
+    atomic_fetch_add(&re->objects_freed_while_full, objects + slack);
 }

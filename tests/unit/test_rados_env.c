@@ -1805,18 +1805,56 @@ static void test_rmdir_crash_windows(void **state)
     }
 }
 
-/* A conf file: the test cluster's, with client.admin's admin socket at asok. */
-static void conf_with_asok(char *conf, size_t cap, const char *asok)
+/* test_admin_socket_peer_gone's files, all in a private temp directory
+ * (mkdtemp) that its teardown removes, passed or failed part-way. */
+struct asok_files {
+    char dir[32];   /* "/tmp/lsmfs-asok-XXXXXX" */
+    char conf[64];  /* dir/ceph.conf */
+    char asok[108]; /* dir/admin.asok: librados' admin socket */
+    lsm_env *env;   /* open while the test runs */
+};
+
+static struct asok_files asok_files;
+
+/* Makes the private directory and names the files in it; -1 if it fails. */
+static int asok_setup(void **state)
+{
+    struct asok_files *t = &asok_files;
+    memset(t, 0, sizeof *t);
+    snprintf(t->dir, sizeof t->dir, "/tmp/lsmfs-asok-XXXXXX");
+    if (mkdtemp(t->dir) == NULL)
+        return -1;
+    snprintf(t->conf, sizeof t->conf, "%.*s/ceph.conf", (int)sizeof t->dir, t->dir);
+    snprintf(t->asok, sizeof t->asok, "%.*s/admin.asok", (int)sizeof t->dir, t->dir);
+    *state = t;
+    return 0;
+}
+
+/* Closes the env if the test left it open, removes the files and the
+ * directory: 0, or -1 (the directory is left: something else is in it). */
+static int asok_teardown(void **state)
+{
+    struct asok_files *t = *state;
+    if (t->env != NULL)
+        env_rados_close(t->env);
+    t->env = NULL;
+    unlink(t->asok);
+    unlink(t->conf);
+    return rmdir(t->dir) == 0 ? 0 : -1;
+}
+
+/* Writes t->conf: the test cluster's, with client.admin's admin socket at
+ * t->asok. */
+static void conf_with_asok(const struct asok_files *t)
 {
     char *base;
     size_t n;
     lsm_env *posix = lsm_env_default();
     ASSERT_OK(env_read_file(posix, getenv("LSM_CEPH_CONF"), &base, &n));
-    snprintf(conf, cap, "/tmp/lsmfs-asok-conf-%d", (int)getpid());
-    FILE *f = fopen(conf, "w");
+    FILE *f = fopen(t->conf, "w");
     assert_non_null(f);
     fwrite(base, 1, n, f);
-    fprintf(f, "\n[client.admin]\nadmin_socket = %s\n", asok);
+    fprintf(f, "\n[client.admin]\nadmin_socket = %s\n", t->asok);
     assert_int_equal(fclose(f), 0);
     free(base);
 }
@@ -1826,19 +1864,16 @@ static void conf_with_asok(char *conf, size_t cap, const char *asok)
  * never killed by SIGPIPE, whatever its own disposition (the default here). */
 static void test_admin_socket_peer_gone(void **state)
 {
-    (void)state;
-    char asok[108], conf[64];
-    snprintf(asok, sizeof asok, "/tmp/lsmfs-asok-%d.asok", (int)getpid());
-    conf_with_asok(conf, sizeof conf, asok);
+    struct asok_files *t = *state;
+    conf_with_asok(t);
     assert_true(signal(SIGPIPE, SIG_DFL) != SIG_ERR);
     env_rados_options o;
     env_rados_options_init(&o);
     o.pool = TR_POOL;
-    o.ceph_conf = conf;
-    lsm_env *e = NULL;
-    ASSERT_OK(env_rados_open(&o, &e));
+    o.ceph_conf = t->conf;
+    ASSERT_OK(env_rados_open(&o, &t->env));
     struct sockaddr_un a = {.sun_family = AF_UNIX};
-    snprintf(a.sun_path, sizeof a.sun_path, "%s", asok);
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", t->asok);
     static const char ask[] = "{\"prefix\": \"config show\"}";
     for (int i = 0; i < 20; i++) {
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -1849,8 +1884,6 @@ static void test_admin_socket_peer_gone(void **state)
         usleep(20 * 1000);
     }
     usleep(200 * 1000);
-    env_rados_close(e);
-    unlink(conf);
 }
 
 int main(void)
@@ -1884,7 +1917,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_renames_of_one_dir),
         cmocka_unit_test(test_rmdir_failures),
         cmocka_unit_test(test_rmdir_crash_windows),
-        cmocka_unit_test(test_admin_socket_peer_gone),
+        cmocka_unit_test_setup_teardown(test_admin_socket_peer_gone, asok_setup, asok_teardown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
