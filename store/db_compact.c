@@ -543,6 +543,7 @@ static void *flush_main(void *arg)
     port_thread_name("lsm-flush");
     mutex_lock(&db->mu);
     for (;;) {
+        db_hold_watch(db, true);
         while (!db->shutting_down && (db->nimm == 0 || db->bg_error)) {
             uint64_t look_us = db->bg_error ? 0 : db_idle_look(db);
             if (db->shutting_down || (db->nimm > 0 && db->bg_error == NULL))
@@ -552,6 +553,7 @@ static void *flush_main(void *arg)
             else
                 wait_micros(db, look_us);
         }
+        db_hold_watch(db, false); /* busy now: no look ends a hold */
         if (db->shutting_down)
             break;
         db->flushing = true;
