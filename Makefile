@@ -98,7 +98,7 @@ INTEG_TESTS := $(filter-out $(RADOS_TESTS),$(ALL_INTEG))
 # Store suites that also run over RADOS (testutil.h's tu_env).
 RADOS_ALSO  := $(BUILD)/tests/test_db_group_sync $(BUILD)/tests/test_db_checkpoint \
                $(BUILD)/tests/test_db_recovery $(BUILD)/tests/test_db_backup \
-               $(BUILD)/tests/test_io_sweep
+               $(BUILD)/tests/test_io_sweep $(BUILD)/tests/test_db_wal_hold
 INTEG_LIB   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/integration/test_%,$(wildcard tests/integration/*.c)))
 
 # Keep objects of chained rules (test programs) between runs.

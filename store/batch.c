@@ -237,12 +237,6 @@ static lsm_status *insert_records(const char *data, size_t len, memtable *m)
     return NULL;
 }
 
-/* A malformed batch (bad record, count mismatch, sequences past
- * MAX_SEQUENCE) is rejected whole, before anything is inserted. Running out
- * of arena memory part-way leaves a prefix of the batch inserted and
- * returns LSM_IO_ERROR: the memtable then holds a partial batch and the
- * caller must not use it as if the write had happened (the store treats it
- * as a sticky error). */
 lsm_status *batch_insert_into(const lsm_batch *b, memtable *m)
 {
     lsm_status *s = batch_validate(b);

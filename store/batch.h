@@ -48,8 +48,12 @@ static inline const char *batch_contents(const lsm_batch *b, size_t *n)
  * are too short to be a batch (records are checked when iterated). */
 lsm_status *batch_set_contents(lsm_batch *b, const char *data, size_t n);
 /* Inserts every record into m with sequences batch_sequence(b), +1, ...
- * REQUIRES: the memtable's writer serialisation. LSM_CORRUPTION if a record
- * is malformed or the count does not match. */
+ * REQUIRES: the memtable's writer serialisation. A malformed batch (bad
+ * record, count mismatch, sequences past MAX_SEQUENCE) is LSM_CORRUPTION,
+ * rejected whole before anything is inserted. Out of arena memory part-way
+ * is LSM_NO_MEMORY with a prefix of the batch inserted: m then holds a
+ * partial batch the caller must not use as if the write had happened (a
+ * write makes it sticky, db_wal_appended; recovery fails the open). */
 lsm_status *batch_insert_into(const lsm_batch *b, memtable *m);
 /* The one way a batch's bytes change owner (a deferred batch, db_defer.c):
  * m keeps b's bytes (memtable_keep) and b, given *spare (room for

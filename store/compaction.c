@@ -157,14 +157,11 @@ int compaction_choose(const version *v, int lane, unsigned busy, enum compaction
     return -1;
 }
 
-compaction *compaction_pick(version_set *vs, uint64_t target_file_size, int lane, unsigned busy)
+compaction *compaction_pick(version_set *vs, uint64_t target_file_size, int level,
+                            enum compaction_why why)
 {
-    assert(mutex_held(vs->mu));
+    assert(mutex_held(vs->mu) && level >= 0 && why != PICK_NONE);
     const version *v = vs->current;
-    enum compaction_why why;
-    int level = compaction_choose(v, lane, busy, &why);
-    if (level < 0)
-        return NULL;
     bool by_size = why == PICK_SIZE, by_seeks = why == PICK_SEEKS;
     compaction *c = compaction_new(vs, level, target_file_size);
     if (c == NULL)

@@ -58,10 +58,11 @@ enum compaction_why { PICK_NONE, PICK_SIZE, PICK_SEEKS, PICK_DELETIONS };
  * v's seek_file, else its deletion_file, if in the lane and free. Returns
  * the level (-1 and PICK_NONE: nothing). */
 int compaction_choose(const version *v, int lane, unsigned busy, enum compaction_why *why);
-/* The compaction lane `lane` should run in the current version while the
- * levels in `busy` are taken (compaction_choose), or NULL (none due, or out
- * of memory). REQUIRES: mu. */
-compaction *compaction_pick(version_set *vs, uint64_t target_file_size, int lane, unsigned busy);
+/* The compaction of `level` for `why` (PICK_NONE not allowed), or NULL
+ * (out of memory). REQUIRES: mu; level and why are what compaction_choose
+ * returned for vs->current under the same hold of mu. */
+compaction *compaction_pick(version_set *vs, uint64_t target_file_size, int level,
+                            enum compaction_why why);
 /* A compaction of `level` restricted to user keys [begin, end] (NULL:
  * unbounded), or NULL if nothing there. REQUIRES: mu. */
 compaction *compaction_pick_range(version_set *vs, int level, const char *begin, size_t blen,

@@ -543,6 +543,7 @@ static void *flush_main(void *arg)
     port_thread_name("lsm-flush");
     mutex_lock(&db->mu);
     for (;;) {
+        db_hold_watch(db, true);
         while (!db->shutting_down && (db->nimm == 0 || db->bg_error)) {
             uint64_t look_us = db->bg_error ? 0 : db_idle_look(db);
             if (db->shutting_down || (db->nimm > 0 && db->bg_error == NULL))
@@ -552,6 +553,7 @@ static void *flush_main(void *arg)
             else
                 wait_micros(db, look_us);
         }
+        db_hold_watch(db, false); /* busy now: no look ends a hold */
         if (db->shutting_down)
             break;
         db->flushing = true;
@@ -762,14 +764,15 @@ static void lower_priority(int nice)
     (void)setpriority(PRIO_PROCESS, (id_t)port_thread_id(), nice);
 }
 
-/* Whether lane's thread may pick a compaction now. REQUIRES: mu. */
-static bool may_pick(lsm_db *db, int lane)
+/* The level lane's thread may compact now and *why (compaction_choose),
+ * or -1. REQUIRES: mu. */
+static int may_pick(lsm_db *db, int lane, enum compaction_why *why)
 {
     assert(mutex_held(&db->mu));
-    enum compaction_why why;
     /* A freeing write waiting for room comes first (db_reserve.c). */
-    return !(db->bg_error || db->compact_manual || db->frees_holding || db->dropping ||
-             compaction_choose(db->vs.current, lane, busy_levels(db), &why) < 0);
+    if (db->bg_error || db->compact_manual || db->frees_holding || db->dropping)
+        return -1;
+    return compaction_choose(db->vs.current, lane, busy_levels(db), why);
 }
 
 static void *compact_main(void *arg)
@@ -780,13 +783,15 @@ static void *compact_main(void *arg)
     lower_priority(4);
     mutex_lock(&db->mu);
     for (;;) {
-        while (!db->shutting_down && !may_pick(db, me->lane))
+        int level = -1;
+        enum compaction_why why;
+        while (!db->shutting_down && (level = may_pick(db, me->lane, &why)) < 0)
             cond_wait(&db->work_cv, &db->mu);
         if (db->shutting_down)
             break;
         db->compacting++;
-        compaction *c =
-            compaction_pick(&db->vs, db->opt.target_file_size, me->lane, busy_levels(db));
+        /* mu held since may_pick: its choice stands */
+        compaction *c = compaction_pick(&db->vs, db->opt.target_file_size, level, why);
         if (c == NULL) { /* due (may_pick) but not built: out of memory */
             db->compacting--;
             lsm_status *e = status_new(LSM_NO_MEMORY, "compaction: out of memory");
@@ -805,7 +810,6 @@ static void *compact_main(void *arg)
         /* What the compaction costs per byte it moves down feeds the pacer
          * (read before running it: the inputs may be gone after). */
         uint64_t t0 = db->env->now_micros(db->env);
-        int level = c->level;
         uint64_t moved = 0;
         for (int i = 0; i < c->ninputs[0]; i++)
             moved += c->inputs[0][i]->size;

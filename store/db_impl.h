@@ -160,6 +160,9 @@ struct lsm_db {
     int sync_max;             /* [mu] syncs that may overlap (learn_sync_time) */
     bool wal_held;            /* [mu] wal's flushes keep their bytes for a
                                * coming sync (db_hold_wal) */
+    bool hold_watched;        /* [mu] the flush thread is in its idle loop,
+                               * whose looks end a hold at its deadline
+                               * (db_hold_watch) */
     uint64_t sync_end_us;     /* [mu] when the last WAL sync ended */
     uint64_t sync_us_avg;     /* [mu] moving average of a WAL sync's time */
     uint64_t sync_running_upto[SYNC_MAX]; /* [mu] what each running sync covers
@@ -441,10 +444,17 @@ void db_finish_synced(lsm_db *db, lsm_status *s, struct writer *self, struct wak
  * than a few syncs' time ago, the WAL's flushes keep their bytes for the
  * next sync (env.h's hold_for_sync), so a sync's waiters share one round
  * trip instead of queueing behind a send of their own at the OSD; past that
- * the hold ends and a write goes out at once. Returns the µs after which
- * to call it again to end the hold (0: not held). Lock order: db->mu, then
- * the WAL file's own lock. REQUIRES: mu held. */
+ * the hold ends and a write goes out at once. Who ends a hold: the sync's
+ * own end while a sync is coming, else the flush thread's idle look at the
+ * deadline, so a hold past the syncs needs that look (hold_watched).
+ * Returns the µs after which to call it again to end the hold (0: not
+ * held). Lock order: db->mu, then the WAL file's own lock. REQUIRES: mu
+ * held. */
 uint64_t db_hold_wal(lsm_db *db);
+/* The flush thread enters (true) or leaves (false) its idle loop: leaving,
+ * it ends a hold no coming sync ends (it cannot look at the deadline while
+ * it flushes). REQUIRES: mu held. */
+void db_hold_watch(lsm_db *db, bool watched);
 void db_hand_off_sync(lsm_db *db, struct wakeups *wk);
 
 /* db_rotate.c: memtable and WAL rotation (see there). Every function but

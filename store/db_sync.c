@@ -252,7 +252,7 @@ uint64_t db_hold_wal(lsm_db *db)
         if (db->sync_head != NULL || db->syncs_running > 0) {
             want = true;
             left = span; /* a sync is coming: look again after it */
-        } else {
+        } else if (db->hold_watched) { /* its idle look ends it at the deadline */
             uint64_t now = db->env->now_micros(db->env), until = db->sync_end_us + span;
             want = now < until;
             left = want ? until - now : 0;
@@ -266,6 +266,13 @@ uint64_t db_hold_wal(lsm_db *db)
             pthread_cond_broadcast(&db->work_cv);
     }
     return left;
+}
+
+void db_hold_watch(lsm_db *db, bool watched)
+{
+    assert(mutex_held(&db->mu));
+    db->hold_watched = watched;
+    (void)db_hold_wal(db);
 }
 
 /* Tells the first group that no running sync covers to run the next one,

@@ -812,15 +812,20 @@ static void test_sync_logs_deferred_between_groups(void **state)
 
 /* The hook of test_late_log_raced_by_flush: the late logging's append is
  * failing for space; first the memtables it carries batches of are
- * flushed (the failing leader holds no lock meanwhile). */
+ * flushed (the failing leader holds no lock meanwhile). Only in the test's
+ * own thread, the leader: the flush thread's retry failing its table
+ * create may strike first, and would wait for its own flush. */
 struct flush_first {
     fault_env *fe;
     lsm_db *db;
+    pthread_t leader;
 };
 
 static void flush_before_failing(void *arg)
 {
     struct flush_first *f = arg;
+    if (!pthread_equal(pthread_self(), f->leader))
+        return;
     fault_env_on_fail(f->fe, NULL, NULL);
     fault_env_clear_failures(f->fe); /* the tables fit now */
     wait_flushed(f->db);
@@ -862,7 +867,7 @@ static void test_late_log_raced_by_flush(void **state)
     assert_true(tu_prop(db, "lsm.immutable-memtables") >= 1);
     /* A logged write takes them all to log late; its append fails once
      * the flush of the immutable memtables is done. */
-    struct flush_first f = {fe, db};
+    struct flush_first f = {fe, db, pthread_self()};
     fault_env_fail(fe, FAULT_WRITE, ".log", ENOSPC, 0, 1);
     fault_env_on_fail(fe, flush_before_failing, &f);
     lsm_status *s = put_i(db, "s", 0, false, false);
