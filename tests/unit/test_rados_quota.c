@@ -462,7 +462,7 @@ static void test_count_full_pool_stays_bounded(void **state)
 {
     (void)state;
     enum { MAX_OBJECTS = 10, ROUNDS = 4 };
-    char opool[64], name[16];
+    char opool[64], name[32];
     snprintf(opool, sizeof opool, "lsmfs-objfull-%d", (int)getpid());
     lsm_env *env = env_on_quota_pool(opool, "max_objects", MAX_OBJECTS, NULL, 0);
     uint64_t total = 0, avail = 0;
