@@ -59,6 +59,20 @@ size_t arena_pool_bytes(void)
     return n;
 }
 
+void arena_pool_drain(void)
+{
+    pthread_mutex_lock(&pool.mu);
+    arena_block *b = pool.free;
+    pool.free = NULL;
+    pool.bytes = 0;
+    pthread_mutex_unlock(&pool.mu);
+    while (b != NULL) {
+        arena_block *next = b->next;
+        free(b);
+        b = next;
+    }
+}
+
 static void init(arena *a, size_t block_size, bool pooled)
 {
     a->ptr = NULL;

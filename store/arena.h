@@ -50,8 +50,12 @@ void arena_init_pooled(arena *a);
 /* Frees every block (a pooled arena's full-size ones to the pool, up to
  * ARENA_POOL_MAX_BYTES). The arena may be re-initialised afterwards. */
 void arena_destroy(arena *a);
-/* Bytes of blocks the pool holds now (for tests). */
+/* Bytes of blocks the pool holds now. */
 size_t arena_pool_bytes(void);
+/* Frees every block the pool holds (none is in use: an arena's blocks are
+ * its own until arena_destroy). Thread-safe. Who calls it and when:
+ * mempool.h. */
+void arena_pool_drain(void);
 
 /* n > 0 bytes with no alignment promise; NULL if out of memory.
  * Requests larger than a quarter block get a block of their own, so the

@@ -110,7 +110,7 @@ void bufpool_drain(void)
 size_t bufpool_bytes(void)
 {
     pthread_mutex_lock(&pool.mu);
-    size_t n = pool.bytes;
+    size_t n = pool.bytes + (size_t)pool.naligned * BUFPOOL_ALIGNED;
     pthread_mutex_unlock(&pool.mu);
     return n;
 }

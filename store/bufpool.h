@@ -35,10 +35,10 @@ bool bufpool_reserve(buf *b, size_t extra);
 #define BUFPOOL_ALIGNED_KEPT 8
 char *bufpool_aligned_get(void);
 void bufpool_aligned_put(char *b);
-/* Frees every kept buffer: a closed store leaves none behind (db_free),
- * and each open starts from an empty pool, allocating the same. */
+/* Frees every kept buffer (none is in use: a taken one left the pool).
+ * Who calls it and when: mempool.h. */
 void bufpool_drain(void);
-/* Bytes kept now (tests). */
+/* Bytes kept now, the aligned buffers' too. */
 size_t bufpool_bytes(void);
 
 #endif

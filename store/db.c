@@ -5,8 +5,8 @@
  */
 #include "db_impl.h"
 #include "db_recover.h"
-#include "bufpool.h"
 #include "lsm_malloc.h"
+#include "mempool.h"
 #include "filename.h"
 #include "version.h"
 #include "status.h"
@@ -71,7 +71,7 @@ static void db_free(lsm_db *db)
     if (db->lock)
         lsm_status_free(db->env->unlock_file(db->env, db->lock));
     batch_destroy(&db->group);
-    bufpool_drain(); /* the big batch buffers it freed too (bufpool.h) */
+    mempool_release(); /* the buffers and blocks it pooled too (mempool.h) */
     lsm_status_free(db->bg_error);
     lsm_status_free(db->nospace);
     table_cache_free(db->tables);

@@ -3,9 +3,11 @@
  * an active memtable that holds an old deferred batch or, after a while,
  * deletions, so they reach a table (and the space they free comes back).
  * It leads the write queue for the switch as a solo writer, only if the
- * queue is empty, and never waits for room.
+ * queue is empty, and never waits for room. After a longer quiet it gives
+ * the process's pooled buffers back (mempool.h).
  */
 #include "db_impl.h"
+#include "mempool.h"
 #include "status.h"
 
 /* How soon an idle store looks again at an old deferred batch it could not
@@ -63,6 +65,25 @@ static uint64_t retire_old_deferred(lsm_db *db)
  * (the compaction of tombstone-heavy tables follows). */
 #define IDLE_DELETIONS_US 1000000
 
+/* How long the store must see no write before the process's pooled
+ * buffers are freed: longer than the pauses inside a stream of big writes
+ * (which reuse them), short enough that an idle daemon shrinks soon. */
+#define IDLE_POOLS_US 5000000
+
+/* The idle clock: µs since a look first saw last_seq where it is now (a
+ * write restarts it; looks come at least as often as any wait they asked
+ * for). REQUIRES: mu held. */
+static uint64_t idle_for(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    uint64_t now = db->env->now_micros(db->env);
+    if (db->idle_seq != db->last_seq) { /* written since the last look */
+        db->idle_seq = db->last_seq;
+        db->idle_since_us = now;
+    }
+    return now - db->idle_since_us;
+}
+
 /* Switches out an idle active memtable that holds deletions: returns the µs
  * after which to look again, 0 if it holds none (a write that adds some
  * wakes the flush thread: idle_watch). REQUIRES: mu held. */
@@ -72,16 +93,34 @@ static uint64_t flush_idle_deletions(lsm_db *db)
     db->idle_watch = memtable_deletions(db->mem) > 0;
     if (!db->idle_watch)
         return 0;
-    uint64_t now = db->env->now_micros(db->env);
-    if (db->idle_seq != db->last_seq) { /* written since the last look */
-        db->idle_seq = db->last_seq;
-        db->idle_since_us = now;
-    }
-    if (now < db->idle_since_us + IDLE_DELETIONS_US)
-        return db->idle_since_us + IDLE_DELETIONS_US - now;
+    uint64_t idle = idle_for(db);
+    if (idle < IDLE_DELETIONS_US)
+        return IDLE_DELETIONS_US - idle;
     if (!idle_switch(db))
         return DEFERRED_RETRY_US;
     db->idle_watch = false;
+    return 0;
+}
+
+/* Frees the process's pooled buffers (mempool.h) once this store saw no
+ * write for IDLE_POOLS_US, so never amid a stream of writes: returns the µs
+ * after which to look again, 0 if nothing is pooled. The pools are shared
+ * by every store of the process: freeing them while another store writes
+ * costs it only a reuse (it allocates afresh), never correctness, as only
+ * kept, unused buffers are freed. A pool refilled after the look is seen
+ * at the next (after a flush or compaction). REQUIRES: mu held (released
+ * while freeing: the caller's other looks come after, on fresh state). */
+static uint64_t release_idle_pools(lsm_db *db)
+{
+    assert(mutex_held(&db->mu));
+    if (mempool_bytes() == 0) /* its locks are leaves */
+        return 0;
+    uint64_t idle = idle_for(db);
+    if (idle < IDLE_POOLS_US)
+        return IDLE_POOLS_US - idle;
+    mutex_unlock(&db->mu);
+    mempool_release();
+    mutex_lock(&db->mu);
     return 0;
 }
 
@@ -94,8 +133,9 @@ static uint64_t sooner(uint64_t a, uint64_t b)
 uint64_t db_idle_look(lsm_db *db)
 {
     assert(mutex_held(&db->mu));
+    uint64_t p = release_idle_pools(db); /* first: it releases mu */
     uint64_t a = retire_old_deferred(db), b = flush_idle_deletions(db);
     uint64_t c = db_hold_wal(db); /* ends a hold no sync follows */
-    return sooner(sooner(a, b), c);
+    return sooner(sooner(sooner(a, b), c), p);
 }
 

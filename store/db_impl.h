@@ -510,10 +510,11 @@ void db_wal_appended(lsm_db *db, lsm_status *s, uint64_t written);
 lsm_status *db_leave_broken_wal(lsm_db *db);
 
 /* db_idle.c: the flush thread's look at an idle store. */
-/* What the idle flush thread does: retires an old deferred batch, and flushes an
+/* What the idle flush thread does: retires an old deferred batch, flushes an
  * active memtable that holds deletions once no write came for a while
- * (IDLE_DELETIONS_US). Returns the µs after which to look again, 0 if
- * nothing is due. REQUIRES: mu held. */
+ * (IDLE_DELETIONS_US), and frees the process's pooled buffers after a longer
+ * quiet (IDLE_POOLS_US). Returns the µs after which to look again, 0 if
+ * nothing is due. REQUIRES: mu held (released meanwhile). */
 uint64_t db_idle_look(lsm_db *db);
 
 /* The bytes of every table in the current version (db_props.c).

@@ -1,5 +1,6 @@
 /* db_props.c — lsm_property(): the store's counters and its stats text. */
 #include "db_impl.h"
+#include "mempool.h"
 #include "version.h"
 #include "status.h"
 
@@ -125,6 +126,7 @@ static size_t u64_props(lsm_db *db, struct u64_prop *t, const char *only)
         {"lsm.memtable-switches", st->rotations},
         {"lsm.sequence", db->last_seq},
         {"lsm.mem-usage", db_memtable_bytes(db)},
+        {"lsm.pooled-bytes", mempool_bytes()},
         {"lsm.immutable-memtables", (uint64_t)db->nimm},
         {"lsm.recovered-records", st->recovered_records},
         {"lsm.recovered-dropped-bytes", st->recovered_dropped_bytes},
@@ -242,13 +244,15 @@ static bool write_path_text(lsm_db *db, buf *b)
         "  writes %" PRIu64 " (barriers %" PRIu64 "), groups %" PRIu64 ", wal syncs %" PRIu64
         " (%" PRIu64 " overlapping another), wal bytes %" PRIu64 "\n"
         "  writes per group %.2f, queue wait %.1f us/write, gather wait %" PRIu64 " us total, wal sync %.0f us avg\n"
-        "  memtables %.1f MiB (%d immutable), switches %" PRIu64 ", last sequence %" PRIu64 "\n"
+        "  memtables %.1f MiB (%d immutable), pooled buffers %.1f MiB, switches %" PRIu64
+        ", last sequence %" PRIu64 "\n"
         "  followers per leader:",
         st->writes, st->barriers, st->groups, st->syncs, st->overlapped_syncs, st->wal_bytes,
         (double)(st->writes - st->barriers) / (double)groups,
         (double)st->queue_wait_us / (double)writes, st->gather_wait_us,
         st->syncs ? (double)st->sync_us / (double)st->syncs : 0.0,
-        (double)db_memtable_bytes(db) / 1048576.0, db->nimm, st->rotations, db->last_seq);
+        (double)db_memtable_bytes(db) / 1048576.0, db->nimm, (double)mempool_bytes() / 1048576.0,
+        st->rotations, db->last_seq);
     bool ok = buf_append(b, line, (size_t)n);
     for (int i = 0; ok && i < FOLLOWER_BUCKETS; i++) {
         if (st->followers[i] == 0)

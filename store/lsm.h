@@ -325,6 +325,8 @@ lsm_status *lsm_iter_status(const lsm_iter *it);
  *   "lsm.oom-retries"                flushes and compactions out of memory (retried)
  *   "lsm.tables-dropped"             tables lsm_delete_files_in_range dropped
  *   "lsm.mem-usage"                  bytes in memtables
+ *   "lsm.pooled-bytes"               freed big buffers and memtable blocks kept for reuse
+ *                                    (the process's, every store's; freed once idle)
  *   "lsm.tables"                     one line per table: level, number, size, key range
  *   "lsm.metrics"                    every numeric property as "store_NAME VALUE" lines
  *                                    (NAME: the property's after "lsm.", '-' as '_'), then

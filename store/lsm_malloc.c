@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__ /* defined by the headers above */
+#include <malloc.h>
+#endif
 
 static _Atomic(lsm_alloc_fail_fn) fail_hook;
 
@@ -12,6 +15,13 @@ static inline bool fails(void)
 {
     lsm_alloc_fail_fn fn = atomic_load_explicit(&fail_hook, memory_order_relaxed);
     return fn != NULL && fn();
+}
+
+void lsm_malloc_trim(void)
+{
+#ifdef __GLIBC__
+    (void)malloc_trim(0);
+#endif
 }
 
 void *lsm_malloc(size_t n)

@@ -27,6 +27,11 @@ char *lsm_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *lsm_vasprintf(const char *fmt, va_list ap);
 void *lsm_aligned_alloc(size_t align, size_t n);
 
+/* Gives the C library's free heap memory back to the OS where it keeps it
+ * (glibc: malloc_trim; elsewhere nothing). Costs a walk of every malloc
+ * arena: for after a big release (mempool.h), not a hot path. */
+void lsm_malloc_trim(void);
+
 /* Called (when set) before every allocation above, from any thread; true
  * makes that allocation return NULL. Tests only: NULL in the product. */
 typedef bool (*lsm_alloc_fail_fn)(void);

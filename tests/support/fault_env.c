@@ -65,6 +65,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,7 @@ struct fault_env {
     uint64_t holds;         /* GUARDED_BY(mu): hold_for_sync calls that held */
     bool sync_fails_late;   /* GUARDED_BY(mu) */
     uint64_t max_sleep_us;  /* GUARDED_BY(mu): 0, or sleep_micros' cap */
+    _Atomic uint64_t clock_ahead_us; /* atomic: now_micros' lead on the base env's */
     bool lost_writeback;    /* GUARDED_BY(mu): fault_env_set_lost_writeback */
     bool avail_set;         /* GUARDED_BY(mu): disk_free reports at most avail_max */
     uint64_t avail_max;     /* GUARDED_BY(mu) */
@@ -1756,7 +1758,12 @@ static lsm_status *fe_disk_free(lsm_env *env, const char *path, uint64_t *total,
 static uint64_t fe_now_micros(lsm_env *env)
 {
     fault_env *fe = fe_of(env);
-    return fe->base->now_micros(fe->base);
+    return fe->base->now_micros(fe->base) + atomic_load(&fe->clock_ahead_us);
+}
+
+void fault_env_advance_clock(fault_env *fe, uint64_t us)
+{
+    atomic_fetch_add(&fe->clock_ahead_us, us);
 }
 
 static void fe_sleep_micros(lsm_env *env, uint64_t us)

@@ -61,6 +61,10 @@ void fault_env_set_disk_avail(fault_env *fe, bool set, uint64_t avail);
 /* From now on the env's sleep_micros sleeps at most us (0: as long as
  * asked), so a test need not wait out the store's retry delays. */
 void fault_env_set_max_sleep_us(fault_env *fe, uint64_t us);
+/* From now on the env's now_micros runs us later (it stays monotonic), so a
+ * test need not wait out the store's idle delays. Nothing is woken: the
+ * store sees it at its next look at the clock. */
+void fault_env_advance_clock(fault_env *fe, uint64_t us);
 /* The last hold_for_sync (env.h) any file of fe was given: 1 on, 0 off,
  * -1 never; *holds (if not NULL) gets how many times it was turned on. */
 int fault_env_last_hold(fault_env *fe, uint64_t *holds);
