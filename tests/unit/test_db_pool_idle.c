@@ -45,16 +45,22 @@ static void nudge(lsm_db *db)
     mutex_unlock(&db->mu);
 }
 
-/* Moves the clock on by a second at a time, waking the store each time,
- * until the pools are empty (true) or ROUNDS seconds went by (false). */
+/* Moves the clock on by a second and lets the flush thread look. */
+static void tick(lsm_db *db, fault_env *fe)
+{
+    fault_env_advance_clock(fe, 1000000);
+    nudge(db);
+    usleep(10000);
+}
+
+/* Ticks until the pools are empty (true) or ROUNDS seconds went by
+ * (false). */
 static bool idle_until_drained(lsm_db *db, fault_env *fe)
 {
     for (int t = 0; t < ROUNDS; t++) {
         if (tu_prop(db, "lsm.pooled-bytes") == 0)
             return true;
-        fault_env_advance_clock(fe, 1000000);
-        nudge(db);
-        usleep(10000);
+        tick(db, fe);
     }
     return tu_prop(db, "lsm.pooled-bytes") == 0;
 }
@@ -86,9 +92,7 @@ static void test_written_store_keeps_pools(void **state)
         char k[32];
         snprintf(k, sizeof k, "small%02d", s);
         ASSERT_OK(lsm_put(db, NULL, k, strlen(k), "v", 1));
-        fault_env_advance_clock(fe, 1000000);
-        nudge(db);
-        usleep(10000);
+        tick(db, fe);
         if (tu_prop(db, "lsm.pooled-bytes") == 0)
             fail_msg("the pools were freed %d s into a stream of writes, one a second", s + 1);
     }

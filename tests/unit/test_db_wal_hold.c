@@ -8,6 +8,7 @@
 #include "fixture.h"
 
 #include "fault_env.h"
+#include "filename.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -78,18 +79,17 @@ static void newest_log(lsm_env *env, char *path, size_t cap)
     char **names;
     int n;
     ASSERT_OK(env->get_children(env, tu_dir, &names, &n));
-    unsigned long long newest = 0;
-    for (int i = 0; i < n; i++) {
-        size_t len = strlen(names[i]);
-        unsigned long long number = strtoull(names[i], NULL, 10);
-        if (len > 4 && strcmp(names[i] + len - 4, ".log") == 0 && number > newest)
+    uint64_t newest = 0, number;
+    enum file_type type;
+    for (int i = 0; i < n; i++)
+        if (parse_file_name(names[i], &number, &type) && type == FILE_LOG && number > newest)
             newest = number;
-    }
     env_free_children(names, n);
     assert_true(newest > 0);
-    char name[32];
-    snprintf(name, sizeof name, "%06llu.log", newest);
-    tu_path(path, cap, name);
+    char *log = log_file_name(tu_dir, newest);
+    assert_non_null(log);
+    snprintf(path, cap, "%s", log);
+    free(log);
 }
 
 /* Whether the first 64 KiB of the log at path (through env: on RADOS, what
